@@ -1,0 +1,5 @@
+"""Allow ``python -m opencode_memoryd``."""
+
+from opencode_memoryd.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,251 @@
+"""Composition root: builds the real adapters from a :class:`~opencode_memoryd.config.Config`.
+
+Only this module constructs stores, extractors and readers; the CLI calls it.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from opencode_memoryd import config as cfgmod
+from opencode_memoryd.errors import ConfigError, SourceError, UpstreamError
+from opencode_memoryd.models import iso_utc
+from opencode_memoryd.opencode import OpenCodeDB, SessionRow, discover_databases
+from opencode_memoryd.pipeline import Extractor, Limits, SessionProcessor, SessionReport
+from opencode_memoryd.rules import RulesExtractor
+from opencode_memoryd.state import StateDB
+from opencode_memoryd.store import EdgeStore, MemoryFilter, MemoryStore, ServerStore
+
+log = structlog.get_logger(__name__)
+
+STATE_FILE_NAME = "state.db"
+
+
+def normalize_dir(directory: str) -> str:
+    """An absolute, normalised folder path (``~`` expanded); the folder need not exist."""
+    return os.path.normpath(os.path.abspath(os.path.expanduser(directory)))
+
+
+@dataclass(slots=True)
+class App:
+    """The configured application: paths, settings and lazily built adapters."""
+
+    config: Any
+    env: Mapping[str, str]
+    config_path: Path | None = None
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+
+    # -- paths -----------------------------------------------------------------------
+
+    @property
+    def state_dir(self) -> Path:
+        """``$XDG_STATE_HOME/opencode-memoryd`` unless ``state.dir`` is set."""
+        return cfgmod.state_dir(self.config, self.env)
+
+    def database_paths(self, override: str | None = None) -> list[Path]:
+        """The OpenCode databases to read: ``--db``, else ``opencode.db_paths``, else found.
+
+        Raises:
+            SourceError: none was given and none was found (the message says where we looked).
+        """
+        if override:
+            return [Path(normalize_dir(override))]
+        if self.config.opencode.db_paths:
+            return [Path(normalize_dir(p)) for p in self.config.opencode.db_paths]
+        data_dir = cfgmod.opencode_data_dir(self.config, self.env)
+        found = discover_databases(data_dir, self.env)
+        if not found:
+            raise SourceError(
+                f"no OpenCode database found: looked for {data_dir}/opencode*.db and "
+                "$OPENCODE_DB; pass --db PATH or set opencode.db_paths"
+            )
+        return found
+
+    # -- adapters --------------------------------------------------------------------
+
+    def open_state(self) -> StateDB:
+        """Open (or create) the state file in the state dir."""
+        return StateDB(self.state_dir / STATE_FILE_NAME)
+
+    def open_source(self, path: Path) -> OpenCodeDB:
+        """Open one OpenCode database read-only."""
+        return OpenCodeDB(path, busy_timeout_ms=self.config.opencode.busy_timeout_ms)
+
+    def _secret(self, env_name: str) -> str | None:
+        return (self.env.get(env_name) or None) if env_name else None
+
+    def build_embedder(self) -> Any | None:
+        """The dense embedder of ``[embedding]``, or ``None`` (BM25 only)."""
+        e = self.config.embedding
+        if e.provider == "none":
+            return None
+        if e.provider == "openai":
+            from opencode_memoryd.embeddings import OpenAIEmbedder
+
+            return OpenAIEmbedder(base_url=e.base_url, api_key=self._secret(e.api_key_env),
+                                  model=e.model, dimensions=e.dimensions,
+                                  timeout_seconds=e.timeout_seconds)
+        from opencode_memoryd.embeddings import FastEmbedEmbedder
+
+        return FastEmbedEmbedder(model=e.model or None)
+
+    def open_store(self) -> MemoryStore:
+        """Open the memory store: Qdrant Edge on disk, or a Qdrant server by URL."""
+        q = self.config.qdrant
+        embedder = self.build_embedder()
+        if q.url:
+            return ServerStore(url=q.url, api_key=self._secret(q.api_key_env),
+                               collection=q.collection, embedder=embedder,
+                               timeout_seconds=q.timeout_seconds)
+        return EdgeStore(cfgmod.store_dir(self.config, self.env), embedder=embedder)
+
+    def extraction_mode(self) -> str:
+        """``llm`` or ``rules``: ``auto`` picks llm when an endpoint is configured."""
+        mode = self.config.extraction.mode
+        if mode == "auto":
+            return "llm" if self.config.llm.base_url else "rules"
+        if mode == "llm" and not self.config.llm.base_url:
+            raise ConfigError(None, ["at `extraction.mode`: \"llm\" needs `llm.base_url`"])
+        return str(mode)
+
+    def build_extractor(self) -> Extractor:
+        """The extractor for :meth:`extraction_mode`."""
+        x = self.config.extraction
+        if self.extraction_mode() == "rules":
+            return RulesExtractor(max_chars=x.max_memory_chars)
+        from opencode_memoryd.extraction import LlmExtractor
+        from opencode_memoryd.llm import ChatClient
+
+        llm = self.config.llm
+        chat = ChatClient(base_url=llm.base_url, api_key=self._secret(llm.api_key_env),
+                          model=llm.model, timeout_seconds=llm.timeout_seconds,
+                          max_retries=llm.max_retries, temperature=llm.temperature,
+                          json_mode=llm.json_mode)
+        return LlmExtractor(chat, max_memories=x.max_memories_per_chunk,
+                            max_chars=x.max_memory_chars)
+
+    def limits(self) -> Limits:
+        """Reader and chunking limits from the config."""
+        o, x = self.config.opencode, self.config.extraction
+        return Limits(
+            abandoned_ms=int(o.abandoned_turn_seconds * 1000),
+            settle_ms=int(o.settle_seconds * 1000),
+            max_chunk_tokens=x.max_chunk_tokens,
+            tool_output_chars=x.tool_output_chars,
+            near_duplicate_similarity=self.config.dedup.near_duplicate_similarity,
+        )
+
+    @contextmanager
+    def resources(self) -> Iterator[tuple[StateDB, MemoryStore]]:
+        """Open the state file and the store; close both on exit."""
+        state = self.open_state()
+        try:
+            store = self.open_store()
+            try:
+                yield state, store
+            finally:
+                store.close()
+        finally:
+            state.close()
+
+    # -- use cases -------------------------------------------------------------------
+
+    def project_keys_for_dir(self, directory: str, db_override: str | None = None) -> set[str]:
+        """The memory scopes (project keys) of the sessions ``--dir DIR`` selects."""
+        keys: set[str] = set()
+        try:
+            paths = self.database_paths(db_override)
+        except SourceError:
+            return keys
+        for path in paths:
+            try:
+                with self.open_source(path) as db:
+                    keys.update(s.project_key for s in db.sessions(directory=directory,
+                                                                   include_subagents=True))
+            except SourceError as exc:
+                log.warning("source_unreadable", db=str(path), error=str(exc))
+        return keys
+
+    def maintain(
+        self,
+        *,
+        directory: str | None,
+        db_override: str | None = None,
+        progress: Callable[[list[SessionRow]], Any] | None = None,
+    ) -> dict[str, Any]:
+        """Process every eligible session (of ``directory``'s project, or all) up to now.
+
+        Returns:
+            ``{"run_id", "mode", "databases": [...], "sessions": [SessionReport dicts],
+            "totals": {...}, "failed": int}``.
+
+        Raises:
+            SourceError: no database, or one that cannot be opened (schema errors included).
+            UpstreamError: the LLM endpoint refused our credentials or model (kind ``auth``
+                or ``not_found``): every session would fail the same way.
+        """
+        run_id = uuid.uuid4().hex[:12]
+        mode = self.extraction_mode()
+        log.info("maintain_started", run_id=run_id, mode=mode,
+                 directory=directory or "(all)")
+        paths = self.database_paths(db_override)
+        reports: list[SessionReport] = []
+        dbs: list[dict[str, Any]] = []
+        extractor = self.build_extractor()
+        with self.resources() as (state, store):
+            state.start_run(run_id, "maintain", iso_utc(self.clock()))
+            try:
+                for path in paths:
+                    with self.open_source(path) as db:
+                        sessions = db.sessions(
+                            directory=directory,
+                            include_archived=self.config.opencode.include_archived,
+                        )
+                        dbs.append({"path": str(path), "schema": db.schema.describe(),
+                                    "sessions": len(sessions)})
+                        proc = SessionProcessor(db, state, store, extractor, self.limits(),
+                                                clock=self.clock)
+                        iterable = progress(sessions) if progress else sessions
+                        for s in iterable:
+                            reports.append(proc.process(s))
+            finally:
+                summary = _summary(run_id, mode, dbs, reports)
+                state.end_run(run_id, summary["totals"], iso_utc(self.clock()))
+        log.info("maintain_finished", run_id=run_id, **summary["totals"])
+        return summary
+
+
+def _summary(run_id: str, mode: str, dbs: list[dict[str, Any]],
+             reports: list[SessionReport]) -> dict[str, Any]:
+    rows = [r.as_dict() for r in reports]
+    totals = {
+        "sessions": len(rows),
+        "turns_read": sum(r["turns_read"] for r in rows),
+        "llm_calls": sum(r["llm_calls"] for r in rows),
+        "added": sum(r["added"] for r in rows),
+        "skipped": sum(sum(r["skipped"].values()) for r in rows),
+        "tokens_in": sum(r["tokens_in"] for r in rows),
+        "tokens_out": sum(r["tokens_out"] for r in rows),
+        "redactions": sum(sum(r["redactions"].values()) for r in rows),
+        "failed": sum(1 for r in rows if r["error"]),
+    }
+    return {"run_id": run_id, "mode": mode, "databases": dbs, "sessions": rows,
+            "totals": totals, "failed": totals["failed"]}
+
+
+def memory_filter(project_key: str | None, *, include_user: bool, scope: str | None = None
+                  ) -> MemoryFilter:
+    """Build a store filter (a thin helper for the CLI)."""
+    return MemoryFilter(project_id=project_key, include_user_scope=include_user, scope=scope)
+
+
+__all__ = ["App", "UpstreamError", "memory_filter", "normalize_dir"]

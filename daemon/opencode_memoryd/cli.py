@@ -1,0 +1,351 @@
+"""Command line: ``opencode-memoryd COMMAND``. The only place that picks exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from opencode_memoryd import __version__, logs
+from opencode_memoryd import config as cfgmod
+from opencode_memoryd.app import App, normalize_dir
+from opencode_memoryd.errors import (
+    ConfigError,
+    MemorydError,
+    SourceError,
+    StateError,
+    StoreError,
+    UpstreamError,
+)
+from opencode_memoryd.models import Memory
+from opencode_memoryd.store import MemoryFilter
+
+log = structlog.get_logger(__name__)
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_SOURCE = 4
+EXIT_CONFIG = 78
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES_HELP = """\
+exit codes:
+  0    success
+  1    operational failure: the LLM endpoint or the store failed, or a session could
+       not be processed (its high-water mark did not move; the next run retries it)
+  2    usage error
+  3    unexpected internal error (the traceback is in the log file)
+  4    OpenCode database missing, unreadable, or of an unrecognised schema
+  78   configuration error (EX_CONFIG)
+  130  interrupted
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="opencode-memoryd",
+        description="Turn OpenCode sessions into durable memories in Qdrant.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    p.add_argument("--config", metavar="PATH",
+                   help="config file (default: $OPENCODE_MEMORYD_CONFIG, else "
+                        "$XDG_CONFIG_HOME/opencode-memoryd/config.toml)")
+    p.add_argument("-v", "--verbose", action="store_true", help="log info events to stderr")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    m = sub.add_parser("maintain", help="extract memories from sessions up to now, then exit",
+                       epilog=EXIT_CODES_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    target = m.add_mutually_exclusive_group(required=True)
+    target.add_argument("--dir", metavar="DIR",
+                        help="the project folder: sessions whose project worktree is DIR or "
+                             "whose directory is DIR or below it (DIR need not exist here)")
+    target.add_argument("--all", action="store_true", help="every project")
+    m.add_argument("--db", metavar="PATH", help="OpenCode database (default: discovered)")
+    m.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    ls = sub.add_parser("list", help="list stored memories")
+    which = ls.add_mutually_exclusive_group()
+    which.add_argument("--dir", metavar="DIR", help="only the memories of DIR's project")
+    which.add_argument("--user", action="store_true", help="only user-scope memories")
+    ls.add_argument("--db", metavar="PATH", help="OpenCode database used to resolve --dir")
+    ls.add_argument("--json", action="store_true", help="print a JSON array")
+
+    s = sub.add_parser("search", help="search memories (BM25, plus dense vectors if set up)")
+    s.add_argument("query")
+    s.add_argument("--dir", metavar="DIR",
+                   help="DIR's project memories and user-scope memories only")
+    s.add_argument("--db", metavar="PATH", help="OpenCode database used to resolve --dir")
+    s.add_argument("--limit", type=int, default=10, metavar="N", help="results (default 10)")
+    s.add_argument("--json", action="store_true", help="print a JSON array")
+
+    st = sub.add_parser("status", help="what is stored, where, and what the last runs did")
+    st.add_argument("--json", action="store_true", help="print JSON")
+
+    c = sub.add_parser("config", help="manage the config file")
+    csub = c.add_subparsers(dest="config_command", required=True, metavar="ACTION")
+    ci = csub.add_parser("init", help="write a commented config file (never overwrites)")
+    ci.add_argument("path", nargs="?", help="where (default: the config path)")
+    csub.add_parser("show", help="print the effective config and its path")
+    csub.add_parser("path", help="print the config path")
+    return p
+
+
+def _memory_json(m: Memory) -> dict[str, Any]:
+    return m.to_payload()
+
+
+def _table(rows: Sequence[Sequence[object]], headers: Sequence[str]) -> str:
+    cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    out = []
+    for n, r in enumerate(cells):
+        out.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        if n == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def _progress(sessions: list[Any]) -> Any:
+    if not sys.stderr.isatty():
+        return sessions
+    from tqdm import tqdm
+
+    return tqdm(sessions, desc="sessions", unit="session", leave=False)
+
+
+def _cmd_maintain(app: App, args: argparse.Namespace) -> int:
+    directory = None if args.all else normalize_dir(args.dir)
+    summary = app.maintain(directory=directory, db_override=args.db,
+                           progress=_progress if args.all else None)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        rows = [
+            (r["session_id"], r["turns_read"], r["added"], sum(r["skipped"].values()),
+             r["llm_calls"], f"{r['tokens_in']}/{r['tokens_out']}",
+             sum(r["redactions"].values()), r["error"] or "ok")
+            for r in summary["sessions"] if r["turns_read"] or r["error"] or r["replayed_items"]
+        ]
+        t = summary["totals"]
+        print(f"mode: {summary['mode']}  sessions: {t['sessions']}  turns read: "
+              f"{t['turns_read']}  memories added: {t['added']}  skipped: {t['skipped']}  "
+              f"LLM calls: {t['llm_calls']}  tokens in/out: {t['tokens_in']}/{t['tokens_out']}")
+        if rows:
+            print(_table(rows, ["session", "turns", "added", "skipped", "llm", "tokens",
+                                "redacted", "result"]))
+    return EXIT_FAILURE if summary["failed"] else EXIT_OK
+
+
+def _scan(app: App, flt_list: list[MemoryFilter | None]) -> list[Memory]:
+    seen: dict[str, Memory] = {}
+    with app.resources() as (_state, store):
+        for flt in flt_list:
+            for m in store.scroll(flt):
+                seen.setdefault(m.id, m)
+    return sorted(seen.values(), key=lambda m: (m.created_at, m.id))
+
+
+def _filters_for_dir(app: App, directory: str, db: str | None, *, include_user: bool
+                     ) -> list[MemoryFilter | None]:
+    keys = app.project_keys_for_dir(normalize_dir(directory), db)
+    if not keys:
+        return [MemoryFilter(scope="user")] if include_user else []
+    return [MemoryFilter(project_id=k, include_user_scope=include_user) for k in sorted(keys)]
+
+
+def _print_memories(memories: Sequence[Memory], as_json: bool,
+                    scores: Mapping[str, float] | None = None) -> None:
+    if as_json:
+        out = []
+        for m in memories:
+            d = _memory_json(m)
+            if scores is not None:
+                d["score"] = round(scores[m.id], 6)
+            out.append(d)
+        print(json.dumps(out, indent=2))
+        return
+    if not memories:
+        print("no memories")
+        return
+    for m in memories:
+        where = "user" if m.scope == "user" else (m.project_root or m.project_id)
+        print(f"{m.id}  [{m.type}, {where}]  {m.content}")
+
+
+def _cmd_list(app: App, args: argparse.Namespace) -> int:
+    if args.user:
+        flts: list[MemoryFilter | None] = [MemoryFilter(scope="user")]
+    elif args.dir:
+        flts = _filters_for_dir(app, args.dir, args.db, include_user=False)
+    else:
+        flts = [None]
+    _print_memories(_scan(app, flts) if flts else [], args.json)
+    return EXIT_OK
+
+
+def _cmd_search(app: App, args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        print("opencode-memoryd: --limit must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    flts: list[MemoryFilter | None] = (
+        _filters_for_dir(app, args.dir, args.db, include_user=True) if args.dir else [None])
+    hits: dict[str, tuple[Memory, float]] = {}
+    with app.resources() as (_state, store):
+        for flt in flts:
+            for m, score in store.search(args.query, flt=flt, limit=args.limit):
+                if m.id not in hits or hits[m.id][1] < score:
+                    hits[m.id] = (m, score)
+    ranked = sorted(hits.values(), key=lambda h: -h[1])[: args.limit]
+    _print_memories([m for m, _ in ranked], args.json, {m.id: s for m, s in ranked})
+    return EXIT_OK
+
+
+def _cmd_status(app: App, args: argparse.Namespace) -> int:
+    info: dict[str, Any] = {
+        "version": __version__,
+        "config_path": str(app.config_path) if app.config_path else None,
+        "config_file_exists": bool(app.config_path and app.config_path.exists()),
+        "state_dir": str(app.state_dir),
+        "extraction_mode": app.extraction_mode(),
+    }
+    dbs: list[dict[str, Any]] = []
+    try:
+        for path in app.database_paths():
+            try:
+                with app.open_source(path) as db:
+                    dbs.append({"path": str(path), "schema": db.schema.describe(),
+                                "sessions": len(db.sessions())})
+            except SourceError as exc:
+                dbs.append({"path": str(path), "error": str(exc)})
+    except SourceError as exc:
+        info["databases_error"] = str(exc)
+    info["databases"] = dbs
+    with app.resources() as (state, store):
+        info["store"] = store.info()
+        counts: dict[str, int] = {}
+        for m in store.scroll(None):
+            key = f"{m.scope}/{m.type}"
+            counts[key] = counts.get(key, 0) + 1
+        info["memories"] = counts
+        info["state"] = state.counts()
+        info["last_runs"] = state.last_runs(5)
+    if args.json:
+        print(json.dumps(info, indent=2, default=str))
+        return EXIT_OK
+    print(f"opencode-memoryd {__version__}")
+    print(f"config:      {info['config_path']}"
+          f"{'' if info['config_file_exists'] else ' (not present: defaults)'}")
+    print(f"state:       {info['state_dir']}")
+    print(f"extraction:  {info['extraction_mode']}")
+    store_info = info["store"]
+    print(f"store:       {store_info.get('backend')} {store_info.get('path') or store_info.get('url') or ''}"
+          f" ({store_info.get('points', '?')} points)")
+    for d in dbs:
+        print(f"database:    {d['path']}  "
+              + (d.get("error") or f"{d['schema']}, {d['sessions']} sessions"))
+    if "databases_error" in info:
+        print(f"database:    {info['databases_error']}")
+    total = sum(counts.values())
+    print(f"memories:    {total}" + (" (" + ", ".join(f"{k}: {v}" for k, v in
+                                                     sorted(counts.items())) + ")"
+                                     if counts else ""))
+    s = info["state"]
+    print(f"sessions:    {s['sessions_tracked']} tracked; items stored {s['items_stored']}, "
+          f"pending {s['items_pending']}; tokens in/out {s['tokens_in']}/{s['tokens_out']}")
+    for r in info["last_runs"]:
+        t = r.get("summary") or {}
+        print(f"last run:    {r['started_at']} {r['command']} "
+              f"added {t.get('added', '?')}, failed {t.get('failed', '?')}"
+              + ("" if r.get("ended_at") else " (did not finish)"))
+        break
+    return EXIT_OK
+
+
+def _cmd_config(app: App | None, args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    if args.config_command == "path":
+        print(args.config or env.get("OPENCODE_MEMORYD_CONFIG") or cfgmod.config_path(env))
+        return EXIT_OK
+    if args.config_command == "init":
+        target = Path(args.path or args.config or env.get("OPENCODE_MEMORYD_CONFIG")
+                      or cfgmod.config_path(env)).expanduser()
+        try:
+            written = cfgmod.init_config(target)
+        except FileExistsError:
+            print(f"opencode-memoryd: {target} already exists; not overwritten",
+                  file=sys.stderr)
+            return EXIT_FAILURE
+        print(f"wrote {written}")
+        return EXIT_OK
+    assert app is not None
+    import tomli_w
+
+    print(f"# {app.config_path}")
+    print(tomli_w.dumps(app.config.model_dump(mode="json")))
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    """Run the CLI; returns the exit code (see ``--help``)."""
+    env = dict(os.environ if env is None else env)
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    try:
+        if args.command == "config" and args.config_command in ("init", "path"):
+            return _cmd_config(None, args, env)
+        explicit = Path(args.config).expanduser() if args.config else None
+        config = cfgmod.load_config(explicit, env)
+        app_path = explicit or (Path(env["OPENCODE_MEMORYD_CONFIG"]).expanduser()
+                                if env.get("OPENCODE_MEMORYD_CONFIG") else
+                                cfgmod.config_path(env))
+        app = App(config=config, env=env, config_path=app_path)
+        logs.configure(
+            log_dir=app.state_dir,
+            level=config.log.level,
+            console_level="info" if args.verbose else "warning",
+            max_bytes=config.log.file_max_bytes,
+            backups=config.log.file_backups,
+        )
+        log.info("command_started", command=args.command, version=__version__,
+                 config=str(app_path))
+        if args.command == "maintain":
+            return _cmd_maintain(app, args)
+        if args.command == "list":
+            return _cmd_list(app, args)
+        if args.command == "search":
+            return _cmd_search(app, args)
+        if args.command == "status":
+            return _cmd_status(app, args)
+        return _cmd_config(app, args, env)
+    except ConfigError as exc:
+        print(f"opencode-memoryd: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except SourceError as exc:
+        print(f"opencode-memoryd: {exc}", file=sys.stderr)
+        return EXIT_SOURCE
+    except (UpstreamError, StoreError, StateError) as exc:
+        print(f"opencode-memoryd: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except MemorydError as exc:
+        print(f"opencode-memoryd: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except Exception:  # a bug: say where the traceback went
+        log.exception("internal_error")
+        print("opencode-memoryd: internal error; the traceback is in "
+              f"{logs.LOG_FILE_NAME} under the state dir", file=sys.stderr)
+        return EXIT_INTERNAL

@@ -1,0 +1,157 @@
+"""The embedder for an OpenAI-compatible ``/embeddings`` endpoint.
+
+Texts are sent in batches of at most :data:`BATCH_SIZE`; every vector must have the
+configured length. Errors map to :class:`~opencode_memoryd.errors.UpstreamError` exactly as
+for the chat adapter (:func:`opencode_memoryd.llm.map_openai_error`); the SDK's own retries
+behave as described in :mod:`opencode_memoryd.llm`. Texts are never logged.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import openai
+import structlog
+
+from opencode_memoryd.errors import UpstreamError
+from opencode_memoryd.llm import PLACEHOLDER_API_KEY, map_openai_error
+
+log = structlog.get_logger(__name__)
+
+#: Most texts sent in one request.
+BATCH_SIZE = 128
+
+#: The text embedded to learn the vector length when none is configured.
+PROBE_TEXT = "dimension probe"
+
+
+class OpenAIEmbedder:
+    """Embeds texts through an OpenAI-compatible ``/embeddings`` endpoint.
+
+    Args:
+        base_url: the endpoint root (usually ending in ``/v1``).
+        api_key: the key, or ``None`` for endpoints that need none.
+        model: the embedding model name.
+        dimensions: the expected vector length; 0 means "learn it from the first answer".
+        timeout_seconds: the per-attempt timeout, in seconds.
+        max_retries: how often the SDK itself retries a retryable failure.
+        http_client: an ``httpx2.Client`` to use instead of the SDK's own.
+        send_dimensions: also send ``dimensions`` in the request (for models that can shorten
+            their vectors, e.g. OpenAI ``text-embedding-3-*``). Off by default because many
+            local servers reject the parameter.
+
+    Attributes:
+        name: ``openai:<model>``, recorded with the store so a model change is detected.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        dimensions: int = 0,
+        timeout_seconds: float = 30,
+        max_retries: int = 2,
+        http_client: Any = None,
+        send_dimensions: bool = False,
+    ) -> None:
+        if dimensions < 0:
+            raise ValueError(f"dimensions must be 0 (learn) or positive, not {dimensions}")
+        if send_dimensions and not dimensions:
+            raise ValueError("send_dimensions needs a positive dimensions")
+        self.model = model
+        self.name = f"openai:{model}"
+        self._dimensions = dimensions
+        self._send_dimensions = send_dimensions
+        self._client = openai.OpenAI(
+            base_url=base_url,
+            api_key=api_key or PLACEHOLDER_API_KEY,
+            timeout=timeout_seconds,
+            max_retries=max_retries,
+            http_client=http_client,
+        )
+
+    @property
+    def dimensions(self) -> int:
+        """The vector length. When configured as 0, the first access embeds a probe text.
+
+        Raises:
+            UpstreamError: the probe request failed.
+        """
+        if not self._dimensions:
+            self.embed([PROBE_TEXT])
+        return self._dimensions
+
+    def close(self) -> None:
+        """Close the underlying HTTP connections."""
+        self._client.close()
+
+    def __enter__(self) -> OpenAIEmbedder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed ``texts``; returns one vector (list of floats) per text, in order.
+
+        Raises:
+            UpstreamError: the endpoint failed, or answered with the wrong number of vectors
+                or a vector of the wrong length or with non-finite values (kind
+                ``bad_request``, not retryable).
+        """
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), BATCH_SIZE):
+            vectors.extend(self._embed_batch(list(texts[start : start + BATCH_SIZE])))
+        return vectors
+
+    def _embed_batch(self, batch: list[str]) -> list[list[float]]:
+        started = time.monotonic()
+        extra: dict[str, Any] = {}
+        if self._send_dimensions:
+            extra["dimensions"] = self._dimensions
+        try:
+            response = self._client.embeddings.create(
+                model=self.model, input=batch, encoding_format="float", **extra
+            )
+        except openai.OpenAIError as exc:
+            error = map_openai_error(exc)
+            log.warning("embeddings.error", kind=error.kind, status=error.status,
+                        retryable=error.retryable, model=self.model, texts=len(batch))
+            raise error from exc
+        data = getattr(response, "data", None)
+        if not isinstance(data, list) or len(data) != len(batch):
+            got = len(data) if isinstance(data, list) else 0
+            raise _bad(f"asked for {len(batch)} vectors, got {got}")
+        items = sorted(data, key=lambda item: getattr(item, "index", 0) or 0)
+        vectors = [self._check(getattr(item, "embedding", None)) for item in items]
+        log.debug("embeddings.reply", model=self.model, texts=len(batch),
+                  elapsed_ms=int((time.monotonic() - started) * 1000))
+        return vectors
+
+    def _check(self, vector: Any) -> list[float]:
+        if not isinstance(vector, list) or not vector:
+            raise _bad("an embedding is missing or not a list of numbers")
+        try:
+            values = [float(v) for v in vector]
+        except (TypeError, ValueError):
+            raise _bad("an embedding holds a non-number") from None
+        if not all(math.isfinite(v) for v in values):
+            raise _bad("an embedding holds a non-finite number")
+        if not self._dimensions:
+            self._dimensions = len(values)
+            log.info("embeddings.dimensions", model=self.model, dimensions=len(values))
+        elif len(values) != self._dimensions:
+            raise _bad(
+                f"embedding has {len(values)} dimensions, expected {self._dimensions}"
+                f" (model {self.model})"
+            )
+        return values
+
+
+def _bad(message: str) -> UpstreamError:
+    return UpstreamError(message, kind="bad_request", retryable=False)

@@ -1,0 +1,87 @@
+"""The exception hierarchy of opencode-memoryd.
+
+::
+
+    MemorydError
+    ├── ConfigError            bad or unreadable config file (exit 78)
+    ├── SourceError            the OpenCode database cannot be used
+    │   └── SourceSchemaError  a schema we do not recognise (names what is missing)
+    ├── StateError             our own state file cannot be used
+    ├── StoreError             the memory store (Qdrant) failed or refused
+    │   └── EmbedderMismatchError  the store was built with another embedder
+    ├── UpstreamError          the LLM or embedding endpoint failed (``retryable`` flag)
+    └── ExtractionError        the LLM answered something we cannot accept
+"""
+
+from __future__ import annotations
+
+
+class MemorydError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class ConfigError(MemorydError):
+    """The config file is missing, unreadable or invalid.
+
+    Attributes:
+        path: the file that was read (``None`` for defaults only).
+        problems: one line per problem, each ``at `key.path`: message``.
+    """
+
+    def __init__(self, path: str | None, problems: list[str]) -> None:
+        self.path = path
+        self.problems = list(problems)
+        where = f" in {path}" if path else ""
+        body = "\n".join(f"  {p}" for p in self.problems)
+        super().__init__(f"invalid configuration{where}:\n{body}")
+
+
+class SourceError(MemorydError):
+    """The OpenCode database cannot be found, opened or read."""
+
+
+class SourceSchemaError(SourceError):
+    """The OpenCode database has a schema this version does not understand."""
+
+
+class StateError(MemorydError):
+    """Our own state file cannot be opened or written."""
+
+
+class StoreError(MemorydError):
+    """The memory store failed, or refused an operation."""
+
+
+class EmbedderMismatchError(StoreError):
+    """The store was built with a different embedder (name or dimension)."""
+
+
+class UpstreamError(MemorydError):
+    """A call to the LLM or embedding endpoint failed.
+
+    Attributes:
+        kind: one of ``rate_limit``, ``server``, ``timeout``, ``connection``, ``auth``,
+            ``not_found``, ``context_length``, ``bad_request``.
+        retryable: whether the same call may succeed later.
+        status: the HTTP status code, when there was one.
+        retry_after_seconds: the server's ``Retry-After``, when it sent one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str,
+        retryable: bool,
+        status: int | None = None,
+        retry_after_seconds: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.retryable = retryable
+        self.status = status
+        self.retry_after_seconds = retry_after_seconds
+
+
+class ExtractionError(MemorydError):
+    """The LLM's answer was not valid JSON or did not match the memory schema."""

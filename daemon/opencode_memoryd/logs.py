@@ -1,0 +1,100 @@
+"""structlog configuration: JSON lines to a rotating file, a readable console on a terminal.
+
+Every event passes through :func:`_scrub`, which runs secret redaction over every string
+value, so a secret that slipped into an error message still never reaches a log file.
+Events never carry transcript text by design; the scrubber is the second line of defence.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import sys
+from collections.abc import MutableMapping
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from opencode_memoryd.redaction import redact
+
+LOG_FILE_NAME = "opencode-memoryd.log"
+
+
+def _scrub(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    for key, value in list(event.items()):
+        if isinstance(value, str):
+            event[key] = redact(value).text
+    return event
+
+
+def configure(
+    *,
+    log_dir: Path | None,
+    level: str = "info",
+    console_level: str = "warning",
+    max_bytes: int = 10 * 1024 * 1024,
+    backups: int = 5,
+    stream: Any = None,
+) -> Path | None:
+    """Configure logging once per process.
+
+    Args:
+        log_dir: folder of the JSON-lines file (``opencode-memoryd.log``, rotated at
+            ``max_bytes`` with ``backups`` old files); ``None`` for no file.
+        level: the file's level (``debug``, ``info``, ``warning``, ``error``).
+        console_level: the console's level; the console is readable text on a terminal
+            and JSON lines otherwise (e.g. under systemd, where the journal keeps them).
+        stream: the console stream (default ``sys.stderr``).
+
+    Returns:
+        The log file path, or ``None``.
+    """
+    stream = stream or sys.stderr
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _scrub,
+    ]
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        root.removeHandler(h)
+        h.close()
+    root.setLevel(logging.DEBUG)
+
+    console = logging.StreamHandler(stream)
+    console.setLevel(getattr(logging, console_level.upper()))
+    renderer: Any = (structlog.dev.ConsoleRenderer(colors=False)
+                     if hasattr(stream, "isatty") and stream.isatty()
+                     else structlog.processors.JSONRenderer())
+    console.setFormatter(structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+    ))
+    root.addHandler(console)
+
+    path: Path | None = None
+    if log_dir is not None:
+        log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = log_dir / LOG_FILE_NAME
+        fh = logging.handlers.RotatingFileHandler(path, maxBytes=max_bytes,
+                                                  backupCount=backups, encoding="utf-8")
+        fh.setLevel(getattr(logging, level.upper()))
+        fh.setFormatter(structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=shared,
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                        structlog.processors.format_exc_info,
+                        structlog.processors.JSONRenderer()],
+        ))
+        root.addHandler(fh)
+    for noisy in ("httpx", "httpcore", "openai", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=False,
+    )
+    return path

@@ -1,0 +1,195 @@
+"""Domain records shared by every module. Plain frozen dataclasses, no I/O."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+MemoryType = Literal["user", "feedback", "project", "reference"]
+Scope = Literal["user", "project"]
+Source = Literal["llm", "rules", "manual"]
+Role = Literal["user", "assistant", "tool"]
+
+MEMORY_TYPES: tuple[str, ...] = ("user", "feedback", "project", "reference")
+SCOPES: tuple[str, ...] = ("user", "project")
+
+#: Namespace of every point id (UUIDv5), fixed forever: changing it duplicates every memory.
+POINT_NAMESPACE = uuid.UUID("6f0c5d2e-3a51-5b7e-9c1f-0d7a4e2b8c31")
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptLine:
+    """One line of the transcript shown to the extractor.
+
+    Attributes:
+        message_id: the OpenCode message id the line comes from (``msg_…``).
+        role: ``user`` (human text), ``assistant`` (model text) or ``tool`` (a condensed
+            tool call made by the assistant).
+        text: the line's text, already redacted when it reaches an extractor.
+    """
+
+    message_id: str
+    role: Role
+    text: str
+
+    def render(self) -> str:
+        """Return the line as the LLM sees it: ``[msg_…] role: text``."""
+        return f"[{self.message_id}] {self.role}: {self.text}"
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryCandidate:
+    """A memory proposed by an extractor, before dedup and storage.
+
+    Attributes:
+        content: one fact, one or two sentences, no secrets.
+        type: ``user`` (about the person), ``feedback`` (how they want the agent to work),
+            ``project`` (facts and decisions about the project), ``reference`` (where to find
+            things: URLs, dashboards, docs).
+        scope: ``project`` (this project only) or ``user`` (all the user's projects).
+        message_ids: the transcript messages the fact comes from (at least one).
+        source: which extractor produced it.
+    """
+
+    content: str
+    type: MemoryType
+    scope: Scope
+    message_ids: tuple[str, ...]
+    source: Source
+
+
+@dataclass(slots=True)
+class Memory:
+    """A stored memory: the payload of one Qdrant point.
+
+    ``project_id`` and ``project_root`` are ``None`` for user-scope memories; ``created_at``
+    and ``updated_at`` are aware UTC datetimes.
+    """
+
+    id: str
+    content: str
+    type: MemoryType
+    scope: Scope
+    project_id: str | None
+    project_root: str | None
+    session_id: str
+    message_ids: list[str]
+    source: Source
+    created_at: datetime
+    updated_at: datetime
+    session_ids: list[str] = field(default_factory=list)
+    content_hash: str = ""
+
+    def to_payload(self) -> dict[str, object]:
+        """Return the JSON-safe payload (times as ISO 8601 UTC strings with ``Z``)."""
+        return {
+            "id": self.id,
+            "content": self.content,
+            "type": self.type,
+            "scope": self.scope,
+            "project_id": self.project_id,
+            "project_root": self.project_root,
+            "session_id": self.session_id,
+            "session_ids": list(self.session_ids or [self.session_id]),
+            "message_ids": list(self.message_ids),
+            "source": self.source,
+            "created_at": iso_utc(self.created_at),
+            "updated_at": iso_utc(self.updated_at),
+            "content_hash": self.content_hash or content_hash(self.content),
+        }
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, object]) -> Memory:
+        """Build a memory from a stored payload (inverse of :meth:`to_payload`)."""
+        p = payload
+        return cls(
+            id=str(p["id"]),
+            content=str(p["content"]),
+            type=p["type"],  # type: ignore[arg-type]
+            scope=p["scope"],  # type: ignore[arg-type]
+            project_id=p.get("project_id"),  # type: ignore[arg-type]
+            project_root=p.get("project_root"),  # type: ignore[arg-type]
+            session_id=str(p["session_id"]),
+            message_ids=list(p.get("message_ids") or []),  # type: ignore[call-overload]
+            source=p["source"],  # type: ignore[arg-type]
+            created_at=parse_iso(str(p["created_at"])),
+            updated_at=parse_iso(str(p["updated_at"])),
+            session_ids=list(p.get("session_ids") or [p["session_id"]]),  # type: ignore[call-overload]
+            content_hash=str(p.get("content_hash") or ""),
+        )
+
+
+def iso_utc(dt: datetime) -> str:
+    """Format an aware datetime as ISO 8601 UTC with millisecond precision and ``Z``."""
+    return dt.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_iso(text: str) -> datetime:
+    """Parse an ISO 8601 string (``Z`` or offset) into an aware UTC datetime."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+
+
+def utc_from_ms(ms: int) -> datetime:
+    """Convert OpenCode's integer milliseconds since the epoch into an aware UTC datetime."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+_PUNCT = re.compile(r"[^\w\s/.:@#+-]")
+_SPACE = re.compile(r"\s+")
+
+
+def normalize_text(text: str) -> str:
+    """Normalise a fact for exact-duplicate detection.
+
+    NFKC, case-folded, punctuation other than the characters that carry meaning in code
+    (``/ . : @ # + -``) removed, whitespace collapsed, trailing dots stripped.
+    """
+    t = unicodedata.normalize("NFKC", text).casefold()
+    t = _PUNCT.sub(" ", t)
+    t = _SPACE.sub(" ", t).strip().rstrip(".").strip()
+    return t
+
+
+def content_hash(text: str) -> str:
+    """SHA-256 hex digest of :func:`normalize_text` of ``text``."""
+    return hashlib.sha256(normalize_text(text).encode("utf-8")).hexdigest()
+
+
+def scope_key(scope: Scope, project_id: str | None) -> str:
+    """The key that partitions memories: ``user`` or ``project:<project_id>``."""
+    return "user" if scope == "user" else f"project:{project_id}"
+
+
+def point_id(scope: Scope, project_id: str | None, type_: str, text: str) -> str:
+    """Deterministic point id (UUIDv5) of a fact in a scope.
+
+    The same normalised fact of the same type in the same scope always maps to the same
+    point, so replaying an extraction, or meeting the fact again in another session,
+    upserts instead of duplicating (pattern: deterministic ids, see docs/reliability.md §3.3).
+    """
+    key = f"{scope_key(scope, project_id)}|{type_}|{content_hash(text)}"
+    return str(uuid.uuid5(POINT_NAMESPACE, key))
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractionResult:
+    """What one extractor call produced for one chunk of transcript.
+
+    Attributes:
+        candidates: the accepted memories (already validated).
+        tokens_in: prompt tokens reported by the endpoint (0 for rules).
+        tokens_out: completion tokens reported by the endpoint (0 for rules).
+        model: the model name, or ``"rules"``.
+        rejected: ``(reason, short text)`` for each proposed memory that was refused.
+    """
+
+    candidates: tuple[MemoryCandidate, ...]
+    tokens_in: int = 0
+    tokens_out: int = 0
+    model: str = "rules"
+    rejected: tuple[tuple[str, str], ...] = ()

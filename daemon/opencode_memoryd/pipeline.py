@@ -1,0 +1,360 @@
+"""Process one session: read after the mark, redact, extract, store, advance the mark.
+
+Per chunk of finished turns (docs/reliability.md §2.3, transactional outbox):
+
+1. read the messages after the session's high-water mark and keep the finished turns;
+2. build the transcript, redact it, and ask the extractor (LLM or rules);
+3. **record** the result in the state file (status ``extracted``) before touching the store;
+4. write the memories to the store with deterministic point ids and write-time dedup;
+5. mark the item ``stored`` and advance the mark, in one state transaction.
+
+A crash after 3 replays the recorded result at the next run (no second LLM call); a crash
+after 4 rewrites the same points (no duplicate). An extractor error leaves the mark where
+it was. Memories are written with :func:`write_memories`, which merges provenance into an
+existing point instead of adding a second one for the same (or a near-identical) fact.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import structlog
+
+from opencode_memoryd.errors import ExtractionError, UpstreamError
+from opencode_memoryd.models import (
+    ExtractionResult,
+    Memory,
+    MemoryCandidate,
+    TranscriptLine,
+    content_hash,
+    iso_utc,
+    normalize_text,
+    point_id,
+    utc_from_ms,
+)
+from opencode_memoryd.opencode import MESSAGE_BATCH, OpenCodeDB, SessionRow
+from opencode_memoryd.redaction import redact
+from opencode_memoryd.state import Item, StateDB
+from opencode_memoryd.store import MemoryFilter, MemoryStore
+from opencode_memoryd.transcript import (
+    Chunk,
+    chunk_turns,
+    drop_fork_copies,
+    finished_prefix,
+    group_turns,
+)
+
+log = structlog.get_logger(__name__)
+
+#: Bumped when the transcript or prompt format changes, so old cached items are not reused.
+ITEM_FORMAT = "1"
+
+
+class Extractor(Protocol):
+    """Anything that turns transcript lines into memory candidates."""
+
+    name: str
+
+    def extract(
+        self, lines: Sequence[TranscriptLine], *, project_root: str | None = None
+    ) -> ExtractionResult:
+        """Return the accepted candidates; raise UpstreamError or ExtractionError."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Reader and chunking settings, from ``[opencode]`` and ``[extraction]``."""
+
+    abandoned_ms: int = 1_800_000
+    settle_ms: int = 2_000
+    max_chunk_tokens: int = 6000
+    tool_output_chars: int = 160
+    near_duplicate_similarity: float = 0.85
+
+
+@dataclass(slots=True)
+class SessionReport:
+    """What processing one session did (counts only: never transcript text)."""
+
+    session_id: str
+    project_key: str
+    project_root: str
+    title_chars: int = 0
+    turns_read: int = 0
+    chunks: int = 0
+    llm_calls: int = 0
+    added: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    rejected: Counter[str] = field(default_factory=Counter)
+    redactions: Counter[str] = field(default_factory=Counter)
+    tokens_in: int = 0
+    tokens_out: int = 0
+    replayed_items: int = 0
+    error: str | None = None
+    duration_ms: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-safe dict (the log event and ``maintain --json`` row)."""
+        return {
+            "session_id": self.session_id,
+            "project": self.project_key,
+            "project_root": self.project_root,
+            "turns_read": self.turns_read,
+            "chunks": self.chunks,
+            "llm_calls": self.llm_calls,
+            "added": self.added,
+            "skipped": dict(self.skipped),
+            "rejected": dict(self.rejected),
+            "redactions": dict(self.redactions),
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "replayed_items": self.replayed_items,
+            "error": self.error,
+            "duration_ms": round(self.duration_ms, 1),
+        }
+
+
+def _now_iso(now: datetime) -> str:
+    return iso_utc(now)
+
+
+def _item_id(source_id: str, session_id: str, chunk: Chunk) -> str:
+    key = f"{ITEM_FORMAT}|{source_id}|{session_id}|{chunk.first}|{chunk.last}"
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def _similarity(a: str, b: str) -> float:
+    """Text similarity in [0, 1] of two normalised facts (difflib ratio on words)."""
+    return difflib.SequenceMatcher(None, a.split(), b.split()).ratio()
+
+
+def write_memories(
+    store: MemoryStore,
+    candidates: Sequence[dict[str, Any]],
+    *,
+    session_id: str,
+    project_key: str,
+    project_root: str | None,
+    message_times: dict[str, int],
+    now: datetime,
+    near_duplicate_similarity: float,
+) -> tuple[int, Counter[str]]:
+    """Write candidates to the store with write-time dedup; return (added, skipped reasons).
+
+    A candidate whose normalised fact already has a point in the same scope and type (same
+    deterministic id) or whose text is at least ``near_duplicate_similarity`` similar to an
+    existing memory of the same type and scope is not added: its provenance (session and
+    message ids) is merged into the existing point. Replaying the same candidates therefore
+    adds nothing. ``created_at`` of a new memory is the time of its first cited message.
+    """
+    added = 0
+    skipped: Counter[str] = Counter()
+    for c in candidates:
+        content = redact(str(c["content"])).text
+        scope = c["scope"]
+        pkey = None if scope == "user" else project_key
+        proot = None if scope == "user" else project_root
+        pid = point_id(scope, pkey, c["type"], content)
+        msg_ids = list(c["message_ids"])
+        existing = store.get([pid])
+        target: Memory | None = existing[0] if existing else None
+        reason = "duplicate"
+        if target is None:
+            norm = normalize_text(content)
+            flt = MemoryFilter(project_id=pkey, include_user_scope=False, scope=scope,
+                               types=(c["type"],))
+            for hit, _score in store.search(content, flt=flt, limit=5):
+                if (hit.scope == scope and hit.project_id == pkey
+                        and _similarity(norm, normalize_text(hit.content))
+                        >= near_duplicate_similarity):
+                    target, reason = hit, "near_duplicate"
+                    break
+        if target is not None:
+            sessions = list(dict.fromkeys([*target.session_ids, session_id]))
+            messages = list(dict.fromkeys([*target.message_ids, *msg_ids]))
+            if sessions != target.session_ids or messages != target.message_ids:
+                target.session_ids, target.message_ids = sessions, messages
+                target.updated_at = now
+                store.upsert([target])
+            skipped[reason] += 1
+            continue
+        times = [message_times[m] for m in msg_ids if m in message_times]
+        created = utc_from_ms(min(times)) if times else now
+        store.upsert([Memory(
+            id=pid, content=content, type=c["type"], scope=scope, project_id=pkey,
+            project_root=proot, session_id=session_id, message_ids=msg_ids,
+            source=c["source"], created_at=created, updated_at=now,
+            session_ids=[session_id], content_hash=content_hash(content),
+        )])
+        added += 1
+    return added, skipped
+
+
+class SessionProcessor:
+    """Runs the pipeline for sessions of one source database.
+
+    Args:
+        source: the open OpenCode database.
+        state: our state file.
+        store: the memory store.
+        extractor: the LLM or rules extractor.
+        limits: reader and chunking settings.
+        clock: returns the current aware UTC time (injectable for tests).
+    """
+
+    def __init__(
+        self,
+        source: OpenCodeDB,
+        state: StateDB,
+        store: MemoryStore,
+        extractor: Extractor,
+        limits: Limits,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.source = source
+        self.state = state
+        self.store = store
+        self.extractor = extractor
+        self.limits = limits
+        self.clock = clock
+
+    def _apply(self, item: Item, report: SessionReport) -> None:
+        now = self.clock()
+        added, skipped = write_memories(
+            self.store,
+            item.result.get("candidates", []),
+            session_id=item.session_id,
+            project_key=item.project_key,
+            project_root=item.project_root,
+            message_times=item.result.get("message_times", {}),
+            now=now,
+            near_duplicate_similarity=self.limits.near_duplicate_similarity,
+        )
+        self.state.complete_item(item, _now_iso(now))
+        report.added += added
+        report.skipped.update(skipped)
+
+    def process(self, session: SessionRow) -> SessionReport:
+        """Process every finished, unread turn of one session up to now.
+
+        Returns the session's report. Extractor failures (:class:`UpstreamError`,
+        :class:`ExtractionError`) are caught: they end this session's run, leave its mark
+        where it was and are reported in ``error``; :class:`UpstreamError` with kind
+        ``auth`` or ``not_found`` is re-raised, since every other session would fail too.
+        """
+        started = time.perf_counter()
+        src = self.source.identity
+        report = SessionReport(session.id, session.project_key, session.project_root)
+        try:
+            # 1. finish what a previous run recorded but did not store (crash recovery)
+            for item in self.state.pending_items(src, session.id):
+                self._apply(item, report)
+                report.replayed_items += 1
+            self._process_new(session, report)
+        except UpstreamError as exc:
+            report.error = f"{exc.kind}: {exc}"
+            if exc.kind in ("auth", "not_found"):
+                raise
+        except ExtractionError as exc:
+            report.error = f"bad_reply: {exc}"
+        finally:
+            report.duration_ms = (time.perf_counter() - started) * 1000
+            log.info("session_processed", **report.as_dict())
+        return report
+
+    def _process_new(self, session: SessionRow, report: SessionReport) -> None:
+        src = self.source.identity
+        while True:
+            mark = self.state.get_mark(src, session.id)
+            messages = self.source.messages_after(session.id, mark, limit=MESSAGE_BATCH)
+            if not messages:
+                return
+            full_batch = len(messages) >= MESSAGE_BATCH
+            real = drop_fork_copies(messages, session.time_created)
+            if not real:  # a batch of fork copies only: nothing to read, move past them
+                self.state.set_mark(src, session.id, messages[-1].mark, _now_iso(self.clock()))
+                continue
+            turns = group_turns(real)
+            now_ms = int(self.clock().timestamp() * 1000)
+            done = finished_prefix(turns, now_ms=now_ms, abandoned_ms=self.limits.abandoned_ms,
+                                   settle_ms=self.limits.settle_ms)
+            if full_batch and len(turns) > 1 and len(done) == len(turns):
+                done = done[:-1]  # the batch may have cut the last turn short
+            if not done:
+                return  # wait for the turn in flight to finish
+            report.turns_read += len(done)
+            times = {m.id: m.time_created for m in real}
+            # Fork copies precede the session's own messages, so the first chunk's mark
+            # moves past them too.
+            for chunk in chunk_turns(done, max_tokens=self.limits.max_chunk_tokens,
+                                     tool_output_chars=self.limits.tool_output_chars):
+                self._process_chunk(session, chunk, report, times)
+            if not full_batch:
+                return
+
+    def _process_chunk(self, session: SessionRow, chunk: Chunk, report: SessionReport,
+                       times: dict[str, int]) -> None:
+        src = self.source.identity
+        report.chunks += 1
+        now = self.clock()
+        if not chunk.has_user_text:
+            self.state.set_mark(src, session.id, chunk.last, _now_iso(now))
+            return
+        lines: list[TranscriptLine] = []
+        for line in chunk.lines:
+            r = redact(line.text)
+            report.redactions.update(r.counts)
+            lines.append(TranscriptLine(line.message_id, line.role, r.text))
+        item_id = _item_id(src, session.id, chunk)
+        result = self.extractor.extract(lines, project_root=session.project_root)
+        if self.extractor.name != "rules":
+            report.llm_calls += 1
+        report.tokens_in += result.tokens_in
+        report.tokens_out += result.tokens_out
+        for reason, _text in result.rejected:
+            report.rejected[reason] += 1
+        item = Item(
+            id=item_id, source_id=src, session_id=session.id, first=chunk.first,
+            last=chunk.last, project_key=session.project_key,
+            project_root=session.project_root, status="extracted",
+            extractor=self.extractor.name, model=result.model,
+            result={
+                "candidates": [
+                    {"content": redact(c.content).text, "type": c.type, "scope": c.scope,
+                     "message_ids": list(c.message_ids), "source": c.source}
+                    for c in result.candidates
+                ],
+                "message_times": {m: times[m] for c in result.candidates
+                                  for m in c.message_ids if m in times},
+            },
+            tokens_in=result.tokens_in, tokens_out=result.tokens_out,
+        )
+        self.state.record_item(item, _now_iso(now))
+        _fault_point("after_record")
+        self._apply(item, report)
+
+
+def _fault_point(name: str) -> None:
+    """Crash here when ``OPENCODE_MEMORYD_FAULT`` names this point (fault-injection tests).
+
+    The process dies with ``os._exit(137)``, as a SIGKILL would, with no cleanup.
+    """
+    import os
+
+    if os.environ.get("OPENCODE_MEMORYD_FAULT") == name:
+        os._exit(137)
+
+
+def candidate_from_dict(d: dict[str, Any]) -> MemoryCandidate:
+    """Rebuild a candidate recorded in an outbox item."""
+    return MemoryCandidate(content=d["content"], type=d["type"], scope=d["scope"],
+                           message_ids=tuple(d["message_ids"]), source=d["source"])

@@ -1,0 +1,278 @@
+"""Our own state, in our own SQLite file under the state dir (never OpenCode's database).
+
+Tables (schema version in ``PRAGMA user_version``):
+
+* ``marks``: the incremental high-water mark per (source database identity, session): the
+  ``(time_created, id)`` of the last processed message.
+* ``items``: the transactional outbox. One row per extracted chunk of turns, written with
+  the extraction result *before* anything reaches the store. Status ``extracted`` means the
+  result is recorded but not yet stored; ``stored`` means its memories are durably in the
+  store and the session's mark has moved past it (both in one transaction).
+* ``runs``: one row per ``maintain`` run with its summary.
+
+Commits use ``synchronous=FULL`` in WAL mode, so a returned commit survives power loss.
+Pattern: transactional outbox + idempotent consumer (docs/reliability.md §2.2-2.3).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
+
+from opencode_memoryd.errors import StateError
+
+SCHEMA_VERSION = 1
+
+_DDL = [
+    """CREATE TABLE IF NOT EXISTS marks (
+        source_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        time_created INTEGER NOT NULL,
+        message_id TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (source_id, session_id)
+    )""",
+    """CREATE TABLE IF NOT EXISTS items (
+        id TEXT PRIMARY KEY,
+        source_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        first_time INTEGER NOT NULL,
+        first_id TEXT NOT NULL,
+        last_time INTEGER NOT NULL,
+        last_id TEXT NOT NULL,
+        project_key TEXT NOT NULL,
+        project_root TEXT,
+        status TEXT NOT NULL,
+        extractor TEXT NOT NULL,
+        model TEXT,
+        result TEXT NOT NULL,
+        tokens_in INTEGER NOT NULL DEFAULT 0,
+        tokens_out INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS items_session ON items (source_id, session_id, status)",
+    """CREATE TABLE IF NOT EXISTS runs (
+        id TEXT PRIMARY KEY,
+        command TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        ended_at TEXT,
+        summary TEXT
+    )""",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One outbox row. ``result`` is the JSON-decoded extraction result."""
+
+    id: str
+    source_id: str
+    session_id: str
+    first: tuple[int, str]
+    last: tuple[int, str]
+    project_key: str
+    project_root: str | None
+    status: str
+    extractor: str
+    model: str | None
+    result: dict[str, Any]
+    tokens_in: int
+    tokens_out: int
+
+
+class StateDB:
+    """The state file (``state.db``).
+
+    Args:
+        path: the SQLite file; parent folders are created (mode 0700).
+
+    Raises:
+        StateError: the file cannot be created, opened or migrated.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
+            raise StateError(f"cannot create state dir {self.path.parent}: {exc}") from exc
+        self._engine: Engine = create_engine(
+            f"sqlite:///{self.path}",
+            connect_args={"timeout": 30, "check_same_thread": False},
+        )
+
+        @event.listens_for(self._engine, "connect")
+        def _pragmas(dbapi_conn: sqlite3.Connection, _rec: object) -> None:
+            dbapi_conn.isolation_level = None  # we BEGIN explicitly
+            dbapi_conn.execute("PRAGMA journal_mode=WAL")
+            dbapi_conn.execute("PRAGMA synchronous=FULL")
+            dbapi_conn.execute("PRAGMA busy_timeout=30000")
+
+        @event.listens_for(self._engine, "begin")
+        def _begin(conn: Any) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        try:
+            with self._engine.begin() as c:
+                version = c.exec_driver_sql("PRAGMA user_version").scalar() or 0
+                if version > SCHEMA_VERSION:
+                    raise StateError(
+                        f"state file {self.path} was written by a newer opencode-memoryd "
+                        f"(schema {version} > {SCHEMA_VERSION})"
+                    )
+                for ddl in _DDL:
+                    c.exec_driver_sql(ddl)
+                c.exec_driver_sql(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except DBAPIError as exc:
+            raise StateError(f"cannot open state file {self.path}: {exc.orig}") from exc
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self._engine.dispose()
+
+    # -- marks -----------------------------------------------------------------------
+
+    def get_mark(self, source_id: str, session_id: str) -> tuple[int, str] | None:
+        """The session's high-water mark ``(time_created, message_id)``, or ``None``."""
+        with self._engine.begin() as c:
+            row = c.execute(
+                text("SELECT time_created, message_id FROM marks "
+                     "WHERE source_id=:s AND session_id=:sid"),
+                {"s": source_id, "sid": session_id},
+            ).first()
+        return (int(row[0]), str(row[1])) if row else None
+
+    def marks(self, source_id: str) -> dict[str, tuple[int, str]]:
+        """Every mark of a source, by session id."""
+        with self._engine.begin() as c:
+            rows = c.execute(
+                text("SELECT session_id, time_created, message_id FROM marks WHERE source_id=:s"),
+                {"s": source_id},
+            ).all()
+        return {r[0]: (int(r[1]), str(r[2])) for r in rows}
+
+    def set_mark(self, source_id: str, session_id: str, mark: tuple[int, str], now: str) -> None:
+        """Advance a mark (used when a chunk produced nothing to store)."""
+        with self._engine.begin() as c:
+            self._set_mark(c, source_id, session_id, mark, now)
+
+    @staticmethod
+    def _set_mark(c: Any, source_id: str, session_id: str, mark: tuple[int, str],
+                  now: str) -> None:
+        c.execute(
+            text("""INSERT INTO marks (source_id, session_id, time_created, message_id,
+                                       updated_at)
+                    VALUES (:s, :sid, :t, :m, :now)
+                    ON CONFLICT (source_id, session_id) DO UPDATE SET
+                      time_created=excluded.time_created, message_id=excluded.message_id,
+                      updated_at=excluded.updated_at
+                    WHERE (excluded.time_created, excluded.message_id)
+                          > (marks.time_created, marks.message_id)"""),
+            {"s": source_id, "sid": session_id, "t": mark[0], "m": mark[1], "now": now},
+        )
+
+    # -- outbox ----------------------------------------------------------------------
+
+    def record_item(self, item: Item, now: str) -> None:
+        """Durably record an extraction result (status ``extracted``) before storing it.
+
+        Recording the same item id again keeps the first result (idempotent).
+        """
+        with self._engine.begin() as c:
+            c.execute(
+                text("""INSERT OR IGNORE INTO items (id, source_id, session_id, first_time,
+                          first_id, last_time, last_id, project_key, project_root, status,
+                          extractor, model, result, tokens_in, tokens_out, created_at,
+                          updated_at)
+                        VALUES (:id, :s, :sid, :ft, :fi, :lt, :li, :pk, :pr, 'extracted',
+                          :ex, :model, :result, :ti, :to, :now, :now)"""),
+                {"id": item.id, "s": item.source_id, "sid": item.session_id,
+                 "ft": item.first[0], "fi": item.first[1], "lt": item.last[0],
+                 "li": item.last[1], "pk": item.project_key, "pr": item.project_root,
+                 "ex": item.extractor, "model": item.model,
+                 "result": json.dumps(item.result, sort_keys=True),
+                 "ti": item.tokens_in, "to": item.tokens_out, "now": now},
+            )
+
+    def complete_item(self, item: Item, now: str) -> None:
+        """Mark an item stored and advance its session's mark, in one transaction."""
+        with self._engine.begin() as c:
+            c.execute(text("UPDATE items SET status='stored', updated_at=:now WHERE id=:id"),
+                      {"id": item.id, "now": now})
+            self._set_mark(c, item.source_id, item.session_id, item.last, now)
+
+    def pending_items(self, source_id: str, session_id: str | None = None) -> list[Item]:
+        """Items recorded but not yet stored (crash recovery), oldest first."""
+        sql = "SELECT * FROM items WHERE status='extracted' AND source_id=:s"
+        params: dict[str, Any] = {"s": source_id}
+        if session_id is not None:
+            sql += " AND session_id=:sid"
+            params["sid"] = session_id
+        with self._engine.begin() as c:
+            rows = c.execute(text(sql + " ORDER BY last_time, last_id"), params).mappings().all()
+        return [_item(r) for r in rows]
+
+    def get_item(self, item_id: str) -> Item | None:
+        """One outbox row by id."""
+        with self._engine.begin() as c:
+            row = c.execute(text("SELECT * FROM items WHERE id=:id"),
+                            {"id": item_id}).mappings().first()
+        return _item(row) if row else None
+
+    # -- runs and status -------------------------------------------------------------
+
+    def start_run(self, run_id: str, command: str, now: str) -> None:
+        """Record the start of a run."""
+        with self._engine.begin() as c:
+            c.execute(text("INSERT INTO runs (id, command, started_at) VALUES (:i, :c, :n)"),
+                      {"i": run_id, "c": command, "n": now})
+
+    def end_run(self, run_id: str, summary: Mapping[str, Any], now: str) -> None:
+        """Record the end of a run with its summary (counts only, never transcript text)."""
+        with self._engine.begin() as c:
+            c.execute(text("UPDATE runs SET ended_at=:n, summary=:s WHERE id=:i"),
+                      {"i": run_id, "n": now, "s": json.dumps(summary, sort_keys=True)})
+
+    def last_runs(self, limit: int = 5) -> list[dict[str, Any]]:
+        """The newest runs, newest first, with decoded summaries."""
+        with self._engine.begin() as c:
+            rows = c.execute(text("SELECT * FROM runs ORDER BY started_at DESC LIMIT :l"),
+                             {"l": limit}).mappings().all()
+        return [{**r, "summary": json.loads(r["summary"]) if r["summary"] else None}
+                for r in rows]
+
+    def counts(self) -> dict[str, int]:
+        """Numbers for ``status``: sessions with marks, items by status, tokens spent."""
+        with self._engine.begin() as c:
+            sessions = c.exec_driver_sql("SELECT count(*) FROM marks").scalar() or 0
+            by_status = dict(c.exec_driver_sql(
+                "SELECT status, count(*) FROM items GROUP BY status").all())
+            tokens = c.exec_driver_sql(
+                "SELECT coalesce(sum(tokens_in),0), coalesce(sum(tokens_out),0) FROM items"
+            ).first()
+        return {
+            "sessions_tracked": int(sessions),
+            "items_stored": int(by_status.get("stored", 0)),
+            "items_pending": int(by_status.get("extracted", 0)),
+            "tokens_in": int(tokens[0]) if tokens else 0,
+            "tokens_out": int(tokens[1]) if tokens else 0,
+        }
+
+
+def _item(r: Mapping[str, Any]) -> Item:
+    return Item(
+        id=r["id"], source_id=r["source_id"], session_id=r["session_id"],
+        first=(int(r["first_time"]), r["first_id"]), last=(int(r["last_time"]), r["last_id"]),
+        project_key=r["project_key"], project_root=r["project_root"], status=r["status"],
+        extractor=r["extractor"], model=r["model"], result=json.loads(r["result"]),
+        tokens_in=int(r["tokens_in"]), tokens_out=int(r["tokens_out"]),
+    )
