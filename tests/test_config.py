@@ -15,6 +15,7 @@ from opencode_memoryd.config import (
     Config,
     apply_overrides,
     config_path,
+    configured_db_paths,
     default_config_path,
     init_config,
     load_config,
@@ -148,7 +149,7 @@ def test_empty_file_gives_defaults(env: dict[str, str], tmp_path: Path) -> None:
 def test_config_is_frozen_and_hashable() -> None:
     cfg = Config()
     with pytest.raises(ValidationError):
-        cfg.llm.model = "other"  # type: ignore[misc]
+        cfg.llm.model = "other"
     assert hash(cfg) == hash(Config())
 
 
@@ -445,12 +446,14 @@ def test_configured_paths_win_and_expand_tilde(env: dict[str, str], home: Path) 
     env["XDG_DATA_HOME"] = "/ignored/data"
     cfg = parse_config(
         {
-            "opencode": {"data_dir": "~/oc"},
+            "opencode": {"data_dir": "~/oc", "db_paths": ["~/a.db", "/b.db"]},
             "qdrant": {"path": "/srv/qdrant"},
             "state": {"dir": "~"},
         }
     )
     assert opencode_data_dir(cfg, env) == home / "oc"
+    assert configured_db_paths(cfg, env) == [home / "a.db", Path("/b.db")]
+    assert configured_db_paths(Config(), env) == []
     assert store_dir(cfg, env) == Path("/srv/qdrant")
     assert state_dir(cfg, env) == home
 

@@ -17,7 +17,7 @@ from typing import Any
 import structlog
 
 from opencode_memoryd import config as cfgmod
-from opencode_memoryd.errors import ConfigError, SourceError, UpstreamError
+from opencode_memoryd.errors import SourceError, UpstreamError
 from opencode_memoryd.models import iso_utc
 from opencode_memoryd.opencode import OpenCodeDB, SessionRow, discover_databases
 from opencode_memoryd.pipeline import Extractor, Limits, SessionProcessor, SessionReport
@@ -59,8 +59,9 @@ class App:
         """
         if override:
             return [Path(normalize_dir(override))]
-        if self.config.opencode.db_paths:
-            return [Path(normalize_dir(p)) for p in self.config.opencode.db_paths]
+        configured = cfgmod.configured_db_paths(self.config, self.env)
+        if configured:
+            return configured
         data_dir = cfgmod.opencode_data_dir(self.config, self.env)
         found = discover_databases(data_dir, self.env)
         if not found:
@@ -110,12 +111,7 @@ class App:
 
     def extraction_mode(self) -> str:
         """``llm`` or ``rules``: ``auto`` picks llm when an endpoint is configured."""
-        mode = self.config.extraction.mode
-        if mode == "auto":
-            return "llm" if self.config.llm.base_url else "rules"
-        if mode == "llm" and not self.config.llm.base_url:
-            raise ConfigError(None, ["at `extraction.mode`: \"llm\" needs `llm.base_url`"])
-        return str(mode)
+        return str(self.config.extraction_mode)
 
     def build_extractor(self) -> Extractor:
         """The extractor for :meth:`extraction_mode`."""

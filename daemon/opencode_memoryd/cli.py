@@ -274,11 +274,10 @@ def _cmd_status(app: App, args: argparse.Namespace) -> int:
 
 def _cmd_config(app: App | None, args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if args.config_command == "path":
-        print(args.config or env.get("OPENCODE_MEMORYD_CONFIG") or cfgmod.config_path(env))
+        print(args.config or cfgmod.config_path(env))
         return EXIT_OK
     if args.config_command == "init":
-        target = Path(args.path or args.config or env.get("OPENCODE_MEMORYD_CONFIG")
-                      or cfgmod.config_path(env)).expanduser()
+        target = Path(args.path or args.config or cfgmod.config_path(env)).expanduser()
         try:
             written = cfgmod.init_config(target)
         except FileExistsError:
@@ -308,9 +307,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
             return _cmd_config(None, args, env)
         explicit = Path(args.config).expanduser() if args.config else None
         config = cfgmod.load_config(explicit, env)
-        app_path = explicit or (Path(env["OPENCODE_MEMORYD_CONFIG"]).expanduser()
-                                if env.get("OPENCODE_MEMORYD_CONFIG") else
-                                cfgmod.config_path(env))
+        app_path = explicit or cfgmod.config_path(env)
         app = App(config=config, env=env, config_path=app_path)
         logs.configure(
             log_dir=app.state_dir,

@@ -58,6 +58,7 @@ __all__ = [
     "StateConfig",
     "apply_overrides",
     "config_path",
+    "configured_db_paths",
     "default_config_path",
     "init_config",
     "load_config",
@@ -294,8 +295,8 @@ class EmbeddingConfig(_Section):
         default="none",
         description=(
             'Embedding provider: "openai" (any OpenAI-compatible embeddings endpoint), '
-            '"fastembed" (a local model; needs the fastembed extra) or "none" (store '
-            "memories without vectors)."
+            '"fastembed" (a local model; needs the fastembed extra) or "none" (no vectors: '
+            "keyword search only)."
         ),
     )
     base_url: UrlStr = Field(
@@ -598,6 +599,14 @@ def store_dir(cfg: Config, env: Mapping[str, str] | None = None) -> Path:
     if cfg.qdrant.path:
         return _expand(cfg.qdrant.path, env)
     return xdg_data_home(env) / APP_NAME / "qdrant"
+
+
+def configured_db_paths(cfg: Config, env: Mapping[str, str] | None = None) -> list[Path]:
+    """``opencode.db_paths`` as paths, ``~`` expanded; empty when databases are to be found
+    in :func:`opencode_data_dir` instead. No filesystem access.
+    """
+    env = _environ(env)
+    return [_expand(p, env) for p in cfg.opencode.db_paths]
 
 
 def opencode_data_dir(cfg: Config, env: Mapping[str, str] | None = None) -> Path:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import os
+import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -344,14 +346,12 @@ class SessionProcessor:
 
 
 def _fault_point(name: str) -> None:
-    """Crash here when ``OPENCODE_MEMORYD_FAULT`` names this point (fault-injection tests).
+    """Die here, as by ``kill -9``, when ``OPENCODE_MEMORYD_FAULT`` names this point.
 
-    The process dies with ``os._exit(137)``, as a SIGKILL would, with no cleanup.
+    Used by the crash tests; no cleanup runs, exactly as with a real SIGKILL.
     """
-    import os
-
     if os.environ.get("OPENCODE_MEMORYD_FAULT") == name:
-        os._exit(137)
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def candidate_from_dict(d: dict[str, Any]) -> MemoryCandidate:

@@ -1,0 +1,95 @@
+"""Shared fixtures. Every test runs with HOME and the XDG dirs inside its own tmp_path."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from contextlib import redirect_stdout
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from opencode_memoryd.cli import main
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SAMPLE_DB = FIXTURES / "opencode-sample.db"
+MANIFEST = json.loads((FIXTURES / "opencode-sample.db.manifest.json").read_text())
+
+ACME = "/tmp/projects/sample/acme-web"
+PIPELINE = "/tmp/projects/sample/data-pipeline"
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Point HOME and XDG_* into tmp_path and drop every variable that could leak in."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local/share"),
+        "XDG_STATE_HOME": str(home / ".local/state"),
+        "PATH": "/usr/bin:/bin",
+    }
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    for k in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENCODE_DB", "OPENCODE_MEMORYD_CONFIG",
+              "XDG_RUNTIME_DIR", "OPENCODE_MEMORYD_FAULT"):
+        monkeypatch.delenv(k, raising=False)
+    return env
+
+
+@pytest.fixture
+def sample_db(tmp_path: Path) -> Path:
+    """A private copy of the real OpenCode 1.18.33 sample database."""
+    dst = tmp_path / "opencode" / "opencode.db"
+    dst.parent.mkdir(parents=True)
+    shutil.copyfile(SAMPLE_DB, dst)
+    return dst
+
+
+def write_config(path: Path, text: str = "") -> Path:
+    """Write a config file; tests read everything at once (settle 0 s)."""
+    base = "[opencode]\nsettle_seconds = 0\n"
+    if "[opencode]" in text:
+        base = ""
+    path.write_text(base + text)
+    return path
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    """A rules-mode config file with no settle delay."""
+    return write_config(tmp_path / "config.toml", "[extraction]\nmode = \"rules\"\n")
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run the CLI in-process; return (exit code, stdout)."""
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = main(list(args), env=env)
+    return code, out.getvalue()
+
+
+def cli_json(*args: str, env: dict[str, str] | None = None) -> Any:
+    """Run the CLI with --json and decode its output (asserts exit 0)."""
+    code, out = cli(*args, "--json", env=env)
+    assert code == 0, out
+    return json.loads(out)
+
+
+def marks(state_db: Path) -> dict[str, tuple[int, str]]:
+    """Every high-water mark in a state file, by session id."""
+    with sqlite3.connect(state_db) as c:
+        return {r[0]: (r[1], r[2]) for r in
+                c.execute("SELECT session_id, time_created, message_id FROM marks")}
+
+
+@pytest.fixture
+def state_db(isolated_env: dict[str, str]) -> Iterator[Path]:
+    """Where the state file of a test run lives."""
+    yield Path(isolated_env["XDG_STATE_HOME"]) / "opencode-memoryd" / "state.db"

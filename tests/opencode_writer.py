@@ -1,0 +1,149 @@
+"""Append sessions and turns to an OpenCode database the way OpenCode 1.18 writes them.
+
+Used by tests and benchmarks to simulate a live OpenCode: the same PRAGMAs
+(``journal_mode=WAL``, ``synchronous=NORMAL``, ``busy_timeout=5000``), ids in OpenCode's
+shape (prefix, 12 hex of ``ms*4096+counter``, 14 base62), and the write pattern of
+docs/opencode-db.md §7: the user message and its text part, an assistant message without
+``time.completed``, parts inserted empty and filled later, ``finish`` and ``time.completed``
+in separate commits, then the trailing user-message update.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+import string
+import time
+from pathlib import Path
+from typing import Any
+
+_B62 = string.digits + string.ascii_letters
+
+
+class OpenCodeWriter:
+    """A writer connection to an OpenCode database (a copy, never a user's real one)."""
+
+    def __init__(self, path: Path, *, seed: int = 0) -> None:
+        self.conn = sqlite3.connect(str(path), timeout=5, isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn.execute("PRAGMA busy_timeout=5000")
+        self.conn.execute("PRAGMA foreign_keys=ON")
+        self._counter = 0
+        self._rng = random.Random(seed)
+        self._last_ms = 0
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
+
+    def now_ms(self) -> int:
+        """Strictly increasing milliseconds since the epoch."""
+        ms = max(int(time.time() * 1000), self._last_ms + 1)
+        self._last_ms = ms
+        return ms
+
+    def new_id(self, prefix: str, ms: int) -> str:
+        """An id in OpenCode's shape: ``prefix_`` + 12 hex + 14 base62."""
+        self._counter += 1
+        value = (ms * 4096 + self._counter) & ((1 << 48) - 1)
+        tail = "".join(self._rng.choice(_B62) for _ in range(14))
+        return f"{prefix}_{value:012x}{tail}"
+
+    def _commit(self, sql: str, params: tuple[Any, ...]) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+        self.conn.execute(sql, params)
+        self.conn.execute("COMMIT")
+
+    def new_session(self, *, project_id: str, directory: str, worktree: str | None = None,
+                    title: str = "New session", parent_id: str | None = None) -> str:
+        """Insert a session (and its project row when missing); return its id."""
+        ms = self.now_ms()
+        sid = self.new_id("ses", ms)
+        if worktree is not None:
+            self.conn.execute(
+                "INSERT OR IGNORE INTO project (id, worktree, vcs, time_created, time_updated, "
+                "sandboxes) VALUES (?, ?, 'git', ?, ?, '[]')",
+                (project_id, worktree, ms, ms))
+        self._commit(
+            "INSERT INTO session (id, project_id, parent_id, slug, directory, path, title, "
+            "version, time_created, time_updated) VALUES (?, ?, ?, ?, ?, '', ?, '1.18.33', ?, ?)",
+            (sid, project_id, parent_id, sid[-8:], directory, title, ms, ms))
+        return sid
+
+    def _insert_message(self, sid: str, data: dict[str, Any], ms: int) -> str:
+        mid = self.new_id("msg", ms)
+        self._commit("INSERT INTO message (id, session_id, time_created, time_updated, data) "
+                     "VALUES (?, ?, ?, ?, ?)", (mid, sid, ms, ms, json.dumps(data)))
+        return mid
+
+    def _insert_part(self, sid: str, mid: str, data: dict[str, Any]) -> str:
+        ms = self.now_ms()
+        pid = self.new_id("prt", ms)
+        self._commit("INSERT INTO part (id, message_id, session_id, time_created, time_updated, "
+                     "data) VALUES (?, ?, ?, ?, ?, ?)", (pid, mid, sid, ms, ms, json.dumps(data)))
+        return pid
+
+    def _update_part(self, pid: str, data: dict[str, Any]) -> None:
+        self._commit("UPDATE part SET data=?, time_updated=? WHERE id=?",
+                     (json.dumps(data), self.now_ms(), pid))
+
+    def _update_message(self, mid: str, data: dict[str, Any]) -> None:
+        self._commit("UPDATE message SET data=?, time_updated=? WHERE id=?",
+                     (json.dumps(data), self.now_ms(), mid))
+
+    def append_turn(self, sid: str, user_text: str, reply_text: str = "Done.", *,
+                    finish: bool = True, bash: str | None = None) -> dict[str, str]:
+        """Write one turn in OpenCode's order; return the message ids written.
+
+        With ``finish=False`` the assistant message stays in flight (no ``time.completed``),
+        as while the model streams.
+        """
+        ms = self.now_ms()
+        user = {"role": "user", "time": {"created": ms}, "agent": "build",
+                "model": {"providerID": "stub", "modelID": "stub-model"}}
+        umid = self._insert_message(sid, user, ms)
+        self._insert_part(sid, umid, {"type": "text", "text": user_text})
+        ams = self.now_ms()
+        assistant: dict[str, Any] = {
+            "role": "assistant", "parentID": umid, "agent": "build", "mode": "build",
+            "modelID": "stub-model", "providerID": "stub", "path": {"cwd": "/", "root": "/"},
+            "cost": 0, "tokens": {"total": 0, "input": 0, "output": 0, "reasoning": 0,
+                                  "cache": {"read": 0, "write": 0}},
+            "time": {"created": ams},
+        }
+        amid = self._insert_message(sid, assistant, ams)
+        self._commit("UPDATE session SET time_updated=? WHERE id=?", (self.now_ms(), sid))
+        self._insert_part(sid, amid, {"type": "step-start", "snapshot": "0" * 40})
+        if bash:
+            tp = self._insert_part(sid, amid, {"type": "tool", "tool": "bash", "callID": "c1",
+                                               "state": {"status": "pending",
+                                                         "input": {"command": bash}}})
+            self._update_part(tp, {"type": "tool", "tool": "bash", "callID": "c1",
+                                   "state": {"status": "completed", "input": {"command": bash},
+                                             "output": "ok\n",
+                                             "metadata": {"output": "ok\n", "exit": 0}}})
+        text_part = self._insert_part(sid, amid, {"type": "text", "text": ""})
+        self._update_part(text_part, {"type": "text", "text": reply_text})
+        result = {"user": umid, "assistant": amid}
+        if not finish:
+            return result
+        assistant["finish"] = "stop"
+        self._update_message(amid, assistant)
+        self._insert_part(sid, amid, {"type": "step-finish", "reason": "stop"})
+        assistant["time"]["completed"] = self.now_ms()
+        self._update_message(amid, assistant)
+        self._commit("UPDATE session SET time_updated=? WHERE id=?", (self.now_ms(), sid))
+        user["summary"] = {"diffs": []}
+        self._update_message(umid, user)
+        return result
+
+    def complete(self, amid: str) -> None:
+        """Finish an in-flight assistant message (``finish`` then ``time.completed``)."""
+        row = self.conn.execute("SELECT data FROM message WHERE id=?", (amid,)).fetchone()
+        data = json.loads(row[0])
+        data["finish"] = "stop"
+        self._update_message(amid, data)
+        data["time"]["completed"] = self.now_ms()
+        self._update_message(amid, data)

@@ -1,0 +1,195 @@
+"""`maintain` in LLM mode against an OpenAI-compatible fake server on 127.0.0.1 (real HTTP)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import ACME, cli, cli_json, marks, write_config
+from fake_openai import FakeOpenAI, Hang, Reply, Status
+from opencode_writer import OpenCodeWriter
+
+LINE = re.compile(r"^\[(msg_\w+)\] (user|assistant|tool): (.*)$", re.MULTILINE)
+WEB_CLI = "ses_dfec4032affe4TNn4bUt9e26HR"
+
+
+def user_prompt(body: dict[str, Any]) -> str:
+    """The user message of a recorded chat request."""
+    return "\n".join(str(m["content"]) for m in body["messages"] if m["role"] == "user")
+
+
+def remember_responder(body: dict[str, Any]) -> dict[str, Any]:
+    """A scripted model: one memory per user line that contains "remember"."""
+    memories = []
+    for mid, role, text in LINE.findall(user_prompt(body)):
+        if role == "user" and "remember" in text.lower():
+            fact = re.sub(r"(?i)^.*?remember:?\s*(that\s+)?", "", text).strip()
+            memories.append({"content": f"The project rule: {fact}", "type": "project",
+                             "scope": "project", "message_ids": [mid]})
+    return {"memories": memories}
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI(responder=remember_responder) as f:
+        yield f
+
+
+@pytest.fixture
+def llm_config(tmp_path: Path, fake: FakeOpenAI) -> Path:
+    return write_config(tmp_path / "llm.toml", f"""
+[opencode]
+settle_seconds = 0
+[extraction]
+mode = "llm"
+[llm]
+base_url = "{fake.base_url}"
+model = "test-model"
+api_key_env = "TEST_LLM_KEY"
+timeout_seconds = 2
+max_retries = 0
+""")
+
+
+def run(cfg: Path, db: Path, *extra: str) -> tuple[int, str]:
+    return cli("--config", str(cfg), "maintain", "--dir", ACME, "--db", str(db), *extra)
+
+
+def test_llm_mode_stores_cited_memories_and_second_run_calls_nothing(
+        sample_db: Path, llm_config: Path, fake: FakeOpenAI) -> None:
+    code, out = run(llm_config, sample_db, "--json")
+    assert code == 0, out
+    report = json.loads(out)
+    calls = len(fake.chat_requests)
+    assert calls == report["totals"]["llm_calls"] >= 1
+    memories = cli_json("--config", str(llm_config), "list", "--dir", ACME,
+                        "--db", str(sample_db))
+    assert len(memories) == 2
+    assert {m["source"] for m in memories} == {"llm"}
+    assert report["totals"]["tokens_in"] > 0
+    code, out = run(llm_config, sample_db, "--json")
+    assert code == 0
+    assert json.loads(out)["totals"]["llm_calls"] == 0
+    assert len(fake.chat_requests) == calls
+
+
+def test_prompt_holds_only_unread_turns(sample_db: Path, llm_config: Path,
+                                        fake: FakeOpenAI) -> None:
+    assert run(llm_config, sample_db)[0] == 0
+    old_ids = {mid for body in fake.chat_requests for mid, _, _ in
+               LINE.findall(user_prompt(body))}
+    w = OpenCodeWriter(sample_db)
+    ids = w.append_turn(WEB_CLI, "remember that the CDN is cdn.acme.test", "Noted.")
+    w.close()
+    before = len(fake.chat_requests)
+    assert run(llm_config, sample_db)[0] == 0
+    new_requests = fake.chat_requests[before:]
+    assert len(new_requests) == 1
+    seen = {mid for mid, _, _ in LINE.findall(user_prompt(new_requests[0]))}
+    assert seen == {ids["user"], ids["assistant"]}
+    assert not seen & old_ids
+
+
+def test_no_llm_call_for_chunks_without_human_text(sample_db: Path, llm_config: Path,
+                                                   fake: FakeOpenAI) -> None:
+    code, out = cli("--config", str(llm_config), "maintain", "--dir",
+                    "/tmp/projects/sample/scratch", "--db", str(sample_db), "--json")
+    assert code == 0
+    # one real question, one empty session: exactly one call
+    assert len(fake.chat_requests) == 1
+
+
+SECRET_KEY = "sk-proj-" + "Zq7" * 12 + "T9x"
+SECRET_PW = "Hx9" + "kQ2v" * 4
+
+
+def test_planted_secrets_never_reach_server_store_or_log(
+        sample_db: Path, llm_config: Path, fake: FakeOpenAI, isolated_env: dict[str, str],
+        state_db: Path) -> None:
+    w = OpenCodeWriter(sample_db)
+    w.append_turn(WEB_CLI, f"remember that the deploy key is {SECRET_KEY} and "
+                  f"the db url is postgres://app:{SECRET_PW}@db.acme.test/app",
+                  f"Stored OPENAI_API_KEY={SECRET_KEY}", bash=f"export TOKEN={SECRET_KEY}")
+    w.close()
+    code, out = run(llm_config, sample_db, "--json")
+    assert code == 0, out
+    assert sum(json.loads(out)["totals"]["redactions"] for _ in [0]) >= 2
+    wire = json.dumps([r.json for r in fake.requests])
+    assert SECRET_KEY not in wire and SECRET_PW not in wire
+    assert "[REDACTED" in wire
+    listed = json.dumps(cli_json("--config", str(llm_config), "list"))
+    assert any("deploy key" in m["content"] for m in json.loads(listed))
+    assert SECRET_KEY not in listed and SECRET_PW not in listed
+    state_dir = Path(isolated_env["XDG_STATE_HOME"]) / "opencode-memoryd"
+    for f in state_dir.rglob("*"):
+        if f.is_file():
+            blob = f.read_bytes()
+            assert SECRET_KEY.encode() not in blob, f
+            assert SECRET_PW.encode() not in blob, f
+    store_dir = Path(isolated_env["XDG_DATA_HOME"]) / "opencode-memoryd"
+    for f in store_dir.rglob("*"):
+        if f.is_file() and f.stat().st_size < 50_000_000:
+            assert SECRET_KEY.encode() not in f.read_bytes(), f
+
+
+@pytest.mark.parametrize("behaviour", [
+    pytest.param(Reply("this is not json {"), id="garbage"),
+    pytest.param(Reply({"memories": "nope"}), id="wrong-shape"),
+    pytest.param(Status(500), id="500"),
+    pytest.param(Status(429, retry_after=1), id="429"),
+    pytest.param(Hang(5), id="hung"),
+])
+def test_bad_reply_stores_nothing_and_keeps_the_mark(
+        sample_db: Path, llm_config: Path, fake: FakeOpenAI, state_db: Path,
+        behaviour: Any) -> None:
+    fake.script(behaviour)
+    code, out = cli("--config", str(llm_config), "maintain", "--dir", ACME, "--db",
+                    str(sample_db), "--json")
+    assert code == 1
+    report = json.loads(out)
+    failed = [r for r in report["sessions"] if r["error"]]
+    assert len(failed) == 1
+    sid = failed[0]["session_id"]
+    assert sid not in marks(state_db)
+    stored = cli_json("--config", str(llm_config), "list")
+    assert all(sid not in m["session_ids"] for m in stored)
+    # the next run, with a healthy server, picks the session up
+    code, out = run(llm_config, sample_db, "--json")
+    assert code == 0
+    assert sid in marks(state_db)
+
+
+def test_kill_between_reply_and_store_write_then_rerun(
+        sample_db: Path, llm_config: Path, fake: FakeOpenAI, state_db: Path,
+        isolated_env: dict[str, str]) -> None:
+    env = {**os.environ, **isolated_env, "OPENCODE_MEMORYD_FAULT": "after_record",
+           "PYTHONPATH": os.pathsep.join(sys.path)}
+    args = [sys.executable, "-m", "opencode_memoryd", "--config", str(llm_config), "maintain",
+            "--dir", ACME, "--db", str(sample_db)]
+    proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -9, proc.stderr
+    calls = len(fake.chat_requests)
+    assert calls == 1
+    env.pop("OPENCODE_MEMORYD_FAULT")
+    proc = subprocess.run([*args, "--json"], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["totals"]["llm_calls"] == len(fake.chat_requests) - calls
+    replayed = sum(r["replayed_items"] for r in report["sessions"])
+    assert replayed == 1
+    memories = cli_json("--config", str(llm_config), "list")
+    contents = [m["content"] for m in memories]
+    assert len(contents) == len(set(contents)) == 2
+    # every chat request was for a different chunk: no turn was sent twice
+    sent = [mid for body in fake.chat_requests for mid, role, _ in
+            LINE.findall(user_prompt(body)) if role == "user"]
+    assert len(sent) == len(set(sent))
