@@ -267,7 +267,12 @@ class LlmExtractor:
         chat: the chat endpoint (``llm.ChatClient`` or any :class:`ChatModel`).
         max_memories: most memories accepted per call.
         max_chars: longest accepted memory, in characters.
+
+    Attributes:
+        name: ``"llm"`` (the extractor's name in reports and logs).
     """
+
+    name = "llm"
 
     def __init__(self, chat: ChatModel, *, max_memories: int, max_chars: int) -> None:
         if max_memories < 1 or max_chars < 1:
@@ -277,7 +282,7 @@ class LlmExtractor:
         self.max_chars = max_chars
 
     def extract(
-        self, lines: Sequence[TranscriptLine], *, project_root: str | None
+        self, lines: Sequence[TranscriptLine], *, project_root: str | None = None
     ) -> ExtractionResult:
         """Extract memories from ``lines`` (already redacted).
 
