@@ -26,7 +26,7 @@ PIPELINE = "/tmp/projects/sample/data-pipeline"
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """Point HOME and XDG_* into tmp_path and drop every variable that could leak in."""
-    home = tmp_path / "home"
+    home = tmp_path / "isolated-home"
     home.mkdir()
     env = {
         "HOME": str(home),

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import hashlib
 import json
 import math
@@ -406,10 +407,8 @@ def main(argv: Iterable[str] | None = None) -> int:
 
         fake.on_request = write
     print(f"PORT {fake.port}", flush=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         fake.serve_forever()
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

@@ -24,7 +24,7 @@ from opencode_memoryd.models import MEMORY_TYPES, MemoryCandidate, TranscriptLin
 
 LINES = [
     TranscriptLine("msg_u1", "user", "We use pnpm in this repo, never npm."),
-    TranscriptLine("msg_a1", "assistant", "Understood, I will use pnpm. Shall I add a lint script?"),
+    TranscriptLine("msg_a1", "assistant", "Understood, I'll use pnpm. Shall I add a lint script?"),
     TranscriptLine("msg_t1", "tool", "bash: pnpm install (exit 0)"),
     TranscriptLine("msg_u2", "user", "Yes. And I'm a backend developer, I mostly write Go."),
 ]
@@ -40,8 +40,11 @@ def memory(content: str, type_: str = "project", scope: str = "project",
             "message_ids": ["msg_u1"] if ids is None else ids}
 
 
-def parse(*items: dict[str, Any], max_memories: int = 5, max_chars: int = 200,
-          lines: list[TranscriptLine] = LINES) -> tuple[list[MemoryCandidate], list[tuple[str, str]]]:
+Parsed = tuple[list[MemoryCandidate], list[tuple[str, str]]]
+
+
+def parse(*items: Any, max_memories: int = 5, max_chars: int = 200,
+          lines: list[TranscriptLine] = LINES) -> Parsed:
     return parse_reply(json.dumps({"memories": list(items)}), lines=lines,
                        max_memories=max_memories, max_chars=max_chars)
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
-from email.utils import format_datetime
 from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from pathlib import Path
 
 import pytest
 from structlog.testing import capture_logs
@@ -317,3 +321,35 @@ def test_embedding_errors_use_the_shared_mapping(fake: FakeOpenAI) -> None:
         emb.embed(["a"])
     assert (first.value.kind, first.value.retryable) == ("server", True)
     assert (second.value.kind, second.value.retryable) == ("auth", False)
+
+
+# -- the fake as a separate process -------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_fake_runs_as_a_separate_process(tmp_path: Path) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"status": 503, "retry_after": 4},
+                                  {"reply": {"memories": []}, "tokens_in": 5, "tokens_out": 2}]))
+    log = tmp_path / "requests.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("fake_openai.py")), "--port", "0",
+         "--script", str(script), "--log", str(log)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline().split()[1])
+        chat = ChatClient(base_url=f"http://127.0.0.1:{port}/v1", api_key=None, model="m",
+                          max_retries=0)
+        with pytest.raises(UpstreamError) as info:
+            ask(chat)
+        assert (info.value.kind, info.value.retry_after_seconds) == ("server", 4.0)
+        reply = ask(chat)
+        assert (reply.tokens_in, reply.tokens_out) == (5, 2)
+        assert ask(chat).content == '{"memories": []}', "the default answer once scripts end"
+    finally:
+        proc.kill()
+        proc.wait(timeout=5)
+    paths = [json.loads(line)["path"] for line in log.read_text().splitlines()]
+    assert paths == ["/v1/chat/completions"] * 3

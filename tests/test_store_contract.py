@@ -398,6 +398,34 @@ def test_reembed_rebuilds_vectors(open_store: StoreFactory) -> None:
     s4 = open_store(small, allow_mismatch=True)
     assert s4.reembed(small) == len(CODING) + 1
     assert s4.search("which package manager?")[0][0] == CODING[0]
+    s4.close()
+    s5 = open_store(small)
+    assert s5.search("should I install with yarn?",
+                     flt=MemoryFilter(project_id=ACME))[0][0] == CODING[0]
+
+
+def test_interrupted_reembed_is_recorded(open_store: StoreFactory) -> None:
+    class Failing(HashEmbedder):
+        def embed(self, texts: Sequence[str]) -> list[list[float]]:
+            raise RuntimeError("endpoint down")
+
+    s = open_store(None)
+    s.upsert(CODING)
+    s.close()
+    bad = Failing("flaky", 64)
+    s2 = open_store(bad, allow_mismatch=True)
+    with pytest.raises(RuntimeError, match="endpoint down"):
+        s2.reembed(bad)
+    with pytest.raises(EmbedderMismatchError, match="did not complete"):
+        s2.search("which package manager?")
+    s2.close()
+    with pytest.raises(EmbedderMismatchError, match="interrupted"):
+        open_store(None)
+    good = HashEmbedder("flaky", 64)
+    s3 = open_store(good, allow_mismatch=True)
+    assert s3.reembed(good) == len(CODING)
+    s3.close()
+    assert open_store(good).search("which package manager?")[0][0] == CODING[0]
 
 
 def test_embedder_wrong_shape_is_store_error(open_store: StoreFactory) -> None:

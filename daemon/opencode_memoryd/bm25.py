@@ -9,10 +9,12 @@ so Qdrant computes IDF over the points actually stored (Robertson & Zaragoza, "T
 Probabilistic Relevance Framework: BM25 and Beyond", 2009, for the weighting scheme).
 
 Question words (what/when/where/who/whom/which/how/why) are stopwords by default, as in the
-configuration measured in ``docs/retrieval.md`` (R@10 0.699 on LoCoMo). Keeping them as
-terms costs about 2.4 recall points there (``bench/locomo_retrieval.py`` prints the
-ablation): question words occur in questions, rarely in the facts that answer them.
-``Bm25Encoder(keep_question_words=True)`` is the variant that keeps them.
+configuration measured in ``docs/retrieval.md`` (qdrant_edge.Bm25's English defaults).
+Keeping them as terms scored lower on LoCoMo in every setting tried: R@10 -0.4 points and
+R@5 -1.9 points with IDF over all conversations (``bench/locomo_retrieval.py`` prints this
+ablation), -2.4 points on both with IDF per conversation. Question words occur in
+questions, rarely in the facts that answer them. ``Bm25Encoder(keep_question_words=True)``
+is the variant that keeps them.
 
 The sparse indices come from the tokenizer's hashing, so a store must be searched with the
 settings it was indexed with: :attr:`Bm25Encoder.settings` (``BM25_SETTINGS`` for the

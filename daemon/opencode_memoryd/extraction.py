@@ -150,9 +150,10 @@ def _load(content: str) -> list[Any]:
         data = json.loads(text)
     except ValueError as exc:
         raise ExtractionError(f"the answer is not JSON ({len(content)} chars)") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("memories"), list):
+    items = data.get("memories") if isinstance(data, dict) else None
+    if not isinstance(items, list):
         raise ExtractionError('the answer is not an object with a "memories" list')
-    return data["memories"]
+    return items
 
 
 def junk_reason(content: str) -> str | None:

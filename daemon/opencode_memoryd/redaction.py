@@ -495,10 +495,11 @@ def _openai_check(value: str) -> bool:
 
 
 def _random_looking(value: str, min_len: int = 8) -> bool:
-    """A credential-looking value: long enough and not one plain word."""
+    """A credential-looking value: long enough, and a digit or long mixed case in it."""
+    value = value.rstrip(".,")
     if len(value) < min_len or _is_placeholder(value):
         return False
-    if any(c.isdigit() for c in value) or any(c in "._~+/=-" for c in value):
+    if any(c.isdigit() for c in value):
         return True
     return len(value) >= 16 and _mixed_case(value)
 
@@ -589,6 +590,8 @@ _PROSE_OK_RE = re.compile(r"[ \t]*(?:$|#|//|/\*|--|[,;})\]|]|\\[nrt])", re.MULTI
 def _assignment_kind(name: str) -> str | None:
     """The kind named by an assignment target, or None if it does not name a secret."""
     segs = _segments(name)
+    if "public" in segs or "publishable" in segs:
+        return None  # public keys and publishable tokens are meant to be shared
     while len(segs) > 1 and segs[-1] in _NAME_SUFFIXES:
         segs.pop()
     if not segs:
@@ -613,41 +616,64 @@ def _assignment_kind(name: str) -> str | None:
     return None
 
 
+def _assigned_value_ok(kind: str, value: str, quoted: bool) -> bool:
+    """Whether an assigned value is plausibly a literal secret (see _find_assignments)."""
+    if len(value) < (4 if kind == "password" else 8) or _is_placeholder(value):
+        return False
+    if any(c in value for c in "()[]{}") or "://" in value or _DOTTED_RE.match(value):
+        return False  # code, a regex, a URL, attribute access
+    if value.startswith(("/", "./", "../", "~/")) or value[1:3] == ":\\":
+        return False  # a path
+    if _IDENT_RE.match(value) and (_CONST_RE.match(value) or _SECRET_WORD_RE.search(value)):
+        return False  # names another variable: API_KEY, user_password, my_token
+    has_digit = any(c.isdigit() for c in value)
+    if kind != "password" and not (has_digit or (len(value) >= 16 and _mixed_case(value))):
+        # Tokens and keys are random; "receive_message" or "__root__" are labels.
+        return False
+    if quoted:
+        return not any(c.isspace() for c in value)
+    return not _looks_like_reference(value)
+
+
 def _find_assignments(text: str) -> Iterator[tuple[int, int, str]]:
+    """Values assigned to secret-named targets, with the kind the name implies.
+
+    Accepts ``=``, ``:``, ``:=`` and ``=>``, quoted or not, with the name optionally quoted
+    or subscripted (JSON, YAML, TOML, INI, env files, shell, Python/JS/Go/PHP code, URL
+    query strings). Rejects placeholders, references to other variables or calls, type
+    annotations, numbers, and unquoted values that read as prose.
+    """
     for m in _ASSIGN_RE.finditer(text):
-        name = text[_ident_start(text, m.start()) : m.start()] + text[m.start() : m.end()]
+        name = text[_ident_start(text, m.start()) : m.end()]
         name = re.split(r"[^A-Za-z0-9_.-]", name, maxsplit=1)[0]
         kind = _assignment_kind(name)
         if kind is None:
             continue
-        min_len = 4 if kind == "password" else 8
         if m.group("qv") is not None:
-            value = m.group("qv")
             start, end = m.span("qv")
-            if (
-                len(value) < min_len
-                or any(c.isspace() for c in value)
-                or _is_placeholder(value)
-                or "://" in value
-                or (_IDENT_RE.match(value) and (_CONST_RE.match(value) or _SECRET_WORD_RE.search(value)))
-            ):
+            if _assigned_value_ok(kind, m.group("qv"), quoted=True):
+                yield start, end, kind
+            continue
+        value = m.group("uv")
+        start, end = m.span("uv")
+        # Unbalanced closers at the end belong to the surrounding code: f(password=x)
+        while value and value[-1] in ")]}" and value.count(value[-1]) > value.count(
+            {")": "(", "]": "[", "}": "{"}[value[-1]]
+        ):
+            value, end = value[:-1], end - 1
+        if not _assigned_value_ok(kind, value, quoted=False):
+            continue
+        op = m.group("op")
+        if _IDENT_RE.match(value):
+            # A bare word is a variable in code (``token = Keyword``, ``Token: fg,``) but a
+            # value in env/YAML/INI files (``DB_PASSWORD=postgres``, ``password: tiger``).
+            spaced = text[m.start("op") - 1 : m.start("op")] in (" ", "\t")
+            if op == "=" and spaced and not any(c.isdigit() for c in value):
                 continue
-        else:
-            value = m.group("uv")
-            start, end = m.span("uv")
-            # A call or subscript right after the value makes it code: token = x.get(...)
-            # (``(`` and ``[`` are inside ``uv``, so _looks_like_reference sees them).
-            # Unbalanced closers at the end belong to the surrounding code: f(password=x)
-            while value and value[-1] in ")]}" and value.count(value[-1]) > value.count(
-                {")": "(", "]": "[", "}": "{"}[value[-1]]
-            ):
-                value, end = value[:-1], end - 1
-            if len(value) < min_len or _is_placeholder(value) or _looks_like_reference(value):
+            if op == ":" and text[end : end + 1] in (",", ")"):
                 continue
-            if value.lower() in _NON_SECRET_WORDS:
-                continue
-            if m.group("op") == ":" and not _PROSE_OK_RE.match(text, m.end("uv")):
-                continue  # "Password: reset it from the admin page" is prose
+        if op == ":" and not _PROSE_OK_RE.match(text, end):
+            continue  # "Password: reset it from the admin page" is prose
         yield start, end, kind
 
 
@@ -659,6 +685,12 @@ _HE_WORDS = frozenset(
     {
         "key", "keys", "secret", "secrets", "token", "tokens", "password", "passwd", "pwd",
         "credential", "credentials", "creds", "auth", "authorization", "api", "apikey",
+    }
+)
+_HE_NOT_SECRET = frozenset(
+    {
+        "sha", "sha1", "sha256", "sha384", "sha512", "md5", "hash", "digest", "checksum",
+        "fingerprint", "commit", "etag", "id", "ids", "public", "publishable", "integrity",
     }
 )
 _HE_RE = re.compile(
@@ -709,8 +741,11 @@ def _find_high_entropy(text: str) -> Iterator[tuple[int, int]]:
             continue  # an e-mail address, a call, a file name
         name_start = _ident_start(text, m.start())
         name = re.split(r"[^A-Za-z0-9_.-]", text[name_start:start], maxsplit=1)[0]
-        if not any(s in _HE_WORDS for s in _segments(name)):
+        segs = _segments(name)
+        if not any(s in _HE_WORDS for s in segs):
             continue  # "monkey", "author", "keyboard"
+        if any(s in _HE_NOT_SECRET for s in segs):
+            continue  # key_sha256, public_key, key_id: digests and identifiers
         if _is_placeholder(run) or not _high_entropy(run):
             continue
         yield start, end

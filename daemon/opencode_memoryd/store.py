@@ -52,6 +52,9 @@ SERVER_META_KEY = "opencode_memoryd"
 
 _PAGE = 256
 
+#: One point to write: (id, payload, BM25 vector, dense vector or None).
+_Row = tuple[str, dict[str, Any], SparseVector, list[float] | None]
+
 
 # --------------------------------------------------------------------------- interface
 
@@ -310,7 +313,8 @@ class _StoreBase:
         vectors = embedder.embed(list(texts))
         if len(vectors) != len(texts):
             raise StoreError(
-                f"embedder {embedder.name!r} returned {len(vectors)} vectors for {len(texts)} texts"
+                f"embedder {embedder.name!r} returned {len(vectors)} vectors "
+                f"for {len(texts)} texts"
             )
         for v in vectors:
             if len(v) != embedder.dimensions:
@@ -322,7 +326,7 @@ class _StoreBase:
 
     def _encode(
         self, memories: Sequence[Memory], embedder: Embedder | None
-    ) -> list[tuple[str, dict[str, Any], SparseVector, list[float] | None]]:
+    ) -> list[_Row]:
         texts = [m.content for m in memories]
         sparse = self._bm25.embed_documents(texts)
         dense: list[list[float] | None] = (
@@ -352,7 +356,12 @@ class _StoreBase:
         _check_ids([m.id for m in memories])
         with self._lock:
             self._require_writable()
-            rows = self._encode(memories, self._embedder)
+            embedder = self._embedder
+        rows = self._encode(memories, embedder)  # outside the lock: may call the network
+        with self._lock:
+            self._require_writable()
+            if self._embedder is not embedder:  # re-embedded meanwhile: encode again
+                rows = self._encode(memories, self._embedder)
             self._upsert_rows(rows)
 
     def get(self, ids: Sequence[str]) -> list[Memory]:
@@ -408,8 +417,10 @@ class _StoreBase:
         BM25 sparse search always. With an embedder, a dense search too, fused by weighted
         reciprocal rank fusion (:func:`rrf_fuse`, k = 60, sparse weight 1, dense weight 0.5),
         each side taking ``max(4 * limit, 40)`` candidates. Scores: BM25 scores (unbounded,
-        >= 0) without an embedder, RRF scores (at most 1/60 + 1/61, about 0.033) with one. A query made
-        only of stopwords has no BM25 terms: it returns ``[]`` without an embedder.
+        >= 0) without an embedder, RRF scores (at most 1/60 + 1/61, about 0.033) with one.
+        A query made only of stopwords has no BM25 terms: it returns ``[]`` without an
+        embedder. While a store opened with ``allow_mismatch=True`` awaits :meth:`reembed`,
+        only its still-valid vector is searched.
 
         Raises:
             StoreError: the backend failed.
@@ -421,17 +432,17 @@ class _StoreBase:
             return []
         with self._lock:
             self._require_open()
+            embedder = self._embedder if self._dense_ok else None
             use_sparse = self._sparse_ok
-            use_dense = self._embedder is not None and self._dense_ok
-            if not use_sparse and not use_dense:
+            if not use_sparse and embedder is None:
                 raise EmbedderMismatchError(self._mismatch or "store needs re-embedding")
-            sparse = self._bm25.embed_query(query) if use_sparse else SparseVector([], [])
-            if not use_dense:
-                if not sparse:
-                    return []
-                return self._search_sparse(sparse, flt, limit)
-            assert self._embedder is not None
-            dense = self._dense(self._embedder, [query])[0]
+        sparse = self._bm25.embed_query(query) if use_sparse else SparseVector([], [])
+        # the query embedding is computed outside the lock: it may call the network
+        dense = self._dense(embedder, [query])[0] if embedder is not None else None
+        with self._lock:
+            self._require_open()
+            if dense is None:
+                return self._search_sparse(sparse, flt, limit) if sparse else []
             return self._search_hybrid(sparse, dense, flt, limit)
 
     def reembed(self, embedder: Embedder | None, *, batch_size: int = 64) -> int:
@@ -466,18 +477,14 @@ class _StoreBase:
             self._write_meta(meta)
             self._meta = meta
             self._dense_ok = self._sparse_ok = False
+            self._mismatch = (
+                f"memory store {self._where()}: a re-embedding (target: "
+                f"{_embedder_desc(target)}) did not complete; call reembed(embedder) again"
+            )
             self._reset_dense(embedder)
-            done = 0
-            batch: list[Memory] = []
-            for m in self._scroll_all(None):
-                batch.append(m)
-                if len(batch) >= batch_size:
-                    self._update_vectors(self._encode(batch, embedder))
-                    done += len(batch)
-                    batch = []
-            if batch:
-                self._update_vectors(self._encode(batch, embedder))
-                done += len(batch)
+            memories = list(self._scroll_all(None))  # ids first: no scrolling while writing
+            for i in range(0, len(memories), batch_size):
+                self._update_vectors(self._encode(memories[i : i + batch_size], embedder))
             self._flush()
             meta = dict(self._meta)
             meta.update(
@@ -491,7 +498,7 @@ class _StoreBase:
             self._embedder = embedder
             self._dense_ok = self._sparse_ok = True
             self._mismatch = None
-            return done
+            return len(memories)
 
     def __enter__(self) -> _StoreBase:
         return self
@@ -504,10 +511,10 @@ class _StoreBase:
 
     # -- adapter primitives -----------------------------------------------------------
 
-    def _upsert_rows(self, rows: list[tuple[str, dict[str, Any], SparseVector, list[float] | None]]) -> None:
+    def _upsert_rows(self, rows: list[_Row]) -> None:
         raise NotImplementedError
 
-    def _update_vectors(self, rows: list[tuple[str, dict[str, Any], SparseVector, list[float] | None]]) -> None:
+    def _update_vectors(self, rows: list[_Row]) -> None:
         raise NotImplementedError
 
     def _retrieve(self, ids: list[str]) -> list[Memory]:
@@ -726,14 +733,14 @@ class EdgeStore(_StoreBase):
             vec[DENSE_NAME] = dense
         return vec
 
-    def _upsert_rows(self, rows: list[tuple[str, dict[str, Any], SparseVector, list[float] | None]]) -> None:
+    def _upsert_rows(self, rows: list[_Row]) -> None:
         qe = self._qe
         points = [qe.Point(pid, self._vectors(s, d), payload) for pid, payload, s, d in rows]
         with self._edge("upsert"):
             self._shard.update(qe.UpdateOperation.upsert_points(points))
             self._shard.flush()
 
-    def _update_vectors(self, rows: list[tuple[str, dict[str, Any], SparseVector, list[float] | None]]) -> None:
+    def _update_vectors(self, rows: list[_Row]) -> None:
         qe = self._qe
         pvs = [qe.PointVectors(pid, self._vectors(s, d)) for pid, _p, s, d in rows]
         with self._edge("re-embedding"):
@@ -1068,14 +1075,14 @@ class ServerStore(_StoreBase):
             vec[DENSE_NAME] = dense
         return vec
 
-    def _upsert_rows(self, rows: list[tuple[str, dict[str, Any], SparseVector, list[float] | None]]) -> None:
+    def _upsert_rows(self, rows: list[_Row]) -> None:
         m = self._m
         points = [m.PointStruct(id=pid, vector=self._vectors(s, d), payload=payload)
                   for pid, payload, s, d in rows]
         with self._call("upsert"):
             self._client.upsert(self.collection, points=points, wait=True)
 
-    def _update_vectors(self, rows: list[tuple[str, dict[str, Any], SparseVector, list[float] | None]]) -> None:
+    def _update_vectors(self, rows: list[_Row]) -> None:
         m = self._m
         pvs = [m.PointVectors(id=pid, vector=self._vectors(s, d)) for pid, _p, s, d in rows]
         with self._call("re-embedding"):
