@@ -86,6 +86,13 @@ class OpenAIEmbedder:
             self.embed([PROBE_TEXT])
         return self._dimensions
 
+    @dimensions.setter
+    def dimensions(self, value: int) -> None:
+        """Set the expected vector length (0 = learn it from the next answer)."""
+        if value < 0:
+            raise ValueError(f"dimensions must be 0 (learn) or positive, not {value}")
+        self._dimensions = value
+
     def close(self) -> None:
         """Close the underlying HTTP connections."""
         self._client.close()

@@ -8,6 +8,7 @@ paths). The transcript given here must already be redacted.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Sequence
@@ -100,6 +101,7 @@ class ChatModel(Protocol):
     ) -> ChatReplyLike: ...
 
 
+@functools.cache
 def _prompt_file(name: str) -> str:
     return resources.files("opencode_memoryd").joinpath("prompts", name).read_text("utf-8")
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 import threading
 import uuid
@@ -689,7 +690,7 @@ class EdgeStore(_StoreBase):
             return opener()
         except Exception as e:
             text = str(e)
-            if "WouldBlock" in text or "lock" in text.lower():
+            if re.search(r"WouldBlock|\block(ed)?\b", text, re.IGNORECASE):
                 raise StoreError(
                     f"memory store {self.path} is in use: another opencode-memoryd process "
                     "(or another open store object) holds it, and Qdrant Edge allows one at a "
