@@ -162,3 +162,47 @@ class OpenAIEmbedder:
 
 def _bad(message: str) -> UpstreamError:
     return UpstreamError(message, kind="bad_request", retryable=False)
+
+
+class FastEmbedEmbedder:
+    """A local dense embedder through fastembed (optional extra: ``pip install .[fastembed]``).
+
+    fastembed downloads its model once, on first use, from its model hub; afterwards it runs
+    offline on the CPU. ``name`` is ``fastembed:<model>``.
+
+    Args:
+        model: a fastembed model name (default ``BAAI/bge-small-en-v1.5``, 384 dimensions).
+
+    Raises:
+        UpstreamError: fastembed is not installed (kind ``not_found``), or the model could
+            not be loaded.
+    """
+
+    DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
+
+    def __init__(self, *, model: str | None = None) -> None:
+        try:
+            from fastembed import TextEmbedding  # type: ignore[import-not-found]
+        except ImportError as exc:
+            raise UpstreamError(
+                "embedding.provider = \"fastembed\" needs the fastembed extra: "
+                "pip install 'opencode-memoryd[fastembed]'",
+                kind="not_found", retryable=False,
+            ) from exc
+        self.model = model or self.DEFAULT_MODEL
+        self.name = f"fastembed:{self.model}"
+        try:
+            self._impl = TextEmbedding(model_name=self.model)
+        except Exception as exc:  # fastembed raises plain exceptions on download failures
+            raise UpstreamError(f"fastembed could not load {self.model}: {exc}",
+                                kind="not_found", retryable=False) from exc
+        self._dimensions = len(next(iter(self._impl.embed(["dimension probe"]))))
+
+    @property
+    def dimensions(self) -> int:
+        """The vector length of the model."""
+        return self._dimensions
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed texts locally; one vector of :attr:`dimensions` floats per text."""
+        return [[float(x) for x in v] for v in self._impl.embed(list(texts))]

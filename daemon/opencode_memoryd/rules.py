@@ -44,7 +44,7 @@ _USER_SCOPE = re.compile(
     re.IGNORECASE | re.VERBOSE,
 )
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])|\n+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _URL = re.compile(r"https?://\S+")
 _FEEDBACK = re.compile(r"\b(always|never|don'?t|do not|avoid|prefer|instead of|must not)\b",
                        re.IGNORECASE)

@@ -925,8 +925,10 @@ class ServerStore(_StoreBase):
     ``type`` (server only; local mode has none), and this module's metadata under the
     collection's ``metadata["opencode_memoryd"]`` (embedder, BM25 settings, schema
     version). Hybrid search is one ``query_points`` call: two prefetches fused by the
-    server's weighted RRF (``Rrf(k=60, weights=[1.0, 0.5])``; needs a server with weighted
-    RRF and collection metadata, Qdrant 1.16 or later). Writes use ``wait=True``.
+    server's weighted RRF (``Rrf(k=60, weights=[1.0, 0.5])``, the same formula as
+    :func:`rrf_fuse`). Weighted RRF, collection metadata and (for :meth:`reembed`) adding
+    named vectors need a server as recent as qdrant-client 1.20's API; an older server's
+    refusal surfaces as :class:`StoreError`. Writes use ``wait=True``.
 
     Args:
         url: server URL, e.g. ``http://localhost:6333``.
