@@ -167,10 +167,10 @@ def test_unknown_key_reported_with_path(env: dict[str, str], tmp_path: Path) -> 
 
 
 def test_unknown_section_reported(env: dict[str, str], tmp_path: Path) -> None:
-    path = write(tmp_path / "c.toml", "[daemonn]\nx = 1\n")
+    path = write(tmp_path / "c.toml", "[deamon]\nx = 1\n")
     with pytest.raises(ConfigError) as ei:
         load_config(path, env=env)
-    assert problems_of(ei) == ["at `daemonn`: unknown section"]
+    assert problems_of(ei) == ["at `deamon`: unknown section; did you mean `daemon`?"]
 
 
 def test_type_error_reported_with_path(env: dict[str, str], tmp_path: Path) -> None:

@@ -419,6 +419,72 @@ class LogConfig(_Section):
     )
 
 
+class DaemonConfig(_Section):
+    """``[daemon]``: when ``opencode-memoryd run`` extracts, and how it paces itself."""
+
+    quiet_period_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        description=(
+            "A session is extracted once its last turn is finished and nothing in it "
+            "changed for this long, in seconds (debounce)."
+        ),
+    )
+    max_wait_seconds: float = Field(
+        default=900.0,
+        gt=0,
+        description=(
+            "A session that never goes quiet is still extracted this long, in seconds, "
+            "after its oldest unread finished turn."
+        ),
+    )
+    sweep_interval_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description=(
+            "Safety sweep: every this many seconds all databases are checked for changes "
+            "that file events missed."
+        ),
+    )
+    poll_interval_seconds: float = Field(
+        default=2.0,
+        gt=0,
+        description=(
+            "How often, in seconds, databases are polled when file events are unavailable "
+            "(network file systems, inotify limits)."
+        ),
+    )
+    daily_token_budget: int = Field(
+        default=0,
+        ge=0,
+        description=(
+            "LLM tokens (prompt + completion) the daemon may spend per UTC day; work past "
+            "it waits for the next day. 0 = no limit."
+        ),
+    )
+    circuit_failure_threshold: int = Field(
+        default=5,
+        ge=1,
+        description=(
+            "Consecutive retryable LLM failures (429, 5xx, timeouts) after which all LLM "
+            "work pauses for circuit_cooldown_seconds."
+        ),
+    )
+    circuit_cooldown_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="How long, in seconds, LLM work pauses once the circuit breaker opens.",
+    )
+    auth_pause_seconds: float = Field(
+        default=900.0,
+        gt=0,
+        description=(
+            "After a 401/403/404 from the LLM endpoint, LLM work pauses and is re-probed "
+            "every this many seconds."
+        ),
+    )
+
+
 class Config(_Section):
     """The whole configuration: one attribute per TOML section, all with defaults.
 
@@ -449,6 +515,10 @@ class Config(_Section):
     dedup: DedupConfig = Field(
         default_factory=DedupConfig,
         description="When a new memory counts as a duplicate of a stored one.",
+    )
+    daemon: DaemonConfig = Field(
+        default_factory=DaemonConfig,
+        description="The long-running daemon (`opencode-memoryd run`): debounce and pacing.",
     )
     state: StateConfig = Field(default_factory=StateConfig, description="The daemon's own state.")
     log: LogConfig = Field(default_factory=LogConfig, description="Logging.")

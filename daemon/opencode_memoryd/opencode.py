@@ -369,10 +369,41 @@ class OpenCodeDB:
 
     def session(self, session_id: str) -> SessionRow | None:
         """One session by id (sub-agents included), or ``None`` when it was deleted."""
-        for s in self.sessions(include_subagents=True):
-            if s.id == session_id:
-                return s
-        return None
+        archived = ("s.time_archived" if "time_archived" in self.schema.session_columns
+                    else "NULL")
+        rows = self._rows(
+            f"""SELECT s.id, s.project_id, s.parent_id, s.directory, s.title, s.time_created,
+                       s.time_updated, {archived}, coalesce(p.worktree, s.directory)
+                FROM session s LEFT JOIN project p ON p.id = s.project_id
+                WHERE s.id = :id""",
+            {"id": session_id},
+        )
+        return SessionRow(*rows[0]) if rows else None
+
+    def in_flight(self, session_id: str, *, now_ms: int, abandoned_ms: int) -> bool:
+        """Whether the session (or a sub-agent of it) has an assistant message in flight.
+
+        Looks at the newest 20 messages of the session and of its child sessions through
+        the ``(session_id, time_created, id)`` index; a message in flight for longer than
+        ``abandoned_ms`` does not count (a crashed OpenCode leaves one forever).
+        """
+        ids = [session_id] + [r[0] for r in self._rows(
+            "SELECT id FROM session WHERE parent_id = :sid", {"sid": session_id})]
+        for sid in ids:
+            for (raw,) in self._rows(
+                "SELECT data FROM message WHERE session_id = :sid "
+                "ORDER BY time_created DESC, id DESC LIMIT 20", {"sid": sid}
+            ):
+                data, corrupt = _decode(raw)
+                if corrupt or data.get("role") != "assistant" or data.get("error"):
+                    continue
+                t = data.get("time") if isinstance(data.get("time"), dict) else {}
+                assert isinstance(t, dict)
+                if t.get("completed") is None:
+                    created = t.get("created")
+                    if isinstance(created, int | float) and now_ms - created < abandoned_ms:
+                        return True
+        return False
 
     # -- messages --------------------------------------------------------------------
 

@@ -101,6 +101,8 @@ class SessionReport:
     tokens_out: int = 0
     replayed_items: int = 0
     error: str | None = None
+    error_kind: str | None = None
+    retry_after_seconds: float | None = None
     duration_ms: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
@@ -210,6 +212,8 @@ class SessionProcessor:
         extractor: the LLM or rules extractor.
         limits: reader and chunking settings.
         clock: returns the current aware UTC time (injectable for tests).
+        raise_fatal: re-raise ``auth``/``not_found`` upstream errors (every other session
+            would fail the same way); the daemon sets it to ``False`` and pauses instead.
     """
 
     def __init__(
@@ -221,7 +225,9 @@ class SessionProcessor:
         limits: Limits,
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        raise_fatal: bool = True,
     ) -> None:
+        self.raise_fatal = raise_fatal
         self.source = source
         self.state = state
         self.store = store
@@ -264,10 +270,13 @@ class SessionProcessor:
             self._process_new(session, report)
         except UpstreamError as exc:
             report.error = f"{exc.kind}: {exc}"
-            if exc.kind in ("auth", "not_found"):
+            report.error_kind = exc.kind
+            report.retry_after_seconds = exc.retry_after_seconds
+            if exc.kind in ("auth", "not_found") and self.raise_fatal:
                 raise
         except ExtractionError as exc:
             report.error = f"bad_reply: {exc}"
+            report.error_kind = "bad_reply"
         finally:
             report.duration_ms = (time.perf_counter() - started) * 1000
             log.info("session_processed", **report.as_dict())

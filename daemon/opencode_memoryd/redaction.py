@@ -234,9 +234,48 @@ class RedactionCounter:
 # Rule machinery
 # --------------------------------------------------------------------------------------
 
+class _Src:
+    """The text being scanned, with its lower-cased twin.
+
+    Case-insensitive rules are written in lower case and run case-sensitively on ``low``,
+    which is several times faster than ``re.IGNORECASE`` on the original. That needs
+    ``low`` to have the same indices as ``text``; ``str.lower`` keeps lengths except for
+    a few characters (``"İ".lower()`` has two), so when lengths differ the rules fall back
+    to ``re.IGNORECASE`` on ``text``. Spans always index ``text``.
+    """
+
+    __slots__ = ("text", "low", "aligned")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.low = text.lower()
+        self.aligned = len(self.low) == len(text)
+
+
+class _CI:
+    """A case-insensitive pattern, written in lower case (see :class:`_Src`)."""
+
+    __slots__ = ("lc", "ic")
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self.lc = re.compile(pattern, flags)
+        self.ic = re.compile(pattern, flags | re.IGNORECASE)
+
+    def finditer(self, src: _Src) -> Iterator[re.Match[str]]:
+        if src.aligned:
+            return self.lc.finditer(src.low)
+        return self.ic.finditer(src.text)
+
+
+def _g(src: _Src, m: re.Match[str], group: int | str) -> str:
+    """A group's text taken from the original (not lower-cased) text."""
+    start, end = m.span(group)
+    return src.text[start:end] if start >= 0 else ""
+
+
 # A finder returns (start, end) spans of secret values in the text, or
 # (start, end, kind) when one rule reports several kinds (assignments).
-_Finder = Callable[[str], Iterable[tuple[int, int] | tuple[int, int, str]]]
+_Finder = Callable[[_Src], Iterable[tuple[int, int] | tuple[int, int, str]]]
 
 # Lower number wins when spans of different kinds overlap.
 _P_BLOCK = 0
@@ -253,10 +292,23 @@ class _Rule:
     kind: str
     priority: int
     find: _Finder
-    # Substrings of which at least one must occur in the text (lower-cased when
-    # ``hints_nocase``) for the rule to run at all; empty = always run.
-    hints: tuple[str, ...] = ()
+    # Cheap pre-checks: the rule runs only if one of these substrings occurs in the text
+    # (in its lower-cased form when ``hints_nocase``; compiled patterns are searched in
+    # the original). Empty = always run.
+    hints: tuple[str | re.Pattern[str], ...] = ()
     hints_nocase: bool = False
+
+    def may_match(self, src: _Src) -> bool:
+        if not self.hints:
+            return True
+        haystack = src.low if self.hints_nocase else src.text
+        for hint in self.hints:
+            if isinstance(hint, str):
+                if hint in haystack:
+                    return True
+            elif hint.search(src.text):
+                return True
+        return False
 
 
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
@@ -264,7 +316,7 @@ _ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234567
 
 
 def _regex_finder(
-    pattern: re.Pattern[str],
+    pattern: re.Pattern[str] | _CI,
     *,
     group: int | str = 0,
     inner: re.Pattern[str] | None = None,
@@ -273,19 +325,34 @@ def _regex_finder(
     extend: bool = False,
     cut_at: re.Pattern[str] | None = None,
     check: Callable[[str], bool] | None = None,
+    gate: tuple[str, ...] = (),
 ) -> _Finder:
     """Build a finder from one regex.
 
     group: which group is the secret (0 = whole match). inner: narrow the match to the
-    first match of this regex inside it. left_boundary / right_boundary: reject matches
+    first match of this regex inside it. A :class:`_CI` pattern is matched
+    case-insensitively. left_boundary / right_boundary: reject matches
     touching an ASCII letter or digit on that side (so a shape inside a longer base64 or
     hex run does not count). extend: grow the end over token characters (a prefix rule
     then covers a longer real token entirely). cut_at: end the value at the first match.
-    check: the value must pass this predicate.
+    check: the value must pass this predicate. gate: lower-case substrings; the regex
+    then runs only on the lines that contain one (for slow regexes that never span lines).
     """
 
-    def find(text: str) -> Iterator[tuple[int, int]]:
-        for m in pattern.finditer(text):
+    def matches(src: _Src) -> Iterator[re.Match[str]]:
+        if isinstance(pattern, _CI):
+            return pattern.finditer(src)
+        if not gate or not src.aligned:
+            return pattern.finditer(src.text)
+        return (
+            m
+            for start, end in _lines_containing(src.low, gate)
+            for m in pattern.finditer(src.text, start, end)
+        )
+
+    def find(src: _Src) -> Iterator[tuple[int, int]]:
+        text = src.text
+        for m in matches(src):
             start, end = m.span(group)
             if start < 0 or start == end:
                 continue
@@ -314,6 +381,27 @@ def _regex_finder(
             yield start, end
 
     return find
+
+
+def _lines_containing(low: str, needles: tuple[str, ...]) -> list[tuple[int, int]]:
+    """Sorted, merged (start, end) spans of the lines of ``low`` containing a needle."""
+    spans: list[tuple[int, int]] = []
+    for needle in needles:
+        i = low.find(needle)
+        while i >= 0:
+            start = low.rfind("\n", 0, i) + 1
+            end = low.find("\n", i)
+            end = len(low) if end < 0 else end
+            spans.append((start, end))
+            i = low.find(needle, end)
+    spans.sort()
+    merged: list[tuple[int, int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
 
 
 # Eight or more of one character: a mask such as ghp_xxxxxxxx…, never a real token.
@@ -432,8 +520,9 @@ _PUTTY_RE = re.compile(r"PuTTY-User-Key-File-\d+:")
 _PUTTY_END_RE = re.compile(r"Private-MAC:[ \t]*[0-9a-fA-F]*")
 
 
-def _find_private_keys(text: str) -> Iterator[tuple[int, int]]:
+def _find_private_keys(src: _Src) -> Iterator[tuple[int, int]]:
     """Spans of whole private-key blocks (header, body and footer)."""
+    text = src.text
     ends = [m.end() for m in _PEM_END_RE.finditer(text)]
     for m in _PEM_BEGIN_RE.finditer(text):
         i = bisect.bisect_left(ends, m.end() + 1)
@@ -504,52 +593,63 @@ def _random_looking(value: str, min_len: int = 8) -> bool:
     return len(value) >= 16 and _mixed_case(value)
 
 
-_BEARER_RE = re.compile(r"(?i:\bbearer)[ \t]+(?P<v>[A-Za-z0-9._~+/=-]+)")
-_AUTH_HEADER_RE = re.compile(
-    r"(?i:authorization)[\"']?[ \t]*[:=][ \t]*[\"']?(?P<scheme>(?i:basic|token|bot))[ \t]+"
-    r"(?P<v>[A-Za-z0-9._~+/=-]+)"
+_BEARER_RE = _CI(r"bearer[ \t]+(?P<v>[a-z0-9._~+/=-]+)")
+_AUTH_HEADER_RE = _CI(
+    r"authorization[\"']?[ \t]*[:=][ \t]*[\"']?(?P<scheme>basic|token|bot)[ \t]+"
+    r"(?P<v>[a-z0-9._~+/=-]+)"
 )
-_CURL_USER_RE = re.compile(
-    r"(?:^|[ \t])(?:-u|--user)[ \t]+[\"']?[^\s:\"']+:(?P<v>[^\s\"'@]+)", re.MULTILINE
-)
-_NETRC_RE = re.compile(
-    r"\bmachine[ \t]+\S+(?:[ \t]+login[ \t]+\S+)?[ \t]+password[ \t]+(?P<v>\S+)"
-)
-_CLI_FLAG_RE = re.compile(
-    r"(?<![\w-])--(?i:password|passwd|pass|token|api-key|apikey|secret|client-secret|"
-    r"auth-token|access-token|private-key|secret-key)[ \t]+"
+_CURL_USER_RE = re.compile(r"-(?:u|-user)[ \t]+[\"']?[^\s:\"'-][^\s:\"']*:(?P<v>[^\s\"'@]+)")
+_NETRC_RE = re.compile(r"machine[ \t]+\S+(?:[ \t]+login[ \t]+\S+)?[ \t]+password[ \t]+(?P<v>\S+)")
+_CLI_FLAG_RE = _CI(
+    r"--(?:password|passwd|pass|token|api-key|apikey|secret|client-secret|auth-token|"
+    r"access-token|private-key|secret-key)[ \t]+"
     r"(?:(?P<q>[\"'])(?P<qv>[^\"'\n]+)(?P=q)|(?P<v>[^\s\"'`-][^\s\"'`]*))"
 )
 _URL_EMPTY_USER_RE = re.compile(r"://:(?P<v>[^\s/@:?#\"'`]+)@")
 
 
-def _find_bearer(text: str) -> Iterator[tuple[int, int]]:
-    for m in _BEARER_RE.finditer(text):
-        if _random_looking(m.group("v")):
+def _word_start(text: str, pos: int, extra: str = "") -> bool:
+    """Whether ``pos`` starts a word (not preceded by a letter, digit, ``_`` or ``extra``)."""
+    return pos == 0 or not (text[pos - 1].isalnum() or text[pos - 1] in "_" + extra)
+
+
+def _find_bearer(src: _Src) -> Iterator[tuple[int, int]]:
+    """``Bearer <token>`` anywhere (headers, curl, code, logs)."""
+    for m in _BEARER_RE.finditer(src):
+        if _word_start(src.text, m.start()) and _random_looking(_g(src, m, "v")):
             yield m.span("v")
 
 
 def _find_auth_header(kind: str) -> _Finder:
-    def find(text: str) -> Iterator[tuple[int, int]]:
-        for m in _AUTH_HEADER_RE.finditer(text):
-            is_basic = m.group("scheme").lower() == "basic"
-            if (kind == "basic_auth") == is_basic and _random_looking(m.group("v")):
+    """``Authorization: Basic|Token|Bot <credential>``; Bearer is :func:`_find_bearer`."""
+
+    def find(src: _Src) -> Iterator[tuple[int, int]]:
+        for m in _AUTH_HEADER_RE.finditer(src):
+            is_basic = _g(src, m, "scheme").lower() == "basic"
+            if (kind == "basic_auth") == is_basic and _random_looking(_g(src, m, "v")):
                 yield m.span("v")
 
     return find
 
 
-def _find_cli(text: str) -> Iterator[tuple[int, int]]:
+def _find_cli(src: _Src) -> Iterator[tuple[int, int]]:
+    """``curl -u user:pass``, ``.netrc`` lines, ``--password X`` / ``--token X`` flags."""
+    text = src.text
     for m in _CURL_USER_RE.finditer(text):
-        if not _is_placeholder(m.group("v")) and len(m.group("v")) >= 3:
+        v = m.group("v")
+        if _word_start(text, m.start(), "-") and len(v) >= 3 and not _is_placeholder(v):
             yield m.span("v")
     for m in _NETRC_RE.finditer(text):
-        if not _is_placeholder(m.group("v")):
+        if _word_start(text, m.start()) and not _is_placeholder(m.group("v")):
             yield m.span("v")
-    for m in _CLI_FLAG_RE.finditer(text):
-        g = "qv" if m.group("qv") is not None else "v"
-        v = m.group(g)
-        if _random_looking(v, 6) and not _looks_like_reference(v):
+    for m in _CLI_FLAG_RE.finditer(src):
+        g = "qv" if m.start("qv") >= 0 else "v"
+        v = _g(src, m, g)
+        if (
+            _word_start(text, m.start(), "-")
+            and _random_looking(v, 6)
+            and not _looks_like_reference(v)
+        ):
             yield m.span(g)
 
 
@@ -573,14 +673,14 @@ _KEY_QUALIFIERS = frozenset(
 _NAME_SUFFIXES = frozenset({"value", "val", "str", "plain", "plaintext", "raw", "b64"})
 _PASSWORD_WORDS = frozenset({"password", "passwd", "pwd", "pass", "passphrase", "passcode"})
 
-_ASSIGN_RE = re.compile(
-    r"(?i:pass(?:word|wd|phrase|code)?|pwd|secret|token|key)"
-    r"(?:[_.-]?(?i:value|val|str|plain|plaintext|raw|b64))?"
-    r"(?![A-Za-z0-9])"
+_ASSIGN_RE = _CI(
+    r"(?:pass(?:word|wd|phrase|code)?|pwd|secret|token|key)"
+    r"(?:[_.-]?(?:value|val|str|plain|plaintext|raw|b64))?"
+    r"(?![a-z0-9])"
     r"(?:\\?[\"'`])?\]?"  # end of a quoted or subscripted name
     r"[ \t]*(?P<op>:=|=>|=(?![=>~])|:(?![:/]))[ \t]*"
     r"(?:"
-    r"(?:[rRbBuU]{1,2}(?=[\"']))?(?P<q>\\?[\"'`])(?P<qv>[^\"'`\\\r\n]*)(?P=q)"
+    r"(?:[rbu]{1,2}(?=[\"']))?(?P<q>\\?[\"'`])(?P<qv>[^\"'`\\\r\n]*)(?P=q)"
     r"|(?P<uv>[^\s\"'`,;&\\]+)"
     r")"
 )
@@ -635,7 +735,7 @@ def _assigned_value_ok(kind: str, value: str, quoted: bool) -> bool:
     return not _looks_like_reference(value)
 
 
-def _find_assignments(text: str) -> Iterator[tuple[int, int, str]]:
+def _find_assignments(src: _Src) -> Iterator[tuple[int, int, str]]:
     """Values assigned to secret-named targets, with the kind the name implies.
 
     Accepts ``=``, ``:``, ``:=`` and ``=>``, quoted or not, with the name optionally quoted
@@ -643,18 +743,19 @@ def _find_assignments(text: str) -> Iterator[tuple[int, int, str]]:
     query strings). Rejects placeholders, references to other variables or calls, type
     annotations, numbers, and unquoted values that read as prose.
     """
-    for m in _ASSIGN_RE.finditer(text):
+    text = src.text
+    for m in _ASSIGN_RE.finditer(src):
         name = text[_ident_start(text, m.start()) : m.end()]
         name = re.split(r"[^A-Za-z0-9_.-]", name, maxsplit=1)[0]
         kind = _assignment_kind(name)
         if kind is None:
             continue
-        if m.group("qv") is not None:
+        if m.start("qv") >= 0:
             start, end = m.span("qv")
-            if _assigned_value_ok(kind, m.group("qv"), quoted=True):
+            if _assigned_value_ok(kind, text[start:end], quoted=True):
                 yield start, end, kind
             continue
-        value = m.group("uv")
+        value = _g(src, m, "uv")
         start, end = m.span("uv")
         # Unbalanced closers at the end belong to the surrounding code: f(password=x)
         while value and value[-1] in ")]}" and value.count(value[-1]) > value.count(
@@ -663,7 +764,7 @@ def _find_assignments(text: str) -> Iterator[tuple[int, int, str]]:
             value, end = value[:-1], end - 1
         if not _assigned_value_ok(kind, value, quoted=False):
             continue
-        op = m.group("op")
+        op = _g(src, m, "op")
         if _IDENT_RE.match(value):
             # A bare word is a variable in code (``token = Keyword``, ``Token: fg,``) but a
             # value in env/YAML/INI files (``DB_PASSWORD=postgres``, ``password: tiger``).
@@ -693,13 +794,13 @@ _HE_NOT_SECRET = frozenset(
         "fingerprint", "commit", "etag", "id", "ids", "public", "publishable", "integrity",
     }
 )
-_HE_RE = re.compile(
-    r"(?i:key|secret|token|passw(?:or)?d|pwd|cred|auth|api)"
-    r"[A-Za-z0-9_.-]{0,40}"
+_HE_RE = _CI(
+    r"(?:key|secret|token|passw(?:or)?d|pwd|cred|auth|api)"
+    r"[a-z0-9_.-]{0,40}"
     r"(?:\\?[\"'`])?\]?"
     r"(?:[ \t]*(?::=|=>|=|:)[ \t]*|[ \t]+)"
-    r"(?:[rRbBuU]{1,2}(?=[\"']))?(?:\\?[\"'`])?"
-    r"(?P<run>[A-Za-z0-9+/_=-]{20,})"
+    r"(?:[rbu]{1,2}(?=[\"']))?(?:\\?[\"'`])?"
+    r"(?P<run>[a-z0-9+/_=-]{20,})"
 )
 _HEX_RE = re.compile(r"^[0-9a-fA-F]+$")
 _B64_ENTROPY = Base64HighEntropyString(limit=4.5)
@@ -732,10 +833,12 @@ def _high_entropy(run: str) -> bool:
     return _B64_ENTROPY.calculate_shannon_entropy(core) >= threshold
 
 
-def _find_high_entropy(text: str) -> Iterator[tuple[int, int]]:
-    for m in _HE_RE.finditer(text):
+def _find_high_entropy(src: _Src) -> Iterator[tuple[int, int]]:
+    """Base64/hex runs of 20+ characters that follow a key word and look random."""
+    text = src.text
+    for m in _HE_RE.finditer(src):
         start, end = m.span("run")
-        run = m.group("run")
+        run = text[start:end]
         nxt = text[end : end + 2]
         if nxt[:1] in ("@", "(") or (nxt[:1] == "." and nxt[1:2].isalnum()):
             continue  # an e-mail address, a call, a file name
@@ -756,18 +859,24 @@ def _find_high_entropy(text: str) -> Iterator[tuple[int, int]]:
 # --------------------------------------------------------------------------------------
 
 _VALUE_END = re.compile(r"[\s\"'`\\]")
+_CLOUDANT_HINTS = ("cloudant", "clou", "cl_", "cl-", "clkey", "clpw", "clpass", "clapi", "cltoken")
+_IBM_IAM_HINTS = ("ibm", "iam_", "iam-", "iamapi", "iamkey", "iampass", "iampwd", "iamtoken")
+_IBM_COS_HINTS = ("ibm", "cos_", "cos-", "coshmac", "cossecret", "hmac")
+_SOFTLAYER_HINTS = ("softlayer", "sl_", "sl-", "slapi", "slkey", "slpass", "slpwd", "sltoken")
 
 
 def _ds_rule(
     kind: str,
     plugin: type,
     index: int,
-    hints: tuple[str, ...],
+    hints: tuple[str | re.Pattern[str], ...],
     *,
     nocase: bool = False,
     priority: int = _P_PROVIDER,
     **kw: object,
 ) -> _Rule:
+    if nocase and all(isinstance(h, str) for h in hints):
+        kw.setdefault("gate", hints)
     return _Rule(
         kind, priority, _regex_finder(_ds(plugin, index), **kw), hints, nocase  # type: ignore[arg-type]
     )
@@ -776,7 +885,7 @@ def _ds_rule(
 def _own_rule(
     kind: str,
     pattern: str,
-    hints: tuple[str, ...],
+    hints: tuple[str | re.Pattern[str], ...],
     *,
     flags: int = 0,
     nocase: bool = False,
@@ -804,10 +913,19 @@ def _build_rules() -> tuple[_Rule, ...]:
                  inner=re.compile(r"(?<=AccountKey=)[A-Za-z0-9+/=]+")),
         _ds_rule("url_password", BasicAuthDetector, 0, ("://",), priority=_P_URL, group=1,
                  check=_url_password_ok),
-        _ds_rule("cloudant_credential", CloudantDetector, 0, ("cl",), nocase=True, group=1),
-        _ds_rule("cloudant_credential", CloudantDetector, 1, ("cl",), nocase=True, group=1),
-        _ds_rule("cloudant_credential", CloudantDetector, 2, ("cloudant",), nocase=True, group=1),
-        _ds_rule("cloudant_credential", CloudantDetector, 3, ("cloudant",), nocase=True, group=1),
+        # The IBM/Cloudant/SoftLayer regexes are slow (an optional prefix tried at every
+        # position), so they run only when their vendor prefix occurs; without the prefix
+        # the same assignments are covered by our assignment and high-entropy rules.
+        *(
+            _ds_rule("cloudant_credential", CloudantDetector, i, _CLOUDANT_HINTS, nocase=True,
+                     group=1)
+            for i in (0, 1)
+        ),
+        *(
+            _ds_rule("cloudant_credential", CloudantDetector, i, ("cloudant.com",), nocase=True,
+                     group=1)
+            for i in (2, 3)
+        ),
         _ds_rule("discord_bot_token", DiscordBotTokenDetector, 0, ("M", "N", "O"),
                  left_boundary=True, check=_mixed),
         _ds_rule("github_token", GitHubTokenDetector, 0, ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
@@ -816,11 +934,11 @@ def _build_rules() -> tuple[_Rule, ...]:
             _ds_rule("gitlab_token", GitLabTokenDetector, i, ("gl", "GR1348941"), **tok)
             for i in range(len(list(GitLabTokenDetector.denylist)))
         ),
-        _ds_rule("ibm_credential", IbmCloudIamDetector, 0, ("key", "pwd", "pass", "token"),
-                 nocase=True, group=1, check=_mixed),
-        _ds_rule("ibm_credential", IbmCosHmacDetector, 0, ("secret",), nocase=True, group=1),
-        _ds_rule("mailchimp_api_key", MailchimpDetector, 0, ("-us",), left_boundary=True,
-                 right_boundary=True),
+        _ds_rule("ibm_credential", IbmCloudIamDetector, 0, _IBM_IAM_HINTS, nocase=True,
+                 group=1, check=_mixed),
+        _ds_rule("ibm_credential", IbmCosHmacDetector, 0, _IBM_COS_HINTS, nocase=True, group=1),
+        _ds_rule("mailchimp_api_key", MailchimpDetector, 0, (re.compile(r"-us\d"),),
+                 left_boundary=True, right_boundary=True),
         _ds_rule("npm_token", NpmDetector, 0, ("_authToken",), group=1, cut_at=_VALUE_END,
                  check=lambda v: not _is_placeholder(v)),
         _ds_rule("openai_api_key", OpenAIDetector, 0, ("T3BlbkFJ",), **tok),
@@ -829,10 +947,10 @@ def _build_rules() -> tuple[_Rule, ...]:
         _ds_rule("sendgrid_api_key", SendGridDetector, 0, ("SG.",), **tok),
         _ds_rule("slack_token", SlackDetector, 0, ("xox",), nocase=True, **tok),
         _ds_rule("slack_webhook", SlackDetector, 1, ("hooks.slack.com",), nocase=True, **tok),
-        _ds_rule("softlayer_credential", SoftlayerDetector, 0, ("sl", "softlayer"), nocase=True,
+        _ds_rule("softlayer_credential", SoftlayerDetector, 0, _SOFTLAYER_HINTS, nocase=True,
                  group=1),
-        _ds_rule("softlayer_credential", SoftlayerDetector, 1, ("softlayer",), nocase=True,
-                 group=1),
+        _ds_rule("softlayer_credential", SoftlayerDetector, 1, ("api.softlayer.com",),
+                 nocase=True, group=1),
         _ds_rule("square_oauth_secret", SquareOAuthDetector, 0, ("sq0csp-",), **tok),
         _ds_rule("stripe_key", StripeDetector, 0, ("k_live_",), **tok),
         _ds_rule("telegram_bot_token", TelegramBotTokenDetector, 0, (":",),
@@ -883,10 +1001,10 @@ def _build_rules() -> tuple[_Rule, ...]:
         # langsmith.go: lsv2_pt_/lsv2_sk_ + 32 + _ + 10.
         _own_rule("langsmith_api_key", r"lsv2_(?:pt|sk)_[A-Za-z0-9]{32}_[A-Za-z0-9]{10}",
                   ("lsv2_",), **tok),
-        _own_rule("aws_secret_key",
-                  r"(?i:aws_?secret_?(?:access_?)?key)[\"'`]?\]?[ \t]*(?::=|=>|=|:)[ \t]*[\"'`]?"
-                  r"(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
-                  ("aws",), nocase=True, group="v", check=_mixed),
+        _Rule("aws_secret_key", _P_PROVIDER, _regex_finder(
+            _CI(r"aws_?secret_?(?:access_?)?key[\"'`]?\]?[ \t]*(?::=|=>|=|:)[ \t]*[\"'`]?"
+                r"(?P<v>[a-z0-9/+]{40})(?![a-z0-9/+=])"),
+            group="v", check=_mixed), ("aws",), True),
         _own_rule("jwt", _JWT_RE.pattern, ("eyJ",), priority=_P_JWT, left_boundary=True,
                   check=_valid_jwt),
         # --- context --------------------------------------------------------------------
@@ -955,19 +1073,12 @@ def redact(text: str) -> Redacted:
     if not text:
         return Redacted(text, {})
 
-    lowered: str | None = None
+    src = _Src(text)
     spans: list[tuple[int, int, int, str]] = []
     for rule in _RULES:
-        if rule.hints:
-            if rule.hints_nocase:
-                if lowered is None:
-                    lowered = text.lower()
-                haystack = lowered
-            else:
-                haystack = text
-            if not any(h in haystack for h in rule.hints):
-                continue
-        for found in rule.find(text):
+        if not rule.may_match(src):
+            continue
+        for found in rule.find(src):
             kind = found[2] if len(found) == 3 else rule.kind  # type: ignore[misc]
             spans.append((found[0], found[1], rule.priority, kind))
     if not spans:

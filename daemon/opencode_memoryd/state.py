@@ -8,6 +8,8 @@ Tables (schema version in ``PRAGMA user_version``):
   the extraction result *before* anything reaches the store. Status ``extracted`` means the
   result is recorded but not yet stored; ``stored`` means its memories are durably in the
   store and the session's mark has moved past it (both in one transaction).
+* ``queue``: the daemon's work queue: sessions that changed and are waiting to be
+  extracted, with their debounce times, so a restart loses no pending work.
 * ``runs``: one row per ``maintain`` run with its summary.
 
 Commits use ``synchronous=FULL`` in WAL mode, so a returned commit survives power loss.
@@ -60,6 +62,16 @@ _DDL = [
         updated_at TEXT NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS items_session ON items (source_id, session_id, status)",
+    """CREATE TABLE IF NOT EXISTS queue (
+        source_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        first_change_ms INTEGER NOT NULL,
+        last_change_ms INTEGER NOT NULL,
+        due_ms INTEGER NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        last_error TEXT,
+        PRIMARY KEY (source_id, session_id)
+    )""",
     """CREATE TABLE IF NOT EXISTS runs (
         id TEXT PRIMARY KEY,
         command TEXT NOT NULL,
@@ -227,6 +239,62 @@ class StateDB:
             row = c.execute(text("SELECT * FROM items WHERE id=:id"),
                             {"id": item_id}).mappings().first()
         return _item(row) if row else None
+
+    # -- work queue ------------------------------------------------------------------
+
+    def queue_touch(self, source_id: str, session_id: str, now_ms: int, quiet_seconds: float,
+                    max_wait_seconds: float) -> int:
+        """Record a change of a session at ``now_ms``; return its new due time (ms).
+
+        The first change of a pending session starts its max-wait clock; later changes
+        only push the quiet period (see :mod:`opencode_memoryd.debounce`).
+        """
+        from opencode_memoryd.debounce import Pending
+
+        with self._engine.begin() as c:
+            row = c.execute(text("SELECT first_change_ms, last_change_ms FROM queue "
+                                 "WHERE source_id=:s AND session_id=:sid"),
+                            {"s": source_id, "sid": session_id}).first()
+            pending = (Pending(int(row[0]), int(row[1])).touched(now_ms) if row
+                       else Pending(now_ms, now_ms))
+            due = pending.due_ms(quiet_seconds=quiet_seconds, max_wait_seconds=max_wait_seconds)
+            c.execute(text("""INSERT INTO queue (source_id, session_id, first_change_ms,
+                                last_change_ms, due_ms) VALUES (:s, :sid, :f, :l, :d)
+                              ON CONFLICT (source_id, session_id) DO UPDATE SET
+                                last_change_ms=excluded.last_change_ms, due_ms=excluded.due_ms"""),
+                      {"s": source_id, "sid": session_id, "f": pending.first_change_ms,
+                       "l": pending.last_change_ms, "d": due})
+        return due
+
+    def queue_retry(self, source_id: str, session_id: str, due_ms: int, error: str) -> int:
+        """Push a queued session to ``due_ms`` after a failure; return its attempt count."""
+        with self._engine.begin() as c:
+            c.execute(text("UPDATE queue SET due_ms=:d, attempts=attempts+1, last_error=:e "
+                           "WHERE source_id=:s AND session_id=:sid"),
+                      {"s": source_id, "sid": session_id, "d": due_ms, "e": error[:500]})
+            n = c.execute(text("SELECT attempts FROM queue WHERE source_id=:s AND "
+                               "session_id=:sid"), {"s": source_id, "sid": session_id}).scalar()
+        return int(n or 0)
+
+    def queue_done(self, source_id: str, session_id: str, started_ms: int) -> None:
+        """Remove a session from the queue unless it changed again after ``started_ms``."""
+        with self._engine.begin() as c:
+            c.execute(text("DELETE FROM queue WHERE source_id=:s AND session_id=:sid "
+                           "AND last_change_ms <= :t"),
+                      {"s": source_id, "sid": session_id, "t": started_ms})
+
+    def queue(self) -> list[dict[str, Any]]:
+        """Every queued session, soonest first."""
+        with self._engine.begin() as c:
+            rows = c.execute(text("SELECT * FROM queue ORDER BY due_ms")).mappings().all()
+        return [dict(r) for r in rows]
+
+    def tokens_since(self, iso: str) -> int:
+        """LLM tokens (in + out) recorded by items created at or after ``iso`` (UTC)."""
+        with self._engine.begin() as c:
+            n = c.execute(text("SELECT coalesce(sum(tokens_in + tokens_out), 0) FROM items "
+                               "WHERE created_at >= :t"), {"t": iso}).scalar()
+        return int(n or 0)
 
     # -- runs and status -------------------------------------------------------------
 
