@@ -63,6 +63,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="log info events to stderr")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    sub.add_parser("run", help="run the daemon in the foreground (for systemd or launchd)",
+                   description="Tail OpenCode's databases and extract sessions as they go "
+                               "idle. Stays in the foreground; stops cleanly (exit 0) on "
+                               "SIGTERM or SIGINT.",
+                   epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+
     m = sub.add_parser("maintain", help="extract memories from sessions up to now, then exit",
                        epilog=EXIT_CODES_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -312,12 +318,16 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         logs.configure(
             log_dir=app.state_dir,
             level=config.log.level,
-            console_level="info" if args.verbose else "warning",
+            console_level="info" if args.verbose or args.command == "run" else "warning",
             max_bytes=config.log.file_max_bytes,
             backups=config.log.file_backups,
         )
         log.info("command_started", command=args.command, version=__version__,
                  config=str(app_path))
+        if args.command == "run":
+            from opencode_memoryd.daemon import run
+
+            return run(app)
         if args.command == "maintain":
             return _cmd_maintain(app, args)
         if args.command == "list":

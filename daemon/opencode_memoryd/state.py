@@ -266,15 +266,22 @@ class StateDB:
                        "l": pending.last_change_ms, "d": due})
         return due
 
-    def queue_retry(self, source_id: str, session_id: str, due_ms: int, error: str) -> int:
-        """Push a queued session to ``due_ms`` after a failure; return its attempt count."""
+    def queue_reschedule(self, source_id: str, session_id: str, due_ms: int, note: str) -> None:
+        """Move a queued session's due time (a wait, not a failure)."""
         with self._engine.begin() as c:
-            c.execute(text("UPDATE queue SET due_ms=:d, attempts=attempts+1, last_error=:e "
+            c.execute(text("UPDATE queue SET due_ms=:d, last_error=:e "
                            "WHERE source_id=:s AND session_id=:sid"),
-                      {"s": source_id, "sid": session_id, "d": due_ms, "e": error[:500]})
+                      {"s": source_id, "sid": session_id, "d": due_ms, "e": note[:500] or None})
+
+    def queue_failed(self, source_id: str, session_id: str, error: str) -> int:
+        """Count a failed attempt of a queued session; return its attempt count."""
+        with self._engine.begin() as c:
+            c.execute(text("UPDATE queue SET attempts=attempts+1, last_error=:e "
+                           "WHERE source_id=:s AND session_id=:sid"),
+                      {"s": source_id, "sid": session_id, "e": error[:500]})
             n = c.execute(text("SELECT attempts FROM queue WHERE source_id=:s AND "
                                "session_id=:sid"), {"s": source_id, "sid": session_id}).scalar()
-        return int(n or 0)
+        return int(n or 1)
 
     def queue_done(self, source_id: str, session_id: str, started_ms: int) -> None:
         """Remove a session from the queue unless it changed again after ``started_ms``."""

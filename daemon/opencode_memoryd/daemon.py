@@ -1,0 +1,491 @@
+"""``opencode-memoryd run``: tail OpenCode's databases and extract sessions as they go idle.
+
+Lifecycle: single-instance lock → state file → store → catch-up → watch. The process stays
+in the foreground (the supervisor supervises) and tells systemd ``READY=1`` once started
+and ``WATCHDOG=1`` from its main loop.
+
+Change detection (docs/reliability.md §0, §5): watchfiles events on each database folder
+are a latency hint; every wake-up confirms with ``PRAGMA data_version`` before any query,
+and a periodic sweep re-reads the session list anyway. A database that appears later, is
+deleted, or is replaced by another file (new inode) is reopened without a restart.
+
+Scheduling: each changed session is queued in the state file with its debounce due time
+(:mod:`opencode_memoryd.debounce`) and gets one APScheduler job (id ``session:<db>:<id>``,
+replaced on every change). Jobs run on one worker thread, so one session is never extracted
+twice at once; a per-project lock keeps extractions (and, later, dreams) of one project
+apart, including those asked for through the control endpoint.
+
+Outages: retryable LLM failures back off per session (honouring ``Retry-After``) behind a
+circuit breaker; 401/403/404 pause all LLM work with a status saying why; a daily token
+budget defers work instead of spending past it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import structlog
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+from filelock import FileLock, Timeout
+
+from opencode_memoryd import __version__
+from opencode_memoryd.app import App
+from opencode_memoryd.debounce import backoff_seconds
+from opencode_memoryd.errors import MemorydError, SourceError
+from opencode_memoryd.models import iso_utc
+from opencode_memoryd.opencode import OpenCodeDB, source_identity
+from opencode_memoryd.pipeline import SessionProcessor
+from opencode_memoryd.watcher import DbWatcher
+
+log = structlog.get_logger(__name__)
+
+LOCK_FILE_NAME = "daemon.lock"
+#: How often the main loop wakes at the latest (also the systemd watchdog ping interval).
+MAX_LOOP_SECONDS = 10.0
+#: How long shutdown waits for the extraction in progress before abandoning it.
+SHUTDOWN_GRACE_SECONDS = 7.0
+
+
+class AlreadyRunning(MemorydError):
+    """Another ``opencode-memoryd run`` holds the single-instance lock."""
+
+
+def sd_notify(message: str) -> bool:
+    """Send a systemd notification (``READY=1``, ``WATCHDOG=1``, ``STATUS=…``).
+
+    Implements the documented datagram protocol of ``sd_notify(3)`` on ``$NOTIFY_SOCKET``
+    (a path, or an abstract socket when it starts with ``@``). Returns ``False`` when not
+    run by systemd.
+    """
+    addr = os.environ.get("NOTIFY_SOCKET")
+    if not addr:
+        return False
+    target = "\0" + addr[1:] if addr.startswith("@") else addr
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+            s.connect(target)
+            s.sendall(message.encode())
+    except OSError:
+        return False
+    return True
+
+
+@dataclass
+class _Source:
+    path: Path
+    db: OpenCodeDB
+    inode: tuple[int, int]
+    data_version: int
+    seen: dict[str, int] = field(default_factory=dict)  # session id -> time_updated
+
+
+@dataclass
+class Pause:
+    """Why LLM work is paused, and until when (aware UTC)."""
+
+    reason: str
+    until: datetime
+
+
+class Daemon:
+    """The long-running process behind ``opencode-memoryd run``.
+
+    Args:
+        app: the configured application (paths, adapters).
+        clock: the current aware UTC time; injectable for tests.
+    """
+
+    def __init__(self, app: App, *, clock: Callable[[], datetime] | None = None) -> None:
+        self.app = app
+        self.cfg = app.config.daemon
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.stop_event = threading.Event()
+        self._poke = threading.Event()
+        self._sources: dict[str, _Source] = {}
+        self._project_locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        self._polling = False
+        self._consecutive_failures = 0
+        self.pause: Pause | None = None
+        self.started_at: datetime | None = None
+        self.last_error: str | None = None
+        self.last_extraction: dict[str, dict[str, Any]] = {}
+        self._lock: FileLock | None = None
+        self._watcher: DbWatcher | None = None
+        self.state: Any = None
+        self.store: Any = None
+        self.extractor: Any = None
+        self.scheduler = BackgroundScheduler(
+            executors={"default": ThreadPoolExecutor(max_workers=1)},
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+            timezone=UTC,
+        )
+
+    # -- start-up ---------------------------------------------------------------------
+
+    def acquire_lock(self) -> None:
+        """Take the single-instance lock (a kernel ``flock`` on ``daemon.lock``).
+
+        Raises:
+            AlreadyRunning: another daemon holds it; the message names its pid.
+        """
+        state_dir = self.app.state_dir
+        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = state_dir / LOCK_FILE_NAME
+        lock = FileLock(str(path), timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            pid = (state_dir / "daemon.pid").read_text().strip() if (
+                state_dir / "daemon.pid").exists() else "?"
+            raise AlreadyRunning(
+                f"another opencode-memoryd daemon is already running (pid {pid}, lock "
+                f"{path}); stop it first, or use `opencode-memoryd status`") from None
+        (state_dir / "daemon.pid").write_text(f"{os.getpid()}\n")
+        self._lock = lock
+
+    def start(self) -> None:
+        """Lock, open state and store, catch up, start watching and scheduling."""
+        self.acquire_lock()
+        self.started_at = self.clock()
+        self.state = self.app.open_state()
+        self.store = self.app.open_store()
+        self.extractor = self.app.build_extractor()
+        log.info("daemon_started", version=__version__, pid=os.getpid(),
+                 mode=self.app.extraction_mode(), quiet_period_seconds=self.cfg.quiet_period_seconds,
+                 max_wait_seconds=self.cfg.max_wait_seconds)
+        self.scheduler.start()
+        # re-arm what was queued before a restart, then catch up on everything
+        for row in self.state.queue():
+            self._arm(row["source_id"], row["session_id"], int(row["due_ms"]))
+        self.check_sources(full=True)
+        self._start_watcher()
+        self.scheduler.add_job(self._safety_sweep, "interval",
+                               seconds=self.cfg.sweep_interval_seconds, id="sweep",
+                               replace_existing=True)
+
+    def _start_watcher(self) -> None:
+        paths = [s.path for s in self._sources.values()] or self._candidate_paths()
+        if not paths:
+            return
+        self._watcher = DbWatcher(paths, on_change=self._poke.set, on_failure=self._watch_failed)
+        if not self._watcher.start():
+            self._watch_failed(FileNotFoundError("no database folder to watch yet"))
+
+    def _watch_failed(self, exc: BaseException) -> None:
+        if not self._polling:
+            log.warning("polling_fallback", reason=str(exc),
+                        poll_interval_seconds=self.cfg.poll_interval_seconds)
+        self._polling = True
+        self._poke.set()
+
+    # -- sources ----------------------------------------------------------------------
+
+    def _candidate_paths(self) -> list[Path]:
+        try:
+            return self.app.database_paths()
+        except SourceError:
+            return []
+
+    def _open(self, path: Path) -> _Source | None:
+        try:
+            st = path.stat()
+            db = self.app.open_source(path)
+        except (OSError, SourceError) as exc:
+            self.last_error = str(exc)
+            log.warning("source_unavailable", db=str(path), error=str(exc))
+            return None
+        src = _Source(path, db, (st.st_dev, st.st_ino), -1)
+        log.info("source_opened", db=str(path), schema=db.schema.describe())
+        return src
+
+    def check_sources(self, *, full: bool = False) -> int:
+        """Confirm changes with ``PRAGMA data_version`` and queue changed sessions.
+
+        Handles databases that appeared, vanished or were replaced (new inode). With
+        ``full`` the session list is re-read even when ``data_version`` is unchanged.
+
+        Returns:
+            The number of sessions queued.
+        """
+        queued = 0
+        paths = {source_identity(p): p for p in self._candidate_paths()}
+        for ident in list(self._sources):
+            src = self._sources[ident]
+            try:
+                st = src.path.stat()
+                replaced = (st.st_dev, st.st_ino) != src.inode
+            except OSError:
+                replaced = True
+            if replaced or ident not in paths:
+                log.info("source_closed", db=str(src.path),
+                         reason="replaced" if ident in paths else "gone")
+                src.db.close()
+                del self._sources[ident]
+        for ident, path in paths.items():
+            if ident not in self._sources:
+                opened = self._open(path)
+                if opened is None:
+                    continue
+                self._sources[ident] = opened
+                if self._watcher is not None and path.parent not in self._watcher.dirs:
+                    self._restart_watcher()
+            src = self._sources[ident]
+            try:
+                version = src.db.data_version()
+                if version == src.data_version and not full:
+                    continue
+                src.data_version = version
+                queued += self._queue_changed(ident, src)
+            except SourceError as exc:
+                self.last_error = str(exc)
+                log.warning("source_read_failed", db=str(src.path), error=str(exc))
+        return queued
+
+    def _restart_watcher(self) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()
+        self._start_watcher()
+
+    def _queue_changed(self, ident: str, src: _Source) -> int:
+        now_ms = int(self.clock().timestamp() * 1000)
+        marks = self.state.marks(ident)
+        n = 0
+        for s in src.db.sessions(include_archived=self.app.config.opencode.include_archived):
+            if src.seen.get(s.id) == s.time_updated:
+                continue
+            first_sight = s.id not in src.seen
+            src.seen[s.id] = s.time_updated
+            mark = marks.get(s.id)
+            if first_sight and mark is not None and s.time_updated <= mark[0]:
+                continue  # read up to its last message already
+            due = self.state.queue_touch(ident, s.id, now_ms, self.cfg.quiet_period_seconds,
+                                         self.cfg.max_wait_seconds)
+            self._arm(ident, s.id, due)
+            n += 1
+        return n
+
+    def _safety_sweep(self) -> None:
+        self._poke.set()
+        self._full_sweep_requested = True
+
+    # -- jobs -------------------------------------------------------------------------
+
+    @staticmethod
+    def job_id(source_id: str, session_id: str) -> str:
+        """The APScheduler job id of a session."""
+        return f"session:{source_id}:{session_id}"
+
+    def _arm(self, source_id: str, session_id: str, due_ms: int) -> None:
+        run_date = datetime.fromtimestamp(due_ms / 1000, tz=UTC)
+        self.scheduler.add_job(self._run_session, "date", run_date=run_date,
+                               args=(source_id, session_id),
+                               id=self.job_id(source_id, session_id), replace_existing=True)
+
+    def project_lock(self, project_key: str) -> threading.Lock:
+        """The lock that keeps work on one project (extraction, dream) serial."""
+        with self._locks_guard:
+            return self._project_locks.setdefault(project_key, threading.Lock())
+
+    def _retry(self, source_id: str, session_id: str, delay: float, reason: str) -> None:
+        """Run the session's job again in ``delay`` seconds (not counted as a failure)."""
+        due = int((self.clock() + timedelta(seconds=delay)).timestamp() * 1000)
+        self.state.queue_reschedule(source_id, session_id, due, reason)
+        self._arm(source_id, session_id, due)
+
+    def _llm_gate(self) -> float | None:
+        """Seconds to wait before LLM work may run, or ``None`` when it may run now."""
+        if self.app.extraction_mode() != "llm":
+            return None
+        now = self.clock()
+        if self.pause is not None:
+            if now < self.pause.until:
+                return (self.pause.until - now).total_seconds()
+            log.info("llm_pause_over", reason=self.pause.reason)
+            self.pause = None
+        budget = self.cfg.daily_token_budget
+        if budget:
+            midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+            if self.state.tokens_since(iso_utc(midnight)) >= budget:
+                until = midnight + timedelta(days=1)
+                self.pause = Pause(f"daily token budget of {budget} reached", until)
+                log.warning("token_budget_reached", budget=budget, until=iso_utc(until))
+                return (until - now).total_seconds()
+        return None
+
+    def _run_session(self, source_id: str, session_id: str) -> None:
+        if self.stop_event.is_set():
+            return
+        src = self._sources.get(source_id)
+        if src is None:
+            return  # its database is gone; the queue keeps the entry for a later return
+        wait = self._llm_gate()
+        if wait is not None:
+            self._retry(source_id, session_id, wait, self.pause.reason if self.pause else "")
+            return
+        now = self.clock()
+        now_ms = int(now.timestamp() * 1000)
+        try:
+            session = src.db.session(session_id)
+            if session is None:  # deleted
+                self.state.queue_done(source_id, session_id, now_ms)
+                return
+            if src.db.in_flight(session_id, now_ms=now_ms,
+                                abandoned_ms=self.app.limits().abandoned_ms):
+                self._retry(source_id, session_id, max(self.cfg.quiet_period_seconds, 1.0),
+                            "turn in flight")
+                return
+        except SourceError as exc:
+            self._retry(source_id, session_id, 30, str(exc))
+            return
+        lock = self.project_lock(session.project_key)
+        if not lock.acquire(blocking=False):
+            self._retry(source_id, session_id, 5, "project busy")
+            return
+        try:
+            proc = SessionProcessor(src.db, self.state, self.store, self.extractor,
+                                    self.app.limits(), clock=self.clock, raise_fatal=False)
+            report = proc.process(session)
+        finally:
+            lock.release()
+        if report.error is None:
+            self._consecutive_failures = 0
+            self.state.queue_done(source_id, session_id, now_ms)
+            if report.turns_read:
+                self.last_extraction[session.project_key] = {
+                    "at": iso_utc(self.clock()), "session_id": session_id,
+                    "project_root": session.project_root, "added": report.added}
+            return
+        self._handle_failure(source_id, session_id, report)
+
+    def _handle_failure(self, source_id: str, session_id: str, report: Any) -> None:
+        self.last_error = report.error
+        kind = report.error_kind
+        now = self.clock()
+        if kind in ("auth", "not_found"):
+            self.pause = Pause(f"LLM endpoint refused the request ({report.error}); fix the "
+                               "key or model in the config", now + timedelta(
+                                   seconds=self.cfg.auth_pause_seconds))
+            log.error("llm_paused", reason=self.pause.reason, until=iso_utc(self.pause.until))
+            self._retry(source_id, session_id, self.cfg.auth_pause_seconds, report.error)
+            return
+        attempts = self.state.queue_failed(source_id, session_id, report.error)
+        self._consecutive_failures += 1
+        if self._consecutive_failures >= self.cfg.circuit_failure_threshold:
+            self.pause = Pause(f"circuit open after {self._consecutive_failures} consecutive "
+                               f"failures (last: {report.error})",
+                               now + timedelta(seconds=self.cfg.circuit_cooldown_seconds))
+            log.warning("circuit_open", reason=self.pause.reason,
+                        until=iso_utc(self.pause.until))
+        delay = backoff_seconds(attempts, retry_after=report.retry_after_seconds)
+        if self.pause is not None:
+            delay = max(delay, (self.pause.until - now).total_seconds())
+        self._retry(source_id, session_id, delay, report.error)
+
+    # -- main loop --------------------------------------------------------------------
+
+    _full_sweep_requested = False
+
+    def run_forever(self) -> None:
+        """The main loop: wait for a change hint (or a timeout), confirm, queue, ping."""
+        sd_notify("READY=1\nSTATUS=watching OpenCode databases")
+        while not self.stop_event.is_set():
+            timeout = (self.cfg.poll_interval_seconds if self._polling
+                       else MAX_LOOP_SECONDS)
+            self._poke.wait(timeout=timeout)
+            self._poke.clear()
+            if self.stop_event.is_set():
+                break
+            full, self._full_sweep_requested = self._full_sweep_requested, False
+            try:
+                self.check_sources(full=full)
+            except (MemorydError, OSError) as exc:
+                self.last_error = str(exc)
+                log.warning("check_failed", error=str(exc))
+            sd_notify("WATCHDOG=1")
+
+    def shutdown(self) -> None:
+        """Stop watching and scheduling; wait briefly for the extraction in progress.
+
+        An extraction still running after the grace period is abandoned: its outbox item
+        (or its unmoved mark) makes the next start resume it.
+        """
+        self.stop_event.set()
+        self._poke.set()
+        sd_notify("STOPPING=1")
+        if self._watcher is not None:
+            self._watcher.stop()
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+        deadline = time.monotonic() + SHUTDOWN_GRACE_SECONDS
+        for t in threading.enumerate():
+            if t.name.startswith("ThreadPoolExecutor") and t is not threading.current_thread():
+                t.join(timeout=max(0.0, deadline - time.monotonic()))
+        busy = any(t.name.startswith("ThreadPoolExecutor") and t.is_alive()
+                   for t in threading.enumerate())
+        if not busy:
+            for src in self._sources.values():
+                src.db.close()
+            if self.store is not None:
+                self.store.close()
+            if self.state is not None:
+                self.state.close()
+        if self._lock is not None:
+            self._lock.release()
+        log.info("daemon_stopped", abandoned_work=busy)
+
+    def status(self) -> dict[str, Any]:
+        """What ``status`` shows while the daemon runs (JSON-safe)."""
+        now = self.clock()
+        midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        return {
+            "running": True,
+            "pid": os.getpid(),
+            "since": iso_utc(self.started_at) if self.started_at else None,
+            "databases": [{"path": str(s.path), "schema": s.db.schema.describe()}
+                          for s in self._sources.values()],
+            "change_detection": "polling" if self._polling else "file events",
+            "pending": [{"session_id": r["session_id"],
+                         "due": iso_utc(datetime.fromtimestamp(r["due_ms"] / 1000, tz=UTC)),
+                         "attempts": r["attempts"], "last_error": r["last_error"]}
+                        for r in self.state.queue()],
+            "last_extraction": self.last_extraction,
+            "paused": ({"reason": self.pause.reason, "until": iso_utc(self.pause.until)}
+                       if self.pause else None),
+            "tokens_today": self.state.tokens_since(iso_utc(midnight)),
+            "last_error": self.last_error,
+        }
+
+
+def run(app: App) -> int:
+    """Run the daemon in the foreground until SIGTERM or SIGINT; return the exit code.
+
+    Raises:
+        AlreadyRunning: another daemon holds the lock.
+        StateError, StoreError, ConfigError: start-up failed.
+    """
+    daemon = Daemon(app)
+
+    def _stop(signum: int, _frame: object) -> None:
+        log.info("signal_received", signal=signal.Signals(signum).name)
+        daemon.stop_event.set()
+        daemon._poke.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    try:
+        daemon.start()
+        daemon.run_forever()
+    finally:
+        daemon.shutdown()
+    return 0

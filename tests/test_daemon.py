@@ -1,0 +1,142 @@
+"""`opencode-memoryd run` as a real process on a live WAL database written turn by turn."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import cli_json, write_config
+from opencode_memoryd.debounce import Pending, backoff_seconds
+from opencode_writer import OpenCodeWriter
+
+pytestmark = pytest.mark.slow
+
+
+def test_debounce_policy() -> None:
+    p = Pending(first_change_ms=0, last_change_ms=0)
+    assert p.due_ms(quiet_seconds=60, max_wait_seconds=900) == 60_000
+    busy = p.touched(850_000)
+    assert busy.due_ms(quiet_seconds=60, max_wait_seconds=900) == 900_000
+    assert backoff_seconds(1) == 5 and backoff_seconds(3) == 20
+    assert backoff_seconds(30) == 900
+    assert backoff_seconds(1, retry_after=42) == 42
+
+
+def _state_marks(state_db: Path) -> dict[str, str]:
+    if not state_db.exists():
+        return {}
+    with sqlite3.connect(f"file:{state_db}?mode=ro", uri=True) as c:
+        try:
+            return {r[0]: r[1] for r in c.execute("SELECT session_id, message_id FROM marks")}
+        except sqlite3.OperationalError:
+            return {}
+
+
+def _wait(pred: object, timeout: float = 30.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():  # type: ignore[operator]
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.fixture
+def live_db(tmp_path: Path, isolated_env: dict[str, str]) -> Path:
+    data = Path(isolated_env["XDG_DATA_HOME"]) / "opencode"
+    data.mkdir(parents=True)
+    db = data / "opencode.db"
+    db.write_bytes((Path(__file__).parent / "fixtures" / "opencode-sample.db").read_bytes())
+    return db
+
+
+@pytest.fixture
+def daemon_config(tmp_path: Path) -> Path:
+    return write_config(tmp_path / "daemon.toml", """
+[opencode]
+settle_seconds = 0.2
+[extraction]
+mode = "rules"
+[daemon]
+quiet_period_seconds = 1
+max_wait_seconds = 30
+sweep_interval_seconds = 5
+""")
+
+
+def _start(cfg: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    full = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.Popen([sys.executable, "-m", "opencode_memoryd", "--config", str(cfg),
+                             "run"], env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+@pytest.fixture
+def daemon(daemon_config: Path, live_db: Path, isolated_env: dict[str, str]
+           ) -> Iterator[subprocess.Popen[str]]:
+    proc = _start(daemon_config, isolated_env)
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def test_catch_up_then_tail_new_turns(daemon: subprocess.Popen[str], live_db: Path,
+                                      daemon_config: Path, state_db: Path) -> None:
+    # catch-up: the sample's sessions are extracted after their quiet period
+    assert _wait(lambda: "ses_dfec43a4cffe5HkHVz7wUC8pgF" in _state_marks(state_db))
+    w = OpenCodeWriter(live_db)
+    sid = "ses_dfec4032affe4TNn4bUt9e26HR"
+    ids = w.append_turn(sid, "remember that releases are tagged vX.Y.Z", "Noted.",
+                        finish=False)
+    time.sleep(2.5)  # well past the quiet period: the turn is still in flight
+    assert _state_marks(state_db).get(sid) != ids["assistant"]
+    w.complete(ids["assistant"])
+    w.close()
+    assert _wait(lambda: _state_marks(state_db).get(sid) == ids["assistant"])
+    daemon.send_signal(signal.SIGTERM)
+    out, err = daemon.communicate(timeout=15)
+    assert daemon.returncode == 0, err
+    memories = cli_json("--config", str(daemon_config), "list")
+    tagged = [m for m in memories if "tagged" in m["content"]]
+    assert len(tagged) == 1 and tagged[0]["message_ids"] == [ids["user"]]
+    assert len(memories) == 4
+
+
+def test_second_daemon_exits_at_once_naming_the_first(
+        daemon: subprocess.Popen[str], daemon_config: Path, state_db: Path,
+        isolated_env: dict[str, str]) -> None:
+    assert _wait(lambda: (state_db.parent / "daemon.pid").exists())
+    second = _start(daemon_config, isolated_env)
+    out, err = second.communicate(timeout=30)
+    assert second.returncode == 1
+    assert "already running" in err and str(daemon.pid) in err
+    assert daemon.poll() is None
+
+
+def test_sigterm_stops_quickly(daemon: subprocess.Popen[str], state_db: Path) -> None:
+    assert _wait(lambda: (state_db.parent / "daemon.pid").exists())
+    time.sleep(0.5)
+    t = time.monotonic()
+    daemon.send_signal(signal.SIGTERM)
+    daemon.communicate(timeout=15)
+    assert daemon.returncode == 0
+    assert time.monotonic() - t < 10
+
+
+def test_config_error_exits_78(tmp_path: Path, isolated_env: dict[str, str]) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[daemon]\nquiet_period_seconds = 'soon'\n")
+    proc = _start(bad, isolated_env)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 78
+    assert "daemon.quiet_period_seconds" in err
