@@ -147,3 +147,68 @@ class OpenCodeWriter:
         self._update_message(amid, data)
         data["time"]["completed"] = self.now_ms()
         self._update_message(amid, data)
+
+
+def empty_copy(fixture: Path, dst: Path) -> None:
+    """A database with the fixture's schema (the real OpenCode DDL) and no sessions."""
+    dst.write_bytes(fixture.read_bytes())
+    conn = sqlite3.connect(str(dst), isolation_level=None)
+    conn.execute("PRAGMA foreign_keys=ON")
+    for table in ("part", "message", "todo", "session", "project"):
+        conn.execute(f"DELETE FROM {table}")
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.close()
+
+
+def replay_session(w: OpenCodeWriter, src: sqlite3.Connection, session_id: str, *,
+                   pause: float = 0.02, from_message: int = 0,
+                   to_message: int | None = None) -> list[str]:
+    """Replay one fixture session's rows in OpenCode's write pattern; return message ids.
+
+    The session and project rows are copied first (when missing); then, message by
+    message: the row without ``finish``/``time.completed``, its parts inserted (text parts
+    empty, then filled), then ``finish`` and ``time.completed`` in separate commits, then
+    the session's ``time_updated`` bump.
+    """
+    c = w.conn
+    srow = src.execute("SELECT * FROM session WHERE id=?", (session_id,)).fetchone()
+    cols = [d[1] for d in src.execute("PRAGMA table_info(session)")]
+    prow = src.execute("SELECT * FROM project WHERE id=?", (srow[cols.index("project_id")],)
+                       ).fetchone()
+    pcols = [d[1] for d in src.execute("PRAGMA table_info(project)")]
+    c.execute(f"INSERT OR IGNORE INTO project ({', '.join(pcols)}) VALUES "
+              f"({', '.join('?' * len(pcols))})", prow)
+    c.execute(f"INSERT OR IGNORE INTO session ({', '.join(cols)}) VALUES "
+              f"({', '.join('?' * len(cols))})", srow)
+    messages = src.execute("SELECT id, session_id, time_created, time_updated, data FROM "
+                           "message WHERE session_id=? ORDER BY time_created, id",
+                           (session_id,)).fetchall()[from_message:to_message]
+    written = []
+    for mid, sid, created, updated, raw in messages:
+        data = json.loads(raw)
+        final = json.loads(raw)
+        t = data.get("time") or {}
+        t.pop("completed", None)
+        data.pop("finish", None)
+        w._commit("INSERT INTO message (id, session_id, time_created, time_updated, data) "
+                  "VALUES (?, ?, ?, ?, ?)", (mid, sid, created, created, json.dumps(data)))
+        time.sleep(pause)
+        for pid, pdata in src.execute("SELECT id, data FROM part WHERE message_id=? "
+                                      "ORDER BY id", (mid,)).fetchall():
+            p = json.loads(pdata)
+            first = dict(p, text="") if p.get("type") in ("text", "reasoning") else p
+            w._commit("INSERT INTO part (id, message_id, session_id, time_created, "
+                      "time_updated, data) VALUES (?, ?, ?, ?, ?, ?)",
+                      (pid, mid, sid, created, created, json.dumps(first)))
+            if first is not p:
+                w._commit("UPDATE part SET data=? WHERE id=?", (pdata, pid))
+        if "finish" in final:
+            d2 = dict(data, finish=final["finish"])
+            w._commit("UPDATE message SET data=? WHERE id=?", (json.dumps(d2), mid))
+            time.sleep(pause)
+        w._commit("UPDATE message SET data=?, time_updated=? WHERE id=?",
+                  (raw, updated, mid))
+        w._commit("UPDATE session SET time_updated=? WHERE id=?", (w.now_ms(), sid))
+        written.append(mid)
+        time.sleep(pause)
+    return written

@@ -595,16 +595,21 @@ class ControlClient:
         timeout_seconds: how long :meth:`call` waits for an answer (handlers such as
             ``maintain`` may run for minutes).
 
-    The underlying connection pool is created on first use; :meth:`close` (or ``with``)
-    releases it.
+    One client may be shared by threads. The underlying HTTP client is created on first
+    use; :meth:`close` (or ``with``) releases it.
     """
 
     def __init__(self, path: Path, *, timeout_seconds: float = 600) -> None:
         self.path = Path(path)
         self.timeout_seconds = timeout_seconds
         self._client: httpx.Client | None = None
+        self._client_lock = threading.Lock()
 
     def _http(self) -> httpx.Client:
+        with self._client_lock:
+            return self._http_locked()
+
+    def _http_locked(self) -> httpx.Client:
         if self._client is None:
             # trust_env=False: proxy variables (HTTP_PROXY, ALL_PROXY) must not reroute a
             # local Unix-socket call.
@@ -619,9 +624,10 @@ class ControlClient:
 
     def close(self) -> None:
         """Release the HTTP client; the object can still be used afterwards."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        with self._client_lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
 
     def __enter__(self) -> ControlClient:
         return self
