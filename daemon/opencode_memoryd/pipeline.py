@@ -349,7 +349,7 @@ class SessionProcessor:
             },
             tokens_in=result.tokens_in, tokens_out=result.tokens_out,
         )
-        self.state.record_item(item, _now_iso(now))
+        self.state.record_item(item, _now_iso(self.clock()))
         _fault_point("after_record")
         self._apply(item, report)
 

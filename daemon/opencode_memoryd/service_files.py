@@ -139,16 +139,19 @@ def render_systemd_unit(exe: str, *, env: Mapping[str, str]) -> str:
     ``exe`` is a command line in shell syntax whose first word is an absolute path (see
     the module docstring). ``env`` supplies the :data:`PINNED_ENV_VARS` that are set (XDG
     ones only when absolute, as the XDG spec requires); they join ``PYTHONUNBUFFERED=1``
-    on the ``Environment=`` line. Arguments are quoted for systemd: ``%`` is doubled
-    (``man systemd.unit``, specifiers) and, in ``ExecStart=``, so is ``$`` (``man
-    systemd.service``, command lines: ``$$`` is a literal dollar).
+    on the ``Environment=`` line. Words are quoted for systemd: ``%`` is doubled
+    (``man systemd.unit``, specifiers) and so is ``$`` in the arguments of
+    ``ExecStart=`` (``man systemd.service``, command lines: ``$$`` is a literal dollar;
+    the program path itself is not subject to variable substitution).
 
     Raises:
         ValueError: ``exe`` is empty, not valid shell syntax, does not start with an
             absolute path, or contains control characters.
     """
     argv = _argv(exe)
-    exec_start = " ".join(_systemd_word(a, in_exec=True) for a in argv)
+    # systemd executes the first word as a path as written and substitutes variables only
+    # in the arguments, so "$" is doubled in the arguments only.
+    exec_start = " ".join(_systemd_word(a, in_exec=i > 0) for i, a in enumerate(argv))
     return _fill_unit(exec_start, _pinned_env(env))
 
 
