@@ -143,3 +143,17 @@ api_key_env = "TEST_EMBED_KEY"
         hits = cli_json("--config", str(dense), "search", "pnpm npm")
         assert fake.requests_to("/embeddings")
     assert "pnpm" in hits[0]["content"]
+
+
+def test_install_service_dry_run_then_install_and_uninstall(
+        isolated_env: dict[str, str]) -> None:
+    unit = Path(isolated_env["XDG_CONFIG_HOME"]) / "systemd" / "user" / \
+        "opencode-memoryd.service"
+    code, out = cli("install-service", "--dry-run")
+    if sys.platform != "linux":
+        pytest.skip("the systemd unit is Linux-only")
+    assert code == 0 and "[Service]" in out and not unit.exists()
+    code, out = cli("install-service")
+    assert code == 0 and unit.exists() and "systemctl --user" in out
+    code, out = cli("uninstall-service")
+    assert code == 0 and not unit.exists()

@@ -140,3 +140,21 @@ def test_config_error_exits_78(tmp_path: Path, isolated_env: dict[str, str]) -> 
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 78
     assert "daemon.quiet_period_seconds" in err
+
+
+def test_maintain_search_list_status_go_through_the_running_daemon(
+        daemon: subprocess.Popen[str], daemon_config: Path, state_db: Path,
+        live_db: Path) -> None:
+    assert _wait(lambda: (state_db.parent / "daemon.json").exists())
+    # the daemon owns the embedded store; these would fail to open it themselves
+    report = cli_json("--config", str(daemon_config), "maintain", "--all")
+    assert report["totals"]["failed"] == 0
+    assert _wait(lambda: "ses_dfec43a4cffe5HkHVz7wUC8pgF" in _state_marks(state_db))
+    hits = cli_json("--config", str(daemon_config), "search", "package manager npm")
+    assert hits and "pnpm" in hits[0]["content"]
+    assert len(cli_json("--config", str(daemon_config), "list")) == 3
+    info = cli_json("--config", str(daemon_config), "status")
+    assert info["daemon"]["running"] is True
+    assert info["daemon"]["pid"] == daemon.pid
+    assert info["daemon"]["databases"][0]["path"] == str(live_db)
+    assert info["memories"]

@@ -208,10 +208,11 @@ def test_systemd_analyze_reads_back_the_environment(tmp_path: Path) -> None:
     unit = render_systemd_unit(shlex.join([sys.executable]), env=env)
     result = _verify(unit, tmp_path, log_level="debug")
     assert result.returncode == 0, result.stderr
-    if f"-> Unit {SYSTEMD_UNIT_NAME}:" not in result.stderr:
+    output = result.stdout + result.stderr
+    if f"-> Unit {SYSTEMD_UNIT_NAME}:" not in output:
         pytest.skip("this systemd-analyze prints no unit dump at debug level")
     dumped = [line.strip().removeprefix("Environment: ")
-              for line in result.stderr.splitlines() if line.strip().startswith("Environment: ")]
+              for line in output.splitlines() if line.strip().startswith("Environment: ")]
     assert dumped == [
         "PYTHONUNBUFFERED=1",
         'OPENCODE_MEMORYD_CONFIG=~/a "b" 100% $HOME',

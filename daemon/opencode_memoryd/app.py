@@ -5,6 +5,7 @@ Only this module constructs stores, extractors and readers; the CLI calls it.
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -28,6 +29,8 @@ from opencode_memoryd.store import EdgeStore, MemoryFilter, MemoryStore, ServerS
 log = structlog.get_logger(__name__)
 
 STATE_FILE_NAME = "state.db"
+#: Written by a running daemon: its pid and control socket.
+DAEMON_INFO_FILE = "daemon.json"
 
 
 def normalize_dir(directory: str) -> str:
@@ -177,8 +180,19 @@ class App:
         directory: str | None,
         db_override: str | None = None,
         progress: Callable[[list[SessionRow]], Any] | None = None,
+        resources: tuple[StateDB, MemoryStore, Extractor] | None = None,
+        lock_for: Callable[[str], Any] | None = None,
     ) -> dict[str, Any]:
         """Process every eligible session (of ``directory``'s project, or all) up to now.
+
+        Args:
+            directory: a normalised folder (see :func:`normalize_dir`), or ``None`` for all.
+            db_override: ``--db PATH``.
+            progress: wraps the session list (a progress bar on a terminal).
+            resources: the daemon's open state, store and extractor; when ``None`` they
+                are opened here and closed on return.
+            lock_for: the daemon's per-project lock factory; held while a session of that
+                project is processed, so this never overlaps the daemon's own work.
 
         Returns:
             ``{"run_id", "mode", "databases": [...], "sessions": [SessionReport dicts],
@@ -189,6 +203,12 @@ class App:
             UpstreamError: the LLM endpoint refused our credentials or model (kind ``auth``
                 or ``not_found``): every session would fail the same way.
         """
+        if resources is None:
+            with self.resources() as (state, store):
+                return self.maintain(directory=directory, db_override=db_override,
+                                     progress=progress,
+                                     resources=(state, store, self.build_extractor()))
+        state, store, extractor = resources
         run_id = uuid.uuid4().hex[:12]
         mode = self.extraction_mode()
         log.info("maintain_started", run_id=run_id, mode=mode,
@@ -196,28 +216,112 @@ class App:
         paths = self.database_paths(db_override)
         reports: list[SessionReport] = []
         dbs: list[dict[str, Any]] = []
-        extractor = self.build_extractor()
-        with self.resources() as (state, store):
-            state.start_run(run_id, "maintain", iso_utc(self.clock()))
-            try:
-                for path in paths:
-                    with self.open_source(path) as db:
-                        sessions = db.sessions(
-                            directory=directory,
-                            include_archived=self.config.opencode.include_archived,
-                        )
-                        dbs.append({"path": str(path), "schema": db.schema.describe(),
-                                    "sessions": len(sessions)})
-                        proc = SessionProcessor(db, state, store, extractor, self.limits(),
-                                                clock=self.clock)
-                        iterable = progress(sessions) if progress else sessions
-                        for s in iterable:
+        state.start_run(run_id, "maintain", iso_utc(self.clock()))
+        try:
+            for path in paths:
+                with self.open_source(path) as db:
+                    sessions = db.sessions(
+                        directory=directory,
+                        include_archived=self.config.opencode.include_archived,
+                    )
+                    dbs.append({"path": str(path), "schema": db.schema.describe(),
+                                "sessions": len(sessions)})
+                    proc = SessionProcessor(db, state, store, extractor, self.limits(),
+                                            clock=self.clock)
+                    for s in (progress(sessions) if progress else sessions):
+                        if lock_for is None:
                             reports.append(proc.process(s))
-            finally:
-                summary = _summary(run_id, mode, dbs, reports)
-                state.end_run(run_id, summary["totals"], iso_utc(self.clock()))
+                            continue
+                        with lock_for(s.project_key):
+                            reports.append(proc.process(s))
+        finally:
+            summary = _summary(run_id, mode, dbs, reports)
+            state.end_run(run_id, summary["totals"], iso_utc(self.clock()))
         log.info("maintain_finished", run_id=run_id, **summary["totals"])
         return summary
+
+    # -- queries (shared by the CLI and the daemon's control endpoint) -----------------
+
+    def filters_for_dir(self, directory: str, db: str | None, *, include_user: bool
+                        ) -> list[MemoryFilter]:
+        """Store filters for DIR's project(s), optionally with user-scope memories."""
+        keys = self.project_keys_for_dir(normalize_dir(directory), db)
+        if not keys:
+            return [MemoryFilter(scope="user")] if include_user else []
+        return [MemoryFilter(project_id=k, include_user_scope=include_user)
+                for k in sorted(keys)]
+
+    def list_memories(self, store: MemoryStore, *, user: bool = False,
+                      directory: str | None = None, db: str | None = None
+                      ) -> list[dict[str, Any]]:
+        """Memories as payload dicts, oldest first: all, user scope, or DIR's project."""
+        if user:
+            flts: list[MemoryFilter | None] = [MemoryFilter(scope="user")]
+        elif directory:
+            flts = list(self.filters_for_dir(directory, db, include_user=False))
+        else:
+            flts = [None]
+        seen: dict[str, Any] = {}
+        for flt in flts:
+            for m in store.scroll(flt):
+                seen.setdefault(m.id, m)
+        ordered = sorted(seen.values(), key=lambda m: (m.created_at, m.id))
+        return [m.to_payload() for m in ordered]
+
+    def search(self, store: MemoryStore, query: str, *, directory: str | None = None,
+               db: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
+        """Search results as payload dicts with a ``score``, best first.
+
+        With ``directory``: DIR's project memories and user-scope memories only.
+        """
+        flts: list[MemoryFilter | None] = (
+            list(self.filters_for_dir(directory, db, include_user=True)) if directory
+            else [None])
+        hits: dict[str, tuple[Any, float]] = {}
+        for flt in flts:
+            for m, score in store.search(query, flt=flt, limit=limit):
+                if m.id not in hits or hits[m.id][1] < score:
+                    hits[m.id] = (m, score)
+        ranked = sorted(hits.values(), key=lambda h: -h[1])[:limit]
+        return [{**m.to_payload(), "score": round(score, 6)} for m, score in ranked]
+
+    def status_info(self, state: StateDB, store: MemoryStore) -> dict[str, Any]:
+        """Where things are, what is stored, and what the last runs did (JSON-safe)."""
+        info: dict[str, Any] = {
+            "config_path": str(self.config_path) if self.config_path else None,
+            "config_file_exists": bool(self.config_path and self.config_path.exists()),
+            "state_dir": str(self.state_dir),
+            "extraction_mode": self.extraction_mode(),
+        }
+        dbs: list[dict[str, Any]] = []
+        try:
+            for path in self.database_paths():
+                try:
+                    with self.open_source(path) as db:
+                        dbs.append({"path": str(path), "schema": db.schema.describe(),
+                                    "sessions": len(db.sessions())})
+                except SourceError as exc:
+                    dbs.append({"path": str(path), "error": str(exc)})
+        except SourceError as exc:
+            info["databases_error"] = str(exc)
+        info["databases"] = dbs
+        info["store"] = store.info()
+        counts: dict[str, int] = {}
+        for m in store.scroll(None):
+            key = f"{m.scope}/{m.type}"
+            counts[key] = counts.get(key, 0) + 1
+        info["memories"] = counts
+        info["state"] = state.counts()
+        info["last_runs"] = state.last_runs(5)
+        return info
+
+    def daemon_socket(self) -> Path | None:
+        """The control socket of a running daemon, from ``daemon.json``, or ``None``."""
+        path = self.state_dir / DAEMON_INFO_FILE
+        try:
+            return Path(json.loads(path.read_text())["socket"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
 
 def _summary(run_id: str, mode: str, dbs: list[dict[str, Any]],
@@ -238,10 +342,4 @@ def _summary(run_id: str, mode: str, dbs: list[dict[str, Any]],
             "totals": totals, "failed": totals["failed"]}
 
 
-def memory_filter(project_key: str | None, *, include_user: bool, scope: str | None = None
-                  ) -> MemoryFilter:
-    """Build a store filter (a thin helper for the CLI)."""
-    return MemoryFilter(project_id=project_key, include_user_scope=include_user, scope=scope)
-
-
-__all__ = ["App", "UpstreamError", "memory_filter", "normalize_dir"]
+__all__ = ["App", "UpstreamError", "normalize_dir"]

@@ -23,8 +23,6 @@ from opencode_memoryd.errors import (
     StoreError,
     UpstreamError,
 )
-from opencode_memoryd.models import Memory
-from opencode_memoryd.store import MemoryFilter
 
 log = structlog.get_logger(__name__)
 
@@ -98,6 +96,13 @@ def _parser() -> argparse.ArgumentParser:
     st = sub.add_parser("status", help="what is stored, where, and what the last runs did")
     st.add_argument("--json", action="store_true", help="print JSON")
 
+    inst = sub.add_parser("install-service",
+                          help="write the systemd user unit (Linux) or launchd agent (macOS)")
+    inst.add_argument("--dry-run", action="store_true",
+                      help="print the file and where it would go; write nothing")
+    sub.add_parser("uninstall-service", help="remove the service file written by "
+                                             "install-service")
+
     c = sub.add_parser("config", help="manage the config file")
     csub = c.add_subparsers(dest="config_command", required=True, metavar="ACTION")
     ci = csub.add_parser("init", help="write a commented config file (never overwrites)")
@@ -105,10 +110,6 @@ def _parser() -> argparse.ArgumentParser:
     csub.add_parser("show", help="print the effective config and its path")
     csub.add_parser("path", help="print the config path")
     return p
-
-
-def _memory_json(m: Memory) -> dict[str, Any]:
-    return m.to_payload()
 
 
 def _table(rows: Sequence[Sequence[object]], headers: Sequence[str]) -> str:
@@ -130,10 +131,44 @@ def _progress(sessions: list[Any]) -> Any:
     return tqdm(sessions, desc="sessions", unit="session", leave=False)
 
 
+def _via_daemon(app: App, name: str, payload: dict[str, Any]) -> tuple[bool, Any]:
+    """Ask a running daemon (which owns the embedded store) to do the work.
+
+    Returns ``(True, result)`` when a daemon answered, ``(False, None)`` when none runs.
+    """
+    sock = app.daemon_socket()
+    if sock is None:
+        return False, None
+    from opencode_memoryd.control import ControlClient, DaemonUnreachableError, RemoteError
+
+    with ControlClient(sock) as client:
+        if client.ping() is None:
+            return False, None
+        try:
+            return True, client.call(name, payload)
+        except DaemonUnreachableError:
+            return False, None
+        except RemoteError as exc:
+            raise _REMOTE_ERRORS.get(exc.type, MemorydError)(str(exc)) from exc
+
+
+def _remote_upstream(message: str) -> UpstreamError:
+    return UpstreamError(message, kind="remote", retryable=False)
+
+
+_REMOTE_ERRORS: dict[str, Any] = {
+    "SourceError": SourceError, "SourceSchemaError": SourceError, "StoreError": StoreError,
+    "EmbedderMismatchError": StoreError, "StateError": StateError,
+    "UpstreamError": _remote_upstream,
+}
+
+
 def _cmd_maintain(app: App, args: argparse.Namespace) -> int:
     directory = None if args.all else normalize_dir(args.dir)
-    summary = app.maintain(directory=directory, db_override=args.db,
-                           progress=_progress if args.all else None)
+    served, summary = _via_daemon(app, "maintain", {"directory": directory, "db": args.db})
+    if not served:
+        summary = app.maintain(directory=directory, db_override=args.db,
+                               progress=_progress if args.all else None)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -153,50 +188,25 @@ def _cmd_maintain(app: App, args: argparse.Namespace) -> int:
     return EXIT_FAILURE if summary["failed"] else EXIT_OK
 
 
-def _scan(app: App, flt_list: list[MemoryFilter | None]) -> list[Memory]:
-    seen: dict[str, Memory] = {}
-    with app.resources() as (_state, store):
-        for flt in flt_list:
-            for m in store.scroll(flt):
-                seen.setdefault(m.id, m)
-    return sorted(seen.values(), key=lambda m: (m.created_at, m.id))
-
-
-def _filters_for_dir(app: App, directory: str, db: str | None, *, include_user: bool
-                     ) -> list[MemoryFilter | None]:
-    keys = app.project_keys_for_dir(normalize_dir(directory), db)
-    if not keys:
-        return [MemoryFilter(scope="user")] if include_user else []
-    return [MemoryFilter(project_id=k, include_user_scope=include_user) for k in sorted(keys)]
-
-
-def _print_memories(memories: Sequence[Memory], as_json: bool,
-                    scores: Mapping[str, float] | None = None) -> None:
+def _print_memories(memories: Sequence[dict[str, Any]], as_json: bool) -> None:
     if as_json:
-        out = []
-        for m in memories:
-            d = _memory_json(m)
-            if scores is not None:
-                d["score"] = round(scores[m.id], 6)
-            out.append(d)
-        print(json.dumps(out, indent=2))
+        print(json.dumps(list(memories), indent=2))
         return
     if not memories:
         print("no memories")
         return
     for m in memories:
-        where = "user" if m.scope == "user" else (m.project_root or m.project_id)
-        print(f"{m.id}  [{m.type}, {where}]  {m.content}")
+        where = "user" if m["scope"] == "user" else (m["project_root"] or m["project_id"])
+        print(f"{m['id']}  [{m['type']}, {where}]  {m['content']}")
 
 
 def _cmd_list(app: App, args: argparse.Namespace) -> int:
-    if args.user:
-        flts: list[MemoryFilter | None] = [MemoryFilter(scope="user")]
-    elif args.dir:
-        flts = _filters_for_dir(app, args.dir, args.db, include_user=False)
-    else:
-        flts = [None]
-    _print_memories(_scan(app, flts) if flts else [], args.json)
+    payload = {"user": args.user, "directory": args.dir, "db": args.db}
+    served, memories = _via_daemon(app, "list", payload)
+    if not served:
+        with app.resources() as (_state, store):
+            memories = app.list_memories(store, **payload)
+    _print_memories(memories, args.json)
     return EXIT_OK
 
 
@@ -204,64 +214,59 @@ def _cmd_search(app: App, args: argparse.Namespace) -> int:
     if args.limit < 1:
         print("opencode-memoryd: --limit must be at least 1", file=sys.stderr)
         return EXIT_USAGE
-    flts: list[MemoryFilter | None] = (
-        _filters_for_dir(app, args.dir, args.db, include_user=True) if args.dir else [None])
-    hits: dict[str, tuple[Memory, float]] = {}
-    with app.resources() as (_state, store):
-        for flt in flts:
-            for m, score in store.search(args.query, flt=flt, limit=args.limit):
-                if m.id not in hits or hits[m.id][1] < score:
-                    hits[m.id] = (m, score)
-    ranked = sorted(hits.values(), key=lambda h: -h[1])[: args.limit]
-    _print_memories([m for m, _ in ranked], args.json, {m.id: s for m, s in ranked})
+    payload = {"query": args.query, "directory": args.dir, "db": args.db,
+               "limit": args.limit}
+    served, hits = _via_daemon(app, "search", payload)
+    if not served:
+        with app.resources() as (_state, store):
+            hits = app.search(store, args.query, directory=args.dir, db=args.db,
+                              limit=args.limit)
+    _print_memories(hits, args.json)
     return EXIT_OK
 
 
 def _cmd_status(app: App, args: argparse.Namespace) -> int:
-    info: dict[str, Any] = {
-        "version": __version__,
-        "config_path": str(app.config_path) if app.config_path else None,
-        "config_file_exists": bool(app.config_path and app.config_path.exists()),
-        "state_dir": str(app.state_dir),
-        "extraction_mode": app.extraction_mode(),
-    }
-    dbs: list[dict[str, Any]] = []
-    try:
-        for path in app.database_paths():
-            try:
-                with app.open_source(path) as db:
-                    dbs.append({"path": str(path), "schema": db.schema.describe(),
-                                "sessions": len(db.sessions())})
-            except SourceError as exc:
-                dbs.append({"path": str(path), "error": str(exc)})
-    except SourceError as exc:
-        info["databases_error"] = str(exc)
-    info["databases"] = dbs
-    with app.resources() as (state, store):
-        info["store"] = store.info()
-        counts: dict[str, int] = {}
-        for m in store.scroll(None):
-            key = f"{m.scope}/{m.type}"
-            counts[key] = counts.get(key, 0) + 1
-        info["memories"] = counts
-        info["state"] = state.counts()
-        info["last_runs"] = state.last_runs(5)
+    served, info = _via_daemon(app, "status", {})
+    if not served:
+        with app.resources() as (state, store):
+            info = app.status_info(state, store)
+        info["daemon"] = {"running": False}
+    info["version"] = __version__
     if args.json:
         print(json.dumps(info, indent=2, default=str))
         return EXIT_OK
+    d = info["daemon"]
     print(f"opencode-memoryd {__version__}")
+    if d.get("running"):
+        print(f"daemon:      running (pid {d['pid']}, since {d['since']}, "
+              f"{d['change_detection']})")
+        if d.get("paused"):
+            print(f"paused:      {d['paused']['reason']} (until {d['paused']['until']})")
+        print(f"pending:     {len(d['pending'])} session(s)"
+              + "".join(f"\n             {p['session_id']} due {p['due']}"
+                        + (f" ({p['last_error']})" if p.get("last_error") else "")
+                        for p in d["pending"][:10]))
+        for key, e in sorted(d.get("last_extraction", {}).items()):
+            print(f"extracted:   {e['project_root']} at {e['at']} (+{e['added']})")
+        print(f"tokens today: {d['tokens_today']}")
+        if d.get("last_error"):
+            print(f"last error:  {d['last_error']}")
+    else:
+        print("daemon:      not running")
     print(f"config:      {info['config_path']}"
           f"{'' if info['config_file_exists'] else ' (not present: defaults)'}")
     print(f"state:       {info['state_dir']}")
     print(f"extraction:  {info['extraction_mode']}")
     store_info = info["store"]
-    print(f"store:       {store_info.get('backend')} {store_info.get('path') or store_info.get('url') or ''}"
+    print(f"store:       {store_info.get('backend')} "
+          f"{store_info.get('path') or store_info.get('url') or ''}"
           f" ({store_info.get('points', '?')} points)")
-    for d in dbs:
-        print(f"database:    {d['path']}  "
-              + (d.get("error") or f"{d['schema']}, {d['sessions']} sessions"))
+    for db in info["databases"]:
+        print(f"database:    {db['path']}  "
+              + (db.get("error") or f"{db['schema']}, {db['sessions']} sessions"))
     if "databases_error" in info:
         print(f"database:    {info['databases_error']}")
+    counts = info["memories"]
     total = sum(counts.values())
     print(f"memories:    {total}" + (" (" + ", ".join(f"{k}: {v}" for k, v in
                                                      sorted(counts.items())) + ")"
@@ -269,12 +274,11 @@ def _cmd_status(app: App, args: argparse.Namespace) -> int:
     s = info["state"]
     print(f"sessions:    {s['sessions_tracked']} tracked; items stored {s['items_stored']}, "
           f"pending {s['items_pending']}; tokens in/out {s['tokens_in']}/{s['tokens_out']}")
-    for r in info["last_runs"]:
+    for r in info["last_runs"][:1]:
         t = r.get("summary") or {}
         print(f"last run:    {r['started_at']} {r['command']} "
               f"added {t.get('added', '?')}, failed {t.get('failed', '?')}"
               + ("" if r.get("ended_at") else " (did not finish)"))
-        break
     return EXIT_OK
 
 
@@ -300,6 +304,27 @@ def _cmd_config(app: App | None, args: argparse.Namespace, env: Mapping[str, str
     return EXIT_OK
 
 
+def _cmd_service(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from opencode_memoryd import service_files
+
+    try:
+        if args.command == "uninstall-service":
+            u = service_files.uninstall(env=env)
+            print(f"{'removed' if u.removed else 'not present'}: {u.path}")
+            print(f"to stop it first: {u.disable_command}")
+            return EXIT_OK
+        r = service_files.install(dry_run=args.dry_run, env=env)
+    except ValueError as exc:
+        print(f"opencode-memoryd: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    if args.dry_run:
+        print(f"# would write {r.path}\n{r.content}")
+    else:
+        print(f"wrote {r.path}")
+    print(f"enable it with: {r.enable_command}")
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     """Run the CLI; returns the exit code (see ``--help``)."""
     env = dict(os.environ if env is None else env)
@@ -311,6 +336,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     try:
         if args.command == "config" and args.config_command in ("init", "path"):
             return _cmd_config(None, args, env)
+        if args.command in ("install-service", "uninstall-service"):
+            return _cmd_service(args, env)
         explicit = Path(args.config).expanduser() if args.config else None
         config = cfgmod.load_config(explicit, env)
         app_path = explicit or cfgmod.config_path(env)

@@ -55,7 +55,9 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
+import hashlib
 import os
+import tempfile
 import re
 import socket
 import socketserver
@@ -156,13 +158,22 @@ def socket_path(state_dir: Path, env: Mapping[str, str] | None = None) -> Path:
 
     Returns:
         ``$XDG_RUNTIME_DIR/opencode-memoryd/control.sock`` when ``XDG_RUNTIME_DIR`` is set
-        to an absolute path, else ``<state_dir>/control.sock``.
+        to an absolute path, else ``<state_dir>/control.sock``. A path too long for an
+        ``AF_UNIX`` address (over 100 bytes) is replaced by
+        ``<tmp>/opencode-memoryd-<uid>/<hash of the state dir>.sock`` (its folder is 0700).
+        The daemon records the path it used in ``daemon.json``, so clients never guess.
     """
     environ = os.environ if env is None else env
     runtime = environ.get("XDG_RUNTIME_DIR", "")
     if runtime and os.path.isabs(runtime):
-        return Path(runtime) / RUNTIME_SUBDIR / SOCKET_NAME
-    return Path(state_dir) / SOCKET_NAME
+        path = Path(runtime) / RUNTIME_SUBDIR / SOCKET_NAME
+    else:
+        path = Path(state_dir) / SOCKET_NAME
+    if len(os.fsencode(str(path))) > 100:
+        digest = hashlib.sha256(os.fsencode(str(Path(state_dir).resolve()))).hexdigest()[:16]
+        path = (Path(tempfile.gettempdir()) / f"opencode-memoryd-{os.getuid()}"
+                / f"{digest}.sock")
+    return path
 
 
 def error_status(exc: BaseException) -> int:

@@ -22,6 +22,7 @@ budget defers work instead of spending past it.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -39,7 +40,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from filelock import FileLock, Timeout
 
 from opencode_memoryd import __version__
-from opencode_memoryd.app import App
+from opencode_memoryd.app import DAEMON_INFO_FILE, App
 from opencode_memoryd.debounce import backoff_seconds
 from opencode_memoryd.errors import MemorydError, SourceError
 from opencode_memoryd.models import iso_utc
@@ -122,6 +123,7 @@ class Daemon:
         self.last_extraction: dict[str, dict[str, Any]] = {}
         self._lock: FileLock | None = None
         self._watcher: DbWatcher | None = None
+        self._control: Any = None
         self.state: Any = None
         self.store: Any = None
         self.extractor: Any = None
@@ -173,6 +175,35 @@ class Daemon:
         self.scheduler.add_job(self._safety_sweep, "interval",
                                seconds=self.cfg.sweep_interval_seconds, id="sweep",
                                replace_existing=True)
+        self._start_control()
+
+    def _start_control(self) -> None:
+        """Serve maintain/list/search/status to other processes (the daemon owns the store)."""
+        from opencode_memoryd.control import ControlServer, socket_path
+
+        app = self.app
+        handlers = {
+            "maintain": lambda p: app.maintain(
+                directory=p.get("directory"), db_override=p.get("db"),
+                resources=(self.state, self.store, self.extractor),
+                lock_for=self.project_lock),
+            "list": lambda p: app.list_memories(self.store, user=bool(p.get("user")),
+                                                directory=p.get("directory"),
+                                                db=p.get("db")),
+            "search": lambda p: app.search(self.store, str(p["query"]),
+                                           directory=p.get("directory"), db=p.get("db"),
+                                           limit=int(p.get("limit") or 10)),
+            "status": lambda _p: {**app.status_info(self.state, self.store),
+                                  "daemon": self.status()},
+        }
+        path = socket_path(app.state_dir, app.env)
+        self._control = ControlServer(path, handlers)
+        self._control.start()
+        info = {"pid": os.getpid(), "socket": str(path),
+                "started_at": iso_utc(self.started_at or self.clock())}
+        tmp = app.state_dir / (DAEMON_INFO_FILE + ".tmp")
+        tmp.write_text(json.dumps(info))
+        os.replace(tmp, app.state_dir / DAEMON_INFO_FILE)
 
     def _start_watcher(self) -> None:
         paths = [s.path for s in self._sources.values()] or self._candidate_paths()
@@ -425,6 +456,9 @@ class Daemon:
         sd_notify("STOPPING=1")
         if self._watcher is not None:
             self._watcher.stop()
+        if self._control is not None:
+            self._control.close(wait_seconds=2)
+            (self.app.state_dir / DAEMON_INFO_FILE).unlink(missing_ok=True)
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
         deadline = time.monotonic() + SHUTDOWN_GRACE_SECONDS

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -229,6 +230,8 @@ class OpenCodeDB:
             "sqlite://", creator=connect, poolclass=StaticPool
         )
         self._conn: Connection | None = None
+        # one connection, shared by the daemon's threads: one statement at a time
+        self._guard = threading.RLock()
         try:
             self._conn = self._engine.connect()
             self.schema = self._detect_schema()
@@ -261,21 +264,23 @@ class OpenCodeDB:
         return self._conn
 
     def _rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Any]:
-        try:
-            return list(self.conn.execute(text(sql), dict(params or {})).all())
-        except DBAPIError as exc:
-            raise SourceError(f"reading {self.path} failed: {exc.orig}") from exc
+        with self._guard:
+            try:
+                return list(self.conn.execute(text(sql), dict(params or {})).all())
+            except DBAPIError as exc:
+                raise SourceError(f"reading {self.path} failed: {exc.orig}") from exc
 
     @contextmanager
     def _read_transaction(self) -> Iterator[None]:
         """One short, explicit read transaction (consistent snapshot), always ended."""
-        raw = self.conn.connection.driver_connection
-        assert raw is not None
-        raw.execute("BEGIN")
-        try:
-            yield
-        finally:
-            raw.execute("COMMIT")
+        with self._guard:
+            raw = self.conn.connection.driver_connection
+            assert raw is not None
+            raw.execute("BEGIN")
+            try:
+                yield
+            finally:
+                raw.execute("COMMIT")
 
     # -- schema ----------------------------------------------------------------------
 

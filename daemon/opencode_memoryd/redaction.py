@@ -12,10 +12,10 @@ protected from every rule.
 Where the rules come from
 -------------------------
 * Provider token shapes that ``detect-secrets`` 1.5.0 knows (AWS key ids, Azure storage,
-  Cloudant, Discord, GitHub classic tokens, GitLab, IBM, Mailchimp, ``.npmrc`` tokens,
-  legacy OpenAI, PyPI, SendGrid, Slack, SoftLayer, Square, Stripe, Telegram, Twilio,
-  passwords in URLs) are taken from its plugin classes (their ``denylist`` regexes, matched
-  here with ``finditer`` so that we get positions, not only values). We never call its
+  Cloudant, Discord, GitHub classic tokens, GitLab, IBM, Mailchimp, legacy OpenAI, PyPI,
+  SendGrid, Slack, SoftLayer, Square, Stripe, Telegram, Twilio, passwords in URLs) are
+  taken from its plugin classes (their ``denylist`` regexes, matched here with
+  ``finditer`` so that we get positions, not only values). We never call its
   ``scan_line`` (which mutates process-wide settings) nor its network verifiers. Its JWT
   validity check and heuristic filters (UUIDs, templated values, sequential strings) and
   its Shannon-entropy calculators are reused as plain functions.
@@ -63,7 +63,6 @@ from detect_secrets.plugins.ibm_cloud_iam import IbmCloudIamDetector
 from detect_secrets.plugins.ibm_cos_hmac import IbmCosHmacDetector
 from detect_secrets.plugins.jwt import JwtTokenDetector
 from detect_secrets.plugins.mailchimp import MailchimpDetector
-from detect_secrets.plugins.npm import NpmDetector
 from detect_secrets.plugins.openai import OpenAIDetector
 from detect_secrets.plugins.pypi_token import PypiTokenDetector
 from detect_secrets.plugins.sendgrid import SendGridDetector
@@ -508,8 +507,8 @@ def _ident_start(text: str, pos: int) -> int:
 # variants. detect-secrets' PrivateKeyDetector lists the same headers but reports only
 # the header line; here the block runs to its footer (or to the end of the text when the
 # footer is missing and a key body follows the header).
-_PEM_BEGIN_RE = re.compile(r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----")
-_PEM_END_RE = re.compile(r"-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----")
+_PEM_BEGIN_RE = re.compile(r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_PEM_END_RE = re.compile(r"-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----")
 # After the header: optional RFC 1421 headers (``Proc-Type: …``), then base64 body. The
 # line breaks may be real or escaped (``\n`` inside a JSON string).
 _PEM_BODY_START_RE = re.compile(
@@ -537,12 +536,19 @@ def _find_private_keys(src: _Src) -> Iterator[tuple[int, int]]:
         yield m.start(), (e.end() if e else len(text))
 
 
+# Own token regexes start with this: a token never starts inside another token. Besides
+# avoiding matches inside longer runs, it keeps every regex linear (no retry at each of
+# many repeated prefixes, e.g. "eyJeyJeyJ…").
+_LB = r"(?<![A-Za-z0-9_-])"
+
 # --------------------------------------------------------------------------------------
 # JWT
 # --------------------------------------------------------------------------------------
 
 # header.payload[.signature]; the header of a JWT is base64url JSON, hence "eyJ".
-_JWT_RE = re.compile(r"eyJ[A-Za-z0-9_-]{5,}={0,2}\.[A-Za-z0-9_-]{5,}={0,2}(?:\.[A-Za-z0-9_-]*={0,2})?")
+_JWT_RE = re.compile(
+    _LB + r"eyJ[A-Za-z0-9_-]{5,}={0,2}\.[A-Za-z0-9_-]{5,}={0,2}(?:\.[A-Za-z0-9_-]*={0,2})?"
+)
 
 
 def _valid_jwt(value: str) -> bool:
@@ -858,7 +864,6 @@ def _find_high_entropy(src: _Src) -> Iterator[tuple[int, int]]:
 # The rule table
 # --------------------------------------------------------------------------------------
 
-_VALUE_END = re.compile(r"[\s\"'`\\]")
 _CLOUDANT_HINTS = ("cloudant", "clou", "cl_", "cl-", "clkey", "clpw", "clpass", "clapi", "cltoken")
 _IBM_IAM_HINTS = ("ibm", "iam_", "iam-", "iamapi", "iamkey", "iampass", "iampwd", "iamtoken")
 _IBM_COS_HINTS = ("ibm", "cos_", "cos-", "coshmac", "cossecret", "hmac")
@@ -939,8 +944,10 @@ def _build_rules() -> tuple[_Rule, ...]:
         _ds_rule("ibm_credential", IbmCosHmacDetector, 0, _IBM_COS_HINTS, nocase=True, group=1),
         _ds_rule("mailchimp_api_key", MailchimpDetector, 0, (re.compile(r"-us\d"),),
                  left_boundary=True, right_boundary=True),
-        _ds_rule("npm_token", NpmDetector, 0, ("_authToken",), group=1, cut_at=_VALUE_END,
-                 check=lambda v: not _is_placeholder(v)),
+        # .npmrc "//registry/:_authToken=…" (as detect-secrets' NpmDetector, whose leading
+        # ".+" is quadratic on long lines with many "//"; the registry part is not needed).
+        _own_rule("npm_token", r":_authToken=[ \t]*(?P<v>[^\s\"'`\\]+)", ("_authToken",),
+                  group="v", check=lambda v: not _is_placeholder(v)),
         _ds_rule("openai_api_key", OpenAIDetector, 0, ("T3BlbkFJ",), **tok),
         _ds_rule("pypi_token", PypiTokenDetector, 0, ("pypi-",), **tok),
         _ds_rule("pypi_token", PypiTokenDetector, 1, ("pypi-",), **tok),
@@ -963,43 +970,43 @@ def _build_rules() -> tuple[_Rule, ...]:
                  inner=re.compile(r"AKC[a-zA-Z0-9]{10,}"), check=_mixed),
         # --- our own shapes (prefixes and lengths after gitleaks' rules) ---------------
         # anthropic.go: sk-ant-api03-/admin01-/oat01-/ort01- keys.
-        _own_rule("anthropic_api_key", r"sk-ant-[a-z]{2,8}\d{0,3}-[A-Za-z0-9_-]{20,}",
+        _own_rule("anthropic_api_key", _LB + r"sk-ant-[a-z]{2,8}\d{0,3}-[A-Za-z0-9_-]{20,}",
                   ("sk-ant-",), **tok),
         # openai.go: sk-proj-/sk-svcacct-/sk-admin- and legacy sk- keys; we do not
         # require the T3BlbkFJ marker, and check the body looks random instead.
-        _own_rule("openai_api_key", r"sk-(?!ant-)[A-Za-z0-9_-]{20,}", ("sk-",),
+        _own_rule("openai_api_key", _LB + r"sk-(?!ant-)[A-Za-z0-9_-]{20,}", ("sk-",),
                   left_boundary=True, check=_openai_check),
         # gcp.go: AIza + 35.
-        _own_rule("google_api_key", r"AIza[0-9A-Za-z_-]{35}", ("AIza",), **tok),
-        _own_rule("google_oauth_secret", r"GOCSPX-[0-9A-Za-z_-]{20,}", ("GOCSPX-",), **tok),
-        _own_rule("google_oauth_token", r"ya29\.[0-9A-Za-z_-]{20,}", ("ya29.",),
+        _own_rule("google_api_key", _LB + r"AIza[0-9A-Za-z_-]{35}", ("AIza",), **tok),
+        _own_rule("google_oauth_secret", _LB + r"GOCSPX-[0-9A-Za-z_-]{20,}", ("GOCSPX-",), **tok),
+        _own_rule("google_oauth_token", _LB + r"ya29\.[0-9A-Za-z_-]{20,}", ("ya29.",),
                   left_boundary=True, extend=True, check=_mixed),
         # github.go: fine-grained PATs; classic prefixes also with longer bodies.
-        _own_rule("github_token", r"github_pat_[A-Za-z0-9_]{22,}", ("github_pat_",), **tok),
-        _own_rule("github_token", r"gh[pousr]_[A-Za-z0-9]{30,}", ("gh",),
+        _own_rule("github_token", _LB + r"github_pat_[A-Za-z0-9_]{22,}", ("github_pat_",), **tok),
+        _own_rule("github_token", _LB + r"gh[pousr]_[A-Za-z0-9]{30,}", ("gh",),
                   check=_body_after(4, _mixed), **tok),
         # gitlab.go: glpat- is covered by detect-secrets; nothing to add.
         # slack.go: app-level tokens and any xox?- token detect-secrets misses.
-        _own_rule("slack_token", r"xox[a-z]-[A-Za-z0-9-]{10,}", ("xox",),
+        _own_rule("slack_token", _LB + r"xox[a-z]-[A-Za-z0-9-]{10,}", ("xox",),
                   check=_body_after(5, _mixed), **tok),
-        _own_rule("slack_token", r"xapp-\d-[A-Za-z0-9-]{10,}", ("xapp-",), **tok),
+        _own_rule("slack_token", _LB + r"xapp-\d-[A-Za-z0-9-]{10,}", ("xapp-",), **tok),
         # stripe.go: secret and restricted keys, live and test, any length.
-        _own_rule("stripe_key", r"[sr]k_(?:live|test)_[A-Za-z0-9]{16,}", ("k_live_", "k_test_"),
+        _own_rule("stripe_key", _LB + r"[sr]k_(?:live|test)_[A-Za-z0-9]{16,}", ("k_live_", "k_test_"),
                   **tok),
         # huggingface.go: hf_ + 34 letters; api_org_ + 34 letters (organisation tokens).
-        _own_rule("huggingface_token", r"(?:hf|api_org)_[A-Za-z]{34}(?![A-Za-z0-9])",
+        _own_rule("huggingface_token", _LB + r"(?:hf|api_org)_[A-Za-z]{34}(?![A-Za-z0-9])",
                   ("hf_", "api_org_"), left_boundary=True,
                   check=lambda v: _mixed_case(v.split("_")[-1]) and not _is_placeholder(v)),
         # groq.go: gsk_ + 48 alphanumerics.
-        _own_rule("groq_api_key", r"gsk_[A-Za-z0-9]{40,}", ("gsk_",),
+        _own_rule("groq_api_key", _LB + r"gsk_[A-Za-z0-9]{40,}", ("gsk_",),
                   check=_body_after(4, _mixed), **tok),
         # npm.go: npm_ + 36 alphanumerics (detect-secrets only knows the .npmrc form).
-        _own_rule("npm_token", r"npm_[A-Za-z0-9]{36}", ("npm_",),
+        _own_rule("npm_token", _LB + r"npm_[A-Za-z0-9]{36}", ("npm_",),
                   check=_body_after(4, _mixed), **tok),
         # pypi.go: any PyPI macaroon (upload and test tokens both start "pypi-AgE").
-        _own_rule("pypi_token", r"pypi-AgE[A-Za-z0-9_-]{50,}", ("pypi-",), **tok),
+        _own_rule("pypi_token", _LB + r"pypi-AgE[A-Za-z0-9_-]{50,}", ("pypi-",), **tok),
         # langsmith.go: lsv2_pt_/lsv2_sk_ + 32 + _ + 10.
-        _own_rule("langsmith_api_key", r"lsv2_(?:pt|sk)_[A-Za-z0-9]{32}_[A-Za-z0-9]{10}",
+        _own_rule("langsmith_api_key", _LB + r"lsv2_(?:pt|sk)_[A-Za-z0-9]{32}_[A-Za-z0-9]{10}",
                   ("lsv2_",), **tok),
         _Rule("aws_secret_key", _P_PROVIDER, _regex_finder(
             _CI(r"aws_?secret_?(?:access_?)?key[\"'`]?\]?[ \t]*(?::=|=>|=|:)[ \t]*[\"'`]?"

@@ -1,0 +1,126 @@
+"""The daemon against an LLM endpoint that rate-limits, then recovers, or refuses the key."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import SAMPLE_DB, cli_json, write_config
+from fake_openai import FakeOpenAI, Status
+
+pytestmark = pytest.mark.slow
+
+
+def _config(tmp_path: Path, fake: FakeOpenAI, extra: str = "") -> Path:
+    return write_config(tmp_path / "d.toml", f"""
+[opencode]
+settle_seconds = 0
+[extraction]
+mode = "llm"
+[llm]
+base_url = "{fake.base_url}"
+model = "m"
+max_retries = 0
+timeout_seconds = 5
+[daemon]
+quiet_period_seconds = 0.5
+sweep_interval_seconds = 60
+circuit_failure_threshold = 3
+circuit_cooldown_seconds = 2
+auth_pause_seconds = 600
+{extra}
+""")
+
+
+def _start(cfg: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    full = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.Popen([sys.executable, "-m", "opencode_memoryd", "--config", str(cfg),
+                             "run"], env=full, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _db(env: dict[str, str]) -> Path:
+    data = Path(env["XDG_DATA_HOME"]) / "opencode"
+    data.mkdir(parents=True)
+    db = data / "opencode.db"
+    db.write_bytes(SAMPLE_DB.read_bytes())
+    return db
+
+
+def _marks(state_db: Path) -> int:
+    try:
+        with sqlite3.connect(f"file:{state_db}?mode=ro", uri=True) as c:
+            return int(c.execute("SELECT count(*) FROM marks").fetchone()[0])
+    except sqlite3.Error:
+        return 0
+
+
+def remember(body: dict) -> dict:
+    import re
+    text = "\n".join(str(m["content"]) for m in body["messages"] if m["role"] == "user")
+    return {"memories": [
+        {"content": f"Rule: {t}", "type": "project", "scope": "project", "message_ids": [mid]}
+        for mid, t in re.findall(r"^\[(msg_\w+)\] user: (.*)$", text, re.MULTILINE)
+        if "remember" in t.lower()]}
+
+
+def test_rate_limited_then_recovers_nothing_lost_or_duplicated(
+        tmp_path: Path, isolated_env: dict[str, str], state_db: Path) -> None:
+    _db(isolated_env)
+    with FakeOpenAI(responder=remember) as fake:
+        fake.script(*[Status(429, retry_after=1) for _ in range(6)])
+        cfg = _config(tmp_path, fake)
+        proc = _start(cfg, isolated_env)
+        try:
+            end = time.monotonic() + 90
+            while time.monotonic() < end and _marks(state_db) < 12:
+                time.sleep(0.2)
+            assert _marks(state_db) == 12  # every top-level session with messages
+            proc.terminate()
+            proc.communicate(timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        times = [r for r in fake.requests if r.path.endswith("/chat/completions")]
+    memories = cli_json("--config", str(cfg), "list")
+    contents = [m["content"] for m in memories]
+    assert len(contents) == len(set(contents)) == 3
+    assert len(times) >= 6 + 10  # the 429s, then one call per session with human text
+
+
+def test_401_pauses_llm_work_and_status_says_why(
+        tmp_path: Path, isolated_env: dict[str, str], state_db: Path) -> None:
+    _db(isolated_env)
+    with FakeOpenAI(responder=remember) as fake:
+        fake.script(*[Status(401) for _ in range(50)])
+        cfg = _config(tmp_path, fake)
+        proc = _start(cfg, isolated_env)
+        try:
+            end = time.monotonic() + 30
+            info = None
+            while time.monotonic() < end:
+                time.sleep(0.5)
+                if not (state_db.parent / "daemon.json").exists():
+                    continue
+                info = cli_json("--config", str(cfg), "status")
+                if info["daemon"]["paused"]:
+                    break
+            assert info and info["daemon"]["paused"], info
+            assert "401" in info["daemon"]["paused"]["reason"] or \
+                "auth" in info["daemon"]["paused"]["reason"]
+            calls = len(fake.chat_requests)
+            time.sleep(2)
+            assert len(fake.chat_requests) == calls  # paused: no request per session
+            assert _marks(state_db) == 0 or calls <= 2
+            proc.terminate()
+            proc.communicate(timeout=20)
+            assert proc.returncode == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
