@@ -193,3 +193,19 @@ def test_kill_between_reply_and_store_write_then_rerun(
     sent = [mid for body in fake.chat_requests for mid, role, _ in
             LINE.findall(user_prompt(body)) if role == "user"]
     assert len(sent) == len(set(sent))
+
+
+def test_context_length_error_splits_the_input(sample_db: Path, llm_config: Path,
+                                               fake: FakeOpenAI) -> None:
+    too_long = {"error": {"message": "This model's maximum context length is 10 tokens",
+                          "type": "invalid_request_error", "code": "context_length_exceeded"}}
+    fake.script(Status(400, body=too_long))
+    code, out = run(llm_config, sample_db, "--json")
+    assert code == 0, out
+    report = json.loads(out)
+    # the first session's chunk was split in two and both halves were extracted
+    first = report["sessions"][0]
+    assert first["llm_calls"] == 3 and first["error"] is None
+    memories = cli_json("--config", str(llm_config), "list", "--dir", ACME,
+                        "--db", str(sample_db))
+    assert len(memories) == 2

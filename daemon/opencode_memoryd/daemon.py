@@ -431,8 +431,9 @@ class Daemon:
         """The main loop: wait for a change hint (or a timeout), confirm, queue, ping."""
         sd_notify("READY=1\nSTATUS=watching OpenCode databases")
         while not self.stop_event.is_set():
-            timeout = (self.cfg.poll_interval_seconds if self._polling
-                       else MAX_LOOP_SECONDS)
+            # never sleep past half of systemd's 60 s watchdog interval
+            timeout = (min(self.cfg.poll_interval_seconds, MAX_LOOP_SECONDS)
+                       if self._polling else MAX_LOOP_SECONDS)
             self._poke.wait(timeout=timeout)
             self._poke.clear()
             if self.stop_event.is_set():

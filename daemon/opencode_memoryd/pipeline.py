@@ -312,6 +312,30 @@ class SessionProcessor:
             if not full_batch:
                 return
 
+    def _extract(self, lines: list[TranscriptLine], project_root: str | None,
+                 report: SessionReport) -> ExtractionResult:
+        """Call the extractor; on a context-length error, split the lines and retry.
+
+        A single line that is still too long is parked: it yields no memory, and the
+        reason is counted in the report (``rejected["context_length"]``), so one huge turn
+        never blocks the session's mark.
+        """
+        if self.extractor.name != "rules":
+            report.llm_calls += 1
+        try:
+            return self.extractor.extract(lines, project_root=project_root)
+        except UpstreamError as exc:
+            if exc.kind != "context_length":
+                raise
+            if len(lines) <= 1 or not any(x.role == "user" for x in lines):
+                log.warning("chunk_parked", reason="context_length", lines=len(lines))
+                return ExtractionResult(candidates=(), model="none",
+                                        rejected=(("context_length", ""),))
+            half = len(lines) // 2
+            log.info("chunk_split", reason="context_length", lines=len(lines))
+            return _merge(self._extract(lines[:half], project_root, report),
+                          self._extract(lines[half:], project_root, report))
+
     def _process_chunk(self, session: SessionRow, chunk: Chunk, report: SessionReport,
                        times: dict[str, int]) -> None:
         src = self.source.identity
@@ -326,9 +350,7 @@ class SessionProcessor:
             report.redactions.update(r.counts)
             lines.append(TranscriptLine(line.message_id, line.role, r.text))
         item_id = _item_id(src, session.id, chunk)
-        result = self.extractor.extract(lines, project_root=session.project_root)
-        if self.extractor.name != "rules":
-            report.llm_calls += 1
+        result = self._extract(lines, session.project_root, report)
         report.tokens_in += result.tokens_in
         report.tokens_out += result.tokens_out
         for reason, _text in result.rejected:
@@ -352,6 +374,13 @@ class SessionProcessor:
         self.state.record_item(item, _now_iso(self.clock()))
         _fault_point("after_record")
         self._apply(item, report)
+
+
+def _merge(a: ExtractionResult, b: ExtractionResult) -> ExtractionResult:
+    return ExtractionResult(candidates=a.candidates + b.candidates,
+                            tokens_in=a.tokens_in + b.tokens_in,
+                            tokens_out=a.tokens_out + b.tokens_out,
+                            model=b.model or a.model, rejected=a.rejected + b.rejected)
 
 
 def _fault_point(name: str) -> None:
