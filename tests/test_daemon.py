@@ -158,3 +158,40 @@ def test_maintain_search_list_status_go_through_the_running_daemon(
     assert info["daemon"]["pid"] == daemon.pid
     assert info["daemon"]["databases"][0]["path"] == str(live_db)
     assert info["memories"]
+
+
+def test_database_appearing_later_and_replaced_by_a_new_file(
+        daemon_config: Path, isolated_env: dict[str, str], state_db: Path,
+        tmp_path: Path) -> None:
+    proc = _start(daemon_config, isolated_env)  # no OpenCode database yet
+    try:
+        assert _wait(lambda: (state_db.parent / "daemon.json").exists())
+        data = Path(isolated_env["XDG_DATA_HOME"]) / "opencode"
+        data.mkdir(parents=True)
+        staged = tmp_path / "staged.db"
+        staged.write_bytes((Path(__file__).parent / "fixtures" /
+                            "opencode-sample.db").read_bytes())
+        os.replace(staged, data / "opencode.db")
+        assert _wait(lambda: "ses_dfec43a4cffe5HkHVz7wUC8pgF" in _state_marks(state_db),
+                     timeout=40)
+        # replaced by another file (new inode) holding the same sessions plus one turn
+        replacement = tmp_path / "replacement.db"
+        replacement.write_bytes((data / "opencode.db").read_bytes())
+        w = OpenCodeWriter(replacement)
+        ids = w.append_turn("ses_dfec3906affe7mNz9acnHRC1kP",
+                            "remember that notes are stored as markdown", "OK")
+        w.close()
+        for suffix in ("-wal", "-shm"):
+            Path(str(replacement) + suffix).unlink(missing_ok=True)
+        os.replace(replacement, data / "opencode.db")
+        assert _wait(lambda: _state_marks(state_db).get("ses_dfec3906affe7mNz9acnHRC1kP")
+                     == ids["assistant"], timeout=40)
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=15)
+        assert proc.returncode == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    memories = cli_json("--config", str(daemon_config), "list")
+    contents = [m["content"] for m in memories]
+    assert len(contents) == len(set(contents)) == 4

@@ -269,7 +269,7 @@ class Daemon:
                 if opened is None:
                     continue
                 self._sources[ident] = opened
-                if self._watcher is not None and path.parent not in self._watcher.dirs:
+                if self._watcher is None or path.parent not in self._watcher.dirs:
                     self._restart_watcher()
             src = self._sources[ident]
             try:
