@@ -93,3 +93,45 @@ def marks(state_db: Path) -> dict[str, tuple[int, str]]:
 def state_db(isolated_env: dict[str, str]) -> Iterator[Path]:
     """Where the state file of a test run lives."""
     yield Path(isolated_env["XDG_STATE_HOME"]) / "opencode-memoryd" / "state.db"
+
+
+def start_daemon(cfg: Path, env: dict[str, str], *, capture: bool = False
+                 ) -> "subprocess.Popen[str]":
+    """Start `opencode-memoryd run` as a real process with the test's isolated env.
+
+    Output is discarded unless ``capture`` (then read it with ``communicate()``; a
+    long-running daemon would block on a full pipe). The log file in the state dir keeps
+    everything anyway.
+    """
+    import os
+    import subprocess
+    import sys
+
+    full = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "opencode_memoryd", "--config", str(cfg), "run"], env=full,
+        stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
+        stderr=subprocess.PIPE if capture else subprocess.DEVNULL, text=True)
+
+
+def read_marks(state_db: Path) -> dict[str, str]:
+    """Session id -> last processed message id, read-only (safe while a daemon writes)."""
+    if not state_db.exists():
+        return {}
+    try:
+        with sqlite3.connect(f"file:{state_db}?mode=ro", uri=True) as c:
+            return {r[0]: r[1] for r in c.execute("SELECT session_id, message_id FROM marks")}
+    except sqlite3.Error:
+        return {}
+
+
+def wait_until(pred: Any, timeout: float = 30.0, interval: float = 0.1) -> bool:
+    """Poll ``pred()`` until it is true or ``timeout`` seconds pass."""
+    import time
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(interval)
+    return False

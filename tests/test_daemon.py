@@ -5,16 +5,14 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from conftest import cli_json, write_config
+from conftest import cli_json, read_marks, start_daemon, wait_until, write_config
 from opencode_memoryd.debounce import Pending, backoff_seconds
 from opencode_writer import OpenCodeWriter
 
@@ -29,25 +27,6 @@ def test_debounce_policy() -> None:
     assert backoff_seconds(1) == 5 and backoff_seconds(3) == 20
     assert backoff_seconds(30) == 900
     assert backoff_seconds(1, retry_after=42) == 42
-
-
-def _state_marks(state_db: Path) -> dict[str, str]:
-    if not state_db.exists():
-        return {}
-    with sqlite3.connect(f"file:{state_db}?mode=ro", uri=True) as c:
-        try:
-            return {r[0]: r[1] for r in c.execute("SELECT session_id, message_id FROM marks")}
-        except sqlite3.OperationalError:
-            return {}
-
-
-def _wait(pred: object, timeout: float = 30.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():  # type: ignore[operator]
-            return True
-        time.sleep(0.1)
-    return False
 
 
 @pytest.fixture
@@ -73,17 +52,10 @@ sweep_interval_seconds = 5
 """)
 
 
-def _start(cfg: Path, env: dict[str, str]) -> subprocess.Popen[str]:
-    full = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(sys.path)}
-    return subprocess.Popen([sys.executable, "-m", "opencode_memoryd", "--config", str(cfg),
-                             "run"], env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-
-
 @pytest.fixture
 def daemon(daemon_config: Path, live_db: Path, isolated_env: dict[str, str]
            ) -> Iterator[subprocess.Popen[str]]:
-    proc = _start(daemon_config, isolated_env)
+    proc = start_daemon(daemon_config, isolated_env)
     yield proc
     if proc.poll() is None:
         proc.kill()
@@ -93,19 +65,19 @@ def daemon(daemon_config: Path, live_db: Path, isolated_env: dict[str, str]
 def test_catch_up_then_tail_new_turns(daemon: subprocess.Popen[str], live_db: Path,
                                       daemon_config: Path, state_db: Path) -> None:
     # catch-up: the sample's sessions are extracted after their quiet period
-    assert _wait(lambda: "ses_dfec43a4cffe5HkHVz7wUC8pgF" in _state_marks(state_db))
+    assert wait_until(lambda: "ses_dfec43a4cffe5HkHVz7wUC8pgF" in read_marks(state_db))
     w = OpenCodeWriter(live_db)
     sid = "ses_dfec4032affe4TNn4bUt9e26HR"
     ids = w.append_turn(sid, "remember that releases are tagged vX.Y.Z", "Noted.",
                         finish=False)
     time.sleep(2.5)  # well past the quiet period: the turn is still in flight
-    assert _state_marks(state_db).get(sid) != ids["assistant"]
+    assert read_marks(state_db).get(sid) != ids["assistant"]
     w.complete(ids["assistant"])
     w.close()
-    assert _wait(lambda: _state_marks(state_db).get(sid) == ids["assistant"])
+    assert wait_until(lambda: read_marks(state_db).get(sid) == ids["assistant"])
     daemon.send_signal(signal.SIGTERM)
-    out, err = daemon.communicate(timeout=15)
-    assert daemon.returncode == 0, err
+    daemon.communicate(timeout=15)
+    assert daemon.returncode == 0
     memories = cli_json("--config", str(daemon_config), "list")
     tagged = [m for m in memories if "tagged" in m["content"]]
     assert len(tagged) == 1 and tagged[0]["message_ids"] == [ids["user"]]
@@ -115,8 +87,8 @@ def test_catch_up_then_tail_new_turns(daemon: subprocess.Popen[str], live_db: Pa
 def test_second_daemon_exits_at_once_naming_the_first(
         daemon: subprocess.Popen[str], daemon_config: Path, state_db: Path,
         isolated_env: dict[str, str]) -> None:
-    assert _wait(lambda: (state_db.parent / "daemon.pid").exists())
-    second = _start(daemon_config, isolated_env)
+    assert wait_until(lambda: (state_db.parent / "daemon.pid").exists())
+    second = start_daemon(daemon_config, isolated_env, capture=True)
     out, err = second.communicate(timeout=30)
     assert second.returncode == 1
     assert "already running" in err and str(daemon.pid) in err
@@ -124,7 +96,7 @@ def test_second_daemon_exits_at_once_naming_the_first(
 
 
 def test_sigterm_stops_quickly(daemon: subprocess.Popen[str], state_db: Path) -> None:
-    assert _wait(lambda: (state_db.parent / "daemon.pid").exists())
+    assert wait_until(lambda: (state_db.parent / "daemon.pid").exists())
     time.sleep(0.5)
     t = time.monotonic()
     daemon.send_signal(signal.SIGTERM)
@@ -136,7 +108,7 @@ def test_sigterm_stops_quickly(daemon: subprocess.Popen[str], state_db: Path) ->
 def test_config_error_exits_78(tmp_path: Path, isolated_env: dict[str, str]) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text("[daemon]\nquiet_period_seconds = 'soon'\n")
-    proc = _start(bad, isolated_env)
+    proc = start_daemon(bad, isolated_env, capture=True)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 78
     assert "daemon.quiet_period_seconds" in err
@@ -145,11 +117,11 @@ def test_config_error_exits_78(tmp_path: Path, isolated_env: dict[str, str]) -> 
 def test_maintain_search_list_status_go_through_the_running_daemon(
         daemon: subprocess.Popen[str], daemon_config: Path, state_db: Path,
         live_db: Path) -> None:
-    assert _wait(lambda: (state_db.parent / "daemon.json").exists())
+    assert wait_until(lambda: (state_db.parent / "daemon.json").exists())
     # the daemon owns the embedded store; these would fail to open it themselves
     report = cli_json("--config", str(daemon_config), "maintain", "--all")
     assert report["totals"]["failed"] == 0
-    assert _wait(lambda: "ses_dfec43a4cffe5HkHVz7wUC8pgF" in _state_marks(state_db))
+    assert wait_until(lambda: "ses_dfec43a4cffe5HkHVz7wUC8pgF" in read_marks(state_db))
     hits = cli_json("--config", str(daemon_config), "search", "package manager npm")
     assert hits and "pnpm" in hits[0]["content"]
     assert len(cli_json("--config", str(daemon_config), "list")) == 3
@@ -163,16 +135,16 @@ def test_maintain_search_list_status_go_through_the_running_daemon(
 def test_database_appearing_later_and_replaced_by_a_new_file(
         daemon_config: Path, isolated_env: dict[str, str], state_db: Path,
         tmp_path: Path) -> None:
-    proc = _start(daemon_config, isolated_env)  # no OpenCode database yet
+    proc = start_daemon(daemon_config, isolated_env)  # no OpenCode database yet
     try:
-        assert _wait(lambda: (state_db.parent / "daemon.json").exists())
+        assert wait_until(lambda: (state_db.parent / "daemon.json").exists())
         data = Path(isolated_env["XDG_DATA_HOME"]) / "opencode"
         data.mkdir(parents=True)
         staged = tmp_path / "staged.db"
         staged.write_bytes((Path(__file__).parent / "fixtures" /
                             "opencode-sample.db").read_bytes())
         os.replace(staged, data / "opencode.db")
-        assert _wait(lambda: "ses_dfec43a4cffe5HkHVz7wUC8pgF" in _state_marks(state_db),
+        assert wait_until(lambda: "ses_dfec43a4cffe5HkHVz7wUC8pgF" in read_marks(state_db),
                      timeout=40)
         # replaced by another file (new inode) holding the same sessions plus one turn
         replacement = tmp_path / "replacement.db"
@@ -184,7 +156,7 @@ def test_database_appearing_later_and_replaced_by_a_new_file(
         for suffix in ("-wal", "-shm"):
             Path(str(replacement) + suffix).unlink(missing_ok=True)
         os.replace(replacement, data / "opencode.db")
-        assert _wait(lambda: _state_marks(state_db).get("ses_dfec3906affe7mNz9acnHRC1kP")
+        assert wait_until(lambda: read_marks(state_db).get("ses_dfec3906affe7mNz9acnHRC1kP")
                      == ids["assistant"], timeout=40)
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=15)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE_DB, cli_json, write_config
+from conftest import SAMPLE_DB, cli_json, start_daemon, write_config
 from fake_openai import FakeOpenAI, Status
 
 pytestmark = pytest.mark.slow
@@ -36,13 +36,6 @@ circuit_cooldown_seconds = 2
 auth_pause_seconds = 600
 {extra}
 """)
-
-
-def _start(cfg: Path, env: dict[str, str]) -> subprocess.Popen[str]:
-    full = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(sys.path)}
-    return subprocess.Popen([sys.executable, "-m", "opencode_memoryd", "--config", str(cfg),
-                             "run"], env=full, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
 
 
 def _db(env: dict[str, str]) -> Path:
@@ -76,7 +69,7 @@ def test_rate_limited_then_recovers_nothing_lost_or_duplicated(
     with FakeOpenAI(responder=remember) as fake:
         fake.script(*[Status(429, retry_after=1) for _ in range(6)])
         cfg = _config(tmp_path, fake)
-        proc = _start(cfg, isolated_env)
+        proc = start_daemon(cfg, isolated_env)
         try:
             end = time.monotonic() + 90
             while time.monotonic() < end and _marks(state_db) < 12:
@@ -100,7 +93,7 @@ def test_401_pauses_llm_work_and_status_says_why(
     with FakeOpenAI(responder=remember) as fake:
         fake.script(*[Status(401) for _ in range(50)])
         cfg = _config(tmp_path, fake)
-        proc = _start(cfg, isolated_env)
+        proc = start_daemon(cfg, isolated_env)
         try:
             end = time.monotonic() + 30
             info = None

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import signal
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -17,7 +14,15 @@ from typing import Any
 
 import pytest
 
-from conftest import MANIFEST, SAMPLE_DB, cli_json, write_config
+from conftest import (
+    MANIFEST,
+    SAMPLE_DB,
+    cli_json,
+    read_marks,
+    start_daemon,
+    wait_until,
+    write_config,
+)
 from fake_openai import FakeOpenAI
 from opencode_writer import OpenCodeWriter, empty_copy, replay_session
 
@@ -76,31 +81,9 @@ sweep_interval_seconds = 3
 """)
 
 
-def _start(cfg: Path, env: dict[str, str]) -> subprocess.Popen[str]:
-    full = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(sys.path)}
-    return subprocess.Popen([sys.executable, "-m", "opencode_memoryd", "--config", str(cfg),
-                             "run"], env=full, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-
-
-def _marks(state_db: Path) -> dict[str, str]:
-    if not state_db.exists():
-        return {}
-    try:
-        with sqlite3.connect(f"file:{state_db}?mode=ro", uri=True) as c:
-            return {r[0]: r[1] for r in c.execute("SELECT session_id, message_id FROM marks")}
-    except sqlite3.OperationalError:
-        return {}
-
-
 def _wait_marks(state_db: Path, expected: dict[str, str], timeout: float = 60) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        got = _marks(state_db)
-        if all(got.get(k) == v for k, v in expected.items()):
-            return True
-        time.sleep(0.2)
-    return False
+    return wait_until(lambda: all(read_marks(state_db).get(k) == v
+                                  for k, v in expected.items()), timeout, 0.2)
 
 
 def _replay_all(db: Path, gap: float, stop_after: int | None = None
@@ -127,11 +110,11 @@ def test_each_session_extracted_once_never_mid_turn_and_resumed_for_new_turns(
     model = Model(db)
     with FakeOpenAI(responder=model) as fake:
         cfg = _config(tmp_path, fake)
-        proc = _start(cfg, isolated_env)
+        proc = start_daemon(cfg, isolated_env)
         try:
             written = _replay_all(db, gap=1.6)
             last = {s["id"]: written[s["id"]][-1] for s in TOP_LEVEL if written[s["id"]]}
-            assert _wait_marks(state_db, last), (_marks(state_db), proc.stderr)
+            assert _wait_marks(state_db, last), read_marks(state_db)
             first_round = len(model.prompts)
             # resume a session later: only its new turn is sent
             w = OpenCodeWriter(db)
@@ -141,8 +124,8 @@ def test_each_session_extracted_once_never_mid_turn_and_resumed_for_new_turns(
             assert _wait_marks(state_db, {sid: ids["assistant"]})
             time.sleep(1.5)
             proc.send_signal(signal.SIGTERM)
-            _, err = proc.communicate(timeout=20)
-            assert proc.returncode == 0, err
+            proc.communicate(timeout=20)
+            assert proc.returncode == 0
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -167,7 +150,7 @@ def test_kill_9_during_replay_loses_and_repeats_nothing(
     rng = random.Random(11)
     with FakeOpenAI(responder=model) as fake:
         cfg = _config(tmp_path, fake)
-        procs = [_start(cfg, isolated_env)]
+        procs = [start_daemon(cfg, isolated_env)]
         replayed: dict[str, list[str]] = {}
         replay = threading.Thread(target=lambda: replayed.update(_replay_all(db, gap=0.8)))
         replay.start()
@@ -177,11 +160,11 @@ def test_kill_9_during_replay_loses_and_repeats_nothing(
             procs[-1].send_signal(signal.SIGKILL)
             procs[-1].wait()
             kills += 1
-            procs.append(_start(cfg, isolated_env))
+            procs.append(start_daemon(cfg, isolated_env))
         replay.join()
         last = {s["id"]: replayed[s["id"]][-1] for s in TOP_LEVEL if replayed[s["id"]]}
         try:
-            assert _wait_marks(state_db, last, timeout=90), procs[-1].stderr
+            assert _wait_marks(state_db, last, timeout=90), read_marks(state_db)
             procs[-1].send_signal(signal.SIGTERM)
             procs[-1].communicate(timeout=20)
         finally:

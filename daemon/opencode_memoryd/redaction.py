@@ -322,7 +322,6 @@ def _regex_finder(
     left_boundary: bool = False,
     right_boundary: bool = False,
     extend: bool = False,
-    cut_at: re.Pattern[str] | None = None,
     check: Callable[[str], bool] | None = None,
     gate: tuple[str, ...] = (),
 ) -> _Finder:
@@ -333,8 +332,7 @@ def _regex_finder(
     case-insensitively. left_boundary / right_boundary: reject matches
     touching an ASCII letter or digit on that side (so a shape inside a longer base64 or
     hex run does not count). extend: grow the end over token characters (a prefix rule
-    then covers a longer real token entirely). cut_at: end the value at the first match.
-    check: the value must pass this predicate. gate: lower-case substrings; the regex
+    then covers a longer real token entirely). check: the value must pass this predicate. gate: lower-case substrings; the regex
     then runs only on the lines that contain one (for slow regexes that never span lines).
     """
 
@@ -351,21 +349,16 @@ def _regex_finder(
 
     def find(src: _Src) -> Iterator[tuple[int, int]]:
         text = src.text
+        covered = 0  # end of the last span yielded (``extend`` can reach past the match)
         for m in matches(src):
             start, end = m.span(group)
-            if start < 0 or start == end:
+            if start < covered or start == end:
                 continue
             if inner is not None:
                 im = inner.search(text, start, end)
                 if im is None:
                     continue
                 start, end = im.span()
-            if cut_at is not None:
-                cm = cut_at.search(text, start, end)
-                if cm is not None:
-                    end = cm.start()
-                    if end <= start:
-                        continue
             if left_boundary and start > 0 and text[start - 1] in _ALNUM:
                 continue
             if extend:
@@ -377,6 +370,7 @@ def _regex_finder(
             value = text[start:end]
             if _MASK_RUN_RE.search(value) or (check is not None and not check(value)):
                 continue
+            covered = end
             yield start, end
 
     return find
@@ -455,14 +449,13 @@ def _is_placeholder(value: str) -> bool:
         return True
     if "${" in value or "{{" in value or "%(" in value or "..." in value or "…" in value:
         return True
-    if low.startswith(("your", "<", "[", "{", "%", "my_", "my-")):
+    if low.startswith(("your", "<", "[", "{", "%")):
         return True
     if low.endswith(("_here", "-here", "here>")) or "placeholder" in low or "example" in low:
         return True
     if _REDACTED_WORD_RE.search(value):
         return True
     return False
-
 
 
 def _looks_like_reference(value: str) -> bool:
@@ -703,18 +696,20 @@ def _assignment_kind(name: str) -> str | None:
     if not segs:
         return None
     last = segs[-1]
-    if last in _PASSWORD_WORDS:
+    # Exact words, or run-together names such as PGPASSWORD, clientsecret, authtoken
+    # (but not "bypass": short words must stand alone).
+    if last in _PASSWORD_WORDS or last.endswith(("password", "passwd", "passphrase")):
         return "password"
-    if last == "secret":
+    if last.endswith("secret"):
         return "secret"
-    if last == "token":
+    if last.endswith("token"):
         return "token"
-    if last == "apikey":
+    if last.endswith("apikey"):
         return "api_key"
     if last == "key" and len(segs) > 1:
         prev = segs[-2]
         if prev == "private":
-            return "api_key" if "ssh" in segs else "private_key"
+            return "private_key"
         if prev == "secret":
             return "secret"
         if prev in _KEY_QUALIFIERS:
@@ -805,6 +800,7 @@ _HE_RE = _CI(
     r"[a-z0-9_.-]{0,40}"
     r"(?:\\?[\"'`])?\]?"
     r"(?:[ \t]*(?::=|=>|=|:)[ \t]*|[ \t]+)"
+    r"(?:(?:is|was)(?::[ \t]*|[ \t]+))?"  # "my api key is …"
     r"(?:[rbu]{1,2}(?=[\"']))?(?:\\?[\"'`])?"
     r"(?P<run>[a-z0-9+/_=-]{20,})"
 )
@@ -823,8 +819,8 @@ def _high_entropy(run: str) -> bool:
     """
     core = run.rstrip("=")
     n = len(core)
-    if n < 20 or core.startswith("/") or "//" in core:
-        return False
+    if n < 20 or core.startswith("/"):
+        return False  # too short, or a path
     if not _mixed(core) or is_potential_uuid(core) or is_sequential_string(core):
         return False
     chunks = _SEGMENT_RE.findall(core)
