@@ -31,6 +31,7 @@ log = structlog.get_logger(__name__)
 STATE_FILE_NAME = "state.db"
 #: Written by a running daemon: its pid and control socket.
 DAEMON_INFO_FILE = "daemon.json"
+JOURNAL_FILE_NAME = "dream-journal.jsonl"
 
 
 def normalize_dir(directory: str) -> str:
@@ -53,6 +54,11 @@ class App:
     def state_dir(self) -> Path:
         """``$XDG_STATE_HOME/opencode-memoryd`` unless ``state.dir`` is set."""
         return cfgmod.state_dir(self.config, self.env)
+
+    @property
+    def journal_path(self) -> Path:
+        """The append-only dream journal: ``<state dir>/dream-journal.jsonl``."""
+        return self.state_dir / JOURNAL_FILE_NAME
 
     def database_paths(self, override: str | None = None) -> list[Path]:
         """The OpenCode databases to read: ``--db``, else ``opencode.db_paths``, else found.

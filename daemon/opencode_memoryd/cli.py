@@ -96,6 +96,14 @@ def _parser() -> argparse.ArgumentParser:
     st = sub.add_parser("status", help="what is stored, where, and what the last runs did")
     st.add_argument("--json", action="store_true", help="print JSON")
 
+    j = sub.add_parser("journal", help="print the dream journal (newest first)")
+    jw = j.add_mutually_exclusive_group()
+    jw.add_argument("--dir", metavar="DIR", help="only the dreams of DIR's project")
+    jw.add_argument("--user", action="store_true", help="only the dreams of the user scope")
+    j.add_argument("--db", metavar="PATH", help="OpenCode database used to resolve --dir")
+    j.add_argument("--limit", type=int, default=20, metavar="N", help="entries (default 20)")
+    j.add_argument("--json", action="store_true", help="print a JSON array")
+
     inst = sub.add_parser("install-service",
                           help="write the systemd user unit (Linux) or launchd agent (macOS)")
     inst.add_argument("--dry-run", action="store_true",
@@ -304,6 +312,25 @@ def _cmd_config(app: App | None, args: argparse.Namespace, env: Mapping[str, str
     return EXIT_OK
 
 
+def _cmd_journal(app: App, args: argparse.Namespace) -> int:
+    from opencode_memoryd.journal import DreamJournal, render_table
+
+    journal = DreamJournal(app.journal_path)
+    if args.dir:
+        keys = sorted(app.project_keys_for_dir(normalize_dir(args.dir), args.db))
+        entries = sorted((e for k in keys for e in journal.entries(project_key=k)),
+                         key=lambda e: str(e.get("started_at")), reverse=True)
+        entries = entries[: args.limit]
+    else:
+        entries = journal.entries(user=args.user, limit=args.limit) if args.user else \
+            journal.entries(limit=args.limit)
+    if args.json:
+        print(json.dumps(entries, indent=2))
+    else:
+        print(render_table(entries))
+    return EXIT_OK
+
+
 def _cmd_service(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from opencode_memoryd import service_files
 
@@ -363,6 +390,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
             return _cmd_search(app, args)
         if args.command == "status":
             return _cmd_status(app, args)
+        if args.command == "journal":
+            return _cmd_journal(app, args)
         return _cmd_config(app, args, env)
     except ConfigError as exc:
         print(f"opencode-memoryd: {exc}", file=sys.stderr)

@@ -485,6 +485,29 @@ class DaemonConfig(_Section):
     )
 
 
+class DreamConfig(_Section):
+    """``[dream]``: periodic consolidation of the store (merges duplicates, retires stale facts)."""
+
+    enabled: bool = Field(default=True, description="Let the daemon dream on its schedule.")
+    check_interval_minutes: float = Field(
+        default=30.0, gt=0,
+        description="How often, in minutes, the daemon checks whether a scope should dream.",
+    )
+    min_hours_between_dreams: float = Field(
+        default=24.0, ge=0,
+        description="A scope dreams at most once per this many hours.",
+    )
+    min_new_memories: int = Field(
+        default=10, ge=0,
+        description="A scope dreams only when at least this many memories were added or "
+                    "changed since its last dream.",
+    )
+    max_retire_share: float = Field(
+        default=0.3, gt=0, le=1,
+        description="No dream retires more than this share of a scope's memories (0 < x <= 1).",
+    )
+
+
 class Config(_Section):
     """The whole configuration: one attribute per TOML section, all with defaults.
 
@@ -519,6 +542,10 @@ class Config(_Section):
     daemon: DaemonConfig = Field(
         default_factory=DaemonConfig,
         description="The long-running daemon (`opencode-memoryd run`): debounce and pacing.",
+    )
+    dream: DreamConfig = Field(
+        default_factory=DreamConfig,
+        description="Dreaming: scheduled consolidation of the memory store.",
     )
     state: StateConfig = Field(default_factory=StateConfig, description="The daemon's own state.")
     log: LogConfig = Field(default_factory=LogConfig, description="Logging.")

@@ -14,6 +14,7 @@ MemoryType = Literal["user", "feedback", "project", "reference"]
 Scope = Literal["user", "project"]
 Source = Literal["llm", "rules", "manual"]
 Role = Literal["user", "assistant", "tool"]
+Status = Literal["active", "retired"]
 
 MEMORY_TYPES: tuple[str, ...] = ("user", "feedback", "project", "reference")
 SCOPES: tuple[str, ...] = ("user", "project")
@@ -69,6 +70,24 @@ class Memory:
 
     ``project_id`` and ``project_root`` are ``None`` for user-scope memories; ``created_at``
     and ``updated_at`` are aware UTC datetimes.
+
+    Consolidation ("dreams", :mod:`opencode_memoryd.dream`) never deletes a memory: it
+    *retires* it, leaving a tombstone (the usual soft-delete / tombstone pattern of
+    replicated stores, e.g. the deletion markers of Cassandra or of Dynamo-style systems):
+
+    Attributes:
+        status: ``active`` (searched and listed) or ``retired`` (a tombstone: kept for
+            audit and undo; hidden from search, listing and counts unless asked for).
+        superseded_by: for a retired memory, the id of the memory that now holds its fact
+            (the merged memory, the surviving duplicate, or the newer fact superseding it).
+        retired_reason: why it was retired: ``duplicate``, ``merged`` or ``superseded``
+            (free text from the plan may follow after ``: ``).
+        retired_by_run: the dream run id that retired it.
+        merged_from: ids of the memories merged into this one (oldest first).
+        dream_runs: ids of the dream runs that created or changed this memory.
+
+    Payloads written before these fields existed load with the defaults (active, no
+    lineage).
     """
 
     id: str
@@ -84,6 +103,17 @@ class Memory:
     updated_at: datetime
     session_ids: list[str] = field(default_factory=list)
     content_hash: str = ""
+    status: Status = "active"
+    superseded_by: str | None = None
+    retired_reason: str | None = None
+    retired_by_run: str | None = None
+    merged_from: list[str] = field(default_factory=list)
+    dream_runs: list[str] = field(default_factory=list)
+
+    @property
+    def is_active(self) -> bool:
+        """Whether this memory is active (not a tombstone)."""
+        return self.status != "retired"
 
     def to_payload(self) -> dict[str, object]:
         """Return the JSON-safe payload (times as ISO 8601 UTC strings with ``Z``)."""
@@ -101,11 +131,21 @@ class Memory:
             "created_at": iso_utc(self.created_at),
             "updated_at": iso_utc(self.updated_at),
             "content_hash": self.content_hash or content_hash(self.content),
+            "status": self.status,
+            "superseded_by": self.superseded_by,
+            "retired_reason": self.retired_reason,
+            "retired_by_run": self.retired_by_run,
+            "merged_from": list(self.merged_from),
+            "dream_runs": list(self.dream_runs),
         }
 
     @classmethod
     def from_payload(cls, payload: dict[str, object]) -> Memory:
-        """Build a memory from a stored payload (inverse of :meth:`to_payload`)."""
+        """Build a memory from a stored payload (inverse of :meth:`to_payload`).
+
+        Keys missing from older payloads take their defaults (``status`` ``active``, no
+        lineage).
+        """
         p = payload
         return cls(
             id=str(p["id"]),
@@ -121,7 +161,17 @@ class Memory:
             updated_at=parse_iso(str(p["updated_at"])),
             session_ids=list(p.get("session_ids") or [p["session_id"]]),  # type: ignore[call-overload]
             content_hash=str(p.get("content_hash") or ""),
+            status="retired" if p.get("status") == "retired" else "active",
+            superseded_by=_opt_str(p.get("superseded_by")),
+            retired_reason=_opt_str(p.get("retired_reason")),
+            retired_by_run=_opt_str(p.get("retired_by_run")),
+            merged_from=[str(x) for x in p.get("merged_from") or []],  # type: ignore[attr-defined]
+            dream_runs=[str(x) for x in p.get("dream_runs") or []],  # type: ignore[attr-defined]
         )
+
+
+def _opt_str(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 def iso_utc(dt: datetime) -> str:

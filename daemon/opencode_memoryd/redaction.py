@@ -424,7 +424,13 @@ _NON_SECRET_WORDS = frozenset(
         "environ", "omitted", "xxx",
     }
 )
-_SECRET_WORD_RE = re.compile(r"pass|pwd|secret|token|key|auth|cred", re.IGNORECASE)
+_SECRET_WORDS = frozenset(
+    {
+        "pass", "password", "passwd", "pwd", "passphrase", "secret", "secrets", "token",
+        "tokens", "key", "keys", "apikey", "auth", "cred", "creds", "credential",
+        "credentials",
+    }
+)
 _MASK_RE = re.compile(r"^[xX*•.#_\-]+$")
 _DOTTED_RE = re.compile(r"^[A-Za-z_$][\w$]*(?:\??\.[A-Za-z_$][\w$]*)+$")
 _IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -474,7 +480,7 @@ def _looks_like_reference(value: str) -> bool:
         # Numbers are settings, not secrets (``token = 5``), unless long like a PIN code.
         return len(value) < 6 or not value.isdigit()
     if _IDENT_RE.match(value):
-        if _SECRET_WORD_RE.search(value) or _CONST_RE.match(value) or _SNAKE_RE.match(value):
+        if _names_secret(value) or _CONST_RE.match(value) or _SNAKE_RE.match(value):
             return True
     return False
 
@@ -482,6 +488,14 @@ def _looks_like_reference(value: str) -> bool:
 def _segments(name: str) -> list[str]:
     """Lower-cased words of an identifier: ``dbPassword`` -> ``["db", "password"]``."""
     return [s.lower() for s in _SEGMENT_RE.findall(name)]
+
+
+def _names_secret(identifier: str) -> bool:
+    """Whether one of the identifier's words is a secret word (``user_password``, ``apiKey``).
+
+    Word-based, so random strings that happen to contain "key" or "pass" do not count.
+    """
+    return any(s in _SECRET_WORDS for s in _segments(identifier))
 
 
 def _ident_start(text: str, pos: int) -> int:
@@ -725,7 +739,7 @@ def _assigned_value_ok(kind: str, value: str, quoted: bool) -> bool:
         return False  # code, a regex, a URL, attribute access
     if value.startswith(("/", "./", "../", "~/")) or value[1:3] == ":\\":
         return False  # a path
-    if _IDENT_RE.match(value) and (_CONST_RE.match(value) or _SECRET_WORD_RE.search(value)):
+    if _IDENT_RE.match(value) and (_CONST_RE.match(value) or _names_secret(value)):
         return False  # names another variable: API_KEY, user_password, my_token
     has_digit = any(c.isdigit() for c in value)
     if kind != "password" and not (has_digit or (len(value) >= 16 and _mixed_case(value))):

@@ -38,8 +38,11 @@ from .models import MEMORY_TYPES, SCOPES, Memory, iso_utc
 SCHEMA_VERSION = 1
 SPARSE_NAME = "bm25"
 DENSE_NAME = "dense"
-#: Payload fields with a keyword index (filters use only these).
-KEYWORD_FIELDS: tuple[str, ...] = ("scope", "project_id", "type")
+#: Payload fields with a keyword index (filters use only these). ``status`` is indexed in
+#: stores created since tombstones exist; older stores filter on it without an index.
+KEYWORD_FIELDS: tuple[str, ...] = ("scope", "project_id", "type", "status")
+#: The ``status`` payload value of a tombstone (see :class:`~opencode_memoryd.models.Memory`).
+RETIRED = "retired"
 #: Reciprocal rank fusion constant (Cormack, Clarke & Büttcher, SIGIR 2009: k = 60).
 RRF_K = 60
 #: RRF weights of the two rankings: BM25 sparse 1.0, dense 0.5 (docs/retrieval.md).
@@ -89,6 +92,12 @@ class MemoryFilter:
         include_user_scope: see ``project_id``; no effect when ``project_id`` is ``None``.
         scope: ``"user"`` or ``"project"`` only.
         types: only these memory types (any of them); empty means all types.
+        include_retired: also match retired memories (tombstones). By default they are
+            excluded — a payload without ``status`` counts as active — so search, scroll
+            and count see active memories only. :meth:`MemoryStore.get` ignores filters and
+            returns tombstones too.
+
+    A ``None`` filter means ``MemoryFilter()``: every active memory.
 
     Raises:
         ValueError: an unknown scope or type.
@@ -98,6 +107,7 @@ class MemoryFilter:
     include_user_scope: bool = True
     scope: str | None = None
     types: tuple[str, ...] = ()
+    include_retired: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "types", tuple(self.types))
@@ -106,6 +116,12 @@ class MemoryFilter:
         bad = [t for t in self.types if t not in MEMORY_TYPES]
         if bad:
             raise ValueError(f"unknown memory type(s) {bad}; expected some of {MEMORY_TYPES}")
+
+
+#: The default filter: every active memory.
+_ACTIVE = MemoryFilter()
+#: Every memory, tombstones included.
+_ALL = MemoryFilter(include_retired=True)
 
 
 class MemoryStore(Protocol):
@@ -121,7 +137,8 @@ class MemoryStore(Protocol):
         ...
 
     def get(self, ids: Sequence[str]) -> list[Memory]:
-        """The stored memories with these ids, in the order asked; missing ids are skipped."""
+        """The stored memories with these ids, in the order asked; missing ids are skipped.
+        Retired memories (tombstones) are returned too."""
         ...
 
     def delete(self, ids: Sequence[str]) -> None:
@@ -129,17 +146,19 @@ class MemoryStore(Protocol):
         ...
 
     def scroll(self, flt: MemoryFilter | None = None) -> Iterator[Memory]:
-        """Every matching memory, ordered by ``created_at`` then ``id``."""
+        """Every matching memory, ordered by ``created_at`` then ``id`` (active only unless
+        ``flt.include_retired``)."""
         ...
 
     def count(self, flt: MemoryFilter | None = None) -> int:
-        """Exact number of matching memories."""
+        """Exact number of matching memories (active only unless ``flt.include_retired``)."""
         ...
 
     def search(
         self, query: str, *, flt: MemoryFilter | None = None, limit: int = 10
     ) -> list[tuple[Memory, float]]:
-        """Best ``limit`` matches for ``query`` with their scores, best first."""
+        """Best ``limit`` matches for ``query`` with their scores, best first (active only
+        unless ``flt.include_retired``)."""
         ...
 
     def reembed(self, embedder: Embedder | None, *, batch_size: int = 64) -> int:
@@ -367,7 +386,7 @@ class _StoreBase:
 
     def get(self, ids: Sequence[str]) -> list[Memory]:
         """Return the stored memories with these ids, in the order given (duplicates once,
-        missing ids skipped).
+        missing ids skipped). Retired memories (tombstones) are returned too.
 
         Raises:
             ValueError: an id is not a UUID.
@@ -398,6 +417,9 @@ class _StoreBase:
     def scroll(self, flt: MemoryFilter | None = None) -> Iterator[Memory]:
         """Yield every memory matching ``flt``, ordered by ``created_at`` then ``id``.
 
+        Retired memories are skipped unless ``flt.include_retired`` (``None`` = every
+        active memory).
+
         The matching memories are read (payloads only) and sorted before the first one is
         yielded: memory use is proportional to the number of matches.
 
@@ -414,6 +436,8 @@ class _StoreBase:
         self, query: str, *, flt: MemoryFilter | None = None, limit: int = 10
     ) -> list[tuple[Memory, float]]:
         """Return the ``limit`` best memories for ``query`` with their scores, best first.
+
+        Retired memories never match unless ``flt.include_retired``.
 
         BM25 sparse search always. With an embedder, a dense search too, fused by weighted
         reciprocal rank fusion (:func:`rrf_fuse`, k = 60, sparse weight 1, dense weight 0.5),
@@ -483,7 +507,8 @@ class _StoreBase:
                 f"{_embedder_desc(target)}) did not complete; call reembed(embedder) again"
             )
             self._reset_dense(embedder)
-            memories = list(self._scroll_all(None))  # ids first: no scrolling while writing
+            # ids first: no scrolling while writing; tombstones are re-embedded too
+            memories = list(self._scroll_all(_ALL))
             for i in range(0, len(memories), batch_size):
                 self._update_vectors(self._encode(memories[i : i + batch_size], embedder))
             self._flush()
@@ -711,8 +736,7 @@ class EdgeStore(_StoreBase):
     # -- primitives ---------------------------------------------------------------------
 
     def _filter(self, flt: MemoryFilter | None) -> Any:
-        if flt is None:
-            return None
+        flt = flt or _ACTIVE
         qe = self._qe
         must: list[Any] = []
         if flt.scope is not None:
@@ -726,7 +750,12 @@ class EdgeStore(_StoreBase):
                 must.append(qe.Filter(should=[proj, user]))
             else:
                 must.append(proj)
-        return qe.Filter(must=must) if must else None
+        must_not: list[Any] = []
+        if not flt.include_retired:
+            must_not.append(qe.FieldCondition("status", match=qe.MatchValue(RETIRED)))
+        if not (must or must_not):
+            return None
+        return qe.Filter(must=must or None, must_not=must_not or None)
 
     def _vectors(self, sparse: SparseVector, dense: list[float] | None) -> dict[str, Any]:
         vec: dict[str, Any] = {SPARSE_NAME: self._qe.SparseVector(sparse.indices, sparse.values)}
@@ -1053,8 +1082,7 @@ class ServerStore(_StoreBase):
             self._client.update_collection(self.collection, metadata={SERVER_META_KEY: meta})
 
     def _filter(self, flt: MemoryFilter | None) -> Any:
-        if flt is None:
-            return None
+        flt = flt or _ACTIVE
         m = self._m
         must: list[Any] = []
         if flt.scope is not None:
@@ -1068,7 +1096,12 @@ class ServerStore(_StoreBase):
                 must.append(m.Filter(should=[proj, user]))
             else:
                 must.append(proj)
-        return m.Filter(must=must) if must else None
+        must_not: list[Any] = []
+        if not flt.include_retired:
+            must_not.append(m.FieldCondition(key="status", match=m.MatchValue(value=RETIRED)))
+        if not (must or must_not):
+            return None
+        return m.Filter(must=must or None, must_not=must_not or None)
 
     def _vectors(self, sparse: SparseVector, dense: list[float] | None) -> dict[str, Any]:
         vec: dict[str, Any] = {
