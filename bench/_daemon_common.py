@@ -117,6 +117,24 @@ class Daemon:
         # fields[0] is the state (field 3); utime and stime are fields 14 and 15
         return (int(fields[11]) + int(fields[12])) / _CLK_TCK
 
+    def context_switches(self) -> int:
+        """Voluntary + involuntary context switches of all the daemon's threads (a count
+        of wake-ups: an idle process that polls shows many)."""
+        total = 0
+        for task in Path(f"/proc/{self.pid}/task").iterdir():
+            try:
+                text = (task / "status").read_text()
+            except OSError:  # the thread ended meanwhile
+                continue
+            for line in text.splitlines():
+                if "ctxt_switches:" in line:
+                    total += int(line.split()[1])
+        return total
+
+    def threads(self) -> int:
+        """Number of threads of the daemon."""
+        return sum(1 for _ in Path(f"/proc/{self.pid}/task").iterdir())
+
     def rss_mb(self) -> float:
         """Resident memory of the daemon, in MiB (VmRSS from /proc/<pid>/status)."""
         for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():

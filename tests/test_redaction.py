@@ -195,7 +195,7 @@ FALSE_POSITIVES = [
         ("ttl", "password_reset_token_ttl = 3600"),
         ("password-stdin", "docker login --password-stdin < token.txt"),
         ("pem-public", "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n"
-         "-----END PUBLIC KEY-----"),
+         + "-----END PUBLIC KEY-----"),
         ("sha256-key-name", '{"key_sha256": "' + _rand(64, string.digits + "abcdef") + '"}'),
         ("docker-digest", "image@sha256:" + _rand(64, string.digits + "abcdef")),
         ("npm-integrity", '"integrity": "sha512-' + _rand(86, _ALNUM + "+/") + '=="'),
@@ -229,7 +229,8 @@ _MIXED = "\n".join(
 
 
 @pytest.mark.parametrize(
-    "text", [pytest.param(b + s + a, id=i) for b, s, a, _, i in _TP] + [pytest.param(_MIXED, id="mixed")]
+    "text",
+    [pytest.param(b + s + a, id=i) for b, s, a, _, i in _TP] + [pytest.param(_MIXED, id="mixed")],
 )
 def test_idempotent(text: str) -> None:
     once = redact(text)

@@ -548,3 +548,103 @@ def test_rrf_fuse() -> None:
     assert [pid for pid, _ in fused] == ["c", "a", "b", "d"]
     with pytest.raises(ValueError):
         rrf_fuse([["a"]], [1.0, 1.0])
+
+
+# --------------------------------------------------------------------------- tombstones
+
+
+def retire(m: Memory, by: Memory, *, run: str = "run_1") -> Memory:
+    """``m`` as a dream leaves it: a tombstone pointing at ``by``."""
+    return Memory(**{**{f: getattr(m, f) for f in m.__slots__},  # type: ignore[attr-defined]
+                     "status": "retired", "superseded_by": by.id,
+                     "retired_reason": "duplicate", "retired_by_run": run,
+                     "dream_runs": [run]})
+
+
+def test_payload_roundtrip_of_lineage_fields() -> None:
+    m = CODING[0]
+    assert m.status == "active" and m.superseded_by is None and m.merged_from == []
+    p = m.to_payload()
+    # the fields of the first payload version are unchanged
+    for key in ("id", "content", "type", "scope", "project_id", "project_root", "session_id",
+                "session_ids", "message_ids", "source", "created_at", "updated_at",
+                "content_hash"):
+        assert key in p
+    assert p["status"] == "active" and p["merged_from"] == [] and p["dream_runs"] == []
+    t = retire(m, CODING[1])
+    t.merged_from = [CODING[2].id]
+    assert Memory.from_payload(t.to_payload()) == t
+    # a payload written before tombstones existed loads as an active memory
+    old = {k: v for k, v in p.items() if k not in ("status", "superseded_by", "retired_reason",
+                                                     "retired_by_run", "merged_from",
+                                                     "dream_runs")}
+    assert Memory.from_payload(old) == m
+
+
+def test_retired_memories_are_hidden_unless_asked(store: MemoryStore) -> None:
+    gone = retire(CODING[0], CODING[1])
+    store.upsert([gone])
+    acme = MemoryFilter(project_id=ACME)
+    # scroll, count and search skip the tombstone, with or without a filter
+    assert CODING[0].id not in ids(list(store.scroll()))
+    assert CODING[0].id not in ids(list(store.scroll(acme)))
+    assert store.count() == len(CODING) - 1
+    assert store.count(acme) == 6
+    assert store.count(MemoryFilter(types=("project",), scope="project")) == 4
+    for flt in (None, acme):
+        hits = store.search("which package manager?", flt=flt)
+        assert CODING[0].id not in ids([h for h, _ in hits])
+    # include_retired shows it, filters still apply
+    every = MemoryFilter(include_retired=True)
+    assert store.count(every) == len(CODING)
+    assert list(store.scroll(every)) == sorted(
+        [gone, *CODING[1:]], key=lambda m: (m.created_at, m.id))
+    with_acme = MemoryFilter(project_id=ACME, include_retired=True)
+    assert store.count(with_acme) == 7
+    assert gone in list(store.scroll(with_acme))
+    assert store.count(MemoryFilter(project_id=PIPE, include_retired=True)) == 4
+    hits = store.search("which package manager?", flt=with_acme)
+    assert hits[0][0] == gone
+    # get returns tombstones
+    assert store.get([CODING[0].id]) == [gone]
+    # reactivating it makes it visible again
+    store.upsert([CODING[0]])
+    assert store.count() == len(CODING)
+    assert store.search("which package manager?")[0][0] == CODING[0]
+
+
+def test_payloads_without_status_count_as_active(backend: str, tmp_path: Path) -> None:
+    """Points written by a version without tombstones (no ``status`` key) stay visible."""
+    where = tmp_path / "store"
+    s: MemoryStore = (EdgeStore(where) if backend == "edge"
+                      else ServerStore(path=str(where)))
+    try:
+        s.upsert(CODING[:3])
+        old = [m.to_payload() for m in CODING[:3]]
+        for p in old:
+            del p["status"]
+        # rewrite the raw payloads without the key, as an older version left them
+        rows = s._encode(CODING[:3], None)  # type: ignore[attr-defined]
+        s._upsert_rows([(pid, payload, sp, d) for (pid, _p, sp, d), payload  # type: ignore
+                        in zip(rows, old)])
+        assert s.count() == 3
+        assert len(list(s.scroll(MemoryFilter(project_id=ACME)))) == 3
+        assert s.search("which package manager?")[0][0] == CODING[0]
+    finally:
+        s.close()
+
+
+def test_reembed_keeps_tombstones(open_store: StoreFactory) -> None:
+    s = open_store(None)
+    s.upsert(CODING)
+    gone = retire(CODING[0], CODING[1])
+    s.upsert([gone])
+    s.close()
+    emb = HashEmbedder(concepts=PKG_CONCEPTS)
+    s2 = open_store(emb, allow_mismatch=True)
+    assert s2.reembed(emb) == len(CODING)
+    assert s2.get([gone.id]) == [gone]
+    assert s2.count() == len(CODING) - 1
+    hits = s2.search("which package manager?", flt=MemoryFilter(include_retired=True))
+    assert gone.id in ids([h for h, _ in hits])
+    assert gone.id not in ids([h for h, _ in s2.search("which package manager?")])

@@ -135,6 +135,32 @@ def _item_id(source_id: str, session_id: str, chunk: Chunk) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
+#: Most ``superseded_by`` links :func:`write_memories` follows from a tombstone.
+MAX_SUPERSEDED_HOPS = 8
+
+
+def _successor(store: MemoryStore, tomb: Memory) -> Memory | None:
+    """The active memory a tombstone's ``superseded_by`` chain leads to, or ``None`` when
+    the chain is broken, cyclic or longer than :data:`MAX_SUPERSEDED_HOPS` links."""
+    seen = {tomb.id}
+    current = tomb
+    for _ in range(MAX_SUPERSEDED_HOPS):
+        nxt = current.superseded_by
+        if not nxt or nxt in seen:
+            return None
+        try:
+            got = store.get([nxt])
+        except ValueError:  # not a UUID: a damaged payload
+            return None
+        if not got:
+            return None
+        current = got[0]
+        if current.is_active:
+            return current
+        seen.add(current.id)
+    return None
+
+
 def _similarity(a: str, b: str) -> float:
     """Text similarity in [0, 1] of two normalised facts (difflib ratio on words)."""
     return difflib.SequenceMatcher(None, a.split(), b.split()).ratio()
@@ -158,6 +184,14 @@ def write_memories(
     existing memory of the same type and scope is not added: its provenance (session and
     message ids) is merged into the existing point. Replaying the same candidates therefore
     adds nothing. ``created_at`` of a new memory is the time of its first cited message.
+
+    When the point of the candidate's id is a tombstone (retired by a dream), the candidate
+    is merged into the memory that holds the fact now: ``superseded_by`` is followed, at
+    most :data:`MAX_SUPERSEDED_HOPS` links, to the first active memory (skip reason
+    ``duplicate``). When that chain is broken (the successor was deleted, a cycle, too
+    long), a near-duplicate among the active memories is looked for as usual, and failing
+    that the tombstone is reactivated with the candidate's provenance added (counted as
+    added).
     """
     added = 0
     skipped: Counter[str] = Counter()
@@ -171,6 +205,9 @@ def write_memories(
         existing = store.get([pid])
         target: Memory | None = existing[0] if existing else None
         reason = "duplicate"
+        tomb: Memory | None = None
+        if target is not None and not target.is_active:
+            tomb, target = target, _successor(store, target)
         if target is None:
             norm = normalize_text(content)
             flt = MemoryFilter(project_id=pkey, include_user_scope=False, scope=scope,
@@ -189,6 +226,15 @@ def write_memories(
                 target.updated_at = now
                 store.upsert([target])
             skipped[reason] += 1
+            continue
+        if tomb is not None:  # retired, and its successor is gone: reactivate the fact
+            tomb.status, tomb.superseded_by = "active", None
+            tomb.retired_reason = tomb.retired_by_run = None
+            tomb.session_ids = list(dict.fromkeys([*tomb.session_ids, session_id]))
+            tomb.message_ids = list(dict.fromkeys([*tomb.message_ids, *msg_ids]))
+            tomb.updated_at = now
+            store.upsert([tomb])
+            added += 1
             continue
         times = [message_times[m] for m in msg_ids if m in message_times]
         created = utc_from_ms(min(times)) if times else now

@@ -243,7 +243,7 @@ class _Src:
     to ``re.IGNORECASE`` on ``text``. Spans always index ``text``.
     """
 
-    __slots__ = ("text", "low", "aligned")
+    __slots__ = ("aligned", "low", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -254,7 +254,7 @@ class _Src:
 class _CI:
     """A case-insensitive pattern, written in lower case (see :class:`_Src`)."""
 
-    __slots__ = ("lc", "ic")
+    __slots__ = ("ic", "lc")
 
     def __init__(self, pattern: str, flags: int = 0) -> None:
         self.lc = re.compile(pattern, flags)
@@ -332,8 +332,9 @@ def _regex_finder(
     case-insensitively. left_boundary / right_boundary: reject matches
     touching an ASCII letter or digit on that side (so a shape inside a longer base64 or
     hex run does not count). extend: grow the end over token characters (a prefix rule
-    then covers a longer real token entirely). check: the value must pass this predicate. gate: lower-case substrings; the regex
-    then runs only on the lines that contain one (for slow regexes that never span lines).
+    then covers a longer real token entirely). check: the value must pass this predicate.
+    gate: lower-case substrings; the regex then runs only on the lines that contain one
+    (for slow regexes that never span lines).
     """
 
     def matches(src: _Src) -> Iterator[re.Match[str]]:
@@ -403,7 +404,8 @@ _MASK_RUN_RE = re.compile(r"(.)\1{7,}")
 
 def _ds(plugin: type, index: int) -> re.Pattern[str]:
     """The ``index``-th regex of a detect-secrets ``RegexBasedDetector`` plugin class."""
-    return list(plugin.denylist)[index]  # type: ignore[attr-defined]
+    pattern: re.Pattern[str] = list(plugin.denylist)[index]  # type: ignore[attr-defined]
+    return pattern
 
 
 # --------------------------------------------------------------------------------------
@@ -459,9 +461,7 @@ def _is_placeholder(value: str) -> bool:
         return True
     if low.endswith(("_here", "-here", "here>")) or "placeholder" in low or "example" in low:
         return True
-    if _REDACTED_WORD_RE.search(value):
-        return True
-    return False
+    return bool(_REDACTED_WORD_RE.search(value))
 
 
 def _looks_like_reference(value: str) -> bool:
@@ -479,10 +479,10 @@ def _looks_like_reference(value: str) -> bool:
     if _NUMBER_RE.match(value):
         # Numbers are settings, not secrets (``token = 5``), unless long like a PIN code.
         return len(value) < 6 or not value.isdigit()
-    if _IDENT_RE.match(value):
-        if _names_secret(value) or _CONST_RE.match(value) or _SNAKE_RE.match(value):
-            return True
-    return False
+    return bool(
+        _IDENT_RE.match(value)
+        and (_names_secret(value) or _CONST_RE.match(value) or _SNAKE_RE.match(value))
+    )
 
 
 def _segments(name: str) -> list[str]:
@@ -892,9 +892,8 @@ def _ds_rule(
 ) -> _Rule:
     if nocase and all(isinstance(h, str) for h in hints):
         kw.setdefault("gate", hints)
-    return _Rule(
-        kind, priority, _regex_finder(_ds(plugin, index), **kw), hints, nocase  # type: ignore[arg-type]
-    )
+    finder = _regex_finder(_ds(plugin, index), **kw)  # type: ignore[arg-type]
+    return _Rule(kind, priority, finder, hints, nocase)
 
 
 def _own_rule(
@@ -1001,7 +1000,8 @@ def _build_rules() -> tuple[_Rule, ...]:
                   check=_body_after(5, _mixed), **tok),
         _own_rule("slack_token", _LB + r"xapp-\d-[A-Za-z0-9-]{10,}", ("xapp-",), **tok),
         # stripe.go: secret and restricted keys, live and test, any length.
-        _own_rule("stripe_key", _LB + r"[sr]k_(?:live|test)_[A-Za-z0-9]{16,}", ("k_live_", "k_test_"),
+        _own_rule("stripe_key", _LB + r"[sr]k_(?:live|test)_[A-Za-z0-9]{16,}",
+                  ("k_live_", "k_test_"),
                   **tok),
         # huggingface.go: hf_ + 34 letters; api_org_ + 34 letters (organisation tokens).
         _own_rule("huggingface_token", _LB + r"(?:hf|api_org)_[A-Za-z]{34}(?![A-Za-z0-9])",
@@ -1096,7 +1096,7 @@ def redact(text: str) -> Redacted:
         if not rule.may_match(src):
             continue
         for found in rule.find(src):
-            kind = found[2] if len(found) == 3 else rule.kind  # type: ignore[misc]
+            kind = found[2] if len(found) == 3 else rule.kind
             spans.append((found[0], found[1], rule.priority, kind))
     if not spans:
         return Redacted(text, {})
