@@ -321,6 +321,103 @@ class App:
         info["last_runs"] = state.last_runs(5)
         return info
 
+    # -- dreams ----------------------------------------------------------------------
+
+    def build_dreamer(self, state: StateDB, store: MemoryStore) -> Any:
+        """The consolidation engine: LLM plans in llm mode, duplicate collapse in rules mode."""
+        from opencode_memoryd.dream import Dreamer, DreamSettings
+
+        planner = None
+        if self.extraction_mode() == "llm":
+            from opencode_memoryd.llm import ChatClient
+
+            llm = self.config.llm
+            planner = ChatClient(base_url=llm.base_url, api_key=self._secret(llm.api_key_env),
+                                 model=llm.model, timeout_seconds=llm.timeout_seconds,
+                                 max_retries=llm.max_retries, temperature=llm.temperature,
+                                 json_mode=llm.json_mode)
+        settings = DreamSettings(
+            max_retire_share=self.config.dream.max_retire_share,
+            near_duplicate_similarity=self.config.dedup.near_duplicate_similarity,
+        )
+        return Dreamer(store, state, planner=planner, settings=settings, clock=self.clock)
+
+    def dream_scopes(self, store: MemoryStore) -> dict[str | None, str | None]:
+        """Every scope that holds memories: project key -> project root (``None`` = user)."""
+        scopes: dict[str | None, str | None] = {}
+        for m in store.scroll(None):
+            if m.scope == "user":
+                scopes.setdefault(None, None)
+            else:
+                scopes.setdefault(m.project_id, m.project_root)
+        return scopes
+
+    def dream_gate(self, journal: Any, store: MemoryStore, project_key: str | None
+                   ) -> tuple[bool, str]:
+        """Whether a scope's dream gate is open, and why not.
+
+        Open when at least ``dream.min_hours_between_dreams`` passed since the scope's last
+        dream (journal status ``ok``, not a dry run) and at least
+        ``dream.min_new_memories`` memories were added or changed since then.
+        """
+        d = self.config.dream
+        entries = (journal.entries(user=True) if project_key is None
+                   else journal.entries(project_key=project_key))
+        last = next((e for e in entries if e.get("status") == "ok" and not e.get("dry_run")),
+                    None)
+        since = None
+        if last is not None:
+            from opencode_memoryd.models import parse_iso
+
+            since = parse_iso(str(last.get("ended_at") or last.get("started_at")))
+            hours = (self.clock() - since).total_seconds() / 3600
+            if hours < d.min_hours_between_dreams:
+                return False, (f"last dream {hours:.1f} h ago; the minimum is "
+                               f"{d.min_hours_between_dreams:g} h")
+        flt = (MemoryFilter(scope="user") if project_key is None
+               else MemoryFilter(project_id=project_key, include_user_scope=False))
+        new = sum(1 for m in store.scroll(flt) if since is None or m.updated_at > since)
+        if new < d.min_new_memories:
+            return False, f"{new} new memories since the last dream; the minimum is " \
+                          f"{d.min_new_memories}"
+        return True, "gate open"
+
+    def run_dream(self, dreamer: Any, journal: Any, project_key: str | None,
+                  project_root: str | None, *, trigger: str, dry_run: bool = False
+                  ) -> dict[str, Any]:
+        """Dream one scope and append the result to the journal; return the journal entry."""
+        result = dreamer.dream(project_key, project_root=project_root, trigger=trigger,
+                               dry_run=dry_run)
+        entry = dict(result.to_journal())
+        journal.append(entry)
+        log.info("dream_finished", run_id=entry.get("run_id"), status=entry.get("status"),
+                 trigger=trigger, dry_run=dry_run, counts=entry.get("counts"))
+        return entry
+
+    def show_memory(self, store: MemoryStore, journal: Any, memory_id: str
+                    ) -> dict[str, Any] | None:
+        """One memory (retired ones too) with its lineage: where it came from and the
+        dreams that merged or superseded it. ``None`` when no such memory exists."""
+        found = store.get([memory_id])
+        if not found:
+            return None
+        m = found[0]
+        payload = m.to_payload()
+        runs = set(getattr(m, "dream_runs", []) or [])
+        if getattr(m, "retired_by_run", None):
+            runs.add(str(m.retired_by_run))
+        dreams = [e for e in journal.entries()
+                  if e.get("run_id") in runs or any(
+                      memory_id in (op.get("memory_ids") or []) or memory_id == op.get("new_id")
+                      for op in e.get("operations") or [])]
+        merged_from = list(getattr(m, "merged_from", []) or [])
+        return {"memory": payload,
+                "lineage": {"sessions": payload.get("session_ids"),
+                            "message_ids": payload.get("message_ids"),
+                            "merged_from": [x.to_payload() for x in store.get(merged_from)],
+                            "superseded_by": getattr(m, "superseded_by", None),
+                            "dreams": dreams}}
+
     def daemon_socket(self) -> Path | None:
         """The control socket of a running daemon, from ``daemon.json``, or ``None``."""
         path = self.state_dir / DAEMON_INFO_FILE

@@ -96,6 +96,22 @@ def _parser() -> argparse.ArgumentParser:
     st = sub.add_parser("status", help="what is stored, where, and what the last runs did")
     st.add_argument("--json", action="store_true", help="print JSON")
 
+    d = sub.add_parser("dream", help="consolidate a scope now: merge duplicates, retire "
+                                     "stale facts (recorded in the dream journal)")
+    dw = d.add_mutually_exclusive_group(required=True)
+    dw.add_argument("--dir", metavar="DIR", help="dream DIR's project")
+    dw.add_argument("--user", action="store_true", help="dream the user scope")
+    dw.add_argument("--undo", metavar="RUN_ID", help="restore the memories as they were "
+                                                     "before that dream")
+    d.add_argument("--dry-run", action="store_true", help="plan and check, change nothing")
+    d.add_argument("--db", metavar="PATH", help="OpenCode database used to resolve --dir")
+    d.add_argument("--json", action="store_true", help="print the journal entry as JSON")
+
+    sh = sub.add_parser("show", help="one memory with its lineage (sessions, messages, "
+                                     "dreams)")
+    sh.add_argument("id")
+    sh.add_argument("--json", action="store_true", help="print JSON")
+
     j = sub.add_parser("journal", help="print the dream journal (newest first)")
     jw = j.add_mutually_exclusive_group()
     jw.add_argument("--dir", metavar="DIR", help="only the dreams of DIR's project")
@@ -312,6 +328,83 @@ def _cmd_config(app: App | None, args: argparse.Namespace, env: Mapping[str, str
     return EXIT_OK
 
 
+def _dream_locally(app: App, payload: dict[str, Any]) -> dict[str, Any]:
+    from opencode_memoryd.journal import DreamJournal
+
+    journal = DreamJournal(app.journal_path)
+    with app.resources() as (state, store):
+        dreamer = app.build_dreamer(state, store)
+        dreamer.recover()
+        if payload.get("undo"):
+            return dict(dreamer.undo(str(payload["undo"])).to_journal())
+        return app.run_dream(dreamer, journal, payload.get("project_key"),
+                             payload.get("project_root"), trigger="forced",
+                             dry_run=bool(payload.get("dry_run")))
+
+
+def _cmd_dream(app: App, args: argparse.Namespace) -> int:
+    from opencode_memoryd.journal import render_table
+
+    payloads: list[dict[str, Any]] = []
+    if args.undo:
+        payloads.append({"undo": args.undo})
+    elif args.user:
+        payloads.append({"project_key": None, "project_root": None, "dry_run": args.dry_run})
+    else:
+        directory = normalize_dir(args.dir)
+        keys = sorted(app.project_keys_for_dir(directory, args.db))
+        if not keys:
+            print(f"opencode-memoryd: no OpenCode project found for {directory}",
+                  file=sys.stderr)
+            return EXIT_FAILURE
+        payloads += [{"project_key": k, "project_root": directory, "dry_run": args.dry_run}
+                     for k in keys]
+    entries = []
+    for payload in payloads:
+        served, entry = _via_daemon(app, "dream", payload)
+        entries.append(entry if served else _dream_locally(app, payload))
+    if args.json:
+        print(json.dumps(entries if len(entries) > 1 else entries[0], indent=2))
+    else:
+        print(render_table(entries))
+        for e in entries:
+            for op in e.get("operations") or []:
+                print(f"  {op.get('op')}: {', '.join(op.get('texts') or [])}"
+                      + (f"  ({op['reason']})" if op.get("reason") else ""))
+            for r in e.get("rejected") or []:
+                print(f"  rejected: {r.get('reason')}")
+    return EXIT_FAILURE if any(e.get("status") == "failed" for e in entries) else EXIT_OK
+
+
+def _cmd_show(app: App, args: argparse.Namespace) -> int:
+    from opencode_memoryd.journal import DreamJournal
+
+    served, shown = _via_daemon(app, "show", {"id": args.id})
+    if not served:
+        with app.resources() as (_state, store):
+            shown = app.show_memory(store, DreamJournal(app.journal_path), args.id)
+    if shown is None:
+        print(f"opencode-memoryd: no memory with id {args.id}", file=sys.stderr)
+        return EXIT_FAILURE
+    if args.json:
+        print(json.dumps(shown, indent=2))
+        return EXIT_OK
+    m, lin = shown["memory"], shown["lineage"]
+    print(f"{m['id']}  [{m['type']}, {m['scope']}, {m.get('status', 'active')}]")
+    print(f"  {m['content']}")
+    print(f"  project:   {m.get('project_root') or m.get('project_id') or '-'}")
+    print(f"  created:   {m['created_at']}   updated: {m['updated_at']}   source: {m['source']}")
+    print(f"  sessions:  {', '.join(lin['sessions'] or [])}")
+    print(f"  messages:  {', '.join(lin['message_ids'] or [])}")
+    for x in lin["merged_from"]:
+        print(f"  merged from {x['id']}: {x['content']}")
+    if lin.get("superseded_by"):
+        print(f"  superseded by {lin['superseded_by']} ({m.get('retired_reason') or ''})")
+    for e in lin["dreams"]:
+        print(f"  dream {e.get('run_id')} {e.get('started_at')} {e.get('status')}")
+    return EXIT_OK
+
+
 def _cmd_journal(app: App, args: argparse.Namespace) -> int:
     from opencode_memoryd.journal import DreamJournal, render_table
 
@@ -392,6 +485,10 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
             return _cmd_status(app, args)
         if args.command == "journal":
             return _cmd_journal(app, args)
+        if args.command == "dream":
+            return _cmd_dream(app, args)
+        if args.command == "show":
+            return _cmd_show(app, args)
         return _cmd_config(app, args, env)
     except ConfigError as exc:
         print(f"opencode-memoryd: {exc}", file=sys.stderr)

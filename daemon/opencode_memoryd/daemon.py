@@ -124,6 +124,9 @@ class Daemon:
         self._lock: FileLock | None = None
         self._watcher: DbWatcher | None = None
         self._control: Any = None
+        self.journal: Any = None
+        self.dreamer: Any = None
+        self.last_dream: dict[str, str] = {}
         self.state: Any = None
         self.store: Any = None
         self.extractor: Any = None
@@ -175,7 +178,51 @@ class Daemon:
         self.scheduler.add_job(self._safety_sweep, "interval",
                                seconds=self.cfg.sweep_interval_seconds, id="sweep",
                                replace_existing=True)
+        self._start_dreams()
         self._start_control()
+
+    # -- dreams -----------------------------------------------------------------------
+
+    def _start_dreams(self) -> None:
+        """Finish dreams a crash interrupted, then schedule the gate check (and catch-up)."""
+        from opencode_memoryd.journal import DreamJournal
+
+        self.journal = DreamJournal(self.app.journal_path)
+        self.dreamer = self.app.build_dreamer(self.state, self.store)
+        for run_id in self.dreamer.recover():
+            log.warning("dream_recovered", run_id=run_id)
+        if not self.app.config.dream.enabled:
+            return
+        self.scheduler.add_job(self._dream_check, "date", args=("catch-up",),
+                               id="dream-catch-up", replace_existing=True)
+        self.scheduler.add_job(self._dream_check, "interval", args=("auto",),
+                               minutes=self.app.config.dream.check_interval_minutes,
+                               id="dream-check", replace_existing=True)
+
+    def _dream_check(self, trigger: str) -> None:
+        """Dream every scope whose gate is open (runs on the single job thread, so never
+        beside an extraction job; the project lock keeps control-endpoint work apart)."""
+        if self.stop_event.is_set() or self._llm_gate() is not None:
+            return
+        for project_key, project_root in self.app.dream_scopes(self.store).items():
+            is_open, why = self.app.dream_gate(self.journal, self.store, project_key)
+            if not is_open:
+                log.debug("dream_gate_closed", project=project_key or "user", reason=why)
+                continue
+            with self.project_lock(project_key or "user"):
+                self.app.run_dream(self.dreamer, self.journal, project_key, project_root,
+                                   trigger=trigger)
+            self.last_dream[project_key or "user"] = iso_utc(self.clock())
+
+    def dream_now(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """A forced dream (or undo) asked for through the control endpoint."""
+        if payload.get("undo"):
+            return dict(self.dreamer.undo(str(payload["undo"])).to_journal())
+        key = payload.get("project_key")
+        with self.project_lock(key or "user"):
+            return self.app.run_dream(self.dreamer, self.journal, key,
+                                      payload.get("project_root"), trigger="forced",
+                                      dry_run=bool(payload.get("dry_run")))
 
     def _start_control(self) -> None:
         """Serve maintain/list/search/status to other processes (the daemon owns the store)."""
@@ -195,6 +242,8 @@ class Daemon:
                                            limit=int(p.get("limit") or 10)),
             "status": lambda _p: {**app.status_info(self.state, self.store),
                                   "daemon": self.status()},
+            "dream": self.dream_now,
+            "show": lambda p: app.show_memory(self.store, self.journal, str(p["id"])),
         }
         path = socket_path(app.state_dir, app.env)
         self._control = ControlServer(path, handlers)
@@ -498,6 +547,7 @@ class Daemon:
             "paused": ({"reason": self.pause.reason, "until": iso_utc(self.pause.until)}
                        if self.pause else None),
             "tokens_today": self.state.tokens_since(iso_utc(midnight)),
+            "last_dream": self.last_dream,
             "last_error": self.last_error,
         }
 

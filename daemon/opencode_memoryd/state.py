@@ -382,11 +382,13 @@ class StateDB:
 
     def dream_applying(self, run_id: str, *, before: list[dict[str, Any]],
                        after: list[dict[str, Any]], counts: Mapping[str, Any],
-                       model: str | None, tokens_in: int, tokens_out: int) -> None:
+                       model: str | None, tokens_in: int, tokens_out: int,
+                       result: Mapping[str, Any] | None = None) -> None:
         """Durably record what a run is about to write, and mark it ``applying``.
 
         One transaction (``synchronous=FULL``): once this returns, a crash at any later
         point is rolled forward from ``after`` by recovery. Only a ``planned`` run moves.
+        ``result`` is the run's journal entry as planned (kept for recovery).
 
         Raises:
             StateError: the run is unknown or not ``planned``.
@@ -394,9 +396,10 @@ class StateDB:
         with self._engine.begin() as c:
             n = c.execute(
                 text("""UPDATE dream_runs SET status='applying', "before"=:b, "after"=:a,
-                          counts=:c, model=:m, tokens_in=:ti, tokens_out=:to
+                          counts=:c, model=:m, tokens_in=:ti, tokens_out=:to, result=:r
                         WHERE id=:i AND status='planned'"""),
                 {"i": run_id, "b": json.dumps(before, sort_keys=True),
+                 "r": json.dumps(dict(result), sort_keys=True) if result is not None else None,
                  "a": json.dumps(after, sort_keys=True),
                  "c": json.dumps(dict(counts), sort_keys=True), "m": model,
                  "ti": int(tokens_in), "to": int(tokens_out)},
