@@ -32,6 +32,26 @@ _DROPPED_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENCODE_DB", "OPENCODE_ME
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
+sys.path.insert(0, str(TESTS))
+from opencode_writer import OpenCodeWriter  # noqa: E402
+
+
+class TimedWriter(OpenCodeWriter):
+    """An ``OpenCodeWriter`` that notes when the session row was first committed.
+
+    That commit (the ``INSERT INTO session`` of a new session, else a turn's first
+    ``time_updated`` bump) is what the daemon keys on: the turn's earlier message inserts
+    leave the session row unchanged. Reset ``session_commit`` to ``None`` before a turn.
+    """
+
+    session_commit: float | None = None
+
+    def _commit(self, sql: str, params: tuple[Any, ...]) -> None:
+        super()._commit(sql, params)
+        if self.session_commit is None and (sql.startswith("INSERT INTO session")
+                                            or sql.startswith("UPDATE session")):
+            self.session_commit = time.time()
+
 
 class Sandbox:
     """A temporary HOME with its XDG folders, a config file and the daemon's paths.

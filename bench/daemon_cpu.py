@@ -1,42 +1,48 @@
 """CPU cost of ``opencode-memoryd run``: at rest, and while OpenCode streams into a big database.
 
 The daemon runs as a real child process (``python -m opencode_memoryd --config CFG run``,
-rules mode, ``settle_seconds = 0.2``, ``quiet_period_seconds = 1``) in a throw-away
-HOME/XDG tree; its CPU time is user + system time of all its threads, read from
-``/proc/<pid>/stat``; the state file is read through a read-only connection.
+rules mode, ``settle_seconds = 0.2``, ``quiet_period_seconds = 1``, other settings at their
+defaults) in a throw-away HOME/XDG tree; its CPU time is the user + system time of all its
+threads, read from ``/proc/<pid>/stat``; the state file is read through read-only
+connections.
 
 1. **Idle**: the daemon tails a copy of ``tests/fixtures/opencode-sample.db``. Once its
    catch-up is over (``queue`` empty), the CPU it uses during ``--idle-seconds`` (60) of no
-   activity, and its wake-ups (context switches of all threads).
+   activity, and its wake-ups (context switches of all threads). Then it is restarted with
+   nothing changed, and the sessions it queues again at start-up are counted.
 2. **Big database**: 100,000 sessions (``--sessions``) over 200 projects, each with one
    finished turn (a user and an assistant message with a text part each) in OpenCode's
-   shape (``session.time_updated`` bumped after the last message, as OpenCode does), bulk
-   inserted with ``executemany`` into an ``empty_copy`` of the fixture; reused from
-   ``--db-cache`` when given.
+   shape (``session.time_updated`` later than the last message's ``time_created``, since
+   OpenCode bumps the session after writing a message), bulk inserted with ``executemany``
+   into an ``empty_copy`` of the fixture; kept in and reused from ``--db-cache`` if given.
 3. **First start on it** (empty state): how the catch-up progresses during
-   ``--catchup-seconds`` (sessions queued, sessions extracted, CPU), the rates, a naive
-   estimate of the full catch-up, and how long the daemon takes to exit on SIGTERM then.
-4. **Streaming into it**: a caught-up daemon is needed, and the full catch-up takes far
-   longer than this benchmark may (see 3). Moreover, at start-up the daemon skips a
-   session only when ``session.time_updated`` is not after the session's mark (the
-   ``time_created`` of its last read message), which never holds for OpenCode-shaped rows,
-   so even marks left by ``maintain --all`` do not spare a restart the full re-queue. So a
-   second copy of the database gets ``session.time_updated`` set to its last message's
-   ``time_created``, and the marks are written as a finished ``maintain --all`` would leave
-   them (``--prepopulate seed``, the default: one bulk insert into the state file, after
-   the daemon's own ``StateDB`` created the schema) or really computed by running
-   ``opencode-memoryd maintain --all`` once (``--prepopulate maintain``, about 3 minutes
-   more on 2 cores; its time is reported). The daemon then starts caught up; after a short
-   idle baseline, a writer appends finished turns (each with a "remember that …"
-   directive) to random existing sessions at ``--rate`` turns/s (20) for
-   ``--stream-seconds`` (30). Reported: the daemon's CPU over the window (and per 5 s),
-   the writes/s achieved, how many written sessions had their mark reach the last written
-   message within the window + quiet period and after a further ``--drain-seconds``, and
-   commit → stored under that load (from ``marks.updated_at``).
+   ``--catchup-seconds`` (30): sessions queued, sessions extracted, CPU, the rates over
+   the second half, a naive estimate of the whole catch-up, and whether the daemon exits
+   within ``--stop-timeout`` (15 s) of SIGTERM at that point.
+4. **Streaming into it**: this needs a caught-up daemon, and the full catch-up takes far
+   longer than this benchmark may (see 3). Marks alone are not enough either: at start-up
+   the daemon skips a session only when its ``time_updated`` is not after its mark (the
+   ``time_created`` of the last message read), which does not hold for OpenCode-shaped
+   rows (see the restart count of part 1), so even marks left by ``maintain --all`` do not
+   spare a restart the full re-queue. So a second copy of the database gets each
+   ``session.time_updated`` set to its last message's ``time_created``, and the marks are
+   written as a finished ``maintain --all`` leaves them (``--prepopulate seed``, the
+   default: one bulk insert into the state file, whose schema the daemon's own ``StateDB``
+   creates) or computed by really running ``opencode-memoryd maintain --all`` once
+   (``--prepopulate maintain``: about 3 minutes more on 2 cores; its time is reported).
+   The daemon then starts caught up; after a short idle baseline, a writer appends
+   finished turns (each with a "remember that …" directive) to random existing sessions
+   at ``--rate`` turns/s (20) for ``--stream-seconds`` (30). Reported: the daemon's CPU
+   over the window (and per 5 s), the writes/s achieved, commit → session marked dirty
+   under that load (one write probed at a time: its ``queue`` row polled every 5 ms), how
+   many written sessions had their mark reach the last written message by the end of the
+   window + quiet period and within a further ``--drain-seconds`` (30), and last write →
+   stored under that load (from ``marks.updated_at``, the daemon's clock when it began
+   storing the chunk).
 
 The daemon is stopped with SIGTERM after each part and its exit code reported.
 
-Run: ``.venv/bin/python bench/daemon_cpu.py`` (about 4 minutes on 2 cores). Shorter:
+Run: ``.venv/bin/python bench/daemon_cpu.py`` (about 3 minutes on 2 cores). Shorter:
 ``--idle-seconds 10 --catchup-seconds 10 --sessions 20000``. Prints numbers; asserts
 nothing about time.
 """
@@ -60,15 +66,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _daemon_common import (  # noqa: E402
     FIXTURE,
-    TESTS,
     Daemon,
     Sandbox,
     StateReader,
+    TimedWriter,
     poll,
     summary_ms,
 )
-
-sys.path.insert(0, str(TESTS))
 from opencode_writer import OpenCodeWriter, empty_copy  # noqa: E402
 
 from opencode_memoryd.models import iso_utc  # noqa: E402
@@ -115,6 +119,15 @@ def bench_idle(seconds: float, quiet: float) -> None:
         ctx = d.context_switches() - ctx0
         print(f"  CPU {cpu:.2f} s over {wall:.1f} s = {100 * cpu / wall:.2f} % of one core; "
               f"{ctx / wall:.0f} wake-ups/s; {d.threads()} threads; RSS {d.rss_mb():.0f} MiB")
+        code, stop_s = d.stop()
+        print(f"  SIGTERM -> exit code {code} after {stop_s:.2f} s")
+        # a restart with nothing new: does the daemon skip the sessions it has read?
+        marked = reader.marks_count()
+        d = box.start_daemon()
+        d.wait_ready()
+        requeued = reader.queue_len()
+        print(f"  restart with nothing changed ({marked} sessions have marks): {requeued} "
+              "sessions queued again at start-up")
         code, stop_s = d.stop()
         print(f"  SIGTERM -> exit code {code} after {stop_s:.2f} s")
     finally:
@@ -252,8 +265,8 @@ def bench_catch_up(big: Path, n: int, seconds: float, quiet: float,
                       f"{(n - marked) / x_rate / 60 + t / 60:.0f} min (not waited for)")
         code, stop_s = d.stop(timeout=stop_timeout)
         if code is None:
-            print(f"  SIGTERM -> no exit within {stop_s:.0f} s (killed); start-up queueing "
-                  "does not look at the stop request")
+            still = "" if info.exists() else " while still in start-up (no daemon.json yet)"
+            print(f"  SIGTERM{still} -> no exit within {stop_s:.0f} s; killed")
         else:
             print(f"  SIGTERM -> exit code {code} after {stop_s:.2f} s")
     finally:
@@ -316,7 +329,7 @@ def bench_stream(big: Path, n: int, args: argparse.Namespace) -> None:
           f"{args.stream_seconds:.0f} s (quiet {quiet:g} s)")
     root = Path(tempfile.mkdtemp(prefix="ocm-cpu-"))
     d: Daemon | None = None
-    reader: StateReader | None = None
+    readers: list[StateReader] = []
     writer: OpenCodeWriter | None = None
     try:
         box = Sandbox(root, config(quiet))
@@ -335,6 +348,7 @@ def bench_stream(big: Path, n: int, args: argparse.Namespace) -> None:
             k = seed_marks(box)
             print(f"  {k} marks seeded into the state file in {time.monotonic() - t:.1f} s")
         reader = StateReader(box.state_db)
+        readers.append(reader)
         with sqlite3.connect(f"file:{box.opencode_db}?mode=ro", uri=True) as c:
             ids = [r[0] for r in c.execute("SELECT id FROM session")]
         d = box.start_daemon()
@@ -354,7 +368,28 @@ def bench_stream(big: Path, n: int, args: argparse.Namespace) -> None:
               f"{100 * base / (time.monotonic() - t0):.1f} % of one core")
 
         rng = random.Random(args.seed)
-        writer = OpenCodeWriter(box.opencode_db, seed=args.seed)
+        writer = TimedWriter(box.opencode_db, seed=args.seed)
+        probe_reader = StateReader(box.state_db)
+        readers.append(probe_reader)
+        probe_lat: list[float] = []
+        probe_missed = [0]
+        probe_idle = threading.Event()
+        probe_idle.set()
+
+        def probe(sid: str, prev: Any, commit: float) -> None:
+            # commit -> the session's queue row appears (or moves), for one write at a time
+            try:
+                end = time.monotonic() + 30
+                while time.monotonic() < end:
+                    row = probe_reader.queue_row(sid)
+                    if row is not None and row != prev:
+                        probe_lat.append(time.time() - commit)
+                        return
+                    time.sleep(0.005)
+                probe_missed[0] += 1
+            finally:
+                probe_idle.set()
+
         written: dict[str, tuple[str, float]] = {}  # sid -> (last assistant id, last write)
         timeline: list[tuple[float, float]] = []
         stop_sampling = threading.Event()
@@ -366,6 +401,7 @@ def bench_stream(big: Path, n: int, args: argparse.Namespace) -> None:
                 except OSError:
                     return
 
+        window_start_iso = iso_utc(datetime.now(UTC))
         cpu0, t0 = d.cpu_seconds(), time.monotonic()
         timeline.append((t0, cpu0))
         sampler = threading.Thread(target=sample, daemon=True)
@@ -383,10 +419,18 @@ def bench_stream(big: Path, n: int, args: argparse.Namespace) -> None:
             else:
                 lag_max = max(lag_max, now - due)
             sid = rng.choice(ids)
+            probing = probe_idle.is_set()
+            if probing:
+                probe_idle.clear()
+                prev = probe_reader.queue_row(sid)
+            writer.session_commit = None
             w0 = time.monotonic()
             out = writer.append_turn(sid, directive(turns, rng), "Noted.")
             turn_writes.append(time.monotonic() - w0)
             written[sid] = (out["assistant"], time.time())
+            if probing:
+                threading.Thread(target=probe, args=(sid, prev, writer.session_commit),
+                                 daemon=True).start()
             turns += 1
         t_end = time.monotonic()
         cpu_window = d.cpu_seconds() - cpu0
@@ -399,6 +443,10 @@ def bench_stream(big: Path, n: int, args: argparse.Namespace) -> None:
               f"(~{turns * 10 / wall:.0f} commits/s), {len(written)} distinct sessions; "
               f"writer's worst lag behind schedule {lag_max * 1000:.0f} ms")
         print(f"  time to write one turn (~10 commits): {summary_ms(turn_writes)}")
+        probe_idle.wait(35)
+        print(f"  commit -> session marked dirty under this load (one probed write at a time, "
+              f"queue polled every 5 ms): {summary_ms(probe_lat)}; not seen in 30 s: "
+              f"{probe_missed[0]}")
         print(f"  daemon CPU over the window: {cpu_window:.2f} s = "
               f"{100 * cpu_window / wall:.0f} % of one core; RSS {d.rss_mb():.0f} MiB")
         buckets = []
@@ -407,13 +455,11 @@ def bench_stream(big: Path, n: int, args: argparse.Namespace) -> None:
         print(f"  CPU % of one core per 5 s: {' '.join(buckets)}")
 
         def extracted() -> dict[str, str]:
-            done = {}
-            for sid, (amid, _) in written.items():
-                rows = reader.query("SELECT message_id, updated_at FROM marks "
-                                    "WHERE session_id=?", (sid,))
-                if rows and rows[0][0] == amid:
-                    done[sid] = rows[0][1]
-            return done
+            """Written sessions whose mark reached their last written message."""
+            rows = reader.query("SELECT session_id, message_id, updated_at FROM marks "
+                                "WHERE updated_at >= ?", (window_start_iso,))
+            return {sid: at for sid, mid, at in rows
+                    if sid in written and written[sid][0] == mid}
 
         time.sleep(max(0.0, t_end + quiet - time.monotonic()))
         at_quiet = len(extracted())
@@ -422,11 +468,24 @@ def bench_stream(big: Path, n: int, args: argparse.Namespace) -> None:
         drain_cpu0 = d.cpu_seconds()
         deadline = t_end + quiet + args.drain_seconds
         done = extracted()
+        progress = []
         while len(done) < len(written) and time.monotonic() < deadline:
             time.sleep(0.5)
             d.check_alive()
             done = extracted()
+            progress.append(f"{time.monotonic() - t_end:.0f}s:{len(done)}")
+        print(f"  drain progress (s after the window: extracted): {' '.join(progress[::4])}")
         after = time.monotonic() - t_end
+        left = [sid for sid in written if sid not in done]
+        if left:
+            rows = [reader.query("SELECT due_ms, attempts, last_error FROM queue WHERE "
+                                 "session_id=?", (sid,)) for sid in left]
+            now_ms = time.time() * 1000
+            queued = [r[0] for r in rows if r]
+            print(f"  not extracted: {len(left)}; of them queued: {len(queued)} (due in "
+                  f"{min((q[0] - now_ms) / 1000 for q in queued) if queued else 0:.1f} .. "
+                  f"{max((q[0] - now_ms) / 1000 for q in queued) if queued else 0:.1f} s; "
+                  f"errors {sorted({str(q[2]) for q in queued})[:3]})")
         print(f"  ... after {after:.1f} s from the end of the window: {len(done)}/"
               f"{len(written)} extracted (CPU meanwhile {d.cpu_seconds() - drain_cpu0:.1f} s)")
         lat = [parse_iso(done[sid]) - written[sid][1] for sid in done]
@@ -439,8 +498,8 @@ def bench_stream(big: Path, n: int, args: argparse.Namespace) -> None:
     finally:
         if writer is not None:
             writer.close()
-        if reader is not None:
-            reader.close()
+        for r in readers:
+            r.close()
         if d is not None:
             d.kill()
         shutil.rmtree(root, ignore_errors=True)

@@ -46,15 +46,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _daemon_common import (  # noqa: E402
     FIXTURE,
-    TESTS,
     Daemon,
     Sandbox,
     StateReader,
+    TimedWriter,
     poll,
     summary_ms,
 )
-
-sys.path.insert(0, str(TESTS))
 from opencode_writer import OpenCodeWriter  # noqa: E402
 
 POLL_SECONDS = 0.003
@@ -64,18 +62,6 @@ _ADJ = ("amber", "brisk", "cobalt", "dusty", "eager", "frosty", "gentle", "hollo
 _NOUN = ("ledger", "gateway", "indexer", "scheduler", "mailer", "renderer", "uploader",
          "billing", "search", "metrics", "exporter", "crawler", "resolver", "notifier")
 _TEAM = ("falcon", "otter", "heron", "badger", "lynx", "marten", "osprey", "walrus", "yak")
-
-
-class TimedWriter(OpenCodeWriter):
-    """An :class:`OpenCodeWriter` that notes when the session row was first committed."""
-
-    session_commit: float | None = None
-
-    def _commit(self, sql: str, params: tuple[Any, ...]) -> None:
-        super()._commit(sql, params)
-        if self.session_commit is None and (sql.startswith("INSERT INTO session")
-                                            or sql.startswith("UPDATE session")):
-            self.session_commit = time.time()
 
 
 def config(quiet: float) -> str:
@@ -134,6 +120,8 @@ def bench_dirty(n: int, rng: random.Random) -> dict[str, Any]:
                       seen: dict[str, Any] = seen) -> None:
                 end = time.monotonic() + 15
                 while not sid_box:
+                    if time.monotonic() > end:
+                        return
                     time.sleep(0.0005)
                 sid = sid_box[0]
                 while time.monotonic() < end:

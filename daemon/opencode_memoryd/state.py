@@ -466,10 +466,11 @@ class StateDB:
 
         Keys: ``id, scope_key, project_root, trigger, dry_run (bool), status, started_at,
         ended_at, undone_at, reason, before (list of payloads), after (list of payloads),
-        counts (dict), model, tokens_in, tokens_out, result (dict or None)``.
+        counts (dict), model, tokens_in, tokens_out, result (dict or None), seq`` (``seq``:
+        insertion order, increasing).
         """
         with self._engine.begin() as c:
-            row = c.execute(text("SELECT * FROM dream_runs WHERE id=:i"),
+            row = c.execute(text("SELECT rowid AS seq, * FROM dream_runs WHERE id=:i"),
                             {"i": run_id}).mappings().first()
         return _dream_row(row) if row else None
 
@@ -477,9 +478,9 @@ class StateDB:
                    statuses: tuple[str, ...] | None = None, dry_run: bool | None = None,
                    limit: int | None = None, newest_first: bool = True
                    ) -> list[dict[str, Any]]:
-        """Dream runs (as :meth:`dream_run`), filtered by scope, statuses and dry-run flag,
-        ordered by ``started_at`` then id."""
-        sql = "SELECT * FROM dream_runs WHERE 1=1"
+        """Dream runs (as :meth:`dream_run`, plus ``seq``: the insertion order), filtered
+        by scope, statuses and dry-run flag, in the order they were started."""
+        sql = "SELECT rowid AS seq, * FROM dream_runs WHERE 1=1"
         params: dict[str, Any] = {}
         if scope_key is not None:
             sql += " AND scope_key=:k"
@@ -492,7 +493,7 @@ class StateDB:
             sql += " AND dry_run=:d"
             params["d"] = int(dry_run)
         order = "DESC" if newest_first else "ASC"
-        sql += f" ORDER BY started_at {order}, id {order}"
+        sql += f" ORDER BY rowid {order}"
         if limit is not None:
             sql += " LIMIT :l"
             params["l"] = int(limit)
@@ -505,9 +506,9 @@ class StateDB:
         (``applied``, ``skipped``, ``undone``, …), or ``None`` — for scheduling."""
         with self._engine.begin() as c:
             row = c.execute(
-                text("""SELECT * FROM dream_runs WHERE scope_key=:k AND dry_run=0
-                          AND status NOT IN ('failed', 'planned')
-                        ORDER BY started_at DESC, id DESC LIMIT 1"""),
+                text("""SELECT rowid AS seq, * FROM dream_runs WHERE scope_key=:k
+                          AND dry_run=0 AND status NOT IN ('failed', 'planned')
+                        ORDER BY rowid DESC LIMIT 1"""),
                 {"k": scope_key}).mappings().first()
         return _dream_row(row) if row else None
 
