@@ -334,7 +334,10 @@ def _dream_locally(app: App, payload: dict[str, Any]) -> dict[str, Any]:
     journal = DreamJournal(app.journal_path)
     with app.resources() as (state, store):
         dreamer = app.build_dreamer(state, store)
-        dreamer.recover()
+        for run_id in dreamer.recover():
+            result = dreamer.result_of(run_id)
+            if result is not None:
+                journal.append(dict(result.to_journal()))
         if payload.get("undo"):
             return dict(dreamer.undo(str(payload["undo"])).to_journal())
         return app.run_dream(dreamer, journal, payload.get("project_key"),

@@ -191,6 +191,9 @@ class Daemon:
         self.dreamer = self.app.build_dreamer(self.state, self.store)
         for run_id in self.dreamer.recover():
             log.warning("dream_recovered", run_id=run_id)
+            result = self.dreamer.result_of(run_id)
+            if result is not None:
+                self.journal.append(dict(result.to_journal()))
         if not self.app.config.dream.enabled:
             return
         self.scheduler.add_job(self._dream_check, "date", args=("catch-up",),
@@ -255,6 +258,8 @@ class Daemon:
         os.replace(tmp, app.state_dir / DAEMON_INFO_FILE)
 
     def _start_watcher(self) -> None:
+        if self._watcher is not None:
+            return
         paths = [s.path for s in self._sources.values()] or self._candidate_paths()
         if not paths:
             return
@@ -335,6 +340,7 @@ class Daemon:
     def _restart_watcher(self) -> None:
         if self._watcher is not None:
             self._watcher.stop()
+            self._watcher = None
         self._start_watcher()
 
     def _queue_changed(self, ident: str, src: _Source) -> int:
@@ -342,6 +348,8 @@ class Daemon:
         marks = self.state.marks(ident)
         n = 0
         for s in src.db.sessions(include_archived=self.app.config.opencode.include_archived):
+            if self.stop_event.is_set():
+                break  # SIGTERM during a long catch-up: the sweep at next start resumes it
             if src.seen.get(s.id) == s.time_updated:
                 continue
             first_sight = s.id not in src.seen
