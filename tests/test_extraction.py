@@ -90,12 +90,12 @@ def test_prompts_stay_short() -> None:
 
 
 def test_user_prompt_holds_every_line_between_delimiters() -> None:
-    system, user = build_prompt(LINES, project_root="/home/dev/shop", max_memories=4,
+    system, user = build_prompt(LINES, project_root="/srv/work/shop", max_memories=4,
                                 max_chars=250)
     assert system == prompt_text("extract_system.md").strip()
     inside = user.split("<transcript>\n", 1)[1].split("\n</transcript>", 1)[0]
     assert inside.splitlines() == [line.render() for line in LINES]
-    assert "/home/dev/shop" in user and "at most 4 memories" in user and "250 characters" in user
+    assert "/srv/work/shop" in user and "at most 4 memories" in user and "250 characters" in user
 
 
 def test_unknown_project_root_is_rendered_as_none() -> None:
@@ -263,7 +263,7 @@ def test_extract_returns_candidates_tokens_and_model(fake: FakeOpenAI) -> None:
         memory("The user prefers pnpm over npm in every project.", "feedback", "user"),
         memory("Add a lint script", ids=["msg_a1"]),
     ]}, tokens_in=812, tokens_out=41))
-    result = extractor(fake).extract(LINES, project_root="/home/dev/shop")
+    result = extractor(fake).extract(LINES, project_root="/srv/work/shop")
     assert [c.content for c in result.candidates] == [
         "The user prefers pnpm over npm in every project."]
     assert result.candidates[0].source == "llm"
@@ -272,7 +272,7 @@ def test_extract_returns_candidates_tokens_and_model(fake: FakeOpenAI) -> None:
 
 
 def test_request_holds_the_transcript_and_the_schema(fake: FakeOpenAI) -> None:
-    extractor(fake).extract(LINES, project_root="/home/dev/shop")
+    extractor(fake).extract(LINES, project_root="/srv/work/shop")
     body = fake.chat_requests[0]
     user = body["messages"][1]["content"]
     for line in LINES:

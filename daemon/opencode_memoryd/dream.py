@@ -80,7 +80,7 @@ import structlog
 
 from opencode_memoryd.bm25 import Bm25Encoder, default_encoder
 from opencode_memoryd.errors import ExtractionError, MemorydError, UpstreamError
-from opencode_memoryd.extraction import ChatReplyLike, junk_reason
+from opencode_memoryd.extraction import ChatReplyLike, junk_reason, load_json_list
 from opencode_memoryd.models import (
     Memory,
     content_hash,
@@ -131,7 +131,6 @@ PLAN_SCHEMA: dict[str, Any] = {
 
 _SHORT = 80
 _REASON_CHARS = 200
-_FENCE = re.compile(r"^\s*```[a-zA-Z]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 _DELIMITER = re.compile(r"<(/?memories)", re.IGNORECASE)
 
 
@@ -395,17 +394,7 @@ def parse_plan(content: str) -> list[_Op]:
     Raises:
         ExtractionError: not JSON, or not of the shape of :data:`PLAN_SCHEMA`.
     """
-    text = content.strip()
-    fenced = _FENCE.match(text)
-    if fenced:
-        text = fenced.group(1).strip()
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ExtractionError(f"the plan is not JSON ({len(content)} chars)") from exc
-    items = data.get("operations") if isinstance(data, dict) else None
-    if not isinstance(items, list):
-        raise ExtractionError('the plan is not an object with an "operations" list')
+    items = load_json_list(content, "operations", "the plan")
     ops = []
     for i, item in enumerate(items):
         if not isinstance(item, dict):

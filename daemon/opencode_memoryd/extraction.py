@@ -143,7 +143,12 @@ def build_prompt(
     return system, user.strip()
 
 
-def _load(content: str) -> list[Any]:
+def load_json_list(content: str, key: str, what: str = "the answer") -> list[Any]:
+    """Decode a model's JSON reply (a ```json fence tolerated) and return ``reply[key]``.
+
+    Raises:
+        ExtractionError: not JSON, or not an object whose ``key`` is a list.
+    """
     text = content.strip()
     fenced = _FENCE.match(text)
     if fenced:
@@ -151,11 +156,15 @@ def _load(content: str) -> list[Any]:
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise ExtractionError(f"the answer is not JSON ({len(content)} chars)") from exc
-    items = data.get("memories") if isinstance(data, dict) else None
+        raise ExtractionError(f"{what} is not JSON ({len(content)} chars)") from exc
+    items = data.get(key) if isinstance(data, dict) else None
     if not isinstance(items, list):
-        raise ExtractionError('the answer is not an object with a "memories" list')
+        raise ExtractionError(f'{what} is not an object with a "{key}" list')
     return items
+
+
+def _load(content: str) -> list[Any]:
+    return load_json_list(content, "memories")
 
 
 def junk_reason(content: str) -> str | None:

@@ -33,7 +33,6 @@ from opencode_memoryd.errors import ExtractionError, UpstreamError
 from opencode_memoryd.models import (
     ExtractionResult,
     Memory,
-    MemoryCandidate,
     TranscriptLine,
     content_hash,
     iso_utc,
@@ -436,9 +435,3 @@ def _fault_point(name: str) -> None:
     """
     if os.environ.get("OPENCODE_MEMORYD_FAULT") == name:
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-def candidate_from_dict(d: dict[str, Any]) -> MemoryCandidate:
-    """Rebuild a candidate recorded in an outbox item."""
-    return MemoryCandidate(content=d["content"], type=d["type"], scope=d["scope"],
-                           message_ids=tuple(d["message_ids"]), source=d["source"])

@@ -16,7 +16,7 @@ Where the files go:
   and is derived from the program name.
 
 The program is given as a command line in POSIX shell syntax (:mod:`shlex`), such as
-``/home/me/.local/bin/opencode-memoryd`` or ``'/opt/my tools/python' -m opencode_memoryd``;
+``/usr/local/bin/opencode-memoryd`` or ``'/opt/my tools/python' -m opencode_memoryd``;
 its first word must be an absolute path. ``run`` is appended. :func:`default_executable`
 picks the program of the running installation.
 
