@@ -20,16 +20,12 @@ connections.
    the second half, a naive estimate of the whole catch-up, and whether the daemon exits
    within ``--stop-timeout`` (15 s) of SIGTERM at that point.
 4. **Streaming into it**: this needs a caught-up daemon, and the full catch-up takes far
-   longer than this benchmark may (see 3). Marks alone are not enough either: at start-up
-   the daemon skips a session only when its ``time_updated`` is not after its mark (the
-   ``time_created`` of the last message read), which does not hold for OpenCode-shaped
-   rows (see the restart count of part 1), so even marks left by ``maintain --all`` do not
-   spare a restart the full re-queue. So a second copy of the database gets each
-   ``session.time_updated`` set to its last message's ``time_created``, and the marks are
-   written as a finished ``maintain --all`` leaves them (``--prepopulate seed``, the
-   default: one bulk insert into the state file, whose schema the daemon's own ``StateDB``
-   creates) or computed by really running ``opencode-memoryd maintain --all`` once
-   (``--prepopulate maintain``: about 3 minutes more on 2 cores; its time is reported).
+   longer than this benchmark may (see 3). So the marks are written as a finished
+   ``maintain --all`` leaves them (``--prepopulate seed``, the default: one bulk insert
+   into the state file, whose schema the daemon's own ``StateDB`` creates) or computed by
+   really running ``opencode-memoryd maintain --all`` once (``--prepopulate maintain``:
+   about 3 minutes more on 2 cores; its time is reported). The rows stay in OpenCode's
+   shape: at start-up the daemon compares each session's newest message with its mark.
    The daemon then starts caught up; after a short idle baseline, a writer appends
    finished turns (each with a "remember that …" directive) to random existing sessions
    at ``--rate`` turns/s (20) for ``--stream-seconds`` (30). Reported: the daemon's CPU
@@ -280,18 +276,6 @@ def bench_catch_up(big: Path, n: int, seconds: float, quiet: float,
 # -- 4. streaming into a caught-up daemon ---------------------------------------------------
 
 
-def align_time_updated(db: Path) -> float:
-    """Set each session's ``time_updated`` to its last message's ``time_created``."""
-    t = time.monotonic()
-    with sqlite3.connect(db, isolation_level=None) as c:
-        c.execute("BEGIN")
-        c.execute("UPDATE session SET time_updated = coalesce((SELECT max(m.time_created) "
-                  "FROM message m WHERE m.session_id = session.id), time_updated)")
-        c.execute("COMMIT")
-        c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return time.monotonic() - t
-
-
 def seed_marks(box: Sandbox) -> int:
     """Write every session's mark as a finished ``maintain --all`` leaves it: the
     ``(time_created, id)`` of its last message."""
@@ -334,8 +318,6 @@ def bench_stream(big: Path, n: int, args: argparse.Namespace) -> None:
     try:
         box = Sandbox(root, config(quiet))
         copy_db(big, box.opencode_db)
-        print(f"  session.time_updated aligned to the last message in "
-              f"{align_time_updated(box.opencode_db):.1f} s")
         t = time.monotonic()
         if args.prepopulate == "maintain":
             r = box.cli("maintain", "--all", "--json", timeout=1800)

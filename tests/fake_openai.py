@@ -97,12 +97,14 @@ Behaviour = Reply | Status | Hang | Raw
 
 @dataclass(frozen=True)
 class RecordedRequest:
-    """One request the server received. ``json`` is ``None`` when the body was not JSON."""
+    """One request the server received. ``json`` is ``None`` when the body was not JSON;
+    ``received_at`` is ``time.monotonic()`` on arrival (seconds)."""
 
     method: str
     path: str
     json: Any
     headers: dict[str, str] = field(default_factory=dict)
+    received_at: float = field(default_factory=time.monotonic)
 
 
 def default_responder(request_json: dict[str, Any]) -> Any:

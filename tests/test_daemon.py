@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
@@ -167,3 +168,83 @@ def test_database_appearing_later_and_replaced_by_a_new_file(
     memories = cli_json("--config", str(daemon_config), "list")
     contents = [m["content"] for m in memories]
     assert len(contents) == len(set(contents)) == 4
+
+
+def _queued(state_db: Path) -> set[str]:
+    """Session ids in the daemon's queue, read-only."""
+    try:
+        with sqlite3.connect(f"file:{state_db}?mode=ro", uri=True) as c:
+            return {r[0] for r in c.execute("SELECT session_id FROM queue")}
+    except sqlite3.Error:
+        return set()
+
+
+def _import_old_session(db: Path, like: str, stamp_ms: int) -> str:
+    """Write a finished one-turn session stamped in the past, in one transaction, the way
+    `opencode import` restores an exported session (its ``time_updated`` is old)."""
+    c = sqlite3.connect(str(db), isolation_level=None, timeout=5)
+    project_id, directory = c.execute(
+        "SELECT project_id, directory FROM session WHERE id=?", (like,)).fetchone()
+    sid, umid, amid = "ses_0a0000000001Imported00001", "msg_0a0000000001Imported01", \
+        "msg_0a0000000002Imported02"
+    user = {"role": "user", "time": {"created": stamp_ms}, "agent": "build",
+            "model": {"providerID": "stub", "modelID": "stub-model"}}
+    assistant = {"role": "assistant", "parentID": umid, "agent": "build", "mode": "build",
+                 "modelID": "stub-model", "providerID": "stub",
+                 "path": {"cwd": "/", "root": "/"}, "cost": 0, "finish": "stop",
+                 "time": {"created": stamp_ms + 1, "completed": stamp_ms + 2}}
+    c.execute("BEGIN IMMEDIATE")
+    c.execute("INSERT INTO session (id, project_id, slug, directory, path, title, version, "
+              "time_created, time_updated) VALUES (?, ?, 'imported', ?, '', 'Imported', "
+              "'1.18.33', ?, ?)", (sid, project_id, directory, stamp_ms, stamp_ms + 3))
+    for mid, data, ms in ((umid, user, stamp_ms), (amid, assistant, stamp_ms + 1)):
+        c.execute("INSERT INTO message (id, session_id, time_created, time_updated, data) "
+                  "VALUES (?, ?, ?, ?, ?)", (mid, sid, ms, ms, json.dumps(data)))
+    for pid, mid, text in (("prt_0a0000000001Imported01", umid,
+                            "remember that imported notes use ISO dates"),
+                           ("prt_0a0000000002Imported02", amid, "Noted.")):
+        c.execute("INSERT INTO part (id, message_id, session_id, time_created, time_updated, "
+                  "data) VALUES (?, ?, ?, ?, ?, ?)",
+                  (pid, mid, sid, stamp_ms, stamp_ms, json.dumps({"type": "text",
+                                                                  "text": text})))
+    c.execute("COMMIT")
+    c.close()
+    return sid
+
+
+def test_restart_queues_only_what_changed(
+        daemon: subprocess.Popen[str], live_db: Path, tmp_path: Path, state_db: Path,
+        isolated_env: dict[str, str]) -> None:
+    # caught up: every sample session read, nothing queued
+    assert wait_until(lambda: "ses_dfec43a4cffe5HkHVz7wUC8pgF" in read_marks(state_db)
+                      and not _queued(state_db))
+    daemon.send_signal(signal.SIGTERM)
+    daemon.communicate(timeout=15)
+    # restarted with a long quiet period: whatever it queues stays visible in the queue
+    slow = write_config(tmp_path / "slow.toml", """
+[opencode]
+settle_seconds = 0.2
+[extraction]
+mode = "rules"
+[daemon]
+quiet_period_seconds = 60
+sweep_interval_seconds = 2
+""")
+    proc = start_daemon(slow, isolated_env)
+    try:
+        # daemon.json is written after the start-up catch-up pass
+        assert wait_until(lambda: (state_db.parent / "daemon.json").exists())
+        assert _queued(state_db) == set()  # OpenCode's trailing updates do not re-queue
+        # a new turn is seen through the change window
+        w = OpenCodeWriter(live_db)
+        sid = "ses_dfec4032affe4TNn4bUt9e26HR"
+        w.append_turn(sid, "remember that the changelog follows keep-a-changelog", "OK")
+        w.close()
+        assert wait_until(lambda: _queued(state_db) == {sid}, timeout=15)
+        # a session written with old timestamps is outside that window: the sweep finds it
+        imported = _import_old_session(live_db, sid, stamp_ms=1_600_000_000_000)
+        assert wait_until(lambda: _queued(state_db) == {sid, imported}, timeout=20)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=15)
+    assert proc.returncode == 0

@@ -85,6 +85,11 @@ def test_rate_limited_then_recovers_nothing_lost_or_duplicated(
     contents = [m["content"] for m in memories]
     assert len(contents) == len(set(contents)) == 3
     assert len(times) >= 6 + 10  # the 429s, then one call per session with human text
+    # paced: after circuit_failure_threshold (3) 429s in a row the circuit opens, and no
+    # request goes out before its cooldown (2 s) is over
+    at = [r.received_at for r in times]
+    assert at[3] - at[2] >= 1.9 and at[6] - at[5] >= 1.9, [round(b - a, 2)
+                                                          for a, b in zip(at, at[1:])]
 
 
 def test_401_pauses_llm_work_and_status_says_why(

@@ -10,7 +10,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -258,34 +258,41 @@ class App:
                 for k in sorted(keys)]
 
     def list_memories(self, store: MemoryStore, *, user: bool = False,
-                      directory: str | None = None, db: str | None = None
-                      ) -> list[dict[str, Any]]:
-        """Memories as payload dicts, oldest first: all, user scope, or DIR's project."""
+                      directory: str | None = None, db: str | None = None,
+                      include_retired: bool = False) -> list[dict[str, Any]]:
+        """Memories as payload dicts, oldest first: all, user scope, or DIR's project.
+
+        With ``include_retired`` the tombstones a dream left (``status`` ``retired``,
+        ``superseded_by``, ``retired_reason``) are listed too.
+        """
         if user:
-            flts: list[MemoryFilter | None] = [MemoryFilter(scope="user")]
+            flts: list[MemoryFilter] = [MemoryFilter(scope="user")]
         elif directory:
             flts = list(self.filters_for_dir(directory, db, include_user=False))
         else:
-            flts = [None]
+            flts = [MemoryFilter()]
         seen: dict[str, Any] = {}
         for flt in flts:
-            for m in store.scroll(flt):
+            for m in store.scroll(replace(flt, include_retired=include_retired)):
                 seen.setdefault(m.id, m)
         ordered = sorted(seen.values(), key=lambda m: (m.created_at, m.id))
         return [m.to_payload() for m in ordered]
 
     def search(self, store: MemoryStore, query: str, *, directory: str | None = None,
-               db: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
+               db: str | None = None, limit: int = 10, include_retired: bool = False
+               ) -> list[dict[str, Any]]:
         """Search results as payload dicts with a ``score``, best first.
 
-        With ``directory``: DIR's project memories and user-scope memories only.
+        With ``directory``: DIR's project memories and user-scope memories only. With
+        ``include_retired``: tombstones can match too (they say ``status: retired``).
         """
-        flts: list[MemoryFilter | None] = (
+        flts: list[MemoryFilter] = (
             list(self.filters_for_dir(directory, db, include_user=True)) if directory
-            else [None])
+            else [MemoryFilter()])
         hits: dict[str, tuple[Any, float]] = {}
         for flt in flts:
-            for m, score in store.search(query, flt=flt, limit=limit):
+            for m, score in store.search(query, flt=replace(flt, include_retired=include_retired),
+                                         limit=limit):
                 if m.id not in hits or hits[m.id][1] < score:
                     hits[m.id] = (m, score)
         ranked = sorted(hits.values(), key=lambda h: -h[1])[:limit]
@@ -398,7 +405,10 @@ class App:
                     ) -> dict[str, Any] | None:
         """One memory (retired ones too) with its lineage: where it came from and the
         dreams that merged or superseded it. ``None`` when no such memory exists."""
-        found = store.get([memory_id])
+        try:
+            found = store.get([memory_id])
+        except ValueError:  # not a UUID: no memory can have that id
+            return None
         if not found:
             return None
         m = found[0]

@@ -83,6 +83,8 @@ def _parser() -> argparse.ArgumentParser:
     which.add_argument("--dir", metavar="DIR", help="only the memories of DIR's project")
     which.add_argument("--user", action="store_true", help="only user-scope memories")
     ls.add_argument("--db", metavar="PATH", help="OpenCode database used to resolve --dir")
+    ls.add_argument("--all", action="store_true",
+                    help="also the memories a dream retired (tombstones)")
     ls.add_argument("--json", action="store_true", help="print a JSON array")
 
     s = sub.add_parser("search", help="search memories (BM25, plus dense vectors if set up)")
@@ -91,6 +93,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="DIR's project memories and user-scope memories only")
     s.add_argument("--db", metavar="PATH", help="OpenCode database used to resolve --dir")
     s.add_argument("--limit", type=int, default=10, metavar="N", help="results (default 10)")
+    s.add_argument("--all", action="store_true",
+                   help="also match the memories a dream retired (tombstones)")
     s.add_argument("--json", action="store_true", help="print a JSON array")
 
     st = sub.add_parser("status", help="what is stored, where, and what the last runs did")
@@ -221,11 +225,16 @@ def _print_memories(memories: Sequence[dict[str, Any]], as_json: bool) -> None:
         return
     for m in memories:
         where = "user" if m["scope"] == "user" else (m["project_root"] or m["project_id"])
-        print(f"{m['id']}  [{m['type']}, {where}]  {m['content']}")
+        retired = ""
+        if m.get("status") == "retired":
+            retired = "  (retired" + (f", superseded by {m['superseded_by']}"
+                                      if m.get("superseded_by") else "") + ")"
+        print(f"{m['id']}  [{m['type']}, {where}]  {m['content']}{retired}")
 
 
 def _cmd_list(app: App, args: argparse.Namespace) -> int:
-    payload = {"user": args.user, "directory": args.dir, "db": args.db}
+    payload = {"user": args.user, "directory": args.dir, "db": args.db,
+               "include_retired": args.all}
     served, memories = _via_daemon(app, "list", payload)
     if not served:
         with app.resources() as (_state, store):
@@ -239,12 +248,12 @@ def _cmd_search(app: App, args: argparse.Namespace) -> int:
         print("opencode-memoryd: --limit must be at least 1", file=sys.stderr)
         return EXIT_USAGE
     payload = {"query": args.query, "directory": args.dir, "db": args.db,
-               "limit": args.limit}
+               "limit": args.limit, "include_retired": args.all}
     served, hits = _via_daemon(app, "search", payload)
     if not served:
         with app.resources() as (_state, store):
             hits = app.search(store, args.query, directory=args.dir, db=args.db,
-                              limit=args.limit)
+                              limit=args.limit, include_retired=args.all)
     _print_memories(hits, args.json)
     return EXIT_OK
 
@@ -339,7 +348,9 @@ def _dream_locally(app: App, payload: dict[str, Any]) -> dict[str, Any]:
             if result is not None:
                 journal.append(dict(result.to_journal()))
         if payload.get("undo"):
-            return dict(dreamer.undo(str(payload["undo"])).to_journal())
+            entry = dict(dreamer.undo(str(payload["undo"])).to_journal())
+            journal.append(entry)  # the run's "undone" entry, beside its "ok" one
+            return entry
         return app.run_dream(dreamer, journal, payload.get("project_key"),
                              payload.get("project_root"), trigger="forced",
                              dry_run=bool(payload.get("dry_run")))

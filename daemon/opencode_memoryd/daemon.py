@@ -55,6 +55,10 @@ LOCK_FILE_NAME = "daemon.lock"
 MAX_LOOP_SECONDS = 10.0
 #: How long shutdown waits for the extraction in progress before abandoning it.
 SHUTDOWN_GRACE_SECONDS = 7.0
+#: Between full sweeps, re-read sessions updated this long (ms) before the newest
+#: ``time_updated`` seen: a commit can land after a later-stamped one (OpenCode waits up
+#: to 5 s for the write lock).
+CHANGE_LOOKBACK_MS = 120_000
 
 
 class AlreadyRunning(MemorydError):
@@ -88,6 +92,7 @@ class _Source:
     inode: tuple[int, int]
     data_version: int
     seen: dict[str, int] = field(default_factory=dict)  # session id -> time_updated
+    high_water: int | None = None  # newest session.time_updated seen (ms)
 
 
 @dataclass
@@ -220,7 +225,14 @@ class Daemon:
     def dream_now(self, payload: dict[str, Any]) -> dict[str, Any]:
         """A forced dream (or undo) asked for through the control endpoint."""
         if payload.get("undo"):
-            return dict(self.dreamer.undo(str(payload["undo"])).to_journal())
+            run_id = str(payload["undo"])
+            row = self.state.dream_run(run_id)
+            scope = str(row["scope_key"]) if row else "user"
+            # the undo rewrites memories of the run's scope: keep its extraction out
+            with self.project_lock(scope.split(":", 1)[1] if ":" in scope else "user"):
+                entry = dict(self.dreamer.undo(run_id).to_journal())
+            self.journal.append(entry)  # the run's "undone" entry, beside its "ok" one
+            return entry
         key = payload.get("project_key")
         with self.project_lock(key or "user"):
             return self.app.run_dream(self.dreamer, self.journal, key,
@@ -237,12 +249,13 @@ class Daemon:
                 directory=p.get("directory"), db_override=p.get("db"),
                 resources=(self.state, self.store, self.extractor),
                 lock_for=self.project_lock),
-            "list": lambda p: app.list_memories(self.store, user=bool(p.get("user")),
-                                                directory=p.get("directory"),
-                                                db=p.get("db")),
-            "search": lambda p: app.search(self.store, str(p["query"]),
-                                           directory=p.get("directory"), db=p.get("db"),
-                                           limit=int(p.get("limit") or 10)),
+            "list": lambda p: app.list_memories(
+                self.store, user=bool(p.get("user")), directory=p.get("directory"),
+                db=p.get("db"), include_retired=bool(p.get("include_retired"))),
+            "search": lambda p: app.search(
+                self.store, str(p["query"]), directory=p.get("directory"), db=p.get("db"),
+                limit=int(p.get("limit") or 10),
+                include_retired=bool(p.get("include_retired"))),
             "status": lambda _p: {**app.status_info(self.state, self.store),
                                   "daemon": self.status()},
             "dream": self.dream_now,
@@ -331,7 +344,7 @@ class Daemon:
                 if version == src.data_version and not full:
                     continue
                 src.data_version = version
-                queued += self._queue_changed(ident, src)
+                queued += self._queue_changed(ident, src, full=full)
             except SourceError as exc:
                 self.last_error = str(exc)
                 log.warning("source_read_failed", db=str(src.path), error=str(exc))
@@ -343,20 +356,37 @@ class Daemon:
             self._watcher = None
         self._start_watcher()
 
-    def _queue_changed(self, ident: str, src: _Source) -> int:
+    def _queue_changed(self, ident: str, src: _Source, *, full: bool = False) -> int:
+        """Queue the sessions of one database that changed since they were last seen.
+
+        Between sweeps only the sessions updated since the newest ``time_updated`` seen
+        (less ``CHANGE_LOOKBACK_MS`` for commits that land late) are read, so a change
+        costs the same in a database of 100 sessions or 100,000. A ``full`` pass (start-up
+        and the safety sweep) reads them all, which also finds sessions written with old
+        timestamps (``opencode import``). A session seen for the first time is queued only
+        when it has a message after its mark (any message, when it has no mark).
+        """
         now_ms = int(self.clock().timestamp() * 1000)
-        marks = self.state.marks(ident)
+        after = None
+        if not full and src.high_water is not None:
+            after = src.high_water - CHANGE_LOOKBACK_MS
+        rows = src.db.sessions(include_archived=self.app.config.opencode.include_archived,
+                               updated_after_ms=after)
+        changed = [s for s in rows if src.seen.get(s.id) != s.time_updated]
+        first = [s.id for s in changed if s.id not in src.seen]
+        marks = self.state.marks(ident, first) if first else {}
+        newest = src.db.last_messages(first) if first else {}
         n = 0
-        for s in src.db.sessions(include_archived=self.app.config.opencode.include_archived):
+        for s in changed:
             if self.stop_event.is_set():
                 break  # SIGTERM during a long catch-up: the sweep at next start resumes it
-            if src.seen.get(s.id) == s.time_updated:
-                continue
             first_sight = s.id not in src.seen
             src.seen[s.id] = s.time_updated
-            mark = marks.get(s.id)
-            if first_sight and mark is not None and s.time_updated <= mark[0]:
-                continue  # read up to its last message already
+            src.high_water = max(src.high_water or 0, s.time_updated)
+            if first_sight:
+                last, mark = newest.get(s.id), marks.get(s.id)
+                if last is None or (mark is not None and last <= mark):
+                    continue  # no message yet, or read up to its newest one already
             due = self.state.queue_touch(ident, s.id, now_ms, self.cfg.quiet_period_seconds,
                                          self.cfg.max_wait_seconds)
             self._arm(ident, s.id, due)

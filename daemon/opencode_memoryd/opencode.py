@@ -385,6 +385,36 @@ class OpenCodeDB:
         )
         return SessionRow(*rows[0]) if rows else None
 
+    def last_messages(self, session_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
+        """The position ``(time_created, id)`` of each session's newest message.
+
+        One lookup per session through the ``(session_id, time_created, id)`` index, in
+        batches of 500 ids; sessions without messages are left out. Used to tell, without
+        reading any message bodies, whether a session holds anything after its mark.
+
+        Args:
+            session_ids: the sessions to look up.
+
+        Returns:
+            ``{session_id: (time_created_ms, message_id)}``.
+        """
+        out: dict[str, tuple[int, str]] = {}
+        ids = list(session_ids)
+        for start in range(0, len(ids), 500):
+            batch = ids[start:start + 500]
+            params = {f"i{k}": sid for k, sid in enumerate(batch)}
+            values = ", ".join(f"(:i{k})" for k in range(len(batch)))
+            rows = self._rows(
+                f"""WITH ids(sid) AS (VALUES {values})
+                    SELECT ids.sid, m.time_created, m.id
+                    FROM ids JOIN message m ON m.id = (
+                        SELECT id FROM message WHERE session_id = ids.sid
+                        ORDER BY time_created DESC, id DESC LIMIT 1)""",
+                params,
+            )
+            out.update({r[0]: (int(r[1]), str(r[2])) for r in rows})
+        return out
+
     def in_flight(self, session_id: str, *, now_ms: int, abandoned_ms: int) -> bool:
         """Whether the session (or a sub-agent of it) has an assistant message in flight.
 

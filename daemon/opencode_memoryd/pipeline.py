@@ -329,15 +329,24 @@ class SessionProcessor:
 
     def _process_new(self, session: SessionRow, report: SessionReport) -> None:
         src = self.source.identity
+        # "Up to now": a session OpenCode keeps writing to faster than it is read must not
+        # hold this run forever; what comes after the newest message of now waits for the
+        # next run.
+        end = self.source.last_messages([session.id]).get(session.id)
+        if end is None:
+            return
         while True:
             mark = self.state.get_mark(src, session.id)
             messages = self.source.messages_after(session.id, mark, limit=MESSAGE_BATCH)
             if not messages:
                 return
             full_batch = len(messages) >= MESSAGE_BATCH
+            more = full_batch and messages[-1].mark < end
             real = drop_fork_copies(messages, session.time_created)
             if not real:  # a batch of fork copies only: nothing to read, move past them
                 self.state.set_mark(src, session.id, messages[-1].mark, _now_iso(self.clock()))
+                if not more:
+                    return
                 continue
             turns = group_turns(real)
             now_ms = int(self.clock().timestamp() * 1000)
@@ -354,7 +363,7 @@ class SessionProcessor:
             for chunk in chunk_turns(done, max_tokens=self.limits.max_chunk_tokens,
                                      tool_output_chars=self.limits.tool_output_chars):
                 self._process_chunk(session, chunk, report, times)
-            if not full_batch:
+            if not more:
                 return
 
     def _extract(self, lines: list[TranscriptLine], project_root: str | None,

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -197,13 +197,28 @@ class StateDB:
             ).first()
         return (int(row[0]), str(row[1])) if row else None
 
-    def marks(self, source_id: str) -> dict[str, tuple[int, str]]:
-        """Every mark of a source, by session id."""
+    def marks(self, source_id: str,
+              session_ids: Sequence[str] | None = None) -> dict[str, tuple[int, str]]:
+        """The marks of a source, by session id: ``{session_id: (time_created_ms, id)}``.
+
+        Args:
+            source_id: the database's identity.
+            session_ids: only these sessions (looked up in batches of 500); all when
+                ``None``.
+        """
+        sql = "SELECT session_id, time_created, message_id FROM marks WHERE source_id=:s"
+        rows: list[Any] = []
         with self._engine.begin() as c:
-            rows = c.execute(
-                text("SELECT session_id, time_created, message_id FROM marks WHERE source_id=:s"),
-                {"s": source_id},
-            ).all()
+            if session_ids is None:
+                rows = list(c.execute(text(sql), {"s": source_id}).all())
+            else:
+                ids = list(session_ids)
+                for start in range(0, len(ids), 500):
+                    batch = ids[start:start + 500]
+                    params: dict[str, Any] = {f"i{k}": v for k, v in enumerate(batch)}
+                    params["s"] = source_id
+                    names = ", ".join(f":i{k}" for k in range(len(batch)))
+                    rows += c.execute(text(f"{sql} AND session_id IN ({names})"), params).all()
         return {r[0]: (int(r[1]), str(r[2])) for r in rows}
 
     def set_mark(self, source_id: str, session_id: str, mark: tuple[int, str], now: str) -> None:
