@@ -59,6 +59,10 @@ SHUTDOWN_GRACE_SECONDS = 7.0
 #: ``time_updated`` seen: a commit can land after a later-stamped one (OpenCode waits up
 #: to 5 s for the write lock).
 CHANGE_LOOKBACK_MS = 120_000
+#: The main loop waits at least this long (s) between two checks of the databases ...
+MIN_CHECK_INTERVAL_SECONDS = 0.02
+#: ... and at least this many times the duration of the previous check.
+CHECK_COST_FACTOR = 4.0
 
 
 class AlreadyRunning(MemorydError):
@@ -515,22 +519,37 @@ class Daemon:
     _full_sweep_requested = False
 
     def run_forever(self) -> None:
-        """The main loop: wait for a change hint (or a timeout), confirm, queue, ping."""
+        """The main loop: wait for a change hint (or a timeout), confirm, queue, ping.
+
+        Checks are spaced by at least ``CHECK_COST_FACTOR`` times the last one's duration
+        (and ``MIN_CHECK_INTERVAL_SECONDS``; a full sweep is not counted): while OpenCode streams, the hints that arrive
+        meanwhile are served by one check, so checking never takes more than about
+        1 / (1 + ``CHECK_COST_FACTOR``) of a core, whatever the size of the database.
+        """
         sd_notify("READY=1\nSTATUS=watching OpenCode databases")
+        next_check = 0.0
         while not self.stop_event.is_set():
             # never sleep past half of systemd's 60 s watchdog interval
             timeout = (min(self.cfg.poll_interval_seconds, MAX_LOOP_SECONDS)
                        if self._polling else MAX_LOOP_SECONDS)
             self._poke.wait(timeout=timeout)
+            wait = next_check - time.monotonic()
+            if wait > 0 and self.stop_event.wait(wait):
+                break
             self._poke.clear()
             if self.stop_event.is_set():
                 break
             full, self._full_sweep_requested = self._full_sweep_requested, False
+            started = time.monotonic()
             try:
                 self.check_sources(full=full)
             except (MemorydError, OSError) as exc:
                 self.last_error = str(exc)
                 log.warning("check_failed", error=str(exc))
+            ended = time.monotonic()
+            # a full sweep (every few minutes) does not hold back the next change
+            cost = 0.0 if full else CHECK_COST_FACTOR * (ended - started)
+            next_check = ended + max(MIN_CHECK_INTERVAL_SECONDS, cost)
             sd_notify("WATCHDOG=1")
 
     def shutdown(self) -> None:
