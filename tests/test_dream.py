@@ -216,11 +216,11 @@ def test_groups_by_text_and_subject(store: EdgeStore, state: StateDB, fake: Fake
 
     active = list(store.scroll(SCOPE))
     llm = Dreamer(store, state, planner=chat(fake))
-    groups, deferred = llm.groups(active, _Scope("project", ACME))
+    groups, deferred, settled = llm.groups(active, _Scope("project", ACME))
     got = [{m.id for m in g} for g in groups]
     assert got == [{NPM_OLD.id, NPM_NEW.id}, {TESTS_1.id, TESTS_2.id, TESTS_3.id},
                    {API_1.id, API_2.id}]
-    assert deferred == 0
+    assert deferred == 0 and settled == 0
     # the same groups when the candidates come from store.search instead of all pairs
     via_search = Dreamer(store, state, planner=chat(fake),
                          settings=DreamSettings(all_pairs_limit=0))
@@ -233,8 +233,31 @@ def test_groups_by_text_and_subject(store: EdgeStore, state: StateDB, fake: Fake
     # size and count caps
     small = Dreamer(store, state, planner=chat(fake),
                     settings=DreamSettings(max_group_size=2, max_groups=2))
-    groups, deferred = small.groups(active, _Scope("project", ACME))
+    groups, deferred, _ = small.groups(active, _Scope("project", ACME))
     assert len(groups) == 2 and all(len(g) == 2 for g in groups) and deferred == 1
+
+
+def test_settled_groups_are_not_planned_again(store: EdgeStore, state: StateDB,
+                                              fake: FakeOpenAI) -> None:
+    # the model keeps every group it is shown: the next dream plans nothing again
+    fake.responder = lambda body: {"operations": []}
+    dreamer = Dreamer(store, state, planner=chat(fake), settings=SETTINGS,
+                      clock=lambda: NOW)
+    first = dreamer.dream(ACME, trigger="forced")
+    assert first.status == "ok" and first.counts["groups"] == 3
+    assert first.counts["merged"] == 0 and len(fake.chat_requests) == 3
+    dry = dreamer.dream(ACME, trigger="forced", dry_run=True)
+    assert dry.status == "skipped" and dry.counts["groups_settled"] == 3
+    assert len(fake.chat_requests) == 3  # no tokens spent on settled groups
+    # a changed member re-opens its group only
+    api2 = get(store, API_2)
+    api2.content = "The gateway serves the REST API with rate limiting per key."
+    api2.content_hash = content_hash(api2.content)
+    store.upsert([api2])
+    fake.responder = responder()
+    again = dreamer.dream(ACME, trigger="forced")
+    assert again.counts["groups"] == 1 and again.counts["groups_settled"] == 2
+    assert len(fake.chat_requests) == 4
 
 
 # --------------------------------------------------------------------------- LLM mode
@@ -256,7 +279,7 @@ def test_llm_dream_merges_and_supersedes(store: EdgeStore, state: StateDB,
         body["messages"][1]["content"]
     assert res.counts == {"before": 13, "after": 9, "merged": 4, "superseded": 1,
                           "created": 1, "updated": 1, "kept": 7, "rejected_plans": 0,
-                          "groups": 3, "groups_deferred": 0}
+                          "groups": 3, "groups_deferred": 0, "groups_settled": 0}
     assert res.rejected == []
     merged_id = point_id("project", ACME, "project", API_MERGED)
     ops = {o["op"] + ":" + o["new_id"]: o for o in res.operations}
@@ -461,7 +484,7 @@ def test_rules_mode_collapses_duplicates_only(store: EdgeStore, state: StateDB) 
     assert res.tokens_in == 0
     assert res.counts == {"before": 13, "after": 11, "merged": 2, "superseded": 0,
                           "created": 0, "updated": 1, "kept": 10, "rejected_plans": 0,
-                          "groups": 1, "groups_deferred": 0}
+                          "groups": 1, "groups_deferred": 0, "groups_settled": 0}
     (op,) = res.operations
     assert op["op"] == "merge" and op["new_id"] == TESTS_1.id and op["reason"] == "duplicate"
     survivor = get(store, TESTS_1)
@@ -499,8 +522,36 @@ def test_rules_mode_keeps_near_duplicates_that_differ_in_an_identifier(
     try:
         s.upsert([a, b, *filler])
         res = Dreamer(s, state).dream(ACME)
-        assert res.rejected and "drops '9090'" in res.rejected[0]["reason"]
+        assert res.status == "skipped" and res.reason == "no candidate groups"
         assert s.count(SCOPE) == 8
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("The webhook worker runs on Python 3.10.", "The metrics worker runs on Python 3.10."),
+    ("Deploys of the search service go to Heroku after review.",
+     "Deploys of the search service go to Render after review."),
+    ("The service listens on port 8080 in every environment we run.",
+     "The service listens on port 9090 in every environment we run."),
+])
+def test_one_word_apart_is_another_fact_at_write_time_and_in_rules_dreams(
+        tmp_path: Path, state: StateDB, old: str, new: str) -> None:
+    s = EdgeStore(tmp_path / "s")
+    try:
+        for i, text in enumerate((old, new, old.rstrip(".") + "!")):
+            write_memories(s, [{"content": text, "type": "project", "scope": "project",
+                                "message_ids": [f"m{i}"], "source": "rules"}],
+                           session_id=f"s{i}", project_key=ACME, project_root=None,
+                           message_times={}, now=T0 + timedelta(minutes=i),
+                           near_duplicate_similarity=0.85)
+        # both facts stored; the third text only restates the first
+        assert sorted(m.content for m in s.scroll(SCOPE)) == sorted([old, new])
+        s.upsert([mem(old.rstrip(".") + " !", minutes=5, session="s9", msg="m9",
+                      source="manual", id_=str(uuid.UUID(int=0xD0, version=4)))])
+        res = Dreamer(s, state, settings=SETTINGS).dream(ACME)  # an exact restatement
+        assert res.status == "ok" and res.counts["merged"] == 1, res
+        assert sorted(m.content for m in s.scroll(SCOPE)) == sorted([old, new])
     finally:
         s.close()
 

@@ -5,7 +5,9 @@ finds groups of memories that say the same thing or talk about the same subject,
 consolidates each group:
 
 * **rules mode** (no LLM): exact and near-exact duplicates (word similarity at least
-  ``near_duplicate_similarity``, same type and scope) collapse into the oldest of them;
+  ``near_duplicate_similarity``, same type and scope, and one says all the other says:
+  every salient term and identifier, :func:`~opencode_memoryd.facts.restates`) collapse
+  into the member that restates the most others (the oldest on a tie);
 * **LLM mode**: a chat model proposes, per group, a plan of ``merge`` (one new memory
   holding the facts of several), ``supersede`` (a newer memory replaces older ones on the
   same subject) and ``keep`` operations (:data:`PLAN_SCHEMA`).
@@ -26,7 +28,10 @@ of the dream goes on:
      stopword-free terms of the project's BM25 tokenizer, :mod:`opencode_memoryd.bm25`);
      the text is redacted (:func:`~opencode_memoryd.redaction.redact`), at most
      ``max_chars`` characters, and not junk (:func:`~opencode_memoryd.extraction.junk_reason`);
-   * *rules-mode duplicates*: the same test with the surviving (oldest) memory's text;
+   * *rules-mode duplicates*: the surviving memory's text must hold every salient term
+     and identifier of each duplicate (:func:`~opencode_memoryd.facts.restates`): "The
+     metrics worker runs on Python 3.10." is not a duplicate of "The webhook worker runs
+     on Python 3.10.", however similar;
    * *supersede*: the superseding memory stays active, is strictly newer (``created_at``)
      than each memory it supersedes, and shares the subject: at least
      ``max(min(2, |T|), ceil(supersede_overlap × |T|))`` of the superseded memory's
@@ -49,10 +54,10 @@ Crash safety (redo log, as in write-ahead logging: Mohan et al., "ARIES", ACM TO
 reduced to whole-record redo of idempotent upserts): a dream is one ``dream_runs`` row of the
 state file (:class:`~opencode_memoryd.state.StateDB`). Applying = (1) record the payloads of
 every touched memory as they are (``before``) and as they will be (``after``), status
-``applying``, one durable transaction; (2) upsert every ``after`` payload (survivors and
-merged memories first, tombstones last, so a fact is never hidden mid-way); (3) status
-``applied``. :meth:`Dreamer.recover` rolls a run left ``applying`` forward. :meth:`Dreamer.undo`
-writes ``before`` back and deletes the memories the run created.
+``applying``, one durable transaction; (2) upsert every ``after`` payload in batches
+(survivors and merged memories first, tombstones last, so a fact is never hidden mid-way);
+(3) status ``applied``. :meth:`Dreamer.recover` rolls a run left ``applying`` forward.
+:meth:`Dreamer.undo` writes ``before`` back and deletes the memories the run created.
 
 Callers must keep other writers of the scope (extraction) out while a dream applies (the
 daemon's per-project lock); a dream refuses to apply when a touched memory changed while
@@ -62,6 +67,7 @@ it was planning.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
 import os
@@ -69,7 +75,7 @@ import re
 import signal
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Set
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
@@ -89,7 +95,7 @@ from opencode_memoryd.models import (
     point_id,
     scope_key,
 )
-from opencode_memoryd.pipeline import _similarity
+from opencode_memoryd.facts import identifiers, missing_identifiers, restates, similarity
 from opencode_memoryd.redaction import redact
 from opencode_memoryd.state import StateDB
 from opencode_memoryd.store import MemoryFilter, MemoryStore
@@ -104,6 +110,8 @@ SCHEMA_NAME = "dream_plan"
 FAULT_ENV = "OPENCODE_MEMORYD_FAULT"
 #: The fault point in the middle of applying a dream.
 FAULT_MID_APPLY = "dream_mid_apply"
+#: Memories per store upsert while applying a dream (each upsert is flushed to disk).
+WRITE_BATCH = 256
 
 #: Strict-mode compatible JSON schema of a plan.
 PLAN_SCHEMA: dict[str, Any] = {
@@ -222,7 +230,9 @@ class DreamResult:
             superseded), ``created`` (new merged memories), ``updated`` (surviving memories
             rewritten: provenance and lineage added), ``kept`` (active memories left
             untouched), ``rejected_plans`` (groups rejected), ``groups`` (groups found),
-            ``groups_deferred`` (groups over ``max_groups``, left for later). Always
+            ``groups_deferred`` (groups over ``max_groups``, left for later),
+            ``groups_settled`` (groups an earlier dream kept whole or rejected, with no
+            member changed since: not planned again). Always
             ``after = before - merged - superseded + created`` and
             ``kept = before - merged - superseded - updated``. For an undo: ``restored``,
             ``deleted``, ``before``, ``after``.
@@ -273,70 +283,11 @@ class DreamResult:
         return cls(**{k: v for k, v in entry.items() if k in names})
 
 
-# --------------------------------------------------------------------------- text tests
-
-
-_IDENT_STRIP = "\"'()[]{}<>,;!?*"
-_NOT_IDENT = frozenset({"e.g", "i.e", "etc", "vs", "a.m", "p.m"})
-_BACKTICKS = re.compile(r"`([^`]*)`")
-_VOWELS = frozenset("aeiouy")
-
-
-def _is_identifier(token: str) -> bool:
-    if not token or token in _NOT_IDENT or not any(c.isalnum() for c in token):
-        return False
-    if any(c.isdigit() for c in token):
-        return True
-    if token[0] in "-/~." or any(c in token for c in "/\\_@#+:"):
-        return True
-    if "." in token.strip("."):
-        return True
-    if any(c.isupper() for c in token[1:]):
-        return True
-    low = token.lower()
-    return len(low) >= 2 and low.isalpha() and not (set(low) & _VOWELS)
-
-
-def _clean_token(raw: str) -> str:
-    t = raw.strip(_IDENT_STRIP + "`")
-    t = t.rstrip(".:")
-    return t.strip(_IDENT_STRIP + "`")
-
-
-def identifiers(text: str) -> set[str]:
-    """The identifiers of a memory text, case-folded: every token inside backticks, and
-    every other token that has a digit, a path or URL character (``/ \\ _ @ # + :``), an
-    inner dot, a leading ``-``, ``/``, ``~`` or ``.``, a capital after its first letter,
-    or is a lowercase word of two or more letters with no vowel (``npm``, ``ssh``).
-
-    Tokens are split on whitespace and stripped of quotes, brackets and sentence
-    punctuation (a trailing ``.`` or ``:`` too). Example: ``"Use `pnpm` 9.1 for /api/v2."``
-    → ``{"pnpm", "9.1", "/api/v2"}``.
-    """
-    out: set[str] = set()
-    for span in _BACKTICKS.findall(text):
-        for raw in span.split():
-            t = _clean_token(raw)
-            if t:
-                out.add(t.casefold())
-    for raw in _BACKTICKS.sub(" ", text).split():
-        t = _clean_token(raw)
-        if _is_identifier(t):
-            out.add(t.casefold())
-    return out
-
-
-def _contains_identifier(text_cf: str, ident: str) -> bool:
-    """Whether the case-folded ``text_cf`` contains ``ident`` as a whole token."""
-    pattern = r"(?<![\w])" + re.escape(ident) + r"(?![\w/])"
-    return re.search(pattern, text_cf) is not None
-
-
-def missing_identifiers(source: str, target: str) -> list[str]:
-    """The identifiers of ``source`` (see :func:`identifiers`) that ``target`` lacks,
-    sorted."""
-    cf = target.casefold()
-    return sorted(i for i in identifiers(source) if not _contains_identifier(cf, i))
+def group_signature(group: Sequence[Memory]) -> str:
+    """A candidate group's identity: SHA-256 (hex, 32 chars) of its members' sorted
+    ``id:content_hash``. Any change of a member's text, or another member, changes it."""
+    keys = sorted(f"{m.id}:{m.content_hash or content_hash(m.content)}" for m in group)
+    return hashlib.sha256("\n".join(keys).encode()).hexdigest()[:32]
 
 
 def _short(text: str) -> str:
@@ -583,8 +534,12 @@ class Dreamer:
 
     # -- grouping ------------------------------------------------------------------------
 
-    def groups(self, active: Sequence[Memory], sc: _Scope) -> tuple[list[list[Memory]], int]:
-        """Candidate groups of the scope's active memories, and how many were deferred.
+    def groups(self, active: Sequence[Memory], sc: _Scope,
+               settled: Set[str] = frozenset()) -> tuple[list[list[Memory]], int, int]:
+        """Candidate groups of the scope's active memories, how many were deferred, and
+        how many were left out as settled (their :func:`group_signature` is in
+        ``settled``: an earlier dream planned them "keep" or rejected their plan, and no
+        member changed since).
 
         Edges: same type, and either near-duplicate text (both modes) or, in LLM mode,
         subject similarity at least ``group_similarity`` (see :class:`DreamSettings`).
@@ -629,9 +584,12 @@ class Dreamer:
 
         edges: list[tuple[float, str, str]] = []
         for a, b in pairs:
-            text_sim = 1.0 if norm[a] == norm[b] else _similarity(norm[a], norm[b])
+            text_sim = 1.0 if norm[a] == norm[b] else similarity(norm[a], norm[b])
             if text_sim >= s.near_duplicate_similarity:
-                edges.append((1.0 + text_sim, a, b))  # near-duplicates join first
+                # rules mode: only texts one of which says all the other says
+                if self.planner is not None or self._restates(a, b, by_id, terms) \
+                        or self._restates(b, a, by_id, terms):
+                    edges.append((1.0 + text_sim, a, b))  # near-duplicates join first
                 continue
             if self.planner is None:
                 continue
@@ -652,15 +610,45 @@ class Dreamer:
             sets.setdefault(uf.find(m.id), []).append(m)
         groups = [sorted(g, key=lambda m: (m.created_at, m.id))
                   for g in sets.values() if len(g) >= 2]
-        groups.sort(key=lambda g: (g[0].created_at, g[0].id))
-        return groups[: s.max_groups], max(0, len(groups) - s.max_groups)
+        fresh = [g for g in groups if group_signature(g) not in settled]
+        fresh.sort(key=lambda g: (g[0].created_at, g[0].id))
+        return (fresh[: s.max_groups], max(0, len(fresh) - s.max_groups),
+                len(groups) - len(fresh))
 
     # -- planning ------------------------------------------------------------------------
 
+    def _restates(self, new: str, old: str, by_id: dict[str, Memory],
+                  terms: dict[str, frozenset[int]]) -> bool:
+        """Whether memory ``old`` says all that memory ``new`` says (ids of ``by_id``):
+        :func:`~opencode_memoryd.facts.restates` with the terms already computed."""
+        return terms[new] <= terms[old] and not missing_identifiers(
+            by_id[new].content, by_id[old].content)
+
     def _rules_plan(self, group: Sequence[Memory]) -> list[_Op]:
-        survivor = _oldest(group)
-        return [_Op(op="merge", memory_ids=[m.id for m in group], new_content=None,
-                    superseded_ids=[], reason="duplicate", survivor=survivor.id)]
+        """Collapse the members one member restates (every salient term and identifier)
+        into it: the member that restates the most others, the oldest on a tie. The rest
+        are kept; a group where no member restates another is kept whole."""
+        by_id = {m.id: m for m in group}
+        terms = {m.id: self._terms(m.content) for m in group}
+        best: tuple[Memory, list[str]] | None = None
+        for cand in sorted(group, key=lambda m: (m.created_at, m.id)):
+            covered = [m.id for m in group
+                       if m.id != cand.id and self._restates(m.id, cand.id, by_id, terms)]
+            if best is None or len(covered) > len(best[1]):
+                best = (cand, covered)
+        assert best is not None
+        survivor, covered = best
+        rest = [m.id for m in group if m.id != survivor.id and m.id not in covered]
+        ops = []
+        if covered:
+            ops.append(_Op(op="merge", memory_ids=[survivor.id, *covered], new_content=None,
+                           superseded_ids=[], reason="duplicate", survivor=survivor.id))
+        else:
+            rest.insert(0, survivor.id)
+        if rest:
+            ops.append(_Op(op="keep", memory_ids=rest, new_content=None, superseded_ids=[],
+                           reason="says more than the others"))
+        return ops
 
     def _ask(self, group: Sequence[Memory], project_root: str | None) -> ChatReplyLike:
         assert self.planner is not None
@@ -772,10 +760,16 @@ class Dreamer:
         if new_id in produced:
             return "the merged text is already written by another group of this dream"
         for m in group:
-            if m.id != new_id:
-                why = self.covers(m.content, content)
-                if why:
-                    return f"the merged text {why} (memory {m.id})"
+            if m.id == new_id:
+                continue
+            if o.survivor is not None:  # rules mode: a duplicate adds nothing to the survivor
+                if not restates(m.content, content, encoder=self._bm25):
+                    return (f"{_short(content)!r} does not say all that "
+                            f"{_short(m.content)!r} says (memory {m.id})")
+                continue
+            why = self.covers(m.content, content)
+            if why:
+                return f"the merged text {why} (memory {m.id})"
         existing: Memory | None = members.get(new_id)
         revived = False
         if existing is None:
@@ -887,7 +881,10 @@ class Dreamer:
                 res.reason = (f"dream run {pending[0]['id']} was interrupted and awaits "
                               "recovery; nothing was changed")
                 return self._finish(res, t0, "failed")
-            before, after, final = self._plan_all(res, sc, started, project_root)
+            settled: list[str] = []
+            before, after, final = self._plan_all(res, sc, started, project_root, settled)
+            if not dry_run:  # the next dreams of the scope do not plan these again
+                self.state.dream_settle(sc.key, settled, run_id, res.started_at)
             if final is not None:  # skipped or failed before anything was planned
                 res.status, res.reason = final
                 return self._finish(res, t0, "skipped" if final[0] == "skipped" else "failed")
@@ -937,21 +934,23 @@ class Dreamer:
         return res
 
     def _plan_all(self, res: DreamResult, sc: _Scope, now: datetime,
-                  project_root: str | None
+                  project_root: str | None, settled: list[str]
                   ) -> tuple[dict[str, dict[str, Any]], list[Memory], tuple[str, str] | None]:
-        """Group, plan and check; fill ``res``. Returns (before payloads by id, memories to
-        write in write order, ``(status, reason)`` when the dream ends early)."""
+        """Group, plan and check; fill ``res`` and ``settled`` (the signatures of the
+        groups kept whole or rejected by a check). Returns (before payloads by id, memories
+        to write in write order, ``(status, reason)`` when the dream ends early)."""
         s = self.settings
         active = list(self.store.scroll(sc.filter()))
         n_before = len(active)
         res.counts = {"before": n_before, "after": n_before, "merged": 0, "superseded": 0,
                       "created": 0, "updated": 0, "kept": n_before, "rejected_plans": 0,
-                      "groups": 0, "groups_deferred": 0}
+                      "groups": 0, "groups_deferred": 0, "groups_settled": 0}
         if n_before < 2:
             return {}, [], ("skipped", "fewer than two active memories")
-        groups, deferred = self.groups(active, sc)
+        groups, deferred, skipped = self.groups(active, sc, self.state.dream_settled(sc.key))
         res.counts["groups"] = len(groups)
         res.counts["groups_deferred"] = deferred
+        res.counts["groups_settled"] = skipped
         if not groups:
             return {}, [], ("skipped", "no candidate groups")
         budget = math.floor(s.max_retire_share * n_before)
@@ -988,11 +987,15 @@ class Dreamer:
                 continue
             except ExtractionError as exc:
                 res.rejected.append({"group": ids, "reason": f"bad plan: {exc}"})
+                settled.append(group_signature(group))
                 continue
             change = self.check(group, ops, sc, res.run_id, now, produced)
             if isinstance(change, str):
                 res.rejected.append({"group": ids, "reason": change})
+                settled.append(group_signature(group))
                 continue
+            if not change.after:
+                settled.append(group_signature(group))  # kept whole: nothing to do
             if retired + change.retired > budget:
                 res.rejected.append({"group": ids, "reason":
                                      f"cap reached: would retire {change.retired}, "
@@ -1027,10 +1030,14 @@ class Dreamer:
         return sum(1 for i in ids if now.get(i) != before.get(i))
 
     def _write(self, after: Sequence[Memory]) -> None:
-        half = max(1, len(after) // 2)
-        for i, m in enumerate(after, start=1):
-            self.store.upsert([m])
-            if i == half:
+        """Upsert ``after`` in batches of ``WRITE_BATCH``: the active memories (survivors
+        and merged ones) first, then the tombstones, so no fact is hidden mid-way."""
+        active = [m for m in after if m.is_active]
+        retired = [m for m in after if not m.is_active]
+        for part in (active, retired):
+            for start in range(0, len(part), WRITE_BATCH):
+                self.store.upsert(part[start:start + WRITE_BATCH])
+            if part is active:
                 _fault_point(FAULT_MID_APPLY)
 
     # -- recovery and undo ---------------------------------------------------------------

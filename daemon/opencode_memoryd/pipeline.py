@@ -16,7 +16,6 @@ existing point instead of adding a second one for the same (or a near-identical)
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import os
 import signal
@@ -30,6 +29,7 @@ from typing import Any, Protocol
 import structlog
 
 from opencode_memoryd.errors import ExtractionError, UpstreamError
+from opencode_memoryd.facts import restates, similarity
 from opencode_memoryd.models import (
     ExtractionResult,
     Memory,
@@ -160,11 +160,6 @@ def _successor(store: MemoryStore, tomb: Memory) -> Memory | None:
     return None
 
 
-def _similarity(a: str, b: str) -> float:
-    """Text similarity in [0, 1] of two normalised facts (difflib ratio on words)."""
-    return difflib.SequenceMatcher(None, a.split(), b.split()).ratio()
-
-
 def write_memories(
     store: MemoryStore,
     candidates: Sequence[dict[str, Any]],
@@ -180,7 +175,8 @@ def write_memories(
 
     A candidate whose normalised fact already has a point in the same scope and type (same
     deterministic id) or whose text is at least ``near_duplicate_similarity`` similar to an
-    existing memory of the same type and scope is not added: its provenance (session and
+    existing memory of the same type and scope that says all it says (every salient term
+    and identifier, :func:`~opencode_memoryd.facts.restates`) is not added: its provenance (session and
     message ids) is merged into the existing point. Replaying the same candidates therefore
     adds nothing. ``created_at`` of a new memory is the time of its first cited message.
 
@@ -213,8 +209,9 @@ def write_memories(
                                types=(c["type"],))
             for hit, _score in store.search(content, flt=flt, limit=5):
                 if (hit.scope == scope and hit.project_id == pkey
-                        and _similarity(norm, normalize_text(hit.content))
-                        >= near_duplicate_similarity):
+                        and similarity(norm, normalize_text(hit.content))
+                        >= near_duplicate_similarity
+                        and restates(content, hit.content)):
                     target, reason = hit, "near_duplicate"
                     break
         if target is not None:

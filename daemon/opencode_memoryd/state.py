@@ -103,6 +103,13 @@ _DDL = [
         result TEXT
     )""",
     "CREATE INDEX IF NOT EXISTS dream_runs_scope ON dream_runs (scope_key, started_at)",
+    """CREATE TABLE IF NOT EXISTS dream_settled (
+        scope_key TEXT NOT NULL,
+        signature TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        settled_at TEXT NOT NULL,
+        PRIMARY KEY (scope_key, signature)
+    )""",
     "CREATE INDEX IF NOT EXISTS dream_runs_status ON dream_runs (status)",
 ]
 
@@ -475,6 +482,25 @@ class StateDB:
             return c.execute(
                 text(f"UPDATE dream_runs SET status=:s, undone_at=:n WHERE id=:i "
                      f"AND status IN ({', '.join(names)})"), params).rowcount == 1
+
+    def dream_settled(self, scope_key: str) -> set[str]:
+        """Signatures of the candidate groups of a scope that a dream already settled
+        (planned "keep", or a plan rejected by a check)."""
+        with self._engine.begin() as c:
+            rows = c.execute(text("SELECT signature FROM dream_settled WHERE scope_key=:k"),
+                             {"k": scope_key}).all()
+        return {str(r[0]) for r in rows}
+
+    def dream_settle(self, scope_key: str, signatures: Sequence[str], run_id: str,
+                     now: str) -> None:
+        """Record group signatures as settled by ``run_id`` (idempotent)."""
+        if not signatures:
+            return
+        with self._engine.begin() as c:
+            c.execute(text("INSERT OR IGNORE INTO dream_settled (scope_key, signature, "
+                           "run_id, settled_at) VALUES (:k, :s, :r, :now)"),
+                      [{"k": scope_key, "s": sig, "r": run_id, "now": now}
+                       for sig in signatures])
 
     def dream_run(self, run_id: str) -> dict[str, Any] | None:
         """One dream run with its JSON columns decoded, or ``None``.
