@@ -10,6 +10,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -248,3 +249,39 @@ sweep_interval_seconds = 2
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=15)
     assert proc.returncode == 0
+
+
+def test_start_waits_for_a_command_holding_the_store_and_commands_wait_for_it(
+        daemon_config: Path, live_db: Path, isolated_env: dict[str, str],
+        state_db: Path) -> None:
+    import threading
+
+    from opencode_memoryd import config as cfgmod
+    from opencode_memoryd.store import EdgeStore
+
+    config = cfgmod.load_config(daemon_config, isolated_env)
+    held = EdgeStore(cfgmod.store_dir(config, isolated_env))  # a one-shot command's store
+    proc = start_daemon(daemon_config, isolated_env)
+    try:
+        log = state_db.parent / "opencode-memoryd.log"
+        assert wait_until(lambda: log.exists() and "store_busy_waiting" in log.read_text())
+        assert not (state_db.parent / "daemon.json").exists()
+        # a command started now waits for the starting daemon and is served by it
+        got: list[Any] = []
+        t = threading.Thread(target=lambda: got.append(
+            cli_json("--config", str(daemon_config), "status")))
+        t.start()
+        time.sleep(1.0)
+        assert t.is_alive()  # waiting, not failing on the busy store
+        held.close()
+        t.join(timeout=60)
+        assert got and got[0]["daemon"]["running"] is True
+        assert got[0]["daemon"]["pid"] == proc.pid
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=15)
+        assert proc.returncode == 0
+        assert not (state_db.parent / "daemon.pid").exists()
+    finally:
+        held.close()
+        if proc.poll() is None:
+            proc.kill()

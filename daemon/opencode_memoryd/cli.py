@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,9 @@ EXIT_INTERNAL = 3
 EXIT_SOURCE = 4
 EXIT_CONFIG = 78
 EXIT_INTERRUPTED = 130
+
+#: How long a command waits (s) for a daemon that is starting to serve it.
+DAEMON_START_WAIT_SECONDS = 60.0
 
 EXIT_CODES_HELP = """\
 exit codes:
@@ -164,7 +170,7 @@ def _via_daemon(app: App, name: str, payload: dict[str, Any]) -> tuple[bool, Any
 
     Returns ``(True, result)`` when a daemon answered, ``(False, None)`` when none runs.
     """
-    sock = app.daemon_socket()
+    sock = app.daemon_socket() or _wait_for_starting_daemon(app)
     if sock is None:
         return False, None
     from opencode_memoryd.control import ControlClient, DaemonUnreachableError, RemoteError
@@ -178,6 +184,45 @@ def _via_daemon(app: App, name: str, payload: dict[str, Any]) -> tuple[bool, Any
             return False, None
         except RemoteError as exc:
             raise _REMOTE_ERRORS.get(exc.type, MemorydError)(str(exc)) from exc
+
+
+def _daemon_starting(app: App) -> int | None:
+    """The pid of a daemon that is starting (``daemon.pid`` names a live
+    ``opencode-memoryd`` / ``opencode_memoryd`` process, and it does not serve yet)."""
+    try:
+        pid = int((app.state_dir / "daemon.pid").read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        try:  # no /proc (macOS)
+            cmdline = subprocess.run(["ps", "-p", str(pid), "-o", "command="],
+                                     capture_output=True, text=True, timeout=5).stdout
+        except (OSError, subprocess.SubprocessError):
+            return None
+    return pid if re.search(r"opencode[-_]memoryd\b.*\brun\b", cmdline) else None
+
+
+def _wait_for_starting_daemon(app: App) -> Path | None:
+    """While a daemon is starting up (it owns the store but does not serve yet), wait up
+    to ``DAEMON_START_WAIT_SECONDS`` for its control socket; ``None`` when no daemon is
+    starting, or it did not come up in time."""
+    pid = _daemon_starting(app)
+    if pid is None:
+        return None
+    print(f"opencode-memoryd: waiting for the daemon (pid {pid}) to finish starting",
+          file=sys.stderr)
+    deadline = time.monotonic() + DAEMON_START_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        sock = app.daemon_socket()
+        if sock is not None:
+            return sock
+        if _daemon_starting(app) is None:
+            return app.daemon_socket()
+        time.sleep(0.2)
+    return None
 
 
 def _remote_upstream(message: str) -> UpstreamError:

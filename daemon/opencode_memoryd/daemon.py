@@ -42,7 +42,7 @@ from filelock import FileLock, Timeout
 from opencode_memoryd import __version__
 from opencode_memoryd.app import DAEMON_INFO_FILE, App
 from opencode_memoryd.debounce import backoff_seconds
-from opencode_memoryd.errors import MemorydError, SourceError
+from opencode_memoryd.errors import MemorydError, SourceError, StoreInUseError
 from opencode_memoryd.models import iso_utc
 from opencode_memoryd.opencode import OpenCodeDB, source_identity
 from opencode_memoryd.pipeline import SessionProcessor
@@ -59,6 +59,8 @@ SHUTDOWN_GRACE_SECONDS = 7.0
 #: ``time_updated`` seen: a commit can land after a later-stamped one (OpenCode waits up
 #: to 5 s for the write lock).
 CHANGE_LOOKBACK_MS = 120_000
+#: How long start-up waits (s) for a one-shot command to release the embedded store.
+STORE_WAIT_SECONDS = 60.0
 #: The main loop waits at least this long (s) between two checks of the databases ...
 MIN_CHECK_INTERVAL_SECONDS = 0.02
 #: ... and at least this many times the duration of the previous check.
@@ -173,7 +175,7 @@ class Daemon:
         self.acquire_lock()
         self.started_at = self.clock()
         self.state = self.app.open_state()
-        self.store = self.app.open_store()
+        self.store = self._open_store()
         self.extractor = self.app.build_extractor()
         log.info("daemon_started", version=__version__, pid=os.getpid(),
                  mode=self.app.extraction_mode(), quiet_period_seconds=self.cfg.quiet_period_seconds,
@@ -189,6 +191,28 @@ class Daemon:
                                replace_existing=True)
         self._start_dreams()
         self._start_control()
+
+    def _open_store(self) -> Any:
+        """Open the store; while a one-shot command (``list``, ``maintain`` …) started
+        before the daemon still holds the embedded store, wait for it, up to
+        ``STORE_WAIT_SECONDS``.
+
+        Raises:
+            StoreInUseError: still held after that (another daemon, or a long command).
+        """
+        deadline = time.monotonic() + STORE_WAIT_SECONDS
+        warned = False
+        while True:
+            try:
+                return self.app.open_store()
+            except StoreInUseError as exc:
+                if time.monotonic() >= deadline or self.stop_event.is_set():
+                    raise
+                if not warned:
+                    log.warning("store_busy_waiting", error=str(exc),
+                                wait_seconds=STORE_WAIT_SECONDS)
+                    warned = True
+                self.stop_event.wait(0.25)
 
     # -- dreams -----------------------------------------------------------------------
 
@@ -582,6 +606,7 @@ class Daemon:
             if self.state is not None:
                 self.state.close()
         if self._lock is not None:
+            (self.app.state_dir / "daemon.pid").unlink(missing_ok=True)
             self._lock.release()
         log.info("daemon_stopped", abandoned_work=busy)
 

@@ -52,6 +52,10 @@ class StoreError(MemorydError):
     """The memory store failed, or refused an operation."""
 
 
+class StoreInUseError(StoreError):
+    """The embedded store is open in another process (Qdrant Edge allows one at a time)."""
+
+
 class EmbedderMismatchError(StoreError):
     """The store was built with a different embedder (name or dimension)."""
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from .bm25 import Bm25Encoder, SparseVector, default_encoder, settings_mismatch
-from .errors import EmbedderMismatchError, MemorydError, StoreError
+from .errors import EmbedderMismatchError, MemorydError, StoreError, StoreInUseError
 from .models import MEMORY_TYPES, SCOPES, Memory, iso_utc
 
 #: Version of the on-disk layout / metadata written by this module.
@@ -716,7 +716,7 @@ class EdgeStore(_StoreBase):
         except Exception as e:
             text = str(e)
             if re.search(r"WouldBlock|\block(ed)?\b", text, re.IGNORECASE):
-                raise StoreError(
+                raise StoreInUseError(
                     f"memory store {self.path} is in use: another opencode-memoryd process "
                     "(or another open store object) holds it, and Qdrant Edge allows one at a "
                     "time. Stop that process or go through the running daemon. "
