@@ -421,6 +421,34 @@ def test_undo_restores_exactly_the_pre_dream_store(cfg: Path, isolated_env: dict
     assert store_snapshot(cfg, isolated_env) == before_store
 
 
+def test_kill_9_mid_apply_then_the_next_command_finishes_the_dream(
+        cfg: Path, isolated_env: dict[str, str], sample_db: Path, tmp_path: Path) -> None:
+    import sys
+
+    seed(cfg, isolated_env)
+    before = listed(cfg)
+    env = {**os.environ, **isolated_env, "OPENCODE_MEMORYD_FAULT": "dream_mid_apply",
+           "PYTHONPATH": os.pathsep.join(sys.path)}
+    killed = subprocess.run(
+        [sys.executable, "-m", "opencode_memoryd", "--config", str(cfg), "dream", "--dir",
+         ACME, "--db", str(sample_db), "--json"],
+        env=env, capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert journal_lines(cfg, isolated_env) == []  # killed before journaling
+    # half applied: the surviving and merged memories are written, no tombstone yet
+    mid = listed(cfg)
+    assert MERGED_ID in mid and ACME_RETIRED <= set(mid)
+    # the next dream command rolls the interrupted run forward first, then dreams
+    again = cli_json("--config", str(cfg), "dream", "--dir", ACME, "--db", str(sample_db))
+    entries = journal_lines(cfg, isolated_env)
+    assert len(entries) == 2 and entries[1] == again
+    recovered = entries[0]
+    assert recovered["status"] == "ok" and "completed by recovery" in recovered["reason"]
+    check_acme_dream({**recovered, "reason": None}, trigger="forced")
+    check_acme_dreamed(before, listed(cfg))  # exactly the store of a clean dream
+    assert again["counts"]["merged"] == again["counts"]["superseded"] == 0  # nothing left
+
+
 # --------------------------------------------------------------------------- daemon
 
 

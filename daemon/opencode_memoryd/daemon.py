@@ -59,6 +59,8 @@ SHUTDOWN_GRACE_SECONDS = 7.0
 #: ``time_updated`` seen: a commit can land after a later-stamped one (OpenCode waits up
 #: to 5 s for the write lock).
 CHANGE_LOOKBACK_MS = 120_000
+#: Sessions queued per state-file transaction during a check.
+QUEUE_BATCH = 500
 #: How long start-up waits (s) for a one-shot command to release the embedded store.
 STORE_WAIT_SECONDS = 60.0
 #: The main loop waits at least this long (s) between two checks of the databases ...
@@ -405,20 +407,27 @@ class Daemon:
         marks = self.state.marks(ident, first) if first else {}
         newest = src.db.last_messages(first) if first else {}
         n = 0
-        for s in changed:
+        for start in range(0, len(changed), QUEUE_BATCH):
             if self.stop_event.is_set():
                 break  # SIGTERM during a long catch-up: the sweep at next start resumes it
-            first_sight = s.id not in src.seen
-            src.seen[s.id] = s.time_updated
-            src.high_water = max(src.high_water or 0, s.time_updated)
-            if first_sight:
-                last, mark = newest.get(s.id), marks.get(s.id)
-                if last is None or (mark is not None and last <= mark):
-                    continue  # no message yet, or read up to its newest one already
-            due = self.state.queue_touch(ident, s.id, now_ms, self.cfg.quiet_period_seconds,
-                                         self.cfg.max_wait_seconds)
-            self._arm(ident, s.id, due)
-            n += 1
+            due_ids = []
+            for s in changed[start:start + QUEUE_BATCH]:
+                first_sight = s.id not in src.seen
+                if first_sight:
+                    last, mark = newest.get(s.id), marks.get(s.id)
+                    if last is None or (mark is not None and last <= mark):
+                        src.seen[s.id] = s.time_updated
+                        continue  # no message yet, or read up to its newest one already
+                due_ids.append(s.id)
+            dues = self.state.queue_touch_many(ident, due_ids, now_ms,
+                                               self.cfg.quiet_period_seconds,
+                                               self.cfg.max_wait_seconds)
+            for s in changed[start:start + QUEUE_BATCH]:  # seen only once safely queued
+                src.seen[s.id] = s.time_updated
+                src.high_water = max(src.high_water or 0, s.time_updated)
+            for sid, due in dues.items():
+                self._arm(ident, sid, due)
+            n += len(dues)
         return n
 
     def _safety_sweep(self) -> None:

@@ -305,22 +305,34 @@ class StateDB:
         The first change of a pending session starts its max-wait clock; later changes
         only push the quiet period (see :mod:`opencode_memoryd.debounce`).
         """
+        return self.queue_touch_many(source_id, [session_id], now_ms, quiet_seconds,
+                                     max_wait_seconds)[session_id]
+
+    def queue_touch_many(self, source_id: str, session_ids: Sequence[str], now_ms: int,
+                         quiet_seconds: float, max_wait_seconds: float) -> dict[str, int]:
+        """:meth:`queue_touch` for several sessions in one transaction (one fsync);
+        returns each session's new due time (ms)."""
         from opencode_memoryd.debounce import Pending
 
+        out: dict[str, int] = {}
         with self._engine.begin() as c:
-            row = c.execute(text("SELECT first_change_ms, last_change_ms FROM queue "
-                                 "WHERE source_id=:s AND session_id=:sid"),
-                            {"s": source_id, "sid": session_id}).first()
-            pending = (Pending(int(row[0]), int(row[1])).touched(now_ms) if row
-                       else Pending(now_ms, now_ms))
-            due = pending.due_ms(quiet_seconds=quiet_seconds, max_wait_seconds=max_wait_seconds)
-            c.execute(text("""INSERT INTO queue (source_id, session_id, first_change_ms,
-                                last_change_ms, due_ms) VALUES (:s, :sid, :f, :l, :d)
-                              ON CONFLICT (source_id, session_id) DO UPDATE SET
-                                last_change_ms=excluded.last_change_ms, due_ms=excluded.due_ms"""),
-                      {"s": source_id, "sid": session_id, "f": pending.first_change_ms,
-                       "l": pending.last_change_ms, "d": due})
-        return due
+            for session_id in session_ids:
+                row = c.execute(text("SELECT first_change_ms, last_change_ms FROM queue "
+                                     "WHERE source_id=:s AND session_id=:sid"),
+                                {"s": source_id, "sid": session_id}).first()
+                pending = (Pending(int(row[0]), int(row[1])).touched(now_ms) if row
+                           else Pending(now_ms, now_ms))
+                due = pending.due_ms(quiet_seconds=quiet_seconds,
+                                     max_wait_seconds=max_wait_seconds)
+                c.execute(text("""INSERT INTO queue (source_id, session_id, first_change_ms,
+                                    last_change_ms, due_ms) VALUES (:s, :sid, :f, :l, :d)
+                                  ON CONFLICT (source_id, session_id) DO UPDATE SET
+                                    last_change_ms=excluded.last_change_ms,
+                                    due_ms=excluded.due_ms"""),
+                          {"s": source_id, "sid": session_id, "f": pending.first_change_ms,
+                           "l": pending.last_change_ms, "d": due})
+                out[session_id] = due
+        return out
 
     def queue_reschedule(self, source_id: str, session_id: str, due_ms: int, note: str) -> None:
         """Move a queued session's due time (a wait, not a failure)."""
