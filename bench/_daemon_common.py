@@ -169,17 +169,23 @@ class Daemon:
             return "(no stderr)"
         return "\n".join(text.splitlines()[-lines:])
 
-    def wait_ready(self, timeout: float = 120) -> float:
-        """Wait until start-up is complete (``daemon.json`` written); return seconds taken.
+    def caught_up(self) -> bool:
+        """Whether the daemon logged ``catch_up_queued``: its first full pass over the
+        databases is done, so from then on the queue reflects the catch-up work."""
+        try:
+            return '"catch_up_queued"' in (self.box.state_dir /
+                                           "opencode-memoryd.log").read_text(errors="replace")
+        except OSError:
+            return False
 
-        The daemon writes it after queueing every changed session of its first full check
-        and starting its watcher, so from then on the queue reflects the catch-up work.
-        """
+    def wait_ready(self, timeout: float = 120) -> float:
+        """Wait until start-up is complete (``daemon.json`` written: commands are served)
+        and the first full pass is done (:meth:`caught_up`); return seconds taken."""
         info = self.box.state_dir / "daemon.json"
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             self.check_alive()
-            if info.exists():
+            if info.exists() and self.caught_up():
                 return time.monotonic() - self.started
             time.sleep(0.02)
         raise TimeoutError(f"daemon not ready after {timeout} s\n{self.stderr_tail()}")

@@ -228,7 +228,7 @@ def bench_catch_up(big: Path, n: int, seconds: float, quiet: float,
         d = box.start_daemon()
         reader = StateReader(box.state_db)
         info = box.state_dir / "daemon.json"
-        ready_at = done_at = None
+        ready_at = done_at = serving_at = None
         samples: list[tuple[float, int, int, float]] = []
         end = time.monotonic() + seconds
         while time.monotonic() < end:
@@ -237,14 +237,17 @@ def bench_catch_up(big: Path, n: int, seconds: float, quiet: float,
             t = time.monotonic() - d.started
             queued, marked = reader.queue_len(), reader.marks_count()
             samples.append((t, max(queued, 0) + marked, marked, d.cpu_seconds()))
-            if ready_at is None and info.exists():
+            if serving_at is None and info.exists():
+                serving_at = t
+            if ready_at is None and d.caught_up():
                 ready_at = t
             if ready_at is not None and queued == 0:
                 done_at = t
                 break
         t, seen, marked, cpu = samples[-1]
         print(f"  after {t:.0f} s: {seen} sessions queued so far, {marked} extracted (marks); "
-              f"ready (start-up finished, watcher on): "
+              f"serving commands: {'%.1f s' % serving_at if serving_at else 'not yet'}; "
+              f"first full pass done: "
               f"{'%.1f s' % ready_at if ready_at else 'not yet'}; CPU {cpu:.1f} s "
               f"({100 * cpu / t:.0f} % of one core); RSS {d.rss_mb():.0f} MiB")
         if done_at is not None:
@@ -261,7 +264,7 @@ def bench_catch_up(big: Path, n: int, seconds: float, quiet: float,
                       f"{(n - marked) / x_rate / 60 + t / 60:.0f} min (not waited for)")
         code, stop_s = d.stop(timeout=stop_timeout)
         if code is None:
-            still = "" if info.exists() else " while still in start-up (no daemon.json yet)"
+            still = "" if d.caught_up() else " during the first full pass"
             print(f"  SIGTERM{still} -> no exit within {stop_s:.0f} s; killed")
         else:
             print(f"  SIGTERM -> exit code {code} after {stop_s:.2f} s")

@@ -233,8 +233,8 @@ sweep_interval_seconds = 2
 """)
     proc = start_daemon(slow, isolated_env)
     try:
-        # daemon.json is written after the start-up catch-up pass
-        assert wait_until(lambda: (state_db.parent / "daemon.json").exists())
+        log = state_db.parent / "opencode-memoryd.log"
+        assert wait_until(lambda: log.read_text().count('"catch_up_queued"') == 2)
         assert _queued(state_db) == set()  # OpenCode's trailing updates do not re-queue
         # a new turn is seen through the change window
         w = OpenCodeWriter(live_db)

@@ -318,6 +318,8 @@ def _cmd_status(app: App, args: argparse.Namespace) -> int:
     if d.get("running"):
         print(f"daemon:      running (pid {d['pid']}, since {d['since']}, "
               f"{d['change_detection']})")
+        if d.get("catching_up"):
+            print("catching up: the first pass over the databases is still running")
         if d.get("paused"):
             print(f"paused:      {d['paused']['reason']} (until {d['paused']['until']})")
         print(f"pending:     {len(d['pending'])} session(s)"

@@ -134,6 +134,9 @@ class Daemon:
         self.started_at: datetime | None = None
         self.last_error: str | None = None
         self.last_extraction: dict[str, dict[str, Any]] = {}
+        #: the first full pass over the databases (start-up catch-up) is done
+        self.caught_up = False
+        self._running: set[str] = set()  # job ids of the session runs in progress
         self._lock: FileLock | None = None
         self._watcher: DbWatcher | None = None
         self._control: Any = None
@@ -183,10 +186,12 @@ class Daemon:
                  mode=self.app.extraction_mode(), quiet_period_seconds=self.cfg.quiet_period_seconds,
                  max_wait_seconds=self.cfg.max_wait_seconds)
         self.scheduler.start()
-        # re-arm what was queued before a restart, then catch up on everything
+        # re-arm what was queued before a restart; the main loop's first pass (a full
+        # one) catches up on everything else, while status and commands are served
         for row in self.state.queue():
             self._arm(row["source_id"], row["session_id"], int(row["due_ms"]))
-        self.check_sources(full=True)
+        self._full_sweep_requested = True
+        self._poke.set()
         self._start_watcher()
         self.scheduler.add_job(self._safety_sweep, "interval",
                                seconds=self.cfg.sweep_interval_seconds, id="sweep",
@@ -431,8 +436,13 @@ class Daemon:
         return n
 
     def _safety_sweep(self) -> None:
-        self._poke.set()
+        """Ask the main loop for a full pass; re-arm queued sessions that lost their job."""
+        for row in self.state.queue():
+            job_id = self.job_id(row["source_id"], row["session_id"])
+            if self.scheduler.get_job(job_id) is None and job_id not in self._running:
+                self._arm(row["source_id"], row["session_id"], int(row["due_ms"]))
         self._full_sweep_requested = True
+        self._poke.set()
 
     # -- jobs -------------------------------------------------------------------------
 
@@ -479,10 +489,20 @@ class Daemon:
         return None
 
     def _run_session(self, source_id: str, session_id: str) -> None:
+        job_id = self.job_id(source_id, session_id)
+        self._running.add(job_id)
+        try:
+            self._run_session_now(source_id, session_id)
+        finally:
+            self._running.discard(job_id)
+
+    def _run_session_now(self, source_id: str, session_id: str) -> None:
         if self.stop_event.is_set():
             return
         src = self._sources.get(source_id)
         if src is None:
+            if not self.caught_up:  # re-armed at start, before its database is open
+                self._retry(source_id, session_id, 1.0, "waiting for start-up")
             return  # its database is gone; the queue keeps the entry for a later return
         wait = self._llm_gate()
         if wait is not None:
@@ -575,7 +595,11 @@ class Daemon:
             full, self._full_sweep_requested = self._full_sweep_requested, False
             started = time.monotonic()
             try:
-                self.check_sources(full=full)
+                queued = self.check_sources(full=full)
+                if not self.caught_up and not self.stop_event.is_set():
+                    self.caught_up = True
+                    log.info("catch_up_queued", sessions=queued,
+                             seconds=round(time.monotonic() - started, 3))
             except (MemorydError, OSError) as exc:
                 self.last_error = str(exc)
                 log.warning("check_failed", error=str(exc))
@@ -626,6 +650,7 @@ class Daemon:
         return {
             "running": True,
             "pid": os.getpid(),
+            "catching_up": not self.caught_up,
             "since": iso_utc(self.started_at) if self.started_at else None,
             "databases": [{"path": str(s.path), "schema": s.db.schema.describe()}
                           for s in self._sources.values()],
