@@ -431,6 +431,8 @@ class Daemon:
                 src.seen[s.id] = s.time_updated
                 src.high_water = max(src.high_water or 0, s.time_updated)
             for sid, due in dues.items():
+                if self.stop_event.is_set():
+                    break  # queued in the state file: the next start re-arms it
                 self._arm(ident, sid, due)
             n += len(dues)
         return n

@@ -88,7 +88,8 @@ def configure(
                         structlog.processors.JSONRenderer()],
         ))
         root.addHandler(fh)
-    for noisy in ("httpx", "httpx2", "httpcore", "httpcore2", "openai", "urllib3"):
+    for noisy in ("httpx", "httpx2", "httpcore", "httpcore2", "openai", "urllib3",
+                  "apscheduler", "watchfiles"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
     structlog.configure(
