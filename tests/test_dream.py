@@ -173,7 +173,10 @@ SETTINGS = DreamSettings(max_retire_share=0.5)
 
 def test_identifiers_and_missing() -> None:
     assert identifiers("Use `pnpm vitest --run` with Python 3.9 at /api/v2.") == {
-        "pnpm", "vitest", "--run", "3.9", "/api/v2"}
+        "pnpm vitest --run", "3.9", "/api/v2"}
+    assert missing_identifiers("Run `cargo test billing`.",
+                               "Run `cargo test:unit billing`.") == ["cargo test billing"]
+    assert missing_identifiers("Run `cargo  test`.", "Run `Cargo test` now.") == []
     assert identifiers("The project uses pnpm, never npm.") == {"pnpm", "npm"}
     assert identifiers("Secrets stay [REDACTED:jwt] - e.g. PostgreSQL") == {
         "redacted:jwt", "postgresql"}
@@ -530,6 +533,12 @@ def test_rules_mode_keeps_near_duplicates_that_differ_in_an_identifier(
 
 @pytest.mark.parametrize(("old", "new"), [
     ("The webhook worker runs on Python 3.10.", "The metrics worker runs on Python 3.10."),
+    ("The webhook service uses memcached for caching.",
+     "The cache service uses memcached for caching."),
+    ("Important: Deploys of the upload service go to us-east-1 after review.",
+     "Deploys of the importer service go to us-east-1 after review."),
+    ("Run the billing tests with `cargo test:unit billing` from the repository root.",
+     "Run the billing tests with `cargo test billing` from the repository root."),
     ("Deploys of the search service go to Heroku after review.",
      "Deploys of the search service go to Render after review."),
     ("The service listens on port 8080 in every environment we run.",

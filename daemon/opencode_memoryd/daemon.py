@@ -179,6 +179,10 @@ class Daemon:
         """Lock, open state and store, catch up, start watching and scheduling."""
         self.acquire_lock()
         self.started_at = self.clock()
+        # modules other threads use, imported before any of them starts (a module being
+        # imported by one thread is seen half-initialised by another)
+        import opencode_memoryd.control  # noqa: F401
+        import opencode_memoryd.journal  # noqa: F401
         self.state = self.app.open_state()
         self.store = self._open_store()
         self.extractor = self.app.build_extractor()
@@ -252,9 +256,14 @@ class Daemon:
             if not is_open:
                 log.debug("dream_gate_closed", project=project_key or "user", reason=why)
                 continue
-            with self.project_lock(project_key or "user"):
-                self.app.run_dream(self.dreamer, self.journal, project_key, project_root,
-                                   trigger=trigger)
+            try:
+                with self.project_lock(project_key or "user"):
+                    self.app.run_dream(self.dreamer, self.journal, project_key, project_root,
+                                       trigger=trigger)
+            except Exception as exc:  # one scope's failure must not end the others' dreams
+                self.last_error = f"dream of {project_key or 'user'}: {exc}"
+                log.exception("dream_crashed", project=project_key or "user")
+                continue
             self.last_dream[project_key or "user"] = iso_utc(self.clock())
 
     def dream_now(self, payload: dict[str, Any]) -> dict[str, Any]:

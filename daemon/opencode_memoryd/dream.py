@@ -6,7 +6,7 @@ consolidates each group:
 
 * **rules mode** (no LLM): exact and near-exact duplicates (word similarity at least
   ``near_duplicate_similarity``, same type and scope, and one says all the other says:
-  every salient term and identifier, :func:`~opencode_memoryd.facts.restates`) collapse
+  every content word and identifier, :func:`~opencode_memoryd.facts.restates`) collapse
   into the member that restates the most others (the oldest on a tie);
 * **LLM mode**: a chat model proposes, per group, a plan of ``merge`` (one new memory
   holding the facts of several), ``supersede`` (a newer memory replaces older ones on the
@@ -28,7 +28,7 @@ of the dream goes on:
      stopword-free terms of the project's BM25 tokenizer, :mod:`opencode_memoryd.bm25`);
      the text is redacted (:func:`~opencode_memoryd.redaction.redact`), at most
      ``max_chars`` characters, and not junk (:func:`~opencode_memoryd.extraction.junk_reason`);
-   * *rules-mode duplicates*: the surviving memory's text must hold every salient term
+   * *rules-mode duplicates*: the surviving memory's text must hold every content word
      and identifier of each duplicate (:func:`~opencode_memoryd.facts.restates`): "The
      metrics worker runs on Python 3.10." is not a duplicate of "The webhook worker runs
      on Python 3.10.", however similar;
@@ -95,7 +95,13 @@ from opencode_memoryd.models import (
     point_id,
     scope_key,
 )
-from opencode_memoryd.facts import identifiers, missing_identifiers, restates, similarity
+from opencode_memoryd.facts import (
+    content_words,
+    identifiers,
+    missing_identifiers,
+    restates,
+    similarity,
+)
 from opencode_memoryd.redaction import redact
 from opencode_memoryd.state import StateDB
 from opencode_memoryd.store import MemoryFilter, MemoryStore
@@ -551,6 +557,8 @@ class Dreamer:
         by_id = {m.id: m for m in active}
         norm = {m.id: normalize_text(m.content) for m in active}
         terms = {m.id: self._terms(m.content) for m in active}
+        words = ({m.id: content_words(m.content) for m in active} if self.planner is None
+                 else {})
         df: dict[int, int] = {}
         for ts in terms.values():
             for t in ts:
@@ -587,8 +595,8 @@ class Dreamer:
             text_sim = 1.0 if norm[a] == norm[b] else similarity(norm[a], norm[b])
             if text_sim >= s.near_duplicate_similarity:
                 # rules mode: only texts one of which says all the other says
-                if self.planner is not None or self._restates(a, b, by_id, terms) \
-                        or self._restates(b, a, by_id, terms):
+                if self.planner is not None or self._restates(a, b, by_id, words) \
+                        or self._restates(b, a, by_id, words):
                     edges.append((1.0 + text_sim, a, b))  # near-duplicates join first
                 continue
             if self.planner is None:
@@ -618,22 +626,22 @@ class Dreamer:
     # -- planning ------------------------------------------------------------------------
 
     def _restates(self, new: str, old: str, by_id: dict[str, Memory],
-                  terms: dict[str, frozenset[int]]) -> bool:
+                  words: dict[str, frozenset[str]]) -> bool:
         """Whether memory ``old`` says all that memory ``new`` says (ids of ``by_id``):
-        :func:`~opencode_memoryd.facts.restates` with the terms already computed."""
-        return terms[new] <= terms[old] and not missing_identifiers(
+        :func:`~opencode_memoryd.facts.restates` with the content words already computed."""
+        return words[new] <= words[old] and not missing_identifiers(
             by_id[new].content, by_id[old].content)
 
     def _rules_plan(self, group: Sequence[Memory]) -> list[_Op]:
-        """Collapse the members one member restates (every salient term and identifier)
+        """Collapse the members one member restates (every content word and identifier)
         into it: the member that restates the most others, the oldest on a tie. The rest
         are kept; a group where no member restates another is kept whole."""
         by_id = {m.id: m for m in group}
-        terms = {m.id: self._terms(m.content) for m in group}
+        words = {m.id: content_words(m.content) for m in group}
         best: tuple[Memory, list[str]] | None = None
         for cand in sorted(group, key=lambda m: (m.created_at, m.id)):
             covered = [m.id for m in group
-                       if m.id != cand.id and self._restates(m.id, cand.id, by_id, terms)]
+                       if m.id != cand.id and self._restates(m.id, cand.id, by_id, words)]
             if best is None or len(covered) > len(best[1]):
                 best = (cand, covered)
         assert best is not None
@@ -763,7 +771,7 @@ class Dreamer:
             if m.id == new_id:
                 continue
             if o.survivor is not None:  # rules mode: a duplicate adds nothing to the survivor
-                if not restates(m.content, content, encoder=self._bm25):
+                if not restates(m.content, content):
                     return (f"{_short(content)!r} does not say all that "
                             f"{_short(m.content)!r} says (memory {m.id})")
                 continue

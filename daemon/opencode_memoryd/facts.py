@@ -4,10 +4,9 @@ Used at write time (:func:`opencode_memoryd.pipeline.write_memories`: is a candi
 near-duplicate of a stored memory?) and by dreams (:mod:`opencode_memoryd.dream`: may a
 memory be retired into another one?). The rule both rely on: a text may stand in for
 another only when it keeps **every identifier** of it (:func:`identifiers`) and, for a
-near-exact duplicate, **every salient term** (the stemmed, stopword-free terms of the BM25
-tokenizer, :mod:`opencode_memoryd.bm25`): "The metrics worker runs on Python 3.10." is
-95% similar to "The webhook worker runs on Python 3.10." word for word, and a different
-fact.
+near-exact duplicate, **every content word** (:func:`content_words`): "The metrics worker
+runs on Python 3.10." is 95% similar to "The webhook worker runs on Python 3.10." word
+for word, and a different fact.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from __future__ import annotations
 import difflib
 import re
 
-from opencode_memoryd.bm25 import Bm25Encoder, default_encoder
+from opencode_memoryd.bm25 import ENGLISH_STOPWORDS
 
 
 def similarity(a: str, b: str) -> float:
@@ -23,18 +22,24 @@ def similarity(a: str, b: str) -> float:
     return difflib.SequenceMatcher(None, a.split(), b.split()).ratio()
 
 
-def salient_terms(text: str, encoder: Bm25Encoder | None = None) -> frozenset[int]:
-    """The salient terms of ``text``: its stemmed, stopword-free BM25 token ids."""
-    return frozenset((encoder or default_encoder()).embed_query(text).indices)
+_WORD = re.compile(r"\w+")
 
 
-def restates(new: str, old: str, *, encoder: Bm25Encoder | None = None) -> bool:
-    """Whether ``old`` already says all that ``new`` says: every salient term and every
-    identifier of ``new`` is in ``old`` (word order, case, punctuation and stopwords may
-    differ). Not symmetric: ``old`` may say more."""
-    if missing_identifiers(new, old):
+def content_words(text: str) -> frozenset[str]:
+    """The words of ``text`` that carry content: case-folded runs of letters and digits,
+    less English stopwords (:data:`opencode_memoryd.bm25.ENGLISH_STOPWORDS`). Not
+    stemmed: "cache" is not "caching", "importer" is not "important"."""
+    return frozenset(w for w in _WORD.findall(text.casefold()) if w not in ENGLISH_STOPWORDS)
+
+
+def restates(new: str, old: str) -> bool:
+    """Whether ``old`` already says all that ``new`` says: every content word
+    (:func:`content_words`) and every identifier (:func:`identifiers`) of ``new`` is in
+    ``old``; case, punctuation, stopwords and word order may differ. Not symmetric:
+    ``old`` may say more."""
+    if not content_words(new) <= content_words(old):
         return False
-    return salient_terms(new, encoder) <= salient_terms(old, encoder)
+    return not missing_identifiers(new, old)
 
 
 _IDENT_STRIP = "\"'()[]{}<>,;!?*"
@@ -65,21 +70,21 @@ def _clean_token(raw: str) -> str:
 
 
 def identifiers(text: str) -> set[str]:
-    """The identifiers of a memory text, case-folded: every token inside backticks, and
-    every other token that has a digit, a path or URL character (``/ \\ _ @ # + :``), an
+    """The identifiers of a memory text, case-folded: every code span (the text inside
+    backticks, whitespace folded, as one identifier), and every other token that has a digit, a path or URL character (``/ \\ _ @ # + :``), an
     inner dot, a leading ``-``, ``/``, ``~`` or ``.``, a capital after its first letter,
     or is a lowercase word of two or more letters with no vowel (``npm``, ``ssh``).
 
     Tokens are split on whitespace and stripped of quotes, brackets and sentence
-    punctuation (a trailing ``.`` or ``:`` too). Example: ``"Use `pnpm` 9.1 for /api/v2."``
-    → ``{"pnpm", "9.1", "/api/v2"}``.
+    punctuation (a trailing ``.`` or ``:`` too). Example: ``"Use `pnpm test` 9.1 for
+    /api/v2."`` → ``{"pnpm test", "9.1", "/api/v2"}``: a command is kept whole, so
+    ``cargo test billing`` is not found in ``cargo test:unit billing``.
     """
     out: set[str] = set()
     for span in _BACKTICKS.findall(text):
-        for raw in span.split():
-            t = _clean_token(raw)
-            if t:
-                out.add(t.casefold())
+        t = " ".join(span.split()).casefold()
+        if t:
+            out.add(t)
     for raw in _BACKTICKS.sub(" ", text).split():
         t = _clean_token(raw)
         if _is_identifier(t):
@@ -96,5 +101,5 @@ def _contains_identifier(text_cf: str, ident: str) -> bool:
 def missing_identifiers(source: str, target: str) -> list[str]:
     """The identifiers of ``source`` (see :func:`identifiers`) that ``target`` lacks,
     sorted."""
-    cf = target.casefold()
+    cf = " ".join(target.split()).casefold()
     return sorted(i for i in identifiers(source) if not _contains_identifier(cf, i))

@@ -19,6 +19,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+# openai checks ``sys.modules['httpx']`` on every request; importing httpx here, before
+# any worker thread runs, keeps a request from seeing it half-imported by another
+# thread ("partially initialized module 'httpx'").
+import httpx  # noqa: F401
 import httpx2
 import openai
 import structlog
