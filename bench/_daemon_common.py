@@ -53,6 +53,22 @@ class TimedWriter(OpenCodeWriter):
             self.session_commit = time.time()
 
 
+def home_dirs(root: Path) -> dict[str, str]:
+    """HOME, the XDG folders and TMPDIR inside ``root`` (created): a throw-away home."""
+    home = root / "home"
+    env = {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local/share"),
+        "XDG_STATE_HOME": str(home / ".local/state"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "TMPDIR": str(root / "tmp"),
+    }
+    for p in env.values():
+        Path(p).mkdir(parents=True, exist_ok=True)
+    return env
+
+
 class Sandbox:
     """A temporary HOME with its XDG folders, a config file and the daemon's paths.
 
@@ -63,17 +79,7 @@ class Sandbox:
 
     def __init__(self, root: Path, config: str) -> None:
         self.root = root
-        home = root / "home"
-        self.env = {
-            "HOME": str(home),
-            "XDG_CONFIG_HOME": str(home / ".config"),
-            "XDG_DATA_HOME": str(home / ".local/share"),
-            "XDG_STATE_HOME": str(home / ".local/state"),
-            "XDG_CACHE_HOME": str(home / ".cache"),
-            "TMPDIR": str(root / "tmp"),
-        }
-        for p in self.env.values():
-            Path(p).mkdir(parents=True, exist_ok=True)
+        self.env = home_dirs(root)
         self.data_dir = Path(self.env["XDG_DATA_HOME"]) / "opencode"
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.opencode_db = self.data_dir / "opencode.db"

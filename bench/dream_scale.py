@@ -69,7 +69,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "daemon"))
+sys.path.insert(0, str(ROOT / "bench"))
 
+from _daemon_common import home_dirs  # noqa: E402
 from fake_openai import FakeOpenAI  # noqa: E402
 
 from opencode_memoryd import logs  # noqa: E402
@@ -618,17 +620,7 @@ def seed_store(path: Path, memories: list[Memory], batch: int = 500) -> float:
 def sandbox_env(root: Path) -> dict[str, str]:
     """HOME and the XDG folders inside ``root``; also applied to this process, so nothing
     (the openai SDK included) can read or write the real home directory."""
-    home = root / "home"
-    env = {
-        "HOME": str(home),
-        "XDG_CONFIG_HOME": str(home / ".config"),
-        "XDG_DATA_HOME": str(home / ".local/share"),
-        "XDG_STATE_HOME": str(home / ".local/state"),
-        "XDG_CACHE_HOME": str(home / ".cache"),
-        "TMPDIR": str(root / "tmp"),
-    }
-    for p in env.values():
-        Path(p).mkdir(parents=True, exist_ok=True)
+    env = home_dirs(root)
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENCODE_DB", "OPENCODE_MEMORYD_CONFIG",
                  "OPENCODE_MEMORYD_FAULT", "XDG_RUNTIME_DIR"):
         os.environ.pop(name, None)
