@@ -371,6 +371,10 @@ def test_plan_that_drops_a_fact_is_rejected(store: EdgeStore, state: StateDB) ->
         # a merge that keeps the identifiers but too few of the terms
         ({"op": "merge", "memory_ids": ["API_1", "API_2"], "superseded_ids": [],
           "new_content": "The REST API at /api/v2 exists."}, "keeps"),
+        # one plain word of a merged memory ("rate limiting") is lost
+        ({"op": "merge", "memory_ids": ["API_1", "API_2"], "superseded_ids": [],
+          "new_content": "The gateway serves the REST API under /api/v2 with limits."},
+         "keeps 83% of the terms"),
         ({"op": "merge", "memory_ids": ["API_1", "API_2"], "superseded_ids": [],
           "new_content": None}, "new_content is missing"),
         ({"op": "merge", "memory_ids": ["API_1", "API_2"], "superseded_ids": [],

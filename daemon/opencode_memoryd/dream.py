@@ -24,8 +24,10 @@ of the dream goes on:
      ``-``, ``/``, ``~`` or ``.``, an inner capital, or a lowercase word with no vowel
      such as ``npm``/``pnpm``, and anything in backticks: e.g. ``/api/v2``, ``3.9``,
      ``pnpm``, ``--run``, ``PostgreSQL``), compared case-insensitively as whole tokens,
-     **and** at least ``min_coverage`` (0.6) of its salient terms (the stemmed,
-     stopword-free terms of the project's BM25 tokenizer, :mod:`opencode_memoryd.bm25`);
+     **and** at least ``min_coverage`` (1.0: all, as the prompt asks "never drop a
+     detail") of its salient terms (the stemmed, stopword-free terms of the project's BM25
+     tokenizer, :mod:`opencode_memoryd.bm25`), so "the metrics worker" cannot be merged
+     away into "the webhook worker";
      the text is redacted (:func:`~opencode_memoryd.redaction.redact`), at most
      ``max_chars`` characters, and not junk (:func:`~opencode_memoryd.extraction.junk_reason`);
    * *rules-mode duplicates*: the surviving memory's text must hold every content word
@@ -177,7 +179,9 @@ class DreamSettings:
         max_group_size: most memories in one group.
         max_groups: most groups one dream plans (more are left for the next dream).
         max_chars: longest merged text, in characters.
-        min_coverage: share of a merged memory's salient terms the merged text must keep.
+        min_coverage: share of a merged memory's salient terms the merged text must keep
+            (default 1.0: every one; a merge that cannot keep them all is rejected and the
+            memories stay as they are).
         supersede_overlap: share of a superseded memory's salient terms the superseding
             memory must share.
         all_pairs_limit: types with at most this many memories are compared pairwise;
@@ -194,7 +198,7 @@ class DreamSettings:
     max_group_size: int = 8
     max_groups: int = 50
     max_chars: int = 300
-    min_coverage: float = 0.6
+    min_coverage: float = 1.0
     supersede_overlap: float = 0.5
     all_pairs_limit: int = 200
     search_limit: int = 10
