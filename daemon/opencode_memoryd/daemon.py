@@ -41,9 +41,13 @@ from filelock import FileLock, Timeout
 
 from opencode_memoryd import __version__
 from opencode_memoryd.app import DAEMON_INFO_FILE, App
+# imported here, before any worker thread starts: a module one thread is importing is seen
+# half-initialised by another
+from opencode_memoryd.control import ControlServer, socket_path
 from opencode_memoryd.debounce import backoff_seconds
 from opencode_memoryd.errors import MemorydError, SourceError, StoreInUseError
-from opencode_memoryd.models import iso_utc
+from opencode_memoryd.journal import DreamJournal
+from opencode_memoryd.models import iso_utc, scope_project
 from opencode_memoryd.opencode import OpenCodeDB, source_identity
 from opencode_memoryd.pipeline import SessionProcessor
 from opencode_memoryd.watcher import DbWatcher
@@ -136,7 +140,6 @@ class Daemon:
         self.last_extraction: dict[str, dict[str, Any]] = {}
         #: the first full pass over the databases (start-up catch-up) is done
         self.caught_up = False
-        self._running: set[str] = set()  # job ids of the session runs in progress
         self._lock: FileLock | None = None
         self._watcher: DbWatcher | None = None
         self._control: Any = None
@@ -179,10 +182,6 @@ class Daemon:
         """Lock, open state and store, catch up, start watching and scheduling."""
         self.acquire_lock()
         self.started_at = self.clock()
-        # modules other threads use, imported before any of them starts (a module being
-        # imported by one thread is seen half-initialised by another)
-        import opencode_memoryd.control  # noqa: F401
-        import opencode_memoryd.journal  # noqa: F401
         self.state = self.app.open_state()
         self.store = self._open_store()
         self.extractor = self.app.build_extractor()
@@ -229,8 +228,6 @@ class Daemon:
 
     def _start_dreams(self) -> None:
         """Finish dreams a crash interrupted, then schedule the gate check (and catch-up)."""
-        from opencode_memoryd.journal import DreamJournal
-
         self.journal = DreamJournal(self.app.journal_path)
         self.dreamer = self.app.build_dreamer(self.state, self.store)
         for run_id in self.dreamer.recover():
@@ -271,9 +268,9 @@ class Daemon:
         if payload.get("undo"):
             run_id = str(payload["undo"])
             row = self.state.dream_run(run_id)
-            scope = str(row["scope_key"]) if row else "user"
+            project = scope_project(str(row["scope_key"])) if row else None
             # the undo rewrites memories of the run's scope: keep its extraction out
-            with self.project_lock(scope.split(":", 1)[1] if ":" in scope else "user"):
+            with self.project_lock(project or "user"):
                 entry = dict(self.dreamer.undo(run_id).to_journal())
             self.journal.append(entry)  # the run's "undone" entry, beside its "ok" one
             return entry
@@ -285,8 +282,6 @@ class Daemon:
 
     def _start_control(self) -> None:
         """Serve maintain/list/search/status to other processes (the daemon owns the store)."""
-        from opencode_memoryd.control import ControlServer, socket_path
-
         app = self.app
         handlers = {
             "maintain": lambda p: app.maintain(
@@ -430,13 +425,12 @@ class Daemon:
                 if first_sight:
                     last, mark = newest.get(s.id), marks.get(s.id)
                     if last is None or (mark is not None and last <= mark):
-                        src.seen[s.id] = s.time_updated
                         continue  # no message yet, or read up to its newest one already
                 due_ids.append(s.id)
             dues = self.state.queue_touch_many(ident, due_ids, now_ms,
                                                self.cfg.quiet_period_seconds,
                                                self.cfg.max_wait_seconds)
-            for s in changed[start:start + QUEUE_BATCH]:  # seen only once safely queued
+            for s in changed[start:start + QUEUE_BATCH]:  # seen once queued (or skipped)
                 src.seen[s.id] = s.time_updated
                 src.high_water = max(src.high_water or 0, s.time_updated)
             for sid, due in dues.items():
@@ -450,7 +444,7 @@ class Daemon:
         """Ask the main loop for a full pass; re-arm queued sessions that lost their job."""
         for row in self.state.queue():
             job_id = self.job_id(row["source_id"], row["session_id"])
-            if self.scheduler.get_job(job_id) is None and job_id not in self._running:
+            if self.scheduler.get_job(job_id) is None:  # a re-arm of a running one is a no-op
                 self._arm(row["source_id"], row["session_id"], int(row["due_ms"]))
         self._full_sweep_requested = True
         self._poke.set()
@@ -500,14 +494,6 @@ class Daemon:
         return None
 
     def _run_session(self, source_id: str, session_id: str) -> None:
-        job_id = self.job_id(source_id, session_id)
-        self._running.add(job_id)
-        try:
-            self._run_session_now(source_id, session_id)
-        finally:
-            self._running.discard(job_id)
-
-    def _run_session_now(self, source_id: str, session_id: str) -> None:
         if self.stop_event.is_set():
             return
         src = self._sources.get(source_id)
@@ -586,9 +572,10 @@ class Daemon:
         """The main loop: wait for a change hint (or a timeout), confirm, queue, ping.
 
         Checks are spaced by at least ``CHECK_COST_FACTOR`` times the last one's duration
-        (and ``MIN_CHECK_INTERVAL_SECONDS``; a full sweep is not counted): while OpenCode streams, the hints that arrive
-        meanwhile are served by one check, so checking never takes more than about
-        1 / (1 + ``CHECK_COST_FACTOR``) of a core, whatever the size of the database.
+        (and ``MIN_CHECK_INTERVAL_SECONDS``; a full sweep is not counted): while OpenCode
+        streams, the hints that arrive meanwhile are served by one check, so checking never
+        takes more than about 1 / (1 + ``CHECK_COST_FACTOR``) of a core, whatever the size
+        of the database.
         """
         sd_notify("READY=1\nSTATUS=watching OpenCode databases")
         next_check = 0.0

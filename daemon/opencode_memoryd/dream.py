@@ -96,9 +96,9 @@ from opencode_memoryd.models import (
     normalize_text,
     point_id,
     scope_key,
+    scope_project,
 )
 from opencode_memoryd.facts import (
-    content_words,
     identifiers,
     missing_identifiers,
     restates,
@@ -456,10 +456,6 @@ def _union(*lists: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(x for lst in lists for x in lst))
 
 
-def _oldest(ms: Iterable[Memory]) -> Memory:
-    return min(ms, key=lambda m: (m.created_at, m.id))
-
-
 # --------------------------------------------------------------------------- the dreamer
 
 
@@ -561,8 +557,6 @@ class Dreamer:
         by_id = {m.id: m for m in active}
         norm = {m.id: normalize_text(m.content) for m in active}
         terms = {m.id: self._terms(m.content) for m in active}
-        words = ({m.id: content_words(m.content) for m in active} if self.planner is None
-                 else {})
         df: dict[int, int] = {}
         for ts in terms.values():
             for t in ts:
@@ -599,8 +593,8 @@ class Dreamer:
             text_sim = 1.0 if norm[a] == norm[b] else similarity(norm[a], norm[b])
             if text_sim >= s.near_duplicate_similarity:
                 # rules mode: only texts one of which says all the other says
-                if self.planner is not None or self._restates(a, b, by_id, words) \
-                        or self._restates(b, a, by_id, words):
+                ta, tb = by_id[a].content, by_id[b].content
+                if self.planner is not None or restates(ta, tb) or restates(tb, ta):
                     edges.append((1.0 + text_sim, a, b))  # near-duplicates join first
                 continue
             if self.planner is None:
@@ -629,23 +623,14 @@ class Dreamer:
 
     # -- planning ------------------------------------------------------------------------
 
-    def _restates(self, new: str, old: str, by_id: dict[str, Memory],
-                  words: dict[str, frozenset[str]]) -> bool:
-        """Whether memory ``old`` says all that memory ``new`` says (ids of ``by_id``):
-        :func:`~opencode_memoryd.facts.restates` with the content words already computed."""
-        return words[new] <= words[old] and not missing_identifiers(
-            by_id[new].content, by_id[old].content)
-
     def _rules_plan(self, group: Sequence[Memory]) -> list[_Op]:
         """Collapse the members one member restates (every content word and identifier)
         into it: the member that restates the most others, the oldest on a tie. The rest
         are kept; a group where no member restates another is kept whole."""
-        by_id = {m.id: m for m in group}
-        words = {m.id: content_words(m.content) for m in group}
         best: tuple[Memory, list[str]] | None = None
         for cand in sorted(group, key=lambda m: (m.created_at, m.id)):
             covered = [m.id for m in group
-                       if m.id != cand.id and self._restates(m.id, cand.id, by_id, words)]
+                       if m.id != cand.id and restates(m.content, cand.content)]
             if best is None or len(covered) > len(best[1]):
                 best = (cand, covered)
         assert best is not None
@@ -1161,8 +1146,8 @@ class Dreamer:
         if row["status"] == "applied" and not self.state.dream_mark_undo(
                 run_id, "undoing", iso_utc(started), expect=("applied",)):
             raise DreamError(f"dream run {run_id} changed status meanwhile; try again")
-        sc = (_Scope("user", None) if row["scope_key"] == "user"
-              else _Scope("project", row["scope_key"].split(":", 1)[1]))
+        project = scope_project(row["scope_key"])
+        sc = _Scope("user", None) if project is None else _Scope("project", project)
         planned_after = {p["id"]: p for p in row["after"]}
         current = {m.id: m.to_payload() for m in self.store.get(list(planned_after))}
         drifted = sum(1 for i, p in planned_after.items() if current.get(i) != p)

@@ -71,9 +71,10 @@ def _clean_token(raw: str) -> str:
 
 def identifiers(text: str) -> set[str]:
     """The identifiers of a memory text, case-folded: every code span (the text inside
-    backticks, whitespace folded, as one identifier), and every other token that has a digit, a path or URL character (``/ \\ _ @ # + :``), an
-    inner dot, a leading ``-``, ``/``, ``~`` or ``.``, a capital after its first letter,
-    or is a lowercase word of two or more letters with no vowel (``npm``, ``ssh``).
+    backticks, whitespace folded, as one identifier), and every other token that has a
+    digit, a path or URL character (``/ \\ _ @ # + :``), an inner dot, a leading ``-``,
+    ``/``, ``~`` or ``.``, a capital after its first letter, or is a lowercase word of two
+    or more letters with no vowel (``npm``, ``ssh``).
 
     Tokens are split on whitespace and stripped of quotes, brackets and sentence
     punctuation (a trailing ``.`` or ``:`` too). Example: ``"Use `pnpm test` 9.1 for

@@ -215,6 +215,11 @@ def scope_key(scope: Scope, project_id: str | None) -> str:
     return "user" if scope == "user" else f"project:{project_id}"
 
 
+def scope_project(key: str) -> str | None:
+    """The project id of a :func:`scope_key` (``None`` for ``user``)."""
+    return None if key == "user" else key.split(":", 1)[1]
+
+
 def point_id(scope: Scope, project_id: str | None, type_: str, text: str) -> str:
     """Deterministic point id (UUIDv5) of a fact in a scope.
 

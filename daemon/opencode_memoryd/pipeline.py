@@ -176,9 +176,10 @@ def write_memories(
     A candidate whose normalised fact already has a point in the same scope and type (same
     deterministic id) or whose text is at least ``near_duplicate_similarity`` similar to an
     existing memory of the same type and scope that says all it says (every content word
-    and identifier, :func:`~opencode_memoryd.facts.restates`) is not added: its provenance (session and
-    message ids) is merged into the existing point. Replaying the same candidates therefore
-    adds nothing. ``created_at`` of a new memory is the time of its first cited message.
+    and identifier, :func:`~opencode_memoryd.facts.restates`) is not added: its provenance
+    (session and message ids) is merged into the existing point. Replaying the same
+    candidates therefore adds nothing. ``created_at`` of a new memory is the time of its
+    first cited message.
 
     When the point of the candidate's id is a tombstone (retired by a dream), the candidate
     is merged into the memory that holds the fact now: ``superseded_by`` is followed, at

@@ -298,20 +298,14 @@ class StateDB:
 
     # -- work queue ------------------------------------------------------------------
 
-    def queue_touch(self, source_id: str, session_id: str, now_ms: int, quiet_seconds: float,
-                    max_wait_seconds: float) -> int:
-        """Record a change of a session at ``now_ms``; return its new due time (ms).
+    def queue_touch_many(self, source_id: str, session_ids: Sequence[str], now_ms: int,
+                         quiet_seconds: float, max_wait_seconds: float) -> dict[str, int]:
+        """Record a change of each session at ``now_ms``, in one transaction (one fsync);
+        return each session's new due time (ms).
 
         The first change of a pending session starts its max-wait clock; later changes
         only push the quiet period (see :mod:`opencode_memoryd.debounce`).
         """
-        return self.queue_touch_many(source_id, [session_id], now_ms, quiet_seconds,
-                                     max_wait_seconds)[session_id]
-
-    def queue_touch_many(self, source_id: str, session_ids: Sequence[str], now_ms: int,
-                         quiet_seconds: float, max_wait_seconds: float) -> dict[str, int]:
-        """:meth:`queue_touch` for several sessions in one transaction (one fsync);
-        returns each session's new due time (ms)."""
         from opencode_memoryd.debounce import Pending
 
         out: dict[str, int] = {}
