@@ -72,7 +72,7 @@ from _daemon_common import (  # noqa: E402
 from opencode_writer import OpenCodeWriter, empty_copy  # noqa: E402
 
 from opencode_memoryd.models import iso_utc  # noqa: E402
-from opencode_memoryd.opencode import source_identity  # noqa: E402
+from opencode_memoryd.source.reader import source_identity  # noqa: E402
 from opencode_memoryd.state import StateDB  # noqa: E402
 
 _B62 = string.digits + string.ascii_letters

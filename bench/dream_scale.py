@@ -75,12 +75,12 @@ from _daemon_common import home_dirs  # noqa: E402
 from fake_openai import FakeOpenAI  # noqa: E402
 
 from opencode_memoryd import logs  # noqa: E402
-from opencode_memoryd.app import App  # noqa: E402
+from opencode_memoryd.compose import App  # noqa: E402
 from opencode_memoryd.config import parse_config  # noqa: E402
-from opencode_memoryd.dream import Dreamer  # noqa: E402
-from opencode_memoryd.journal import DreamJournal  # noqa: E402
+from opencode_memoryd.dream.dreamer import Dreamer  # noqa: E402
+from opencode_memoryd.dream.journal import DreamJournal  # noqa: E402
 from opencode_memoryd.models import Memory, content_hash, point_id  # noqa: E402
-from opencode_memoryd.store import EdgeStore  # noqa: E402
+from opencode_memoryd.store.qdrant import EdgeStore  # noqa: E402
 
 NAMESPACE = uuid.UUID("9a4e7c21-5b3d-5f08-8e6a-1c2d3e4f5a6b")  # bench-only ids of copies
 T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)

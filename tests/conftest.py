@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from opencode_memoryd.cli import main
+from opencode_memoryd.cli.main import main
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SAMPLE_DB = FIXTURES / "opencode-sample.db"

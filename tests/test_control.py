@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from opencode_memoryd.control import (
+from opencode_memoryd.serve.control import (
     BASE_URL,
     MAX_BODY_BYTES,
     ControlClient,

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from conftest import cli_json, read_marks, start_daemon, wait_until, write_config
-from opencode_memoryd.debounce import Pending, backoff_seconds
+from opencode_memoryd.serve.debounce import Pending, backoff_seconds
 from opencode_writer import OpenCodeWriter
 
 pytestmark = pytest.mark.slow
@@ -257,7 +257,7 @@ def test_start_waits_for_a_command_holding_the_store_and_commands_wait_for_it(
     import threading
 
     from opencode_memoryd import config as cfgmod
-    from opencode_memoryd.store import EdgeStore
+    from opencode_memoryd.store.qdrant import EdgeStore
 
     config = cfgmod.load_config(daemon_config, isolated_env)
     held = EdgeStore(cfgmod.store_dir(config, isolated_env))  # a one-shot command's store

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from fake_openai import FakeOpenAI
-from opencode_memoryd.dream import (
+from opencode_memoryd.dream.dreamer import (
     PLAN_SCHEMA,
     DreamError,
     Dreamer,
@@ -30,12 +30,12 @@ from opencode_memoryd.dream import (
     render_memories,
 )
 from opencode_memoryd.errors import ExtractionError
-from opencode_memoryd.journal import DreamJournal
-from opencode_memoryd.llm import ChatClient
+from opencode_memoryd.dream.journal import DreamJournal
+from opencode_memoryd.extract.chat import ChatClient
 from opencode_memoryd.models import Memory, content_hash, point_id
-from opencode_memoryd.pipeline import write_memories
+from opencode_memoryd.capture.processor import write_memories
 from opencode_memoryd.state import StateDB
-from opencode_memoryd.store import EdgeStore, MemoryFilter
+from opencode_memoryd.store.qdrant import EdgeStore, MemoryFilter
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
@@ -215,7 +215,7 @@ def test_settings_validation() -> None:
 
 def test_groups_by_text_and_subject(store: EdgeStore, state: StateDB, fake: FakeOpenAI
                                     ) -> None:
-    from opencode_memoryd.dream import _Scope
+    from opencode_memoryd.dream.dreamer import _Scope
 
     active = list(store.scroll(SCOPE))
     llm = Dreamer(store, state, planner=chat(fake))
@@ -409,7 +409,7 @@ def test_invalid_plans_are_rejected(store: EdgeStore, state: StateDB, plan: dict
 
 
 def test_supersede_needs_a_shared_subject(store: EdgeStore, state: StateDB) -> None:
-    from opencode_memoryd.dream import _Op, _Scope
+    from opencode_memoryd.dream.dreamer import _Op, _Scope
 
     flags = OTHERS[1]  # older than NPM_NEW, about something else
     d = Dreamer(store, state, settings=SETTINGS)
@@ -669,10 +669,10 @@ def normalised(store: EdgeStore, run_id: str) -> dict[str, str]:
 CHILD = """
 import sys
 from datetime import UTC, datetime
-from opencode_memoryd.dream import Dreamer, DreamSettings
-from opencode_memoryd.llm import ChatClient
+from opencode_memoryd.dream.dreamer import Dreamer, DreamSettings
+from opencode_memoryd.extract.chat import ChatClient
 from opencode_memoryd.state import StateDB
-from opencode_memoryd.store import EdgeStore
+from opencode_memoryd.store.qdrant import EdgeStore
 
 store = EdgeStore(sys.argv[1])
 state = StateDB(sys.argv[2])
@@ -793,7 +793,7 @@ def test_unreadable_plan_rejects_only_its_group(store: EdgeStore, state: StateDB
 
 def test_tombstones_hidden_from_list_and_search_unless_all(store: EdgeStore, state: StateDB,
                                                            tmp_path: Path) -> None:
-    from opencode_memoryd.app import App
+    from opencode_memoryd.compose import App
     from opencode_memoryd.config import Config
 
     res = Dreamer(store, state, clock=lambda: NOW).dream(ACME, trigger="forced")

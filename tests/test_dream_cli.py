@@ -26,11 +26,11 @@ from conftest import ACME, MANIFEST, PIPELINE, cli, cli_json, start_daemon, wait
     write_config
 from fake_openai import FakeOpenAI
 from opencode_memoryd import config as cfgmod
-from opencode_memoryd.app import DAEMON_INFO_FILE, JOURNAL_FILE_NAME
-from opencode_memoryd.journal import DreamJournal
+from opencode_memoryd.compose import DAEMON_INFO_FILE, JOURNAL_FILE_NAME
+from opencode_memoryd.dream.journal import DreamJournal
 from opencode_memoryd.logs import LOG_FILE_NAME
 from opencode_memoryd.models import Memory, content_hash, iso_utc, point_id
-from opencode_memoryd.store import EdgeStore, MemoryFilter
+from opencode_memoryd.store.qdrant import EdgeStore, MemoryFilter
 
 KEYS = {p["worktree"]: p["project_id"] for p in MANIFEST["projects"]}
 ACME_KEY = KEYS[ACME]

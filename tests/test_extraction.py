@@ -12,14 +12,14 @@ import pytest
 
 from fake_openai import FakeOpenAI, Reply, Status
 from opencode_memoryd.errors import ExtractionError, UpstreamError
-from opencode_memoryd.extraction import (
+from opencode_memoryd.extract.llm_extractor import (
     MEMORY_SCHEMA,
     LlmExtractor,
     build_prompt,
     junk_reason,
     parse_reply,
 )
-from opencode_memoryd.llm import ChatClient
+from opencode_memoryd.extract.chat import ChatClient
 from opencode_memoryd.models import MEMORY_TYPES, MemoryCandidate, TranscriptLine
 
 LINES = [
@@ -31,7 +31,7 @@ LINES = [
 
 
 def prompt_text(name: str) -> str:
-    return resources.files("opencode_memoryd").joinpath("prompts", name).read_text("utf-8")
+    return resources.files("opencode_memoryd.extract").joinpath("prompts", name).read_text("utf-8")
 
 
 def memory(content: str, type_: str = "project", scope: str = "project",

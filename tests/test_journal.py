@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from opencode_memoryd.journal import DreamJournal, render_table
+from opencode_memoryd.dream.journal import DreamJournal, render_table
 
 
 def entry(run_id: str, *, status: str = "ok", scope: str = "project",
@@ -263,7 +263,7 @@ def test_render_table(jpath: Path) -> None:
 _WRITER = """
 import sys
 from pathlib import Path
-from opencode_memoryd.journal import DreamJournal
+from opencode_memoryd.dream.journal import DreamJournal
 j = DreamJournal(Path(sys.argv[1]))
 for i in range(50):
     assert j.append({"run_id": f"p{sys.argv[2]}-{i}", "status": "ok", "scope": "user"})

@@ -1,4 +1,4 @@
-"""Tests of opencode_memoryd.redaction.
+"""Tests of opencode_memoryd.redaction.engine.
 
 Every secret below is assembled at run time from a prefix and deterministic random
 characters, so that this file itself contains nothing a secret scanner would flag.
@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from opencode_memoryd.redaction import (
+from opencode_memoryd.redaction.engine import (
     KINDS,
     Redacted,
     RedactionCounter,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from opencode_memoryd.models import TranscriptLine
-from opencode_memoryd.rules import RulesExtractor, directives
+from opencode_memoryd.extract.rules import RulesExtractor, directives
 
 
 @pytest.mark.parametrize(("text", "expected"), [

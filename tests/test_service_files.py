@@ -1,4 +1,4 @@
-"""Tests of opencode_memoryd.service_files: rendering, install, uninstall, examples."""
+"""Tests of opencode_memoryd.install.service: rendering, install, uninstall, examples."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from opencode_memoryd import service_files as sf
-from opencode_memoryd.service_files import (
+from opencode_memoryd.install import service as sf
+from opencode_memoryd.install.service import (
     LAUNCHD_LABEL,
     SYSTEMD_UNIT_NAME,
     default_executable,
@@ -401,7 +401,7 @@ def test_examples_on_disk_are_up_to_date() -> None:
     for name, text in examples.items():
         assert (REPO_ROOT / "systemd" / name).read_text() == text, (
             f"systemd/{name} is out of date; regenerate it with "
-            "python -m opencode_memoryd.service_files systemd"
+            "python -m opencode_memoryd.install.service systemd"
         )
     assert sf.main(["--check", str(REPO_ROOT / "systemd")]) == 0
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from opencode_memoryd.bm25 import BM25_SETTINGS, Bm25Encoder, default_encoder
+from opencode_memoryd.store.bm25 import BM25_SETTINGS, Bm25Encoder, default_encoder
 from opencode_memoryd.errors import EmbedderMismatchError, StoreError
 from opencode_memoryd.models import Memory, content_hash, point_id
-from opencode_memoryd.store import (
+from opencode_memoryd.store.qdrant import (
     EdgeStore,
     Embedder,
     MemoryFilter,
@@ -457,7 +457,7 @@ def test_upsert_is_durable_without_close(backend: str, tmp_path: Path) -> None:
         import os
         from datetime import UTC, datetime
         from opencode_memoryd.models import Memory, content_hash, point_id
-        from opencode_memoryd.store import EdgeStore, ServerStore
+        from opencode_memoryd.store.qdrant import EdgeStore, ServerStore
         s = {opener}
         t = datetime(2025, 1, 1, tzinfo=UTC)
         s.upsert([Memory(id=point_id("project", "p", "project", f"fact {{i}}"),
@@ -483,7 +483,7 @@ def test_edge_second_process_gets_store_error(tmp_path: Path) -> None:
     try:
         child = _run_child(f"""
             from opencode_memoryd.errors import StoreError
-            from opencode_memoryd.store import EdgeStore
+            from opencode_memoryd.store.qdrant import EdgeStore
             try:
                 EdgeStore({str(where)!r})
             except StoreError as e:

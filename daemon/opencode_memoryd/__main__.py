@@ -1,5 +1,5 @@
 """Allow ``python -m opencode_memoryd``."""
 
-from opencode_memoryd.cli import main
+from opencode_memoryd.cli.main import main
 
 raise SystemExit(main())

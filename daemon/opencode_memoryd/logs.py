@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from opencode_memoryd.redaction import redact
+from opencode_memoryd.redaction.engine import redact
 
 LOG_FILE_NAME = "opencode-memoryd.log"
 

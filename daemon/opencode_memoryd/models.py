@@ -71,7 +71,7 @@ class Memory:
     ``project_id`` and ``project_root`` are ``None`` for user-scope memories; ``created_at``
     and ``updated_at`` are aware UTC datetimes.
 
-    Consolidation ("dreams", :mod:`opencode_memoryd.dream`) never deletes a memory: it
+    Consolidation ("dreams", :mod:`opencode_memoryd.dream.dreamer`) never deletes a memory: it
     *retires* it, leaving a tombstone (the usual soft-delete / tombstone pattern of
     replicated stores, e.g. the deletion markers of Cassandra or of Dynamo-style systems):
 

@@ -14,7 +14,7 @@ Tables (schema version in ``PRAGMA user_version``):
 * ``dream_runs``: one row per dream (consolidation) run of one scope, with the payloads of
   every memory it touches as they were (``before``) and as it writes them (``after``), so a
   run interrupted while applying is rolled forward and an applied run can be undone (see
-  :mod:`opencode_memoryd.dream`).
+  :mod:`opencode_memoryd.dream.dreamer`).
 
 Commits use ``synchronous=FULL`` in WAL mode, so a returned commit survives power loss.
 Pattern: transactional outbox + idempotent consumer (docs/reliability.md §2.2-2.3).
@@ -304,9 +304,9 @@ class StateDB:
         return each session's new due time (ms).
 
         The first change of a pending session starts its max-wait clock; later changes
-        only push the quiet period (see :mod:`opencode_memoryd.debounce`).
+        only push the quiet period (see :mod:`opencode_memoryd.serve.debounce`).
         """
-        from opencode_memoryd.debounce import Pending
+        from opencode_memoryd.serve.debounce import Pending
 
         out: dict[str, int] = {}
         with self._engine.begin() as c:

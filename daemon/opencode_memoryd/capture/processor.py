@@ -29,7 +29,7 @@ from typing import Any, Protocol
 import structlog
 
 from opencode_memoryd.errors import ExtractionError, UpstreamError
-from opencode_memoryd.facts import restates, similarity
+from opencode_memoryd.extract.facts import restates, similarity
 from opencode_memoryd.models import (
     ExtractionResult,
     Memory,
@@ -40,11 +40,11 @@ from opencode_memoryd.models import (
     point_id,
     utc_from_ms,
 )
-from opencode_memoryd.opencode import MESSAGE_BATCH, OpenCodeDB, SessionRow
-from opencode_memoryd.redaction import redact
+from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB, SessionRow
+from opencode_memoryd.redaction.engine import redact
 from opencode_memoryd.state import Item, StateDB
-from opencode_memoryd.store import MemoryFilter, MemoryStore
-from opencode_memoryd.transcript import (
+from opencode_memoryd.store.qdrant import MemoryFilter, MemoryStore
+from opencode_memoryd.source.transcript import (
     Chunk,
     chunk_turns,
     drop_fork_copies,
@@ -176,7 +176,7 @@ def write_memories(
     A candidate whose normalised fact already has a point in the same scope and type (same
     deterministic id) or whose text is at least ``near_duplicate_similarity`` similar to an
     existing memory of the same type and scope that says all it says (every content word
-    and identifier, :func:`~opencode_memoryd.facts.restates`) is not added: its provenance
+    and identifier, :func:`~opencode_memoryd.extract.facts.restates`) is not added: its provenance
     (session and message ids) is merged into the existing point. Replaying the same
     candidates therefore adds nothing. ``created_at`` of a new memory is the time of its
     first cited message.

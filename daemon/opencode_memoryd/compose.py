@@ -20,11 +20,11 @@ import structlog
 from opencode_memoryd import config as cfgmod
 from opencode_memoryd.errors import SourceError, UpstreamError
 from opencode_memoryd.models import iso_utc
-from opencode_memoryd.opencode import OpenCodeDB, SessionRow, discover_databases
-from opencode_memoryd.pipeline import Extractor, Limits, SessionProcessor, SessionReport
-from opencode_memoryd.rules import RulesExtractor
+from opencode_memoryd.source.reader import OpenCodeDB, SessionRow, discover_databases
+from opencode_memoryd.capture.processor import Extractor, Limits, SessionProcessor, SessionReport
+from opencode_memoryd.extract.rules import RulesExtractor
 from opencode_memoryd.state import StateDB
-from opencode_memoryd.store import EdgeStore, MemoryFilter, MemoryStore, ServerStore
+from opencode_memoryd.store.qdrant import EdgeStore, MemoryFilter, MemoryStore, ServerStore
 
 log = structlog.get_logger(__name__)
 
@@ -99,12 +99,12 @@ class App:
         if e.provider == "none":
             return None
         if e.provider == "openai":
-            from opencode_memoryd.embeddings import OpenAIEmbedder
+            from opencode_memoryd.store.embedders import OpenAIEmbedder
 
             return OpenAIEmbedder(base_url=e.base_url, api_key=self._secret(e.api_key_env),
                                   model=e.model, dimensions=e.dimensions,
                                   timeout_seconds=e.timeout_seconds)
-        from opencode_memoryd.embeddings import FastEmbedEmbedder
+        from opencode_memoryd.store.embedders import FastEmbedEmbedder
 
         return FastEmbedEmbedder(model=e.model or None)
 
@@ -127,8 +127,8 @@ class App:
         x = self.config.extraction
         if self.extraction_mode() == "rules":
             return RulesExtractor(max_chars=x.max_memory_chars)
-        from opencode_memoryd.extraction import LlmExtractor
-        from opencode_memoryd.llm import ChatClient
+        from opencode_memoryd.extract.llm_extractor import LlmExtractor
+        from opencode_memoryd.extract.chat import ChatClient
 
         llm = self.config.llm
         chat = ChatClient(base_url=llm.base_url, api_key=self._secret(llm.api_key_env),
@@ -332,11 +332,11 @@ class App:
 
     def build_dreamer(self, state: StateDB, store: MemoryStore) -> Any:
         """The consolidation engine: LLM plans in llm mode, duplicate collapse in rules mode."""
-        from opencode_memoryd.dream import Dreamer, DreamSettings
+        from opencode_memoryd.dream.dreamer import Dreamer, DreamSettings
 
         planner = None
         if self.extraction_mode() == "llm":
-            from opencode_memoryd.llm import ChatClient
+            from opencode_memoryd.extract.chat import ChatClient
 
             llm = self.config.llm
             planner = ChatClient(base_url=llm.base_url, api_key=self._secret(llm.api_key_env),

@@ -103,7 +103,7 @@ class ChatModel(Protocol):
 
 @functools.cache
 def _prompt_file(name: str) -> str:
-    return resources.files("opencode_memoryd").joinpath("prompts", name).read_text("utf-8")
+    return resources.files("opencode_memoryd.extract").joinpath("prompts", name).read_text("utf-8")
 
 
 def render_transcript(lines: Sequence[TranscriptLine]) -> str:

@@ -6,7 +6,7 @@ consolidates each group:
 
 * **rules mode** (no LLM): exact and near-exact duplicates (word similarity at least
   ``near_duplicate_similarity``, same type and scope, and one says all the other says:
-  every content word and identifier, :func:`~opencode_memoryd.facts.restates`) collapse
+  every content word and identifier, :func:`~opencode_memoryd.extract.facts.restates`) collapse
   into the member that restates the most others (the oldest on a tie);
 * **LLM mode**: a chat model proposes, per group, a plan of ``merge`` (one new memory
   holding the facts of several), ``supersede`` (a newer memory replaces older ones on the
@@ -26,12 +26,12 @@ of the dream goes on:
      ``pnpm``, ``--run``, ``PostgreSQL``), compared case-insensitively as whole tokens,
      **and** at least ``min_coverage`` (1.0: all, as the prompt asks "never drop a
      detail") of its salient terms (the stemmed, stopword-free terms of the project's BM25
-     tokenizer, :mod:`opencode_memoryd.bm25`), so "the metrics worker" cannot be merged
+     tokenizer, :mod:`opencode_memoryd.store.bm25`), so "the metrics worker" cannot be merged
      away into "the webhook worker";
-     the text is redacted (:func:`~opencode_memoryd.redaction.redact`), at most
-     ``max_chars`` characters, and not junk (:func:`~opencode_memoryd.extraction.junk_reason`);
+     the text is redacted (:func:`~opencode_memoryd.redaction.engine.redact`), at most
+     ``max_chars`` characters, and not junk (:func:`~opencode_memoryd.extract.llm_extractor.junk_reason`);
    * *rules-mode duplicates*: the surviving memory's text must hold every content word
-     and identifier of each duplicate (:func:`~opencode_memoryd.facts.restates`): "The
+     and identifier of each duplicate (:func:`~opencode_memoryd.extract.facts.restates`): "The
      metrics worker runs on Python 3.10." is not a duplicate of "The webhook worker runs
      on Python 3.10.", however similar;
    * *supersede*: the superseding memory stays active, is strictly newer (``created_at``)
@@ -50,7 +50,7 @@ union of the provenance (session and message ids) and ``merged_from``; retired m
 become tombstones (``status="retired"``, ``superseded_by``, ``retired_reason``,
 ``retired_by_run``) — the tombstone pattern of replicated stores (e.g. the deletion markers
 of Apache Cassandra): a dream never deletes a memory. Search, listing and counting skip
-tombstones (:class:`~opencode_memoryd.store.MemoryFilter`).
+tombstones (:class:`~opencode_memoryd.store.qdrant.MemoryFilter`).
 
 Crash safety (redo log, as in write-ahead logging: Mohan et al., "ARIES", ACM TODS 1992,
 reduced to whole-record redo of idempotent upserts): a dream is one ``dream_runs`` row of the
@@ -86,9 +86,9 @@ from typing import Any, Protocol
 
 import structlog
 
-from opencode_memoryd.bm25 import Bm25Encoder, default_encoder
+from opencode_memoryd.store.bm25 import Bm25Encoder, default_encoder
 from opencode_memoryd.errors import ExtractionError, MemorydError, UpstreamError
-from opencode_memoryd.extraction import ChatReplyLike, junk_reason, load_json_list
+from opencode_memoryd.extract.llm_extractor import ChatReplyLike, junk_reason, load_json_list
 from opencode_memoryd.models import (
     Memory,
     content_hash,
@@ -98,15 +98,15 @@ from opencode_memoryd.models import (
     scope_key,
     scope_project,
 )
-from opencode_memoryd.facts import (
+from opencode_memoryd.extract.facts import (
     identifiers,
     missing_identifiers,
     restates,
     similarity,
 )
-from opencode_memoryd.redaction import redact
+from opencode_memoryd.redaction.engine import redact
 from opencode_memoryd.state import StateDB
-from opencode_memoryd.store import MemoryFilter, MemoryStore
+from opencode_memoryd.store.qdrant import MemoryFilter, MemoryStore
 
 log = structlog.get_logger(__name__)
 
@@ -307,7 +307,7 @@ def _short(text: str) -> str:
 
 @functools.cache
 def _prompt_file(name: str) -> str:
-    return resources.files("opencode_memoryd").joinpath("prompts", name).read_text("utf-8")
+    return resources.files("opencode_memoryd.dream").joinpath("prompts", name).read_text("utf-8")
 
 
 def render_memories(memories: Sequence[Memory]) -> str:

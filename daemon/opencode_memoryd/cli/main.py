@@ -17,7 +17,7 @@ import structlog
 
 from opencode_memoryd import __version__, logs
 from opencode_memoryd import config as cfgmod
-from opencode_memoryd.app import App, normalize_dir
+from opencode_memoryd.compose import App, normalize_dir
 from opencode_memoryd.errors import (
     ConfigError,
     MemorydError,
@@ -173,7 +173,7 @@ def _via_daemon(app: App, name: str, payload: dict[str, Any]) -> tuple[bool, Any
     sock = app.daemon_socket() or _wait_for_starting_daemon(app)
     if sock is None:
         return False, None
-    from opencode_memoryd.control import ControlClient, DaemonUnreachableError, RemoteError
+    from opencode_memoryd.serve.control import ControlClient, DaemonUnreachableError, RemoteError
 
     with ControlClient(sock) as client:
         if client.ping() is None:
@@ -385,7 +385,7 @@ def _cmd_config(app: App | None, args: argparse.Namespace, env: Mapping[str, str
 
 
 def _dream_locally(app: App, payload: dict[str, Any]) -> dict[str, Any]:
-    from opencode_memoryd.journal import DreamJournal
+    from opencode_memoryd.dream.journal import DreamJournal
 
     journal = DreamJournal(app.journal_path)
     with app.resources() as (state, store):
@@ -404,7 +404,7 @@ def _dream_locally(app: App, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cmd_dream(app: App, args: argparse.Namespace) -> int:
-    from opencode_memoryd.journal import render_table
+    from opencode_memoryd.dream.journal import render_table
 
     payloads: list[dict[str, Any]] = []
     if args.undo:
@@ -438,7 +438,7 @@ def _cmd_dream(app: App, args: argparse.Namespace) -> int:
 
 
 def _cmd_show(app: App, args: argparse.Namespace) -> int:
-    from opencode_memoryd.journal import DreamJournal
+    from opencode_memoryd.dream.journal import DreamJournal
 
     served, shown = _via_daemon(app, "show", {"id": args.id})
     if not served:
@@ -467,7 +467,7 @@ def _cmd_show(app: App, args: argparse.Namespace) -> int:
 
 
 def _cmd_journal(app: App, args: argparse.Namespace) -> int:
-    from opencode_memoryd.journal import DreamJournal, render_table
+    from opencode_memoryd.dream.journal import DreamJournal, render_table
 
     journal = DreamJournal(app.journal_path)
     if args.dir:
@@ -486,7 +486,7 @@ def _cmd_journal(app: App, args: argparse.Namespace) -> int:
 
 
 def _cmd_service(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    from opencode_memoryd import service_files
+    from opencode_memoryd.install import service as service_files
 
     try:
         if args.command == "uninstall-service":
@@ -533,7 +533,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         log.info("command_started", command=args.command, version=__version__,
                  config=str(app_path))
         if args.command == "run":
-            from opencode_memoryd.daemon import run
+            from opencode_memoryd.serve.daemon import run
 
             return run(app)
         if args.command == "maintain":

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opencode_memoryd.models import TranscriptLine
-from opencode_memoryd.opencode import MessageRow
+from opencode_memoryd.source.reader import MessageRow
 
 #: Longest assistant text kept on one transcript line, in characters.
 ASSISTANT_TEXT_CHARS = 600

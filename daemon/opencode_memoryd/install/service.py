@@ -1,6 +1,6 @@
 """Service files: a systemd user unit (Linux) and a launchd agent (macOS) for ``run``.
 
-The templates ship in ``opencode_memoryd/templates/`` and use :class:`string.Template`
+The templates ship in ``opencode_memoryd/install/templates/`` and use :class:`string.Template`
 placeholders. :func:`install` renders them with the real program path and the user's home,
 writes the result where the user's service manager looks, and returns the command that
 loads it; :func:`uninstall` removes the file. Neither function starts, stops or asks the
@@ -22,7 +22,7 @@ picks the program of the running installation.
 
 The rendered examples in the repository's ``systemd/`` folder come from
 :func:`render_examples`; regenerate them with
-``python -m opencode_memoryd.service_files systemd``.
+``python -m opencode_memoryd.install.service systemd``.
 """
 
 from __future__ import annotations
@@ -221,7 +221,7 @@ def _systemd_word(arg: str, *, in_exec: bool) -> str:
 
 
 def _template(name: str) -> string.Template:
-    text = resources.files("opencode_memoryd").joinpath("templates", name)
+    text = resources.files("opencode_memoryd.install").joinpath("templates", name)
     return string.Template(text.read_text(encoding="utf-8"))
 
 
@@ -389,7 +389,7 @@ def _write_atomic(path: Path, content: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m opencode_memoryd.service_files [--check] DIR``: write the examples to DIR.
+    """``python -m opencode_memoryd.install.service [--check] DIR``: write the examples to DIR.
 
     With ``--check``, write nothing and exit 1 if a file in DIR differs from
     :func:`render_examples`.
@@ -398,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     check = "--check" in args
     args = [a for a in args if a != "--check"]
     if len(args) != 1 or args[0].startswith("-"):
-        print("usage: python -m opencode_memoryd.service_files [--check] DIR", file=sys.stderr)
+        print("usage: python -m opencode_memoryd.install.service [--check] DIR", file=sys.stderr)
         return 2
     folder = Path(args[0])
     stale = []
@@ -417,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     for target in stale:
         print(
             f"{target} is out of date; regenerate it with "
-            f"python -m opencode_memoryd.service_files {folder}",
+            f"python -m opencode_memoryd.install.service {folder}",
             file=sys.stderr,
         )
     return 1 if stale else 0

@@ -30,9 +30,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from .bm25 import Bm25Encoder, SparseVector, default_encoder, settings_mismatch
-from .errors import EmbedderMismatchError, MemorydError, StoreError, StoreInUseError
-from .models import MEMORY_TYPES, SCOPES, Memory, iso_utc
+from opencode_memoryd.store.bm25 import Bm25Encoder, SparseVector, default_encoder, settings_mismatch
+from opencode_memoryd.errors import EmbedderMismatchError, MemorydError, StoreError, StoreInUseError
+from opencode_memoryd.models import MEMORY_TYPES, SCOPES, Memory, iso_utc
 
 #: Version of the on-disk layout / metadata written by this module.
 SCHEMA_VERSION = 1
@@ -618,7 +618,7 @@ class EdgeStore(_StoreBase):
     Args:
         path: the store directory (created if missing).
         embedder: dense embedder, or ``None`` for BM25 only.
-        bm25: the BM25 encoder (default: :func:`~opencode_memoryd.bm25.default_encoder`).
+        bm25: the BM25 encoder (default: :func:`~opencode_memoryd.store.bm25.default_encoder`).
         allow_mismatch: open even when the store was built with another embedder or other
             BM25 settings — to call :meth:`reembed`. Until then upserts raise
             :class:`EmbedderMismatchError` and search uses only the vectors still valid.

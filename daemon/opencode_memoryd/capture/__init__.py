@@ -1,0 +1,1 @@
+"""One session to stored memories: read after the high-water mark, extract, deduplicate, upsert, advance the mark."""

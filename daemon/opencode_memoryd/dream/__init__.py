@@ -1,0 +1,1 @@
+"""Consolidation of the store: grouping, planning, checks, apply/undo and the dream journal."""

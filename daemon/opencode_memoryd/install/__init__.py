@@ -1,0 +1,1 @@
+"""Integration with the host: systemd user units and launchd agents."""

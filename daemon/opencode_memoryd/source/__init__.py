@@ -1,0 +1,1 @@
+"""OpenCode databases: discovery, schema detection, read-only reading, watching, turns and transcripts."""
