@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _daemon_common import (  # noqa: E402
+from _daemon_common import (
     FIXTURE,
     Daemon,
     Sandbox,
@@ -69,11 +69,10 @@ from _daemon_common import (  # noqa: E402
     poll,
     summary_ms,
 )
-from opencode_writer import OpenCodeWriter, empty_copy  # noqa: E402
-
-from opencode_memoryd.models import iso_utc  # noqa: E402
-from opencode_memoryd.source.reader import source_identity  # noqa: E402
-from opencode_memoryd.state import StateDB  # noqa: E402
+from opencode_memoryd.models import iso_utc
+from opencode_memoryd.source.reader import source_identity
+from opencode_memoryd.state import StateDB
+from opencode_writer import OpenCodeWriter, empty_copy
 
 _B62 = string.digits + string.ascii_letters
 _ADJ = ("amber", "brisk", "cobalt", "dusty", "eager", "frosty", "gentle", "hollow", "ivory",

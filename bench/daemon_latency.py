@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _daemon_common import (  # noqa: E402
+from _daemon_common import (
     FIXTURE,
     Daemon,
     Sandbox,
@@ -53,7 +53,7 @@ from _daemon_common import (  # noqa: E402
     poll,
     summary_ms,
 )
-from opencode_writer import OpenCodeWriter  # noqa: E402
+from opencode_writer import OpenCodeWriter
 
 POLL_SECONDS = 0.003
 

@@ -73,7 +73,6 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from _daemon_common import home_dirs  # noqa: E402
 from fake_openai import FakeOpenAI  # noqa: E402
-
 from opencode_memoryd import logs  # noqa: E402
 from opencode_memoryd.compose import App  # noqa: E402
 from opencode_memoryd.config import parse_config  # noqa: E402

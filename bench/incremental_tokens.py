@@ -28,22 +28,21 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fake_openai import FakeOpenAI  # noqa: E402
-
 from opencode_memoryd import logs  # noqa: E402
-from opencode_memoryd.extract.llm_extractor import LlmExtractor, build_prompt  # noqa: E402
-from opencode_memoryd.extract.chat import ChatClient  # noqa: E402
-from opencode_memoryd.source.reader import OpenCodeDB  # noqa: E402
 from opencode_memoryd.capture.processor import Limits, SessionProcessor  # noqa: E402
+from opencode_memoryd.extract.chat import ChatClient  # noqa: E402
+from opencode_memoryd.extract.llm_extractor import LlmExtractor, build_prompt  # noqa: E402
+from opencode_memoryd.models import TranscriptLine  # noqa: E402
 from opencode_memoryd.redaction.engine import redact  # noqa: E402
-from opencode_memoryd.state import StateDB  # noqa: E402
-from opencode_memoryd.store.qdrant import EdgeStore  # noqa: E402
+from opencode_memoryd.source.reader import OpenCodeDB  # noqa: E402
 from opencode_memoryd.source.transcript import (  # noqa: E402
     chunk_turns,
     drop_fork_copies,
+    estimate_tokens,
     group_turns,
 )
-from opencode_memoryd.models import TranscriptLine  # noqa: E402
-from opencode_memoryd.source.transcript import estimate_tokens  # noqa: E402
+from opencode_memoryd.state import StateDB  # noqa: E402
+from opencode_memoryd.store.qdrant import EdgeStore  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "opencode-sample.db"
 

@@ -96,7 +96,7 @@ def state_db(isolated_env: dict[str, str]) -> Iterator[Path]:
 
 
 def start_daemon(cfg: Path, env: dict[str, str], *, capture: bool = False
-                 ) -> "subprocess.Popen[str]":
+                 ) -> subprocess.Popen[str]:
     """Start `opencode-memoryd run` as a real process with the test's isolated env.
 
     Output is discarded unless ``capture`` (then read it with ``communicate()``; a

@@ -318,7 +318,7 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "FakeOpenAI/1"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:
             return
 
         def _send(self, status: int, body: Any, headers: dict[str, str]) -> None:
@@ -336,7 +336,7 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             except OSError:
                 pass  # the client gave up (timeout) and closed its socket
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             fake._record(RecordedRequest("GET", self.path, None, dict(self.headers.items())))
             if self.path.rstrip("/").endswith("/models"):
                 self._send(200, {"object": "list", "data": [{"id": DEFAULT_MODEL,
@@ -344,7 +344,7 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             else:
                 self._send(404, {"error": {"message": "not found", "type": "not_found"}}, {})
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             try:

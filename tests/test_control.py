@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from opencode_memoryd.errors import ConfigError, StoreError, UpstreamError
 from opencode_memoryd.serve.control import (
     BASE_URL,
     MAX_BODY_BYTES,
@@ -29,7 +30,6 @@ from opencode_memoryd.serve.control import (
     RequestError,
     socket_path,
 )
-from opencode_memoryd.errors import ConfigError, StoreError, UpstreamError
 
 
 @pytest.fixture

@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 
 from fake_openai import FakeOpenAI
+from opencode_memoryd.capture.processor import write_memories
 from opencode_memoryd.dream.dreamer import (
     PLAN_SCHEMA,
-    DreamError,
     Dreamer,
+    DreamError,
     DreamResult,
     DreamSettings,
     identifiers,
@@ -29,11 +30,10 @@ from opencode_memoryd.dream.dreamer import (
     parse_plan,
     render_memories,
 )
-from opencode_memoryd.errors import ExtractionError
 from opencode_memoryd.dream.journal import DreamJournal
+from opencode_memoryd.errors import ExtractionError
 from opencode_memoryd.extract.chat import ChatClient
 from opencode_memoryd.models import Memory, content_hash, point_id
-from opencode_memoryd.capture.processor import write_memories
 from opencode_memoryd.state import StateDB
 from opencode_memoryd.store.qdrant import EdgeStore, MemoryFilter
 

@@ -22,8 +22,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ACME, MANIFEST, PIPELINE, cli, cli_json, start_daemon, wait_until, \
-    write_config
+from conftest import ACME, MANIFEST, PIPELINE, cli, cli_json, start_daemon, wait_until, write_config
 from fake_openai import FakeOpenAI
 from opencode_memoryd import config as cfgmod
 from opencode_memoryd.compose import DAEMON_INFO_FILE, JOURNAL_FILE_NAME
@@ -259,7 +258,7 @@ def check_acme_dreamed(before: dict[str, dict[str, Any]], after: dict[str, dict[
                        ) -> None:
     """``list`` after the acme-web dream: the retired five gone, the merged text new,
     everything else (other scopes included) as it was."""
-    assert ACME_RETIRED <= set(before) and MERGED_ID not in before
+    assert set(before) >= ACME_RETIRED and MERGED_ID not in before
     assert set(after) == (set(before) - ACME_RETIRED) | {MERGED_ID}
     assert after[MERGED_ID]["content"] == API_MERGED
     assert after[MERGED_ID]["project_id"] == ACME_KEY
@@ -437,7 +436,7 @@ def test_kill_9_mid_apply_then_the_next_command_finishes_the_dream(
     assert journal_lines(cfg, isolated_env) == []  # killed before journaling
     # half applied: the surviving and merged memories are written, no tombstone yet
     mid = listed(cfg)
-    assert MERGED_ID in mid and ACME_RETIRED <= set(mid)
+    assert MERGED_ID in mid and set(mid) >= ACME_RETIRED
     # the next dream command rolls the interrupted run forward first, then dreams
     again = cli_json("--config", str(cfg), "dream", "--dir", ACME, "--db", str(sample_db))
     entries = journal_lines(cfg, isolated_env)

@@ -12,6 +12,7 @@ import pytest
 
 from fake_openai import FakeOpenAI, Reply, Status
 from opencode_memoryd.errors import ExtractionError, UpstreamError
+from opencode_memoryd.extract.chat import ChatClient
 from opencode_memoryd.extract.llm_extractor import (
     MEMORY_SCHEMA,
     LlmExtractor,
@@ -19,7 +20,6 @@ from opencode_memoryd.extract.llm_extractor import (
     junk_reason,
     parse_reply,
 )
-from opencode_memoryd.extract.chat import ChatClient
 from opencode_memoryd.models import MEMORY_TYPES, MemoryCandidate, TranscriptLine
 
 LINES = [

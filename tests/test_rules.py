@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from opencode_memoryd.models import TranscriptLine
 from opencode_memoryd.extract.rules import RulesExtractor, directives
+from opencode_memoryd.models import TranscriptLine
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from opencode_memoryd.store.bm25 import BM25_SETTINGS, Bm25Encoder, default_encoder
 from opencode_memoryd.errors import EmbedderMismatchError, StoreError
 from opencode_memoryd.models import Memory, content_hash, point_id
+from opencode_memoryd.store.bm25 import BM25_SETTINGS, Bm25Encoder, default_encoder
 from opencode_memoryd.store.qdrant import (
     EdgeStore,
     Embedder,

@@ -18,11 +18,11 @@ from typing import Any
 import structlog
 
 from opencode_memoryd import config as cfgmod
+from opencode_memoryd.capture.processor import Extractor, Limits, SessionProcessor, SessionReport
 from opencode_memoryd.errors import SourceError, UpstreamError
+from opencode_memoryd.extract.rules import RulesExtractor
 from opencode_memoryd.models import iso_utc
 from opencode_memoryd.source.reader import OpenCodeDB, SessionRow, discover_databases
-from opencode_memoryd.capture.processor import Extractor, Limits, SessionProcessor, SessionReport
-from opencode_memoryd.extract.rules import RulesExtractor
 from opencode_memoryd.state import StateDB
 from opencode_memoryd.store.qdrant import EdgeStore, MemoryFilter, MemoryStore, ServerStore
 
@@ -127,8 +127,8 @@ class App:
         x = self.config.extraction
         if self.extraction_mode() == "rules":
             return RulesExtractor(max_chars=x.max_memory_chars)
-        from opencode_memoryd.extract.llm_extractor import LlmExtractor
         from opencode_memoryd.extract.chat import ChatClient
+        from opencode_memoryd.extract.llm_extractor import LlmExtractor
 
         llm = self.config.llm
         chat = ChatClient(base_url=llm.base_url, api_key=self._secret(llm.api_key_env),

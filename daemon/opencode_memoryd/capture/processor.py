@@ -40,10 +40,8 @@ from opencode_memoryd.models import (
     point_id,
     utc_from_ms,
 )
-from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB, SessionRow
 from opencode_memoryd.redaction.engine import redact
-from opencode_memoryd.state import Item, StateDB
-from opencode_memoryd.store.qdrant import MemoryFilter, MemoryStore
+from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB, SessionRow
 from opencode_memoryd.source.transcript import (
     Chunk,
     chunk_turns,
@@ -51,6 +49,8 @@ from opencode_memoryd.source.transcript import (
     finished_prefix,
     group_turns,
 )
+from opencode_memoryd.state import Item, StateDB
+from opencode_memoryd.store.qdrant import MemoryFilter, MemoryStore
 
 log = structlog.get_logger(__name__)
 

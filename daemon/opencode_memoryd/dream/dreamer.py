@@ -86,8 +86,13 @@ from typing import Any, Protocol
 
 import structlog
 
-from opencode_memoryd.store.bm25 import Bm25Encoder, default_encoder
 from opencode_memoryd.errors import ExtractionError, MemorydError, UpstreamError
+from opencode_memoryd.extract.facts import (
+    identifiers,
+    missing_identifiers,
+    restates,
+    similarity,
+)
 from opencode_memoryd.extract.llm_extractor import ChatReplyLike, junk_reason, load_json_list
 from opencode_memoryd.models import (
     Memory,
@@ -98,14 +103,9 @@ from opencode_memoryd.models import (
     scope_key,
     scope_project,
 )
-from opencode_memoryd.extract.facts import (
-    identifiers,
-    missing_identifiers,
-    restates,
-    similarity,
-)
 from opencode_memoryd.redaction.engine import redact
 from opencode_memoryd.state import StateDB
+from opencode_memoryd.store.bm25 import Bm25Encoder, default_encoder
 from opencode_memoryd.store.qdrant import MemoryFilter, MemoryStore
 
 log = structlog.get_logger(__name__)
@@ -1184,13 +1184,13 @@ class Dreamer:
 
 
 __all__ = [
+    "FAULT_MID_APPLY",
+    "PLAN_SCHEMA",
+    "TRIGGERS",
     "DreamError",
     "DreamResult",
     "DreamSettings",
     "Dreamer",
-    "FAULT_MID_APPLY",
-    "PLAN_SCHEMA",
-    "TRIGGERS",
     "build_prompt",
     "identifiers",
     "missing_identifiers",

@@ -54,14 +54,14 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import json
 import hashlib
+import json
 import os
-import tempfile
 import re
 import socket
 import socketserver
 import stat
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -140,7 +140,7 @@ class RemoteError(MemorydError):
         status: the HTTP status code.
     """
 
-    def __init__(self, message: str, *, type: str, kind: str | None = None,  # noqa: A002
+    def __init__(self, message: str, *, type: str, kind: str | None = None,
                  status: int | None = None) -> None:
         super().__init__(message)
         self.message = message
@@ -435,7 +435,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- routing ---------------------------------------------------------------------
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server naming)
+    def do_GET(self) -> None:
         name = self._route()
         if name is None:
             return
@@ -445,7 +445,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error_json(405, "MethodNotAllowed", f"use POST for /v1/{name}",
                                   headers={"Allow": "POST"})
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server naming)
+    def do_POST(self) -> None:
         name = self._route()
         if name is None:
             return
@@ -589,7 +589,7 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("control.request", method=self.command, path=getattr(self, "path", None),
                   status=code)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         log.debug("control.http", message=format % args)
 
 

@@ -40,16 +40,17 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from filelock import FileLock, Timeout
 
 from opencode_memoryd import __version__
+from opencode_memoryd.capture.processor import SessionProcessor
 from opencode_memoryd.compose import DAEMON_INFO_FILE, App
+from opencode_memoryd.dream.journal import DreamJournal
+from opencode_memoryd.errors import MemorydError, SourceError, StoreInUseError
+from opencode_memoryd.models import iso_utc, scope_project
+
 # imported here, before any worker thread starts: a module one thread is importing is seen
 # half-initialised by another
 from opencode_memoryd.serve.control import ControlServer, socket_path
 from opencode_memoryd.serve.debounce import backoff_seconds
-from opencode_memoryd.errors import MemorydError, SourceError, StoreInUseError
-from opencode_memoryd.dream.journal import DreamJournal
-from opencode_memoryd.models import iso_utc, scope_project
 from opencode_memoryd.source.reader import OpenCodeDB, source_identity
-from opencode_memoryd.capture.processor import SessionProcessor
 from opencode_memoryd.source.watcher import DbWatcher
 
 log = structlog.get_logger(__name__)

@@ -11,8 +11,8 @@ falls back to polling.
 from __future__ import annotations
 
 import threading
-from fnmatch import fnmatch
 from collections.abc import Callable, Iterable
+from fnmatch import fnmatch
 from pathlib import Path
 
 import structlog

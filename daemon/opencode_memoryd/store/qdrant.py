@@ -30,9 +30,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from opencode_memoryd.store.bm25 import Bm25Encoder, SparseVector, default_encoder, settings_mismatch
 from opencode_memoryd.errors import EmbedderMismatchError, MemorydError, StoreError, StoreInUseError
 from opencode_memoryd.models import MEMORY_TYPES, SCOPES, Memory, iso_utc
+from opencode_memoryd.store.bm25 import (
+    Bm25Encoder,
+    SparseVector,
+    default_encoder,
+    settings_mismatch,
+)
 
 #: Version of the on-disk layout / metadata written by this module.
 SCHEMA_VERSION = 1
@@ -1267,13 +1272,13 @@ class ServerStore(_StoreBase):
 __all__ = [
     "DENSE_NAME",
     "DENSE_WEIGHT",
+    "RRF_K",
+    "SPARSE_NAME",
+    "SPARSE_WEIGHT",
     "EdgeStore",
     "Embedder",
     "MemoryFilter",
     "MemoryStore",
-    "RRF_K",
-    "SPARSE_NAME",
-    "SPARSE_WEIGHT",
     "ServerStore",
     "rrf_fuse",
 ]
