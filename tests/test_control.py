@@ -18,16 +18,20 @@ from typing import Any
 import httpx
 import pytest
 
-from opencode_memoryd.errors import ConfigError, StoreError, UpstreamError
+from opencode_memoryd.errors import (
+    ConfigError,
+    ControlError,
+    DaemonUnreachableError,
+    RemoteError,
+    RequestError,
+    StoreError,
+    UpstreamError,
+)
 from opencode_memoryd.serve.control import (
     BASE_URL,
     MAX_BODY_BYTES,
     ControlClient,
-    ControlError,
     ControlServer,
-    DaemonUnreachableError,
-    RemoteError,
-    RequestError,
     socket_path,
 )
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from conftest import cli_json, read_marks, start_daemon, wait_until, write_config
-from opencode_memoryd.serve.debounce import Pending, backoff_seconds
+from opencode_memoryd.debounce import Pending, backoff_seconds
 from opencode_writer import OpenCodeWriter
 
 pytestmark = pytest.mark.slow

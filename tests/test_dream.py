@@ -22,7 +22,6 @@ from opencode_memoryd.capture.processor import write_memories
 from opencode_memoryd.dream.dreamer import (
     PLAN_SCHEMA,
     Dreamer,
-    DreamError,
     DreamResult,
     DreamSettings,
     identifiers,
@@ -31,7 +30,7 @@ from opencode_memoryd.dream.dreamer import (
     render_memories,
 )
 from opencode_memoryd.dream.journal import DreamJournal
-from opencode_memoryd.errors import ExtractionError
+from opencode_memoryd.errors import DreamError, ExtractionError
 from opencode_memoryd.extract.chat import ChatClient
 from opencode_memoryd.models import Memory, content_hash, point_id
 from opencode_memoryd.state import StateDB

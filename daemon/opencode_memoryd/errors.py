@@ -10,7 +10,13 @@
     ├── StoreError             the memory store (Qdrant) failed or refused
     │   └── EmbedderMismatchError  the store was built with another embedder
     ├── UpstreamError          the LLM or embedding endpoint failed (``retryable`` flag)
-    └── ExtractionError        the LLM answered something we cannot accept
+    ├── ExtractionError        the LLM answered something we cannot accept
+    ├── DreamError             a dream operation was refused (undo of a run not applied)
+    ├── AlreadyRunning         another daemon holds the single-instance lock
+    ├── ControlError           the control socket cannot be served or reached
+    │   └── DaemonUnreachableError  no daemon accepted the connection (safe to do it locally)
+    ├── RequestError           a control request's payload is invalid (HTTP 400)
+    └── RemoteError            the daemon answered a call with an error
 """
 
 from __future__ import annotations
@@ -89,3 +95,53 @@ class UpstreamError(MemorydError):
 
 class ExtractionError(MemorydError):
     """The LLM's answer was not valid JSON or did not match the memory schema."""
+
+
+class AlreadyRunning(MemorydError):
+    """Another ``opencode-memoryd run`` holds the single-instance lock."""
+
+
+class ControlError(MemorydError):
+    """The control endpoint cannot be served or reached.
+
+    Raised by :meth:`ControlServer.start` (another live server holds the socket, the path
+    is unusable) and by :meth:`ControlClient.call` (no answer, timeout, malformed reply).
+    When the call may already have reached the daemon (a timeout, a dropped connection)
+    this base class is raised; when it certainly did not, :class:`DaemonUnreachableError`.
+    """
+
+
+class DaemonUnreachableError(ControlError):
+    """No daemon accepted the connection (no socket file, or connection refused).
+
+    The request was not delivered, so the caller may safely do the work itself.
+    """
+
+
+class RequestError(MemorydError):
+    """Raised by a handler to reject its payload (missing or invalid fields): HTTP 400."""
+
+
+class RemoteError(MemorydError):
+    """The daemon answered a call with an error.
+
+    Attributes:
+        type: the server-side error's class name (e.g. ``"UpstreamError"``), or a protocol
+            error name (``"NotFound"``, ``"BadRequest"``, ``"RequestTooLarge"``,
+            ``"InternalError"``, ...).
+        kind: the server-side error's ``kind`` attribute, when it had one.
+        message: the error message (also ``str(exc)``).
+        status: the HTTP status code.
+    """
+
+    def __init__(self, message: str, *, type: str, kind: str | None = None,
+                 status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.type = type
+        self.kind = kind
+        self.status = status
+
+
+class DreamError(MemorydError):
+    """A dream operation was refused (e.g. undoing a run that is not applied)."""

@@ -304,9 +304,9 @@ class StateDB:
         return each session's new due time (ms).
 
         The first change of a pending session starts its max-wait clock; later changes
-        only push the quiet period (see :mod:`opencode_memoryd.serve.debounce`).
+        only push the quiet period (see :mod:`opencode_memoryd.debounce`).
         """
-        from opencode_memoryd.serve.debounce import Pending
+        from opencode_memoryd.debounce import Pending
 
         out: dict[str, int] = {}
         with self._engine.begin() as c:

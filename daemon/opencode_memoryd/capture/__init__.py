@@ -1,1 +1,3 @@
-"""One session to stored memories: read after the high-water mark, extract, deduplicate, upsert, advance the mark."""
+"""One session to stored memories: read after the high-water mark, extract, deduplicate, upsert,
+advance the mark.
+"""

@@ -173,7 +173,8 @@ def _via_daemon(app: App, name: str, payload: dict[str, Any]) -> tuple[bool, Any
     sock = app.daemon_socket() or _wait_for_starting_daemon(app)
     if sock is None:
         return False, None
-    from opencode_memoryd.serve.control import ControlClient, DaemonUnreachableError, RemoteError
+    from opencode_memoryd.errors import DaemonUnreachableError, RemoteError
+    from opencode_memoryd.serve.control import ControlClient
 
     with ControlClient(sock) as client:
         if client.ping() is None:

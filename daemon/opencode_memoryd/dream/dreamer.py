@@ -86,7 +86,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from opencode_memoryd.errors import ExtractionError, MemorydError, UpstreamError
+from opencode_memoryd.errors import DreamError, ExtractionError, MemorydError, UpstreamError
 from opencode_memoryd.extract.facts import (
     identifiers,
     missing_identifiers,
@@ -150,8 +150,6 @@ _REASON_CHARS = 200
 _DELIMITER = re.compile(r"<(/?memories)", re.IGNORECASE)
 
 
-class DreamError(MemorydError):
-    """A dream operation was refused (e.g. undoing a run that is not applied)."""
 
 
 class Planner(Protocol):

@@ -1,1 +1,3 @@
-"""From transcript to memory candidates: the rules extractor, the LLM client and prompts, the quality gate and fact comparison."""
+"""From transcript to memory candidates: the rules extractor, the LLM client and prompts, the
+quality gate and fact comparison.
+"""

@@ -12,9 +12,6 @@ Nothing here logs the prompt or the reply: only sizes, token counts, timings and
 
 from __future__ import annotations
 
-import email.utils
-import math
-import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -23,27 +20,16 @@ from typing import Any
 # any worker thread runs, keeps a request from seeing it half-imported by another
 # thread ("partially initialized module 'httpx'").
 import httpx  # noqa: F401
-import httpx2
 import openai
 import structlog
 
-from opencode_memoryd.errors import ExtractionError, UpstreamError
+from opencode_memoryd.errors import ExtractionError
+from opencode_memoryd.openai_compat import PLACEHOLDER_API_KEY, map_openai_error
 
 log = structlog.get_logger(__name__)
 
 #: The accepted values of ``json_mode``.
 JSON_MODES: tuple[str, ...] = ("json_schema", "json_object", "none")
-
-#: Sent as the API key when none is configured (local endpoints need none, the SDK needs one).
-PLACEHOLDER_API_KEY = "not-needed"
-
-_CONTEXT_LENGTH = re.compile(
-    r"context[ _]length|maximum context|context window|context size|prompt is too long"
-    r"|too many (input )?tokens|maximum input length|input is too long",
-    re.IGNORECASE,
-)
-_ERROR_MESSAGE_CHARS = 200
-
 
 @dataclass(frozen=True)
 class ChatReply:
@@ -63,112 +49,6 @@ class ChatReply:
     model: str
     finish_reason: str | None
 
-
-def retry_after_seconds(headers: Any) -> float | None:
-    """Read ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date) from ``headers``.
-
-    Returns seconds (never negative), or ``None`` when absent or unreadable.
-    """
-    if headers is None:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            value = float(ms) / 1000
-            if math.isfinite(value):
-                return max(0.0, value)
-        except ValueError:
-            pass
-    raw = headers.get("retry-after")
-    if raw is None:
-        return None
-    try:
-        value = float(raw)
-        return max(0.0, value) if math.isfinite(value) else None
-    except ValueError:
-        pass
-    try:
-        parsed = email.utils.parsedate_to_datetime(raw)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if parsed is None:
-        return None
-    return max(0.0, parsed.timestamp() - time.time())
-
-
-def _server_message(exc: openai.APIStatusError) -> str:
-    """The server's short error message (``error.message`` only: never the whole body)."""
-    body = exc.body
-    message = ""
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict):
-            message = str(err.get("message") or err.get("code") or "")
-        elif isinstance(err, str):
-            message = err
-    message = " ".join(message.split())
-    if len(message) > _ERROR_MESSAGE_CHARS:
-        message = message[: _ERROR_MESSAGE_CHARS - 1] + "…"
-    return message
-
-
-def _is_context_length(exc: openai.APIStatusError, message: str) -> bool:
-    code = getattr(exc, "code", None)
-    if code and "context_length" in str(code):
-        return True
-    return exc.status_code == 413 or bool(_CONTEXT_LENGTH.search(message))
-
-
-def map_openai_error(exc: BaseException) -> UpstreamError:
-    """Translate an openai SDK (or transport) exception into an :class:`UpstreamError`.
-
-    Kinds, by cause: ``timeout`` (client timeout, 408), ``connection`` (connect, DNS, TLS,
-    reset), ``rate_limit`` (429), ``server`` (5xx, 409, malformed response), ``auth`` (401,
-    403), ``not_found`` (404), ``context_length`` (400/413/422 about the input size),
-    ``bad_request`` (other 4xx). ``retryable`` is true for rate_limit, server, timeout and
-    connection. ``retry_after_seconds`` is set when the response carried ``Retry-After``.
-    The message holds the status and at most 200 characters of the server's error message,
-    never the request.
-    """
-    if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
-        return UpstreamError("request timed out", kind="timeout", retryable=True)
-    if isinstance(exc, openai.APIConnectionError | httpx2.TransportError | OSError):
-        cause = exc.__cause__ or exc
-        return UpstreamError(
-            f"connection failed: {type(cause).__name__}", kind="connection", retryable=True
-        )
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        message = _server_message(exc)
-        retry_after = retry_after_seconds(exc.response.headers)
-        if status == 429:
-            kind = "rate_limit"
-        elif status == 408:
-            kind = "timeout"
-        elif status >= 500 or status == 409:
-            kind = "server"
-        elif status in (401, 403):
-            kind = "auth"
-        elif status == 404:
-            kind = "not_found"
-        elif status in (400, 413, 422) and _is_context_length(exc, message):
-            kind = "context_length"
-        else:
-            kind = "bad_request"
-        retryable = kind in ("rate_limit", "server", "timeout")
-        text = f"HTTP {status} ({kind})" + (f": {message}" if message else "")
-        return UpstreamError(
-            text, kind=kind, retryable=retryable, status=status, retry_after_seconds=retry_after
-        )
-    if isinstance(exc, openai.APIResponseValidationError):
-        return UpstreamError(
-            f"malformed response (HTTP {exc.status_code})",
-            kind="server",
-            retryable=True,
-            status=exc.status_code,
-        )
-    return UpstreamError(f"request failed: {type(exc).__name__}", kind="bad_request",
-                         retryable=False)
 
 
 def response_format(json_mode: str, schema: dict[str, Any], schema_name: str) -> Any:

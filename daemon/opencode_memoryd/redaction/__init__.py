@@ -1,1 +1,3 @@
-"""Secret scrubbing: pure functions that replace secrets with placeholders before text reaches the LLM, the store or the log."""
+"""Secret scrubbing: pure functions that replace secrets with placeholders before text reaches the
+LLM, the store or the log.
+"""

@@ -1,1 +1,3 @@
-"""The long-running side: the daemon (watching, debounce, jobs) and its control socket server and client."""
+"""The long-running side: the daemon (watching, debounce, jobs) and its control socket server and
+client.
+"""

@@ -76,9 +76,13 @@ import structlog
 from opencode_memoryd import __version__
 from opencode_memoryd.errors import (
     ConfigError,
+    ControlError,
+    DaemonUnreachableError,
     EmbedderMismatchError,
     ExtractionError,
     MemorydError,
+    RemoteError,
+    RequestError,
     UpstreamError,
 )
 
@@ -107,46 +111,12 @@ _STATUS_BY_ERROR: tuple[tuple[type[BaseException], int], ...] = (
 )
 
 
-class ControlError(MemorydError):
-    """The control endpoint cannot be served or reached.
-
-    Raised by :meth:`ControlServer.start` (another live server holds the socket, the path
-    is unusable) and by :meth:`ControlClient.call` (no answer, timeout, malformed reply).
-    When the call may already have reached the daemon (a timeout, a dropped connection)
-    this base class is raised; when it certainly did not, :class:`DaemonUnreachableError`.
-    """
 
 
-class DaemonUnreachableError(ControlError):
-    """No daemon accepted the connection (no socket file, or connection refused).
-
-    The request was not delivered, so the caller may safely do the work itself.
-    """
 
 
-class RequestError(MemorydError):
-    """Raised by a handler to reject its payload (missing or invalid fields): HTTP 400."""
 
 
-class RemoteError(MemorydError):
-    """The daemon answered a call with an error.
-
-    Attributes:
-        type: the server-side error's class name (e.g. ``"UpstreamError"``), or a protocol
-            error name (``"NotFound"``, ``"BadRequest"``, ``"RequestTooLarge"``,
-            ``"InternalError"``, ...).
-        kind: the server-side error's ``kind`` attribute, when it had one.
-        message: the error message (also ``str(exc)``).
-        status: the HTTP status code.
-    """
-
-    def __init__(self, message: str, *, type: str, kind: str | None = None,
-                 status: int | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.type = type
-        self.kind = kind
-        self.status = status
 
 
 def socket_path(state_dir: Path, env: Mapping[str, str] | None = None) -> Path:

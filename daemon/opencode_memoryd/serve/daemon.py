@@ -10,7 +10,7 @@ and a periodic sweep re-reads the session list anyway. A database that appears l
 deleted, or is replaced by another file (new inode) is reopened without a restart.
 
 Scheduling: each changed session is queued in the state file with its debounce due time
-(:mod:`opencode_memoryd.serve.debounce`) and gets one APScheduler job (id ``session:<db>:<id>``,
+(:mod:`opencode_memoryd.debounce`) and gets one APScheduler job (id ``session:<db>:<id>``,
 replaced on every change). Jobs run on one worker thread, so one session is never extracted
 twice at once; a per-project lock keeps extractions (and, later, dreams) of one project
 apart, including those asked for through the control endpoint.
@@ -42,14 +42,14 @@ from filelock import FileLock, Timeout
 from opencode_memoryd import __version__
 from opencode_memoryd.capture.processor import SessionProcessor
 from opencode_memoryd.compose import DAEMON_INFO_FILE, App
+from opencode_memoryd.debounce import backoff_seconds
 from opencode_memoryd.dream.journal import DreamJournal
-from opencode_memoryd.errors import MemorydError, SourceError, StoreInUseError
+from opencode_memoryd.errors import AlreadyRunning, MemorydError, SourceError, StoreInUseError
 from opencode_memoryd.models import iso_utc, scope_project
 
 # imported here, before any worker thread starts: a module one thread is importing is seen
 # half-initialised by another
 from opencode_memoryd.serve.control import ControlServer, socket_path
-from opencode_memoryd.serve.debounce import backoff_seconds
 from opencode_memoryd.source.reader import OpenCodeDB, source_identity
 from opencode_memoryd.source.watcher import DbWatcher
 
@@ -74,8 +74,6 @@ MIN_CHECK_INTERVAL_SECONDS = 0.02
 CHECK_COST_FACTOR = 4.0
 
 
-class AlreadyRunning(MemorydError):
-    """Another ``opencode-memoryd run`` holds the single-instance lock."""
 
 
 def sd_notify(message: str) -> bool:

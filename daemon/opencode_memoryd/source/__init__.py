@@ -1,1 +1,3 @@
-"""OpenCode databases: discovery, schema detection, read-only reading, watching, turns and transcripts."""
+"""OpenCode databases: discovery, schema detection, read-only reading, watching, turns and
+transcripts.
+"""

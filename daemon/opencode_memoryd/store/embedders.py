@@ -2,7 +2,7 @@
 
 Texts are sent in batches of at most :data:`BATCH_SIZE`; every vector must have the
 configured length. Errors map to :class:`~opencode_memoryd.errors.UpstreamError` exactly as
-for the chat adapter (:func:`opencode_memoryd.extract.chat.map_openai_error`); the SDK's own retries
+for the chat adapter (:func:`opencode_memoryd.openai_compat.map_openai_error`); the SDK's own retries
 behave as described in :mod:`opencode_memoryd.extract.chat`. Texts are never logged.
 """
 
@@ -17,7 +17,7 @@ import openai
 import structlog
 
 from opencode_memoryd.errors import UpstreamError
-from opencode_memoryd.extract.chat import PLACEHOLDER_API_KEY, map_openai_error
+from opencode_memoryd.openai_compat import PLACEHOLDER_API_KEY, map_openai_error
 
 log = structlog.get_logger(__name__)
 
