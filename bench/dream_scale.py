@@ -80,6 +80,8 @@ from opencode_memoryd.dream.dreamer import Dreamer  # noqa: E402
 from opencode_memoryd.dream.journal import DreamJournal  # noqa: E402
 from opencode_memoryd.models import Memory, content_hash, point_id  # noqa: E402
 from opencode_memoryd.store.qdrant import EdgeStore  # noqa: E402
+from opencode_memoryd.usecases.dreams import dream_scopes, run_dream  # noqa: E402
+from opencode_memoryd.usecases.service import open_local  # noqa: E402
 
 NAMESPACE = uuid.UUID("9a4e7c21-5b3d-5f08-8e6a-1c2d3e4f5a6b")  # bench-only ids of copies
 T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
@@ -552,8 +554,8 @@ def run_dreams(work: Path, seed_store: Path, seeded: Seeded, *, size: int, mode:
     app = App(config=parse_config(doc), env=env)
     journal = DreamJournal(app.journal_path)
     rows: list[Row] = []
-    with app.resources() as (state, store):
-        dreamer = app.build_dreamer(state, store)
+    with open_local(app) as service:
+        dreamer, store = service.dreamer, service.store
         assert dreamer.mode == mode, (dreamer.mode, mode)
         if target == "biggest":
             key = max((k for k in seeded.scope_sizes if k is not None),
@@ -570,9 +572,9 @@ def run_dreams(work: Path, seed_store: Path, seeded: Seeded, *, size: int, mode:
             if target == "biggest":
                 scopes: dict[str | None, str | None] = {key: seeded.roots[key]}
             else:
-                scopes = app.dream_scopes(store)
+                scopes = dream_scopes(store)
             for k, root in scopes.items():
-                entries.append(app.run_dream(dreamer, journal, k, root, trigger="forced"))
+                entries.append(run_dream(dreamer, journal, k, root, trigger="forced"))
             seconds = time.perf_counter() - t0
             rows.append(_row(entries, seeded.truth, size=size, mode=mode,
                              target=target if n == 0 else f"{target}#{n + 1}",

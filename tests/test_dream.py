@@ -794,21 +794,22 @@ def test_tombstones_hidden_from_list_and_search_unless_all(store: EdgeStore, sta
                                                            tmp_path: Path) -> None:
     from opencode_memoryd.compose import App
     from opencode_memoryd.config import Config
+    from opencode_memoryd.usecases.service import Service
 
     res = Dreamer(store, state, clock=lambda: NOW).dream(ACME, trigger="forced")
     assert res.status == "ok" and res.counts["merged"] == 2
-    app = App(config=Config(), env={"HOME": str(tmp_path)})
-    listed = {m["id"] for m in app.list_memories(store)}
-    everything = {m["id"]: m for m in app.list_memories(store, include_retired=True)}
+    service = Service(App(config=Config(), env={"HOME": str(tmp_path)}), state, store)
+    listed = {m["id"] for m in service.list()}
+    everything = {m["id"]: m for m in service.list(include_retired=True)}
     assert TESTS_2.id not in listed and TESTS_3.id not in listed and TESTS_1.id in listed
     assert set(everything) == listed | {TESTS_2.id, TESTS_3.id}
     assert everything[TESTS_2.id]["status"] == "retired"
     assert everything[TESTS_2.id]["superseded_by"] == TESTS_1.id
-    hits = app.search(store, "unit tests pnpm vitest", limit=10)
+    hits = service.search(query="unit tests pnpm vitest", limit=10)
     assert [h["id"] for h in hits].count(TESTS_1.id) == 1
     assert not {TESTS_2.id, TESTS_3.id} & {h["id"] for h in hits}
-    all_hits = {h["id"] for h in app.search(store, "unit tests pnpm vitest", limit=10,
-                                             include_retired=True)}
+    all_hits = {h["id"] for h in service.search(query="unit tests pnpm vitest", limit=10,
+                                                 include_retired=True)}
     assert {TESTS_1.id, TESTS_2.id, TESTS_3.id} <= all_hits
-    user_only = app.list_memories(store, user=True, include_retired=True)
+    user_only = service.list(user=True, include_retired=True)
     assert [m["scope"] for m in user_only] == ["user"]

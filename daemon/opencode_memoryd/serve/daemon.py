@@ -22,6 +22,7 @@ budget defers work instead of spending past it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -43,15 +44,15 @@ from opencode_memoryd import __version__
 from opencode_memoryd.capture.processor import SessionProcessor
 from opencode_memoryd.compose import DAEMON_INFO_FILE, App
 from opencode_memoryd.debounce import backoff_seconds
-from opencode_memoryd.dream.journal import DreamJournal
 from opencode_memoryd.errors import AlreadyRunning, MemorydError, SourceError, StoreInUseError
-from opencode_memoryd.models import iso_utc, scope_project
+from opencode_memoryd.models import iso_utc
 
 # imported here, before any worker thread starts: a module one thread is importing is seen
 # half-initialised by another
 from opencode_memoryd.serve.control import ControlServer, socket_path
 from opencode_memoryd.source.reader import OpenCodeDB, source_identity
 from opencode_memoryd.source.watcher import DbWatcher
+from opencode_memoryd.usecases.service import ROUTES, Service, call
 
 log = structlog.get_logger(__name__)
 
@@ -142,8 +143,7 @@ class Daemon:
         self._lock: FileLock | None = None
         self._watcher: DbWatcher | None = None
         self._control: Any = None
-        self.journal: Any = None
-        self.dreamer: Any = None
+        self.service: Service
         self.last_dream: dict[str, str] = {}
         self.state: Any = None
         self.store: Any = None
@@ -184,8 +184,11 @@ class Daemon:
         self.state = self.app.open_state()
         self.store = self._open_store()
         self.extractor = self.app.build_extractor()
+        self.service = Service(self.app, self.state, self.store, extractor=self.extractor,
+                               lock_for=self.project_lock, daemon_status=self.status)
         log.info("daemon_started", version=__version__, pid=os.getpid(),
-                 mode=self.app.extraction_mode(), quiet_period_seconds=self.cfg.quiet_period_seconds,
+                 mode=self.app.extraction_mode(),
+                 quiet_period_seconds=self.cfg.quiet_period_seconds,
                  max_wait_seconds=self.cfg.max_wait_seconds)
         self.scheduler.start()
         # re-arm what was queued before a restart; the main loop's first pass (a full
@@ -227,13 +230,7 @@ class Daemon:
 
     def _start_dreams(self) -> None:
         """Finish dreams a crash interrupted, then schedule the gate check (and catch-up)."""
-        self.journal = DreamJournal(self.app.journal_path)
-        self.dreamer = self.app.build_dreamer(self.state, self.store)
-        for run_id in self.dreamer.recover():
-            log.warning("dream_recovered", run_id=run_id)
-            result = self.dreamer.result_of(run_id)
-            if result is not None:
-                self.journal.append(dict(result.to_journal()))
+        self.service.recover_dreams()
         if not self.app.config.dream.enabled:
             return
         self.scheduler.add_job(self._dream_check, "date", args=("catch-up",),
@@ -247,58 +244,17 @@ class Daemon:
         beside an extraction job; the project lock keeps control-endpoint work apart)."""
         if self.stop_event.is_set() or self._llm_gate() is not None:
             return
-        for project_key, project_root in self.app.dream_scopes(self.store).items():
-            is_open, why = self.app.dream_gate(self.journal, self.store, project_key)
-            if not is_open:
-                log.debug("dream_gate_closed", project=project_key or "user", reason=why)
-                continue
-            try:
-                with self.project_lock(project_key or "user"):
-                    self.app.run_dream(self.dreamer, self.journal, project_key, project_root,
-                                       trigger=trigger)
-            except Exception as exc:  # one scope's failure must not end the others' dreams
-                self.last_error = f"dream of {project_key or 'user'}: {exc}"
-                log.exception("dream_crashed", project=project_key or "user")
-                continue
-            self.last_dream[project_key or "user"] = iso_utc(self.clock())
-
-    def dream_now(self, payload: dict[str, Any]) -> dict[str, Any]:
-        """A forced dream (or undo) asked for through the control endpoint."""
-        if payload.get("undo"):
-            run_id = str(payload["undo"])
-            row = self.state.dream_run(run_id)
-            project = scope_project(str(row["scope_key"])) if row else None
-            # the undo rewrites memories of the run's scope: keep its extraction out
-            with self.project_lock(project or "user"):
-                entry = dict(self.dreamer.undo(run_id).to_journal())
-            self.journal.append(entry)  # the run's "undone" entry, beside its "ok" one
-            return entry
-        key = payload.get("project_key")
-        with self.project_lock(key or "user"):
-            return self.app.run_dream(self.dreamer, self.journal, key,
-                                      payload.get("project_root"), trigger="forced",
-                                      dry_run=bool(payload.get("dry_run")))
+        for outcome in self.service.dream_open_scopes(trigger=trigger,
+                                                      should_stop=self.stop_event.is_set):
+            if outcome.error is not None:
+                self.last_error = outcome.error
+            else:
+                self.last_dream[outcome.scope] = iso_utc(self.clock())
 
     def _start_control(self) -> None:
-        """Serve maintain/list/search/status to other processes (the daemon owns the store)."""
+        """Serve the use cases to other processes (the daemon owns the store)."""
         app = self.app
-        handlers = {
-            "maintain": lambda p: app.maintain(
-                directory=p.get("directory"), db_override=p.get("db"),
-                resources=(self.state, self.store, self.extractor),
-                lock_for=self.project_lock),
-            "list": lambda p: app.list_memories(
-                self.store, user=bool(p.get("user")), directory=p.get("directory"),
-                db=p.get("db"), include_retired=bool(p.get("include_retired"))),
-            "search": lambda p: app.search(
-                self.store, str(p["query"]), directory=p.get("directory"), db=p.get("db"),
-                limit=int(p.get("limit") or 10),
-                include_retired=bool(p.get("include_retired"))),
-            "status": lambda _p: {**app.status_info(self.state, self.store),
-                                  "daemon": self.status()},
-            "dream": self.dream_now,
-            "show": lambda p: app.show_memory(self.store, self.journal, str(p["id"])),
-        }
+        handlers = {route: functools.partial(call, self.service, route) for route in ROUTES}
         path = socket_path(app.state_dir, app.env)
         self._control = ControlServer(path, handlers)
         self._control.start()

@@ -1,0 +1,123 @@
+"""Run a use case in the running daemon (which owns the embedded store), else locally.
+
+A daemon that is still starting (``daemon.pid`` names a live ``opencode-memoryd run`` that
+does not serve yet) is waited for, up to :data:`DAEMON_START_WAIT_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from opencode_memoryd.compose import App
+from opencode_memoryd.errors import (
+    DaemonUnreachableError,
+    MemorydError,
+    RemoteError,
+    SourceError,
+    StateError,
+    StoreError,
+    UpstreamError,
+)
+from opencode_memoryd.usecases.maintain import Progress
+from opencode_memoryd.usecases.service import call, open_local
+
+#: How long a command waits (s) for a daemon that is starting to serve it.
+DAEMON_START_WAIT_SECONDS = 60.0
+
+
+def run_use_case(app: App, route: str, payload: dict[str, Any], *,
+                 progress: Progress | None = None) -> Any:
+    """The result of use case ``route`` (see :mod:`opencode_memoryd.usecases.service`).
+
+    Served by the running daemon when there is one; otherwise the state file and the
+    store are opened here (a dream or undo first finishes a dream a crash interrupted).
+
+    Raises:
+        MemorydError: the use case failed (a daemon's error keeps its class where known).
+    """
+    served, result = via_daemon(app, route, payload)
+    if served:
+        return result
+    with open_local(app, progress=progress) as service:
+        if route in ("dream", "undo"):
+            service.recover_dreams()
+        return call(service, route, payload)
+
+
+def via_daemon(app: App, name: str, payload: dict[str, Any]) -> tuple[bool, Any]:
+    """Ask a running daemon to do the work.
+
+    Returns:
+        ``(True, result)`` when a daemon answered, ``(False, None)`` when none runs.
+    """
+    sock = app.daemon_socket() or _wait_for_starting_daemon(app)
+    if sock is None:
+        return False, None
+    from opencode_memoryd.serve.control import ControlClient
+
+    with ControlClient(sock) as client:
+        if client.ping() is None:
+            return False, None
+        try:
+            return True, client.call(name, payload)
+        except DaemonUnreachableError:
+            return False, None
+        except RemoteError as exc:
+            raise _REMOTE_ERRORS.get(exc.type, MemorydError)(str(exc)) from exc
+
+
+def _daemon_starting(app: App) -> int | None:
+    """The pid of a daemon that is starting (``daemon.pid`` names a live
+    ``opencode-memoryd`` / ``opencode_memoryd`` process, and it does not serve yet)."""
+    try:
+        pid = int((app.state_dir / "daemon.pid").read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        try:  # no /proc (macOS)
+            cmdline = subprocess.run(["ps", "-p", str(pid), "-o", "command="],
+                                     capture_output=True, text=True, timeout=5).stdout
+        except (OSError, subprocess.SubprocessError):
+            return None
+    return pid if re.search(r"opencode[-_]memoryd\b.*\brun\b", cmdline) else None
+
+
+def _wait_for_starting_daemon(app: App) -> Path | None:
+    """While a daemon is starting up (it owns the store but does not serve yet), wait up
+    to ``DAEMON_START_WAIT_SECONDS`` for its control socket; ``None`` when no daemon is
+    starting, or it did not come up in time."""
+    pid = _daemon_starting(app)
+    if pid is None:
+        return None
+    print(f"opencode-memoryd: waiting for the daemon (pid {pid}) to finish starting",
+          file=sys.stderr)
+    deadline = time.monotonic() + DAEMON_START_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        sock = app.daemon_socket()
+        if sock is not None:
+            return sock
+        if _daemon_starting(app) is None:
+            return app.daemon_socket()
+        time.sleep(0.2)
+    return None
+
+
+def _remote_upstream(message: str) -> UpstreamError:
+    return UpstreamError(message, kind="remote", retryable=False)
+
+
+_REMOTE_ERRORS: dict[str, Callable[[str], MemorydError]] = {
+    "SourceError": SourceError, "SourceSchemaError": SourceError, "StoreError": StoreError,
+    "EmbedderMismatchError": StoreError, "StateError": StateError,
+    "UpstreamError": _remote_upstream,
+}

@@ -1,0 +1,87 @@
+"""``dream`` and ``journal``: consolidate a scope now, and read the dream journal."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from opencode_memoryd.cli.connect import run_use_case
+from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
+from opencode_memoryd.compose import App
+from opencode_memoryd.dream.journal import DreamJournal, render_table
+from opencode_memoryd.usecases.projects import normalize_dir, project_keys_for_dir
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``dream`` and ``journal`` to the CLI."""
+    d = sub.add_parser("dream", help="consolidate a scope now: merge duplicates, retire "
+                                     "stale facts (recorded in the dream journal)")
+    dw = d.add_mutually_exclusive_group(required=True)
+    dw.add_argument("--dir", metavar="DIR", help="dream DIR's project")
+    dw.add_argument("--user", action="store_true", help="dream the user scope")
+    dw.add_argument("--undo", metavar="RUN_ID", help="restore the memories as they were "
+                                                     "before that dream")
+    d.add_argument("--dry-run", action="store_true", help="plan and check, change nothing")
+    d.add_argument("--db", metavar="PATH", help="OpenCode database used to resolve --dir")
+    d.add_argument("--json", action="store_true", help="print the journal entry as JSON")
+    d.set_defaults(handler=cmd_dream)
+
+    j = sub.add_parser("journal", help="print the dream journal (newest first)")
+    jw = j.add_mutually_exclusive_group()
+    jw.add_argument("--dir", metavar="DIR", help="only the dreams of DIR's project")
+    jw.add_argument("--user", action="store_true", help="only the dreams of the user scope")
+    j.add_argument("--db", metavar="PATH", help="OpenCode database used to resolve --dir")
+    j.add_argument("--limit", type=int, default=20, metavar="N", help="entries (default 20)")
+    j.add_argument("--json", action="store_true", help="print a JSON array")
+    j.set_defaults(handler=cmd_journal)
+
+
+def cmd_dream(app: App, args: argparse.Namespace) -> int:
+    """``dream``: dream (or undo) and print the journal entries and their operations."""
+    calls: list[tuple[str, dict[str, Any]]] = []
+    if args.undo:
+        calls.append(("undo", {"run_id": args.undo}))
+    elif args.user:
+        calls.append(("dream", {"project_key": None, "project_root": None,
+                                "dry_run": args.dry_run}))
+    else:
+        directory = normalize_dir(args.dir)
+        keys = sorted(project_keys_for_dir(app, directory, args.db))
+        if not keys:
+            print(f"opencode-memoryd: no OpenCode project found for {directory}",
+                  file=sys.stderr)
+            return EXIT_FAILURE
+        calls += [("dream", {"project_key": k, "project_root": directory,
+                             "dry_run": args.dry_run}) for k in keys]
+    entries = [run_use_case(app, route, payload) for route, payload in calls]
+    if args.json:
+        print(json.dumps(entries if len(entries) > 1 else entries[0], indent=2))
+    else:
+        print(render_table(entries))
+        for e in entries:
+            for op in e.get("operations") or []:
+                print(f"  {op.get('op')}: {', '.join(op.get('texts') or [])}"
+                      + (f"  ({op['reason']})" if op.get("reason") else ""))
+            for r in e.get("rejected") or []:
+                print(f"  rejected: {r.get('reason')}")
+    return EXIT_FAILURE if any(e.get("status") == "failed" for e in entries) else EXIT_OK
+
+
+def cmd_journal(app: App, args: argparse.Namespace) -> int:
+    """``journal``: the dream journal, newest first (read from the file, never the store)."""
+    journal = DreamJournal(app.journal_path)
+    if args.dir:
+        keys = sorted(project_keys_for_dir(app, normalize_dir(args.dir), args.db))
+        entries = sorted((e for k in keys for e in journal.entries(project_key=k)),
+                         key=lambda e: str(e.get("started_at")), reverse=True)
+        entries = entries[: args.limit]
+    else:
+        entries = journal.entries(user=args.user, limit=args.limit) if args.user else \
+            journal.entries(limit=args.limit)
+    if args.json:
+        print(json.dumps(entries, indent=2))
+    else:
+        print(render_table(entries))
+    return EXIT_OK

@@ -1,0 +1,23 @@
+"""Exit codes: the contract with shells, systemd (``RestartPreventExitStatus``) and users."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_SOURCE = 4
+EXIT_CONFIG = 78
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES_HELP = """\
+exit codes:
+  0    success
+  1    operational failure: the LLM endpoint or the store failed, or a session could
+       not be processed (its high-water mark did not move; the next run retries it)
+  2    usage error
+  3    unexpected internal error (the traceback is in the log file)
+  4    OpenCode database missing, unreadable, or of an unrecognised schema
+  78   configuration error (EX_CONFIG)
+  130  interrupted
+"""

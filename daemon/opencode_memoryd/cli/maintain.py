@@ -1,0 +1,62 @@
+"""``maintain``: extract memories from sessions up to now, then exit."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable
+
+from opencode_memoryd.cli.connect import run_use_case
+from opencode_memoryd.cli.exits import EXIT_CODES_HELP, EXIT_FAILURE, EXIT_OK
+from opencode_memoryd.cli.render import table
+from opencode_memoryd.compose import App
+from opencode_memoryd.source.reader import SessionRow
+from opencode_memoryd.usecases.projects import normalize_dir
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``maintain`` to the CLI."""
+    m = sub.add_parser("maintain", help="extract memories from sessions up to now, then exit",
+                       epilog=EXIT_CODES_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    target = m.add_mutually_exclusive_group(required=True)
+    target.add_argument("--dir", metavar="DIR",
+                        help="the project folder: sessions whose project worktree is DIR or "
+                             "whose directory is DIR or below it (DIR need not exist here)")
+    target.add_argument("--all", action="store_true", help="every project")
+    m.add_argument("--db", metavar="PATH", help="OpenCode database (default: discovered)")
+    m.add_argument("--json", action="store_true", help="print the report as JSON")
+    m.set_defaults(handler=cmd_maintain)
+
+
+def _progress(sessions: list[SessionRow]) -> Iterable[SessionRow]:
+    if not sys.stderr.isatty():
+        return sessions
+    from tqdm import tqdm
+
+    return tqdm(sessions, desc="sessions", unit="session", leave=False)
+
+
+def cmd_maintain(app: App, args: argparse.Namespace) -> int:
+    """``maintain``: print a summary line and a table of the sessions that did work."""
+    directory = None if args.all else normalize_dir(args.dir)
+    summary = run_use_case(app, "maintain", {"directory": directory, "db": args.db},
+                           progress=_progress if args.all else None)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        rows = [
+            (r["session_id"], r["turns_read"], r["added"], sum(r["skipped"].values()),
+             r["llm_calls"], f"{r['tokens_in']}/{r['tokens_out']}",
+             sum(r["redactions"].values()), r["error"] or "ok")
+            for r in summary["sessions"] if r["turns_read"] or r["error"] or r["replayed_items"]
+        ]
+        t = summary["totals"]
+        print(f"mode: {summary['mode']}  sessions: {t['sessions']}  turns read: "
+              f"{t['turns_read']}  memories added: {t['added']}  skipped: {t['skipped']}  "
+              f"LLM calls: {t['llm_calls']}  tokens in/out: {t['tokens_in']}/{t['tokens_out']}")
+        if rows:
+            print(table(rows, ["session", "turns", "added", "skipped", "llm", "tokens",
+                               "redacted", "result"]))
+    return EXIT_FAILURE if summary["failed"] else EXIT_OK

@@ -1,0 +1,87 @@
+"""``list``, ``search`` and ``show``: reading memories."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from opencode_memoryd.cli.connect import run_use_case
+from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from opencode_memoryd.cli.render import print_memories
+from opencode_memoryd.compose import App
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``list``, ``search`` and ``show`` to the CLI."""
+    ls = sub.add_parser("list", help="list stored memories")
+    which = ls.add_mutually_exclusive_group()
+    which.add_argument("--dir", metavar="DIR", help="only the memories of DIR's project")
+    which.add_argument("--user", action="store_true", help="only user-scope memories")
+    ls.add_argument("--db", metavar="PATH", help="OpenCode database used to resolve --dir")
+    ls.add_argument("--all", action="store_true",
+                    help="also the memories a dream retired (tombstones)")
+    ls.add_argument("--json", action="store_true", help="print a JSON array")
+    ls.set_defaults(handler=cmd_list)
+
+    s = sub.add_parser("search", help="search memories (BM25, plus dense vectors if set up)")
+    s.add_argument("query")
+    s.add_argument("--dir", metavar="DIR",
+                   help="DIR's project memories and user-scope memories only")
+    s.add_argument("--db", metavar="PATH", help="OpenCode database used to resolve --dir")
+    s.add_argument("--limit", type=int, default=10, metavar="N", help="results (default 10)")
+    s.add_argument("--all", action="store_true",
+                   help="also match the memories a dream retired (tombstones)")
+    s.add_argument("--json", action="store_true", help="print a JSON array")
+    s.set_defaults(handler=cmd_search)
+
+    sh = sub.add_parser("show", help="one memory with its lineage (sessions, messages, "
+                                     "dreams)")
+    sh.add_argument("id")
+    sh.add_argument("--json", action="store_true", help="print JSON")
+    sh.set_defaults(handler=cmd_show)
+
+
+def cmd_list(app: App, args: argparse.Namespace) -> int:
+    """``list``: print the memories (all, user scope, or DIR's project)."""
+    memories = run_use_case(app, "list", {"user": args.user, "directory": args.dir,
+                                          "db": args.db, "include_retired": args.all})
+    print_memories(memories, args.json)
+    return EXIT_OK
+
+
+def cmd_search(app: App, args: argparse.Namespace) -> int:
+    """``search QUERY``: print the best matches."""
+    if args.limit < 1:
+        print("opencode-memoryd: --limit must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    hits = run_use_case(app, "search", {"query": args.query, "directory": args.dir,
+                                        "db": args.db, "limit": args.limit,
+                                        "include_retired": args.all})
+    print_memories(hits, args.json)
+    return EXIT_OK
+
+
+def cmd_show(app: App, args: argparse.Namespace) -> int:
+    """``show ID``: one memory and its lineage."""
+    shown = run_use_case(app, "show", {"memory_id": args.id})
+    if shown is None:
+        print(f"opencode-memoryd: no memory with id {args.id}", file=sys.stderr)
+        return EXIT_FAILURE
+    if args.json:
+        print(json.dumps(shown, indent=2))
+        return EXIT_OK
+    m, lin = shown["memory"], shown["lineage"]
+    print(f"{m['id']}  [{m['type']}, {m['scope']}, {m.get('status', 'active')}]")
+    print(f"  {m['content']}")
+    print(f"  project:   {m.get('project_root') or m.get('project_id') or '-'}")
+    print(f"  created:   {m['created_at']}   updated: {m['updated_at']}   source: {m['source']}")
+    print(f"  sessions:  {', '.join(lin['sessions'] or [])}")
+    print(f"  messages:  {', '.join(lin['message_ids'] or [])}")
+    for x in lin["merged_from"]:
+        print(f"  merged from {x['id']}: {x['content']}")
+    if lin.get("superseded_by"):
+        print(f"  superseded by {lin['superseded_by']} ({m.get('retired_reason') or ''})")
+    for e in lin["dreams"]:
+        print(f"  dream {e.get('run_id')} {e.get('started_at')} {e.get('status')}")
+    return EXIT_OK

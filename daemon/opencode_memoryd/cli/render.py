@@ -1,0 +1,41 @@
+"""Plain-text rendering shared by the commands (tables, memory lines)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+
+def table(rows: Sequence[Sequence[object]], headers: Sequence[str]) -> str:
+    """Left-aligned columns two spaces apart, with a dashed rule under the headers."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    out = []
+    for n, r in enumerate(cells):
+        out.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        if n == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def print_json(obj: Any) -> None:
+    """Print ``obj`` as indented JSON (dates and paths as strings)."""
+    print(json.dumps(obj, indent=2, default=str))
+
+
+def print_memories(memories: Sequence[dict[str, Any]], as_json: bool) -> None:
+    """One line per memory (id, type, where, content, retired marker), or a JSON array."""
+    if as_json:
+        print(json.dumps(list(memories), indent=2))
+        return
+    if not memories:
+        print("no memories")
+        return
+    for m in memories:
+        where = "user" if m["scope"] == "user" else (m["project_root"] or m["project_id"])
+        retired = ""
+        if m.get("status") == "retired":
+            retired = "  (retired" + (f", superseded by {m['superseded_by']}"
+                                      if m.get("superseded_by") else "") + ")"
+        print(f"{m['id']}  [{m['type']}, {where}]  {m['content']}{retired}")

@@ -1,0 +1,83 @@
+"""``config`` and ``install-service`` / ``uninstall-service``: setting things up."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from opencode_memoryd import config as cfgmod
+from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
+from opencode_memoryd.compose import App
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``install-service``, ``uninstall-service`` and ``config`` to the CLI."""
+    inst = sub.add_parser("install-service",
+                          help="write the systemd user unit (Linux) or launchd agent (macOS)")
+    inst.add_argument("--dry-run", action="store_true",
+                      help="print the file and where it would go; write nothing")
+    inst.set_defaults(without_app=cmd_service)
+    un = sub.add_parser("uninstall-service", help="remove the service file written by "
+                                                  "install-service")
+    un.set_defaults(without_app=cmd_service)
+
+    c = sub.add_parser("config", help="manage the config file")
+    csub = c.add_subparsers(dest="config_command", required=True, metavar="ACTION")
+    ci = csub.add_parser("init", help="write a commented config file (never overwrites)")
+    ci.add_argument("path", nargs="?", help="where (default: the config path)")
+    ci.set_defaults(without_app=cmd_config_init)
+    csub.add_parser("show", help="print the effective config and its path"
+                    ).set_defaults(handler=cmd_config_show)
+    csub.add_parser("path", help="print the config path").set_defaults(
+        without_app=cmd_config_path)
+
+
+def cmd_config_path(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    """``config path``: the config file this command line would read."""
+    print(args.config or cfgmod.config_path(env))
+    return EXIT_OK
+
+
+def cmd_config_init(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    """``config init [PATH]``: write the commented example config (mode 0600)."""
+    target = Path(args.path or args.config or cfgmod.config_path(env)).expanduser()
+    try:
+        written = cfgmod.init_config(target)
+    except FileExistsError:
+        print(f"opencode-memoryd: {target} already exists; not overwritten", file=sys.stderr)
+        return EXIT_FAILURE
+    print(f"wrote {written}")
+    return EXIT_OK
+
+
+def cmd_config_show(app: App, args: argparse.Namespace) -> int:
+    """``config show``: the effective config as TOML, under its path."""
+    import tomli_w
+
+    print(f"# {app.config_path}")
+    print(tomli_w.dumps(app.config.model_dump(mode="json")))
+    return EXIT_OK
+
+
+def cmd_service(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    """``install-service`` / ``uninstall-service``."""
+    from opencode_memoryd.install import service as service_files
+
+    try:
+        if args.command == "uninstall-service":
+            u = service_files.uninstall(env=env)
+            print(f"{'removed' if u.removed else 'not present'}: {u.path}")
+            print(f"to stop it first: {u.disable_command}")
+            return EXIT_OK
+        r = service_files.install(dry_run=args.dry_run, env=env)
+    except ValueError as exc:
+        print(f"opencode-memoryd: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    if args.dry_run:
+        print(f"# would write {r.path}\n{r.content}")
+    else:
+        print(f"wrote {r.path}")
+    print(f"enable it with: {r.enable_command}")
+    return EXIT_OK

@@ -1,0 +1,81 @@
+"""``status``: what is stored, where, and what the last runs did."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from opencode_memoryd import __version__
+from opencode_memoryd.cli.connect import run_use_case
+from opencode_memoryd.cli.exits import EXIT_OK
+from opencode_memoryd.compose import App
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``status`` to the CLI."""
+    st = sub.add_parser("status", help="what is stored, where, and what the last runs did")
+    st.add_argument("--json", action="store_true", help="print JSON")
+    st.set_defaults(handler=cmd_status)
+
+def cmd_status(app: App, args: argparse.Namespace) -> int:
+    """``status``: the daemon, config, store, databases, memories and the last run."""
+    info = run_use_case(app, "status", {})
+    info["version"] = __version__
+    if args.json:
+        print(json.dumps(info, indent=2, default=str))
+        return EXIT_OK
+    print(f"opencode-memoryd {__version__}")
+    _print_daemon(info["daemon"])
+    _print_store(info)
+    return EXIT_OK
+
+
+def _print_daemon(d: dict[str, Any]) -> None:
+    if d.get("running"):
+        print(f"daemon:      running (pid {d['pid']}, since {d['since']}, "
+              f"{d['change_detection']})")
+        if d.get("catching_up"):
+            print("catching up: the first pass over the databases is still running")
+        if d.get("paused"):
+            print(f"paused:      {d['paused']['reason']} (until {d['paused']['until']})")
+        print(f"pending:     {len(d['pending'])} session(s)"
+              + "".join(f"\n             {p['session_id']} due {p['due']}"
+                        + (f" ({p['last_error']})" if p.get("last_error") else "")
+                        for p in d["pending"][:10]))
+        for _key, e in sorted(d.get("last_extraction", {}).items()):
+            print(f"extracted:   {e['project_root']} at {e['at']} (+{e['added']})")
+        print(f"tokens today: {d['tokens_today']}")
+        if d.get("last_error"):
+            print(f"last error:  {d['last_error']}")
+    else:
+        print("daemon:      not running")
+
+
+def _print_store(info: dict[str, Any]) -> None:
+    print(f"config:      {info['config_path']}"
+          f"{'' if info['config_file_exists'] else ' (not present: defaults)'}")
+    print(f"state:       {info['state_dir']}")
+    print(f"extraction:  {info['extraction_mode']}")
+    store_info = info["store"]
+    print(f"store:       {store_info.get('backend')} "
+          f"{store_info.get('path') or store_info.get('url') or ''}"
+          f" ({store_info.get('points', '?')} points)")
+    for db in info["databases"]:
+        print(f"database:    {db['path']}  "
+              + (db.get("error") or f"{db['schema']}, {db['sessions']} sessions"))
+    if "databases_error" in info:
+        print(f"database:    {info['databases_error']}")
+    counts = info["memories"]
+    total = sum(counts.values())
+    print(f"memories:    {total}" + (" (" + ", ".join(f"{k}: {v}" for k, v in
+                                                     sorted(counts.items())) + ")"
+                                     if counts else ""))
+    s = info["state"]
+    print(f"sessions:    {s['sessions_tracked']} tracked; items stored {s['items_stored']}, "
+          f"pending {s['items_pending']}; tokens in/out {s['tokens_in']}/{s['tokens_out']}")
+    for r in info["last_runs"][:1]:
+        t = r.get("summary") or {}
+        print(f"last run:    {r['started_at']} {r['command']} "
+              f"added {t.get('added', '?')}, failed {t.get('failed', '?')}"
+              + ("" if r.get("ended_at") else " (did not finish)"))

@@ -1,0 +1,150 @@
+"""Dreams as use cases: which scopes to dream, the gate, a forced or scheduled dream, undo
+and crash recovery, each journaled once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from opencode_memoryd.dream.dreamer import Dreamer
+from opencode_memoryd.dream.journal import DreamJournal
+from opencode_memoryd.models import parse_iso, scope_project
+from opencode_memoryd.state import StateDB
+from opencode_memoryd.store.qdrant import MemoryFilter, MemoryStore
+from opencode_memoryd.usecases.maintain import LockFor
+from opencode_memoryd.usecases.ports import AppPort
+
+log = structlog.get_logger(__name__)
+
+
+def dream_scopes(store: MemoryStore) -> dict[str | None, str | None]:
+    """Every scope that holds memories: project key -> project root (``None`` = user)."""
+    scopes: dict[str | None, str | None] = {}
+    for m in store.scroll(None):
+        if m.scope == "user":
+            scopes.setdefault(None, None)
+        else:
+            scopes.setdefault(m.project_id, m.project_root)
+    return scopes
+
+
+def dream_gate(app: AppPort, journal: DreamJournal, store: MemoryStore,
+               project_key: str | None) -> tuple[bool, str]:
+    """Whether a scope's dream gate is open, and why not.
+
+    Open when at least ``dream.min_hours_between_dreams`` passed since the scope's last
+    dream (journal status ``ok``, not a dry run) and at least ``dream.min_new_memories``
+    memories were added or changed since then.
+    """
+    d = app.config.dream
+    entries = (journal.entries(user=True) if project_key is None
+               else journal.entries(project_key=project_key))
+    last = next((e for e in entries if e.get("status") == "ok" and not e.get("dry_run")),
+                None)
+    since = None
+    if last is not None:
+        since = parse_iso(str(last.get("ended_at") or last.get("started_at")))
+        hours = (app.clock() - since).total_seconds() / 3600
+        if hours < d.min_hours_between_dreams:
+            return False, (f"last dream {hours:.1f} h ago; the minimum is "
+                           f"{d.min_hours_between_dreams:g} h")
+    flt = (MemoryFilter(scope="user") if project_key is None
+           else MemoryFilter(project_id=project_key, include_user_scope=False))
+    new = sum(1 for m in store.scroll(flt) if since is None or m.updated_at > since)
+    if new < d.min_new_memories:
+        return False, (f"{new} new memories since the last dream; the minimum is "
+                       f"{d.min_new_memories}")
+    return True, "gate open"
+
+
+def run_dream(dreamer: Dreamer, journal: DreamJournal, project_key: str | None,
+              project_root: str | None, *, trigger: str, dry_run: bool = False
+              ) -> dict[str, Any]:
+    """Dream one scope and append the result to the journal; return the journal entry."""
+    result = dreamer.dream(project_key, project_root=project_root, trigger=trigger,
+                           dry_run=dry_run)
+    entry = dict(result.to_journal())
+    journal.append(entry)
+    log.info("dream_finished", run_id=entry.get("run_id"), status=entry.get("status"),
+             trigger=trigger, dry_run=dry_run, counts=entry.get("counts"))
+    return entry
+
+
+def undo_dream(dreamer: Dreamer, journal: DreamJournal, state: StateDB, run_id: str, *,
+               lock_for: LockFor) -> dict[str, Any]:
+    """Undo an applied dream run; journal the run's ``undone`` entry beside its ``ok`` one.
+
+    The undo rewrites memories of the run's scope, so it holds that scope's lock.
+
+    Raises:
+        DreamError: no such run, a dry run, or a run already undone.
+    """
+    row = state.dream_run(run_id)
+    project = scope_project(str(row["scope_key"])) if row else None
+    with lock_for(project or "user"):
+        entry = dict(dreamer.undo(run_id).to_journal())
+    journal.append(entry)
+    return entry
+
+
+def recover_dreams(dreamer: Dreamer, journal: DreamJournal) -> list[str]:
+    """Finish the dreams a crash interrupted mid-apply and journal each once.
+
+    Returns:
+        The run ids rolled forward (oldest first).
+    """
+    recovered = dreamer.recover()
+    for run_id in recovered:
+        log.warning("dream_recovered", run_id=run_id)
+        result = dreamer.result_of(run_id)
+        if result is not None:
+            journal.append(dict(result.to_journal()))
+    return recovered
+
+
+@dataclass(frozen=True)
+class ScopeDream:
+    """The outcome of one scope in :func:`dream_open_scopes`.
+
+    Attributes:
+        scope: the project key, or ``"user"``.
+        entry: the journal entry, or ``None`` when the dream crashed.
+        error: the crash message, or ``None``.
+    """
+
+    scope: str
+    entry: dict[str, Any] | None
+    error: str | None = None
+
+
+def dream_open_scopes(app: AppPort, dreamer: Dreamer, journal: DreamJournal,
+                      store: MemoryStore, *, trigger: str, lock_for: LockFor,
+                      should_stop: Callable[[], bool] = lambda: False) -> list[ScopeDream]:
+    """Dream every scope whose gate is open; one scope's crash never ends the others.
+
+    Args:
+        trigger: ``auto`` or ``catch-up`` (journaled).
+        should_stop: checked before each scope; true ends the pass early.
+    """
+    outcomes: list[ScopeDream] = []
+    for project_key, project_root in dream_scopes(store).items():
+        if should_stop():
+            break
+        scope = project_key or "user"
+        is_open, why = dream_gate(app, journal, store, project_key)
+        if not is_open:
+            log.debug("dream_gate_closed", project=scope, reason=why)
+            continue
+        try:
+            with lock_for(scope):
+                entry = run_dream(dreamer, journal, project_key, project_root,
+                                  trigger=trigger)
+        except Exception as exc:  # one scope's failure must not end the others' dreams
+            log.exception("dream_crashed", project=scope)
+            outcomes.append(ScopeDream(scope, None, f"dream of {scope}: {exc}"))
+            continue
+        outcomes.append(ScopeDream(scope, entry))
+    return outcomes

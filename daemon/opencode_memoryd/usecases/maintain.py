@@ -1,0 +1,96 @@
+"""``maintain``: process every eligible session of a folder's project (or all) up to now."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+import structlog
+
+from opencode_memoryd.capture.processor import Extractor, SessionProcessor, SessionReport
+from opencode_memoryd.models import iso_utc
+from opencode_memoryd.source.reader import SessionRow
+from opencode_memoryd.state import StateDB
+from opencode_memoryd.store.qdrant import MemoryStore
+from opencode_memoryd.usecases.ports import AppPort
+
+log = structlog.get_logger(__name__)
+
+#: Wraps the session list of one database (a progress bar on a terminal).
+Progress = Callable[[list[SessionRow]], Iterable[SessionRow]]
+#: The daemon's per-project lock factory (held while a session of that project runs).
+LockFor = Callable[[str], AbstractContextManager[Any]]
+
+
+def no_lock(_project_key: str) -> AbstractContextManager[None]:
+    """A :data:`LockFor` that locks nothing (one-shot commands own the store alone)."""
+    return nullcontext()
+
+
+def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extractor, *,
+             directory: str | None, db: str | None = None,
+             progress: Progress | None = None, lock_for: LockFor = no_lock
+             ) -> dict[str, Any]:
+    """Process every eligible session (of ``directory``'s project, or all) up to now.
+
+    Args:
+        directory: a normalised folder, or ``None`` for every session.
+        db: ``--db PATH``, else the configured or discovered databases.
+        progress: wraps each database's session list.
+        lock_for: held per session's project, so this never overlaps the daemon's jobs.
+
+    Returns:
+        ``{"run_id", "mode", "databases": [{"path", "schema", "sessions"}],
+        "sessions": [SessionReport dicts], "totals": {...}, "failed": int}``.
+
+    Raises:
+        SourceError: no database, or one that cannot be opened (schema errors included).
+        UpstreamError: the LLM endpoint refused our credentials or model (kind ``auth``
+            or ``not_found``): every session would fail the same way.
+    """
+    run_id = uuid.uuid4().hex[:12]
+    mode = app.extraction_mode()
+    log.info("maintain_started", run_id=run_id, mode=mode, directory=directory or "(all)")
+    paths = app.database_paths(db)
+    reports: list[SessionReport] = []
+    dbs: list[dict[str, Any]] = []
+    state.start_run(run_id, "maintain", iso_utc(app.clock()))
+    try:
+        for path in paths:
+            with app.open_source(path) as source:
+                sessions = source.sessions(
+                    directory=directory,
+                    include_archived=app.config.opencode.include_archived,
+                )
+                dbs.append({"path": str(path), "schema": source.schema.describe(),
+                            "sessions": len(sessions)})
+                proc = SessionProcessor(source, state, store, extractor, app.limits(),
+                                        clock=app.clock)
+                for s in (progress(sessions) if progress else sessions):
+                    with lock_for(s.project_key):
+                        reports.append(proc.process(s))
+    finally:
+        summary = _summary(run_id, mode, dbs, reports)
+        state.end_run(run_id, summary["totals"], iso_utc(app.clock()))
+    log.info("maintain_finished", run_id=run_id, **summary["totals"])
+    return summary
+
+
+def _summary(run_id: str, mode: str, dbs: list[dict[str, Any]],
+             reports: list[SessionReport]) -> dict[str, Any]:
+    rows = [r.as_dict() for r in reports]
+    totals = {
+        "sessions": len(rows),
+        "turns_read": sum(r["turns_read"] for r in rows),
+        "llm_calls": sum(r["llm_calls"] for r in rows),
+        "added": sum(r["added"] for r in rows),
+        "skipped": sum(sum(r["skipped"].values()) for r in rows),
+        "tokens_in": sum(r["tokens_in"] for r in rows),
+        "tokens_out": sum(r["tokens_out"] for r in rows),
+        "redactions": sum(sum(r["redactions"].values()) for r in rows),
+        "failed": sum(1 for r in rows if r["error"]),
+    }
+    return {"run_id": run_id, "mode": mode, "databases": dbs, "sessions": rows,
+            "totals": totals, "failed": totals["failed"]}

@@ -1,0 +1,83 @@
+"""What the use cases need from the composition root, as Protocols.
+
+The use cases never build an adapter themselves: :class:`~opencode_memoryd.compose.App`
+(the composition root) satisfies :class:`AppPort` and hands out the OpenCode reader, the
+state file, the store, the extractor and the dream planner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from opencode_memoryd.capture.processor import Extractor, Limits
+    from opencode_memoryd.config import Config
+    from opencode_memoryd.dream.dreamer import Planner
+    from opencode_memoryd.source.reader import OpenCodeDB
+    from opencode_memoryd.state import StateDB
+    from opencode_memoryd.store.qdrant import MemoryStore
+
+
+class AppPort(Protocol):
+    """The configured application: settings, paths and adapter factories.
+
+    Attributes:
+        config: the validated configuration.
+        env: the process environment the paths were resolved from.
+        config_path: the config file read (``None``: defaults only).
+        clock: the current aware UTC time.
+    """
+
+    config: Config
+    env: Mapping[str, str]
+    config_path: Path | None
+    clock: Callable[[], datetime]
+
+    @property
+    def state_dir(self) -> Path:
+        """Our state folder (state file, journal, log, daemon files)."""
+        ...
+
+    @property
+    def journal_path(self) -> Path:
+        """The append-only dream journal file."""
+        ...
+
+    def database_paths(self, override: str | None = None) -> list[Path]:
+        """The OpenCode databases to read.
+
+        Raises:
+            SourceError: none given and none found.
+        """
+        ...
+
+    def open_source(self, path: Path) -> OpenCodeDB:
+        """Open one OpenCode database read-only."""
+        ...
+
+    def open_state(self) -> StateDB:
+        """Open (or create) the state file."""
+        ...
+
+    def open_store(self) -> MemoryStore:
+        """Open the memory store."""
+        ...
+
+    def build_extractor(self) -> Extractor:
+        """The extractor of the configured mode."""
+        ...
+
+    def build_planner(self) -> Planner | None:
+        """The dream planner (an LLM chat client), or ``None`` in rules mode."""
+        ...
+
+    def extraction_mode(self) -> str:
+        """``llm`` or ``rules``."""
+        ...
+
+    def limits(self) -> Limits:
+        """Reader and chunking limits."""
+        ...

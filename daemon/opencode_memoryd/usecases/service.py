@@ -1,0 +1,175 @@
+"""The use cases bound to open resources: one object the CLI, the daemon's control server
+and the MCP server all call.
+
+:class:`Service` holds the state file, the store and the dream journal, and builds the
+extractor and the dream engine on first use (an LLM client is only imported when needed).
+:func:`open_local` opens one for a one-shot command; the daemon builds one over the
+resources it owns, with its per-project locks. Every public method takes keyword
+arguments of JSON types and returns JSON-safe data, so the control socket can carry each
+call unchanged (:data:`ROUTES`, :func:`call`).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from opencode_memoryd.capture.processor import Extractor
+from opencode_memoryd.dream.dreamer import Dreamer, DreamSettings
+from opencode_memoryd.dream.journal import DreamJournal
+from opencode_memoryd.errors import RequestError
+from opencode_memoryd.state import StateDB
+from opencode_memoryd.store.qdrant import MemoryStore
+from opencode_memoryd.usecases import dreams, memories, status
+from opencode_memoryd.usecases.maintain import LockFor, Progress, maintain, no_lock
+from opencode_memoryd.usecases.ports import AppPort
+
+#: The use cases the control socket serves, by route name (each a :class:`Service` method).
+ROUTES: tuple[str, ...] = ("maintain", "list", "search", "show", "status", "dream", "undo")
+
+
+class Service:
+    """The use cases over one set of open resources.
+
+    Args:
+        app: settings and adapter factories (the composition root).
+        state: the open state file.
+        store: the open memory store.
+        extractor: the extractor to use; built from ``app`` on first use when ``None``.
+        lock_for: per-project lock factory (the daemon's; no locking for one-shot commands).
+        progress: wraps each database's session list in ``maintain`` (a progress bar).
+        daemon_status: the running daemon's own status, merged into :meth:`status` as
+            ``daemon``; ``None`` reports ``{"running": False}``.
+    """
+
+    def __init__(self, app: AppPort, state: StateDB, store: MemoryStore, *,
+                 extractor: Extractor | None = None, lock_for: LockFor = no_lock,
+                 progress: Progress | None = None,
+                 daemon_status: Callable[[], dict[str, Any]] | None = None) -> None:
+        self.app = app
+        self.state = state
+        self.store = store
+        self.journal = DreamJournal(app.journal_path)
+        self.lock_for = lock_for
+        self.progress = progress
+        self.daemon_status = daemon_status
+        self._extractor = extractor
+        self._dreamer: Dreamer | None = None
+
+    @property
+    def extractor(self) -> Extractor:
+        """The extractor of the configured mode (built on first use)."""
+        if self._extractor is None:
+            self._extractor = self.app.build_extractor()
+        return self._extractor
+
+    @property
+    def dreamer(self) -> Dreamer:
+        """The consolidation engine: LLM plans in llm mode, duplicate collapse in rules
+        mode (built on first use)."""
+        if self._dreamer is None:
+            cfg = self.app.config
+            settings = DreamSettings(
+                max_retire_share=cfg.dream.max_retire_share,
+                near_duplicate_similarity=cfg.dedup.near_duplicate_similarity,
+            )
+            self._dreamer = Dreamer(self.store, self.state, planner=self.app.build_planner(),
+                                    settings=settings, clock=self.app.clock)
+        return self._dreamer
+
+    # -- the routes -------------------------------------------------------------------
+
+    def maintain(self, *, directory: str | None, db: str | None = None) -> dict[str, Any]:
+        """See :func:`opencode_memoryd.usecases.maintain.maintain`."""
+        return maintain(self.app, self.state, self.store, self.extractor,
+                        directory=directory, db=db, progress=self.progress,
+                        lock_for=self.lock_for)
+
+    def list(self, *, user: bool = False, directory: str | None = None,
+             db: str | None = None, include_retired: bool = False) -> list[dict[str, Any]]:
+        """See :func:`opencode_memoryd.usecases.memories.list_memories`."""
+        return memories.list_memories(self.app, self.store, user=user, directory=directory,
+                                      db=db, include_retired=include_retired)
+
+    def search(self, *, query: str, directory: str | None = None, db: str | None = None,
+               limit: int = 10, include_retired: bool = False) -> list[dict[str, Any]]:
+        """See :func:`opencode_memoryd.usecases.memories.search`."""
+        return memories.search(self.app, self.store, query, directory=directory, db=db,
+                               limit=limit, include_retired=include_retired)
+
+    def show(self, *, memory_id: str) -> dict[str, Any] | None:
+        """See :func:`opencode_memoryd.usecases.memories.show_memory`."""
+        return memories.show_memory(self.store, self.journal, memory_id)
+
+    def status(self) -> dict[str, Any]:
+        """See :func:`opencode_memoryd.usecases.status.status_info`; plus ``daemon``."""
+        info = status.status_info(self.app, self.state, self.store)
+        info["daemon"] = self.daemon_status() if self.daemon_status else {"running": False}
+        return info
+
+    def dream(self, *, project_key: str | None = None, project_root: str | None = None,
+              dry_run: bool = False) -> dict[str, Any]:
+        """A forced dream of one scope (``project_key`` ``None``: the user scope), under
+        the scope's lock; returns its journal entry."""
+        with self.lock_for(project_key or "user"):
+            return dreams.run_dream(self.dreamer, self.journal, project_key, project_root,
+                                    trigger="forced", dry_run=dry_run)
+
+    def undo(self, *, run_id: str) -> dict[str, Any]:
+        """See :func:`opencode_memoryd.usecases.dreams.undo_dream`."""
+        return dreams.undo_dream(self.dreamer, self.journal, self.state, run_id,
+                                 lock_for=self.lock_for)
+
+    # -- not routes -------------------------------------------------------------------
+
+    def recover_dreams(self) -> list[str]:
+        """See :func:`opencode_memoryd.usecases.dreams.recover_dreams`."""
+        return dreams.recover_dreams(self.dreamer, self.journal)
+
+    def dream_open_scopes(self, *, trigger: str, should_stop: Callable[[], bool]
+                          ) -> list[dreams.ScopeDream]:
+        """See :func:`opencode_memoryd.usecases.dreams.dream_open_scopes`."""
+        return dreams.dream_open_scopes(self.app, self.dreamer, self.journal, self.store,
+                                        trigger=trigger, lock_for=self.lock_for,
+                                        should_stop=should_stop)
+
+
+def call(service: Service, route: str, payload: Mapping[str, Any]) -> Any:
+    """Call the use case ``route`` with a JSON payload's keys as keyword arguments.
+
+    Raises:
+        RequestError: an unknown route, an unknown key, or a required key missing.
+    """
+    if route not in ROUTES:
+        raise RequestError(f"no such use case: {route}")
+    method = getattr(service, route)
+    params = inspect.signature(method).parameters
+    unknown = sorted(set(payload) - set(params))
+    if unknown:
+        raise RequestError(f"{route}: unknown field(s): {', '.join(unknown)}")
+    missing = [n for n, p in params.items()
+               if p.default is inspect.Parameter.empty and n not in payload]
+    if missing:
+        raise RequestError(f"{route}: `{missing[0]}` is required")
+    return method(**payload)
+
+
+@contextmanager
+def open_local(app: AppPort, *, progress: Progress | None = None) -> Iterator[Service]:
+    """Open the state file and the store for a one-shot command; close both on exit.
+
+    Raises:
+        StateError, StoreError: the state file or the store cannot be opened (the
+            embedded store is held by another process: :class:`StoreInUseError`).
+    """
+    state = app.open_state()
+    try:
+        store = app.open_store()
+        try:
+            yield Service(app, state, store, progress=progress)
+        finally:
+            store.close()
+    finally:
+        state.close()

@@ -1,0 +1,48 @@
+"""``status``: where things are, what is stored, and what the last runs did."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opencode_memoryd.errors import SourceError
+from opencode_memoryd.state import StateDB
+from opencode_memoryd.store.qdrant import MemoryStore
+from opencode_memoryd.usecases.ports import AppPort
+
+
+def status_info(app: AppPort, state: StateDB, store: MemoryStore) -> dict[str, Any]:
+    """The status report (JSON-safe), without the daemon's own part.
+
+    Returns:
+        ``{"config_path", "config_file_exists", "state_dir", "extraction_mode",
+        "databases": [{"path", "schema", "sessions"} | {"path", "error"}],
+        "databases_error"?, "store": {...}, "memories": {"scope/type": count},
+        "state": {...}, "last_runs": [...]}``.
+    """
+    info: dict[str, Any] = {
+        "config_path": str(app.config_path) if app.config_path else None,
+        "config_file_exists": bool(app.config_path and app.config_path.exists()),
+        "state_dir": str(app.state_dir),
+        "extraction_mode": app.extraction_mode(),
+    }
+    dbs: list[dict[str, Any]] = []
+    try:
+        for path in app.database_paths():
+            try:
+                with app.open_source(path) as db:
+                    dbs.append({"path": str(path), "schema": db.schema.describe(),
+                                "sessions": len(db.sessions())})
+            except SourceError as exc:
+                dbs.append({"path": str(path), "error": str(exc)})
+    except SourceError as exc:
+        info["databases_error"] = str(exc)
+    info["databases"] = dbs
+    info["store"] = store.info()
+    counts: dict[str, int] = {}
+    for m in store.scroll(None):
+        key = f"{m.scope}/{m.type}"
+        counts[key] = counts.get(key, 0) + 1
+    info["memories"] = counts
+    info["state"] = state.counts()
+    info["last_runs"] = state.last_runs(5)
+    return info
