@@ -27,13 +27,9 @@ from opencode_memoryd.errors import (
     StoreError,
     UpstreamError,
 )
-from opencode_memoryd.serve.control import (
-    BASE_URL,
-    MAX_BODY_BYTES,
-    ControlClient,
-    ControlServer,
-    socket_path,
-)
+from opencode_memoryd.serve.control_client import ControlClient
+from opencode_memoryd.serve.control_server import ControlServer
+from opencode_memoryd.serve.protocol import BASE_URL, MAX_BODY_BYTES, socket_path
 
 
 @pytest.fixture

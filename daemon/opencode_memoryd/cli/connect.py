@@ -60,7 +60,7 @@ def via_daemon(app: App, name: str, payload: dict[str, Any]) -> tuple[bool, Any]
     sock = app.daemon_socket() or _wait_for_starting_daemon(app)
     if sock is None:
         return False, None
-    from opencode_memoryd.serve.control import ControlClient
+    from opencode_memoryd.serve.control_client import ControlClient
 
     with ControlClient(sock) as client:
         if client.ping() is None:

@@ -35,7 +35,8 @@ def _progress(sessions: list[SessionRow]) -> Iterable[SessionRow]:
         return sessions
     from tqdm import tqdm
 
-    return tqdm(sessions, desc="sessions", unit="session", leave=False)
+    bar: Iterable[SessionRow] = tqdm(sessions, desc="sessions", unit="session", leave=False)
+    return bar
 
 
 def cmd_maintain(app: App, args: argparse.Namespace) -> int:

@@ -4,7 +4,7 @@ Lifecycle: single-instance lock → state file → store → catch-up → watch.
 in the foreground (the supervisor supervises) and tells systemd ``READY=1`` once started
 and ``WATCHDOG=1`` from its main loop.
 
-Change detection (docs/reliability.md §0, §5): watchfiles events on each database folder
+Change detection (:mod:`opencode_memoryd.serve.sources`): watchfiles events on each database folder
 are a latency hint; every wake-up confirms with ``PRAGMA data_version`` before any query,
 and a periodic sweep re-reads the session list anyway. A database that appears later, is
 deleted, or is replaced by another file (new inode) is reopened without a restart.
@@ -30,9 +30,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -41,16 +39,16 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from filelock import FileLock, Timeout
 
 from opencode_memoryd import __version__
-from opencode_memoryd.capture.processor import SessionProcessor
 from opencode_memoryd.compose import DAEMON_INFO_FILE, App
-from opencode_memoryd.debounce import backoff_seconds
-from opencode_memoryd.errors import AlreadyRunning, MemorydError, SourceError, StoreInUseError
+from opencode_memoryd.errors import AlreadyRunning, MemorydError, StoreInUseError
 from opencode_memoryd.models import iso_utc
 
 # imported here, before any worker thread starts: a module one thread is importing is seen
 # half-initialised by another
-from opencode_memoryd.serve.control import ControlServer, socket_path
-from opencode_memoryd.source.reader import OpenCodeDB, source_identity
+from opencode_memoryd.serve.control_server import ControlServer
+from opencode_memoryd.serve.jobs import Pause, SessionJobs
+from opencode_memoryd.serve.protocol import socket_path
+from opencode_memoryd.serve.sources import SourceTracking, TrackedSource
 from opencode_memoryd.source.watcher import DbWatcher
 from opencode_memoryd.usecases.service import ROUTES, Service, call
 
@@ -61,12 +59,6 @@ LOCK_FILE_NAME = "daemon.lock"
 MAX_LOOP_SECONDS = 10.0
 #: How long shutdown waits for the extraction in progress before abandoning it.
 SHUTDOWN_GRACE_SECONDS = 7.0
-#: Between full sweeps, re-read sessions updated this long (ms) before the newest
-#: ``time_updated`` seen: a commit can land after a later-stamped one (OpenCode waits up
-#: to 5 s for the write lock).
-CHANGE_LOOKBACK_MS = 120_000
-#: Sessions queued per state-file transaction during a check.
-QUEUE_BATCH = 500
 #: How long start-up waits (s) for a one-shot command to release the embedded store.
 STORE_WAIT_SECONDS = 60.0
 #: The main loop waits at least this long (s) between two checks of the databases ...
@@ -97,25 +89,7 @@ def sd_notify(message: str) -> bool:
     return True
 
 
-@dataclass
-class _Source:
-    path: Path
-    db: OpenCodeDB
-    inode: tuple[int, int]
-    data_version: int
-    seen: dict[str, int] = field(default_factory=dict)  # session id -> time_updated
-    high_water: int | None = None  # newest session.time_updated seen (ms)
-
-
-@dataclass
-class Pause:
-    """Why LLM work is paused, and until when (aware UTC)."""
-
-    reason: str
-    until: datetime
-
-
-class Daemon:
+class Daemon(SourceTracking, SessionJobs):
     """The long-running process behind ``opencode-memoryd run``.
 
     Args:
@@ -129,7 +103,7 @@ class Daemon:
         self.clock = clock or (lambda: datetime.now(UTC))
         self.stop_event = threading.Event()
         self._poke = threading.Event()
-        self._sources: dict[str, _Source] = {}
+        self._sources: dict[str, TrackedSource] = {}
         self._project_locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._polling = False
@@ -263,261 +237,6 @@ class Daemon:
         tmp = app.state_dir / (DAEMON_INFO_FILE + ".tmp")
         tmp.write_text(json.dumps(info))
         os.replace(tmp, app.state_dir / DAEMON_INFO_FILE)
-
-    def _start_watcher(self) -> None:
-        if self._watcher is not None:
-            return
-        paths = [s.path for s in self._sources.values()] or self._candidate_paths()
-        if not paths:
-            return
-        self._watcher = DbWatcher(paths, on_change=self._poke.set, on_failure=self._watch_failed)
-        if not self._watcher.start():
-            self._watch_failed(FileNotFoundError("no database folder to watch yet"))
-
-    def _watch_failed(self, exc: BaseException) -> None:
-        if not self._polling:
-            log.warning("polling_fallback", reason=str(exc),
-                        poll_interval_seconds=self.cfg.poll_interval_seconds)
-        self._polling = True
-        self._poke.set()
-
-    # -- sources ----------------------------------------------------------------------
-
-    def _candidate_paths(self) -> list[Path]:
-        try:
-            return self.app.database_paths()
-        except SourceError:
-            return []
-
-    def _open(self, path: Path) -> _Source | None:
-        try:
-            st = path.stat()
-            db = self.app.open_source(path)
-        except (OSError, SourceError) as exc:
-            self.last_error = str(exc)
-            log.warning("source_unavailable", db=str(path), error=str(exc))
-            return None
-        src = _Source(path, db, (st.st_dev, st.st_ino), -1)
-        log.info("source_opened", db=str(path), schema=db.schema.describe())
-        return src
-
-    def check_sources(self, *, full: bool = False) -> int:
-        """Confirm changes with ``PRAGMA data_version`` and queue changed sessions.
-
-        Handles databases that appeared, vanished or were replaced (new inode). With
-        ``full`` the session list is re-read even when ``data_version`` is unchanged.
-
-        Returns:
-            The number of sessions queued.
-        """
-        queued = 0
-        paths = {source_identity(p): p for p in self._candidate_paths()}
-        for ident in list(self._sources):
-            src = self._sources[ident]
-            try:
-                st = src.path.stat()
-                replaced = (st.st_dev, st.st_ino) != src.inode
-            except OSError:
-                replaced = True
-            if replaced or ident not in paths:
-                log.info("source_closed", db=str(src.path),
-                         reason="replaced" if ident in paths else "gone")
-                src.db.close()
-                del self._sources[ident]
-        for ident, path in paths.items():
-            if ident not in self._sources:
-                opened = self._open(path)
-                if opened is None:
-                    continue
-                self._sources[ident] = opened
-                if self._watcher is None or path.parent not in self._watcher.dirs:
-                    self._restart_watcher()
-            src = self._sources[ident]
-            try:
-                version = src.db.data_version()
-                if version == src.data_version and not full:
-                    continue
-                src.data_version = version
-                queued += self._queue_changed(ident, src, full=full)
-            except SourceError as exc:
-                self.last_error = str(exc)
-                log.warning("source_read_failed", db=str(src.path), error=str(exc))
-        return queued
-
-    def _restart_watcher(self) -> None:
-        if self._watcher is not None:
-            self._watcher.stop()
-            self._watcher = None
-        self._start_watcher()
-
-    def _queue_changed(self, ident: str, src: _Source, *, full: bool = False) -> int:
-        """Queue the sessions of one database that changed since they were last seen.
-
-        Between sweeps only the sessions updated since the newest ``time_updated`` seen
-        (less ``CHANGE_LOOKBACK_MS`` for commits that land late) are read, so a change
-        costs the same in a database of 100 sessions or 100,000. A ``full`` pass (start-up
-        and the safety sweep) reads them all, which also finds sessions written with old
-        timestamps (``opencode import``). A session seen for the first time is queued only
-        when it has a message after its mark (any message, when it has no mark).
-        """
-        now_ms = int(self.clock().timestamp() * 1000)
-        after = None
-        if not full and src.high_water is not None:
-            after = src.high_water - CHANGE_LOOKBACK_MS
-        rows = src.db.sessions(include_archived=self.app.config.opencode.include_archived,
-                               updated_after_ms=after)
-        changed = [s for s in rows if src.seen.get(s.id) != s.time_updated]
-        first = [s.id for s in changed if s.id not in src.seen]
-        marks = self.state.marks(ident, first) if first else {}
-        newest = src.db.last_messages(first) if first else {}
-        n = 0
-        for start in range(0, len(changed), QUEUE_BATCH):
-            if self.stop_event.is_set():
-                break  # SIGTERM during a long catch-up: the sweep at next start resumes it
-            due_ids = []
-            for s in changed[start:start + QUEUE_BATCH]:
-                first_sight = s.id not in src.seen
-                if first_sight:
-                    last, mark = newest.get(s.id), marks.get(s.id)
-                    if last is None or (mark is not None and last <= mark):
-                        continue  # no message yet, or read up to its newest one already
-                due_ids.append(s.id)
-            dues = self.state.queue_touch_many(ident, due_ids, now_ms,
-                                               self.cfg.quiet_period_seconds,
-                                               self.cfg.max_wait_seconds)
-            for s in changed[start:start + QUEUE_BATCH]:  # seen once queued (or skipped)
-                src.seen[s.id] = s.time_updated
-                src.high_water = max(src.high_water or 0, s.time_updated)
-            for sid, due in dues.items():
-                if self.stop_event.is_set():
-                    break  # queued in the state file: the next start re-arms it
-                self._arm(ident, sid, due)
-            n += len(dues)
-        return n
-
-    def _safety_sweep(self) -> None:
-        """Ask the main loop for a full pass; re-arm queued sessions that lost their job."""
-        for row in self.state.queue():
-            job_id = self.job_id(row["source_id"], row["session_id"])
-            if self.scheduler.get_job(job_id) is None:  # a re-arm of a running one is a no-op
-                self._arm(row["source_id"], row["session_id"], int(row["due_ms"]))
-        self._full_sweep_requested = True
-        self._poke.set()
-
-    # -- jobs -------------------------------------------------------------------------
-
-    @staticmethod
-    def job_id(source_id: str, session_id: str) -> str:
-        """The APScheduler job id of a session."""
-        return f"session:{source_id}:{session_id}"
-
-    def _arm(self, source_id: str, session_id: str, due_ms: int) -> None:
-        run_date = datetime.fromtimestamp(due_ms / 1000, tz=UTC)
-        self.scheduler.add_job(self._run_session, "date", run_date=run_date,
-                               args=(source_id, session_id),
-                               id=self.job_id(source_id, session_id), replace_existing=True)
-
-    def project_lock(self, project_key: str) -> threading.Lock:
-        """The lock that keeps work on one project (extraction, dream) serial."""
-        with self._locks_guard:
-            return self._project_locks.setdefault(project_key, threading.Lock())
-
-    def _retry(self, source_id: str, session_id: str, delay: float, reason: str) -> None:
-        """Run the session's job again in ``delay`` seconds (not counted as a failure)."""
-        due = int((self.clock() + timedelta(seconds=delay)).timestamp() * 1000)
-        self.state.queue_reschedule(source_id, session_id, due, reason)
-        self._arm(source_id, session_id, due)
-
-    def _llm_gate(self) -> float | None:
-        """Seconds to wait before LLM work may run, or ``None`` when it may run now."""
-        if self.app.extraction_mode() != "llm":
-            return None
-        now = self.clock()
-        if self.pause is not None:
-            if now < self.pause.until:
-                return (self.pause.until - now).total_seconds()
-            log.info("llm_pause_over", reason=self.pause.reason)
-            self.pause = None
-        budget = self.cfg.daily_token_budget
-        if budget:
-            midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-            if self.state.tokens_since(iso_utc(midnight)) >= budget:
-                until = midnight + timedelta(days=1)
-                self.pause = Pause(f"daily token budget of {budget} reached", until)
-                log.warning("token_budget_reached", budget=budget, until=iso_utc(until))
-                return (until - now).total_seconds()
-        return None
-
-    def _run_session(self, source_id: str, session_id: str) -> None:
-        if self.stop_event.is_set():
-            return
-        src = self._sources.get(source_id)
-        if src is None:
-            if not self.caught_up:  # re-armed at start, before its database is open
-                self._retry(source_id, session_id, 1.0, "waiting for start-up")
-            return  # its database is gone; the queue keeps the entry for a later return
-        wait = self._llm_gate()
-        if wait is not None:
-            self._retry(source_id, session_id, wait, self.pause.reason if self.pause else "")
-            return
-        now = self.clock()
-        now_ms = int(now.timestamp() * 1000)
-        try:
-            session = src.db.session(session_id)
-            if session is None:  # deleted
-                self.state.queue_done(source_id, session_id, now_ms)
-                return
-            if src.db.in_flight(session_id, now_ms=now_ms,
-                                abandoned_ms=self.app.limits().abandoned_ms):
-                self._retry(source_id, session_id, max(self.cfg.quiet_period_seconds, 1.0),
-                            "turn in flight")
-                return
-        except SourceError as exc:
-            self._retry(source_id, session_id, 30, str(exc))
-            return
-        lock = self.project_lock(session.project_key)
-        if not lock.acquire(blocking=False):
-            self._retry(source_id, session_id, 5, "project busy")
-            return
-        try:
-            proc = SessionProcessor(src.db, self.state, self.store, self.extractor,
-                                    self.app.limits(), clock=self.clock, raise_fatal=False)
-            report = proc.process(session)
-        finally:
-            lock.release()
-        if report.error is None:
-            self._consecutive_failures = 0
-            self.state.queue_done(source_id, session_id, now_ms)
-            if report.turns_read:
-                self.last_extraction[session.project_key] = {
-                    "at": iso_utc(self.clock()), "session_id": session_id,
-                    "project_root": session.project_root, "added": report.added}
-            return
-        self._handle_failure(source_id, session_id, report)
-
-    def _handle_failure(self, source_id: str, session_id: str, report: Any) -> None:
-        self.last_error = report.error
-        kind = report.error_kind
-        now = self.clock()
-        if kind in ("auth", "not_found"):
-            self.pause = Pause(f"LLM endpoint refused the request ({report.error}); fix the "
-                               "key or model in the config", now + timedelta(
-                                   seconds=self.cfg.auth_pause_seconds))
-            log.error("llm_paused", reason=self.pause.reason, until=iso_utc(self.pause.until))
-            self._retry(source_id, session_id, self.cfg.auth_pause_seconds, report.error)
-            return
-        attempts = self.state.queue_failed(source_id, session_id, report.error)
-        self._consecutive_failures += 1
-        if self._consecutive_failures >= self.cfg.circuit_failure_threshold:
-            self.pause = Pause(f"circuit open after {self._consecutive_failures} consecutive "
-                               f"failures (last: {report.error})",
-                               now + timedelta(seconds=self.cfg.circuit_cooldown_seconds))
-            log.warning("circuit_open", reason=self.pause.reason,
-                        until=iso_utc(self.pause.until))
-        delay = backoff_seconds(attempts, retry_after=report.retry_after_seconds)
-        if self.pause is not None:
-            delay = max(delay, (self.pause.until - now).total_seconds())
-        self._retry(source_id, session_id, delay, report.error)
 
     # -- main loop --------------------------------------------------------------------
 

@@ -22,19 +22,27 @@ if TYPE_CHECKING:
 
 
 class AppPort(Protocol):
-    """The configured application: settings, paths and adapter factories.
+    """The configured application: settings, paths and adapter factories."""
 
-    Attributes:
-        config: the validated configuration.
-        env: the process environment the paths were resolved from.
-        config_path: the config file read (``None``: defaults only).
-        clock: the current aware UTC time.
-    """
+    @property
+    def config(self) -> Config:
+        """The validated configuration."""
+        ...
 
-    config: Config
-    env: Mapping[str, str]
-    config_path: Path | None
-    clock: Callable[[], datetime]
+    @property
+    def env(self) -> Mapping[str, str]:
+        """The process environment the paths were resolved from."""
+        ...
+
+    @property
+    def config_path(self) -> Path | None:
+        """The config file read (``None``: defaults only)."""
+        ...
+
+    @property
+    def clock(self) -> Callable[[], datetime]:
+        """The current aware UTC time."""
+        ...
 
     @property
     def state_dir(self) -> Path:

@@ -11,6 +11,7 @@ call unchanged (:data:`ROUTES`, :func:`call`).
 
 from __future__ import annotations
 
+import builtins
 import inspect
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -88,13 +89,15 @@ class Service:
                         lock_for=self.lock_for)
 
     def list(self, *, user: bool = False, directory: str | None = None,
-             db: str | None = None, include_retired: bool = False) -> list[dict[str, Any]]:
+             db: str | None = None, include_retired: bool = False
+             ) -> builtins.list[dict[str, Any]]:
         """See :func:`opencode_memoryd.usecases.memories.list_memories`."""
         return memories.list_memories(self.app, self.store, user=user, directory=directory,
                                       db=db, include_retired=include_retired)
 
     def search(self, *, query: str, directory: str | None = None, db: str | None = None,
-               limit: int = 10, include_retired: bool = False) -> list[dict[str, Any]]:
+               limit: int = 10, include_retired: bool = False
+               ) -> builtins.list[dict[str, Any]]:
         """See :func:`opencode_memoryd.usecases.memories.search`."""
         return memories.search(self.app, self.store, query, directory=directory, db=db,
                                limit=limit, include_retired=include_retired)
@@ -124,12 +127,12 @@ class Service:
 
     # -- not routes -------------------------------------------------------------------
 
-    def recover_dreams(self) -> list[str]:
+    def recover_dreams(self) -> builtins.list[str]:
         """See :func:`opencode_memoryd.usecases.dreams.recover_dreams`."""
         return dreams.recover_dreams(self.dreamer, self.journal)
 
     def dream_open_scopes(self, *, trigger: str, should_stop: Callable[[], bool]
-                          ) -> list[dreams.ScopeDream]:
+                          ) -> builtins.list[dreams.ScopeDream]:
         """See :func:`opencode_memoryd.usecases.dreams.dream_open_scopes`."""
         return dreams.dream_open_scopes(self.app, self.dreamer, self.journal, self.store,
                                         trigger=trigger, lock_for=self.lock_for,

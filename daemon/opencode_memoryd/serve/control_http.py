@@ -1,0 +1,212 @@
+"""HTTP over the control socket: the threading Unix-socket server and the request handler
+(routing, body limits, JSON errors; see :mod:`opencode_memoryd.serve.protocol`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socketserver
+import time
+from collections.abc import Callable, Mapping
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from opencode_memoryd import __version__
+from opencode_memoryd.errors import MemorydError
+from opencode_memoryd.serve.protocol import (
+    DRAIN_LIMIT_BYTES,
+    GENERIC_MESSAGE,
+    error_status,
+)
+
+if TYPE_CHECKING:
+    from opencode_memoryd.serve.control_server import ControlServer
+
+log = structlog.get_logger(__name__)
+
+
+class ControlHTTPServer(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+    block_on_close = False  # ControlServer.close() does its own bounded wait
+    request_queue_size = 64
+
+    def __init__(self, control: ControlServer) -> None:
+        self.control = control
+        super().__init__(str(control.path), ControlRequestHandler, bind_and_activate=False)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.exception("control.connection_failed")
+
+
+class ControlRequestHandler(BaseHTTPRequestHandler):
+    server: ControlHTTPServer
+    protocol_version = "HTTP/1.1"
+    server_version = f"opencode-memoryd/{__version__}"
+    sys_version = ""
+
+    def setup(self) -> None:
+        super().setup()
+        # per server, not per class (``StreamRequestHandler.timeout`` is a class attribute)
+        self.connection.settimeout(self.server.control.connection_timeout_seconds)
+
+    # -- routing ---------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        name = self._route()
+        if name is None:
+            return
+        if name == "ping":
+            self._send_json(200, {"result": {"pid": os.getpid()}})
+        else:
+            self._send_error_json(405, "MethodNotAllowed", f"use POST for /v1/{name}",
+                                  headers={"Allow": "POST"})
+
+    def do_POST(self) -> None:
+        name = self._route()
+        if name is None:
+            return
+        body = self._read_body()
+        if body is None:
+            return
+        if name == "ping":
+            self._send_json(200, {"result": {"pid": os.getpid()}})
+            return
+        control = self.server.control
+        if not control._begin():
+            self._send_error_json(503, "ServiceUnavailable", "the daemon is shutting down")
+            return
+        try:
+            self._run(name, control.handlers[name], body)
+        finally:
+            control._end()
+
+    def _route(self) -> str | None:
+        control = self.server.control
+        path = self.path.split("?", 1)[0]
+        name = path.removeprefix("/v1/") if path.startswith("/v1/") else None
+        if name is None or (name != "ping" and name not in control.handlers):
+            self._send_error_json(404, "NotFound", f"no such route: {path}")
+            return None
+        if control._closing:
+            self._send_error_json(503, "ServiceUnavailable", "the daemon is shutting down")
+            return None
+        return name
+
+    def _read_body(self) -> dict[str, Any] | None:
+        if self.headers.get("Transfer-Encoding"):
+            self._send_error_json(411, "LengthRequired", "send the body with a Content-Length")
+            return None
+        raw_length = self.headers.get("Content-Length", "0").strip()
+        if not raw_length.isdigit():
+            self._send_error_json(400, "BadRequest", "invalid Content-Length")
+            return None
+        length = int(raw_length)
+        limit = self.server.control.max_body_bytes
+        if length > limit:
+            self._send_error_json(413, "RequestTooLarge",
+                                  f"request body of {length} bytes exceeds {limit} bytes")
+            self._drain(length)
+            return None
+        try:
+            raw = self.rfile.read(length) if length else b""
+        except OSError as exc:  # includes the socket timeout
+            log.warning("control.read_failed", error=str(exc))
+            self.close_connection = True
+            return None
+        if len(raw) < length:
+            self.close_connection = True  # the client went away mid-body
+            return None
+        if not raw.strip():
+            return {}
+        try:
+            body = json.loads(raw)
+        except (UnicodeDecodeError, ValueError):
+            self._send_error_json(400, "BadRequest", "the request body is not valid JSON")
+            return None
+        if not isinstance(body, dict):
+            self._send_error_json(400, "BadRequest", "the request body must be a JSON object")
+            return None
+        return body
+
+    def _drain(self, length: int) -> None:
+        if length > DRAIN_LIMIT_BYTES:
+            return
+        try:
+            while length > 0:
+                chunk = self.rfile.read(min(length, 64 * 1024))
+                if not chunk:
+                    return
+                length -= len(chunk)
+        except OSError:
+            return
+
+    def _run(self, name: str, handler: Callable[[dict[str, Any]], Any],
+             body: dict[str, Any]) -> None:
+        started = time.monotonic()
+        try:
+            result = handler(body)
+            payload = json.dumps({"result": result}, ensure_ascii=False).encode("utf-8")
+        except MemorydError as exc:
+            status = error_status(exc)
+            log.warning("control.handler_error", route=name, type=type(exc).__name__,
+                        status=status)
+            self._send_error_json(status, type(exc).__name__, str(exc),
+                                  kind=getattr(exc, "kind", None))
+            return
+        except Exception:
+            log.exception("control.handler_crashed", route=name)
+            self._send_error_json(500, "InternalError", GENERIC_MESSAGE)
+            return
+        log.debug("control.handled", route=name,
+                  ms=round((time.monotonic() - started) * 1000, 1))
+        self._send_bytes(200, payload)
+
+    # -- responses -------------------------------------------------------------------
+
+    def _send_json(self, status: int, obj: Any) -> None:
+        self._send_bytes(status, json.dumps(obj, ensure_ascii=False).encode("utf-8"))
+
+    def _send_error_json(self, status: int, type_name: str, message: str, *,
+                         kind: Any = None, headers: Mapping[str, str] | None = None) -> None:
+        if not isinstance(kind, str | None):
+            kind = str(kind)
+        body = {"error": {"type": type_name, "message": message, "kind": kind}}
+        self._send_bytes(status, json.dumps(body, ensure_ascii=False).encode("utf-8"),
+                         headers=headers)
+
+    def _send_bytes(self, status: int, data: bytes, *,
+                    headers: Mapping[str, str] | None = None) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.send_header("Connection", "close")  # one request per connection
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+            self.wfile.flush()
+        except OSError as exc:
+            log.debug("control.write_failed", error=str(exc))
+        self.close_connection = True
+
+    def send_error(self, code: int, message: str | None = None,
+                   explain: str | None = None) -> None:
+        """Protocol errors found by ``http.server`` itself, as JSON like every other error."""
+        try:
+            phrase = HTTPStatus(code).phrase
+        except ValueError:
+            phrase = "Error"
+        type_name = "".join(part.capitalize() for part in phrase.replace("-", " ").split())
+        self._send_error_json(code, type_name or "Error", message or phrase)
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        log.debug("control.request", method=self.command, path=getattr(self, "path", None),
+                  status=code)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("control.http", message=format % args)

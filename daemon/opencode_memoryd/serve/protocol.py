@@ -1,0 +1,136 @@
+"""The daemon's local control endpoint: JSON over HTTP on a Unix-domain socket.
+
+While ``opencode-memoryd run`` is up it owns the embedded memory store, so commands started
+from another process (``maintain``, ``search``, ``list``, ``status``) ask the daemon to do
+the work through this endpoint instead of opening the store themselves.
+
+Where the socket lives (:func:`socket_path`)::
+
+    $XDG_RUNTIME_DIR/opencode-memoryd/control.sock   when XDG_RUNTIME_DIR is set
+    <state_dir>/control.sock                         otherwise
+
+The socket file is mode 0600 and its folder 0700, so only the owning user can connect
+(Linux checks write permission on the socket file at ``connect``). A lock file
+``control.sock.lock`` next to it, held with ``flock`` for the server's lifetime, keeps two
+daemons that start at the same moment from replacing each other's socket.
+
+Protocol (every body is JSON, UTF-8; each connection carries one request)::
+
+    GET  /v1/ping        -> 200 {"result": {"pid": <daemon pid>}}
+    POST /v1/<name>      body: a JSON object (an empty body counts as {})
+                         -> 200 {"result": <whatever the handler returned>}
+    any failure          -> 4xx/5xx {"error": {"type": str, "message": str,
+                                                "kind": str | null}}
+
+Status codes:
+
+======  ==========================================================================
+400     ``BadRequest`` (body is not a JSON object, bad Content-Length),
+        :class:`RequestError` raised by a handler, or :class:`~.errors.ConfigError`
+404     ``NotFound``: no such route
+405     ``MethodNotAllowed``: e.g. ``GET`` on a handler route
+409     :class:`~.errors.EmbedderMismatchError`
+411     ``LengthRequired``: chunked bodies are not accepted
+413     ``RequestTooLarge``: the body exceeds ``max_body_bytes`` (1 MiB by default)
+500     any other :class:`~.errors.MemorydError` (its own type and message), or
+        ``InternalError`` for any other exception: a fixed generic message, while the
+        traceback goes to the log only
+501     ``NotImplemented``: an HTTP method other than GET/POST
+502     :class:`~.errors.UpstreamError` and :class:`~.errors.ExtractionError`
+503     ``ServiceUnavailable``: the server is shutting down
+======  ==========================================================================
+
+For a :class:`~.errors.MemorydError` the ``type`` is the exception's class name and
+``kind`` its ``kind`` attribute (e.g. ``UpstreamError.kind``), else ``null``.
+
+The server is the standard library's :class:`http.server.BaseHTTPRequestHandler` on
+:class:`socketserver.ThreadingUnixStreamServer`: the endpoint serves a handful of requests
+from the same user, so a maintained, dependency-free server is enough; it is hardened here
+with a body size cap, a per-connection socket timeout, JSON-only error bodies and no
+keep-alive. The client uses ``httpx`` with a Unix-socket transport.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from opencode_memoryd.errors import (
+    ConfigError,
+    EmbedderMismatchError,
+    ExtractionError,
+    RequestError,
+    UpstreamError,
+)
+
+SOCKET_NAME = "control.sock"
+RUNTIME_SUBDIR = "opencode-memoryd"
+BASE_URL = "http://opencode-memoryd"
+MAX_BODY_BYTES = 1024 * 1024
+CONNECTION_TIMEOUT_SECONDS = 30.0
+
+# Linux's sun_path holds 108 bytes including the terminating NUL.
+MAX_SOCKET_PATH_BYTES = 107
+# After a 413 the server reads and discards up to this much of the rejected body, so the
+# client finishes sending and sees the 413 instead of a broken pipe.
+DRAIN_LIMIT_BYTES = 16 * 1024 * 1024
+ROUTE_NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,63}")
+GENERIC_MESSAGE = "internal error in the daemon; see its log for details"
+
+# Checked in order; the first class the exception is an instance of decides the status.
+_STATUS_BY_ERROR: tuple[tuple[type[BaseException], int], ...] = (
+    (EmbedderMismatchError, 409),
+    (ConfigError, 400),
+    (UpstreamError, 502),
+    (ExtractionError, 502),
+)
+
+
+
+
+
+
+
+
+
+
+def socket_path(state_dir: Path, env: Mapping[str, str] | None = None) -> Path:
+    """Where the control socket lives.
+
+    Args:
+        state_dir: the daemon's state folder, used when no runtime folder is set.
+        env: the environment to read (default ``os.environ``).
+
+    Returns:
+        ``$XDG_RUNTIME_DIR/opencode-memoryd/control.sock`` when ``XDG_RUNTIME_DIR`` is set
+        to an absolute path, else ``<state_dir>/control.sock``. A path too long for an
+        ``AF_UNIX`` address (over 100 bytes) is replaced by
+        ``<tmp>/opencode-memoryd-<uid>/<hash of the state dir>.sock`` (its folder is 0700).
+        The daemon records the path it used in ``daemon.json``, so clients never guess.
+    """
+    environ = os.environ if env is None else env
+    runtime = environ.get("XDG_RUNTIME_DIR", "")
+    if runtime and os.path.isabs(runtime):
+        path = Path(runtime) / RUNTIME_SUBDIR / SOCKET_NAME
+    else:
+        path = Path(state_dir) / SOCKET_NAME
+    if len(os.fsencode(str(path))) > 100:
+        digest = hashlib.sha256(os.fsencode(str(Path(state_dir).resolve()))).hexdigest()[:16]
+        path = (Path(tempfile.gettempdir()) / f"opencode-memoryd-{os.getuid()}"
+                / f"{digest}.sock")
+    return path
+
+
+def error_status(exc: BaseException) -> int:
+    """The HTTP status the server answers with when a handler raises ``exc``."""
+    if isinstance(exc, RequestError):
+        return 400
+    for cls, status in _STATUS_BY_ERROR:
+        if isinstance(exc, cls):
+            return status
+    return 500
+
