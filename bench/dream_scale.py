@@ -79,7 +79,7 @@ from opencode_memoryd.config import parse_config  # noqa: E402
 from opencode_memoryd.dream.dreamer import Dreamer  # noqa: E402
 from opencode_memoryd.dream.journal import DreamJournal  # noqa: E402
 from opencode_memoryd.models import Memory, content_hash, point_id  # noqa: E402
-from opencode_memoryd.store.qdrant import EdgeStore  # noqa: E402
+from opencode_memoryd.store.edge import EdgeStore  # noqa: E402
 
 NAMESPACE = uuid.UUID("9a4e7c21-5b3d-5f08-8e6a-1c2d3e4f5a6b")  # bench-only ids of copies
 T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)

@@ -24,7 +24,9 @@ from opencode_memoryd.extract.rules import RulesExtractor
 from opencode_memoryd.models import iso_utc
 from opencode_memoryd.source.reader import OpenCodeDB, SessionRow, discover_databases
 from opencode_memoryd.state import StateDB
-from opencode_memoryd.store.qdrant import EdgeStore, MemoryFilter, MemoryStore, ServerStore
+from opencode_memoryd.store.api import MemoryFilter, MemoryStore
+from opencode_memoryd.store.edge import EdgeStore
+from opencode_memoryd.store.server import ServerStore
 
 log = structlog.get_logger(__name__)
 
