@@ -79,7 +79,7 @@ from opencode_memoryd.config import parse_config  # noqa: E402
 from opencode_memoryd.dream.dreamer import Dreamer  # noqa: E402
 from opencode_memoryd.dream.journal import DreamJournal  # noqa: E402
 from opencode_memoryd.models import Memory, content_hash, point_id  # noqa: E402
-from opencode_memoryd.store.qdrant import EdgeStore  # noqa: E402
+from opencode_memoryd.store.edge import EdgeStore  # noqa: E402
 from opencode_memoryd.usecases.dreams import dream_scopes, run_dream  # noqa: E402
 from opencode_memoryd.usecases.service import open_local  # noqa: E402
 

@@ -33,8 +33,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "daemon"))
 
 from opencode_memoryd.models import Memory
+from opencode_memoryd.store.api import MemoryFilter
 from opencode_memoryd.store.bm25 import Bm25Encoder
-from opencode_memoryd.store.qdrant import EdgeStore, MemoryFilter
+from opencode_memoryd.store.edge import EdgeStore
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared/data/locomo10.json"
 NAMESPACE = uuid.UUID("3d4f1c8e-9b2a-5e67-8c10-2f9a7b6d5e41")  # bench-only id namespace

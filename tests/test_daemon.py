@@ -257,7 +257,7 @@ def test_start_waits_for_a_command_holding_the_store_and_commands_wait_for_it(
     import threading
 
     from opencode_memoryd import config as cfgmod
-    from opencode_memoryd.store.qdrant import EdgeStore
+    from opencode_memoryd.store.edge import EdgeStore
 
     config = cfgmod.load_config(daemon_config, isolated_env)
     held = EdgeStore(cfgmod.store_dir(config, isolated_env))  # a one-shot command's store

@@ -34,7 +34,8 @@ from opencode_memoryd.errors import DreamError, ExtractionError
 from opencode_memoryd.extract.chat import ChatClient
 from opencode_memoryd.models import Memory, content_hash, point_id
 from opencode_memoryd.state import StateDB
-from opencode_memoryd.store.qdrant import EdgeStore, MemoryFilter
+from opencode_memoryd.store.api import MemoryFilter
+from opencode_memoryd.store.edge import EdgeStore
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
@@ -671,7 +672,7 @@ from datetime import UTC, datetime
 from opencode_memoryd.dream.dreamer import Dreamer, DreamSettings
 from opencode_memoryd.extract.chat import ChatClient
 from opencode_memoryd.state import StateDB
-from opencode_memoryd.store.qdrant import EdgeStore
+from opencode_memoryd.store.edge import EdgeStore
 
 store = EdgeStore(sys.argv[1])
 state = StateDB(sys.argv[2])

@@ -29,7 +29,8 @@ from opencode_memoryd.compose import DAEMON_INFO_FILE, JOURNAL_FILE_NAME
 from opencode_memoryd.dream.journal import DreamJournal
 from opencode_memoryd.logs import LOG_FILE_NAME
 from opencode_memoryd.models import Memory, content_hash, iso_utc, point_id
-from opencode_memoryd.store.qdrant import EdgeStore, MemoryFilter
+from opencode_memoryd.store.api import MemoryFilter
+from opencode_memoryd.store.edge import EdgeStore
 
 KEYS = {p["worktree"]: p["project_id"] for p in MANIFEST["projects"]}
 ACME_KEY = KEYS[ACME]

@@ -18,15 +18,11 @@ import pytest
 
 from opencode_memoryd.errors import EmbedderMismatchError, StoreError
 from opencode_memoryd.models import Memory, content_hash, point_id
+from opencode_memoryd.store.api import Embedder, MemoryFilter, MemoryStore
 from opencode_memoryd.store.bm25 import BM25_SETTINGS, Bm25Encoder, default_encoder
-from opencode_memoryd.store.qdrant import (
-    EdgeStore,
-    Embedder,
-    MemoryFilter,
-    MemoryStore,
-    ServerStore,
-    rrf_fuse,
-)
+from opencode_memoryd.store.edge import EdgeStore
+from opencode_memoryd.store.fusion import rrf_fuse
+from opencode_memoryd.store.server import ServerStore
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 ACME = "acme-web"
@@ -457,7 +453,8 @@ def test_upsert_is_durable_without_close(backend: str, tmp_path: Path) -> None:
         import os
         from datetime import UTC, datetime
         from opencode_memoryd.models import Memory, content_hash, point_id
-        from opencode_memoryd.store.qdrant import EdgeStore, ServerStore
+        from opencode_memoryd.store.edge import EdgeStore
+        from opencode_memoryd.store.server import ServerStore
         s = {opener}
         t = datetime(2025, 1, 1, tzinfo=UTC)
         s.upsert([Memory(id=point_id("project", "p", "project", f"fact {{i}}"),
@@ -483,7 +480,7 @@ def test_edge_second_process_gets_store_error(tmp_path: Path) -> None:
     try:
         child = _run_child(f"""
             from opencode_memoryd.errors import StoreError
-            from opencode_memoryd.store.qdrant import EdgeStore
+            from opencode_memoryd.store.edge import EdgeStore
             try:
                 EdgeStore({str(where)!r})
             except StoreError as e:

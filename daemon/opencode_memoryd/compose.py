@@ -21,7 +21,9 @@ from opencode_memoryd.errors import SourceError
 from opencode_memoryd.extract.rules import RulesExtractor
 from opencode_memoryd.source.reader import OpenCodeDB, discover_databases
 from opencode_memoryd.state import StateDB
-from opencode_memoryd.store.qdrant import EdgeStore, MemoryStore, ServerStore
+from opencode_memoryd.store.api import MemoryStore
+from opencode_memoryd.store.edge import EdgeStore
+from opencode_memoryd.store.server import ServerStore
 from opencode_memoryd.usecases.projects import normalize_dir
 
 if TYPE_CHECKING:

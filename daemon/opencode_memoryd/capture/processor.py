@@ -50,7 +50,7 @@ from opencode_memoryd.source.transcript import (
     group_turns,
 )
 from opencode_memoryd.state import Item, StateDB
-from opencode_memoryd.store.qdrant import MemoryFilter, MemoryStore
+from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 
 log = structlog.get_logger(__name__)
 

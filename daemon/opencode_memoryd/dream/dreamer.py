@@ -50,7 +50,7 @@ union of the provenance (session and message ids) and ``merged_from``; retired m
 become tombstones (``status="retired"``, ``superseded_by``, ``retired_reason``,
 ``retired_by_run``) — the tombstone pattern of replicated stores (e.g. the deletion markers
 of Apache Cassandra): a dream never deletes a memory. Search, listing and counting skip
-tombstones (:class:`~opencode_memoryd.store.qdrant.MemoryFilter`).
+tombstones (:class:`~opencode_memoryd.store.api.MemoryFilter`).
 
 Crash safety (redo log, as in write-ahead logging: Mohan et al., "ARIES", ACM TODS 1992,
 reduced to whole-record redo of idempotent upserts): a dream is one ``dream_runs`` row of the
@@ -105,8 +105,8 @@ from opencode_memoryd.models import (
 )
 from opencode_memoryd.redaction.engine import redact
 from opencode_memoryd.state import StateDB
+from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.store.bm25 import Bm25Encoder, default_encoder
-from opencode_memoryd.store.qdrant import MemoryFilter, MemoryStore
 
 log = structlog.get_logger(__name__)
 

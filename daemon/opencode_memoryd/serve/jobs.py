@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from opencode_memoryd.config import DaemonConfig
     from opencode_memoryd.serve.sources import TrackedSource
     from opencode_memoryd.state import StateDB
-    from opencode_memoryd.store.qdrant import MemoryStore
+    from opencode_memoryd.store.api import MemoryStore
 
 log = structlog.get_logger(__name__)
 

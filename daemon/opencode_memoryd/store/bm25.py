@@ -33,6 +33,8 @@ from typing import Any
 
 import qdrant_edge
 
+from opencode_memoryd.text import ENGLISH_STOPWORDS, QUESTION_WORDS
+
 #: BM25 term-frequency saturation (Robertson & Zaragoza 2009; the usual default).
 K1 = 1.2
 #: BM25 document-length normalisation, 0 (none) to 1 (full).
@@ -44,17 +46,6 @@ AVG_LEN = 256.0
 LANGUAGE = "english"
 #: Whether question words stay as terms (see the module docstring for the measurement).
 KEEP_QUESTION_WORDS = False
-
-#: Question words; stopwords unless ``keep_question_words`` is set.
-QUESTION_WORDS: frozenset[str] = frozenset(
-    {"what", "when", "where", "who", "whom", "which", "how", "why"}
-)
-
-#: English stopwords: the NLTK English list (179 words), which is also the list Qdrant uses
-#: for ``language="english"``. Given explicitly so the behaviour is pinned by this file.
-ENGLISH_STOPWORDS: frozenset[str] = frozenset(
-    ["i", "me", "my", "myself", "we", "our", "ours", "ourselves", "you", "you're", "you've", "you'll", "you'd", "your", "yours", "yourself", "yourselves", "he", "him", "his", "himself", "she", "she's", "her", "hers", "herself", "it", "it's", "its", "itself", "they", "them", "their", "theirs", "themselves", "what", "which", "who", "whom", "this", "that", "that'll", "these", "those", "am", "is", "are", "was", "were", "be", "been", "being", "have", "has", "had", "having", "do", "does", "did", "doing", "a", "an", "the", "and", "but", "if", "or", "because", "as", "until", "while", "of", "at", "by", "for", "with", "about", "against", "between", "into", "through", "during", "before", "after", "above", "below", "to", "from", "up", "down", "in", "out", "on", "off", "over", "under", "again", "further", "then", "once", "here", "there", "when", "where", "why", "how", "all", "any", "both", "each", "few", "more", "most", "other", "some", "such", "no", "nor", "not", "only", "own", "same", "so", "than", "too", "very", "s", "t", "can", "will", "just", "don", "don't", "should", "should've", "now", "d", "ll", "m", "o", "re", "ve", "y", "ain", "aren", "aren't", "couldn", "couldn't", "didn", "didn't", "doesn", "doesn't", "hadn", "hadn't", "hasn", "hasn't", "haven", "haven't", "isn", "isn't", "ma", "mightn", "mightn't", "mustn", "mustn't", "needn", "needn't", "shan", "shan't", "shouldn", "shouldn't", "wasn", "wasn't", "weren", "weren't", "won", "won't", "wouldn", "wouldn't"]
-)
 
 #: Text encoded to fingerprint the tokenizer: if a new qdrant-edge-py hashes or stems
 #: differently, the fingerprint changes and stored sparse vectors no longer match queries.
@@ -151,7 +142,7 @@ class Bm25Encoder:
 
     def _fingerprint(self) -> str:
         v = self._model.embed_document(_FINGERPRINT_TEXT)
-        pairs = sorted(zip(v.indices, (round(x, 5) for x in v.values)))
+        pairs = sorted(zip(v.indices, (round(x, 5) for x in v.values), strict=True))
         return hashlib.sha256(json.dumps(pairs).encode("utf-8")).hexdigest()[:16]
 
 

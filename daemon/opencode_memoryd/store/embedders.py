@@ -2,8 +2,8 @@
 
 Texts are sent in batches of at most :data:`BATCH_SIZE`; every vector must have the
 configured length. Errors map to :class:`~opencode_memoryd.errors.UpstreamError` exactly as
-for the chat adapter (:func:`opencode_memoryd.openai_compat.map_openai_error`); the SDK's own retries
-behave as described in :mod:`opencode_memoryd.extract.chat`. Texts are never logged.
+for the chat adapter (:func:`opencode_memoryd.openai_compat.map_openai_error`); the SDK's own
+retries behave as described in :mod:`opencode_memoryd.extract.chat`. Texts are never logged.
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ class FastEmbedEmbedder:
 
     def __init__(self, *, model: str | None = None) -> None:
         try:
-            from fastembed import TextEmbedding  # type: ignore[import-not-found]
+            from fastembed import TextEmbedding
         except ImportError as exc:
             raise UpstreamError(
                 "embedding.provider = \"fastembed\" needs the fastembed extra: "

@@ -13,7 +13,7 @@ from opencode_memoryd.dream.dreamer import Dreamer
 from opencode_memoryd.dream.journal import DreamJournal
 from opencode_memoryd.models import parse_iso, scope_project
 from opencode_memoryd.state import StateDB
-from opencode_memoryd.store.qdrant import MemoryFilter, MemoryStore
+from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.usecases.maintain import LockFor
 from opencode_memoryd.usecases.ports import AppPort
 

@@ -13,7 +13,7 @@ from opencode_memoryd.capture.processor import Extractor, SessionProcessor, Sess
 from opencode_memoryd.models import iso_utc
 from opencode_memoryd.source.reader import SessionRow
 from opencode_memoryd.state import StateDB
-from opencode_memoryd.store.qdrant import MemoryStore
+from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.ports import AppPort
 
 log = structlog.get_logger(__name__)

@@ -7,7 +7,7 @@ from typing import Any
 
 from opencode_memoryd.dream.journal import DreamJournal
 from opencode_memoryd.models import Memory
-from opencode_memoryd.store.qdrant import MemoryFilter, MemoryStore
+from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.usecases.ports import AppPort
 from opencode_memoryd.usecases.projects import filters_for_dir
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from opencode_memoryd.dream.dreamer import Planner
     from opencode_memoryd.source.reader import OpenCodeDB
     from opencode_memoryd.state import StateDB
-    from opencode_memoryd.store.qdrant import MemoryStore
+    from opencode_memoryd.store.api import MemoryStore
 
 
 class AppPort(Protocol):

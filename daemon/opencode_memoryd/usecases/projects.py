@@ -7,7 +7,7 @@ import os
 import structlog
 
 from opencode_memoryd.errors import SourceError
-from opencode_memoryd.store.qdrant import MemoryFilter
+from opencode_memoryd.store.api import MemoryFilter
 from opencode_memoryd.usecases.ports import AppPort
 
 log = structlog.get_logger(__name__)

@@ -6,7 +6,7 @@ from typing import Any
 
 from opencode_memoryd.errors import SourceError
 from opencode_memoryd.state import StateDB
-from opencode_memoryd.store.qdrant import MemoryStore
+from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.ports import AppPort
 
 

@@ -1,0 +1,166 @@
+"""What the rest of the daemon sees of the memory store: the interface, its filter, its names.
+
+Two adapters implement :class:`MemoryStore`:
+
+* :class:`~opencode_memoryd.store.edge.EdgeStore` — the embedded default: Qdrant Edge
+  (``qdrant-edge-py``) in-process, one shard directory, single process.
+* :class:`~opencode_memoryd.store.server.ServerStore` — a Qdrant server or cluster through
+  ``qdrant-client`` (its local mode, ``path=`` / ``location=":memory:"``, stands in for a
+  server in tests).
+
+Every memory is one point: id = :attr:`Memory.id` (a UUID string), payload =
+:meth:`Memory.to_payload`, a BM25 sparse vector ``"bm25"`` (IDF applied by Qdrant) and, when
+an embedder is configured, a dense cosine vector ``"dense"``. Search is BM25 alone, or BM25
+and dense fused with reciprocal rank fusion (dense weight 0.5;
+:mod:`opencode_memoryd.store.fusion`).
+
+Each store records the embedder (name, dimensions) and the BM25 settings it was built with
+(:mod:`opencode_memoryd.store.meta`); opening it with another embedder raises
+:class:`~opencode_memoryd.errors.EmbedderMismatchError` until :meth:`MemoryStore.reembed`
+rebuilds the vectors from the memory texts kept in the payloads.
+
+This module imports no Qdrant library: code that only talks to a store depends on it alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from opencode_memoryd.models import MEMORY_TYPES, SCOPES, Memory
+
+#: Name of the BM25 sparse vector of every point.
+SPARSE_NAME = "bm25"
+#: Name of the dense vector of every point, present when the store has an embedder.
+DENSE_NAME = "dense"
+#: Payload fields with a keyword index (filters use only these). ``status`` is indexed in
+#: stores created since tombstones exist; older stores filter on it without an index.
+KEYWORD_FIELDS: tuple[str, ...] = ("scope", "project_id", "type", "status")
+#: The ``status`` payload value of a tombstone (see :class:`~opencode_memoryd.models.Memory`).
+RETIRED = "retired"
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """A dense text embedder.
+
+    Attributes:
+        name: identifies the model (and provider) — recorded with the store.
+        dimensions: length of every vector ``embed`` returns.
+    """
+
+    name: str
+    dimensions: int
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Return one vector of ``dimensions`` floats per text, in order. May raise
+        :class:`~opencode_memoryd.errors.UpstreamError`; the store lets it propagate."""
+        ...
+
+
+@dataclass(frozen=True)
+class MemoryFilter:
+    """Which memories an operation applies to. All set criteria must hold.
+
+    Attributes:
+        project_id: only memories of this project; with ``include_user_scope`` also every
+            ``scope == "user"`` memory (user-scope memories are shared by all projects).
+            ``None``: any project.
+        include_user_scope: see ``project_id``; no effect when ``project_id`` is ``None``.
+        scope: ``"user"`` or ``"project"`` only.
+        types: only these memory types (any of them); empty means all types.
+        include_retired: also match retired memories (tombstones). By default they are
+            excluded — a payload without ``status`` counts as active — so search, scroll
+            and count see active memories only. :meth:`MemoryStore.get` ignores filters and
+            returns tombstones too.
+
+    A ``None`` filter means ``MemoryFilter()``: every active memory.
+
+    Raises:
+        ValueError: an unknown scope or type.
+    """
+
+    project_id: str | None = None
+    include_user_scope: bool = True
+    scope: str | None = None
+    types: tuple[str, ...] = ()
+    include_retired: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "types", tuple(self.types))
+        if self.scope is not None and self.scope not in SCOPES:
+            raise ValueError(f"unknown scope {self.scope!r}; expected one of {SCOPES}")
+        bad = [t for t in self.types if t not in MEMORY_TYPES]
+        if bad:
+            raise ValueError(f"unknown memory type(s) {bad}; expected some of {MEMORY_TYPES}")
+
+
+#: The default filter: every active memory.
+ACTIVE = MemoryFilter()
+#: Every memory, tombstones included.
+ALL = MemoryFilter(include_retired=True)
+
+
+class MemoryStore(Protocol):
+    """What the daemon needs from a memory store. Both adapters implement it.
+
+    Every method raises :class:`~opencode_memoryd.errors.StoreError` when the backend fails
+    or refuses; methods that write or search with vectors raise
+    :class:`~opencode_memoryd.errors.EmbedderMismatchError` when the store was opened with
+    ``allow_mismatch=True`` and has not been re-embedded yet.
+    """
+
+    def upsert(self, memories: Sequence[Memory]) -> None:
+        """Insert or replace memories by :attr:`Memory.id`; durable when it returns."""
+        ...
+
+    def get(self, ids: Sequence[str]) -> list[Memory]:
+        """The stored memories with these ids, in the order asked; missing ids are skipped.
+        Retired memories (tombstones) are returned too."""
+        ...
+
+    def delete(self, ids: Sequence[str]) -> None:
+        """Delete these ids (unknown ids are ignored); durable when it returns."""
+        ...
+
+    def scroll(self, flt: MemoryFilter | None = None) -> Iterator[Memory]:
+        """Every matching memory, ordered by ``created_at`` then ``id`` (active only unless
+        ``flt.include_retired``)."""
+        ...
+
+    def count(self, flt: MemoryFilter | None = None) -> int:
+        """Exact number of matching memories (active only unless ``flt.include_retired``)."""
+        ...
+
+    def search(
+        self, query: str, *, flt: MemoryFilter | None = None, limit: int = 10
+    ) -> list[tuple[Memory, float]]:
+        """Best ``limit`` matches for ``query`` with their scores, best first (active only
+        unless ``flt.include_retired``)."""
+        ...
+
+    def reembed(self, embedder: Embedder | None, *, batch_size: int = 64) -> int:
+        """Rebuild every point's vectors from its stored text; returns the point count."""
+        ...
+
+    def info(self) -> dict[str, Any]:
+        """Backend, location, point count, embedder and BM25 settings."""
+        ...
+
+    def close(self) -> None:
+        """Release the store; idempotent."""
+        ...
+
+
+__all__ = [
+    "ACTIVE",
+    "ALL",
+    "DENSE_NAME",
+    "KEYWORD_FIELDS",
+    "RETIRED",
+    "SPARSE_NAME",
+    "Embedder",
+    "MemoryFilter",
+    "MemoryStore",
+]

@@ -1,0 +1,364 @@
+"""The logic both store adapters share: id checks, encoding, locking and the public methods.
+
+:class:`StoreBase` implements :class:`~opencode_memoryd.store.api.MemoryStore` on top of a
+few primitives each adapter supplies (write rows, retrieve, delete, scroll, search, reset
+the dense vector, write metadata). It encodes texts into BM25 and dense vectors, checks the
+store's metadata (:mod:`opencode_memoryd.store.meta`) and serialises calls with one lock;
+embedding calls, which may go over the network, run outside it.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any, Self
+
+from opencode_memoryd.errors import EmbedderMismatchError, StoreError
+from opencode_memoryd.models import Memory, iso_utc
+from opencode_memoryd.store.api import ALL, Embedder, MemoryFilter
+from opencode_memoryd.store.bm25 import Bm25Encoder, SparseVector, default_encoder
+from opencode_memoryd.store.meta import (
+    check_meta,
+    embedder_record,
+    interrupted_message,
+    new_meta,
+)
+
+#: Points read per scroll request.
+PAGE_SIZE = 256
+
+#: One point to write: (id, payload, BM25 vector, dense vector or None).
+Row = tuple[str, dict[str, Any], SparseVector, list[float] | None]
+
+
+def check_ids(ids: Sequence[str]) -> list[str]:
+    """Normalise memory ids to canonical UUID strings, first occurrence only, in order.
+
+    Raises:
+        TypeError: ``ids`` is one string rather than a sequence of them.
+        ValueError: an id is not a UUID.
+    """
+    if isinstance(ids, str):
+        raise TypeError("ids must be a sequence of id strings, not one string")
+    out: list[str] = []
+    seen: set[str] = set()
+    for i in ids:
+        try:
+            norm = str(uuid.UUID(str(i)))
+        except ValueError:
+            raise ValueError(f"memory id {i!r} is not a UUID") from None
+        if norm not in seen:
+            seen.add(norm)
+            out.append(norm)
+    return out
+
+
+def _sort_key(m: Memory) -> tuple[datetime, str]:
+    return (m.created_at, m.id)
+
+
+class StoreBase:
+    """Shared logic: metadata checks, encoding, the public methods. Adapters supply the
+    primitives (the methods below that raise :class:`NotImplementedError`), ``backend``,
+    ``count``, ``info`` and ``close``.
+
+    Args:
+        embedder: dense embedder, or ``None`` for BM25 only.
+        bm25: the BM25 encoder (``None``: :func:`~opencode_memoryd.store.bm25.default_encoder`).
+        allow_mismatch: open a store built with another embedder or BM25 settings, to
+            re-embed it.
+    """
+
+    backend = ""
+
+    def __init__(self, embedder: Embedder | None, bm25: Bm25Encoder | None,
+                 allow_mismatch: bool) -> None:
+        self._embedder = embedder
+        self._bm25 = bm25 or default_encoder()
+        self._allow_mismatch = allow_mismatch
+        self._meta: dict[str, Any] = {}
+        self._dense_ok = True
+        self._sparse_ok = True
+        self._closed = False
+        self._mismatch: str | None = None
+        self._lock = threading.RLock()
+
+    # -- metadata ---------------------------------------------------------------------
+
+    def _where(self) -> str:
+        raise NotImplementedError
+
+    def _new_meta(self) -> dict[str, Any]:
+        return new_meta(self._embedder, self._bm25.settings)
+
+    def _check_meta(self) -> None:
+        check = check_meta(self._meta, self._embedder, self._bm25.settings, self._where())
+        self._dense_ok, self._sparse_ok = check.dense_ok, check.sparse_ok
+        if check.message and not self._allow_mismatch:
+            raise EmbedderMismatchError(check.message)
+        self._mismatch = check.message
+
+    def _meta_info(self) -> dict[str, Any]:
+        """The metadata part of ``info()``."""
+        return {
+            "embedder": self._meta.get("embedder"),
+            "configured_embedder": embedder_record(self._embedder),
+            "bm25": self._meta.get("bm25"),
+            "schema_version": self._meta.get("schema_version"),
+            "created_at": self._meta.get("created_at"),
+            "needs_reembed": not (self._dense_ok and self._sparse_ok),
+        }
+
+    def _require_writable(self) -> None:
+        self._require_open()
+        if not (self._dense_ok and self._sparse_ok):
+            raise EmbedderMismatchError(self._mismatch or "store needs re-embedding")
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"memory store {self._where()} is closed")
+
+    # -- encoding ---------------------------------------------------------------------
+
+    def _dense(self, embedder: Embedder, texts: Sequence[str]) -> list[list[float]]:
+        vectors = embedder.embed(list(texts))
+        if len(vectors) != len(texts):
+            raise StoreError(
+                f"embedder {embedder.name!r} returned {len(vectors)} vectors "
+                f"for {len(texts)} texts"
+            )
+        for v in vectors:
+            if len(v) != embedder.dimensions:
+                raise StoreError(
+                    f"embedder {embedder.name!r} returned a {len(v)}-dimensional vector; "
+                    f"it declares {embedder.dimensions} dimensions"
+                )
+        return [[float(x) for x in v] for v in vectors]
+
+    def _encode(self, memories: Sequence[Memory], embedder: Embedder | None) -> list[Row]:
+        texts = [m.content for m in memories]
+        sparse = self._bm25.embed_documents(texts)
+        dense: list[list[float] | None] = (
+            list(self._dense(embedder, texts)) if embedder is not None else [None] * len(texts)
+        )
+        return [
+            (str(uuid.UUID(m.id)), m.to_payload(), s, d)
+            for m, s, d in zip(memories, sparse, dense, strict=True)
+        ]
+
+    # -- public API shared by both adapters ---------------------------------------------
+
+    def upsert(self, memories: Sequence[Memory]) -> None:
+        """Insert or replace ``memories`` (point id = :attr:`Memory.id`).
+
+        Computes the BM25 vector of each ``content`` and, with an embedder, its dense vector
+        (one ``embed`` call for the batch). Durable when it returns.
+
+        Raises:
+            ValueError: a memory id is not a UUID.
+            EmbedderMismatchError: the store still needs :meth:`reembed`.
+            StoreError: the backend failed, or the embedder returned the wrong shape.
+            UpstreamError: from the embedder, unchanged.
+        """
+        if not memories:
+            return
+        check_ids([m.id for m in memories])
+        with self._lock:
+            self._require_writable()
+            embedder = self._embedder
+        rows = self._encode(memories, embedder)  # outside the lock: may call the network
+        with self._lock:
+            self._require_writable()
+            if self._embedder is not embedder:  # re-embedded meanwhile: encode again
+                rows = self._encode(memories, self._embedder)
+            self._upsert_rows(rows)
+
+    def get(self, ids: Sequence[str]) -> list[Memory]:
+        """Return the stored memories with these ids, in the order given (duplicates once,
+        missing ids skipped). Retired memories (tombstones) are returned too.
+
+        Raises:
+            ValueError: an id is not a UUID.
+            StoreError: the backend failed.
+        """
+        wanted = check_ids(ids)
+        if not wanted:
+            return []
+        with self._lock:
+            self._require_open()
+            found = {m.id: m for m in self._retrieve(wanted)}
+        return [found[i] for i in wanted if i in found]
+
+    def delete(self, ids: Sequence[str]) -> None:
+        """Delete the points with these ids; unknown ids are ignored. Durable on return.
+
+        Raises:
+            ValueError: an id is not a UUID.
+            StoreError: the backend failed.
+        """
+        wanted = check_ids(ids)
+        if not wanted:
+            return
+        with self._lock:
+            self._require_open()
+            self._delete_ids(wanted)
+
+    def scroll(self, flt: MemoryFilter | None = None) -> Iterator[Memory]:
+        """Yield every memory matching ``flt``, ordered by ``created_at`` then ``id``.
+
+        Retired memories are skipped unless ``flt.include_retired`` (``None`` = every
+        active memory).
+
+        The matching memories are read (payloads only) and sorted before the first one is
+        yielded: memory use is proportional to the number of matches.
+
+        Raises:
+            StoreError: the backend failed (raised by the first ``next``).
+        """
+        with self._lock:
+            self._require_open()
+            found = list(self._scroll_all(flt))
+        found.sort(key=_sort_key)
+        yield from found
+
+    def search(
+        self, query: str, *, flt: MemoryFilter | None = None, limit: int = 10
+    ) -> list[tuple[Memory, float]]:
+        """Return the ``limit`` best memories for ``query`` with their scores, best first.
+
+        Retired memories never match unless ``flt.include_retired``.
+
+        BM25 sparse search always. With an embedder, a dense search too, fused by weighted
+        reciprocal rank fusion (:func:`~opencode_memoryd.store.fusion.rrf_fuse`, k = 60,
+        sparse weight 1, dense weight 0.5), each side taking ``max(4 * limit, 40)``
+        candidates. Scores: BM25 scores (unbounded, >= 0) without an embedder, RRF scores
+        (at most 1/60 + 1/61, about 0.033) with one. A query made only of stopwords has no
+        BM25 terms: it returns ``[]`` without an embedder. While a store opened with
+        ``allow_mismatch=True`` awaits :meth:`reembed`, only its still-valid vector is
+        searched.
+
+        Raises:
+            StoreError: the backend failed.
+            EmbedderMismatchError: neither vector of the store is usable with this
+                configuration (opened with ``allow_mismatch=True``, not re-embedded).
+            UpstreamError: from the embedder, unchanged.
+        """
+        if limit <= 0:
+            return []
+        with self._lock:
+            self._require_open()
+            embedder = self._embedder if self._dense_ok else None
+            use_sparse = self._sparse_ok
+            if not use_sparse and embedder is None:
+                raise EmbedderMismatchError(self._mismatch or "store needs re-embedding")
+        sparse = self._bm25.embed_query(query) if use_sparse else SparseVector([], [])
+        # the query embedding is computed outside the lock: it may call the network
+        dense = self._dense(embedder, [query])[0] if embedder is not None else None
+        with self._lock:
+            self._require_open()
+            if dense is None:
+                return self._search_sparse(sparse, flt, limit) if sparse else []
+            return self._search_hybrid(sparse, dense, flt, limit)
+
+    def reembed(self, embedder: Embedder | None, *, batch_size: int = 64) -> int:
+        """Rebuild every point's vectors from the ``content`` in its payload.
+
+        Drops the dense vector and creates it again for ``embedder`` (or leaves none when
+        ``embedder`` is ``None``), recomputes the BM25 vectors with this store's encoder,
+        then records the new embedder and BM25 settings. Nothing is re-extracted; payloads
+        are unchanged. An interrupted run is recorded, and the store then refuses to open
+        without ``allow_mismatch=True`` until ``reembed`` completes.
+
+        Args:
+            embedder: the embedder to build dense vectors with (``None``: BM25 only). It
+                becomes this store's embedder.
+            batch_size: memories per ``embed`` call and per write.
+
+        Returns:
+            The number of points re-embedded.
+
+        Raises:
+            ValueError: ``batch_size`` is not positive.
+            StoreError: the backend failed.
+            UpstreamError: from the embedder, unchanged (the store stays marked as
+                re-embedding; run again).
+        """
+        if batch_size <= 0:
+            raise ValueError("batch_size must be positive")
+        with self._lock:
+            self._require_open()
+            target = embedder_record(embedder)
+            meta = dict(self._meta)
+            meta["reembed_in_progress"] = {"embedder": target}
+            self._write_meta(meta)
+            self._meta = meta
+            self._dense_ok = self._sparse_ok = False
+            self._mismatch = interrupted_message(self._where(), target)
+            self._reset_dense(embedder)
+            # ids first: no scrolling while writing; tombstones are re-embedded too
+            memories = list(self._scroll_all(ALL))
+            for i in range(0, len(memories), batch_size):
+                self._update_vectors(self._encode(memories[i : i + batch_size], embedder))
+            self._flush()
+            meta = dict(self._meta)
+            meta.update(
+                embedder=target,
+                bm25=dict(self._bm25.settings),
+                reembed_in_progress=None,
+                reembedded_at=iso_utc(datetime.now(UTC)),
+            )
+            self._write_meta(meta)
+            self._meta = meta
+            self._embedder = embedder
+            self._dense_ok = self._sparse_ok = True
+            self._mismatch = None
+            return len(memories)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:  # pragma: no cover - overridden
+        """Release the store; idempotent. Adapters override it."""
+        raise NotImplementedError
+
+    # -- adapter primitives -----------------------------------------------------------
+
+    def _upsert_rows(self, rows: list[Row]) -> None:
+        raise NotImplementedError
+
+    def _update_vectors(self, rows: list[Row]) -> None:
+        raise NotImplementedError
+
+    def _retrieve(self, ids: list[str]) -> list[Memory]:
+        raise NotImplementedError
+
+    def _delete_ids(self, ids: list[str]) -> None:
+        raise NotImplementedError
+
+    def _scroll_all(self, flt: MemoryFilter | None) -> Iterator[Memory]:
+        raise NotImplementedError
+
+    def _search_sparse(self, sparse: SparseVector, flt: MemoryFilter | None,
+                       limit: int) -> list[tuple[Memory, float]]:
+        raise NotImplementedError
+
+    def _search_hybrid(self, sparse: SparseVector, dense: list[float],
+                       flt: MemoryFilter | None, limit: int) -> list[tuple[Memory, float]]:
+        raise NotImplementedError
+
+    def _reset_dense(self, embedder: Embedder | None) -> None:
+        raise NotImplementedError
+
+    def _write_meta(self, meta: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _flush(self) -> None:
+        pass
+
+
+__all__ = ["PAGE_SIZE", "Row", "StoreBase", "check_ids"]
