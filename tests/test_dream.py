@@ -793,7 +793,7 @@ def test_unreadable_plan_rejects_only_its_group(store: EdgeStore, state: StateDB
 def test_tombstones_hidden_from_list_and_search_unless_all(store: EdgeStore, state: StateDB,
                                                            tmp_path: Path) -> None:
     from opencode_memoryd.compose import App
-    from opencode_memoryd.config import Config
+    from opencode_memoryd.config.schema import Config
 
     res = Dreamer(store, state, clock=lambda: NOW).dream(ACME, trigger="forced")
     assert res.status == "ok" and res.counts["merged"] == 2

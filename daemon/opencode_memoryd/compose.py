@@ -1,4 +1,5 @@
-"""Composition root: builds the real adapters from a :class:`~opencode_memoryd.config.Config`.
+"""Composition root: builds the real adapters from a
+:class:`~opencode_memoryd.config.schema.Config`.
 
 Only this module constructs stores, extractors and readers; the CLI calls it.
 """
@@ -17,8 +18,8 @@ from typing import Any
 
 import structlog
 
-from opencode_memoryd import config as cfgmod
 from opencode_memoryd.capture.processor import Extractor, Limits, SessionProcessor, SessionReport
+from opencode_memoryd.config import paths as config_paths
 from opencode_memoryd.errors import SourceError, UpstreamError
 from opencode_memoryd.extract.rules import RulesExtractor
 from opencode_memoryd.models import iso_utc
@@ -53,7 +54,7 @@ class App:
     @property
     def state_dir(self) -> Path:
         """``$XDG_STATE_HOME/opencode-memoryd`` unless ``state.dir`` is set."""
-        return cfgmod.state_dir(self.config, self.env)
+        return config_paths.state_dir(self.config, self.env)
 
     @property
     def journal_path(self) -> Path:
@@ -68,10 +69,10 @@ class App:
         """
         if override:
             return [Path(normalize_dir(override))]
-        configured = cfgmod.configured_db_paths(self.config, self.env)
+        configured = config_paths.configured_db_paths(self.config, self.env)
         if configured:
             return configured
-        data_dir = cfgmod.opencode_data_dir(self.config, self.env)
+        data_dir = config_paths.opencode_data_dir(self.config, self.env)
         found = discover_databases(data_dir, self.env)
         if not found:
             raise SourceError(
@@ -116,7 +117,7 @@ class App:
             return ServerStore(url=q.url, api_key=self._secret(q.api_key_env),
                                collection=q.collection, embedder=embedder,
                                timeout_seconds=q.timeout_seconds)
-        return EdgeStore(cfgmod.store_dir(self.config, self.env), embedder=embedder)
+        return EdgeStore(config_paths.store_dir(self.config, self.env), embedder=embedder)
 
     def extraction_mode(self) -> str:
         """``llm`` or ``rules``: ``auto`` picks llm when an endpoint is configured."""

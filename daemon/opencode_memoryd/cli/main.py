@@ -16,8 +16,9 @@ from typing import Any
 import structlog
 
 from opencode_memoryd import __version__, logs
-from opencode_memoryd import config as cfgmod
 from opencode_memoryd.compose import App, normalize_dir
+from opencode_memoryd.config.loader import init_config, load_config
+from opencode_memoryd.config.paths import config_path
 from opencode_memoryd.errors import (
     ConfigError,
     MemorydError,
@@ -365,12 +366,12 @@ def _cmd_status(app: App, args: argparse.Namespace) -> int:
 
 def _cmd_config(app: App | None, args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if args.config_command == "path":
-        print(args.config or cfgmod.config_path(env))
+        print(args.config or config_path(env))
         return EXIT_OK
     if args.config_command == "init":
-        target = Path(args.path or args.config or cfgmod.config_path(env)).expanduser()
+        target = Path(args.path or args.config or config_path(env)).expanduser()
         try:
-            written = cfgmod.init_config(target)
+            written = init_config(target)
         except FileExistsError:
             print(f"opencode-memoryd: {target} already exists; not overwritten",
                   file=sys.stderr)
@@ -521,8 +522,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         if args.command in ("install-service", "uninstall-service"):
             return _cmd_service(args, env)
         explicit = Path(args.config).expanduser() if args.config else None
-        config = cfgmod.load_config(explicit, env)
-        app_path = explicit or cfgmod.config_path(env)
+        config = load_config(explicit, env)
+        app_path = explicit or config_path(env)
         app = App(config=config, env=env, config_path=app_path)
         logs.configure(
             log_dir=app.state_dir,
