@@ -33,7 +33,7 @@ from opencode_memoryd.dream.journal import DreamJournal
 from opencode_memoryd.errors import DreamError, ExtractionError
 from opencode_memoryd.extract.chat import ChatClient
 from opencode_memoryd.models import Memory, content_hash, point_id
-from opencode_memoryd.state import StateDB
+from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.qdrant import EdgeStore, MemoryFilter
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
@@ -670,7 +670,7 @@ import sys
 from datetime import UTC, datetime
 from opencode_memoryd.dream.dreamer import Dreamer, DreamSettings
 from opencode_memoryd.extract.chat import ChatClient
-from opencode_memoryd.state import StateDB
+from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.qdrant import EdgeStore
 
 store = EdgeStore(sys.argv[1])

@@ -24,7 +24,7 @@ from opencode_memoryd.errors import SourceError, UpstreamError
 from opencode_memoryd.extract.rules import RulesExtractor
 from opencode_memoryd.models import iso_utc
 from opencode_memoryd.source.reader import OpenCodeDB, SessionRow, discover_databases
-from opencode_memoryd.state import StateDB
+from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.qdrant import EdgeStore, MemoryFilter, MemoryStore, ServerStore
 
 log = structlog.get_logger(__name__)
