@@ -20,6 +20,7 @@ import structlog
 
 from opencode_memoryd.capture.processor import Extractor, Limits, SessionProcessor, SessionReport
 from opencode_memoryd.config import paths as config_paths
+from opencode_memoryd.config.schema import Config
 from opencode_memoryd.errors import SourceError, UpstreamError
 from opencode_memoryd.extract.rules import RulesExtractor
 from opencode_memoryd.models import iso_utc
@@ -44,7 +45,7 @@ def normalize_dir(directory: str) -> str:
 class App:
     """The configured application: paths, settings and lazily built adapters."""
 
-    config: Any
+    config: Config
     env: Mapping[str, str]
     config_path: Path | None = None
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
