@@ -71,7 +71,7 @@ from _daemon_common import (
 )
 from opencode_memoryd.models import iso_utc
 from opencode_memoryd.source.reader import source_identity
-from opencode_memoryd.state import StateDB
+from opencode_memoryd.state.db import StateDB
 from opencode_writer import OpenCodeWriter, empty_copy
 
 _B62 = string.digits + string.ascii_letters

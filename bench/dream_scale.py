@@ -75,7 +75,7 @@ from _daemon_common import home_dirs  # noqa: E402
 from fake_openai import FakeOpenAI  # noqa: E402
 from opencode_memoryd import logs  # noqa: E402
 from opencode_memoryd.compose import App  # noqa: E402
-from opencode_memoryd.config import parse_config  # noqa: E402
+from opencode_memoryd.config.loader import parse_config  # noqa: E402
 from opencode_memoryd.dream.dreamer import Dreamer  # noqa: E402
 from opencode_memoryd.dream.journal import DreamJournal  # noqa: E402
 from opencode_memoryd.models import Memory, content_hash, point_id  # noqa: E402

@@ -41,7 +41,7 @@ from opencode_memoryd.source.transcript import (  # noqa: E402
     estimate_tokens,
     group_turns,
 )
-from opencode_memoryd.state import StateDB  # noqa: E402
+from opencode_memoryd.state.db import StateDB  # noqa: E402
 from opencode_memoryd.store.edge import EdgeStore  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "opencode-sample.db"

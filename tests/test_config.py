@@ -3,29 +3,28 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from opencode_memoryd import config as cfgmod
-from opencode_memoryd.config import (
-    Config,
-    apply_overrides,
+from opencode_memoryd.config.example import main as example_main
+from opencode_memoryd.config.example import render_example, write_example
+from opencode_memoryd.config.loader import apply_overrides, init_config, load_config, parse_config
+from opencode_memoryd.config.paths import (
     config_path,
     configured_db_paths,
     default_config_path,
-    init_config,
-    load_config,
     opencode_data_dir,
-    parse_config,
-    render_example,
     state_dir,
     store_dir,
-    write_example,
 )
+from opencode_memoryd.config.schema import Config
 from opencode_memoryd.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -341,7 +340,8 @@ def test_apply_overrides_errors() -> None:
 def test_example_file_is_up_to_date() -> None:
     text = (REPO_ROOT / "config.example.toml").read_text(encoding="utf-8")
     assert text == render_example(), (
-        "config.example.toml is stale: python -m opencode_memoryd.config config.example.toml"
+        "config.example.toml is stale: "
+        "python -m opencode_memoryd.config.example config.example.toml"
     )
 
 
@@ -371,13 +371,13 @@ def test_write_example_and_main(tmp_path: Path, capsys: pytest.CaptureFixture[st
     target = tmp_path / "example.toml"
     write_example(target)
     assert target.read_text(encoding="utf-8") == render_example()
-    assert cfgmod.main(["--check", str(target)]) == 0
+    assert example_main(["--check", str(target)]) == 0
     target.write_text("stale\n", encoding="utf-8")
-    assert cfgmod.main(["--check", str(target)]) == 1
-    assert cfgmod.main([str(target)]) == 0
+    assert example_main(["--check", str(target)]) == 1
+    assert example_main([str(target)]) == 0
     assert target.read_text(encoding="utf-8") == render_example()
     capsys.readouterr()
-    assert cfgmod.main([]) == 0
+    assert example_main([]) == 0
     assert capsys.readouterr().out == render_example()
 
 
@@ -456,6 +456,17 @@ def test_configured_paths_win_and_expand_tilde(env: dict[str, str], home: Path) 
     assert configured_db_paths(Config(), env) == []
     assert store_dir(cfg, env) == Path("/srv/qdrant")
     assert state_dir(cfg, env) == home
+
+
+def test_paths_module_loads_no_schema(isolated_env: dict[str, str]) -> None:
+    """A thin client finds its paths without importing pydantic or the schema."""
+    probe = ("import sys, opencode_memoryd.config.paths; "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic' "
+             "or m == 'opencode_memoryd.config.schema'))")
+    env = {**isolated_env, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_qdrant_url_and_path_conflict() -> None:

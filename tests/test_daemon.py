@@ -256,11 +256,12 @@ def test_start_waits_for_a_command_holding_the_store_and_commands_wait_for_it(
         state_db: Path) -> None:
     import threading
 
-    from opencode_memoryd import config as cfgmod
+    from opencode_memoryd.config.loader import load_config
+    from opencode_memoryd.config.paths import store_dir
     from opencode_memoryd.store.edge import EdgeStore
 
-    config = cfgmod.load_config(daemon_config, isolated_env)
-    held = EdgeStore(cfgmod.store_dir(config, isolated_env))  # a one-shot command's store
+    config = load_config(daemon_config, isolated_env)
+    held = EdgeStore(store_dir(config, isolated_env))  # a one-shot command's store
     proc = start_daemon(daemon_config, isolated_env)
     try:
         log = state_db.parent / "opencode-memoryd.log"

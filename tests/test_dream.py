@@ -33,7 +33,7 @@ from opencode_memoryd.dream.journal import DreamJournal
 from opencode_memoryd.errors import DreamError, ExtractionError
 from opencode_memoryd.extract.chat import ChatClient
 from opencode_memoryd.models import Memory, content_hash, point_id
-from opencode_memoryd.state import StateDB
+from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryFilter
 from opencode_memoryd.store.edge import EdgeStore
 
@@ -671,7 +671,7 @@ import sys
 from datetime import UTC, datetime
 from opencode_memoryd.dream.dreamer import Dreamer, DreamSettings
 from opencode_memoryd.extract.chat import ChatClient
-from opencode_memoryd.state import StateDB
+from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.edge import EdgeStore
 
 store = EdgeStore(sys.argv[1])
@@ -794,7 +794,7 @@ def test_unreadable_plan_rejects_only_its_group(store: EdgeStore, state: StateDB
 def test_tombstones_hidden_from_list_and_search_unless_all(store: EdgeStore, state: StateDB,
                                                            tmp_path: Path) -> None:
     from opencode_memoryd.compose import App
-    from opencode_memoryd.config import Config
+    from opencode_memoryd.config.schema import Config
     from opencode_memoryd.usecases.service import Service
 
     res = Dreamer(store, state, clock=lambda: NOW).dream(ACME, trigger="forced")

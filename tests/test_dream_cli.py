@@ -24,8 +24,9 @@ import pytest
 
 from conftest import ACME, MANIFEST, PIPELINE, cli, cli_json, start_daemon, wait_until, write_config
 from fake_openai import FakeOpenAI
-from opencode_memoryd import config as cfgmod
 from opencode_memoryd.compose import DAEMON_INFO_FILE, JOURNAL_FILE_NAME
+from opencode_memoryd.config.loader import load_config
+from opencode_memoryd.config.paths import state_dir, store_dir
 from opencode_memoryd.dream.journal import DreamJournal
 from opencode_memoryd.logs import LOG_FILE_NAME
 from opencode_memoryd.models import Memory, content_hash, iso_utc, point_id
@@ -193,8 +194,8 @@ def cfg(tmp_path: Path, fake: FakeOpenAI) -> Path:
 
 def _paths(cfg_path: Path, env: dict[str, str]) -> tuple[Path, Path]:
     """(store dir, state dir) exactly as the CLI resolves them from this config."""
-    config = cfgmod.load_config(cfg_path, env)
-    return cfgmod.store_dir(config, env), cfgmod.state_dir(config, env)
+    config = load_config(cfg_path, env)
+    return store_dir(config, env), state_dir(config, env)
 
 
 def seed(cfg_path: Path, env: dict[str, str], base: datetime = T0) -> dict[str, Memory]:

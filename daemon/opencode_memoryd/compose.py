@@ -1,4 +1,5 @@
-"""Composition root: builds the real adapters from a :class:`~opencode_memoryd.config.Config`.
+"""Composition root: builds the real adapters from a
+:class:`~opencode_memoryd.config.schema.Config`.
 
 Only this module constructs stores, extractors, chat clients and readers. It holds no use
 case: those live in :mod:`opencode_memoryd.usecases` and receive what is built here.
@@ -15,12 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from opencode_memoryd import config as cfgmod
 from opencode_memoryd.capture.processor import Extractor, Limits
+from opencode_memoryd.config import paths as config_paths
+from opencode_memoryd.config.schema import Config
 from opencode_memoryd.errors import SourceError
 from opencode_memoryd.extract.rules import RulesExtractor
 from opencode_memoryd.source.reader import OpenCodeDB, discover_databases
-from opencode_memoryd.state import StateDB
+from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.store.edge import EdgeStore
 from opencode_memoryd.store.server import ServerStore
@@ -41,7 +43,7 @@ JOURNAL_FILE_NAME = "dream-journal.jsonl"
 class App:
     """The configured application: paths, settings and lazily built adapters."""
 
-    config: Any
+    config: Config
     env: Mapping[str, str]
     config_path: Path | None = None
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
@@ -51,7 +53,7 @@ class App:
     @property
     def state_dir(self) -> Path:
         """``$XDG_STATE_HOME/opencode-memoryd`` unless ``state.dir`` is set."""
-        return cfgmod.state_dir(self.config, self.env)
+        return config_paths.state_dir(self.config, self.env)
 
     @property
     def journal_path(self) -> Path:
@@ -66,10 +68,10 @@ class App:
         """
         if override:
             return [Path(normalize_dir(override))]
-        configured = cfgmod.configured_db_paths(self.config, self.env)
+        configured = config_paths.configured_db_paths(self.config, self.env)
         if configured:
             return configured
-        data_dir = cfgmod.opencode_data_dir(self.config, self.env)
+        data_dir = config_paths.opencode_data_dir(self.config, self.env)
         found = discover_databases(data_dir, self.env)
         if not found:
             raise SourceError(
@@ -114,7 +116,7 @@ class App:
             return ServerStore(url=q.url, api_key=self._secret(q.api_key_env),
                                collection=q.collection, embedder=embedder,
                                timeout_seconds=q.timeout_seconds)
-        return EdgeStore(cfgmod.store_dir(self.config, self.env), embedder=embedder)
+        return EdgeStore(config_paths.store_dir(self.config, self.env), embedder=embedder)
 
     def extraction_mode(self) -> str:
         """``llm`` or ``rules``: ``auto`` picks llm when an endpoint is configured."""

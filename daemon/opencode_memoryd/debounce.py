@@ -33,7 +33,7 @@ def backoff_seconds(attempt: int, *, base: float = 5.0, cap: float = 900.0,
 
     ``base * 2**(attempt-1)`` seconds, at most ``cap``; never less than ``retry_after``.
     """
-    delay = min(cap, base * (2 ** max(attempt - 1, 0)))
+    delay = min(cap, base * (2.0 ** max(attempt - 1, 0)))
     if retry_after is not None and retry_after > delay:
         delay = min(retry_after, 3600.0)
     return delay

@@ -49,7 +49,8 @@ from opencode_memoryd.source.transcript import (
     finished_prefix,
     group_turns,
 )
-from opencode_memoryd.state import Item, StateDB
+from opencode_memoryd.state.db import StateDB
+from opencode_memoryd.state.items import Item
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 
 log = structlog.get_logger(__name__)

@@ -16,7 +16,6 @@ from pathlib import Path
 import structlog
 
 from opencode_memoryd import __version__, logs
-from opencode_memoryd import config as cfgmod
 from opencode_memoryd.cli import dreams, maintain, memories, setup, status
 from opencode_memoryd.cli.exits import (
     EXIT_CODES_HELP,
@@ -27,6 +26,8 @@ from opencode_memoryd.cli.exits import (
     EXIT_SOURCE,
 )
 from opencode_memoryd.compose import App
+from opencode_memoryd.config.loader import load_config
+from opencode_memoryd.config.paths import config_path
 from opencode_memoryd.errors import ConfigError, MemorydError, SourceError
 
 log = structlog.get_logger(__name__)
@@ -67,8 +68,8 @@ def _cmd_run(app: App, args: argparse.Namespace) -> int:
 
 def _load_app(args: argparse.Namespace, env: Mapping[str, str]) -> App:
     explicit = Path(args.config).expanduser() if args.config else None
-    config = cfgmod.load_config(explicit, env)
-    app = App(config=config, env=env, config_path=explicit or cfgmod.config_path(env))
+    config = load_config(explicit, env)
+    app = App(config=config, env=env, config_path=explicit or config_path(env))
     logs.configure(
         log_dir=app.state_dir,
         level=config.log.level,

@@ -7,9 +7,10 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from opencode_memoryd import config as cfgmod
 from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
 from opencode_memoryd.compose import App
+from opencode_memoryd.config.loader import init_config
+from opencode_memoryd.config.paths import config_path
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,15 +37,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def cmd_config_path(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     """``config path``: the config file this command line would read."""
-    print(args.config or cfgmod.config_path(env))
+    print(args.config or config_path(env))
     return EXIT_OK
 
 
 def cmd_config_init(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     """``config init [PATH]``: write the commented example config (mode 0600)."""
-    target = Path(args.path or args.config or cfgmod.config_path(env)).expanduser()
+    target = Path(args.path or args.config or config_path(env)).expanduser()
     try:
-        written = cfgmod.init_config(target)
+        written = init_config(target)
     except FileExistsError:
         print(f"opencode-memoryd: {target} already exists; not overwritten", file=sys.stderr)
         return EXIT_FAILURE

@@ -54,7 +54,7 @@ tombstones (:class:`~opencode_memoryd.store.api.MemoryFilter`).
 
 Crash safety (redo log, as in write-ahead logging: Mohan et al., "ARIES", ACM TODS 1992,
 reduced to whole-record redo of idempotent upserts): a dream is one ``dream_runs`` row of the
-state file (:class:`~opencode_memoryd.state.StateDB`). Applying = (1) record the payloads of
+state file (:class:`~opencode_memoryd.state.db.StateDB`). Applying = (1) record the payloads of
 every touched memory as they are (``before``) and as they will be (``after``), status
 ``applying``, one durable transaction; (2) upsert every ``after`` payload in batches
 (survivors and merged memories first, tombstones last, so a fact is never hidden mid-way);
@@ -104,7 +104,7 @@ from opencode_memoryd.models import (
     scope_project,
 )
 from opencode_memoryd.redaction.engine import redact
-from opencode_memoryd.state import StateDB
+from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.store.bm25 import Bm25Encoder, default_encoder
 

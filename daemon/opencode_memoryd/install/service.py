@@ -38,7 +38,7 @@ from importlib import resources
 from pathlib import Path
 from xml.sax.saxutils import escape as xml_escape
 
-from opencode_memoryd.config import APP_NAME, CONFIG_ENV_VAR, xdg_config_home
+from opencode_memoryd.config.paths import APP_NAME, CONFIG_ENV_VAR, xdg_config_home
 
 __all__ = [
     "LAUNCHD_LABEL",

@@ -23,9 +23,9 @@ if TYPE_CHECKING:
 
     from opencode_memoryd.capture.processor import Extractor
     from opencode_memoryd.compose import App
-    from opencode_memoryd.config import DaemonConfig
+    from opencode_memoryd.config.sections import DaemonConfig
     from opencode_memoryd.serve.sources import TrackedSource
-    from opencode_memoryd.state import StateDB
+    from opencode_memoryd.state.db import StateDB
     from opencode_memoryd.store.api import MemoryStore
 
 log = structlog.get_logger(__name__)

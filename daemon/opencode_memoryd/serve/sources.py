@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from apscheduler.schedulers.background import BackgroundScheduler
 
     from opencode_memoryd.compose import App
-    from opencode_memoryd.config import DaemonConfig
-    from opencode_memoryd.state import StateDB
+    from opencode_memoryd.config.sections import DaemonConfig
+    from opencode_memoryd.state.db import StateDB
 
 log = structlog.get_logger(__name__)
 

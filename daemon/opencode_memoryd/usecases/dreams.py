@@ -12,7 +12,7 @@ import structlog
 from opencode_memoryd.dream.dreamer import Dreamer
 from opencode_memoryd.dream.journal import DreamJournal
 from opencode_memoryd.models import parse_iso, scope_project
-from opencode_memoryd.state import StateDB
+from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.usecases.maintain import LockFor
 from opencode_memoryd.usecases.ports import AppPort

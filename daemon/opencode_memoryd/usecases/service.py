@@ -21,7 +21,7 @@ from opencode_memoryd.capture.processor import Extractor
 from opencode_memoryd.dream.dreamer import Dreamer, DreamSettings
 from opencode_memoryd.dream.journal import DreamJournal
 from opencode_memoryd.errors import RequestError
-from opencode_memoryd.state import StateDB
+from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases import dreams, memories, status
 from opencode_memoryd.usecases.maintain import LockFor, Progress, maintain, no_lock

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from opencode_memoryd.errors import SourceError
-from opencode_memoryd.state import StateDB
+from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.ports import AppPort
 

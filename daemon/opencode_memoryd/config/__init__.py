@@ -1,0 +1,20 @@
+"""The configuration of opencode-memoryd: one TOML file, by default
+``$XDG_CONFIG_HOME/opencode-memoryd/config.toml``.
+
+Every key is optional. Sections and keys are checked strictly: an unknown key, a value of
+the wrong TOML type or out of range is an error, and every problem in the file is reported
+at once, each with its key path.
+
+Modules:
+
+* :mod:`~opencode_memoryd.config.paths`: XDG directories, the config file, the state and
+  store dirs (standard library only, cheap to import);
+* :mod:`~opencode_memoryd.config.fields`: field types and the section base class;
+* :mod:`~opencode_memoryd.config.sections`: one model per TOML section;
+* :mod:`~opencode_memoryd.config.schema`: :class:`~opencode_memoryd.config.schema.Config`,
+  the whole file;
+* :mod:`~opencode_memoryd.config.loader`: reading, validation errors, CLI overrides,
+  ``config init``;
+* :mod:`~opencode_memoryd.config.example`: the commented ``config.example.toml`` and
+  ``python -m opencode_memoryd.config.example [--check] [PATH]``.
+"""

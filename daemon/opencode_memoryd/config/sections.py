@@ -1,0 +1,380 @@
+"""The sections of the config file: one frozen model per TOML table, every key defaulted.
+
+Each field carries a ``description``; :mod:`opencode_memoryd.config.example` turns them into
+the comments of ``config.example.toml``. Units are in the key names.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from opencode_memoryd.config.fields import EnvVarName, PathStr, Section, UrlStr
+
+__all__ = [
+    "DaemonConfig",
+    "DedupConfig",
+    "DreamConfig",
+    "EmbeddingConfig",
+    "ExtractionConfig",
+    "LlmConfig",
+    "LogConfig",
+    "OpencodeConfig",
+    "QdrantConfig",
+    "StateConfig",
+]
+
+
+class OpencodeConfig(Section):
+    """``[opencode]``: where OpenCode's databases are and how to read them."""
+
+    db_paths: tuple[PathStr, ...] = Field(
+        default=(),
+        strict=False,  # TOML arrays arrive as lists; stored as a tuple so Config is hashable
+        description=(
+            "OpenCode database files to read. Empty = every opencode*.db file in data_dir, "
+            "plus the file named by $OPENCODE_DB."
+        ),
+    )
+    data_dir: PathStr = Field(
+        default="",
+        description=(
+            "OpenCode's data directory, searched for databases when db_paths is empty. "
+            "Empty = $XDG_DATA_HOME/opencode."
+        ),
+    )
+    include_archived: bool = Field(
+        default=True, description="Also extract memories from archived sessions."
+    )
+    abandoned_turn_seconds: int = Field(
+        default=1800,
+        gt=0,
+        description=(
+            "An assistant message still in flight after this many seconds counts as "
+            "finished (a crashed OpenCode leaves one open forever). Must be > 0."
+        ),
+    )
+    settle_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        description=(
+            "A finished turn is read only once it is at least this many seconds old, so "
+            "OpenCode's trailing writes land first. Must be >= 0."
+        ),
+    )
+    busy_timeout_ms: int = Field(
+        default=3000,
+        ge=0,
+        description=(
+            "How long to wait, in milliseconds, when OpenCode holds the database lock "
+            "(SQLite busy timeout). Must be >= 0."
+        ),
+    )
+
+
+class ExtractionConfig(Section):
+    """``[extraction]``: how memories are drawn from transcripts."""
+
+    mode: Literal["auto", "llm", "rules"] = Field(
+        default="auto",
+        description=(
+            'How memories are extracted: "llm" (the model in [llm]), "rules" (built-in '
+            'heuristics, no network) or "auto" (llm when llm.base_url is set, else rules).'
+        ),
+    )
+    max_chunk_tokens: int = Field(
+        default=6000,
+        ge=500,
+        description=(
+            "Transcript budget per LLM call, in tokens; longer sessions are split into "
+            "chunks. Must be >= 500."
+        ),
+    )
+    max_memories_per_chunk: int = Field(
+        default=12,
+        ge=1,
+        le=100,
+        description="At most this many memories are kept from one chunk (1-100).",
+    )
+    max_memory_chars: int = Field(
+        default=400,
+        ge=20,
+        description="Longest accepted memory, in characters. Must be >= 20.",
+    )
+    tool_output_chars: int = Field(
+        default=160,
+        ge=0,
+        description=(
+            "Tool outputs are cut to this many characters in the transcript shown to the "
+            "extractor; 0 = leave them out. Must be >= 0."
+        ),
+    )
+
+
+class LlmConfig(Section):
+    """``[llm]``: the chat model that extracts memories (any OpenAI-compatible API)."""
+
+    base_url: UrlStr = Field(
+        default="",
+        description=(
+            'OpenAI-compatible API endpoint, e.g. "http://127.0.0.1:11434/v1" (Ollama). '
+            "Empty = no LLM."
+        ),
+    )
+    model: str = Field(
+        default="gpt-4o-mini", min_length=1, description="Model name sent to the endpoint."
+    )
+    api_key_env: EnvVarName = Field(
+        default="OPENAI_API_KEY",
+        description=(
+            "Name of the environment variable holding the API key (never the key itself). "
+            "Empty = send no key."
+        ),
+    )
+    timeout_seconds: float = Field(
+        default=60.0, gt=0, description="Timeout of one LLM call, in seconds. Must be > 0."
+    )
+    max_retries: int = Field(
+        default=2,
+        ge=0,
+        description=(
+            "Retries of a call that failed for a transient reason (rate limit, server "
+            "error, timeout). Must be >= 0."
+        ),
+    )
+    temperature: float = Field(
+        default=0.0,
+        ge=0,
+        le=2,
+        description="Sampling temperature (0-2); 0 gives the most repeatable extractions.",
+    )
+    json_mode: Literal["json_schema", "json_object", "none"] = Field(
+        default="json_schema",
+        description=(
+            'How structured output is requested: "json_schema" (a strict JSON schema), '
+            '"json_object" (any JSON object) or "none" (prompt only, for servers that '
+            "support neither)."
+        ),
+    )
+
+
+class EmbeddingConfig(Section):
+    """``[embedding]``: the model that turns memories into vectors for semantic search."""
+
+    provider: Literal["none", "openai", "fastembed"] = Field(
+        default="none",
+        description=(
+            'Embedding provider: "openai" (any OpenAI-compatible embeddings endpoint), '
+            '"fastembed" (a local model; needs the fastembed extra) or "none" (no vectors: '
+            "keyword search only)."
+        ),
+    )
+    base_url: UrlStr = Field(
+        default="",
+        description=(
+            'Embeddings endpoint, e.g. "http://127.0.0.1:11434/v1". Required when provider '
+            'is "openai".'
+        ),
+    )
+    model: str = Field(
+        default="",
+        description='Embedding model name. Required when provider is "openai".',
+    )
+    api_key_env: EnvVarName = Field(
+        default="OPENAI_API_KEY",
+        description=(
+            "Name of the environment variable holding the API key (never the key itself). "
+            "Empty = send no key."
+        ),
+    )
+    dimensions: int = Field(
+        default=0,
+        ge=0,
+        description=(
+            "Vector size to request from models that can shorten their output; "
+            "0 = take what the endpoint returns."
+        ),
+    )
+    timeout_seconds: float = Field(
+        default=30.0, gt=0, description="Timeout of one embedding call, in seconds. Must be > 0."
+    )
+
+    def _cross_field_problems(self) -> list[tuple[str, str]]:
+        problems: list[tuple[str, str]] = []
+        if self.provider == "openai":
+            if not self.base_url:
+                problems.append(("base_url", 'required when provider is "openai"'))
+            if not self.model:
+                problems.append(("model", 'required when provider is "openai"'))
+        return problems
+
+
+class QdrantConfig(Section):
+    """``[qdrant]``: where memories are stored."""
+
+    url: UrlStr = Field(
+        default="",
+        description=(
+            'Qdrant server URL, e.g. "http://127.0.0.1:6333". Empty = an embedded '
+            "Qdrant Edge store on disk, at path."
+        ),
+    )
+    api_key_env: EnvVarName = Field(
+        default="",
+        description=(
+            "Name of the environment variable holding the Qdrant API key (never the key "
+            "itself). Empty = send no key."
+        ),
+    )
+    path: PathStr = Field(
+        default="",
+        description=(
+            "Directory of the embedded store, used when url is empty. "
+            "Empty = $XDG_DATA_HOME/opencode-memoryd/qdrant."
+        ),
+    )
+    collection: str = Field(
+        default="memories", min_length=1, description="Name of the collection holding memories."
+    )
+    timeout_seconds: float = Field(
+        default=10.0, gt=0, description="Timeout of one Qdrant request, in seconds. Must be > 0."
+    )
+
+    def _cross_field_problems(self) -> list[tuple[str, str]]:
+        if self.url and self.path:
+            return [("path", "only used by the embedded store; leave it empty when url is set")]
+        return []
+
+
+class DedupConfig(Section):
+    """``[dedup]``: when a new memory counts as one already stored."""
+
+    near_duplicate_similarity: float = Field(
+        default=0.85,
+        gt=0,
+        le=1,
+        description=(
+            "Text similarity (0 < x <= 1) above which a new memory of the same type and "
+            "scope is treated as a duplicate of a stored one."
+        ),
+    )
+
+
+class StateConfig(Section):
+    """``[state]``: the daemon's own bookkeeping."""
+
+    dir: PathStr = Field(
+        default="",
+        description=(
+            "Directory of the daemon's state (how far each database has been read). "
+            "Empty = $XDG_STATE_HOME/opencode-memoryd."
+        ),
+    )
+
+
+class LogConfig(Section):
+    """``[log]``: logging."""
+
+    level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info",
+        description='Lowest level logged: "debug", "info", "warning" or "error".',
+    )
+    file_max_bytes: int = Field(
+        default=10 * 1024 * 1024,
+        ge=0,
+        description="Size, in bytes, at which the log file is rotated; 0 = never rotate.",
+    )
+    file_backups: int = Field(
+        default=5, ge=0, description="Number of rotated log files kept. Must be >= 0."
+    )
+
+
+class DaemonConfig(Section):
+    """``[daemon]``: when ``opencode-memoryd run`` extracts, and how it paces itself."""
+
+    quiet_period_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        description=(
+            "A session is extracted once its last turn is finished and nothing in it "
+            "changed for this long, in seconds (debounce)."
+        ),
+    )
+    max_wait_seconds: float = Field(
+        default=900.0,
+        gt=0,
+        description=(
+            "A session that never goes quiet is still extracted this long, in seconds, "
+            "after its oldest unread finished turn."
+        ),
+    )
+    sweep_interval_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description=(
+            "Safety sweep: every this many seconds all databases are checked for changes "
+            "that file events missed."
+        ),
+    )
+    poll_interval_seconds: float = Field(
+        default=2.0,
+        gt=0,
+        description=(
+            "How often, in seconds, databases are polled when file events are unavailable "
+            "(network file systems, inotify limits)."
+        ),
+    )
+    daily_token_budget: int = Field(
+        default=0,
+        ge=0,
+        description=(
+            "LLM tokens (prompt + completion) the daemon may spend per UTC day; work past "
+            "it waits for the next day. 0 = no limit."
+        ),
+    )
+    circuit_failure_threshold: int = Field(
+        default=5,
+        ge=1,
+        description=(
+            "Consecutive retryable LLM failures (429, 5xx, timeouts) after which all LLM "
+            "work pauses for circuit_cooldown_seconds."
+        ),
+    )
+    circuit_cooldown_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="How long, in seconds, LLM work pauses once the circuit breaker opens.",
+    )
+    auth_pause_seconds: float = Field(
+        default=900.0,
+        gt=0,
+        description=(
+            "After a 401/403/404 from the LLM endpoint, LLM work pauses and is re-probed "
+            "every this many seconds."
+        ),
+    )
+
+
+class DreamConfig(Section):
+    """``[dream]``: periodic consolidation of the store (merges duplicates, retires stale facts)."""
+
+    enabled: bool = Field(default=True, description="Let the daemon dream on its schedule.")
+    check_interval_minutes: float = Field(
+        default=30.0, gt=0,
+        description="How often, in minutes, the daemon checks whether a scope should dream.",
+    )
+    min_hours_between_dreams: float = Field(
+        default=24.0, ge=0,
+        description="A scope dreams at most once per this many hours.",
+    )
+    min_new_memories: int = Field(
+        default=10, ge=0,
+        description="A scope dreams only when at least this many memories were added or "
+                    "changed since its last dream.",
+    )
+    max_retire_share: float = Field(
+        default=0.3, gt=0, le=1,
+        description="No dream retires more than this share of a scope's memories (0 < x <= 1).",
+    )
+

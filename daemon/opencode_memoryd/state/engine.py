@@ -1,0 +1,153 @@
+"""The state file itself: the SQLAlchemy engine, its PRAGMAs, the DDL and the migration.
+
+Every connection runs in WAL mode with ``synchronous=FULL``, so a returned commit survives
+power loss, and every transaction starts with ``BEGIN IMMEDIATE``, so a writer never fails
+half-way on a lock upgrade. The schema version is kept in ``PRAGMA user_version``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError
+
+from opencode_memoryd.errors import StateError
+
+__all__ = ["SCHEMA_VERSION", "StateFile"]
+
+#: The schema this version writes; a file with a higher ``user_version`` is refused.
+SCHEMA_VERSION = 1
+
+_DDL = [
+    """CREATE TABLE IF NOT EXISTS marks (
+        source_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        time_created INTEGER NOT NULL,
+        message_id TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (source_id, session_id)
+    )""",
+    """CREATE TABLE IF NOT EXISTS items (
+        id TEXT PRIMARY KEY,
+        source_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        first_time INTEGER NOT NULL,
+        first_id TEXT NOT NULL,
+        last_time INTEGER NOT NULL,
+        last_id TEXT NOT NULL,
+        project_key TEXT NOT NULL,
+        project_root TEXT,
+        status TEXT NOT NULL,
+        extractor TEXT NOT NULL,
+        model TEXT,
+        result TEXT NOT NULL,
+        tokens_in INTEGER NOT NULL DEFAULT 0,
+        tokens_out INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS items_session ON items (source_id, session_id, status)",
+    """CREATE TABLE IF NOT EXISTS queue (
+        source_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        first_change_ms INTEGER NOT NULL,
+        last_change_ms INTEGER NOT NULL,
+        due_ms INTEGER NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        last_error TEXT,
+        PRIMARY KEY (source_id, session_id)
+    )""",
+    """CREATE TABLE IF NOT EXISTS runs (
+        id TEXT PRIMARY KEY,
+        command TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        ended_at TEXT,
+        summary TEXT
+    )""",
+    """CREATE TABLE IF NOT EXISTS dream_runs (
+        id TEXT PRIMARY KEY,
+        scope_key TEXT NOT NULL,
+        project_root TEXT,
+        "trigger" TEXT NOT NULL,
+        dry_run INTEGER NOT NULL DEFAULT 0,
+        status TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        ended_at TEXT,
+        undone_at TEXT,
+        reason TEXT,
+        "before" TEXT NOT NULL DEFAULT '[]',
+        "after" TEXT NOT NULL DEFAULT '[]',
+        counts TEXT NOT NULL DEFAULT '{}',
+        model TEXT,
+        tokens_in INTEGER NOT NULL DEFAULT 0,
+        tokens_out INTEGER NOT NULL DEFAULT 0,
+        result TEXT
+    )""",
+    "CREATE INDEX IF NOT EXISTS dream_runs_scope ON dream_runs (scope_key, started_at)",
+    """CREATE TABLE IF NOT EXISTS dream_settled (
+        scope_key TEXT NOT NULL,
+        signature TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        settled_at TEXT NOT NULL,
+        PRIMARY KEY (scope_key, signature)
+    )""",
+    "CREATE INDEX IF NOT EXISTS dream_runs_status ON dream_runs (status)",
+]
+
+
+class StateFile:
+    """An open state file, created and migrated to :data:`SCHEMA_VERSION` on open.
+
+    The base of :class:`~opencode_memoryd.state.db.StateDB`; the table classes add their
+    operations on :attr:`_engine`.
+
+    Args:
+        path: the SQLite file; parent folders are created (mode 0700).
+
+    Raises:
+        StateError: the file cannot be created, opened or migrated, or a newer version of
+            opencode-memoryd wrote it.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
+            raise StateError(f"cannot create state dir {self.path.parent}: {exc}") from exc
+        self._engine: Engine = create_engine(
+            f"sqlite:///{self.path}",
+            connect_args={"timeout": 30, "check_same_thread": False},
+        )
+
+        @event.listens_for(self._engine, "connect")
+        def _pragmas(dbapi_conn: sqlite3.Connection, _rec: object) -> None:
+            dbapi_conn.isolation_level = None  # we BEGIN explicitly
+            dbapi_conn.execute("PRAGMA journal_mode=WAL")
+            dbapi_conn.execute("PRAGMA synchronous=FULL")
+            dbapi_conn.execute("PRAGMA busy_timeout=30000")
+
+        @event.listens_for(self._engine, "begin")
+        def _begin(conn: Connection) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        try:
+            with self._engine.begin() as c:
+                version = c.exec_driver_sql("PRAGMA user_version").scalar() or 0
+                if version > SCHEMA_VERSION:
+                    raise StateError(
+                        f"state file {self.path} was written by a newer opencode-memoryd "
+                        f"(schema {version} > {SCHEMA_VERSION})"
+                    )
+                for ddl in _DDL:
+                    c.exec_driver_sql(ddl)
+                c.exec_driver_sql(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except DBAPIError as exc:
+            raise StateError(f"cannot open state file {self.path}: {exc.orig}") from exc
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self._engine.dispose()
