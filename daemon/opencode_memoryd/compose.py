@@ -22,7 +22,9 @@ from opencode_memoryd.capture.processor import Extractor, Limits, SessionProcess
 from opencode_memoryd.errors import SourceError, UpstreamError
 from opencode_memoryd.extract.rules import RulesExtractor
 from opencode_memoryd.models import iso_utc
-from opencode_memoryd.source.reader import OpenCodeDB, SessionRow, discover_databases
+from opencode_memoryd.source.discover import discover_databases
+from opencode_memoryd.source.reader import OpenCodeDB
+from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.state import StateDB
 from opencode_memoryd.store.qdrant import EdgeStore, MemoryFilter, MemoryStore, ServerStore
 

@@ -41,14 +41,10 @@ from opencode_memoryd.models import (
     utc_from_ms,
 )
 from opencode_memoryd.redaction.engine import redact
-from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB, SessionRow
-from opencode_memoryd.source.transcript import (
-    Chunk,
-    chunk_turns,
-    drop_fork_copies,
-    finished_prefix,
-    group_turns,
-)
+from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB
+from opencode_memoryd.source.rows import SessionRow
+from opencode_memoryd.source.transcript import Chunk, chunk_turns
+from opencode_memoryd.source.turns import drop_fork_copies, finished_prefix, group_turns
 from opencode_memoryd.state import Item, StateDB
 from opencode_memoryd.store.qdrant import MemoryFilter, MemoryStore
 

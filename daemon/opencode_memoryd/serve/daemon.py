@@ -50,7 +50,8 @@ from opencode_memoryd.models import iso_utc, scope_project
 # imported here, before any worker thread starts: a module one thread is importing is seen
 # half-initialised by another
 from opencode_memoryd.serve.control import ControlServer, socket_path
-from opencode_memoryd.source.reader import OpenCodeDB, source_identity
+from opencode_memoryd.source.discover import source_identity
+from opencode_memoryd.source.reader import OpenCodeDB
 from opencode_memoryd.source.watcher import DbWatcher
 
 log = structlog.get_logger(__name__)
