@@ -1,6 +1,6 @@
 """Text tests on memory facts: word similarity, identifiers, and restatement.
 
-Used at write time (:func:`opencode_memoryd.capture.processor.write_memories`: is a candidate a
+Used at write time (:func:`opencode_memoryd.capture.writer.write_memories`: is a candidate a
 near-duplicate of a stored memory?) and by dreams (:mod:`opencode_memoryd.dream.dreamer`: may a
 memory be retired into another one?). The rule both rely on: a text may stand in for
 another only when it keeps **every identifier** of it (:func:`identifiers`) and, for a
@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import re
 
-from opencode_memoryd.store.bm25 import ENGLISH_STOPWORDS
+from opencode_memoryd.stopwords import ENGLISH_STOPWORDS
 
 
 def similarity(a: str, b: str) -> float:
@@ -27,7 +27,7 @@ _WORD = re.compile(r"\w+")
 
 def content_words(text: str) -> frozenset[str]:
     """The words of ``text`` that carry content: case-folded runs of letters and digits,
-    less English stopwords (:data:`opencode_memoryd.store.bm25.ENGLISH_STOPWORDS`). Not
+    less English stopwords (:data:`opencode_memoryd.stopwords.ENGLISH_STOPWORDS`). Not
     stemmed: "cache" is not "caching", "importer" is not "important"."""
     return frozenset(w for w in _WORD.findall(text.casefold()) if w not in ENGLISH_STOPWORDS)
 
