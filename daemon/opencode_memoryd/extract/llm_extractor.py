@@ -28,7 +28,12 @@ _DELIMITER = re.compile(r"<(/?transcript)", re.IGNORECASE)
 
 
 class ChatReplyLike(Protocol):
-    """What :class:`LlmExtractor` reads from a chat answer."""
+    """What :class:`LlmExtractor` reads from a chat answer.
+
+    ``content`` is the answer's text, ``tokens_in``/``tokens_out`` the prompt and completion
+    tokens the endpoint counted, ``model`` the model that answered and ``finish_reason`` why
+    it stopped (``"stop"``, ``"length"`` when cut off, ``None`` when not reported).
+    """
 
     @property
     def content(self) -> str: ...

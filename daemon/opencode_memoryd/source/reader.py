@@ -115,6 +115,7 @@ class OpenCodeDB:
 
     @property
     def conn(self) -> Connection:
+        """The open connection; raises :class:`SourceError` once :meth:`close` was called."""
         if self._conn is None:
             raise SourceError(f"OpenCode database {self.path} is closed")
         return self._conn
