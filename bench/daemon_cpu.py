@@ -70,7 +70,7 @@ from _daemon_common import (
     summary_ms,
 )
 from opencode_memoryd.models import iso_utc
-from opencode_memoryd.source.reader import source_identity
+from opencode_memoryd.source.discover import source_identity
 from opencode_memoryd.state.db import StateDB
 from opencode_writer import OpenCodeWriter, empty_copy
 

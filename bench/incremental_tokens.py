@@ -35,12 +35,8 @@ from opencode_memoryd.extract.llm_extractor import LlmExtractor, build_prompt  #
 from opencode_memoryd.models import TranscriptLine  # noqa: E402
 from opencode_memoryd.redaction.engine import redact  # noqa: E402
 from opencode_memoryd.source.reader import OpenCodeDB  # noqa: E402
-from opencode_memoryd.source.transcript import (  # noqa: E402
-    chunk_turns,
-    drop_fork_copies,
-    estimate_tokens,
-    group_turns,
-)
+from opencode_memoryd.source.transcript import chunk_turns, estimate_tokens  # noqa: E402
+from opencode_memoryd.source.turns import drop_fork_copies, group_turns  # noqa: E402
 from opencode_memoryd.state.db import StateDB  # noqa: E402
 from opencode_memoryd.store.edge import EdgeStore  # noqa: E402
 

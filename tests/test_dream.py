@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from fake_openai import FakeOpenAI
-from opencode_memoryd.capture.processor import write_memories
+from opencode_memoryd.capture.writer import write_memories
 from opencode_memoryd.dream.dreamer import (
     PLAN_SCHEMA,
     Dreamer,

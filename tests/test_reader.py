@@ -11,13 +11,10 @@ import pytest
 
 from conftest import ACME, MANIFEST, PIPELINE, cli_json
 from opencode_memoryd.errors import SourceError, SourceSchemaError
-from opencode_memoryd.source.reader import OpenCodeDB, discover_databases
-from opencode_memoryd.source.transcript import (
-    drop_fork_copies,
-    finished_prefix,
-    group_turns,
-    human_text,
-)
+from opencode_memoryd.source.discover import discover_databases
+from opencode_memoryd.source.reader import OpenCodeDB
+from opencode_memoryd.source.transcript import human_text
+from opencode_memoryd.source.turns import drop_fork_copies, finished_prefix, group_turns
 
 
 def _sha(path: Path) -> str:

@@ -21,7 +21,8 @@ from opencode_memoryd.config import paths as config_paths
 from opencode_memoryd.config.schema import Config
 from opencode_memoryd.errors import SourceError
 from opencode_memoryd.extract.rules import RulesExtractor
-from opencode_memoryd.source.reader import OpenCodeDB, discover_databases
+from opencode_memoryd.source.discover import discover_databases
+from opencode_memoryd.source.reader import OpenCodeDB
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.store.edge import EdgeStore

@@ -1,6 +1,8 @@
 """Process one session: read after the mark, redact, extract, store, advance the mark.
 
-Per chunk of finished turns (docs/reliability.md §2.3, transactional outbox):
+Per chunk of finished turns, in the manner of a transactional outbox (the result is
+recorded in our own state file before any side effect, and every later step is replayable
+and idempotent):
 
 1. read the messages after the session's high-water mark and keep the finished turns;
 2. build the transcript, redact it, and ask the extractor (LLM or rules);
@@ -10,8 +12,9 @@ Per chunk of finished turns (docs/reliability.md §2.3, transactional outbox):
 
 A crash after 3 replays the recorded result at the next run (no second LLM call); a crash
 after 4 rewrites the same points (no duplicate). An extractor error leaves the mark where
-it was. Memories are written with :func:`write_memories`, which merges provenance into an
-existing point instead of adding a second one for the same (or a near-identical) fact.
+it was. Memories are written with :func:`~opencode_memoryd.capture.writer.write_memories`,
+which merges provenance into an existing point instead of adding a second one for the same
+(or a near-identical) fact.
 """
 
 from __future__ import annotations
@@ -28,30 +31,17 @@ from typing import Any, Protocol
 
 import structlog
 
+from opencode_memoryd.capture.writer import write_memories
 from opencode_memoryd.errors import ExtractionError, UpstreamError
-from opencode_memoryd.extract.facts import restates, similarity
-from opencode_memoryd.models import (
-    ExtractionResult,
-    Memory,
-    TranscriptLine,
-    content_hash,
-    iso_utc,
-    normalize_text,
-    point_id,
-    utc_from_ms,
-)
+from opencode_memoryd.models import ExtractionResult, TranscriptLine, iso_utc
 from opencode_memoryd.redaction.engine import redact
-from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB, SessionRow
-from opencode_memoryd.source.transcript import (
-    Chunk,
-    chunk_turns,
-    drop_fork_copies,
-    finished_prefix,
-    group_turns,
-)
+from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB
+from opencode_memoryd.source.rows import SessionRow
+from opencode_memoryd.source.transcript import Chunk, chunk_turns
+from opencode_memoryd.source.turns import drop_fork_copies, finished_prefix, group_turns
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.state.items import Item
-from opencode_memoryd.store.api import MemoryFilter, MemoryStore
+from opencode_memoryd.store.api import MemoryStore
 
 log = structlog.get_logger(__name__)
 
@@ -133,117 +123,6 @@ def _now_iso(now: datetime) -> str:
 def _item_id(source_id: str, session_id: str, chunk: Chunk) -> str:
     key = f"{ITEM_FORMAT}|{source_id}|{session_id}|{chunk.first}|{chunk.last}"
     return hashlib.sha256(key.encode()).hexdigest()[:32]
-
-
-#: Most ``superseded_by`` links :func:`write_memories` follows from a tombstone.
-MAX_SUPERSEDED_HOPS = 8
-
-
-def _successor(store: MemoryStore, tomb: Memory) -> Memory | None:
-    """The active memory a tombstone's ``superseded_by`` chain leads to, or ``None`` when
-    the chain is broken, cyclic or longer than :data:`MAX_SUPERSEDED_HOPS` links."""
-    seen = {tomb.id}
-    current = tomb
-    for _ in range(MAX_SUPERSEDED_HOPS):
-        nxt = current.superseded_by
-        if not nxt or nxt in seen:
-            return None
-        try:
-            got = store.get([nxt])
-        except ValueError:  # not a UUID: a damaged payload
-            return None
-        if not got:
-            return None
-        current = got[0]
-        if current.is_active:
-            return current
-        seen.add(current.id)
-    return None
-
-
-def write_memories(
-    store: MemoryStore,
-    candidates: Sequence[dict[str, Any]],
-    *,
-    session_id: str,
-    project_key: str,
-    project_root: str | None,
-    message_times: dict[str, int],
-    now: datetime,
-    near_duplicate_similarity: float,
-) -> tuple[int, Counter[str]]:
-    """Write candidates to the store with write-time dedup; return (added, skipped reasons).
-
-    A candidate whose normalised fact already has a point in the same scope and type (same
-    deterministic id) or whose text is at least ``near_duplicate_similarity`` similar to an
-    existing memory of the same type and scope that says all it says (every content word
-    and identifier, :func:`~opencode_memoryd.extract.facts.restates`) is not added: its provenance
-    (session and message ids) is merged into the existing point. Replaying the same
-    candidates therefore adds nothing. ``created_at`` of a new memory is the time of its
-    first cited message.
-
-    When the point of the candidate's id is a tombstone (retired by a dream), the candidate
-    is merged into the memory that holds the fact now: ``superseded_by`` is followed, at
-    most :data:`MAX_SUPERSEDED_HOPS` links, to the first active memory (skip reason
-    ``duplicate``). When that chain is broken (the successor was deleted, a cycle, too
-    long), a near-duplicate among the active memories is looked for as usual, and failing
-    that the tombstone is reactivated with the candidate's provenance added (counted as
-    added).
-    """
-    added = 0
-    skipped: Counter[str] = Counter()
-    for c in candidates:
-        content = redact(str(c["content"])).text
-        scope = c["scope"]
-        pkey = None if scope == "user" else project_key
-        proot = None if scope == "user" else project_root
-        pid = point_id(scope, pkey, c["type"], content)
-        msg_ids = list(c["message_ids"])
-        existing = store.get([pid])
-        target: Memory | None = existing[0] if existing else None
-        reason = "duplicate"
-        tomb: Memory | None = None
-        if target is not None and not target.is_active:
-            tomb, target = target, _successor(store, target)
-        if target is None:
-            norm = normalize_text(content)
-            flt = MemoryFilter(project_id=pkey, include_user_scope=False, scope=scope,
-                               types=(c["type"],))
-            for hit, _score in store.search(content, flt=flt, limit=5):
-                if (hit.scope == scope and hit.project_id == pkey
-                        and similarity(norm, normalize_text(hit.content))
-                        >= near_duplicate_similarity
-                        and restates(content, hit.content)):
-                    target, reason = hit, "near_duplicate"
-                    break
-        if target is not None:
-            sessions = list(dict.fromkeys([*target.session_ids, session_id]))
-            messages = list(dict.fromkeys([*target.message_ids, *msg_ids]))
-            if sessions != target.session_ids or messages != target.message_ids:
-                target.session_ids, target.message_ids = sessions, messages
-                target.updated_at = now
-                store.upsert([target])
-            skipped[reason] += 1
-            continue
-        if tomb is not None:  # retired, and its successor is gone: reactivate the fact
-            tomb.status, tomb.superseded_by = "active", None
-            tomb.retired_reason = tomb.retired_by_run = None
-            tomb.session_ids = list(dict.fromkeys([*tomb.session_ids, session_id]))
-            tomb.message_ids = list(dict.fromkeys([*tomb.message_ids, *msg_ids]))
-            tomb.updated_at = now
-            store.upsert([tomb])
-            added += 1
-            continue
-        times = [message_times[m] for m in msg_ids if m in message_times]
-        created = utc_from_ms(min(times)) if times else now
-        store.upsert([Memory(
-            id=pid, content=content, type=c["type"], scope=scope, project_id=pkey,
-            project_root=proot, session_id=session_id, message_ids=msg_ids,
-            source=c["source"], created_at=created, updated_at=now,
-            session_ids=[session_id], content_hash=content_hash(content),
-        )])
-        added += 1
-    return added, skipped
 
 
 class SessionProcessor:

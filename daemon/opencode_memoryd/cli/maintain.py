@@ -11,7 +11,7 @@ from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_CODES_HELP, EXIT_FAILURE, EXIT_OK
 from opencode_memoryd.cli.render import table
 from opencode_memoryd.compose import App
-from opencode_memoryd.source.reader import SessionRow
+from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.usecases.projects import normalize_dir
 
 

@@ -29,7 +29,7 @@ of the dream goes on:
      tokenizer, :mod:`opencode_memoryd.store.bm25`), so "the metrics worker" cannot be merged
      away into "the webhook worker";
      the text is redacted (:func:`~opencode_memoryd.redaction.engine.redact`), at most
-     ``max_chars`` characters, and not junk (:func:`~opencode_memoryd.extract.llm_extractor.junk_reason`);
+     ``max_chars`` characters, and not junk (:func:`~opencode_memoryd.extract.reply.junk_reason`);
    * *rules-mode duplicates*: the surviving memory's text must hold every content word
      and identifier of each duplicate (:func:`~opencode_memoryd.extract.facts.restates`): "The
      metrics worker runs on Python 3.10." is not a duplicate of "The webhook worker runs
@@ -93,7 +93,8 @@ from opencode_memoryd.extract.facts import (
     restates,
     similarity,
 )
-from opencode_memoryd.extract.llm_extractor import ChatReplyLike, junk_reason, load_json_list
+from opencode_memoryd.extract.llm_extractor import ChatReplyLike
+from opencode_memoryd.extract.reply import junk_reason, load_json_list
 from opencode_memoryd.models import (
     Memory,
     content_hash,

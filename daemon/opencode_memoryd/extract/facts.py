@@ -1,6 +1,6 @@
 """Text tests on memory facts: word similarity, identifiers, and restatement.
 
-Used at write time (:func:`opencode_memoryd.capture.processor.write_memories`: is a candidate a
+Used at write time (:func:`opencode_memoryd.capture.writer.write_memories`: is a candidate a
 near-duplicate of a stored memory?) and by dreams (:mod:`opencode_memoryd.dream.dreamer`: may a
 memory be retired into another one?). The rule both rely on: a text may stand in for
 another only when it keeps **every identifier** of it (:func:`identifiers`) and, for a

@@ -24,12 +24,12 @@ from opencode_memoryd.models import (
 _TRIGGER = re.compile(
     r"""^\s*(?:(?:please|pls|also|and|ok(?:ay)?|so|hey)[\s,]+)*
     (?:
-        (?:always\s+)?remember(?:\s+this)?(?:\s+that)?\s*[:,\-–]?\s+
-      | keep\s+in\s+mind(?:\s+that)?\s*[:,\-–]?\s+
-      | note\s+for\s+(?:the\s+)?future\s*[:,\-–]?\s+
-      | for\s+future\s+reference\s*[:,\-–]?\s+
-      | (?:do\s+not|don'?t)\s+forget(?:\s+that)?\s*[:,\-–]?\s+
-      | (?:from\s+now\s+on|going\s+forward|in\s+(?:the\s+)?future)\s*[:,\-–]?\s+
+        (?:always\s+)?remember(?:\s+this)?(?:\s+that)?\s*[:,\-\u2013]?\s+
+      | keep\s+in\s+mind(?:\s+that)?\s*[:,\-\u2013]?\s+
+      | note\s+for\s+(?:the\s+)?future\s*[:,\-\u2013]?\s+
+      | for\s+future\s+reference\s*[:,\-\u2013]?\s+
+      | (?:do\s+not|don'?t)\s+forget(?:\s+that)?\s*[:,\-\u2013]?\s+
+      | (?:from\s+now\s+on|going\s+forward|in\s+(?:the\s+)?future)\s*[:,\-\u2013]?\s+
           (?=(?:always|never|(?:please\s+)?(?:use|do|don'?t|avoid|prefer|make|keep|run|write)\b))
     )
     (?P<fact>.+)$""",

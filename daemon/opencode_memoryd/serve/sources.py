@@ -18,7 +18,8 @@ import structlog
 
 from opencode_memoryd.errors import SourceError
 from opencode_memoryd.serve.jobs import job_id
-from opencode_memoryd.source.reader import OpenCodeDB, source_identity
+from opencode_memoryd.source.discover import source_identity
+from opencode_memoryd.source.reader import OpenCodeDB
 from opencode_memoryd.source.watcher import DbWatcher
 
 if TYPE_CHECKING:

@@ -1,15 +1,21 @@
-"""Read-only access to OpenCode's SQLite database (``opencode.db``).
+"""Read-only access to the 1.x tables of an OpenCode database (``opencode.db``).
 
-This is the only module that knows OpenCode's schema. Facts it relies on come from
-``docs/opencode-db.md`` (observed on databases written by OpenCode 1.2.1 to 1.18.33):
+The only module in ``source`` that talks SQL through SQLAlchemy. Rules it keeps, from how
+SQLite's WAL mode treats readers and from how OpenCode opens the file
+(``journal_mode=WAL``, ``busy_timeout=5000``; observed with OpenCode 1.2.1 to 1.18.33):
 
 * the database is opened with a ``file:…?mode=ro`` URI: never ``immutable``, never a write,
   never a checkpoint, never a PRAGMA that changes the file;
 * every read is a short bounded query whose cursor is fully consumed; a batch that must be
   consistent across ``message`` and ``part`` runs in one explicit, short read transaction
-  that is ended at once, so no read transaction is ever held between reads;
+  that is ended at once, so no read transaction is ever held between reads (an open reader
+  stops OpenCode's checkpoints and lets its WAL grow);
 * messages are ordered by ``(time_created, id)`` through the ``(session_id, time_created, id)``
   index and parts are read through the ``(message_id, id)`` index; there is no global scan.
+
+Which tables and columns are required is decided in :mod:`opencode_memoryd.source.schema`;
+the rows returned are the plain values of :mod:`opencode_memoryd.source.rows`. Sessions that
+OpenCode 2 writes to ``session_v2``/``session_message`` are not read here.
 
 Errors: :class:`~opencode_memoryd.errors.SourceError` when the file is missing or unreadable,
 :class:`~opencode_memoryd.errors.SourceSchemaError` when a required table or column is absent.
@@ -17,13 +23,11 @@ Errors: :class:`~opencode_memoryd.errors.SourceError` when the file is missing o
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -34,169 +38,21 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
 
-from opencode_memoryd.errors import SourceError, SourceSchemaError
+from opencode_memoryd.errors import SourceError
+from opencode_memoryd.source.discover import source_identity
+from opencode_memoryd.source.rows import (
+    MessageRow,
+    PartRow,
+    SessionRow,
+    decode_object,
+    sub_object,
+)
+from opencode_memoryd.source.schema import SchemaInfo, detect_schema
 
 log = structlog.get_logger(__name__)
 
-#: Columns without which we cannot read a database at all (table -> columns).
-REQUIRED_COLUMNS: Mapping[str, tuple[str, ...]] = {
-    "session": ("id", "project_id", "parent_id", "directory", "title", "time_created",
-                "time_updated"),
-    "message": ("id", "session_id", "time_created", "time_updated", "data"),
-    "part": ("id", "message_id", "data"),
-    "project": ("id", "worktree"),
-}
-#: Session columns added over time, read when present (see docs/opencode-db.md §2).
-OPTIONAL_SESSION_COLUMNS: tuple[str, ...] = ("path", "time_archived", "version")
-
 #: Largest number of messages read by one query.
 MESSAGE_BATCH = 400
-
-
-@dataclass(frozen=True, slots=True)
-class SchemaInfo:
-    """What :meth:`OpenCodeDB.open` found in the database.
-
-    Attributes:
-        migrations: the number of applied migrations (``migration`` or Drizzle's table).
-        last_migration: the newest migration id, when the ``migration`` table exists.
-        session_columns: the optional ``session`` columns present.
-        has_v2_sessions: whether an OpenCode 2 ``session_v2`` table exists (not read).
-    """
-
-    migrations: int
-    last_migration: str | None
-    session_columns: frozenset[str]
-    has_v2_sessions: bool
-
-    def describe(self) -> str:
-        """A one-line human description, e.g. ``38 migrations, last 20260622…``."""
-        last = f", last {self.last_migration}" if self.last_migration else ""
-        return f"{self.migrations} migrations{last}"
-
-
-@dataclass(frozen=True, slots=True)
-class SessionRow:
-    """One row of OpenCode's ``session`` table, with its project.
-
-    Times are integer milliseconds since the Unix epoch, as OpenCode stores them.
-    ``worktree`` is the project's root (``/`` for the ``global`` project of non-git folders).
-    """
-
-    id: str
-    project_id: str
-    parent_id: str | None
-    directory: str
-    title: str
-    time_created: int
-    time_updated: int
-    time_archived: int | None
-    worktree: str
-
-    @property
-    def archived(self) -> bool:
-        """OpenCode leaves ``0`` after an unarchive, so only a positive time counts."""
-        return bool(self.time_archived and self.time_archived > 0)
-
-    @property
-    def is_subagent(self) -> bool:
-        """Sub-agent sessions (task tool) have a parent; their "user" is the parent model."""
-        return bool(self.parent_id)
-
-    @property
-    def project_key(self) -> str:
-        """The memory scope of the session's project.
-
-        A git project is OpenCode's own project id (the hash of the repo's root commit, shared
-        by worktrees and clones, unchanged when the repo moves). A folder that is not a git
-        repository (OpenCode's ``global`` project) is its own scope: ``dir:<directory>``.
-        """
-        if self.project_id == "global":
-            return f"dir:{self.directory}"
-        return self.project_id
-
-    @property
-    def project_root(self) -> str:
-        """The project's root folder: the git worktree, or the folder itself for non-git."""
-        return self.directory if self.project_id == "global" else self.worktree
-
-
-@dataclass(frozen=True, slots=True)
-class PartRow:
-    """One row of ``part``: ``data`` is the decoded JSON (``{}`` for a corrupt row)."""
-
-    id: str
-    data: Mapping[str, Any]
-
-
-@dataclass(slots=True)
-class MessageRow:
-    """One row of ``message`` with its parts in ``(message_id, id)`` order.
-
-    ``data`` is the decoded JSON; ``corrupt`` is set when it could not be decoded, in which
-    case the message is treated as having no content.
-    """
-
-    id: str
-    session_id: str
-    time_created: int
-    time_updated: int
-    data: Mapping[str, Any]
-    parts: list[PartRow] = field(default_factory=list)
-    corrupt: bool = False
-
-    @property
-    def role(self) -> str:
-        """``user`` or ``assistant`` (``""`` when unknown)."""
-        return str(self.data.get("role") or "")
-
-    @property
-    def mark(self) -> tuple[int, str]:
-        """The message's position for a high-water mark: ``(time_created, id)``."""
-        return (self.time_created, self.id)
-
-
-def _decode(raw: object) -> tuple[dict[str, Any], bool]:
-    try:
-        value = json.loads(raw) if isinstance(raw, str | bytes) else None
-    except (ValueError, TypeError):
-        return {}, True
-    if not isinstance(value, dict):
-        return {}, True
-    return value, False
-
-
-def discover_databases(data_dir: Path, env: Mapping[str, str] | None = None) -> list[Path]:
-    """List the OpenCode databases to read, the way OpenCode names them.
-
-    Every ``opencode*.db`` in ``data_dir`` (``opencode.db`` and the per-channel
-    ``opencode-<channel>.db``), plus ``$OPENCODE_DB`` when set: an absolute path or a name
-    relative to the data dir (``:memory:`` is ignored). Paths are returned absolute,
-    de-duplicated, in sorted order; a missing data dir gives an empty list.
-    """
-    env = os.environ if env is None else env
-    found: dict[str, Path] = {}
-    if data_dir.is_dir():
-        for p in sorted(data_dir.glob("opencode*.db")):
-            if p.is_file():
-                found[os.path.abspath(p)] = p
-    override = env.get("OPENCODE_DB", "").strip()
-    if override and override != ":memory:":
-        p = Path(override).expanduser()
-        if not p.is_absolute():
-            p = data_dir / p
-        found.setdefault(os.path.abspath(p), p)
-    return [Path(k) for k in sorted(found)]
-
-
-def source_identity(path: Path) -> str:
-    """The identity of a source database, used to key high-water marks.
-
-    The canonical absolute path (symlinks resolved). OpenCode session ids are random, so a
-    mark is keyed by (identity, session id); a copy of a database at another path is another
-    source.
-    """
-    return str(Path(os.path.realpath(path)))
 
 
 class OpenCodeDB:
@@ -234,11 +90,11 @@ class OpenCodeDB:
         self._guard = threading.RLock()
         try:
             self._conn = self._engine.connect()
-            self.schema = self._detect_schema()
+            self.schema: SchemaInfo = detect_schema(self._rows, self.path)
         except DBAPIError as exc:
             self.close()
             raise SourceError(f"cannot read OpenCode database {self.path}: {exc.orig}") from exc
-        except SourceSchemaError:
+        except SourceError:  # SourceSchemaError, or a catalogue read that failed
             self.close()
             raise
 
@@ -259,6 +115,7 @@ class OpenCodeDB:
 
     @property
     def conn(self) -> Connection:
+        """The open connection; raises :class:`SourceError` once :meth:`close` was called."""
         if self._conn is None:
             raise SourceError(f"OpenCode database {self.path} is closed")
         return self._conn
@@ -282,40 +139,7 @@ class OpenCodeDB:
             finally:
                 raw.execute("COMMIT")
 
-    # -- schema ----------------------------------------------------------------------
-
-    def _detect_schema(self) -> SchemaInfo:
-        tables = {r[0] for r in self._rows("SELECT name FROM sqlite_master WHERE type='table'")}
-        missing: list[str] = []
-        columns: dict[str, set[str]] = {}
-        for table, required in REQUIRED_COLUMNS.items():
-            if table not in tables:
-                missing.append(f"table {table}")
-                continue
-            cols = {r[1] for r in self._rows(f"PRAGMA table_info({table})")}
-            columns[table] = cols
-            missing.extend(f"column {table}.{c}" for c in required if c not in cols)
-        if missing:
-            hint = ""
-            if "session_v2" in tables:
-                hint = " (this looks like an OpenCode 2 database, which is not supported yet)"
-            raise SourceSchemaError(
-                f"unrecognised OpenCode database schema in {self.path}{hint}: missing "
-                + ", ".join(missing)
-            )
-        migrations, last = 0, None
-        if "migration" in tables:
-            rows = self._rows("SELECT id FROM migration ORDER BY id")
-            migrations, last = len(rows), (rows[-1][0] if rows else None)
-        elif "__drizzle_migrations" in tables:
-            migrations = int(self._rows("SELECT count(*) FROM __drizzle_migrations")[0][0])
-        return SchemaInfo(
-            migrations=migrations,
-            last_migration=last,
-            session_columns=frozenset(c for c in OPTIONAL_SESSION_COLUMNS
-                                      if c in columns["session"]),
-            has_v2_sessions="session_v2" in tables,
-        )
+    # -- change detection ------------------------------------------------------------
 
     def data_version(self) -> int:
         """``PRAGMA data_version``: changes whenever another connection commits."""
@@ -429,11 +253,10 @@ class OpenCodeDB:
                 "SELECT data FROM message WHERE session_id = :sid "
                 "ORDER BY time_created DESC, id DESC LIMIT 20", {"sid": sid}
             ):
-                data, corrupt = _decode(raw)
+                data, corrupt = decode_object(raw)
                 if corrupt or data.get("role") != "assistant" or data.get("error"):
                     continue
-                t = data.get("time") if isinstance(data.get("time"), dict) else {}
-                assert isinstance(t, dict)
+                t = sub_object(data, "time")
                 if t.get("completed") is None:
                     created = t.get("created")
                     if isinstance(created, int | float) and now_ms - created < abandoned_ms:
@@ -476,7 +299,7 @@ class OpenCodeDB:
                 )
                 messages: list[MessageRow] = []
                 for r in rows:
-                    data, corrupt = _decode(r[4])
+                    data, corrupt = decode_object(r[4])
                     if corrupt:
                         log.warning("corrupt_message_row", message_id=r[0], session_id=r[1])
                     messages.append(MessageRow(r[0], r[1], int(r[2]), int(r[3]), data,
@@ -496,7 +319,7 @@ class OpenCodeDB:
                 "ORDER BY message_id, id",
                 names,
             ):
-                data, corrupt = _decode(raw)
+                data, corrupt = decode_object(raw)
                 if corrupt:
                     log.warning("corrupt_part_row", part_id=pid, message_id=mid)
                 by_id[mid].parts.append(PartRow(pid, data))

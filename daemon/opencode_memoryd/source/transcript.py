@@ -1,128 +1,28 @@
-"""Turns, the finished-turn rule, and the transcript an extractor reads.
+"""The transcript an extractor reads: lines of human text, assistant text and tool calls.
 
-A *turn* is one role=user message and the assistant messages that answer it (their
-``parentID`` is the user message). Rules from ``docs/opencode-db.md`` §6-§8:
-
-* a turn is **finished** when every assistant message of it has ``time.completed`` and the
-  newest one has a ``finish`` other than ``tool-calls`` or has an ``error``; an assistant
-  message still in flight after ``abandoned_ms`` counts as finished (a crashed OpenCode leaves
-  one forever), and so does a user message that never got an answer in that time;
-* only **human text** is a source of user statements: non-synthetic, non-ignored ``text``
-  parts of user messages. Compaction requests (a ``compaction`` part), compaction summaries
-  (``summary: true``), synthetic continuations and file-read texts are not;
-* copied turns of a fork keep the original ``time_created``, which is older than the fork
-  session itself, so a message created before its session is a copy and is skipped.
+Only **human text** is a source of user statements: non-synthetic, non-ignored ``text``
+parts of user messages. Compaction requests (a user message with a ``compaction`` part),
+compaction summaries (an assistant message with ``summary: true`` or agent ``compaction``),
+synthetic continuations and file-read texts are not. Turns are cut into chunks
+(:class:`Chunk`) that fit one extraction call, on turn boundaries.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from opencode_memoryd.models import TranscriptLine
-from opencode_memoryd.source.reader import MessageRow
+from opencode_memoryd.source.rows import MessageRow, sub_object
+from opencode_memoryd.source.turns import Turn
 
 #: Longest assistant text kept on one transcript line, in characters.
 ASSISTANT_TEXT_CHARS = 600
 
 
-@dataclass(slots=True)
-class Turn:
-    """A user message and its assistant replies, in ``(time_created, id)`` order."""
-
-    user: MessageRow | None
-    replies: list[MessageRow] = field(default_factory=list)
-
-    @property
-    def messages(self) -> list[MessageRow]:
-        """All messages of the turn in order (the user message first)."""
-        return ([self.user] if self.user else []) + self.replies
-
-    @property
-    def last(self) -> MessageRow:
-        """The turn's last message: its high-water mark once processed."""
-        return self.messages[-1]
-
-    @property
-    def last_write_ms(self) -> int:
-        """The newest ``time_updated`` of the turn's messages, in ms."""
-        return max(m.time_updated for m in self.messages)
-
-
-def group_turns(messages: Sequence[MessageRow]) -> list[Turn]:
-    """Group ordered messages into turns.
-
-    An assistant message joins the turn of its ``parentID``; one whose parent is not in the
-    batch (already processed, or deleted by a revert) joins the current turn, or starts a
-    turn with no user message.
-    """
-    turns: list[Turn] = []
-    by_user: dict[str, Turn] = {}
-    for m in messages:
-        if m.role == "user" or (m.corrupt and not turns):
-            t = Turn(user=m)
-            turns.append(t)
-            by_user[m.id] = t
-        else:
-            parent = str(m.data.get("parentID") or "")
-            t = by_user.get(parent) or (turns[-1] if turns else None)
-            if t is None:
-                t = Turn(user=None)
-                turns.append(t)
-            t.replies.append(m)
-    return turns
-
-
-def _time(m: MessageRow, key: str) -> int | None:
-    t = m.data.get("time")
-    value = t.get(key) if isinstance(t, dict) else None
-    return int(value) if isinstance(value, int | float) else None
-
-
-def is_finished(turn: Turn, *, now_ms: int, abandoned_ms: int, settle_ms: int) -> bool:
-    """Apply the finished-turn rule (see the module docstring).
-
-    Args:
-        turn: the turn.
-        now_ms: the current time, ms since the epoch.
-        abandoned_ms: age after which an in-flight message counts as finished.
-        settle_ms: a finished turn must have had no write for this long (OpenCode's
-            trailing write lands about 100 ms after the last ``time.completed``).
-    """
-    if now_ms - turn.last_write_ms < settle_ms:
-        return False
-    if not turn.replies:
-        # No answer yet: in flight, unless it has waited longer than any real request.
-        return turn.user is not None and now_ms - turn.user.time_created >= abandoned_ms
-    for r in turn.replies:
-        if _time(r, "completed") is None and not r.data.get("error"):
-            started = _time(r, "created") or r.time_created
-            if now_ms - started < abandoned_ms:
-                return False
-    newest = turn.replies[-1]
-    if newest.data.get("error") or _time(newest, "completed") is None:
-        return True  # aborted, provider error, or abandoned
-    if newest.data.get("finish") == "tool-calls":
-        # Another step should follow; only an abandoned turn ends here.
-        return now_ms - (_time(newest, "completed") or newest.time_created) >= abandoned_ms
-    return True
-
-
-def finished_prefix(
-    turns: Sequence[Turn], *, now_ms: int, abandoned_ms: int, settle_ms: int
-) -> list[Turn]:
-    """The leading finished turns: reading stops at the first unfinished one."""
-    out: list[Turn] = []
-    for t in turns:
-        if not is_finished(t, now_ms=now_ms, abandoned_ms=abandoned_ms, settle_ms=settle_ms):
-            break
-        out.append(t)
-    return out
-
-
 def _strip_cli_quotes(text: str) -> str:
-    # `opencode run "two words"` stores the text with the quotes added (docs §6).
+    # `opencode run "two words"` stores the text with a pair of double quotes added.
     t = text.strip()
     if len(t) >= 2 and t[0] == '"' and t[-1] == '"' and '"' not in t[1:-1]:
         return t[1:-1].strip()
@@ -153,12 +53,10 @@ def _short(value: object, limit: int) -> str:
     return s if len(s) <= limit else s[: max(limit - 1, 0)] + "…"
 
 
-def _tool_line(part: dict[str, Any], output_chars: int) -> str:
+def _tool_line(part: Mapping[str, Any], output_chars: int) -> str:
     tool = str(part.get("tool") or "tool")
-    state = part.get("state") if isinstance(part.get("state"), dict) else {}
-    assert isinstance(state, dict)
-    inp = state.get("input") if isinstance(state.get("input"), dict) else {}
-    assert isinstance(inp, dict)
+    state = sub_object(part, "state")
+    inp = sub_object(state, "input")
     status = state.get("status")
     key = (inp.get("command") or inp.get("filePath") or inp.get("path") or inp.get("pattern")
            or inp.get("url") or inp.get("description") or inp.get("query") or "")
@@ -166,8 +64,7 @@ def _tool_line(part: dict[str, Any], output_chars: int) -> str:
     if status == "error":
         return f"{line} -> error: {_short(state.get('error') or '', output_chars)}"
     if tool == "bash":
-        meta = state.get("metadata") if isinstance(state.get("metadata"), dict) else {}
-        assert isinstance(meta, dict)
+        meta = sub_object(state, "metadata")
         out = _short(state.get("output") or "", output_chars)
         code = meta.get("exit")
         suffix = f" (exit {code})" if code not in (None, 0) else ""
@@ -205,17 +102,8 @@ def transcript_lines(turns: Iterable[Turn], *, tool_output_chars: int) -> list[T
                                                     _short(t, ASSISTANT_TEXT_CHARS)))
                 elif kind == "tool":
                     lines.append(TranscriptLine(m.id, "tool",
-                                                _tool_line(dict(p.data), tool_output_chars)))
+                                                _tool_line(p.data, tool_output_chars)))
     return lines
-
-
-def drop_fork_copies(messages: Sequence[MessageRow], session_time_created: int) -> list[MessageRow]:
-    """Drop the messages a fork copied from its source session.
-
-    A fork's copies keep the original ``time_created`` and so predate the fork session
-    (docs/opencode-db.md §6, "Fork"); messages written in the session itself never do.
-    """
-    return [m for m in messages if m.time_created >= session_time_created]
 
 
 def estimate_tokens(text: str) -> int:

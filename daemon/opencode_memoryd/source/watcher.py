@@ -3,9 +3,10 @@
 watchfiles watches each database's *directory*; only events for a database, its ``-wal``
 and its ``-shm`` file count (OpenCode writes in WAL mode, so the main file changes only at
 checkpoints). Events are only a latency hint: the daemon confirms every change with
-``PRAGMA data_version`` and runs a periodic sweep (docs/reliability.md §0, rule 5). Where
-inotify is unavailable or exhausted, :class:`DbWatcher` reports it once and the daemon
-falls back to polling.
+``PRAGMA data_version`` and runs a periodic sweep, since inotify misses writes through a
+memory map, can overflow, and does not work on network file systems. Where inotify is
+unavailable or exhausted, :class:`DbWatcher` reports it once and the daemon falls back to
+polling.
 """
 
 from __future__ import annotations

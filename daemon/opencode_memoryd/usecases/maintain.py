@@ -11,7 +11,7 @@ import structlog
 
 from opencode_memoryd.capture.processor import Extractor, SessionProcessor, SessionReport
 from opencode_memoryd.models import iso_utc
-from opencode_memoryd.source.reader import SessionRow
+from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.ports import AppPort
