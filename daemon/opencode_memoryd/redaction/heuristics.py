@@ -1,0 +1,180 @@
+"""Value heuristics: does a string look like a secret, a placeholder, a name or code?
+
+Pure predicates on one value (or on one position of a text) shared by the rules: placeholder
+and reference detection, identifier words, randomness and Shannon entropy.
+
+Internal to :mod:`opencode_memoryd.redaction`; other code imports
+:mod:`opencode_memoryd.redaction.engine`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from opencode_memoryd.redaction.plugins import (
+    base64_entropy,
+    hex_entropy,
+    is_potential_uuid,
+    is_prefixed_with_dollar_sign,
+    is_sequential_string,
+    is_templated_secret,
+)
+
+_SEGMENT_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+_NON_SECRET_WORDS = frozenset(
+    {
+        "none", "null", "nil", "true", "false", "yes", "no", "on", "off", "undefined",
+        "empty", "str", "string", "bytes", "int", "integer", "bool", "boolean", "any",
+        "object", "text", "number", "char", "varchar", "list", "dict", "optional",
+        "required", "secretstr", "test", "testing", "foo", "bar", "baz", "example",
+        "dummy", "fake", "sample", "placeholder", "changeme", "changeit", "redacted",
+        "hidden", "masked", "secret", "password", "passwd", "pass", "pwd", "token",
+        "apikey", "api_key", "key", "value", "default", "unset", "self", "this", "env",
+        "environ", "omitted", "xxx",
+    }
+)
+_SECRET_WORDS = frozenset(
+    {
+        "pass", "password", "passwd", "pwd", "passphrase", "secret", "secrets", "token",
+        "tokens", "key", "keys", "apikey", "auth", "cred", "creds", "credential",
+        "credentials",
+    }
+)
+_MASK_RE = re.compile(r"^[xX*•.#_\-]+$")
+#: Attribute access: ``self.token``, ``process.env.X``, ``a?.b``.
+DOTTED_RE = re.compile(r"^[A-Za-z_$][\w$]*(?:\??\.[A-Za-z_$][\w$]*)+$")
+#: One identifier.
+IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: A constant's name: ``API_KEY``, ``DB_PASSWORD``.
+CONST_RE = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
+_SNAKE_RE = re.compile(r"^[a-z]+(?:_[a-z]+)+$")
+_NUMBER_RE = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
+_REDACTED_WORD_RE = re.compile(r"REDACTED|\*{3,}", re.IGNORECASE)
+_WORDLIKE_PART_RE = re.compile(r"^(?:[A-Za-z]+[0-9]{0,3}|[0-9]+|v[0-9]+)$")
+_HEX_RE = re.compile(r"^[0-9a-fA-F]+$")
+
+
+def is_placeholder(value: str) -> bool:
+    """True for values that stand for a secret rather than being one.
+
+    Covers templating (``<x>``, ``{x}``, ``${x}``, ``{{ x }}``, ``%(x)s``, ``$X`` via
+    detect-secrets' ``is_templated_secret`` / ``is_prefixed_with_dollar_sign``), masks
+    (``****``, ``xxxx``), truncations (``sk-...``), and words like ``your_api_key_here``.
+    The empty string counts as a placeholder.
+    """
+    if not value or is_templated_secret(value) or is_prefixed_with_dollar_sign(value):
+        return True
+    low = value.lower()
+    if low in _NON_SECRET_WORDS or _MASK_RE.match(value):
+        return True
+    if "${" in value or "{{" in value or "%(" in value or "..." in value or "…" in value:
+        return True
+    if low.startswith(("your", "<", "[", "{", "%")):
+        return True
+    if low.endswith(("_here", "-here", "here>")) or "placeholder" in low or "example" in low:
+        return True
+    return bool(_REDACTED_WORD_RE.search(value))
+
+
+def looks_like_reference(value: str) -> bool:
+    """True for code that names a secret instead of containing one.
+
+    ``os.environ["X"]``, ``getenv(...)``, ``self.token``, ``process.env.X``, ``API_KEY``,
+    ``api_key``, ``user_password``, type names, numbers (shorter than six digits, or not
+    all digits), paths and URLs. ``value`` must not be empty.
+    """
+    if any(c in value for c in "()[]{}"):
+        return True
+    if "://" in value or value.startswith(("/", "./", "../", "~/")) or value[1:3] == ":\\":
+        return True
+    if DOTTED_RE.match(value):
+        return True
+    if _NUMBER_RE.match(value):
+        # Numbers are settings, not secrets (``token = 5``), unless long like a PIN code.
+        return len(value) < 6 or not value.isdigit()
+    return bool(
+        IDENT_RE.match(value)
+        and (names_secret(value) or CONST_RE.match(value) or _SNAKE_RE.match(value))
+    )
+
+
+def segments(name: str) -> list[str]:
+    """Lower-cased words of an identifier: ``dbPassword`` -> ``["db", "password"]``."""
+    return [s.lower() for s in _SEGMENT_RE.findall(name)]
+
+
+def names_secret(identifier: str) -> bool:
+    """Whether one of the identifier's words is a secret word (``user_password``, ``apiKey``).
+
+    Word-based, so random strings that happen to contain "key" or "pass" do not count.
+    """
+    return any(s in _SECRET_WORDS for s in segments(identifier))
+
+
+def ident_start(text: str, pos: int) -> int:
+    """Walk back from ``pos`` over identifier characters (``A-Za-z0-9_.-``), at most 80.
+
+    Returns the index where the identifier ending at ``pos`` starts (``pos`` if none).
+    """
+    i = pos
+    while i > 0 and (text[i - 1].isalnum() or text[i - 1] in "_.-") and pos - i < 80:
+        i -= 1
+    return i
+
+
+def word_start(text: str, pos: int, extra: str = "") -> bool:
+    """Whether ``pos`` starts a word (not preceded by a letter, digit, ``_`` or ``extra``)."""
+    return pos == 0 or not (text[pos - 1].isalnum() or text[pos - 1] in "_" + extra)
+
+
+def mixed(value: str) -> bool:
+    """Has at least one digit and one letter (random tokens do; words and names don't)."""
+    return any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+
+
+def mixed_case(value: str) -> bool:
+    """Has at least one upper-case and one lower-case letter."""
+    return any(c.isupper() for c in value) and any(c.islower() for c in value)
+
+
+def random_looking(value: str, min_len: int = 8) -> bool:
+    """A credential-looking value: long enough, and a digit or long mixed case in it.
+
+    Trailing ``.`` and ``,`` (sentence punctuation) are ignored. ``min_len`` is in
+    characters; without a digit the value needs 16 characters and mixed case.
+    """
+    value = value.rstrip(".,")
+    if len(value) < min_len or is_placeholder(value):
+        return False
+    if any(c.isdigit() for c in value):
+        return True
+    return len(value) >= 16 and mixed_case(value)
+
+
+def high_entropy(run: str) -> bool:
+    """Whether ``run`` (a base64/hex run) looks random rather than like a name or path.
+
+    Shannon entropy from detect-secrets' calculators, with a threshold that scales with
+    the length (a 20-character string cannot reach the 4.5 bits detect-secrets uses for
+    long base64 strings), plus structural checks: random tokens mix letters and digits in
+    short chunks, names have long words and end in version numbers. Runs shorter than 20
+    characters (after trailing ``=``) are never high-entropy.
+    """
+    core = run.rstrip("=")
+    n = len(core)
+    if n < 20 or core.startswith("/"):
+        return False  # too short, or a path
+    if not mixed(core) or is_potential_uuid(core) or is_sequential_string(core):
+        return False
+    chunks = _SEGMENT_RE.findall(core)
+    if chunks and sum(map(len, chunks)) / len(chunks) >= 4.5:
+        return False  # long words: ConfigVersion2024Release
+    parts = [p for p in re.split(r"[_\-./+]", core) if p]
+    if len(parts) >= 2 and all(_WORDLIKE_PART_RE.match(p) for p in parts):
+        return False  # auth_v2_handler_for_oauth, site-packages/python3
+    if _HEX_RE.match(core):
+        return hex_entropy(core) >= 2.8
+    threshold = 0.78 * math.log2(min(n, 62))
+    return base64_entropy(core) >= threshold

@@ -1,0 +1,285 @@
+"""Rule machinery: the scanned text, the rule type, regex finders and span merging.
+
+A :class:`Rule` names a kind, a priority and a *finder*: a function from the scanned text
+to the ``(start, end)`` spans of secret values in it (or ``(start, end, kind)`` when one
+rule reports several kinds). :func:`apply_rules` runs every rule whose cheap hints occur
+in the text, drops spans that touch an existing placeholder, merges overlapping spans into
+one, and replaces each merged span with ``[REDACTED:<kind>]``.
+
+Internal to :mod:`opencode_memoryd.redaction`; other code imports
+:mod:`opencode_memoryd.redaction.engine`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+#: An existing placeholder; spans touching one are never redacted again.
+PLACEHOLDER_RE = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
+
+# Priorities: the lower number wins when spans of different kinds overlap.
+P_BLOCK = 0  # whole private-key blocks
+P_PROVIDER = 10  # provider token shapes
+P_JWT = 15
+P_URL = 20  # passwords in URLs
+P_HEADER = 25  # Authorization headers and CLI credentials
+P_ASSIGN = 30  # password=…, "token": "…"
+P_ENTROPY = 40  # high-entropy strings after a key word
+
+
+class ScanText:
+    """The text being scanned, with its lower-cased twin.
+
+    Case-insensitive rules are written in lower case and run case-sensitively on ``low``,
+    which is several times faster than ``re.IGNORECASE`` on the original. That needs
+    ``low`` to have the same indices as ``text``; ``str.lower`` keeps lengths except for
+    a few characters (``"İ".lower()`` has two), so when lengths differ the rules fall back
+    to ``re.IGNORECASE`` on ``text``. Spans always index ``text``.
+
+    Attributes:
+        text: the original text.
+        low: ``text.lower()``.
+        aligned: whether ``low`` has the same length (hence the same indices) as ``text``.
+    """
+
+    __slots__ = ("aligned", "low", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.low = text.lower()
+        self.aligned = len(self.low) == len(text)
+
+
+class NoCase:
+    """A case-insensitive pattern, written in lower case (see :class:`ScanText`).
+
+    Args:
+        pattern: the regex source, in lower case.
+        flags: extra ``re`` flags.
+    """
+
+    __slots__ = ("ic", "lc")
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self.lc = re.compile(pattern, flags)
+        self.ic = re.compile(pattern, flags | re.IGNORECASE)
+
+    def finditer(self, src: ScanText) -> Iterator[re.Match[str]]:
+        """Matches in ``src``; their spans index ``src.text``."""
+        if src.aligned:
+            return self.lc.finditer(src.low)
+        return self.ic.finditer(src.text)
+
+
+def group_text(src: ScanText, m: re.Match[str], group: int | str) -> str:
+    """A group's text taken from the original (not lower-cased) text; ``""`` if unmatched."""
+    start, end = m.span(group)
+    return src.text[start:end] if start >= 0 else ""
+
+
+#: One finding: ``(start, end)``, or ``(start, end, kind)`` to override the rule's kind.
+Found = tuple[int, int] | tuple[int, int, str]
+#: A finder: all findings of one rule in the scanned text.
+Finder = Callable[[ScanText], Iterable[Found]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One redaction rule.
+
+    Attributes:
+        kind: the placeholder kind of its findings (unless a finding names its own).
+        priority: one of the ``P_*`` values; the lower number wins on overlap.
+        find: the finder.
+        hints: cheap pre-checks; the rule runs only if one of them occurs in the text.
+            Strings are searched in the lower-cased text when ``hints_nocase``, else in
+            the original; compiled patterns are searched in the original. Empty: always
+            run.
+        hints_nocase: whether string hints are lower case and searched case-insensitively.
+    """
+
+    kind: str
+    priority: int
+    find: Finder
+    hints: tuple[str | re.Pattern[str], ...] = ()
+    hints_nocase: bool = False
+
+    def may_match(self, src: ScanText) -> bool:
+        """Whether one of the hints occurs in ``src`` (always true without hints)."""
+        if not self.hints:
+            return True
+        haystack = src.low if self.hints_nocase else src.text
+        for hint in self.hints:
+            if isinstance(hint, str):
+                if hint in haystack:
+                    return True
+            elif hint.search(src.text):
+                return True
+        return False
+
+
+_TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+
+#: Eight or more of one character: a mask such as ghp_xxxxxxxx…, never a real token.
+MASK_RUN_RE = re.compile(r"(.)\1{7,}")
+
+
+def regex_finder(
+    pattern: re.Pattern[str] | NoCase,
+    *,
+    group: int | str = 0,
+    inner: re.Pattern[str] | None = None,
+    left_boundary: bool = False,
+    right_boundary: bool = False,
+    extend: bool = False,
+    check: Callable[[str], bool] | None = None,
+    gate: tuple[str, ...] = (),
+) -> Finder:
+    """Build a finder from one regex.
+
+    Args:
+        pattern: the regex; a :class:`NoCase` pattern is matched case-insensitively.
+        group: which group is the secret (0 = whole match).
+        inner: narrow the match to the first match of this regex inside it.
+        left_boundary: reject matches preceded by an ASCII letter or digit (so a shape
+            inside a longer base64 or hex run does not count).
+        right_boundary: reject matches followed by an ASCII letter or digit.
+        extend: grow the end over token characters (``A-Za-z0-9_-``), so a prefix rule
+            covers a longer real token entirely.
+        check: the value must pass this predicate.
+        gate: lower-case substrings; the regex then runs only on the lines that contain
+            one (for slow regexes that never span lines; ignored for :class:`NoCase`).
+
+    Returns:
+        A finder yielding non-overlapping ``(start, end)`` spans in text order. Values
+        containing a run of eight equal characters (masks) are skipped.
+    """
+
+    def matches(src: ScanText) -> Iterator[re.Match[str]]:
+        if isinstance(pattern, NoCase):
+            return pattern.finditer(src)
+        if not gate or not src.aligned:
+            return pattern.finditer(src.text)
+        return (
+            m
+            for start, end in lines_containing(src.low, gate)
+            for m in pattern.finditer(src.text, start, end)
+        )
+
+    def find(src: ScanText) -> Iterator[tuple[int, int]]:
+        text = src.text
+        covered = 0  # end of the last span yielded (``extend`` can reach past the match)
+        for m in matches(src):
+            start, end = m.span(group)
+            if start < covered or start == end:
+                continue
+            if inner is not None:
+                im = inner.search(text, start, end)
+                if im is None:
+                    continue
+                start, end = im.span()
+            if left_boundary and start > 0 and text[start - 1] in _ALNUM:
+                continue
+            if extend:
+                n = len(text)
+                while end < n and text[end] in _TOKEN_CHARS:
+                    end += 1
+            if right_boundary and end < len(text) and text[end] in _ALNUM:
+                continue
+            value = text[start:end]
+            if MASK_RUN_RE.search(value) or (check is not None and not check(value)):
+                continue
+            covered = end
+            yield start, end
+
+    return find
+
+
+def lines_containing(low: str, needles: tuple[str, ...]) -> list[tuple[int, int]]:
+    """Sorted, merged ``(start, end)`` spans of the lines of ``low`` containing a needle.
+
+    A span runs from the start of the line to its ``\\n`` (excluded) or the end of text.
+    """
+    spans: list[tuple[int, int]] = []
+    for needle in needles:
+        i = low.find(needle)
+        while i >= 0:
+            start = low.rfind("\n", 0, i) + 1
+            end = low.find("\n", i)
+            end = len(low) if end < 0 else end
+            spans.append((start, end))
+            i = low.find(needle, end)
+    spans.sort()
+    merged: list[tuple[int, int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def apply_rules(text: str, rules: Sequence[Rule]) -> tuple[str, dict[str, int]]:
+    """Run ``rules`` over ``text`` and replace what they find with placeholders.
+
+    Spans that overlap an existing ``[REDACTED:…]`` placeholder are dropped. Overlapping
+    spans merge into one span covering them all, named after the finding with the lowest
+    priority number (then the longest).
+
+    Args:
+        text: a non-empty text.
+        rules: the rules to run.
+
+    Returns:
+        ``(scrubbed text, {kind: replaced spans})``, keys sorted; ``(text, {})`` (the same
+        string) when nothing was found.
+    """
+    src = ScanText(text)
+    spans: list[tuple[int, int, int, str]] = []
+    for rule in rules:
+        if not rule.may_match(src):
+            continue
+        for found in rule.find(src):
+            kind = found[2] if len(found) == 3 else rule.kind
+            spans.append((found[0], found[1], rule.priority, kind))
+    if not spans:
+        return text, {}
+
+    # Placeholders from an earlier pass are never redacted again.
+    protected = [m.span() for m in PLACEHOLDER_RE.finditer(text)]
+    if protected:
+        starts = [s for s, _ in protected]
+
+        def overlaps_placeholder(start: int, end: int) -> bool:
+            i = bisect.bisect_right(starts, end - 1) - 1
+            return i >= 0 and protected[i][1] > start
+
+        spans = [s for s in spans if not overlaps_placeholder(s[0], s[1])]
+        if not spans:
+            return text, {}
+
+    spans.sort()
+    out: list[str] = []
+    counts: dict[str, int] = {}
+    pos = 0
+    i = 0
+    while i < len(spans):
+        start, end, best_priority, best_kind = spans[i]
+        best_len = end - start
+        i += 1
+        while i < len(spans) and spans[i][0] < end:
+            s, e, p, k = spans[i]
+            if (p, -(e - s)) < (best_priority, -best_len):
+                best_priority, best_kind, best_len = p, k, e - s
+            end = max(end, e)
+            i += 1
+        out.append(text[pos:start])
+        out.append(f"[REDACTED:{best_kind}]")
+        counts[best_kind] = counts.get(best_kind, 0) + 1
+        pos = end
+    out.append(text[pos:])
+    return "".join(out), {k: counts[k] for k in sorted(counts)}
