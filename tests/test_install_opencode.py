@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import stat
 import subprocess
@@ -161,6 +162,65 @@ def test_remove_member_leaves_other_servers_and_is_a_no_op_when_absent() -> None
     first = '{\n  "mcp": {\n    "memoryd": {"type": "local"},\n    "web": {}\n  }\n}\n'
     assert jsonc.remove_member(first, PATH) == '{\n  "mcp": {\n    "web": {}\n  }\n}\n'
     assert jsonc.remove_member(text, PATH) == EXISTING_MCP
+
+
+def test_remove_member_keeps_the_comments_around_the_member() -> None:
+    above = '{\n  // my notes\n  "memoryd": {"type": "local"}\n}\n'
+    assert jsonc.remove_member(above, ("memoryd",)) == '{\n  // my notes\n}\n'
+    line_comment_then_brace = '{"z": 1, // note\n "mcp": {"memoryd": 1}}'
+    out = jsonc.remove_member(line_comment_then_brace, PATH)
+    assert out == '{"z": 1 // note\n}'
+    assert jsonc.loads(out) == {"z": 1}
+
+
+def _random_value(rnd: random.Random, depth: int = 0) -> object:
+    roll = rnd.random()
+    if depth < 3 and roll < 0.3:
+        return {rnd.choice(["a", "mcp", "c/*", "d//", 'e"q']) + str(rnd.randint(0, 9)):
+                _random_value(rnd, depth + 1) for _ in range(rnd.randint(0, 3))}
+    if depth < 3 and roll < 0.45:
+        return [_random_value(rnd, depth + 1) for _ in range(rnd.randint(0, 3))]
+    return rnd.choice([1, -2.5, True, None, "s", "http://x//y", "/* c */", "é"])
+
+
+def _decorate(rnd: random.Random, text: str) -> str:
+    """``text`` with comments after some commas, brackets and colons outside strings."""
+    out, in_string, escaped = [], False, False
+    for c in text:
+        out.append(c)
+        if in_string:
+            in_string = escaped or c != '"'
+            escaped = not escaped and c == "\\"
+        elif c == '"':
+            in_string = True
+        elif c in ",{[" and rnd.random() < 0.3:
+            out.append(rnd.choice([" /* x */", " // line\n", "\n  // own line\n"]))
+        elif c == ":" and rnd.random() < 0.1:
+            out.append(" /*k*/ ")
+    return "".join(out)
+
+
+def test_random_documents_round_trip() -> None:
+    rnd = random.Random(20240611)
+    for _ in range(400):
+        value = _random_value(rnd)
+        doc = {k: v for k, v in (value if isinstance(value, dict) else {"z": value}).items()
+               if k != "mcp"}
+        if rnd.random() < 0.5:
+            doc["mcp"] = {f"w{k}": {"type": "remote"} for k in range(rnd.randint(1, 2))}
+        text = _decorate(rnd, json.dumps(doc, indent=rnd.choice([None, 2, "\t"]),
+                                         ensure_ascii=False))
+        if rnd.random() < 0.3:
+            text = text.replace("\n", "\r\n")
+        assert jsonc.loads(text) == doc, text
+        edited = jsonc.set_member(text, PATH, ENTRY)
+        assert jsonc.loads(edited) == {**doc, "mcp": {**doc.get("mcp", {}), "memoryd": ENTRY}}
+        if doc:
+            assert jsonc.remove_member(edited, PATH) == text, text
+        key = rnd.choice(sorted(doc)) if doc else None
+        if key is not None:
+            rest = {k: v for k, v in doc.items() if k != key}
+            assert jsonc.loads(jsonc.remove_member(text, (key,))) == rest, text
 
 
 @pytest.mark.parametrize(("text", "message"), [

@@ -395,11 +395,13 @@ def remove_member(text: str, path: Sequence[str]) -> str:
     members = obj.members or ()
     index = members.index(member)
     previous = members[index - 1] if index else None
-    if previous is not None:
-        anchor = _tail_end(text, tokens, previous.comma_end or previous.value.end)
-    else:
-        anchor = _tail_end(text, tokens, obj.start + 1)
+    # From the end of whatever precedes the key ("{", a comma, a value or a comment, which
+    # all stay) to the end of the member's line; a "//" comment keeps its line break.
+    before = [t for t in tokens if t.end <= member.key_start and t.kind != "space"][-1]
+    anchor = before.end
     end = _tail_end(text, tokens, member.comma_end or member.value.end)
+    if text.startswith("//", before.start) and text[end:end + 1] not in ("\r", "\n", ""):
+        anchor += 2 if text.startswith("\r\n", anchor) else 1
     edits = [(anchor, end, "")]
     if member is members[-1] and member.comma_end is None and previous and previous.comma_end:
         edits.append((previous.comma_end - 1, previous.comma_end, ""))

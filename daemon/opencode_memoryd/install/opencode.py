@@ -19,10 +19,10 @@ The config file is the first that exists of ``opencode.jsonc``, ``opencode.json`
 ``config.json``. OpenCode's config loader merges ``config.json``, then ``opencode.json``,
 then ``opencode.jsonc`` (so the first of our list wins), and its ``globalConfigFile``
 writes OpenCode's own changes to that same file. When none exists, ``opencode.json`` is
-created with a ``$schema`` line and the entry. The file is JSONC; it is edited with :mod:`.jsonc`, so
-its comments, trailing commas, newlines and indentation and every other key stay as they
-were, and the result is checked to parse to the old value plus the entry before it is
-written. Files are replaced atomically (a temporary file, then a rename); a symlinked
+created with a ``$schema`` line and the entry. The file is JSONC; it is edited with
+:mod:`.jsonc`, so its comments, trailing commas, newlines and indentation and every other
+key stay as they were, and the result is checked to parse to the old value plus the entry
+before it is written. Files are replaced atomically (a temporary file, then a rename); a symlinked
 config file stays a symlink, its target is replaced.
 
 :func:`uninstall` removes exactly what :func:`install` added: the plugin file, and the
