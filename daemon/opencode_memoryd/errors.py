@@ -16,7 +16,8 @@
     ├── ControlError           the control socket cannot be served or reached
     │   └── DaemonUnreachableError  no daemon accepted the connection (safe to do it locally)
     ├── RequestError           a control request's payload is invalid (HTTP 400)
-    └── RemoteError            the daemon answered a call with an error
+    ├── RemoteError            the daemon answered a call with an error
+    └── InstallRefusedError    install-opencode would change a file it did not write
 """
 
 from __future__ import annotations
@@ -145,3 +146,22 @@ class RemoteError(MemorydError):
 
 class DreamError(MemorydError):
     """A dream operation was refused (e.g. undoing a run that is not applied)."""
+
+
+class InstallRefusedError(MemorydError):
+    """``install-opencode``/``uninstall-opencode`` left the user's files as they were.
+
+    Raised when a file cannot be parsed (an OpenCode config that is not valid JSONC, or
+    whose ``mcp`` is not an object), or when the change would overwrite something
+    opencode-memoryd did not write (a foreign plugin file or ``mcp.memoryd`` entry) and
+    ``force`` was not given. Nothing was written when it is raised.
+
+    Attributes:
+        path: the file in question.
+        reason: what is wrong, one sentence.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")

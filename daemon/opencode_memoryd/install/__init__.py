@@ -1,1 +1,1 @@
-"""Integration with the host: systemd user units and launchd agents."""
+"""Integration with the host: service files (systemd, launchd) and OpenCode (plugin, MCP)."""

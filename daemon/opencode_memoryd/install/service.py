@@ -31,7 +31,6 @@ import os
 import shlex
 import string
 import sys
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -39,6 +38,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape as xml_escape
 
 from opencode_memoryd.config.paths import APP_NAME, CONFIG_ENV_VAR, xdg_config_home
+from opencode_memoryd.install.files import write_atomic
 
 __all__ = [
     "LAUNCHD_LABEL",
@@ -49,6 +49,8 @@ __all__ = [
     "default_executable",
     "install",
     "launchd_log_dir",
+    "pinned_env",
+    "program_argv",
     "render_examples",
     "render_launchd_plist",
     "render_systemd_unit",
@@ -152,7 +154,7 @@ def render_systemd_unit(exe: str, *, env: Mapping[str, str]) -> str:
     # systemd executes the first word as a path as written and substitutes variables only
     # in the arguments, so "$" is doubled in the arguments only.
     exec_start = " ".join(_systemd_word(a, in_exec=i > 0) for i, a in enumerate(argv))
-    return _fill_unit(exec_start, _pinned_env(env))
+    return _fill_unit(exec_start, pinned_env(env))
 
 
 def render_launchd_plist(exe: str, *, home: Path, env: Mapping[str, str] | None = None) -> str:
@@ -168,7 +170,7 @@ def render_launchd_plist(exe: str, *, home: Path, env: Mapping[str, str] | None 
     Raises:
         ValueError: as :func:`render_systemd_unit`.
     """
-    return _fill_plist(_argv(exe), home=Path(home), env=_pinned_env(env or {}))
+    return _fill_plist(_argv(exe), home=Path(home), env=pinned_env(env or {}))
 
 
 def render_examples() -> dict[str, str]:
@@ -183,7 +185,13 @@ def render_examples() -> dict[str, str]:
     return {SYSTEMD_UNIT_NAME: unit, _PLIST_NAME: plist}
 
 
-def _argv(exe: str) -> list[str]:
+def program_argv(exe: str) -> list[str]:
+    """The words of the program command line ``exe`` (shell syntax, see the module docstring).
+
+    Raises:
+        ValueError: ``exe`` is empty, not valid shell syntax, does not start with an
+            absolute path, or contains control characters.
+    """
     try:
         argv = shlex.split(exe)
     except ValueError as e:
@@ -195,10 +203,22 @@ def _argv(exe: str) -> list[str]:
     for arg in argv:
         if any(ord(c) < 0x20 or ord(c) == 0x7F for c in arg):
             raise ValueError(f"control character in the program command line: {arg!r}")
-    return [*argv, "run"]
+    return argv
 
 
-def _pinned_env(env: Mapping[str, str]) -> list[tuple[str, str]]:
+def _argv(exe: str) -> list[str]:
+    return [*program_argv(exe), "run"]
+
+
+def pinned_env(env: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The :data:`PINNED_ENV_VARS` set in ``env``, as ``(name, value)`` pairs in that order.
+
+    Empty values are left out, and so are relative ``XDG_*`` values (the XDG spec says to
+    ignore them).
+
+    Raises:
+        ValueError: a value contains a control character.
+    """
     pinned = []
     for name in PINNED_ENV_VARS:
         value = env.get(name, "")
@@ -337,7 +357,7 @@ def install(
     if not dry_run:
         for folder in folders:
             folder.mkdir(parents=True, exist_ok=True)
-        _write_atomic(path, content)
+        write_atomic(path, content)
     return InstallResult(path=path, content=content, enable_command=enable, written=not dry_run)
 
 
@@ -372,20 +392,6 @@ def uninstall(
     except FileNotFoundError:
         removed = False
     return UninstallResult(path=path, removed=removed, disable_command=disable)
-
-
-def _write_atomic(path: Path, content: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(content)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,376 @@
+"""Tests of opencode_memoryd.install.opencode: the plugin, install and uninstall."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from opencode_configs import COMMENTED, EXE, EXISTING_MCP, ONE_LINE, ROUND_TRIPS
+from opencode_memoryd.errors import InstallRefusedError
+from opencode_memoryd.install import jsonc
+from opencode_memoryd.install.opencode import (
+    PLUGIN_HEADER,
+    config_path,
+    install,
+    mcp_entry,
+    plugin_path,
+    render_plugin,
+    uninstall,
+)
+
+NODE = shutil.which("node")
+
+# --------------------------------------------------------------------------------------
+# The plugin
+# --------------------------------------------------------------------------------------
+
+AWKWARD_SOCKET = Path("/tmp/my dir/it's \"quoted\" \\ $HOME ${x} é/control.sock")
+
+
+def test_the_socket_path_is_embedded_as_a_string_literal() -> None:
+    text = render_plugin(AWKWARD_SOCKET)
+    assert text.startswith(PLUGIN_HEADER)
+    line = next(x for x in text.splitlines() if x.startswith("const SOCKET = "))
+    literal = line.split(" || ", 1)[1]
+    assert json.loads(literal) == str(AWKWARD_SOCKET)
+    assert "$socket" not in text
+    assert "OPENCODE_MEMORYD_SOCKET" in text
+    with pytest.raises(ValueError, match="absolute"):
+        render_plugin(Path("relative.sock"))
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+def test_the_rendered_plugin_is_valid_javascript(tmp_path: Path) -> None:
+    module = tmp_path / "plugin.mjs"
+    module.write_text(render_plugin(AWKWARD_SOCKET))
+    done = subprocess.run([NODE or "node", "--check", str(module)], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+# Drives the plugin's hooks the way OpenCode does, with a stand-in for Bun's fetch; prints
+# one JSON object with what happened.
+HARNESS = r"""
+const calls = []
+let mode = "ok"
+globalThis.fetch = async (url, options) => {
+  calls.push({ url: String(url), unix: options.unix, timed: options.signal instanceof AbortSignal })
+  if (mode === "down") throw new Error("ECONNREFUSED")
+  if (mode === "error") return new Response('{"error": {"type": "X"}}', { status: 500 })
+  const marked = "<!-- opencode-memoryd context -->\nM"
+  if (mode === "marked") return Response.json({ result: { text: marked } })
+  if (mode === "empty") return Response.json({ result: { text: "" } })
+  return Response.json({ result: { text: "## Memories\n- use pnpm" } })
+}
+const { OpencodeMemoryd } = await import(process.argv[2])
+const hooks = await OpencodeMemoryd({ project: { id: "p1" }, directory: "/w/app", worktree: "/w" })
+const system = async (sessionID, first = "You are OpenCode.") => {
+  const output = { system: [first] }
+  await hooks["experimental.chat.system.transform"]({ sessionID, model: {} }, output)
+  return output.system
+}
+const out = {}
+const parts = [
+  { type: "text", text: "Fix the login bug" },
+  { type: "text", text: "memories", synthetic: true },
+  { type: "file", url: "file:///x" },
+  { type: "text", text: "in auth.ts" },
+]
+await hooks["chat.message"]({ sessionID: "s1" }, { message: {}, parts })
+const later = [{ type: "text", text: "later" }]
+await hooks["chat.message"]({ sessionID: "s1" }, { message: {}, parts: later })
+out.title = await system("s1", "You are a title generator. Output a title.")
+out.callsAfterTitle = calls.length
+out.first = await system("s1")
+out.second = await system("s1")
+out.noSession = await system(undefined)
+out.callsS1 = calls.length
+out.call = calls[0]
+mode = "down"; out.down = await system("s2")
+mode = "error"; out.error = await system("s3")
+mode = "marked"; out.marked = await system("s4")
+mode = "empty"; out.empty = await system("s5")
+mode = "ok"; out.afterRecovery = await system("s2")
+await hooks.event({ event: { type: "session.deleted", properties: { info: { id: "s2" } } } })
+await hooks.event({ event: { type: "session.idle" } })
+out.afterDelete = await system("s2")
+out.calls = calls.length
+await hooks["chat.message"](undefined, undefined)
+await hooks["experimental.chat.system.transform"](undefined, undefined)
+process.stdout.write(JSON.stringify(out))
+"""
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+@pytest.mark.parametrize("override", [None, "/run/other.sock"])
+def test_the_plugin_injects_one_block_per_session(tmp_path: Path, override: str | None) -> None:
+    module = tmp_path / "plugin.mjs"
+    module.write_text(render_plugin(Path("/run/user/1000/opencode-memoryd/control.sock")))
+    harness = tmp_path / "harness.mjs"
+    harness.write_text(HARNESS)
+    env = {"PATH": os.environ["PATH"]}
+    if override:
+        env["OPENCODE_MEMORYD_SOCKET"] = override
+    done = subprocess.run([NODE or "node", str(harness), module.as_uri()], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    out = json.loads(done.stdout)  # nothing else was printed
+    marker = "<!-- opencode-memoryd context -->"
+    block = marker + "\n## Memories\n- use pnpm"
+    assert out["title"] == ["You are a title generator. Output a title."]
+    assert out["callsAfterTitle"] == 0
+    assert out["first"] == ["You are OpenCode.", block]
+    assert out["second"] == out["first"]
+    assert out["noSession"] == ["You are OpenCode."]
+    assert out["callsS1"] == 1
+    assert out["call"]["unix"] == (override or "/run/user/1000/opencode-memoryd/control.sock")
+    assert out["call"]["timed"] is True
+    url = out["call"]["url"]
+    assert url.startswith("http://opencode-memoryd/v1/context?")
+    assert parse_qs(urlsplit(url).query) == {
+        "directory": ["/w/app"], "session": ["s1"], "project": ["p1"], "worktree": ["/w"],
+        "query": ["Fix the login bug\nin auth.ts"]}
+    assert out["down"] == out["error"] == out["empty"] == ["You are OpenCode."]
+    assert out["marked"] == ["You are OpenCode.", marker + "\nM"]
+    assert out["afterRecovery"] == ["You are OpenCode."]  # the session keeps what it had
+    assert out["afterDelete"] == ["You are OpenCode.", block]
+    assert out["calls"] == 6
+
+
+# --------------------------------------------------------------------------------------
+# install / uninstall
+# --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def socket(tmp_path: Path) -> Path:
+    return tmp_path / "run" / "control.sock"
+
+
+def opencode_dir(env: dict[str, str]) -> Path:
+    return Path(env["XDG_CONFIG_HOME"]) / "opencode"
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def test_a_fresh_install_creates_the_plugin_and_opencode_json(
+        isolated_env: dict[str, str], socket: Path) -> None:
+    report = install(socket=socket, env=isolated_env, executable=EXE)
+    assert [(c.kind, c.action) for c in report.changes] == [("plugin", "create"),
+                                                           ("config", "create")]
+    plugin = plugin_path(isolated_env)
+    assert plugin == opencode_dir(isolated_env) / "plugin" / "opencode-memoryd.js"
+    assert plugin.read_text() == render_plugin(socket)
+    assert stat.S_IMODE(plugin.stat().st_mode) == 0o644
+    config = opencode_dir(isolated_env) / "opencode.json"
+    assert report.changes[1].path == config
+    value = json.loads(config.read_text())
+    assert value["$schema"] == "https://opencode.ai/config.json"
+    assert value["mcp"]["memoryd"] == {
+        "type": "local",
+        "command": [EXE, "mcp"],
+        "environment": {k: isolated_env[k] for k in
+                        ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME")},
+        "enabled": True,
+    }
+    assert report.changed and not report.dry_run
+
+
+def test_install_twice_reports_unchanged(isolated_env: dict[str, str], socket: Path) -> None:
+    install(socket=socket, env=isolated_env, executable=EXE)
+    before = snapshot(opencode_dir(isolated_env))
+    again = install(socket=socket, env=isolated_env, executable=EXE)
+    assert [c.action for c in again.changes] == ["unchanged", "unchanged"]
+    assert not again.changed and again.diff == ""
+    assert snapshot(opencode_dir(isolated_env)) == before
+
+
+def test_a_dry_run_writes_nothing(isolated_env: dict[str, str], socket: Path) -> None:
+    folder = opencode_dir(isolated_env)
+    folder.mkdir(parents=True)
+    (folder / "opencode.jsonc").write_text(COMMENTED)
+    report = install(socket=socket, env=isolated_env, executable=EXE, dry_run=True)
+    assert report.dry_run and report.changed
+    assert snapshot(folder) == {"opencode.jsonc": COMMENTED.encode()}
+    assert f"+++ {folder / 'opencode.jsonc'}" in report.diff
+    assert '+  "mcp": {' in report.diff
+    assert f"+++ {plugin_path(isolated_env)}" in report.diff
+    install(socket=socket, env=isolated_env, executable=EXE)
+    written = snapshot(folder)
+    assert uninstall(env=isolated_env, executable=EXE, dry_run=True).changed
+    assert snapshot(folder) == written
+
+
+@pytest.mark.parametrize("name", sorted(ROUND_TRIPS))
+def test_uninstall_restores_the_original_config(
+        isolated_env: dict[str, str], socket: Path, name: str) -> None:
+    folder = opencode_dir(isolated_env)
+    folder.mkdir(parents=True)
+    config = folder / ("opencode.jsonc" if name == "commented" else "opencode.json")
+    config.write_bytes(ROUND_TRIPS[name].encode())
+    report = install(socket=socket, env=isolated_env, executable=EXE)
+    assert report.changes[1].path == config and report.changes[1].action == "update"
+    assert uninstall(env=isolated_env, executable=EXE).changed
+    assert snapshot(folder) == {config.name: ROUND_TRIPS[name].encode()}
+    again = uninstall(env=isolated_env, executable=EXE)
+    assert not again.changed
+
+
+def test_uninstall_after_a_fresh_install_leaves_no_file(
+        isolated_env: dict[str, str], socket: Path) -> None:
+    install(socket=socket, env=isolated_env, executable=EXE)
+    report = uninstall(env=isolated_env, executable=EXE)
+    assert [(c.kind, c.action) for c in report.changes] == [("plugin", "remove"),
+                                                           ("config", "remove")]
+    assert snapshot(opencode_dir(isolated_env)) == {}
+
+
+def test_the_config_file_follows_opencode_precedence(
+        isolated_env: dict[str, str], socket: Path) -> None:
+    folder = opencode_dir(isolated_env)
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text('{"theme": "a"}\n')
+    assert config_path(isolated_env) == folder / "config.json"
+    (folder / "opencode.json").write_text('{"theme": "b"}\n')
+    assert config_path(isolated_env) == folder / "opencode.json"
+    (folder / "opencode.jsonc").write_text('{"theme": "c"}\n')
+    assert config_path(isolated_env) == folder / "opencode.jsonc"
+    install(socket=socket, env=isolated_env, executable=EXE)
+    assert (folder / "opencode.json").read_text() == '{"theme": "b"}\n'
+    assert "memoryd" in (folder / "opencode.jsonc").read_text()
+
+
+def test_uninstall_cleans_every_config_file(isolated_env: dict[str, str], socket: Path) -> None:
+    folder = opencode_dir(isolated_env)
+    folder.mkdir(parents=True)
+    (folder / "opencode.json").write_text(EXISTING_MCP)
+    install(socket=socket, env=isolated_env, executable=EXE)  # into opencode.json
+    (folder / "opencode.jsonc").write_text(ONE_LINE)
+    install(socket=socket, env=isolated_env, executable=EXE)  # and into opencode.jsonc
+    report = uninstall(env=isolated_env, executable=EXE)
+    assert [(c.path.name, c.action) for c in report.changes] == [
+        ("opencode-memoryd.js", "remove"), ("opencode.jsonc", "update"),
+        ("opencode.json", "update")]
+    assert (folder / "opencode.json").read_text() == EXISTING_MCP
+    assert (folder / "opencode.jsonc").read_text() == ONE_LINE
+
+
+def test_an_older_entry_of_ours_is_updated(isolated_env: dict[str, str], socket: Path) -> None:
+    install(socket=socket, env=isolated_env, executable="/old/venv/bin/opencode-memoryd")
+    report = install(socket=socket, env=isolated_env, executable="/new/bin/python -m "
+                                                                  "opencode_memoryd")
+    assert [c.action for c in report.changes] == ["unchanged", "update"]
+    entry = json.loads(config_path(isolated_env).read_text())["mcp"]["memoryd"]
+    assert entry["command"] == ["/new/bin/python", "-m", "opencode_memoryd", "mcp"]
+    other_socket = install(socket=Path("/elsewhere.sock"), env=isolated_env,
+                           executable="/new/bin/python -m opencode_memoryd")
+    assert [c.action for c in other_socket.changes] == ["update", "unchanged"]
+
+
+FOREIGN = '{\n  "mcp": {\n    "memoryd": {"type": "local", "command": ["npx", "memoryd"]}\n  }\n}\n'
+
+
+def test_a_foreign_entry_is_refused_unless_forced(
+        isolated_env: dict[str, str], socket: Path) -> None:
+    folder = opencode_dir(isolated_env)
+    folder.mkdir(parents=True)
+    (folder / "opencode.json").write_text(FOREIGN)
+    with pytest.raises(InstallRefusedError, match="not written by opencode-memoryd"):
+        install(socket=socket, env=isolated_env, executable=EXE)
+    assert snapshot(folder) == {"opencode.json": FOREIGN.encode()}  # no plugin either
+    report = uninstall(env=isolated_env, executable=EXE)
+    assert not report.changed and "left in place" in report.changes[1].note
+    install(socket=socket, env=isolated_env, executable=EXE, force=True)
+    assert jsonc.loads((folder / "opencode.json").read_text()) == {"mcp": {"memoryd": mcp_entry(
+        EXE, isolated_env)}}
+
+
+def test_a_foreign_entry_is_removed_by_a_forced_uninstall(
+        isolated_env: dict[str, str]) -> None:
+    folder = opencode_dir(isolated_env)
+    folder.mkdir(parents=True)
+    (folder / "opencode.json").write_text(FOREIGN)
+    uninstall(env=isolated_env, executable=EXE, force=True)
+    assert (folder / "opencode.json").read_text() == "{}\n"
+
+
+def test_a_foreign_plugin_file_is_refused_unless_forced(
+        isolated_env: dict[str, str], socket: Path) -> None:
+    plugin = plugin_path(isolated_env)
+    plugin.parent.mkdir(parents=True)
+    plugin.write_text("export const Mine = async () => ({})\n")
+    with pytest.raises(InstallRefusedError, match="plugin file was not written"):
+        install(socket=socket, env=isolated_env, executable=EXE)
+    assert not config_path(isolated_env).exists()
+    report = uninstall(env=isolated_env, executable=EXE)
+    assert report.changes[0].action == "unchanged" and report.changes[0].note
+    assert plugin.exists()
+    install(socket=socket, env=isolated_env, executable=EXE, force=True)
+    assert plugin.read_text().startswith(PLUGIN_HEADER)
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (b'{"theme": "dark",, }', "not valid JSONC"),
+    (b'{"mcp": ["x"]}', '"mcp" is not an object'),
+    (b'["x"]', "top-level value is not an object"),
+    (b'{"theme": "\xff"}', "not UTF-8"),
+])
+def test_an_unusable_config_is_refused_and_kept(
+        isolated_env: dict[str, str], socket: Path, content: bytes, message: str) -> None:
+    folder = opencode_dir(isolated_env)
+    folder.mkdir(parents=True)
+    (folder / "opencode.json").write_bytes(content)
+    with pytest.raises(InstallRefusedError, match=message) as caught:
+        install(socket=socket, env=isolated_env, executable=EXE)
+    assert caught.value.path == str(folder / "opencode.json")
+    assert snapshot(folder) == {"opencode.json": content}
+
+
+def test_bom_mode_and_symlink_are_kept(isolated_env: dict[str, str], socket: Path,
+                                       tmp_path: Path) -> None:
+    folder = opencode_dir(isolated_env)
+    folder.mkdir(parents=True)
+    real = tmp_path / "dotfiles" / "opencode.json"
+    real.parent.mkdir()
+    original = "\ufeff" + EXISTING_MCP
+    real.write_text(original, encoding="utf-8")
+    real.chmod(0o600)
+    (folder / "opencode.json").symlink_to(real)
+    install(socket=socket, env=isolated_env, executable=EXE)
+    assert (folder / "opencode.json").is_symlink()
+    assert real.read_text(encoding="utf-8").startswith("\ufeff{")
+    assert stat.S_IMODE(real.stat().st_mode) == 0o600
+    uninstall(env=isolated_env, executable=EXE)
+    assert (folder / "opencode.json").is_symlink()
+    assert real.read_text(encoding="utf-8") == original
+
+
+def test_a_config_with_only_comments_gets_an_object(
+        isolated_env: dict[str, str], socket: Path) -> None:
+    folder = opencode_dir(isolated_env)
+    folder.mkdir(parents=True)
+    (folder / "opencode.jsonc").write_text("// my settings will go here\n")
+    install(socket=socket, env=isolated_env, executable=EXE)
+    text = (folder / "opencode.jsonc").read_text()
+    assert text.startswith("// my settings will go here\n{\n")
+    assert jsonc.loads(text) == {"mcp": {"memoryd": mcp_entry(EXE, isolated_env)}}
+
+
+def test_the_environment_pins_only_what_is_set(tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path), "OPENCODE_MEMORYD_CONFIG": "/etc/m.toml",
+           "XDG_DATA_HOME": "relative/ignored", "OPENAI_API_KEY": "sk-secret"}
+    assert mcp_entry(EXE, env)["environment"] == {"OPENCODE_MEMORYD_CONFIG": "/etc/m.toml"}
+    assert "environment" not in mcp_entry(EXE, {"HOME": str(tmp_path)})
+    with pytest.raises(ValueError, match="absolute"):
+        mcp_entry("opencode-memoryd", env)
