@@ -332,7 +332,8 @@ class App:
 
     def build_dreamer(self, state: StateDB, store: MemoryStore) -> Any:
         """The consolidation engine: LLM plans in llm mode, duplicate collapse in rules mode."""
-        from opencode_memoryd.dream.dreamer import Dreamer, DreamSettings
+        from opencode_memoryd.dream.dreamer import Dreamer
+        from opencode_memoryd.dream.model import DreamSettings
 
         planner = None
         if self.extraction_mode() == "llm":
