@@ -405,7 +405,7 @@ def _dream_locally(app: App, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cmd_dream(app: App, args: argparse.Namespace) -> int:
-    from opencode_memoryd.dream.journal import render_table
+    from opencode_memoryd.cli.journal_table import render_table
 
     payloads: list[dict[str, Any]] = []
     if args.undo:
@@ -468,7 +468,8 @@ def _cmd_show(app: App, args: argparse.Namespace) -> int:
 
 
 def _cmd_journal(app: App, args: argparse.Namespace) -> int:
-    from opencode_memoryd.dream.journal import DreamJournal, render_table
+    from opencode_memoryd.cli.journal_table import render_table
+    from opencode_memoryd.dream.journal import DreamJournal
 
     journal = DreamJournal(app.journal_path)
     if args.dir:
