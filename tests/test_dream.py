@@ -19,19 +19,13 @@ import pytest
 
 from fake_openai import FakeOpenAI
 from opencode_memoryd.capture.writer import write_memories
-from opencode_memoryd.dream.dreamer import (
-    PLAN_SCHEMA,
-    Dreamer,
-    DreamResult,
-    DreamSettings,
-    identifiers,
-    missing_identifiers,
-    parse_plan,
-    render_memories,
-)
+from opencode_memoryd.dream.dreamer import Dreamer
 from opencode_memoryd.dream.journal import DreamJournal
+from opencode_memoryd.dream.model import DreamResult, DreamSettings
+from opencode_memoryd.dream.planning import PLAN_SCHEMA, parse_plan, render_memories
 from opencode_memoryd.errors import DreamError, ExtractionError
 from opencode_memoryd.extract.chat import ChatClient
+from opencode_memoryd.extract.facts import identifiers, missing_identifiers
 from opencode_memoryd.models import Memory, content_hash, point_id
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryFilter
@@ -215,7 +209,7 @@ def test_settings_validation() -> None:
 
 def test_groups_by_text_and_subject(store: EdgeStore, state: StateDB, fake: FakeOpenAI
                                     ) -> None:
-    from opencode_memoryd.dream.dreamer import _Scope
+    from opencode_memoryd.dream.model import DreamScope as _Scope
 
     active = list(store.scroll(SCOPE))
     llm = Dreamer(store, state, planner=chat(fake))
@@ -409,7 +403,8 @@ def test_invalid_plans_are_rejected(store: EdgeStore, state: StateDB, plan: dict
 
 
 def test_supersede_needs_a_shared_subject(store: EdgeStore, state: StateDB) -> None:
-    from opencode_memoryd.dream.dreamer import _Op, _Scope
+    from opencode_memoryd.dream.model import DreamScope as _Scope
+    from opencode_memoryd.dream.planning import Operation as _Op
 
     flags = OTHERS[1]  # older than NPM_NEW, about something else
     d = Dreamer(store, state, settings=SETTINGS)
@@ -669,7 +664,8 @@ def normalised(store: EdgeStore, run_id: str) -> dict[str, str]:
 CHILD = """
 import sys
 from datetime import UTC, datetime
-from opencode_memoryd.dream.dreamer import Dreamer, DreamSettings
+from opencode_memoryd.dream.dreamer import Dreamer
+from opencode_memoryd.dream.model import DreamSettings
 from opencode_memoryd.extract.chat import ChatClient
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.edge import EdgeStore

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from opencode_memoryd.dream.journal import DreamJournal, render_table
+from opencode_memoryd.cli.journal_table import render_table
+from opencode_memoryd.dream.journal import DreamJournal
 
 
 def entry(run_id: str, *, status: str = "ok", scope: str = "project",

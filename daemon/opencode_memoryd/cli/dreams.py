@@ -9,8 +9,9 @@ from typing import Any
 
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
+from opencode_memoryd.cli.journal_table import render_table
 from opencode_memoryd.compose import App
-from opencode_memoryd.dream.journal import DreamJournal, render_table
+from opencode_memoryd.dream.journal import DreamJournal
 from opencode_memoryd.usecases.projects import normalize_dir, project_keys_for_dir
 
 

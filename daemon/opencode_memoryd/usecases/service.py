@@ -18,8 +18,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from opencode_memoryd.capture.processor import Extractor
-from opencode_memoryd.dream.dreamer import Dreamer, DreamSettings
+from opencode_memoryd.dream.dreamer import Dreamer
 from opencode_memoryd.dream.journal import DreamJournal
+from opencode_memoryd.dream.model import DreamSettings
 from opencode_memoryd.errors import RequestError
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore

@@ -1,0 +1,210 @@
+"""Plans: what a dream proposes to do with one candidate group.
+
+In LLM mode a chat model answers, per group, a plan of ``merge`` (one new memory holding
+the facts of several), ``supersede`` (a newer memory replaces older ones on the same
+subject) and ``keep`` operations (:data:`PLAN_SCHEMA`), from the prompts in ``prompts/``.
+In rules mode (no LLM) :func:`rules_plan` collapses duplicates. Either plan is only a
+proposal: :mod:`opencode_memoryd.dream.checks` decides whether it is applied.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from string import Template
+from typing import Any, Protocol
+
+from opencode_memoryd.errors import ExtractionError
+from opencode_memoryd.extract.facts import restates
+from opencode_memoryd.extract.llm_extractor import ChatReplyLike
+from opencode_memoryd.extract.reply import load_json_list
+from opencode_memoryd.models import Memory, iso_utc
+
+#: The schema name sent with ``json_schema`` mode.
+SCHEMA_NAME = "dream_plan"
+
+#: Strict-mode compatible JSON schema of a plan.
+PLAN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "operations": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "op": {"type": "string", "enum": ["merge", "supersede", "keep"]},
+                    "memory_ids": {"type": "array", "items": {"type": "string"}},
+                    "new_content": {"type": ["string", "null"]},
+                    "superseded_ids": {"type": "array", "items": {"type": "string"}},
+                    "reason": {"type": "string"},
+                },
+                "required": ["op", "memory_ids", "new_content", "superseded_ids", "reason"],
+                "additionalProperties": False,
+            },
+        }
+    },
+    "required": ["operations"],
+    "additionalProperties": False,
+}
+
+_REASON_CHARS = 200
+_DELIMITER = re.compile(r"<(/?memories)", re.IGNORECASE)
+
+
+class Planner(Protocol):
+    """A chat endpoint that answers JSON (:class:`~opencode_memoryd.extract.chat.ChatClient`)."""
+
+    def complete_json(
+        self, *, system: str, user: str, schema: dict[str, Any], schema_name: str
+    ) -> ChatReplyLike: ...
+
+
+@dataclass
+class Operation:
+    """One operation of a plan.
+
+    Attributes:
+        op: ``merge``, ``supersede`` or ``keep``.
+        memory_ids: the memories involved (for ``supersede``: the superseding one, and
+            possibly the superseded ones too).
+        new_content: the merged text (``merge`` in LLM mode), else ``None``.
+        superseded_ids: the memories a ``supersede`` retires.
+        reason: the planner's reason, whitespace folded, at most 200 characters.
+        survivor: rules mode: the duplicate that survives as it is (``merge`` only).
+    """
+
+    op: str
+    memory_ids: list[str]
+    new_content: str | None
+    superseded_ids: list[str]
+    reason: str
+    survivor: str | None = None
+
+
+@functools.cache
+def _prompt_file(name: str) -> str:
+    return resources.files("opencode_memoryd.dream").joinpath("prompts", name).read_text("utf-8")
+
+
+def render_memories(memories: Sequence[Memory]) -> str:
+    """The memory block of the prompt: ``[id] (type, created_at) content`` per line.
+
+    Line breaks inside a text are folded to spaces and ``<memories>`` tags are escaped
+    (``&lt;memories>``), so a text can neither pose as another memory nor close the block.
+    """
+    out = []
+    for m in memories:
+        text = _DELIMITER.sub(r"&lt;\1", " ".join(m.content.split()))
+        out.append(f"[{m.id}] ({m.type}, {iso_utc(m.created_at)}) {text}")
+    return "\n".join(out)
+
+
+def build_prompt(group: Sequence[Memory], *, project_root: str | None,
+                 max_chars: int) -> tuple[str, str]:
+    """Return ``(system, user)`` prompts for one group (``prompts/dream_system.md`` and
+    ``prompts/dream_user.md``)."""
+    system = _prompt_file("dream_system.md").strip()
+    first = group[0]
+    user = Template(_prompt_file("dream_user.md")).substitute(
+        scope=first.scope,
+        type=first.type,
+        project_root=project_root or first.project_root or "none",
+        max_chars=max_chars,
+        memories=render_memories(group),
+    )
+    return system, user.strip()
+
+
+def _id_list(value: object) -> list[str] | None:
+    """``value`` as a list of stripped ids, or ``None`` when it is not a list of strings."""
+    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+        return None
+    return [x.strip() for x in value]
+
+
+def parse_plan(content: str) -> list[Operation]:
+    """Parse the model's answer (JSON, optionally in a Markdown fence) into operations.
+
+    Raises:
+        ExtractionError: not JSON, or not of the shape of :data:`PLAN_SCHEMA`.
+    """
+    items = load_json_list(content, "operations", "the plan")
+    ops = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise ExtractionError(f"operation {i} is not an object")
+        op = item.get("op")
+        if op not in ("merge", "supersede", "keep"):
+            raise ExtractionError(f"operation {i}: unknown op {str(op)[:20]!r}")
+        ids = _id_list(item.get("memory_ids"))
+        sup = _id_list(item.get("superseded_ids") or [])
+        new = item.get("new_content")
+        reason = item.get("reason") or ""
+        if ids is None:
+            raise ExtractionError(f"operation {i}: memory_ids is not a list of strings")
+        if sup is None:
+            raise ExtractionError(f"operation {i}: superseded_ids is not a list of strings")
+        if new is not None and not isinstance(new, str):
+            raise ExtractionError(f"operation {i}: new_content is not a string or null")
+        ops.append(Operation(op=op, memory_ids=ids,
+                             new_content=new if new and new.strip() else None,
+                             superseded_ids=sup,
+                             reason=" ".join(str(reason).split())[:_REASON_CHARS]))
+    return ops
+
+
+def request_plan(planner: Planner, group: Sequence[Memory], *, project_root: str | None,
+                 max_chars: int) -> ChatReplyLike:
+    """Ask ``planner`` for the plan of one group (:func:`build_prompt`, :data:`PLAN_SCHEMA`).
+
+    Raises:
+        UpstreamError: the chat endpoint failed.
+    """
+    system, user = build_prompt(group, project_root=project_root, max_chars=max_chars)
+    return planner.complete_json(system=system, user=user, schema=PLAN_SCHEMA,
+                                 schema_name=SCHEMA_NAME)
+
+
+def plan_of(reply: ChatReplyLike) -> list[Operation]:
+    """The operations of a planner's reply (:func:`parse_plan`).
+
+    Raises:
+        ExtractionError: the reply is not a plan; the message says when the answer was
+            cut off (``finish_reason`` ``length``).
+    """
+    try:
+        return parse_plan(reply.content)
+    except ExtractionError as exc:
+        if reply.finish_reason == "length":
+            raise ExtractionError(f"{exc}; the answer was cut off (finish_reason=length)"
+                                  ) from exc
+        raise
+
+
+def rules_plan(group: Sequence[Memory]) -> list[Operation]:
+    """The rules-mode plan of a group: collapse the members one member restates (every
+    content word and identifier, :func:`~opencode_memoryd.extract.facts.restates`) into it:
+    the member that restates the most others, the oldest on a tie. The rest are kept; a
+    group where no member restates another is kept whole."""
+    best: tuple[Memory, list[str]] | None = None
+    for cand in sorted(group, key=lambda m: (m.created_at, m.id)):
+        covered = [m.id for m in group
+                   if m.id != cand.id and restates(m.content, cand.content)]
+        if best is None or len(covered) > len(best[1]):
+            best = (cand, covered)
+    assert best is not None
+    survivor, covered = best
+    rest = [m.id for m in group if m.id != survivor.id and m.id not in covered]
+    ops = []
+    if covered:
+        ops.append(Operation(op="merge", memory_ids=[survivor.id, *covered], new_content=None,
+                             superseded_ids=[], reason="duplicate", survivor=survivor.id))
+    else:
+        rest.insert(0, survivor.id)
+    if rest:
+        ops.append(Operation(op="keep", memory_ids=rest, new_content=None, superseded_ids=[],
+                             reason="says more than the others"))
+    return ops
