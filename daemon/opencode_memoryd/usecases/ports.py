@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from opencode_memoryd.capture.processor import Extractor, Limits
     from opencode_memoryd.config.schema import Config
-    from opencode_memoryd.dream.dreamer import Planner
+    from opencode_memoryd.dream.planning import Planner
     from opencode_memoryd.source.reader import OpenCodeDB
     from opencode_memoryd.state.db import StateDB
     from opencode_memoryd.store.api import MemoryStore
