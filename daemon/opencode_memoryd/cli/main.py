@@ -16,7 +16,7 @@ from pathlib import Path
 import structlog
 
 from opencode_memoryd import __version__, logs
-from opencode_memoryd.cli import dreams, maintain, memories, setup, status
+from opencode_memoryd.cli import context, dreams, maintain, mcp, memories, setup, status
 from opencode_memoryd.cli.exits import (
     EXIT_CODES_HELP,
     EXIT_CONFIG,
@@ -55,6 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     maintain.register(sub)
     memories.register(sub)
     status.register(sub)
+    context.register(sub)
+    mcp.register(sub)
     dreams.register(sub)
     setup.register(sub)
     return p

@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from opencode_memoryd.config.context import ContextConfig
 from opencode_memoryd.config.fields import Section
 from opencode_memoryd.config.sections import (
     DaemonConfig,
@@ -69,6 +70,10 @@ class Config(Section):
     dream: DreamConfig = Field(
         default_factory=DreamConfig,
         description="Dreaming: scheduled consolidation of the memory store.",
+    )
+    context: ContextConfig = Field(
+        default_factory=ContextConfig,
+        description="The block of memories given to the OpenCode agent in each new session.",
     )
     state: StateConfig = Field(default_factory=StateConfig, description="The daemon's own state.")
     log: LogConfig = Field(default_factory=LogConfig, description="Logging.")

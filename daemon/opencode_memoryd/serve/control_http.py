@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl
 
 import structlog
 
@@ -60,9 +61,21 @@ class ControlRequestHandler(BaseHTTPRequestHandler):
             return
         if name == "ping":
             self._send_json(200, {"result": {"pid": os.getpid()}})
-        else:
+            return
+        control = self.server.control
+        if name not in control.get_routes:
             self._send_error_json(405, "MethodNotAllowed", f"use POST for /v1/{name}",
                                   headers={"Allow": "POST"})
+            return
+        query = self.path.partition("?")[2]
+        payload = {k: v for k, v in parse_qsl(query, keep_blank_values=True) if v}
+        if not control._begin():
+            self._send_error_json(503, "ServiceUnavailable", "the daemon is shutting down")
+            return
+        try:
+            self._run(name, control.handlers[name], payload)
+        finally:
+            control._end()
 
     def do_POST(self) -> None:
         name = self._route()

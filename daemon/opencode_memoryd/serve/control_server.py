@@ -42,6 +42,8 @@ class ControlServer:
         max_body_bytes: larger request bodies are refused with 413.
         connection_timeout_seconds: socket timeout for reading a request and writing its
             response (not for running the handler).
+        get_routes: handlers also served on ``GET``, their payload taken from the query
+            string (each parameter once; an empty value counts as absent).
 
     Raises:
         ValueError: a handler name is invalid or is ``ping``.
@@ -54,7 +56,11 @@ class ControlServer:
         *,
         max_body_bytes: int = MAX_BODY_BYTES,
         connection_timeout_seconds: float = CONNECTION_TIMEOUT_SECONDS,
+        get_routes: frozenset[str] = frozenset(),
     ) -> None:
+        unknown = sorted(get_routes - set(handlers))
+        if unknown:
+            raise ValueError(f"GET route(s) without a handler: {unknown}")
         for name in handlers:
             if not ROUTE_NAME_RE.fullmatch(name):
                 raise ValueError(f"invalid control route name {name!r}")
@@ -62,6 +68,7 @@ class ControlServer:
                 raise ValueError("the control route 'ping' is built in")
         self.path = Path(path)
         self.handlers = dict(handlers)
+        self.get_routes = get_routes
         self.max_body_bytes = max_body_bytes
         self.connection_timeout_seconds = connection_timeout_seconds
         self._server: ControlHTTPServer | None = None

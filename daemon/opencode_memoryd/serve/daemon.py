@@ -50,7 +50,7 @@ from opencode_memoryd.serve.jobs import Pause, SessionJobs
 from opencode_memoryd.serve.protocol import socket_path
 from opencode_memoryd.serve.sources import SourceTracking, TrackedSource
 from opencode_memoryd.source.watcher import DbWatcher
-from opencode_memoryd.usecases.service import ROUTES, Service, call
+from opencode_memoryd.usecases.service import GET_ROUTES, ROUTES, Service, call
 
 log = structlog.get_logger(__name__)
 
@@ -230,7 +230,7 @@ class Daemon(SourceTracking, SessionJobs):
         app = self.app
         handlers = {route: functools.partial(call, self.service, route) for route in ROUTES}
         path = socket_path(app.state_dir, app.env)
-        self._control = ControlServer(path, handlers)
+        self._control = ControlServer(path, handlers, get_routes=GET_ROUTES)
         self._control.start()
         info = {"pid": os.getpid(), "socket": str(path),
                 "started_at": iso_utc(self.started_at or self.clock())}

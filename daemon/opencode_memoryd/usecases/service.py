@@ -25,11 +25,15 @@ from opencode_memoryd.errors import RequestError
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases import dreams, memories, status
+from opencode_memoryd.usecases.context import build_context
 from opencode_memoryd.usecases.maintain import LockFor, Progress, maintain, no_lock
 from opencode_memoryd.usecases.ports import AppPort
 
 #: The use cases the control socket serves, by route name (each a :class:`Service` method).
-ROUTES: tuple[str, ...] = ("maintain", "list", "search", "show", "status", "dream", "undo")
+ROUTES: tuple[str, ...] = ("maintain", "list", "search", "show", "status", "dream", "undo",
+                           "context")
+#: The routes also served on ``GET`` with a query string (the OpenCode plugin's request).
+GET_ROUTES: frozenset[str] = frozenset({"context"})
 
 
 class Service:
@@ -125,6 +129,21 @@ class Service:
         """See :func:`opencode_memoryd.usecases.dreams.undo_dream`."""
         return dreams.undo_dream(self.dreamer, self.journal, self.state, run_id,
                                  lock_for=self.lock_for)
+
+    def context(self, *, directory: str | None = None, session: str | None = None,
+                project: str | None = None, worktree: str | None = None,
+                query: str | None = None) -> dict[str, Any]:
+        """The context block of a session; see :mod:`opencode_memoryd.usecases.context`.
+
+        ``worktree`` is accepted (the plugin sends it) and not needed: the project comes
+        from ``directory``, else ``project``.
+
+        Returns:
+            :meth:`~opencode_memoryd.usecases.context.ContextBlock.to_dict`.
+        """
+        del worktree
+        return build_context(self.app, self.store, directory=directory, project=project,
+                             session=session, query=query).to_dict()
 
     # -- not routes -------------------------------------------------------------------
 

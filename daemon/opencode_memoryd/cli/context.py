@@ -1,0 +1,42 @@
+"""``context``: the block of memories an OpenCode session starts with."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from opencode_memoryd.cli.connect import run_use_case
+from opencode_memoryd.cli.exits import EXIT_OK
+from opencode_memoryd.compose import App
+from opencode_memoryd.usecases.projects import normalize_dir
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``context`` to the CLI."""
+    c = sub.add_parser("context", help="print the memory block a new OpenCode session in DIR "
+                                       "gets (what the OpenCode plugin injects)")
+    where = c.add_mutually_exclusive_group(required=True)
+    where.add_argument("--dir", metavar="DIR", help="the session's folder")
+    where.add_argument("--project", metavar="ID", help="an OpenCode project id")
+    c.add_argument("--session", metavar="ID",
+                   help="the session (a sub-agent session gets nothing)")
+    c.add_argument("--query", metavar="TEXT",
+                   help="the task, for the \"Relevant to the task\" section")
+    c.add_argument("--json", action="store_true",
+                   help="print JSON: text, entries per section, project keys, reason")
+    c.set_defaults(handler=cmd_context)
+
+
+def cmd_context(app: App, args: argparse.Namespace) -> int:
+    """``context``: print the block (nothing when empty; the reason goes to stderr)."""
+    block = run_use_case(app, "context", {
+        "directory": normalize_dir(args.dir) if args.dir else None,
+        "project": args.project, "session": args.session, "query": args.query})
+    if args.json:
+        print(json.dumps(block, indent=2))
+    elif block["text"]:
+        sys.stdout.write(block["text"])
+    else:
+        print(f"opencode-memoryd: no context block: {block['reason']}", file=sys.stderr)
+    return EXIT_OK

@@ -1,0 +1,36 @@
+"""``[context]``: the block of memories given to the OpenCode agent at the start of a session."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from opencode_memoryd.config.fields import Section
+
+
+class ContextConfig(Section):
+    """``[context]``: the size of the context block and its "relevant to the task" part."""
+
+    max_chars: int = Field(
+        default=5000,
+        ge=200,
+        le=100_000,
+        description=(
+            "Budget of the context block in characters (about 4 characters per token), "
+            "headers included; entries are taken most important first until it is spent."
+        ),
+    )
+    max_entries: int = Field(
+        default=30,
+        ge=1,
+        le=500,
+        description="At most this many memories in the context block.",
+    )
+    relevant_entries: int = Field(
+        default=5,
+        ge=0,
+        le=50,
+        description=(
+            "At most this many search hits for the session's first message, in the "
+            "\"Relevant to the task\" section (0: no such section)."
+        ),
+    )

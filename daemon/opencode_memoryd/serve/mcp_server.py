@@ -1,0 +1,101 @@
+"""``opencode-memoryd mcp``: the MCP server OpenCode starts per directory (stdio).
+
+Built on the official ``mcp`` SDK's low-level :class:`mcp.server.lowlevel.Server` with only
+the tools capability: one tool, ``memory`` (:mod:`opencode_memoryd.serve.mcp_tool`), and a
+short ``instructions`` text, which OpenCode puts in the system prompt and which never
+changes (cache-safe). No resources and no prompts: advertising resources makes OpenCode add
+three more tools to every request.
+
+Every call goes to the running daemon over its control socket; the server never opens the
+embedded store. It resolves the daemon on each call (``daemon.json`` in the state dir, or
+``$OPENCODE_MEMORYD_SOCKET``), so a daemon started or restarted after OpenCode is found.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from opencode_memoryd import __version__
+from opencode_memoryd.errors import DaemonUnreachableError
+from opencode_memoryd.serve.mcp_tool import (
+    DESCRIPTION,
+    INPUT_SCHEMA,
+    INSTRUCTIONS,
+    dispatch,
+    to_text,
+)
+
+#: Overrides the daemon's socket (``install-opencode`` does not need it: the state dir is
+#: found the same way as by the CLI).
+SOCKET_ENV_VAR = "OPENCODE_MEMORYD_SOCKET"
+TOOL_NAME = "memory"
+
+
+def daemon_caller(find_socket: Callable[[], Path | None], env: Mapping[str, str]
+                  ) -> Callable[[str, dict[str, Any]], Any]:
+    """A function that calls a daemon route, resolving the socket on every call.
+
+    Raises (from the returned function):
+        DaemonUnreachableError: no daemon runs (no socket, or nobody answers on it).
+        RemoteError, ControlError: see :meth:`ControlClient.call`.
+    """
+    from opencode_memoryd.serve.control_client import ControlClient
+
+    def call(route: str, payload: dict[str, Any]) -> Any:
+        override = env.get(SOCKET_ENV_VAR)
+        sock = Path(override) if override else find_socket()
+        if sock is None:
+            raise DaemonUnreachableError("no daemon.json in the state dir")
+        with ControlClient(sock, timeout_seconds=120) as client:
+            return client.call(route, payload)
+
+    return call
+
+
+def serve(call: Callable[[str, dict[str, Any]], Any], directory: str) -> None:
+    """Serve MCP on stdin/stdout until the client closes stdin.
+
+    Args:
+        call: calls a daemon route (:func:`daemon_caller`).
+        directory: the session's directory (OpenCode starts the server there).
+    """
+    import anyio
+    import mcp_types as types
+    from mcp.server.lowlevel import Server
+    from mcp.server.stdio import stdio_server
+
+    tool = types.Tool(name=TOOL_NAME, description=DESCRIPTION, input_schema=INPUT_SCHEMA)
+
+    async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[tool])
+
+    async def call_tool(_ctx: Any, params: types.CallToolRequestParams
+                        ) -> types.CallToolResult:
+        if params.name != TOOL_NAME:
+            result: dict[str, Any] = {"success": False,
+                                      "error": f"unknown tool {params.name!r}; use memory"}
+        else:
+            args = dict(params.arguments or {})
+            result = await anyio.to_thread.run_sync(dispatch, args, call, directory)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=to_text(result))],
+                                    is_error=not result.get("success"))
+
+    server: Server[Any] = Server("opencode-memoryd", version=__version__,
+                                 instructions=INSTRUCTIONS, on_list_tools=list_tools,
+                                 on_call_tool=call_tool)
+
+    async def main() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream,
+                             server.create_initialization_options())
+
+    anyio.run(main)
+
+
+def run(find_socket: Callable[[], Path | None], env: Mapping[str, str] | None = None) -> int:
+    """Run the MCP server for the current working directory; returns the exit code."""
+    serve(daemon_caller(find_socket, os.environ if env is None else env), os.getcwd())
+    return 0
