@@ -16,7 +16,16 @@ from pathlib import Path
 import structlog
 
 from opencode_memoryd import __version__, logs
-from opencode_memoryd.cli import context, dreams, maintain, mcp, memories, setup, status
+from opencode_memoryd.cli import (
+    context,
+    dreams,
+    maintain,
+    mcp,
+    memories,
+    opencode_setup,
+    setup,
+    status,
+)
 from opencode_memoryd.cli.exits import (
     EXIT_CODES_HELP,
     EXIT_CONFIG,
@@ -59,6 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     mcp.register(sub)
     dreams.register(sub)
     setup.register(sub)
+    opencode_setup.register(sub)
     return p
 
 
