@@ -19,6 +19,12 @@ from opencode_memoryd.source.turns import Turn
 
 #: Longest assistant text kept on one transcript line, in characters.
 ASSISTANT_TEXT_CHARS = 600
+#: Our own MCP tool (``mcp.memoryd`` in OpenCode's config, tool ``memory``): its calls and
+#: results are memories we gave out, never a source of new ones.
+OWN_TOOL_PREFIX = "memoryd_"
+#: The first line of the context block the OpenCode plugin injects; a text part that
+#: starts with it is our own text, not the user's.
+CONTEXT_MARKER = "<!-- opencode-memoryd context -->"
 
 
 def _strip_cli_quotes(text: str) -> str:
@@ -32,8 +38,9 @@ def _strip_cli_quotes(text: str) -> str:
 def human_text(message: MessageRow) -> str:
     """The human-authored text of a role=user message (``""`` when there is none).
 
-    Non-synthetic, non-ignored ``text`` parts only; CLI quotes stripped. A message with a
-    ``compaction`` part is a compaction request and has no human text.
+    Non-synthetic, non-ignored ``text`` parts only, and never our own context block
+    (:data:`CONTEXT_MARKER`); CLI quotes stripped. A message with a ``compaction`` part is
+    a compaction request and has no human text.
     """
     if message.role != "user":
         return ""
@@ -44,6 +51,7 @@ def human_text(message: MessageRow) -> str:
         str(p.get("text") or "")
         for p in parts
         if p.get("type") == "text" and not p.get("synthetic") and not p.get("ignored")
+        and not str(p.get("text") or "").lstrip().startswith(CONTEXT_MARKER)
     ]
     return _strip_cli_quotes("\n".join(t for t in texts if t.strip()))
 
@@ -79,7 +87,8 @@ def transcript_lines(turns: Iterable[Turn], *, tool_output_chars: int) -> list[T
 
     User lines carry human text only; assistant lines carry the model's visible text
     (reasoning, compaction summaries and fork copies left out); tool lines condense each
-    tool call to the tool, its key input and, for shell commands, a short output.
+    tool call to the tool, its key input and, for shell commands, a short output. Calls of
+    our own ``memory`` tool (:data:`OWN_TOOL_PREFIX`) are left out.
     """
     lines: list[TranscriptLine] = []
     for turn in turns:
@@ -100,7 +109,8 @@ def transcript_lines(turns: Iterable[Turn], *, tool_output_chars: int) -> list[T
                     if t:
                         lines.append(TranscriptLine(m.id, "assistant",
                                                     _short(t, ASSISTANT_TEXT_CHARS)))
-                elif kind == "tool":
+                elif kind == "tool" and not str(p.data.get("tool") or "").startswith(
+                        OWN_TOOL_PREFIX):
                     lines.append(TranscriptLine(m.id, "tool",
                                                 _tool_line(p.data, tool_output_chars)))
     return lines

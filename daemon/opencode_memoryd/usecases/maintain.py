@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -94,3 +95,34 @@ def _summary(run_id: str, mode: str, dbs: list[dict[str, Any]],
     }
     return {"run_id": run_id, "mode": mode, "databases": dbs, "sessions": rows,
             "totals": totals, "failed": totals["failed"]}
+
+
+def capture_now(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extractor, *,
+                directory: str, lock_for: LockFor = no_lock) -> dict[str, Any]:
+    """Extract the newest top-level session of ``directory``'s project now.
+
+    The quiet period is skipped, the finished-turn rule is not: a turn still in flight is
+    left for later, so this never reads a turn mid-way.
+
+    Returns:
+        ``{"session_id", "title", "report": SessionReport dict}``, or ``{"session_id":
+        None, "reason"}`` when no session of the directory is known.
+
+    Raises:
+        SourceError: no database, or one that cannot be opened.
+    """
+    newest: tuple[SessionRow, Path] | None = None
+    for path in app.database_paths():
+        with app.open_source(path) as source:
+            for s in source.sessions(directory=directory):
+                if newest is None or s.time_updated > newest[0].time_updated:
+                    newest = (s, path)
+    if newest is None:
+        return {"session_id": None, "reason": f"no OpenCode session found for {directory}"}
+    session, path = newest
+    with app.open_source(path) as source:
+        proc = SessionProcessor(source, state, store, extractor, app.limits(), clock=app.clock)
+        with lock_for(session.project_key):
+            report = proc.process(session)
+    log.info("capture_now", session_id=session.id, added=report.added)
+    return {"session_id": session.id, "title": session.title, "report": report.as_dict()}

@@ -26,12 +26,13 @@ from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases import dreams, memories, status
 from opencode_memoryd.usecases.context import build_context
-from opencode_memoryd.usecases.maintain import LockFor, Progress, maintain, no_lock
+from opencode_memoryd.usecases.maintain import LockFor, Progress, capture_now, maintain, no_lock
 from opencode_memoryd.usecases.ports import AppPort
+from opencode_memoryd.usecases.projects import normalize_dir
 
 #: The use cases the control socket serves, by route name (each a :class:`Service` method).
 ROUTES: tuple[str, ...] = ("maintain", "list", "search", "show", "status", "dream", "undo",
-                           "context")
+                           "context", "capture_now")
 #: The routes also served on ``GET`` with a query string (the OpenCode plugin's request).
 GET_ROUTES: frozenset[str] = frozenset({"context"})
 
@@ -144,6 +145,11 @@ class Service:
         del worktree
         return build_context(self.app, self.store, directory=directory, project=project,
                              session=session, query=query).to_dict()
+
+    def capture_now(self, *, directory: str) -> dict[str, Any]:
+        """See :func:`opencode_memoryd.usecases.maintain.capture_now`."""
+        return capture_now(self.app, self.state, self.store, self.extractor,
+                           directory=normalize_dir(directory), lock_for=self.lock_for)
 
     # -- not routes -------------------------------------------------------------------
 
