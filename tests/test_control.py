@@ -291,7 +291,7 @@ def test_chunked_body_is_refused(serve: Callable[..., ControlServer], sock: Path
 
 def test_ping_is_none_without_a_server(sock: Path) -> None:
     assert ControlClient(sock).ping() is None
-    with pytest.raises(DaemonUnreachableError, match="control.sock"):
+    with pytest.raises(DaemonUnreachableError, match=r"control\.sock"):
         ControlClient(sock).call("echo", {})
 
 
@@ -400,9 +400,9 @@ def test_eight_concurrent_calls(serve: Callable[..., ControlServer], sock: Path)
         return int(body["i"]) * 2
 
     serve({"together": together})
-    with ControlClient(sock, timeout_seconds=20) as client:
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            results = list(pool.map(lambda i: client.call("together", {"i": i}), range(8)))
+    with ControlClient(sock, timeout_seconds=20) as client, \
+            ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda i: client.call("together", {"i": i}), range(8)))
     assert results == [i * 2 for i in range(8)]
 
 
