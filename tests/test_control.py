@@ -95,11 +95,12 @@ def test_socket_path_falls_back_to_state_dir(tmp_path: Path) -> None:
     assert socket_path(tmp_path, {"XDG_RUNTIME_DIR": "rel/dir"}) == tmp_path / "control.sock"
 
 
-def test_socket_path_reads_os_environ_by_default(tmp_path: Path,
+def test_socket_path_reads_os_environ_by_default(short_dir: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    assert socket_path(tmp_path) == tmp_path / "control.sock"  # conftest unsets it
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "rt"))
-    assert socket_path(tmp_path) == tmp_path / "rt" / "opencode-memoryd" / "control.sock"
+    # a short folder: a path over the AF_UNIX limit would be replaced (tested below)
+    assert socket_path(short_dir) == short_dir / "control.sock"  # conftest unsets it
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(short_dir / "rt"))
+    assert socket_path(short_dir) == short_dir / "rt" / "opencode-memoryd" / "control.sock"
 
 
 # -- round trips -----------------------------------------------------------------------
