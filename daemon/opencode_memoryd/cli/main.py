@@ -16,7 +16,7 @@ from pathlib import Path
 import structlog
 
 from opencode_memoryd import __version__, logs
-from opencode_memoryd.cli import dreams, maintain, memories, setup, status
+from opencode_memoryd.cli import dreams, history, maintain, memories, setup, status
 from opencode_memoryd.cli.exits import (
     EXIT_CODES_HELP,
     EXIT_CONFIG,
@@ -57,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     status.register(sub)
     dreams.register(sub)
     setup.register(sub)
+    history.register(sub)
     return p
 
 
