@@ -26,6 +26,7 @@ from opencode_memoryd.config.sections import (
     OpencodeConfig,
     QdrantConfig,
     StateConfig,
+    UserConfig,
 )
 
 __all__ = ["Config"]
@@ -69,6 +70,10 @@ class Config(Section):
     dream: DreamConfig = Field(
         default_factory=DreamConfig,
         description="Dreaming: scheduled consolidation of the memory store.",
+    )
+    user: UserConfig = Field(
+        default_factory=UserConfig,
+        description="Whose user-scope memories these are.",
     )
     state: StateConfig = Field(default_factory=StateConfig, description="The daemon's own state.")
     log: LogConfig = Field(default_factory=LogConfig, description="Logging.")
