@@ -16,6 +16,7 @@
     ├── ControlError           the control socket cannot be served or reached
     │   └── DaemonUnreachableError  no daemon accepted the connection (safe to do it locally)
     ├── RequestError           a control request's payload is invalid (HTTP 400)
+    ├── NotFoundError          no such memory (or project) to act on (HTTP 404)
     ├── RemoteError            the daemon answered a call with an error
     └── InstallRefusedError    install-opencode would change a file it did not write
 """
@@ -121,6 +122,12 @@ class DaemonUnreachableError(ControlError):
 
 class RequestError(MemorydError):
     """Raised by a handler to reject its payload (missing or invalid fields): HTTP 400."""
+
+
+class NotFoundError(MemorydError):
+    """What a use case was asked to act on does not exist: no memory with that id (or
+    none that is active and visible to this user), no project for a folder. Nothing was
+    changed. The control socket answers HTTP 404."""
 
 
 class RemoteError(MemorydError):

@@ -27,7 +27,8 @@ Status codes:
 ======  ==========================================================================
 400     ``BadRequest`` (body is not a JSON object, bad Content-Length),
         :class:`RequestError` raised by a handler, or :class:`~.errors.ConfigError`
-404     ``NotFound``: no such route
+404     ``NotFound``: no such route, or :class:`~.errors.NotFoundError` raised by a
+        handler (no such memory; its ``type`` is ``NotFoundError``)
 405     ``MethodNotAllowed``: e.g. ``GET`` on a handler route
 409     :class:`~.errors.EmbedderMismatchError`
 411     ``LengthRequired``: chunked bodies are not accepted
@@ -63,6 +64,7 @@ from opencode_memoryd.errors import (
     ConfigError,
     EmbedderMismatchError,
     ExtractionError,
+    NotFoundError,
     RequestError,
     UpstreamError,
 )
@@ -85,6 +87,7 @@ GENERIC_MESSAGE = "internal error in the daemon; see its log for details"
 _STATUS_BY_ERROR: tuple[tuple[type[BaseException], int], ...] = (
     (EmbedderMismatchError, 409),
     (ConfigError, 400),
+    (NotFoundError, 404),
     (UpstreamError, 502),
     (ExtractionError, 502),
 )
