@@ -16,7 +16,7 @@ from pathlib import Path
 import structlog
 
 from opencode_memoryd import __version__, logs
-from opencode_memoryd.cli import dreams, maintain, memories, setup, status
+from opencode_memoryd.cli import dreams, maintain, manage, memories, setup, status
 from opencode_memoryd.cli.exits import (
     EXIT_CODES_HELP,
     EXIT_CONFIG,
@@ -54,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
                    ).set_defaults(handler=_cmd_run)
     maintain.register(sub)
     memories.register(sub)
+    manage.register(sub)
     status.register(sub)
     dreams.register(sub)
     setup.register(sub)
