@@ -75,6 +75,7 @@ def test_add_user_scope_defaults_to_type_user_and_carries_the_identity(
     (m,) = run_json(config_file, "list", "--user")
     assert (m["scope"], m["type"], m["user_id"], m["project_id"]) == ("user", "user", me, None)
     assert run_json(config_file, "status")["user_id"] == me
+    assert f"user:        {me}" in run(config_file, "status")[1]
 
 
 def test_add_redacts_a_planted_secret(config_file: Path, sample_db: Path,
