@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd import __version__
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_OK
-from opencode_memoryd.compose import App
+
+if TYPE_CHECKING:
+    from opencode_memoryd.compose import App
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
