@@ -18,6 +18,7 @@ import structlog
 from opencode_memoryd import __version__, logs
 from opencode_memoryd.cli import (
     context,
+    doctor,
     dreams,
     maintain,
     mcp,
@@ -69,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     dreams.register(sub)
     setup.register(sub)
     opencode_setup.register(sub)
+    doctor.register(sub)
     return p
 
 
