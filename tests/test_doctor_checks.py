@@ -85,6 +85,10 @@ def test_stuck_sessions_fail_while_a_daemon_runs(app: App, sample_db: Path) -> N
     assert busy["stuck"].status == FAIL
     assert f"{SID} (queued 2.0 h ago)" in busy["stuck"].detail
     assert "opencode-memoryd status" in busy["stuck"].fix
+    starting = {c.name: c for c in run_checks(app, _probes(app, daemon=_running(
+        catching_up=True)), [("db", database_checks)])}
+    assert starting["stuck"].status == WARN
+    assert starting["stuck"].detail.endswith("(the daemon is still catching up)")
 
 
 def test_a_paused_daemon_warns_with_its_reason(app: App) -> None:
@@ -94,7 +98,8 @@ def test_a_paused_daemon_warns_with_its_reason(app: App) -> None:
     assert check.status == WARN
     assert check.detail.startswith("running (pid 4242, since 2026-11-23T10:00:00.000Z")
     assert "paused until 2026-11-23T11:00:00.000Z: LLM endpoint refused" in check.detail
-    assert daemon_check(Context(app, _probes(app, daemon=_running()))).status == OK
+    check = daemon_check(Context(app, _probes(app, daemon=_running(last_error="boom"))))
+    assert check.status == OK and check.detail.endswith("; last error: boom")
 
 
 def test_storage_shape_and_unread_tables(tmp_path: Path) -> None:

@@ -47,7 +47,7 @@ def waited_ms(db: OpenCodeDB, session: SessionRow, mark: tuple[int, str] | None,
 
 def stuck_check(ctx: Context, db: OpenCodeDB) -> Check:
     """The ``stuck`` check of one database: ``fail`` while a daemon runs (it should have
-    captured them), ``warn`` when none runs."""
+    captured them), ``warn`` when none runs or it is still catching up."""
     state = ctx.state()
     if state is None:
         return Check("stuck", SKIP, f"{db.path}: no state file yet (nothing captured)")
@@ -88,7 +88,12 @@ def stuck_check(ctx: Context, db: OpenCodeDB) -> Check:
     more = f"; and {len(waiting) - NAMED} more" if len(waiting) > NAMED else ""
     detail = (f"{db.path}: {len(waiting)} session(s) with finished turns waiting longer "
               f"than max_wait_seconds ({max_wait:g} s): {named}{more}")
-    if ctx.probes.daemon.running:
+    daemon = ctx.probes.daemon
+    if daemon.running and (daemon.status or {}).get("daemon", {}).get("catching_up"):
+        return Check("stuck", WARN, detail + " (the daemon is still catching up)",
+                     "run doctor again once `opencode-memoryd status` no longer says "
+                     "catching up")
+    if daemon.running:
         return Check("stuck", FAIL, detail,
                      "see `opencode-memoryd status` and the log for the error; "
                      "`opencode-memoryd maintain --all` retries them now")

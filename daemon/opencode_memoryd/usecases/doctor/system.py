@@ -43,7 +43,8 @@ def daemon_check(ctx: Context) -> Check:
     d = probe.status.get("daemon") or {}
     detail = (f"running (pid {d.get('pid')}, since {d.get('since')}, "
               f"{d.get('change_detection')}); {len(d.get('pending') or [])} session(s) "
-              "pending" + ("; catching up" if d.get("catching_up") else ""))
+              "pending" + ("; catching up" if d.get("catching_up") else "")
+              + (f"; last error: {d['last_error']}" if d.get("last_error") else ""))
     paused = d.get("paused")
     if paused:
         return Check("daemon", WARN, f"{detail}; LLM work paused until {paused.get('until')}: "
