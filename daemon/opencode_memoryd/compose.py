@@ -66,6 +66,11 @@ class App:
         return config_paths.state_dir(self.config, self.env)
 
     @property
+    def state_path(self) -> Path:
+        """The state file: ``<state dir>/state.db``."""
+        return self.state_dir / STATE_FILE_NAME
+
+    @property
     def journal_path(self) -> Path:
         """The append-only dream journal: ``<state dir>/dream-journal.jsonl``."""
         return self.state_dir / JOURNAL_FILE_NAME
@@ -99,7 +104,7 @@ class App:
         """Open (or create) the state file in the state dir."""
         from opencode_memoryd.state.db import StateDB
 
-        return StateDB(self.state_dir / STATE_FILE_NAME)
+        return StateDB(self.state_path)
 
     def open_source(self, path: Path) -> OpenCodeDB:
         """Open one OpenCode database read-only."""
@@ -151,7 +156,7 @@ class App:
             return RulesExtractor(max_chars=x.max_memory_chars)
         from opencode_memoryd.extract.llm_extractor import LlmExtractor
 
-        return LlmExtractor(self._chat_client(), max_memories=x.max_memories_per_chunk,
+        return LlmExtractor(self.build_chat_client(), max_memories=x.max_memories_per_chunk,
                             max_chars=x.max_memory_chars)
 
     def limits(self) -> Limits:
@@ -171,16 +176,20 @@ class App:
         """The dream planner: a chat client in llm mode, ``None`` in rules mode."""
         if self.extraction_mode() != "llm":
             return None
-        return self._chat_client()
+        return self.build_chat_client()
 
-    def _chat_client(self) -> ChatClient:
+    def build_chat_client(self, *, timeout_seconds: float | None = None,
+                          max_retries: int | None = None) -> ChatClient:
+        """The chat client of ``[llm]``; ``timeout_seconds`` and ``max_retries`` replace
+        the configured ones when given (``doctor`` sends one short request)."""
         from opencode_memoryd.extract.chat import ChatClient
 
         llm = self.config.llm
-        return ChatClient(base_url=llm.base_url, api_key=self._secret(llm.api_key_env),
-                          model=llm.model, timeout_seconds=llm.timeout_seconds,
-                          max_retries=llm.max_retries, temperature=llm.temperature,
-                          json_mode=llm.json_mode)
+        return ChatClient(
+            base_url=llm.base_url, api_key=self._secret(llm.api_key_env), model=llm.model,
+            timeout_seconds=llm.timeout_seconds if timeout_seconds is None else timeout_seconds,
+            max_retries=llm.max_retries if max_retries is None else max_retries,
+            temperature=llm.temperature, json_mode=llm.json_mode)
 
     def daemon_socket(self) -> Path | None:
         """The control socket of a running daemon, from ``daemon.json``, or ``None``."""

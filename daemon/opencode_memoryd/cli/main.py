@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from opencode_memoryd import __version__
 from opencode_memoryd.cli import (
     context,
+    doctor,
     dreams,
     history,
     maintain,
@@ -72,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     setup.register(sub)
     opencode_setup.register(sub)
     history.register(sub)
+    doctor.register(sub)
     return p
 
 

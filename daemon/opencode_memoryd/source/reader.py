@@ -357,6 +357,40 @@ class OpenCodeDB:
                     log.warning("corrupt_part_row", part_id=pid, message_id=mid)
                 by_id[mid].parts.append(PartRow(pid, data))
 
+    # -- diagnostics -----------------------------------------------------------------
+
+    def table_activity(self, tables: Sequence[str], since_ms: int
+                       ) -> dict[str, tuple[int, int | None]]:
+        """How many rows of each table were created after ``since_ms``, and the newest one.
+
+        For ``doctor``, never the daemon's loop: one full scan of each table (most have no
+        ``time_created`` index). Tables that are absent, or have no ``time_created``
+        column, are left out.
+
+        Args:
+            tables: table names, such as
+                :data:`~opencode_memoryd.source.schema.CONVERSATION_TABLES`; only names
+                of existing tables reach the SQL text.
+            since_ms: a time in ms since the epoch.
+
+        Returns:
+            ``{table: (rows created after since_ms, newest time_created in ms or None)}``.
+
+        Raises:
+            SourceError: a read failed.
+        """
+        present = {r[0] for r in self._rows("SELECT name FROM sqlite_master WHERE type='table'")}
+        out: dict[str, tuple[int, int | None]] = {}
+        for table in tables:
+            if table not in present or "time_created" not in {
+                    r[1] for r in self._rows(f"PRAGMA table_info({table})")}:
+                continue
+            n, newest = self._rows(
+                f'SELECT coalesce(sum(time_created > :t), 0), max(time_created) FROM "{table}"',
+                {"t": since_ms})[0]
+            out[table] = (int(n), int(newest) if newest is not None else None)
+        return out
+
 
 def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
     for i in range(0, len(items), size):

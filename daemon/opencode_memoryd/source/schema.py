@@ -31,6 +31,12 @@ REQUIRED_COLUMNS: Mapping[str, tuple[str, ...]] = {
 }
 #: Session columns added over time (``path`` by 1.14.34, for example), read when present.
 OPTIONAL_SESSION_COLUMNS: tuple[str, ...] = ("path", "time_archived", "version")
+#: The tables OpenCode writes sessions and turns to, 1.x and v2 (each has ``time_created``).
+CONVERSATION_TABLES: tuple[str, ...] = ("session", "message", "part", "session_v2",
+                                        "session_message")
+#: The conversation tables the reader reads; rows written to any other one of
+#: :data:`CONVERSATION_TABLES` are turns this version does not capture.
+READ_TABLES: frozenset[str] = frozenset({"session", "message", "part"})
 
 
 class Query(Protocol):

@@ -7,6 +7,7 @@ half-way on a lock upgrade. The schema version is kept in ``PRAGMA user_version`
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -105,7 +106,8 @@ class StateFile:
     operations on :attr:`_engine`.
 
     Args:
-        path: the SQLite file; parent folders are created (mode 0700).
+        path: the SQLite file, created with mode 0600; parent folders are created (mode
+            0700).
 
     Raises:
         StateError: the file cannot be created, opened or migrated, or a newer version of
@@ -116,8 +118,11 @@ class StateFile:
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            # created empty (a valid SQLite file) with mode 0600; SQLite gives its -wal and
+            # -shm files the same mode
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
         except OSError as exc:
-            raise StateError(f"cannot create state dir {self.path.parent}: {exc}") from exc
+            raise StateError(f"cannot create state file {self.path}: {exc}") from exc
         self._engine: Engine = create_engine(
             f"sqlite:///{self.path}",
             connect_args={"timeout": 30, "check_same_thread": False},

@@ -160,6 +160,24 @@ class OutboxTables(StateFile):
                             {"id": item_id}).mappings().first()
         return _item(row) if row else None
 
+    def last_item(self) -> dict[str, Any] | None:
+        """The newest outbox row (by ``updated_at``), for ``doctor``, or ``None``.
+
+        Returns:
+            ``{"session_id", "project_root", "status", "extractor", "model",
+            "memories": number of candidates, "updated_at": ISO 8601 UTC}``.
+        """
+        with self._engine.begin() as c:
+            row = c.execute(text("SELECT * FROM items ORDER BY updated_at DESC, id DESC "
+                                 "LIMIT 1")).mappings().first()
+        if row is None:
+            return None
+        item = _item(row)
+        return {"session_id": item.session_id, "project_root": item.project_root,
+                "status": item.status, "extractor": item.extractor, "model": item.model,
+                "memories": len(item.result.get("candidates") or []),
+                "updated_at": row["updated_at"]}
+
     # -- totals ----------------------------------------------------------------------
 
     def tokens_since(self, iso: str) -> int:
