@@ -97,7 +97,8 @@ def test_an_unreadable_schema_fails(sandbox: Sandbox) -> None:
 
 def test_a_message_dated_in_the_future_fails(sandbox: Sandbox) -> None:
     w = OpenCodeWriter(sandbox.db)
-    w._last_ms = int(time.time() * 1000) + 2 * 86_400_000  # the writer's clock: 2 days ahead
+    skew_ms = 2 * 86_400_000
+    w.now_ms = lambda: int(time.time() * 1000) + skew_ms  # type: ignore[method-assign]
     w.append_turn(SID, "remember: the future is bright")
     w.close()
     code, checks = sandbox.doctor()
