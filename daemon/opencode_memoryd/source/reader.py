@@ -1,6 +1,7 @@
-"""Read-only access to the 1.x tables of an OpenCode database (``opencode.db``).
+"""Read-only access to an OpenCode database (``opencode.db``): the 1.x tables and the v2 ones.
 
-The only module in ``source`` that talks SQL through SQLAlchemy. Rules it keeps, from how
+The only module in ``source`` that talks SQL through SQLAlchemy (the v2 statements live in
+:mod:`opencode_memoryd.source.reader_v2` and run through this module's connection). Rules it keeps, from how
 SQLite's WAL mode treats readers and from how OpenCode opens the file
 (``journal_mode=WAL``, ``busy_timeout=5000``; observed with OpenCode 1.2.1 to 1.18.33):
 
@@ -11,11 +12,15 @@ SQLite's WAL mode treats readers and from how OpenCode opens the file
   that is ended at once, so no read transaction is ever held between reads (an open reader
   stops OpenCode's checkpoints and lets its WAL grow);
 * messages are ordered by ``(time_created, id)`` through the ``(session_id, time_created, id)``
-  index and parts are read through the ``(message_id, id)`` index; there is no global scan.
+  index and parts are read through the ``(message_id, id)`` index; there is no global scan;
+* each session is read from one storage (:meth:`OpenCodeDB.storage_of`): ``session_message``
+  when it has rows there, else ``message``/``part``;
+* the schema is detected when the database is opened and again whenever SQLite's schema
+  cookie changes (:meth:`OpenCodeDB.refresh_schema`): an OpenCode upgrade adds tables under a
+  running daemon.
 
 Which tables and columns are required is decided in :mod:`opencode_memoryd.source.schema`;
-the rows returned are the plain values of :mod:`opencode_memoryd.source.rows`. Sessions that
-OpenCode 2 writes to ``session_v2``/``session_message`` are not read here.
+the rows returned are the plain values of :mod:`opencode_memoryd.source.rows`.
 
 Errors: :class:`~opencode_memoryd.errors.SourceError` when the file is missing or unreadable,
 :class:`~opencode_memoryd.errors.SourceSchemaError` when a required table or column is absent.
@@ -39,7 +44,10 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
 
 from opencode_memoryd.errors import SourceError
+from opencode_memoryd.models import STORAGE_MESSAGE, STORAGE_SESSION_MESSAGE, Mark
+from opencode_memoryd.source import reader_v2
 from opencode_memoryd.source.discover import source_identity
+from opencode_memoryd.source.reader_v2 import Activity, UnknownTable
 from opencode_memoryd.source.rows import (
     MessageRow,
     PartRow,
@@ -90,6 +98,7 @@ class OpenCodeDB:
         self._guard = threading.RLock()
         try:
             self._conn = self._engine.connect()
+            self._cookie = self.schema_cookie()
             self.schema: SchemaInfo = detect_schema(self._rows, self.path)
         except DBAPIError as exc:
             self.close()
@@ -145,6 +154,36 @@ class OpenCodeDB:
         """``PRAGMA data_version``: changes whenever another connection commits."""
         return int(self._rows("PRAGMA data_version")[0][0])
 
+    def schema_cookie(self) -> int:
+        """``PRAGMA schema_version``: changes whenever a table or index is added or changed."""
+        return int(self._rows("PRAGMA schema_version")[0][0])
+
+    def refresh_schema(self) -> bool:
+        """Detect the schema again when the schema cookie changed since the last detection.
+
+        Returns:
+            ``True`` when the schema was detected again (whatever it found).
+
+        Raises:
+            SourceSchemaError: the new schema is not readable; the previous one stays.
+            SourceError: a catalogue read failed.
+        """
+        cookie = self.schema_cookie()
+        if cookie == self._cookie:
+            return False
+        self.schema = detect_schema(self._rows, self.path)
+        self._cookie = cookie
+        return True
+
+    def activity(self, created_after_ms: int | None) -> Activity:
+        """Per-session activity in ``session_message`` (see :func:`reader_v2.activity`)."""
+        return reader_v2.activity(self._rows, self.schema, created_after_ms)
+
+    def unknown_tables(self) -> list[UnknownTable]:
+        """Tables of an unknown shape holding per-session rows (see
+        :func:`reader_v2.unknown_tables`)."""
+        return reader_v2.unknown_tables(self._rows, self.schema)
+
     # -- sessions --------------------------------------------------------------------
 
     def sessions(
@@ -154,8 +193,10 @@ class OpenCodeDB:
         include_archived: bool = True,
         include_subagents: bool = False,
         updated_after_ms: int | None = None,
+        ids: Sequence[str] | None = None,
     ) -> list[SessionRow]:
-        """List sessions, oldest first.
+        """List sessions of ``session_v2`` ∪ ``session`` (by id, ``session_v2`` wins),
+        oldest first.
 
         Args:
             directory: when given, only the sessions whose project worktree is this folder,
@@ -164,10 +205,9 @@ class OpenCodeDB:
             include_archived: keep archived sessions.
             include_subagents: keep sub-agent sessions (``parent_id`` set).
             updated_after_ms: only sessions with ``time_updated`` greater than this.
+            ids: only these sessions.
         """
-        archived = ("s.time_archived" if "time_archived" in self.schema.session_columns
-                    else "NULL")
-        where = ["1=1"]
+        where: list[str] = []
         params: dict[str, Any] = {}
         if directory is not None:
             d = directory.rstrip("/") or "/"
@@ -183,47 +223,49 @@ class OpenCodeDB:
         if updated_after_ms is not None:
             where.append("s.time_updated > :after")
             params["after"] = updated_after_ms
-        rows = self._rows(
-            f"""SELECT s.id, s.project_id, s.parent_id, s.directory, s.title, s.time_created,
-                       s.time_updated, {archived}, coalesce(p.worktree, s.directory)
-                FROM session s LEFT JOIN project p ON p.id = s.project_id
-                WHERE {' AND '.join(where)}
-                ORDER BY s.time_created, s.id""",
-            params,
-        )
-        out = [SessionRow(*r) for r in rows]
+        if ids is not None:
+            if not ids:
+                return []
+            params.update({f"id{k}": v for k, v in enumerate(ids)})
+            where.append("s.id IN (" + ", ".join(f":id{k}" for k in range(len(ids))) + ")")
+        out = reader_v2.session_rows(self._rows, self.schema, where, params)
         if not include_archived:
             out = [s for s in out if not s.archived]
         return out
 
     def session(self, session_id: str) -> SessionRow | None:
         """One session by id (sub-agents included), or ``None`` when it was deleted."""
-        archived = ("s.time_archived" if "time_archived" in self.schema.session_columns
-                    else "NULL")
-        rows = self._rows(
-            f"""SELECT s.id, s.project_id, s.parent_id, s.directory, s.title, s.time_created,
-                       s.time_updated, {archived}, coalesce(p.worktree, s.directory)
-                FROM session s LEFT JOIN project p ON p.id = s.project_id
-                WHERE s.id = :id""",
-            {"id": session_id},
-        )
-        return SessionRow(*rows[0]) if rows else None
+        rows = reader_v2.session_rows(self._rows, self.schema, ["s.id = :id"],
+                                      {"id": session_id})
+        return rows[0] if rows else None
 
-    def last_messages(self, session_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
-        """The position ``(time_created, id)`` of each session's newest message.
+    def storage_of(self, session_id: str) -> str:
+        """Where the session's turns are read from: ``session_message`` when it has rows
+        there, else ``message`` (see :data:`~opencode_memoryd.models.STORAGE_MESSAGE`)."""
+        return reader_v2.storage_of(self._rows, self.schema, session_id)
 
-        One lookup per session through the ``(session_id, time_created, id)`` index, in
-        batches of 500 ids; sessions without messages are left out. Used to tell, without
-        reading any message bodies, whether a session holds anything after its mark.
+    def last_messages(self, session_ids: Sequence[str]) -> dict[str, Mark]:
+        """The position of each session's newest row, in the storage it is read from.
+
+        One lookup per session through the ``(session_id, seq)`` index of
+        ``session_message`` and, for the sessions without rows there, the
+        ``(session_id, time_created, id)`` index of ``message``, in batches of 500 ids;
+        sessions without any row are left out. Used to tell, without reading any message
+        bodies, whether a session holds anything after its mark.
 
         Args:
             session_ids: the sessions to look up.
 
         Returns:
-            ``{session_id: (time_created_ms, message_id)}``.
+            ``{session_id: Mark(storage, position)}``.
         """
-        out: dict[str, tuple[int, str]] = {}
-        ids = list(session_ids)
+        out: dict[str, Mark] = {}
+        if self.schema.has_session_message:
+            out.update({sid: Mark(STORAGE_SESSION_MESSAGE, pos) for sid, pos in
+                        reader_v2.last_positions(self._rows, session_ids).items()})
+        ids = [sid for sid in session_ids if sid not in out]
+        if not self.schema.has_v1_messages:
+            return out
         for start in range(0, len(ids), 500):
             batch = ids[start:start + 500]
             params = {f"i{k}": sid for k, sid in enumerate(batch)}
@@ -236,19 +278,43 @@ class OpenCodeDB:
                         ORDER BY time_created DESC, id DESC LIMIT 1)""",
                 params,
             )
-            out.update({r[0]: (int(r[1]), str(r[2])) for r in rows})
+            out.update({r[0]: Mark(STORAGE_MESSAGE, (int(r[1]), str(r[2]))) for r in rows})
         return out
+
+    def locate(self, session_id: str, message_id: str, storage: str) -> tuple[int, str] | None:
+        """The position of one message of a session in ``storage``, or ``None`` when it is
+        not there (used to carry a mark across storages and to see a wiped table)."""
+        if storage == STORAGE_SESSION_MESSAGE:
+            if not self.schema.has_session_message:
+                return None
+            return reader_v2.locate(self._rows, session_id, message_id)
+        if not self.schema.has_v1_messages:
+            return None
+        rows = self._rows("SELECT time_created FROM message WHERE id = :id AND "
+                          "session_id = :sid", {"id": message_id, "sid": session_id})
+        return (int(rows[0][0]), message_id) if rows else None
 
     def in_flight(self, session_id: str, *, now_ms: int, abandoned_ms: int) -> bool:
         """Whether the session (or a sub-agent of it) has an assistant message in flight.
 
-        Looks at the newest 20 messages of the session and of its child sessions through
-        the ``(session_id, time_created, id)`` index; a message in flight for longer than
-        ``abandoned_ms`` does not count (a crashed OpenCode leaves one forever).
+        Looks at the newest 20 messages (assistant rows, in ``session_message``) of the
+        session and of its child sessions, each in the storage it is read from; a message
+        in flight for longer than ``abandoned_ms`` does not count (a crashed OpenCode leaves
+        one forever). A 2.x session whose ``time_suspended`` is set (a turn claimed or
+        running) for less than ``abandoned_ms`` is in flight too.
         """
-        ids = [session_id] + [r[0] for r in self._rows(
-            "SELECT id FROM session WHERE parent_id = :sid", {"sid": session_id})]
-        for sid in ids:
+        session = self.session(session_id)
+        if (session is not None and session.time_suspended
+                and now_ms - session.time_suspended < abandoned_ms):
+            return True
+        for sid in [session_id, *reader_v2.child_ids(self._rows, self.schema, session_id)]:
+            if self.storage_of(sid) == STORAGE_SESSION_MESSAGE:
+                if reader_v2.assistant_in_flight(self._rows, sid, now_ms=now_ms,
+                                                 abandoned_ms=abandoned_ms):
+                    return True
+                continue
+            if not self.schema.has_v1_messages:
+                continue
             for (raw,) in self._rows(
                 "SELECT data FROM message WHERE session_id = :sid "
                 "ORDER BY time_created DESC, id DESC LIMIT 20", {"sid": sid}
@@ -271,19 +337,27 @@ class OpenCodeDB:
         mark: tuple[int, str] | None,
         *,
         limit: int = MESSAGE_BATCH,
+        storage: str | None = None,
     ) -> list[MessageRow]:
         """Read up to ``limit`` messages of a session after a high-water mark, with parts.
 
         Args:
             session_id: the session.
-            mark: ``(time_created, id)`` of the last message already processed, or ``None``
-                for the start of the session.
+            mark: the position of the last message already processed in ``storage``
+                (``(time_created, id)`` in ``message``, ``(seq, id)`` in
+                ``session_message``), or ``None`` for the start of the session.
             limit: the most messages returned; call again from the last one for more.
+            storage: the table to read; :meth:`storage_of` the session when ``None``.
 
         Returns:
-            Messages in ``(time_created, id)`` order, each with its parts. Messages and parts
-            come from one consistent snapshot; the read transaction is closed on return.
+            Messages in ``(time_created, id)`` (``message``) or ``seq``
+            (``session_message``) order, each with its parts. Messages and parts come from
+            one consistent snapshot; the read transaction is closed on return.
         """
+        if (storage or self.storage_of(session_id)) == STORAGE_SESSION_MESSAGE:
+            return reader_v2.messages_after(self._rows, session_id, mark, limit)
+        if not self.schema.has_v1_messages:
+            return []
         params: dict[str, Any] = {"sid": session_id, "limit": limit}
         cond = ""
         if mark is not None:
