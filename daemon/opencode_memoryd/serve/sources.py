@@ -139,7 +139,7 @@ class SourceTracking:
         for t in tables:
             before = src.unknown_rows.get(t.name)
             src.unknown_rows[t.name] = t.rows
-            if t.recent(now_ms):
+            if t.newest_ms is not None and t.recent(now_ms):
                 written.append(f"{t.name} ({t.rows} rows, newest "
                                f"{iso_utc(utc_from_ms(t.newest_ms))})")
             elif t.newest_ms is None and before is not None and t.rows > before:

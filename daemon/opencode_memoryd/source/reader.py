@@ -1,8 +1,10 @@
 """Read-only access to an OpenCode database (``opencode.db``): the 1.x tables and the v2 ones.
 
-The only module in ``source`` that talks SQL through SQLAlchemy (the v2 statements live in
-:mod:`opencode_memoryd.source.reader_v2` and run through this module's connection). Rules it keeps, from how
-SQLite's WAL mode treats readers and from how OpenCode opens the file
+The only module in ``source`` that talks SQL through SQLAlchemy: the statements of
+:mod:`~opencode_memoryd.source.reader_v2` (v2 tables, the merged session list) and of
+:mod:`~opencode_memoryd.source.lookups` (per-session lookups in either storage) run through
+this module's connection. Rules it keeps, from how SQLite's WAL mode treats readers and from
+how OpenCode opens the file
 (``journal_mode=WAL``, ``busy_timeout=5000``; observed with OpenCode 1.2.1 to 1.18.33):
 
 * the database is opened with a ``file:…?mode=ro`` URI: never ``immutable``, never a write,
@@ -44,16 +46,16 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
 
 from opencode_memoryd.errors import SourceError
-from opencode_memoryd.models import STORAGE_MESSAGE, STORAGE_SESSION_MESSAGE, Mark
+from opencode_memoryd.models import STORAGE_SESSION_MESSAGE
 from opencode_memoryd.source import reader_v2
 from opencode_memoryd.source.discover import source_identity
+from opencode_memoryd.source.lookups import SessionLookups
 from opencode_memoryd.source.reader_v2 import Activity, UnknownTable
 from opencode_memoryd.source.rows import (
     MessageRow,
     PartRow,
     SessionRow,
     decode_object,
-    sub_object,
 )
 from opencode_memoryd.source.schema import SchemaInfo, detect_schema
 
@@ -63,7 +65,7 @@ log = structlog.get_logger(__name__)
 MESSAGE_BATCH = 400
 
 
-class OpenCodeDB:
+class OpenCodeDB(SessionLookups):
     """A read-only view of one OpenCode database.
 
     Args:
@@ -148,6 +150,30 @@ class OpenCodeDB:
             finally:
                 raw.execute("COMMIT")
 
+    def select(self, sql: str, params: Mapping[str, Any] | None = None
+               ) -> list[tuple[Any, ...]]:
+        """Run one read-only ``SELECT`` and return all its rows as tuples.
+
+        For the query modules next to this one (:mod:`~opencode_memoryd.source.history`):
+        the statement must be bounded (a ``LIMIT``, or a key lookup) and must not write;
+        the database is opened read-only, so a write fails with :class:`SourceError`.
+
+        Raises:
+            SourceError: SQLite failed (locked past the busy timeout, a malformed file).
+        """
+        return [tuple(r) for r in self._rows(sql, params)]
+
+    def session_select(self) -> str:
+        """``SELECT … FROM session s LEFT JOIN project p`` yielding :class:`SessionRow`
+        columns in order (``time_archived`` is ``NULL`` where the column does not exist);
+        append a ``WHERE`` clause."""
+        archived = ("s.time_archived" if "time_archived" in self.schema.session_columns
+                    else "NULL")
+        return (f"SELECT s.id, s.project_id, s.parent_id, s.directory, s.title, "
+                f"s.time_created, s.time_updated, {archived}, "
+                f"coalesce(p.worktree, s.directory) "
+                f"FROM session s LEFT JOIN project p ON p.id = s.project_id")
+
     # -- change detection ------------------------------------------------------------
 
     def data_version(self) -> int:
@@ -195,7 +221,7 @@ class OpenCodeDB:
         updated_after_ms: int | None = None,
         ids: Sequence[str] | None = None,
     ) -> list[SessionRow]:
-        """List sessions of ``session_v2`` ∪ ``session`` (by id, ``session_v2`` wins),
+        """List sessions of ``session_v2`` union ``session`` (by id, ``session_v2`` wins),
         oldest first.
 
         Args:
@@ -239,96 +265,6 @@ class OpenCodeDB:
                                       {"id": session_id})
         return rows[0] if rows else None
 
-    def storage_of(self, session_id: str) -> str:
-        """Where the session's turns are read from: ``session_message`` when it has rows
-        there, else ``message`` (see :data:`~opencode_memoryd.models.STORAGE_MESSAGE`)."""
-        return reader_v2.storage_of(self._rows, self.schema, session_id)
-
-    def last_messages(self, session_ids: Sequence[str]) -> dict[str, Mark]:
-        """The position of each session's newest row, in the storage it is read from.
-
-        One lookup per session through the ``(session_id, seq)`` index of
-        ``session_message`` and, for the sessions without rows there, the
-        ``(session_id, time_created, id)`` index of ``message``, in batches of 500 ids;
-        sessions without any row are left out. Used to tell, without reading any message
-        bodies, whether a session holds anything after its mark.
-
-        Args:
-            session_ids: the sessions to look up.
-
-        Returns:
-            ``{session_id: Mark(storage, position)}``.
-        """
-        out: dict[str, Mark] = {}
-        if self.schema.has_session_message:
-            out.update({sid: Mark(STORAGE_SESSION_MESSAGE, pos) for sid, pos in
-                        reader_v2.last_positions(self._rows, session_ids).items()})
-        ids = [sid for sid in session_ids if sid not in out]
-        if not self.schema.has_v1_messages:
-            return out
-        for start in range(0, len(ids), 500):
-            batch = ids[start:start + 500]
-            params = {f"i{k}": sid for k, sid in enumerate(batch)}
-            values = ", ".join(f"(:i{k})" for k in range(len(batch)))
-            rows = self._rows(
-                f"""WITH ids(sid) AS (VALUES {values})
-                    SELECT ids.sid, m.time_created, m.id
-                    FROM ids JOIN message m ON m.id = (
-                        SELECT id FROM message WHERE session_id = ids.sid
-                        ORDER BY time_created DESC, id DESC LIMIT 1)""",
-                params,
-            )
-            out.update({r[0]: Mark(STORAGE_MESSAGE, (int(r[1]), str(r[2]))) for r in rows})
-        return out
-
-    def locate(self, session_id: str, message_id: str, storage: str) -> tuple[int, str] | None:
-        """The position of one message of a session in ``storage``, or ``None`` when it is
-        not there (used to carry a mark across storages and to see a wiped table)."""
-        if storage == STORAGE_SESSION_MESSAGE:
-            if not self.schema.has_session_message:
-                return None
-            return reader_v2.locate(self._rows, session_id, message_id)
-        if not self.schema.has_v1_messages:
-            return None
-        rows = self._rows("SELECT time_created FROM message WHERE id = :id AND "
-                          "session_id = :sid", {"id": message_id, "sid": session_id})
-        return (int(rows[0][0]), message_id) if rows else None
-
-    def in_flight(self, session_id: str, *, now_ms: int, abandoned_ms: int) -> bool:
-        """Whether the session (or a sub-agent of it) has an assistant message in flight.
-
-        Looks at the newest 20 messages (assistant rows, in ``session_message``) of the
-        session and of its child sessions, each in the storage it is read from; a message
-        in flight for longer than ``abandoned_ms`` does not count (a crashed OpenCode leaves
-        one forever). A 2.x session whose ``time_suspended`` is set (a turn claimed or
-        running) for less than ``abandoned_ms`` is in flight too.
-        """
-        session = self.session(session_id)
-        if (session is not None and session.time_suspended
-                and now_ms - session.time_suspended < abandoned_ms):
-            return True
-        for sid in [session_id, *reader_v2.child_ids(self._rows, self.schema, session_id)]:
-            if self.storage_of(sid) == STORAGE_SESSION_MESSAGE:
-                if reader_v2.assistant_in_flight(self._rows, sid, now_ms=now_ms,
-                                                 abandoned_ms=abandoned_ms):
-                    return True
-                continue
-            if not self.schema.has_v1_messages:
-                continue
-            for (raw,) in self._rows(
-                "SELECT data FROM message WHERE session_id = :sid "
-                "ORDER BY time_created DESC, id DESC LIMIT 20", {"sid": sid}
-            ):
-                data, corrupt = decode_object(raw)
-                if corrupt or data.get("role") != "assistant" or data.get("error"):
-                    continue
-                t = sub_object(data, "time")
-                if t.get("completed") is None:
-                    created = t.get("created")
-                    if isinstance(created, int | float) and now_ms - created < abandoned_ms:
-                        return True
-        return False
-
     # -- messages --------------------------------------------------------------------
 
     def messages_after(
@@ -363,14 +299,35 @@ class OpenCodeDB:
         if mark is not None:
             params["t"], params["mid"] = mark
             cond = "AND (time_created > :t OR (time_created = :t AND id > :mid))"
+        return self._messages(f"session_id = :sid {cond} ORDER BY time_created, id "
+                              "LIMIT :limit", params)
+
+    def message_count(self, session_id: str) -> int:
+        """How many messages a session has (counted on the ``(session_id, …)`` index)."""
+        return int(self._rows("SELECT count(*) FROM message WHERE session_id = :sid",
+                              {"sid": session_id})[0][0])
+
+    def message_page(self, session_id: str, *, offset: int, limit: int) -> list[MessageRow]:
+        """Messages ``offset`` … ``offset + limit - 1`` of a session, with their parts.
+
+        The page's ids are picked on the ``(session_id, time_created, id)`` index (rows
+        skipped by ``offset`` are never read), then those rows are read in one consistent
+        snapshot, in ``(time_created, id)`` order.
+        """
+        return self._messages(
+            "id IN (SELECT id FROM message WHERE session_id = :sid "
+            "ORDER BY time_created, id LIMIT :limit OFFSET :offset) "
+            "ORDER BY time_created, id",
+            {"sid": session_id, "limit": limit, "offset": offset})
+
+    def _messages(self, where: str, params: Mapping[str, Any]) -> list[MessageRow]:
+        """Messages matching ``where`` (with its ORDER BY/LIMIT) and their parts, read in
+        one short read transaction that is closed on return."""
         try:
             with self._read_transaction():
                 rows = self._rows(
-                    f"""SELECT id, session_id, time_created, time_updated, data FROM message
-                        WHERE session_id = :sid {cond}
-                        ORDER BY time_created, id LIMIT :limit""",
-                    params,
-                )
+                    "SELECT id, session_id, time_created, time_updated, data FROM message "
+                    f"WHERE {where}", params)
                 messages: list[MessageRow] = []
                 for r in rows:
                     data, corrupt = decode_object(r[4])

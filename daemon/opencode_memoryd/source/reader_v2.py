@@ -5,7 +5,7 @@ Run through the :class:`~opencode_memoryd.source.schema.Query` of an open
 its rules); nothing here opens a database. Rules, from ``session_message`` rows written by
 OpenCode 1.18.33 and the 2.x layout reported by other readers:
 
-* the session list is ``session_v2`` ∪ ``session`` joined by id, the ``session_v2`` row
+* the session list is ``session_v2`` union ``session`` joined by id, the ``session_v2`` row
   winning (2.x copies 1.x sessions under the same id); ``session_v2.title`` may be NULL;
 * a session's turns come from ``session_message`` when it has rows there, else from
   ``message``/``part``; never both (copied rows keep their ids);
@@ -35,7 +35,7 @@ _TIME_COLUMNS = ("time_updated", "time_created", "updated", "created", "time")
 
 def session_rows(query: Query, schema: SchemaInfo, where: Sequence[str],
                  params: dict[str, Any]) -> list[SessionRow]:
-    """Sessions of ``session_v2`` ∪ ``session`` matching ``where``, oldest first.
+    """Sessions of ``session_v2`` union ``session`` matching ``where``, oldest first.
 
     Args:
         where: SQL conditions on ``s`` (the session row) and ``p`` (its project), ANDed.
