@@ -282,7 +282,8 @@ def test_a_new_turn_after_a_reset_is_stored_once(v2_db: Path, config_file: Path)
     assert report["totals"]["added"] == 1
     memories = cli_json("--config", str(config_file), "list")
     assert len(memories) == 4
-    assert [m["message_ids"] for m in memories if "canary" in m["content"].lower()] == [[ids["user"]]]
+    canary = [m["message_ids"] for m in memories if "canary" in m["content"].lower()]
+    assert canary == [[ids["user"]]]
 
 
 def test_a_1x_session_imported_into_session_message_continues_after_its_mark(
