@@ -178,7 +178,8 @@ class V2Writer:
         step whose tool result sits in its ``content``, then the answering step.
 
         With ``finish=False`` the last step stays in flight; finish it with
-        :meth:`complete`. Returns ``{"user", "assistants": [ids], "last": data}``.
+        :meth:`complete`. Returns ``{"user", "assistants": [ids], "last": data, "end"}``:
+        ``end`` is the turn's last row (the ``idle`` row in the 2.x layout).
         """
         user = {"time": {"created": self.now_ms()}, "text": user_text}
         umid = self.row(sid, "user", user, gap=2)  # prompt.admitted, then prompted
@@ -198,25 +199,26 @@ class V2Writer:
         mid, data = self._assistant(sid, [{"type": "text", "id": "text-0", "text": reply_text}],
                                     "stop" if finish else None)
         assistants.append(mid)
-        if finish:
-            self.end_turn(sid)
-        return {"user": umid, "assistants": assistants, "last": data}
+        end = (self.end_turn(sid) or mid) if finish else mid
+        return {"user": umid, "assistants": assistants, "last": data, "end": end}
 
-    def complete(self, sid: str, mid: str, data: dict[str, Any]) -> None:
-        """Finish an in-flight step (``finish`` and ``time.completed``) and end the turn."""
+    def complete(self, sid: str, mid: str, data: dict[str, Any]) -> str:
+        """Finish an in-flight step (``finish`` and ``time.completed``) and end the turn;
+        return the turn's last row id."""
         data["finish"] = "stop"
         data["time"]["completed"] = self.now_ms()
         self.update(mid, data)
-        self.end_turn(sid)
+        return self.end_turn(sid) or mid
 
-    def end_turn(self, sid: str) -> None:
-        """2.x only: the ``idle`` row and ``session_v2.time_idle``."""
+    def end_turn(self, sid: str) -> str | None:
+        """2.x only: the ``idle`` row and ``session_v2.time_idle``; return the row id."""
         if self.table != "session_v2":
-            return
+            return None
         ms = self.now_ms()
-        self.row(sid, "idle", {"time": {"created": ms}, "outcome": "completed"})
+        mid = self.row(sid, "idle", {"time": {"created": ms}, "outcome": "completed"})
         self._commit("UPDATE session_v2 SET time_idle = ?, idle_outcome = 'completed' "
                      "WHERE id = ?", (ms, sid))
+        return mid
 
 
 def make_synthetic_2x(path: Path) -> dict[str, Any]:
@@ -293,3 +295,18 @@ def make_synthetic_2x(path: Path) -> dict[str, Any]:
     c.execute("COMMIT")
     c.close()
     return {"moved": moved, "imported": legacy[0]}
+
+
+def rewrite_rows(db: Path, sid: str, *, new_ids: bool = False) -> dict[str, str]:
+    """Delete a session's session_message rows and write them again with new seq values
+    (as an OpenCode migration that wipes and re-projects the table); return old -> new id."""
+    with sqlite3.connect(db) as c:
+        rows = c.execute("SELECT id, type, seq, time_created, time_updated, data FROM "
+                         "session_message WHERE session_id = ? ORDER BY seq", (sid,)).fetchall()
+        c.execute("DELETE FROM session_message WHERE session_id = ?", (sid,))
+        renamed = {}
+        for i, (mid, kind, _seq, created, updated, data) in enumerate(rows):
+            renamed[mid] = mid.replace("msg_", "msg_n") if new_ids else mid
+            c.execute("INSERT INTO session_message VALUES (?, ?, ?, ?, ?, ?, ?)",
+                      (renamed[mid], sid, kind, i + 1, created, updated, data))
+    return renamed

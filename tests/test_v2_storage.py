@@ -24,7 +24,7 @@ from opencode_memoryd.source.transcript import human_text, transcript_lines
 from opencode_memoryd.source.turns import Idle, finished_prefix, group_turns
 from opencode_memoryd.source.v2rows import message_from_v2
 from opencode_memoryd.state.db import StateDB
-from opencode_writer_v2 import V2Writer, make_synthetic_2x
+from opencode_writer_v2 import V2Writer, make_synthetic_2x, rewrite_rows
 
 V2_DB = FIXTURES / "opencode-v2-sample.db"
 V2 = json.loads((FIXTURES / "opencode-v2-sample.db.manifest.json").read_text())
@@ -212,21 +212,6 @@ def test_v2_finished_turn_rule() -> None:
     assert done([_v2("agent-switched", 20, {"agent": "plan"})]) == 1
 
 
-def _rewrite_rows(db: Path, sid: str, *, new_ids: bool = False) -> dict[str, str]:
-    """Delete a session's session_message rows and write them again with new seq values
-    (as an OpenCode migration that wipes and re-projects the table); return old -> new id."""
-    with sqlite3.connect(db) as c:
-        rows = c.execute("SELECT id, type, seq, time_created, time_updated, data FROM "
-                         "session_message WHERE session_id = ? ORDER BY seq", (sid,)).fetchall()
-        c.execute("DELETE FROM session_message WHERE session_id = ?", (sid,))
-        renamed = {}
-        for i, (mid, kind, _seq, created, updated, data) in enumerate(rows):
-            renamed[mid] = mid.replace("msg_", "msg_n") if new_ids else mid
-            c.execute("INSERT INTO session_message VALUES (?, ?, ?, ?, ?, ?, ?)",
-                      (renamed[mid], sid, kind, i + 1, created, updated, data))
-    return renamed
-
-
 def test_reset_rows_are_read_again_and_nothing_is_stored_twice(
         v2_db: Path, config_file: Path, state_db: Path,
         capfd: pytest.CaptureFixture[str]) -> None:
@@ -243,13 +228,13 @@ def test_reset_rows_are_read_again_and_nothing_is_stored_twice(
     with sqlite3.connect(v2_db) as c:
         c.executemany("INSERT INTO session_message VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
     # rewritten with the same ids at lower seq values: the mark follows its row by id
-    _rewrite_rows(v2_db, sid)
+    rewrite_rows(v2_db, sid)
     again = _maintain(config_file, v2_db)
     assert again["totals"]["added"] == 0 and again["totals"]["turns_read"] == 0
     assert marks(state_db)[sid] == (6, last)
     # rewritten with new ids: the session is read from its start; the directive it holds
     # is merged into the memory that has it (same point id), and the outbox is not redone
-    renamed = _rewrite_rows(v2_db, sid, new_ids=True)
+    renamed = rewrite_rows(v2_db, sid, new_ids=True)
     capfd.readouterr()
     reset = _maintain(config_file, v2_db)
     assert '"event": "session_rows_reset"' in capfd.readouterr().err
@@ -274,7 +259,7 @@ def test_reset_rows_are_read_again_and_nothing_is_stored_twice(
 def test_a_new_turn_after_a_reset_is_stored_once(v2_db: Path, config_file: Path) -> None:
     sid = SESSIONS["v2-directive"]["id"]
     _maintain(config_file, v2_db)
-    _rewrite_rows(v2_db, sid, new_ids=True)
+    rewrite_rows(v2_db, sid, new_ids=True)
     w = V2Writer(v2_db, pause=0)
     ids = w.append_turn(sid, "remember: canary deploys go to 5% first")
     w.close()
