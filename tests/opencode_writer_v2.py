@@ -1,7 +1,7 @@
 """Write v2 turns (``session_message``) the way OpenCode writes them, and derive a 2.x layout.
 
 :class:`V2Writer` follows what OpenCode 1.18.33 was observed to write through its
-``/api/session`` routes (docs: opencode-v2.md §1): the per-session event counter
+``/api/session`` routes: the per-session event counter
 (``event_sequence.seq``) advances for every event, so ``session_message.seq`` rises with
 gaps; the user row is inserted and updated again a moment later; each model step is an
 ``assistant`` row inserted without ``time.completed`` and filled in place (``content``,
@@ -28,7 +28,7 @@ from typing import Any
 
 _B62 = string.digits + string.ascii_letters
 
-#: ``session_v2`` as captured from OpenCode 2.0.x databases (opencode-v2.md §2).
+#: ``session_v2`` as captured from OpenCode 2.0.x databases by third-party readers.
 SESSION_V2_DDL = """CREATE TABLE `session_v2` (
   `id` text PRIMARY KEY, `project_id` text NOT NULL, `workspace_id` text, `parent_id` text,
   `fork_session_id` text, `fork_boundary` text, `slug` text NOT NULL, `directory` text NOT NULL,
