@@ -240,6 +240,14 @@ def test_status_says_when_no_database_is_found_and_when_writes_go_unread(
     assert '"alert_resolved"' in _log(state_db)
     # what it can read is still captured
     assert wait_until(lambda: read_marks(state_db) == LAST)
+    # a channel database in a shape with no readable layout
+    with sqlite3.connect(data_dir / "opencode-next.db") as c:
+        c.execute("CREATE TABLE conversation (id TEXT, body TEXT)")
+    assert wait_until(lambda: sorted(a["event"] for a in alerts()) == [
+        "source_schema_unreadable", "unreadable_writes"], timeout=40)
+    code, out = cli("--config", str(cfg), "status")
+    assert f"WARNING:     unrecognised OpenCode database schema in {data_dir}/opencode-next.db" \
+        in out
     _stop(run[0])
     assert _log(state_db).count('"unreadable_writes"') == 1
 

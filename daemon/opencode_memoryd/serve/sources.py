@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from opencode_memoryd.errors import SourceError
+from opencode_memoryd.errors import SourceError, SourceSchemaError
 from opencode_memoryd.models import STORAGE_MESSAGE, Mark, iso_utc, utc_from_ms
 from opencode_memoryd.serve.jobs import job_id
 from opencode_memoryd.source.discover import source_identity
@@ -119,7 +119,9 @@ class SourceTracking:
             db = self.app.open_source(path)
         except (OSError, SourceError) as exc:
             self.last_error = str(exc)
-            self.alerts.warn(key, "source_unavailable", str(exc), db=str(path))
+            event = ("source_schema_unreadable" if isinstance(exc, SourceSchemaError)
+                     else "source_unavailable")
+            self.alerts.warn(key, event, str(exc), db=str(path))
             return None
         self.alerts.resolve(key)
         src = TrackedSource(path, db, (st.st_dev, st.st_ino), -1)
