@@ -13,9 +13,10 @@ the latest ``max_wait_seconds`` after its first change, so a turn older than tha
 from __future__ import annotations
 
 from opencode_memoryd.capture.processor import Limits
+from opencode_memoryd.models import Mark
 from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB
 from opencode_memoryd.source.rows import SessionRow
-from opencode_memoryd.source.turns import drop_fork_copies, finished_prefix, group_turns
+from opencode_memoryd.source.turns import Idle, drop_fork_copies, finished_prefix, group_turns
 from opencode_memoryd.usecases.doctor.model import FAIL, OK, SKIP, WARN, Check, Context
 
 #: At most this many sessions behind their mark are read, those idle longest first.
@@ -34,14 +35,18 @@ def age(ms: float) -> str:
     return f"{s / 3600:.1f} h" if s < 172_800 else f"{s / 86_400:.1f} d"
 
 
-def waited_ms(db: OpenCodeDB, session: SessionRow, mark: tuple[int, str] | None, *,
+def waited_ms(db: OpenCodeDB, session: SessionRow, mark: Mark | None, *, storage: str,
               now_ms: int, limits: Limits) -> int | None:
     """How long (ms) the session's oldest finished turn after ``mark`` has been quiet, or
-    ``None`` when no finished turn follows the mark (reads one batch of messages)."""
-    messages = db.messages_after(session.id, mark, limit=MESSAGE_BATCH)
+    ``None`` when no finished turn follows the mark (reads one batch of messages of the
+    session's ``storage``, with the capture's own finished-turn rule)."""
+    position = mark.position if mark is not None and mark.storage == storage else None
+    messages = db.messages_after(session.id, position, limit=MESSAGE_BATCH, storage=storage)
     turns = group_turns(drop_fork_copies(messages, session.time_created))
+    idle = (Idle(session.time_idle, session.time_suspended)
+            if session.table == "session_v2" else None)
     done = finished_prefix(turns, now_ms=now_ms, abandoned_ms=limits.abandoned_ms,
-                           settle_ms=limits.settle_ms)
+                           settle_ms=limits.settle_ms, idle=idle)
     return now_ms - done[0].last_write_ms if done else None
 
 
@@ -67,7 +72,9 @@ def stuck_check(ctx: Context, db: OpenCodeDB) -> Check:
     marks = state.marks(ident)
     newest = db.last_messages(list(sessions))
     behind = sorted((sid for sid, last in newest.items()
-                     if sid not in marks or last > marks[sid]), key=lambda sid: newest[sid])
+                     if sid not in marks or marks[sid].storage != last.storage
+                     or last.position > marks[sid].position),
+                    key=lambda sid: newest[sid].position)
     if behind and not marks and not waiting:
         return Check("stuck", WARN,
                      f"{db.path}: none of its sessions has been captured yet "
@@ -77,7 +84,8 @@ def stuck_check(ctx: Context, db: OpenCodeDB) -> Check:
     for sid in behind[:MAX_SESSIONS_READ] if marks else []:
         if sid in waiting:
             continue
-        waited = waited_ms(db, sessions[sid], marks.get(sid), now_ms=ctx.now_ms, limits=limits)
+        waited = waited_ms(db, sessions[sid], marks.get(sid), storage=newest[sid].storage,
+                           now_ms=ctx.now_ms, limits=limits)
         if waited is not None and waited > max_wait_ms:
             waiting[sid] = f"a finished turn quiet for {age(waited)}"
     if not waiting:
