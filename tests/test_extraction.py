@@ -197,6 +197,8 @@ def test_over_cap_and_duplicates_are_rejected() -> None:
         memory("The project targets Node 22."),
         memory("The project deploys with Helm."),
         max_memories=2,
+        lines=[TranscriptLine("msg_u1", "user",
+                              "We use pnpm, target Node 22 and deploy with Helm.")],
     )
     assert [c.content for c in accepted] == ["The project uses pnpm.",
                                              "The project targets Node 22."]
@@ -206,14 +208,16 @@ def test_over_cap_and_duplicates_are_rejected() -> None:
 
 def test_placeholders_are_kept_as_is() -> None:
     lines = [TranscriptLine("msg_u1", "user", "The staging token is [REDACTED:api_key].")]
-    accepted, _ = parse(memory("The staging API token is stored as [REDACTED:api_key]."),
+    accepted, _ = parse(memory("The staging token is stored as [REDACTED:api_key]."),
                         lines=lines)
-    assert accepted[0].content == "The staging API token is stored as [REDACTED:api_key]."
+    assert accepted[0].content == "The staging token is stored as [REDACTED:api_key]."
 
 
-def test_project_type_is_always_project_scope_and_whitespace_is_collapsed() -> None:
-    accepted, _ = parse(memory("The project  uses\npnpm.", "project", "user"))
-    assert (accepted[0].content, accepted[0].scope) == ("The project uses pnpm.", "project")
+def test_the_models_scope_is_kept_and_whitespace_is_collapsed() -> None:
+    accepted, _ = parse(memory("The project  uses\npnpm.", "project", "user"),
+                        memory("The user writes Go.", "user", "project", ["msg_u2"]))
+    assert [(c.content, c.type, c.scope) for c in accepted] == [
+        ("The project uses pnpm.", "project", "user"), ("The user writes Go.", "user", "project")]
 
 
 def test_a_reference_with_a_url_in_a_sentence_is_kept() -> None:

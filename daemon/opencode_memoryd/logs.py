@@ -2,7 +2,9 @@
 
 Every event passes through :func:`_scrub`, which runs secret redaction over every string
 value, so a secret that slipped into an error message still never reaches a log file.
-Events never carry transcript text by design; the scrubber is the second line of defence.
+Events never carry transcript text by design (the one exception, the debug-level
+``memory_refused``, carries a refused memory's text, redacted); the scrubber is the second
+line of defence.
 """
 
 from __future__ import annotations

@@ -59,6 +59,7 @@ def cmd_maintain(app: App, args: argparse.Namespace) -> int:
         t = summary["totals"]
         print(f"mode: {summary['mode']}  sessions: {t['sessions']}  turns read: "
               f"{t['turns_read']}  memories added: {t['added']}  skipped: {t['skipped']}  "
+              f"refused: {t['rejected']}  "
               f"LLM calls: {t['llm_calls']}  tokens in/out: {t['tokens_in']}/{t['tokens_out']}")
         if rows:
             print(table(rows, ["session", "turns", "added", "skipped", "llm", "tokens",

@@ -1,4 +1,4 @@
-"""Text tests on memory facts: word similarity, identifiers, and restatement.
+"""Text tests on memory facts: word similarity, identifiers, restatement and support.
 
 Used at write time (:func:`opencode_memoryd.capture.writer.write_memories`: is a candidate a
 near-duplicate of a stored memory?) and by dreams (:mod:`opencode_memoryd.dream.dreamer`: may a
@@ -7,6 +7,12 @@ another only when it keeps **every identifier** of it (:func:`identifiers`) and,
 near-exact duplicate, **every content word** (:func:`content_words`): "The metrics worker
 runs on Python 3.10." is 95% similar to "The webhook worker runs on Python 3.10." word
 for word, and a different fact.
+
+The extraction gate (:mod:`opencode_memoryd.extract.reply`) asks a weaker question with the
+same parts: does the user's message a memory cites *support* it (:func:`unsupported`)?
+Every identifier and number must be there, and most of the memory's other words, compared
+after stemming (:func:`stem`), since a memory restates what the user said in the third
+person.
 """
 
 from __future__ import annotations
@@ -104,3 +110,120 @@ def missing_identifiers(source: str, target: str) -> list[str]:
     sorted."""
     cf = " ".join(target.split()).casefold()
     return sorted(i for i in identifiers(source) if not _contains_identifier(cf, i))
+
+
+# -- support: is a memory grounded in the text it cites? ---------------------------------
+
+_VOWEL_LETTERS = frozenset("aeiou")
+
+
+def _consonant(word: str, i: int) -> bool:
+    """Porter's consonant: not a vowel, and ``y`` only after a vowel (or first)."""
+    c = word[i]
+    if c in _VOWEL_LETTERS:
+        return False
+    if c == "y":
+        return i == 0 or not _consonant(word, i - 1)
+    return True
+
+
+def _measure(word: str) -> int:
+    """Porter's *m*: the number of vowel-consonant sequences in ``word``."""
+    m, after_vowel = 0, False
+    for i in range(len(word)):
+        cons = _consonant(word, i)
+        if cons and after_vowel:
+            m += 1
+        after_vowel = not cons
+    return m
+
+
+def _has_vowel(word: str) -> bool:
+    return any(not _consonant(word, i) for i in range(len(word)))
+
+
+def _cvc(word: str) -> bool:
+    """Porter's *o: ends consonant-vowel-consonant, the last not ``w``, ``x`` or ``y``."""
+    n = len(word)
+    return (n >= 3 and _consonant(word, n - 3) and not _consonant(word, n - 2)
+            and _consonant(word, n - 1) and word[-1] not in "wxy")
+
+
+def _step_1b(w: str) -> str:
+    """Porter's step 1b: ``-eed``, ``-ed``, ``-ing``, then the repair of what is left."""
+    if w.endswith("eed"):
+        return w[:-1] if _measure(w[:-3]) > 0 else w
+    if w.endswith("ed") and _has_vowel(w[:-2]):
+        w = w[:-2]
+    elif w.endswith("ing") and _has_vowel(w[:-3]):
+        w = w[:-3]
+    else:
+        return w
+    if w.endswith(("at", "bl", "iz")):
+        return w + "e"
+    if len(w) >= 2 and w[-1] == w[-2] and _consonant(w, len(w) - 1) and w[-1] not in "lsz":
+        return w[:-1]
+    if _measure(w) == 1 and _cvc(w):
+        return w + "e"
+    return w
+
+
+def stem(word: str) -> str:
+    """The inflectional stem of a lowercase English word: steps 1a, 1b, 1c and 5a of the
+    Porter stemmer (M. F. Porter, "An algorithm for suffix stripping", Program 14(3), 1980),
+    which fold plurals, ``-ed``, ``-ing`` and a final ``-e``: "uses", "using", "used" and
+    "use" are all ``us``; "caching" and "cache" are ``cach``; "deploys" is ``deploi``.
+    Derivational suffixes (``-ment``, ``-ation``) are kept. Words of one or two letters,
+    and tokens with a digit, are returned unchanged."""
+    w = word
+    if len(w) <= 2 or any(c.isdigit() for c in w):
+        return w
+    if w.endswith("sses") or w.endswith("ies"):  # 1a
+        w = w[:-2]
+    elif w.endswith("s") and not w.endswith("ss"):
+        w = w[:-1]
+    w = _step_1b(w)
+    if w.endswith("y") and _has_vowel(w[:-1]):  # 1c
+        w = w[:-1] + "i"
+    if w.endswith("e") and len(w) > 1:  # 5a
+        m = _measure(w[:-1])
+        if m > 1 or (m == 1 and not _cvc(w[:-1])):
+            w = w[:-1]
+    return w
+
+
+#: Stems of the words a memory is framed with, as the extraction prompt asks ("The user
+#: prefers …", "The project uses …"): they say whose fact it is, not what it is, so they
+#: are not counted for or against support.
+FRAME_STEMS: frozenset[str] = frozenset(
+    stem(w) for w in ("user", "project", "prefer", "want", "use", "repo", "repository",
+                      "codebase")
+)
+
+
+def unsupported(claim: str, source: str, *, min_share: float) -> str | None:
+    """Why ``source`` does not support ``claim``, or ``None`` when it does.
+
+    Reasons:
+
+    * ``"missing identifier"``: an identifier or number of ``claim`` (:func:`identifiers`:
+      code spans, paths, URLs, versions, hosts, tokens with a digit …) is not in
+      ``source`` (:func:`missing_identifiers`, case-folded, as a whole token);
+    * ``"unsupported words"``: fewer than ``min_share`` (0-1) of the stemmed content words
+      of ``claim`` (:func:`content_words`, :func:`stem`), less the framing words
+      (:data:`FRAME_STEMS`), are stemmed content words of ``source``; or ``claim`` has no
+      such word at all.
+
+    Example: "The project deploys with `helm` to eu-west-1." is supported by "we deploy
+    with helm to the eu-west-1 cluster"; "The deploy key is in /etc/x." is not supported by
+    "ok thanks" (``/etc/x`` is missing).
+    """
+    if missing_identifiers(claim, source):
+        return "missing identifier"
+    words = {stem(w) for w in content_words(claim)} - FRAME_STEMS
+    if not words:
+        return "unsupported words"
+    have = {stem(w) for w in content_words(source)}
+    if len(words & have) < min_share * len(words):
+        return "unsupported words"
+    return None

@@ -18,6 +18,7 @@ import structlog
 from opencode_memoryd.errors import ExtractionError
 from opencode_memoryd.extract.reply import MEMORY_SCHEMA, SCHEMA_NAME, parse_reply
 from opencode_memoryd.models import ExtractionResult, TranscriptLine
+from opencode_memoryd.redaction.engine import redact
 
 log = structlog.get_logger(__name__)
 
@@ -130,6 +131,10 @@ class LlmExtractor:
         A chunk without any user line makes no call (no memory could be accepted) and yields
         an empty result with model ``"none"`` and zero tokens.
 
+        Every proposed memory the answer's gate refuses is in the result's ``rejected``
+        (reason, first 80 characters) and logged at debug level (``memory_refused``: the
+        reason and the redacted text).
+
         Raises:
             UpstreamError: the endpoint failed (from the chat client).
             ExtractionError: the answer is missing, not JSON, or of the wrong shape; the
@@ -156,6 +161,8 @@ class LlmExtractor:
             raise
         log.debug("extraction.parsed", accepted=len(accepted), rejected=len(rejected),
                   reasons=sorted({reason for reason, _ in rejected}))
+        for reason, short in rejected:
+            log.debug("memory_refused", reason=reason, text=redact(short).text)
         return ExtractionResult(
             candidates=tuple(accepted),
             tokens_in=reply.tokens_in,
