@@ -25,11 +25,13 @@ Behaviours:
   body (``body`` may be a dict, a str, or ``None`` for a default message);
 * ``Hang(seconds)``: wait, then answer with the next behaviour in ``then`` (default a
   ``Reply`` from the responder). Closing the server wakes every hung request;
-* ``Raw(obj, status=200)``: send ``obj`` as the JSON body unchanged (e.g. no choices).
+* ``Raw(obj, status=200)``: send ``obj`` as the JSON body unchanged (e.g. no choices);
+* ``Drop()``: close the connection without answering (after the request was read).
 
 Script file format for the separate process: a JSON list whose items are
 ``{"reply": <obj or str>, "tokens_in": 5, "tokens_out": 3}``, ``{"status": 500,
-"body": ..., "retry_after": 2}``, ``{"hang": 5}`` or ``{"raw": <obj>}``. The process prints
+"body": ..., "retry_after": 2}``, ``{"hang": 5}``, ``{"raw": <obj>}`` or
+``{"drop": true}``. The process prints
 ``PORT <n>`` on its first stdout line and, with ``--log FILE``, appends each request as one
 JSON line.
 """
@@ -92,19 +94,29 @@ class Raw:
     status: int = 200
 
 
-Behaviour = Reply | Status | Hang | Raw
-
-
 @dataclass(frozen=True)
+class Drop:
+    """Close the connection without an answer, once the whole request was read."""
+
+
+Behaviour = Reply | Status | Hang | Raw | Drop
+
+
+@dataclass
 class RecordedRequest:
     """One request the server received. ``json`` is ``None`` when the body was not JSON;
-    ``received_at`` is ``time.monotonic()`` on arrival (seconds)."""
+    ``received_at`` is ``time.monotonic()`` on arrival (seconds). Once the answer is
+    written, ``status`` is its HTTP status and ``answered_at`` the ``time.monotonic()``
+    after the last byte went out; both stay ``None`` for a request that got no answer (the
+    server closed, or the client had gone and the write failed)."""
 
     method: str
     path: str
     json: Any
     headers: dict[str, str] = field(default_factory=dict)
     received_at: float = field(default_factory=time.monotonic)
+    status: int | None = None
+    answered_at: float | None = None
 
 
 def default_responder(request_json: dict[str, Any]) -> Any:
@@ -132,6 +144,8 @@ class FakeOpenAI:
         requests: every :class:`RecordedRequest`, in arrival order.
         responder: ``callable(request_json) -> content | Behaviour`` used when the chat queue
             is empty.
+        on_request: called with each request as it arrives, before it is answered.
+        on_answer: called with each request once its answer is written.
         embedding_dims: length of the vectors ``/v1/embeddings`` returns.
     """
 
@@ -146,6 +160,7 @@ class FakeOpenAI:
         self.embedding_dims = embedding_dims
         self.requests: list[RecordedRequest] = []
         self.on_request: Callable[[RecordedRequest], None] | None = None
+        self.on_answer: Callable[[RecordedRequest], None] | None = None
         self._chat: deque[Behaviour] = deque()
         self._embed: deque[Behaviour] = deque()
         self._lock = threading.Lock()
@@ -224,6 +239,11 @@ class FakeOpenAI:
         if self.on_request is not None:
             self.on_request(request)
 
+    def _answered(self, request: RecordedRequest, status: int) -> None:
+        request.status, request.answered_at = status, time.monotonic()
+        if self.on_answer is not None:
+            self.on_answer(request)
+
     def _next(self, queue: deque[Behaviour]) -> Behaviour | None:
         with self._lock:
             return queue.popleft() if queue else None
@@ -236,6 +256,8 @@ class FakeOpenAI:
             behaviour = behaviour.then
         if behaviour is None:
             behaviour = self.responder(body)
+        if isinstance(behaviour, Drop):
+            return 0, None, {}
         if not isinstance(behaviour, Reply | Status | Raw):
             behaviour = Reply(behaviour)
         if isinstance(behaviour, Reply):
@@ -321,7 +343,8 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:
             return
 
-        def _send(self, status: int, body: Any, headers: dict[str, str]) -> None:
+        def _send(self, status: int, body: Any, headers: dict[str, str],
+                  request: RecordedRequest | None = None) -> None:
             if status == 0:  # the server is closing: drop the connection
                 return
             payload = (body if isinstance(body, str) else json.dumps(body)).encode()
@@ -333,8 +356,11 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                     self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(payload)
+                self.wfile.flush()
             except OSError:
-                pass  # the client gave up (timeout) and closed its socket
+                return  # the client gave up (timeout) and closed its socket
+            if request is not None:
+                fake._answered(request, status)
 
         def do_GET(self) -> None:
             fake._record(RecordedRequest("GET", self.path, None, dict(self.headers.items())))
@@ -351,16 +377,19 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 body = json.loads(raw or b"null")
             except ValueError:
                 body = None
-            fake._record(RecordedRequest("POST", self.path, body, dict(self.headers.items())))
+            request = RecordedRequest("POST", self.path, body, dict(self.headers.items()))
+            fake._record(request)
             path = self.path.split("?", 1)[0].rstrip("/")
             if not isinstance(body, dict):
-                self._send(400, {"error": {"message": "body is not a JSON object"}}, {})
+                self._send(400, {"error": {"message": "body is not a JSON object"}}, {},
+                           request)
             elif path.endswith("/chat/completions"):
-                self._send(*fake._chat_answer(body, len(raw), fake._next(fake._chat)))
+                self._send(*fake._chat_answer(body, len(raw), fake._next(fake._chat)),
+                           request)
             elif path.endswith("/embeddings"):
-                self._send(*fake._embedding_answer(body, fake._next(fake._embed)))
+                self._send(*fake._embedding_answer(body, fake._next(fake._embed)), request)
             else:
-                self._send(404, {"error": {"message": f"no route {path}"}}, {})
+                self._send(404, {"error": {"message": f"no route {path}"}}, {}, request)
 
     return Handler
 
@@ -377,6 +406,8 @@ def behaviour_from_json(item: dict[str, Any]) -> Behaviour:
         return Hang(float(item["hang"]), behaviour_from_json(then) if then else None)
     if "raw" in item:
         return Raw(item["raw"], int(item.get("http_status", 200)))
+    if "drop" in item:
+        return Drop()
     raise ValueError(f"unknown behaviour: {sorted(item)}")
 
 

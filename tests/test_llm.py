@@ -12,13 +12,15 @@ from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
 
+import httpx2
+import openai
 import pytest
 from structlog.testing import capture_logs
 
-from fake_openai import FakeOpenAI, Hang, Raw, Reply, Status, fake_vector
+from fake_openai import Drop, FakeOpenAI, Hang, Raw, Reply, Status, fake_vector
 from opencode_memoryd.errors import ExtractionError, UpstreamError
 from opencode_memoryd.extract.chat import ChatClient, ChatReply
-from opencode_memoryd.openai_compat import retry_after_seconds
+from opencode_memoryd.openai_compat import map_openai_error, retry_after_seconds
 from opencode_memoryd.store.embedders import BATCH_SIZE, OpenAIEmbedder
 
 SCHEMA = {
@@ -223,6 +225,74 @@ def test_refused_connection_is_retryable() -> None:
             ask(chat)
     assert (info.value.kind, info.value.retryable, info.value.status) == (
         "connection", True, None)
+
+
+@pytest.mark.parametrize("behaviour", [
+    pytest.param(Hang(1.5), id="slow-answer"),
+    pytest.param(Drop(), id="dropped-after-sending"),
+    pytest.param(Status(504), id="gateway-timeout"),
+])
+def test_a_prompt_the_endpoint_may_have_answered_is_never_resent(
+        fake: FakeOpenAI, behaviour: object) -> None:
+    """A slow answer (read timeout), a connection dropped while waiting, a 504: the
+    endpoint has the prompt and may answer (and bill) it, so it is not sent again, though
+    retries are allowed."""
+    fake.script(behaviour, Reply({"memories": []}), Reply({"memories": []}))  # type: ignore
+    sleeps: list[float] = []
+    with pytest.raises(UpstreamError) as info:
+        ask(client(fake, max_retries=2, timeout_seconds=0.4, sleep=sleeps.append))
+    assert info.value.delivered and info.value.retryable
+    assert len(fake.chat_requests) == 1 and sleeps == []
+
+
+def test_a_prompt_the_endpoint_refused_is_resent_up_to_max_retries(fake: FakeOpenAI) -> None:
+    fake.script(Status(429), Status(503), Reply({"memories": ["x"]}))
+    sleeps: list[float] = []
+    reply = ask(client(fake, max_retries=2, sleep=sleeps.append))
+    assert reply.content == '{"memories": ["x"]}'
+    assert len(fake.chat_requests) == 3
+    assert len(sleeps) == 2 and 0.375 <= sleeps[0] <= 0.5 and 0.75 <= sleeps[1] <= 1.0
+
+
+def test_a_refused_connection_is_retried() -> None:
+    with socket.socket() as bound:  # bound, never listening
+        bound.bind(("127.0.0.1", 0))
+        port = bound.getsockname()[1]
+        sleeps: list[float] = []
+        chat = ChatClient(base_url=f"http://127.0.0.1:{port}/v1", api_key=None, model="m",
+                          max_retries=2, timeout_seconds=2, sleep=sleeps.append)
+        with pytest.raises(UpstreamError) as info:
+            ask(chat)
+    assert (info.value.kind, info.value.delivered) == ("connection", False)
+    assert len(sleeps) == 2
+
+
+_REQUEST = httpx2.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+
+
+def _caused(outer: BaseException, cause: BaseException) -> BaseException:
+    outer.__cause__ = cause
+    return outer
+
+
+@pytest.mark.parametrize(("exc", "kind", "delivered"), [
+    (_caused(openai.APITimeoutError(_REQUEST), httpx2.ReadTimeout("read")), "timeout", True),
+    (_caused(openai.APITimeoutError(_REQUEST), httpx2.ConnectTimeout("c")), "timeout", False),
+    (_caused(openai.APITimeoutError(_REQUEST), httpx2.PoolTimeout("pool")), "timeout", False),
+    (_caused(openai.APITimeoutError(_REQUEST), httpx2.WriteTimeout("w")), "timeout", False),
+    (openai.APITimeoutError(_REQUEST), "timeout", True),
+    (_caused(openai.APIConnectionError(request=_REQUEST), httpx2.ConnectError("refused")),
+     "connection", False),
+    (_caused(openai.APIConnectionError(request=_REQUEST),
+             httpx2.RemoteProtocolError("Server disconnected without sending a response")),
+     "connection", True),
+    (_caused(openai.APIConnectionError(request=_REQUEST), httpx2.ReadError("reset")),
+     "connection", True),
+])
+def test_which_failures_may_have_been_answered(
+        exc: BaseException, kind: str, delivered: bool) -> None:
+    err = map_openai_error(exc)
+    assert (err.kind, err.retryable, err.delivered) == (kind, True, delivered)
 
 
 def test_server_closes_cleanly_with_a_hung_request() -> None:

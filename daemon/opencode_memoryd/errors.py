@@ -77,6 +77,10 @@ class UpstreamError(MemorydError):
         retryable: whether the same call may succeed later.
         status: the HTTP status code, when there was one.
         retry_after_seconds: the server's ``Retry-After``, when it sent one.
+        delivered: the request reached the endpoint whole and may have been answered (and
+            paid for) without the answer reaching us: a read timeout, a connection dropped
+            while waiting for the answer, a gateway timeout (504). Sending it again at once
+            may pay for the same prompt twice.
     """
 
     def __init__(
@@ -87,12 +91,14 @@ class UpstreamError(MemorydError):
         retryable: bool,
         status: int | None = None,
         retry_after_seconds: float | None = None,
+        delivered: bool = False,
     ) -> None:
         super().__init__(message)
         self.kind = kind
         self.retryable = retryable
         self.status = status
         self.retry_after_seconds = retry_after_seconds
+        self.delivered = delivered
 
 
 class ExtractionError(MemorydError):

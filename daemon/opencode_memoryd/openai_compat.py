@@ -84,6 +84,13 @@ def _is_context_length(exc: openai.APIStatusError, message: str) -> bool:
     return exc.status_code == 413 or bool(_CONTEXT_LENGTH.search(message))
 
 
+#: Timeouts that leave the request unsent: no connection (or none free), or the body not
+#: written in time (a server never answers half a request).
+_NOT_SENT = (httpx2.ConnectTimeout, httpx2.PoolTimeout, httpx2.WriteTimeout)
+#: Connection failures that happen after the request went out, while waiting for the answer.
+_DROPPED_AFTER_SENDING = (httpx2.ReadError, httpx2.RemoteProtocolError)
+
+
 def map_openai_error(exc: BaseException) -> UpstreamError:
     """Translate an openai SDK (or transport) exception into an :class:`UpstreamError`.
 
@@ -92,15 +99,21 @@ def map_openai_error(exc: BaseException) -> UpstreamError:
     403), ``not_found`` (404), ``context_length`` (400/413/422 about the input size),
     ``bad_request`` (other 4xx). ``retryable`` is true for rate_limit, server, timeout and
     connection. ``retry_after_seconds`` is set when the response carried ``Retry-After``.
+    ``delivered`` is true when the endpoint may have answered the request: a read timeout
+    (a timeout of unknown phase too), a connection dropped after sending (``ReadError``,
+    ``RemoteProtocolError``), a 504 and a 200 whose body was malformed.
     The message holds the status and at most 200 characters of the server's error message,
     never the request.
     """
     if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
-        return UpstreamError("request timed out", kind="timeout", retryable=True)
+        cause = exc.__cause__ or exc
+        return UpstreamError("request timed out", kind="timeout", retryable=True,
+                             delivered=not isinstance(cause, _NOT_SENT))
     if isinstance(exc, openai.APIConnectionError | httpx2.TransportError | OSError):
         cause = exc.__cause__ or exc
         return UpstreamError(
-            f"connection failed: {type(cause).__name__}", kind="connection", retryable=True
+            f"connection failed: {type(cause).__name__}", kind="connection", retryable=True,
+            delivered=isinstance(cause, _DROPPED_AFTER_SENDING),
         )
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
@@ -123,7 +136,8 @@ def map_openai_error(exc: BaseException) -> UpstreamError:
         retryable = kind in ("rate_limit", "server", "timeout")
         text = f"HTTP {status} ({kind})" + (f": {message}" if message else "")
         return UpstreamError(
-            text, kind=kind, retryable=retryable, status=status, retry_after_seconds=retry_after
+            text, kind=kind, retryable=retryable, status=status, retry_after_seconds=retry_after,
+            delivered=status == 504,
         )
     if isinstance(exc, openai.APIResponseValidationError):
         return UpstreamError(
@@ -131,6 +145,7 @@ def map_openai_error(exc: BaseException) -> UpstreamError:
             kind="server",
             retryable=True,
             status=exc.status_code,
+            delivered=True,
         )
     return UpstreamError(f"request failed: {type(exc).__name__}", kind="bad_request",
                          retryable=False)

@@ -140,8 +140,10 @@ class LlmConfig(Section):
         default=2,
         ge=0,
         description=(
-            "Retries of a call that failed for a transient reason (rate limit, server "
-            "error, timeout). Must be >= 0."
+            "Immediate retries of a call the endpoint cannot have answered (connection "
+            "refused, rate limit, server error). A call that timed out or lost its "
+            "connection after the prompt was sent is not resent at once (the endpoint may "
+            "have answered and billed it): the session is retried later. Must be >= 0."
         ),
     )
     temperature: float = Field(
