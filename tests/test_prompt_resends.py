@@ -201,8 +201,6 @@ timeout_seconds = 5
 quiet_period_seconds = 1
 max_wait_seconds = 60
 sweep_interval_seconds = 3
-[dream]
-enabled = false
 """)
     return db, cfg
 
@@ -214,6 +212,7 @@ def _maintain(cfg: Path, env: dict[str, str]) -> subprocess.Popen[str]:
                             stderr=subprocess.DEVNULL, text=True)
 
 
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("target", ["maintain", "daemon"])
 def test_kill_9_loop_never_resends_an_answered_prompt(
         target: str, tmp_path: Path, isolated_env: dict[str, str], state_db: Path) -> None:
@@ -290,8 +289,6 @@ timeout_seconds = {timeout}
 [daemon]
 quiet_period_seconds = 0.2
 sweep_interval_seconds = 60
-[dream]
-enabled = false
 """)
 
 
@@ -390,3 +387,73 @@ def test_maintain_asked_of_the_daemon_while_its_job_waits_sends_nothing_twice(
                 proc.kill()
         keys = _chat_keys(fake)
     assert len(keys) == len(set(keys))
+
+
+# -- dreams: a plan the model gave is not asked for again --------------------------------
+
+
+class DiesAfter:
+    """The dream's planner in a process that is killed while its next prompt is in
+    flight, after ``answers`` answers arrived."""
+
+    def __init__(self, chat: Any, answers: int) -> None:
+        self.chat, self.answers, self.model = chat, answers, chat.model
+
+    def complete_json(self, **request: Any) -> Any:
+        if self.answers == 0:
+            raise SystemExit("killed")  # not caught by the dream: the process is gone
+        self.answers -= 1
+        return self.chat.complete_json(**request)
+
+
+def test_a_dream_killed_while_planning_does_not_pay_for_its_plans_again(
+        tmp_path: Path) -> None:
+    from opencode_memoryd.dream.dreamer import Dreamer
+    from opencode_memoryd.state.db import StateDB
+    from opencode_memoryd.store.edge import EdgeStore
+    from test_dream import ACME, NOW, SEED, SETTINGS, chat, responder
+
+    store, state = EdgeStore(tmp_path / "store"), StateDB(tmp_path / "state.db")
+    store.upsert(SEED)
+    try:
+        with FakeOpenAI(responder=responder()) as fake:
+            planner = DiesAfter(chat(fake), answers=2)
+            with pytest.raises(SystemExit):
+                Dreamer(store, state, planner=planner, settings=SETTINGS,
+                        clock=lambda: NOW).dream(ACME)
+            assert len(fake.chat_requests) == 2  # two plans answered, then killed
+            dreamer = Dreamer(store, state, planner=chat(fake), settings=SETTINGS,
+                              clock=lambda: NOW)
+            dreamer.recover()
+            res = dreamer.dream(ACME)
+            keys = _chat_keys(fake)
+        assert res.status == "ok" and res.counts["merged"] == 4, res
+        assert len(keys) == len(set(keys)) == 3  # only the third plan was asked for
+        assert res.tokens_in > 0
+        with sqlite3.connect(tmp_path / "state.db") as c:  # applied: the answers are spent
+            assert c.execute("SELECT count(*) FROM llm_replies").fetchone()[0] == 0
+    finally:
+        store.close()
+        state.close()
+
+
+def test_a_dry_run_then_the_dream_pays_for_each_plan_once(tmp_path: Path) -> None:
+    from opencode_memoryd.dream.dreamer import Dreamer
+    from opencode_memoryd.state.db import StateDB
+    from opencode_memoryd.store.edge import EdgeStore
+    from test_dream import ACME, NOW, SEED, SETTINGS, chat, responder
+
+    store, state = EdgeStore(tmp_path / "store"), StateDB(tmp_path / "state.db")
+    store.upsert(SEED)
+    try:
+        with FakeOpenAI(responder=responder()) as fake:
+            dreamer = Dreamer(store, state, planner=chat(fake), settings=SETTINGS,
+                              clock=lambda: NOW)
+            dry = dreamer.dream(ACME, dry_run=True)
+            real = dreamer.dream(ACME)
+            assert len(fake.chat_requests) == 3
+        assert dry.counts == real.counts and real.status == "ok"
+        assert [o["op"] for o in dry.operations] == [o["op"] for o in real.operations]
+    finally:
+        store.close()
+        state.close()

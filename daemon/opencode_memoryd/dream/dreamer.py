@@ -19,9 +19,10 @@ fact survival, the retire cap); a group whose plan fails a check is rejected —
 reason in :attr:`~opencode_memoryd.dream.model.DreamResult.rejected` — and the rest of the
 dream goes on. A dream never deletes a memory: the ones it retires become tombstones.
 
-Accepted changes are applied through a redo log in the state file
-(:mod:`opencode_memoryd.dream.apply`): :meth:`Dreamer.recover` rolls a run left
-``applying`` forward, and :meth:`Dreamer.undo` writes back what a run changed.
+Plans are recorded as they arrive (:mod:`opencode_memoryd.dream.replies`: a dream killed
+while planning never pays for them twice); accepted changes are applied through a redo log
+in the state file (:mod:`opencode_memoryd.dream.apply`): :meth:`Dreamer.recover` rolls a
+run left ``applying`` forward, and :meth:`Dreamer.undo` writes back what a run changed.
 
 Callers must keep other writers of the scope (extraction) out while a dream applies (the
 daemon's per-project lock); a dream refuses to apply when a touched memory changed while
@@ -44,6 +45,7 @@ from opencode_memoryd.dream.checks import GroupChange, PlanChecker, RetireCap
 from opencode_memoryd.dream.grouping import Grouping, candidate_groups, group_signature
 from opencode_memoryd.dream.model import TRIGGERS, DreamResult, DreamScope, DreamSettings
 from opencode_memoryd.dream.planning import Operation, Planner, plan_of, request_plan, rules_plan
+from opencode_memoryd.dream.replies import RecordedPlanner
 from opencode_memoryd.dream.terms import SalientTerms
 from opencode_memoryd.errors import DreamError, ExtractionError, MemorydError, UpstreamError
 from opencode_memoryd.models import Memory, iso_utc, scope_project
@@ -107,6 +109,7 @@ class Dreamer:
         self.user_id = user_id
         self.state = state
         self.planner = planner
+        self._asker = RecordedPlanner(planner, state, clock) if planner is not None else None
         self.settings = settings or DreamSettings()
         self.clock = clock
         self._terms = SalientTerms(bm25)
@@ -181,6 +184,8 @@ class Dreamer:
                                trigger=trigger, dry_run=dry_run, now=res.started_at)
         applying = False
         try:
+            if self._asker is not None:
+                self._asker.begin()
             pending = self.state.dream_runs(statuses=("applying", "undoing"))
             if pending:
                 res.status = "failed"
@@ -227,6 +232,8 @@ class Dreamer:
                 expect: tuple[str, ...] = ("planned",)) -> DreamResult:
         res.ended_at = iso_utc(self.clock())
         res.duration_ms = (time.perf_counter() - t0) * 1000
+        if row_status == "applied" and self._asker is not None:
+            self._asker.applied()  # its plans are spent: the answers are not needed again
         self.state.dream_finish(res.run_id, row_status, now=res.ended_at, reason=res.reason,
                                 counts=res.counts, model=res.model, tokens_in=res.tokens_in,
                                 tokens_out=res.tokens_out, result=res.to_journal(),
@@ -266,10 +273,10 @@ class Dreamer:
                 res.rejected.append({"group": ids, "reason": refused})
                 continue
             try:
-                if self.planner is None:
+                if self._asker is None:
                     ops = rules_plan(group)
                 else:
-                    reply = request_plan(self.planner, group, project_root=project_root,
+                    reply = request_plan(self._asker, group, project_root=project_root,
                                          max_chars=self.settings.max_chars)
                     res.model = reply.model
                     res.tokens_in += reply.tokens_in

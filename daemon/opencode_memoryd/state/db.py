@@ -8,6 +8,8 @@ one class per group of tables:
 * :class:`~opencode_memoryd.state.queue.QueueTable`: the daemon's work queue (``queue``);
 * :class:`~opencode_memoryd.state.runs.RunTables`: ``maintain`` runs (``runs``) and dream
   runs (``dream_runs``, ``dream_settled``);
+* :class:`~opencode_memoryd.state.replies.ReplyTable`: the model's answers kept until
+  their work is done (``llm_replies``);
 
 all on one :class:`~opencode_memoryd.state.engine.StateFile` (engine, PRAGMAs, schema).
 """
@@ -16,12 +18,13 @@ from __future__ import annotations
 
 from opencode_memoryd.state.items import OutboxTables
 from opencode_memoryd.state.queue import QueueTable
+from opencode_memoryd.state.replies import ReplyTable
 from opencode_memoryd.state.runs import RunTables
 
 __all__ = ["StateDB"]
 
 
-class StateDB(OutboxTables, QueueTable, RunTables):
+class StateDB(OutboxTables, QueueTable, RunTables, ReplyTable):
     """The state file (``state.db``), opened and migrated.
 
     Commits use ``synchronous=FULL`` in WAL mode, so a returned commit survives power loss.

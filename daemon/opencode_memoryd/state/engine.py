@@ -99,6 +99,11 @@ _DDL = [
         PRIMARY KEY (scope_key, signature)
     )""",
     "CREATE INDEX IF NOT EXISTS dream_runs_status ON dream_runs (status)",
+    """CREATE TABLE IF NOT EXISTS llm_replies (
+        key TEXT PRIMARY KEY,
+        reply TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    )""",
 ]
 
 

@@ -1,0 +1,52 @@
+"""Answers of the model kept until the work they were asked for is done (``llm_replies``).
+
+A dream asks the model for one plan per group of memories and applies the plans at the end;
+killed half-way, the next dream would ask, and pay, again for every plan it had. So each
+answer is recorded as it arrives, under a key the caller derives from the exact request
+(:mod:`opencode_memoryd.dream.replies`), and the same request later gets the recorded answer.
+Times named ``now``/``before`` are ISO 8601 UTC strings.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import text
+
+from opencode_memoryd.state.engine import StateFile
+
+__all__ = ["ReplyTable"]
+
+
+class ReplyTable(StateFile):
+    """The ``llm_replies`` operations of :class:`~opencode_memoryd.state.db.StateDB`."""
+
+    def recorded_reply(self, key: str) -> dict[str, Any] | None:
+        """The answer recorded under ``key`` (the dict given to :meth:`record_reply`), or
+        ``None``."""
+        with self._engine.begin() as c:
+            raw = c.execute(text("SELECT reply FROM llm_replies WHERE key=:k"),
+                            {"k": key}).scalar()
+        return dict(json.loads(raw)) if raw is not None else None
+
+    def record_reply(self, key: str, reply: Mapping[str, Any], now: str) -> None:
+        """Durably record an answer (a JSON-safe mapping) under ``key``, replacing any."""
+        with self._engine.begin() as c:
+            c.execute(text("INSERT OR REPLACE INTO llm_replies (key, reply, created_at) "
+                           "VALUES (:k, :r, :n)"),
+                      {"k": key, "r": json.dumps(dict(reply), sort_keys=True), "n": now})
+
+    def forget_replies(self, keys: Sequence[str] = (), *, before: str | None = None) -> int:
+        """Delete the answers under ``keys``, and every answer recorded before ``before``;
+        return how many were deleted."""
+        deleted = 0
+        with self._engine.begin() as c:
+            for key in dict.fromkeys(keys):
+                deleted += c.execute(text("DELETE FROM llm_replies WHERE key=:k"),
+                                     {"k": key}).rowcount
+            if before is not None:
+                deleted += c.execute(text("DELETE FROM llm_replies WHERE created_at < :b"),
+                                     {"b": before}).rowcount
+        return deleted
