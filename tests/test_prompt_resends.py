@@ -9,7 +9,7 @@ answer went out (the process races to record it), or at a random moment (start-u
 catch-up, while a prompt is in flight, store or state writes). The model takes a little
 time to answer, as a real one does, so random kills often land while a prompt waits.
 
-A prompt sent twice is allowed only when its first send got no answer that could be kept:
+A prompt sent again is allowed only when its last send got no answer that could be kept:
 the process that sent it died before the answer reached it, or died in the few
 milliseconds between reading the answer and recording it in the outbox (no result of those
 turns was recorded). Everything else is a re-paid prompt: a second send from the same
@@ -154,15 +154,15 @@ def _items(state_db: Path) -> list[tuple[str, str, float]]:
 def _check(loop: KillLoop, requests: list[RecordedRequest], items: list[tuple[str, str, float]],
            wall_offset: float) -> dict[str, int]:
     """Assert that no answered prompt was sent again; return the loop's numbers."""
-    first: dict[str, RecordedRequest] = {}
+    previous: dict[str, RecordedRequest] = {}
     numbers: Counter[str] = Counter(rounds=sum(loop.kills.values()), prompts=len(requests),
                                     **loop.kills)
     for r in requests:
         key = hashlib.sha256(json.dumps(r.json, sort_keys=True).encode()).hexdigest()
-        if key not in first:
-            first[key] = r
+        f = previous.get(key)
+        previous[key] = r
+        if f is None:
             continue
-        f = first[key]
         numbers["sent again"] += 1
         sender = loop.sender(f.received_at)
         assert sender is not loop.sender(r.received_at), "sent twice by one process"
@@ -177,7 +177,7 @@ def _check(loop: KillLoop, requests: list[RecordedRequest], items: list[tuple[st
             assert sender.died - f.answered_at < RECORD_WINDOW_SECONDS
             numbers["sent again: killed between the answer and its record"] += 1
         else:
-            numbers["sent again: the first send got no answer"] += 1
+            numbers["sent again: the last send got no answer"] += 1
     return dict(numbers)
 
 
