@@ -42,9 +42,9 @@ Behaviours:
 Script file format for the separate process: a JSON list whose items are
 ``{"reply": <obj or str>, "tokens_in": 5, "tokens_out": 3, "finish_reason": "length"}``,
 ``{"status": 500, "body": ..., "retry_after": 2, "usage": [10, 20]}``, ``{"hang": 5}`` or
-``{"raw": <obj>}``; ``--reject-json-schema`` starts the fake as llama.cpp's server. The process prints
-``PORT <n>`` on its first stdout line and, with ``--log FILE``, appends each request as one
-JSON line.
+``{"raw": <obj>}``; ``--reject-json-schema`` starts the fake as llama.cpp's server. The
+process prints ``PORT <n>`` on its first stdout line and, with ``--log FILE``, appends each
+request as one JSON line.
 """
 
 from __future__ import annotations

@@ -78,13 +78,15 @@ def _server_message(exc: openai.APIStatusError) -> str:
 
 
 def _usage(exc: openai.APIStatusError) -> tuple[int, int]:
-    """``(prompt_tokens, completion_tokens)`` of a ``usage`` object in an error body (a
+    """``(prompt_tokens, completion_tokens)`` of a ``usage`` object in an error response (a
     server that generated before it failed may report them), else ``(0, 0)``."""
-    body = exc.body
-    usage = body.get("usage") if isinstance(body, dict) else None
-    if not isinstance(usage, dict):
-        err = body.get("error") if isinstance(body, dict) else None
-        usage = err.get("usage") if isinstance(err, dict) else None
+    try:
+        raw = exc.response.json()
+    except (ValueError, AttributeError, TypeError):
+        raw = None
+    usage = raw.get("usage") if isinstance(raw, dict) else None
+    if not isinstance(usage, dict) and isinstance(exc.body, dict):
+        usage = exc.body.get("usage")
     if not isinstance(usage, dict):
         return 0, 0
     out = []
