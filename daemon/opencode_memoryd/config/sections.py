@@ -177,7 +177,7 @@ class LlmConfig(Section):
         description=(
             "Cap on the tokens of one answer (sent as max_tokens). 0 = sized to the "
             "expected answer: 32 + max_memories_per_chunk x (max_memory_chars / 3 + 40) "
-            "for an extraction (2116 with the defaults), and the like for a dream plan. "
+            "for an extraction (2120 with the defaults), and the like for a dream plan. "
             "Raise it for models that think aloud before they answer (0-1000000)."
         ),
     )

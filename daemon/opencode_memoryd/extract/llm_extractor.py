@@ -69,7 +69,7 @@ def reply_token_cap(max_memories: int, max_chars: int) -> int:
     """The output token cap that fits ``max_memories`` memories of ``max_chars``
     characters: per memory a third of its characters (dense text runs near 3-4 characters
     per token) plus 40 tokens of JSON (type, scope, message ids), plus 32 for the object.
-    With the defaults (12 memories, 400 characters): 2,116 tokens."""
+    With the defaults (12 memories, 400 characters): 2,120 tokens."""
     return 32 + max_memories * (math.ceil(max_chars / 3) + 40)
 
 
