@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 
-from opencode_memoryd.errors import ExtractionError, UpstreamError
+from opencode_memoryd.errors import ExtractionError, MemorydError, UpstreamError
 from opencode_memoryd.extract.llm_extractor import reply_token_cap
 from opencode_memoryd.usecases.doctor.model import FAIL, OK, SKIP, WARN, Check, Context
 
@@ -74,8 +74,11 @@ def endpoint_check(ctx: Context) -> Check:
     llm = ctx.app.config.llm
     timeout = min(llm.timeout_seconds, ctx.probes.llm_timeout_seconds)
     where = f"{llm.base_url} (model {llm.model})"
-    client = ctx.app.build_chat_client(timeout_seconds=timeout, max_retries=0,
-                                       modes=ctx.state())
+    try:
+        modes = ctx.state()
+    except MemorydError:  # the state file's own check reports it
+        modes = None
+    client = ctx.app.build_chat_client(timeout_seconds=timeout, max_retries=0, modes=modes)
     x = ctx.app.config.extraction
     cap = llm.max_output_tokens or reply_token_cap(x.max_memories_per_chunk,
                                                    x.max_memory_chars)
