@@ -205,3 +205,25 @@ def test_status_shows_the_structured_output_mode_that_works(
         modes = [(b.get("response_format") or {}).get("type")
                  for b in fake.chat_requests[before:]]
         assert modes == ["json_schema", "json_object"]
+
+
+def test_a_chunk_that_grows_while_it_fails_is_still_the_same_chunk(
+        sample_db: Path, tmp_path: Path) -> None:
+    with FakeOpenAI(responder=Model()) as fake:
+        cfg = setup(sample_db, tmp_path, fake)
+        cfg.write_text(cfg.read_text().replace("max_chunk_tokens = 500",
+                                               "max_chunk_tokens = 6000"))
+        w = OpenCodeWriter(sample_db)
+        sid = w.conn.execute("SELECT id FROM session WHERE directory=?", (DIR,)).fetchone()[0]
+        for run in range(3):
+            code, report = maintain(cfg, sample_db)
+            if run < 2:
+                assert code == 1
+                # a new turn joins the failing chunk (one chunk holds them all)
+                w.append_turn(sid, f"Service s1{run}0 listens on port 2010{run}.", "Noted.")
+        w.close()
+        assert code == 0 and report["totals"]["given_up"] == 1
+        status = cli_json("--config", str(cfg), "status")
+        assert status["state"]["chunks_given_up"] == 1
+        assert status["state"]["chunks_failing"] == 0
+        assert contents(cfg, sample_db) == ["Deploys happen on Fridays."]

@@ -63,7 +63,7 @@ from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.source.transcript import Chunk, chunk_turns
 from opencode_memoryd.source.turns import Idle, drop_fork_copies, finished_prefix, group_turns
 from opencode_memoryd.state.db import StateDB
-from opencode_memoryd.state.failures import ChunkFailure
+from opencode_memoryd.state.failures import ChunkFailure, failure_id
 from opencode_memoryd.state.items import Item
 from opencode_memoryd.store.api import MemoryStore
 
@@ -346,7 +346,8 @@ class SessionProcessor:
         now = _now_iso(self.clock())
         stored = self.state.get_mark(src, session.id)
         failure = ChunkFailure(
-            id=item_id, source_id=src, session_id=session.id, storage=storage,
+            id=failure_id(src, session.id, storage, chunk.first[1]), source_id=src,
+            session_id=session.id, storage=storage,
             after=stored if stored is not None and stored.storage == storage else None,
             first=chunk.first, last=chunk.last, project_key=session.project_key,
             project_root=session.project_root, fingerprint=fingerprint,
@@ -357,7 +358,7 @@ class SessionProcessor:
         rules = self.rules.extract(lines, project_root=session.project_root)
         item = self.item_of(item_id, session, chunk.first, chunk.last, storage, rules, times,
                             extractor=self.rules.name)
-        self.state.give_up_chunk(item_id, item, now)
+        self.state.give_up_chunk(failure.id, item, now)
         log.warning("chunk_given_up", session_id=session.id, failures=failures,
                     reason=failure.reason, directives=len(rules.candidates),
                     detail="captured by the rules; `maintain --retry-failed` extracts it "

@@ -1,21 +1,24 @@
 """Chunks whose extraction keeps failing (``chunk_failures``), and the tokens of failed
 calls (``failed_calls``).
 
-* ``chunk_failures``: one row per chunk of turns (keyed by the chunk's outbox item id)
-  whose extraction failed in a way that repeats (a refused answer, a refused request).
-  ``failures`` counts the consecutive failures with the same ``fingerprint`` (the same
-  answer byte for byte, or the same error); another failure starts the count again.
-  Status ``failing`` while it is retried by the normal runs; ``given_up`` once it was
-  captured by the rules instead and the session's mark moved past it. Recording a result
-  for the chunk (:meth:`~opencode_memoryd.state.items.OutboxTables.record_item`) drops a
-  ``failing`` row; a ``given_up`` row stays until the chunk is extracted again on demand
-  (``maintain --retry-failed``).
+* ``chunk_failures``: one row per chunk of turns whose extraction failed in a way that
+  repeats (a refused answer, a refused request), keyed by where the chunk starts
+  (:func:`failure_id`: a chunk that grows with new turns while it keeps failing is still
+  the same chunk). ``failures`` counts the consecutive failures with the same
+  ``fingerprint`` (the same answer byte for byte, or the same error); another failure
+  starts the count again. Status ``failing`` while the normal runs retry it; ``given_up``
+  once the rules captured it instead and the session's mark moved past it. Recording a
+  result that reaches past the chunk's start
+  (:meth:`~opencode_memoryd.state.items.OutboxTables.record_item`) drops a ``failing``
+  row; a ``given_up`` row stays until the chunk is extracted again on demand (``maintain
+  --retry-failed``).
 * ``failed_calls``: the tokens of LLM calls that produced no stored result, so the daily
   token budget sees them (:meth:`~opencode_memoryd.state.items.OutboxTables.tokens_since`).
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,10 +29,16 @@ from opencode_memoryd.models import Mark
 from opencode_memoryd.state.engine import StateFile
 from opencode_memoryd.state.items import Item, insert_item
 
-__all__ = ["ChunkFailure", "FailureTables"]
+__all__ = ["ChunkFailure", "FailureTables", "failure_id"]
 
 #: Longest failure reason kept, in characters.
 REASON_CHARS = 300
+
+
+def failure_id(source_id: str, session_id: str, storage: str, first_id: str) -> str:
+    """The key of a chunk's failure record: the session and the chunk's first message."""
+    key = f"{source_id}|{session_id}|{storage}|{first_id}"
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +46,7 @@ class ChunkFailure:
     """One ``chunk_failures`` row.
 
     Attributes:
-        id: the chunk's outbox item id.
+        id: :func:`failure_id` of the chunk.
         source_id: the database's identity.
         session_id: the session.
         storage: the OpenCode table the positions are in.
@@ -91,7 +100,7 @@ class FailureTables(StateFile):
         which) and return its consecutive identical failures, this one included.
 
         A row that is ``given_up`` keeps its status; a new fingerprint restarts the count
-        at 1.
+        at 1. The chunk's extent (``after``, ``last``) is updated: it may have grown.
         """
         reason = " ".join(failure.reason.split())[:REASON_CHARS]
         after = failure.after
@@ -107,7 +116,9 @@ class FailureTables(StateFile):
                           failures = CASE WHEN chunk_failures.fingerprint = excluded.fingerprint
                                           THEN chunk_failures.failures + 1 ELSE 1 END,
                           fingerprint = excluded.fingerprint, reason = excluded.reason,
-                          last_failed_at = excluded.last_failed_at"""),
+                          last_failed_at = excluded.last_failed_at,
+                          after_time = excluded.after_time, after_id = excluded.after_id,
+                          last_time = excluded.last_time, last_id = excluded.last_id"""),
                 {"id": failure.id, "s": failure.source_id, "sid": failure.session_id,
                  "st": failure.storage,
                  "at": after.position[0] if after else None,

@@ -141,14 +141,17 @@ class OutboxTables(StateFile):
         """Durably record an extraction result (status ``extracted``) before storing it.
 
         Recording the same item id again keeps the first result (idempotent). In the same
-        transaction, the chunk's failure record (``chunk_failures``, same id) is dropped
-        while it is still ``failing`` (the chunk succeeded), and the record ``settles``
+        transaction, the session's ``failing`` chunk records that start at or before the
+        item's last message are dropped (those turns succeeded), and the record ``settles``
         names is dropped whatever its status (a given-up chunk extracted again).
         """
         with self._engine.begin() as c:
             insert_item(c, item, now)
-            c.execute(text("DELETE FROM chunk_failures WHERE id=:id AND status='failing'"),
-                      {"id": item.id})
+            c.execute(text("""DELETE FROM chunk_failures WHERE source_id=:s AND session_id=:sid
+                                AND status='failing' AND storage=:st
+                                AND (first_time, first_id) <= (:lt, :li)"""),
+                      {"s": item.source_id, "sid": item.session_id, "st": item.storage,
+                       "lt": item.last[0], "li": item.last[1]})
             if settles is not None:
                 c.execute(text("DELETE FROM chunk_failures WHERE id=:id"), {"id": settles})
 
