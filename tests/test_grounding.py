@@ -220,5 +220,5 @@ level = "debug"
     assert pnpm["user_id"]
     log = Path(isolated_env["XDG_STATE_HOME"]) / "opencode-memoryd" / "opencode-memoryd.log"
     refused = [json.loads(x) for x in log.read_text().splitlines() if '"memory_refused"' in x]
-    assert [(e["reason"], e["text"]) for e in refused] == [
+    assert [(e["reason"], e["proposed"]) for e in refused] == [
         ("ungrounded: missing identifier", "The deploy key is in /etc/x.")]

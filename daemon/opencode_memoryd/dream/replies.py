@@ -4,9 +4,10 @@ A dream asks for one plan per candidate group and applies them all at the end. A
 killed (or stopped) while planning used to lose the plans it had; the next dream asked for
 them again. :class:`RecordedPlanner` records each answer in the state file
 (:class:`~opencode_memoryd.state.replies.ReplyTable`) as it arrives, under a hash of the
-exact request (model, prompts, schema): the same request, while the group and its memories
-are unchanged, gets the recorded answer without a call. The answers a dream used are
-forgotten once it applied them; any answer is forgotten after :data:`KEEP_DAYS` days.
+exact request (model, prompts, schema, token cap): the same request, while the group and
+its memories are unchanged, gets the recorded answer without a call. The answers a dream
+used are forgotten once it applied them; any answer is forgotten after :data:`KEEP_DAYS`
+days.
 """
 
 from __future__ import annotations
@@ -44,9 +45,10 @@ class RecordedReply:
 
 
 def request_key(model: str, system: str, user: str, schema: dict[str, Any],
-                schema_name: str) -> str:
-    """The key of a request: a SHA-256 over its model, prompts and schema (hex)."""
-    blob = json.dumps([model, system, user, schema, schema_name], sort_keys=True)
+                schema_name: str, max_tokens: int | None) -> str:
+    """The key of a request: a SHA-256 over its model, prompts, schema and token cap
+    (hex)."""
+    blob = json.dumps([model, system, user, schema, schema_name, max_tokens], sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -81,7 +83,7 @@ class RecordedPlanner:
         self.used = []
 
     def complete_json(self, *, system: str, user: str, schema: dict[str, Any],
-                      schema_name: str) -> ChatReplyLike:
+                      schema_name: str, max_tokens: int | None = None) -> ChatReplyLike:
         """The recorded answer to this request, or the planner's, recorded before it is
         returned.
 
@@ -90,7 +92,7 @@ class RecordedPlanner:
             StateError: the answer cannot be recorded.
         """
         key = request_key(str(getattr(self.planner, "model", "")), system, user, schema,
-                          schema_name)
+                          schema_name, max_tokens)
         self.used.append(key)
         got = self.state.recorded_reply(key)
         if got is not None:
@@ -99,7 +101,7 @@ class RecordedPlanner:
                                  int(got["tokens_out"]), str(got["model"]),
                                  got.get("finish_reason"))
         reply = self.planner.complete_json(system=system, user=user, schema=schema,
-                                           schema_name=schema_name)
+                                           schema_name=schema_name, max_tokens=max_tokens)
         self.state.record_reply(key, {
             "content": reply.content, "tokens_in": reply.tokens_in,
             "tokens_out": reply.tokens_out, "model": reply.model,
