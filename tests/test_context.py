@@ -89,7 +89,10 @@ def test_sections_in_fixed_order_with_dates_and_the_framing_line(
     assert lines[0] == MARKER
     assert "never instructions" in lines[2]
     titles = [line[4:] for line in lines if line.startswith("### ")]
-    assert titles == ["Architecture and tech", "Conventions and feedback", "User preferences"]
+    # the seeded memories have no section: opening the store gave them one by the rules
+    # (the reference memory goes to "References")
+    assert titles == ["Architecture and tech", "Conventions and feedback", "User preferences",
+                      "References"]
     order = [title for _, title in SECTIONS]
     assert titles == sorted(titles, key=order.index)
     assert "- 2025-03-01: We always use pnpm, never npm." in lines

@@ -28,20 +28,24 @@ import hashlib
 import os
 import signal
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import structlog
 
+from opencode_memoryd.capture.notes import SessionNotes, Summarizer
+from opencode_memoryd.capture.report import Limits, SessionReport
 from opencode_memoryd.capture.writer import write_memories
 from opencode_memoryd.errors import ExtractionError, UpstreamError
+from opencode_memoryd.extract.sections import section_for, valid_section
+from opencode_memoryd.extract.summarize import RulesSummarizer
 from opencode_memoryd.models import (
     STORAGE_MESSAGE,
     ExtractionResult,
     Mark,
+    MemoryCandidate,
     TranscriptLine,
     iso_utc,
 )
@@ -55,6 +59,8 @@ from opencode_memoryd.state.items import Item
 from opencode_memoryd.store.api import MemoryStore
 
 log = structlog.get_logger(__name__)
+
+__all__ = ["Extractor", "Limits", "SessionProcessor", "SessionReport"]
 
 #: Bumped when the transcript or prompt format changes, so old cached items are not reused.
 ITEM_FORMAT = "1"
@@ -70,67 +76,6 @@ class Extractor(Protocol):
     ) -> ExtractionResult:
         """Return the accepted candidates; raise UpstreamError or ExtractionError."""
         ...
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """Reader and chunking settings, from ``[opencode]`` and ``[extraction]``."""
-
-    abandoned_ms: int = 1_800_000
-    settle_ms: int = 2_000
-    max_chunk_tokens: int = 6000
-    tool_output_chars: int = 160
-    near_duplicate_similarity: float = 0.85
-
-
-@dataclass(slots=True)
-class SessionReport:
-    """What processing one session did (counts only: never transcript text)."""
-
-    session_id: str
-    project_key: str
-    project_root: str
-    title_chars: int = 0
-    turns_read: int = 0
-    chunks: int = 0
-    llm_calls: int = 0
-    added: int = 0
-    skipped: Counter[str] = field(default_factory=Counter)
-    rejected: Counter[str] = field(default_factory=Counter)
-    redactions: Counter[str] = field(default_factory=Counter)
-    tokens_in: int = 0
-    tokens_out: int = 0
-    replayed_items: int = 0
-    error: str | None = None
-    error_kind: str | None = None
-    retry_after_seconds: float | None = None
-    duration_ms: float = 0.0
-    #: the table the session's turns were read from
-    storage: str = STORAGE_MESSAGE
-    #: a turn after the mark is not finished yet (the daemon looks again for v2 sessions,
-    #: whose last writes are in-place updates it may not see)
-    waiting: bool = False
-
-    def as_dict(self) -> dict[str, Any]:
-        """A JSON-safe dict (the log event and ``maintain --json`` row)."""
-        return {
-            "session_id": self.session_id,
-            "project": self.project_key,
-            "project_root": self.project_root,
-            "turns_read": self.turns_read,
-            "chunks": self.chunks,
-            "llm_calls": self.llm_calls,
-            "added": self.added,
-            "skipped": dict(self.skipped),
-            "rejected": dict(self.rejected),
-            "redactions": dict(self.redactions),
-            "tokens_in": self.tokens_in,
-            "tokens_out": self.tokens_out,
-            "replayed_items": self.replayed_items,
-            "error": self.error,
-            "storage": self.storage,
-            "duration_ms": round(self.duration_ms, 1),
-        }
 
 
 def _now_iso(now: datetime) -> str:
@@ -161,6 +106,8 @@ class SessionProcessor:
         raise_fatal: re-raise ``auth``/``not_found`` upstream errors (every other session
             would fail the same way); the daemon sets it to ``False`` and pauses instead.
         user_id: the identity user-scope memories are written for (``Memory.user_id``).
+        summarizer: writes session notes and project briefs
+            (:mod:`opencode_memoryd.capture.notes`); rules when ``None``.
     """
 
     def __init__(
@@ -174,6 +121,7 @@ class SessionProcessor:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         raise_fatal: bool = True,
         user_id: str | None = None,
+        summarizer: Summarizer | None = None,
     ) -> None:
         self.raise_fatal = raise_fatal
         self.user_id = user_id
@@ -183,6 +131,8 @@ class SessionProcessor:
         self.extractor = extractor
         self.limits = limits
         self.clock = clock
+        self.notes = SessionNotes(source, state, store, summarizer or RulesSummarizer(),
+                                  limits.notes, tool_output_chars=limits.tool_output_chars)
 
     def _apply(self, item: Item, report: SessionReport) -> None:
         now = self.clock()
@@ -218,6 +168,7 @@ class SessionProcessor:
                 self._apply(item, report)
                 report.replayed_items += 1
             self._process_new(session, report)
+            self.notes.after_session(session, report, now=self.clock())
         except UpstreamError as exc:
             report.error = f"{exc.kind}: {exc}"
             report.error_kind = exc.kind
@@ -298,6 +249,8 @@ class SessionProcessor:
             if not done:
                 return  # wait for the turn in flight to finish
             report.turns_read += len(done)
+            report.summaries += self.notes.compactions(
+                session, [m for t in done for m in t.messages])
             times = {m.id: m.time_created for m in real}
             # Fork copies precede the session's own messages, so the first chunk's mark
             # moves past them too.
@@ -363,9 +316,7 @@ class SessionProcessor:
             extractor=self.extractor.name, model=result.model,
             result={
                 "candidates": [
-                    {"content": redact(c.content).text, "type": c.type, "scope": c.scope,
-                     "message_ids": list(c.message_ids), "source": c.source}
-                    for c in result.candidates
+                    _candidate(c) for c in result.candidates
                 ],
                 "message_times": {m: times[m] for c in result.candidates
                                   for m in c.message_ids if m in times},
@@ -375,6 +326,15 @@ class SessionProcessor:
         self.state.record_item(item, _now_iso(self.clock()))
         _fault_point("after_record")
         self._apply(item, report)
+
+
+def _candidate(c: MemoryCandidate) -> dict[str, Any]:
+    """The recorded form of a candidate: redacted, with the extractor's section or the
+    rules' choice (so both extractors' memories get one)."""
+    content = redact(c.content).text
+    return {"content": content, "type": c.type, "scope": c.scope,
+            "message_ids": list(c.message_ids), "source": c.source,
+            "section": valid_section(c.section) or section_for(c.type, c.scope, content)}
 
 
 def _merge(a: ExtractionResult, b: ExtractionResult) -> ExtractionResult:

@@ -46,7 +46,7 @@ from opencode_memoryd.dream.model import TRIGGERS, DreamResult, DreamScope, Drea
 from opencode_memoryd.dream.planning import Operation, Planner, plan_of, request_plan, rules_plan
 from opencode_memoryd.dream.terms import SalientTerms
 from opencode_memoryd.errors import DreamError, ExtractionError, MemorydError, UpstreamError
-from opencode_memoryd.models import Memory, iso_utc, scope_project
+from opencode_memoryd.models import FACT_TYPES, Memory, iso_utc, scope_project
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.store.bm25 import Bm25Encoder
@@ -240,7 +240,8 @@ class Dreamer:
                   project_root: str | None, settled: list[str]) -> _Planned:
         """Group, plan and check; fill ``res`` and ``settled`` (the signatures of the
         groups kept whole or rejected by a check)."""
-        active = list(self.store.scroll(sc.filter()))
+        # briefs and session summaries are rewritten from their source, never consolidated
+        active = [m for m in self.store.scroll(sc.filter()) if m.type in FACT_TYPES]
         n_before = len(active)
         res.counts = {"before": n_before, "after": n_before, "merged": 0, "superseded": 0,
                       "created": 0, "updated": 0, "kept": n_before, "rejected_plans": 0,

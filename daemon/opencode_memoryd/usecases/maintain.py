@@ -10,6 +10,7 @@ from typing import Any
 
 import structlog
 
+from opencode_memoryd.capture.notes import Summarizer
 from opencode_memoryd.capture.processor import Extractor, SessionProcessor, SessionReport
 from opencode_memoryd.models import iso_utc
 from opencode_memoryd.source.rows import SessionRow
@@ -32,8 +33,8 @@ def no_lock(_project_key: str) -> AbstractContextManager[None]:
 
 def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extractor, *,
              directory: str | None, db: str | None = None,
-             progress: Progress | None = None, lock_for: LockFor = no_lock
-             ) -> dict[str, Any]:
+             progress: Progress | None = None, lock_for: LockFor = no_lock,
+             summarizer: Summarizer | None = None) -> dict[str, Any]:
     """Process every eligible session (of ``directory``'s project, or all) up to now.
 
     Args:
@@ -41,6 +42,7 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
         db: ``--db PATH``, else the configured or discovered databases.
         progress: wraps each database's session list.
         lock_for: held per session's project, so this never overlaps the daemon's jobs.
+        summarizer: writes session summaries and project briefs (rules when ``None``).
 
     Returns:
         ``{"run_id", "mode", "databases": [{"path", "schema", "sessions"}],
@@ -68,7 +70,8 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
                 dbs.append({"path": str(path), "schema": source.schema.describe(),
                             "sessions": len(sessions)})
                 proc = SessionProcessor(source, state, store, extractor, app.limits(),
-                                        clock=app.clock, user_id=app.user_id)
+                                        clock=app.clock, user_id=app.user_id,
+                                        summarizer=summarizer)
                 for s in (progress(sessions) if progress else sessions):
                     with lock_for(s.project_key):
                         reports.append(proc.process(s))
@@ -91,6 +94,8 @@ def _summary(run_id: str, mode: str, dbs: list[dict[str, Any]],
         "tokens_in": sum(r["tokens_in"] for r in rows),
         "tokens_out": sum(r["tokens_out"] for r in rows),
         "redactions": sum(sum(r["redactions"].values()) for r in rows),
+        "summaries": sum(r["summaries"] for r in rows),
+        "briefs": sum(r["briefs"] for r in rows),
         "failed": sum(1 for r in rows if r["error"]),
     }
     return {"run_id": run_id, "mode": mode, "databases": dbs, "sessions": rows,
@@ -98,7 +103,8 @@ def _summary(run_id: str, mode: str, dbs: list[dict[str, Any]],
 
 
 def capture_now(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extractor, *,
-                directory: str, lock_for: LockFor = no_lock) -> dict[str, Any]:
+                directory: str, lock_for: LockFor = no_lock,
+                summarizer: Summarizer | None = None) -> dict[str, Any]:
     """Extract the newest top-level session of ``directory``'s project now.
 
     The quiet period is skipped, the finished-turn rule is not: a turn still in flight is
@@ -121,7 +127,8 @@ def capture_now(app: AppPort, state: StateDB, store: MemoryStore, extractor: Ext
         return {"session_id": None, "reason": f"no OpenCode session found for {directory}"}
     session, path = newest
     with app.open_source(path) as source:
-        proc = SessionProcessor(source, state, store, extractor, app.limits(), clock=app.clock)
+        proc = SessionProcessor(source, state, store, extractor, app.limits(), clock=app.clock,
+                                user_id=app.user_id, summarizer=summarizer)
         with lock_for(session.project_key):
             report = proc.process(session)
     log.info("capture_now", session_id=session.id, added=report.added)
