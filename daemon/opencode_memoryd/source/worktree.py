@@ -138,7 +138,7 @@ def shareable(worktree: str, files: list[ProjectFile]) -> bool:
     paths = sorted({str(p) for f in files for p in (root / f.name, f.path)})
     if not paths:
         return True
-    ignored = _git(root, "check-ignore", "-q", "--", *paths)
+    ignored = _git(root, "check-ignore", "--", *paths)
     # 0: one is ignored; 1: none is; 128 (or anything else): git failed, so no
     return ignored is not None and ignored.returncode == 1
 
