@@ -59,7 +59,8 @@ def test_healthy_sandbox_without_a_daemon(sandbox: Sandbox) -> None:
     assert ("38 migrations, last 20260622202450_simplify_session_input"
             in checks["database"]["detail"])
     assert checks["storage"]["detail"].split(": ", 1)[1].startswith("live storage 1.x")
-    assert "3 points" in checks["embedder"]["detail"]
+    # the 3 directives and the sample's 4 session summaries (2 compactions, 2 session states)
+    assert "7 points" in checks["embedder"]["detail"]
     code, text = sandbox.text()
     lines = text.splitlines()
     assert code == 0
