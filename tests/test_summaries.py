@@ -13,7 +13,17 @@ from typing import Any
 
 import pytest
 
-from conftest import ACME, MANIFEST, PIPELINE, cli, cli_json, write_config
+from conftest import (
+    ACME,
+    MANIFEST,
+    PIPELINE,
+    cli,
+    cli_json,
+    read_marks,
+    start_daemon,
+    wait_until,
+    write_config,
+)
 from fake_openai import FakeOpenAI
 from opencode_memoryd.models import note_id
 from opencode_writer import OpenCodeWriter
@@ -261,3 +271,52 @@ def test_llm_mode_summarises_a_stopped_session_from_its_transcript_and_state(
     calls = len(fake.chat_requests)
     report = cli_json("--config", str(cfg), "maintain", "--dir", ACME, "--db", str(sample_db))
     assert report["totals"]["llm_calls"] == 0 and len(fake.chat_requests) == calls
+
+
+# -- the daemon ---------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_daemon_summarises_a_session_once_it_has_been_idle(
+        tmp_path: Path, isolated_env: dict[str, str]) -> None:
+    data = Path(isolated_env["XDG_DATA_HOME"]) / "opencode"
+    data.mkdir(parents=True)
+    db = data / "opencode.db"
+    db.write_bytes((Path(__file__).parent / "fixtures" / "opencode-sample.db").read_bytes())
+    cfg = write_config(tmp_path / "daemon.toml", """
+[opencode]
+settle_seconds = 0.2
+[extraction]
+mode = "rules"
+[summaries]
+idle_seconds = 3
+[daemon]
+quiet_period_seconds = 0.3
+max_wait_seconds = 30
+sweep_interval_seconds = 60
+poll_interval_seconds = 0.2
+""")
+    state_db = Path(isolated_env["XDG_STATE_HOME"]) / "opencode-memoryd" / "state.db"
+    proc = start_daemon(cfg, isolated_env)
+    try:
+        assert wait_until(lambda: "ses_dfec43a4cffe5HkHVz7wUC8pgF" in read_marks(state_db),
+                          timeout=60)
+        w = OpenCodeWriter(db)
+        sid = w.new_session(project_id=ACME_KEY, directory=ACME, title="Coupons")
+        last = w.append_tool_turn(sid, "add coupons", [edit(f"{ACME}/src/coupon.ts"),
+                                                       bash("pnpm test coupon", 1)])
+        w.close()
+        written = time.monotonic()
+        # read soon after its quiet period; summarised only once idle for 3 s
+        assert wait_until(lambda: read_marks(state_db).get(sid) == last["assistant"])
+
+        def note() -> list[dict[str, Any]]:
+            return [m for m in summaries(cfg) if sid in m["session_ids"]]
+
+        assert wait_until(lambda: bool(note()), timeout=60, interval=0.5)
+        assert time.monotonic() - written >= 3
+        [m] = note()
+        assert "src/coupon.ts" in m["content"] and "`pnpm test coupon` (exit 1)" in m["content"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -192,6 +192,8 @@ class SessionNotes:
         act = session_activity(messages)
         if not act.last_message_id or act.ended_with_compaction:
             return
+        if self.summarizer.name == "rules" and not act.has_state:
+            return  # nothing changed, nothing failed: the rules have nothing to tell
         now_ms = int(now.timestamp() * 1000)
         due = act.last_activity_ms + self.settings.idle_ms
         if now_ms < due:

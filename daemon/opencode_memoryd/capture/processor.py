@@ -15,6 +15,10 @@ and idempotent):
 4. write the memories to the store with deterministic point ids and write-time dedup;
 5. mark the item ``stored`` and advance the mark, in one state transaction.
 
+Compaction summaries are stored as the turns holding them are read, and once the session
+is read to its end, its project brief and its own summary are looked at
+(:mod:`opencode_memoryd.capture.notes`).
+
 A crash after 3 replays the recorded result at the next run (no second LLM call); a crash
 after 4 rewrites the same points (no duplicate). An extractor error leaves the mark where
 it was. Memories are written with :func:`~opencode_memoryd.capture.writer.write_memories`,

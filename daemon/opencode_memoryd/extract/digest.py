@@ -34,16 +34,23 @@ _SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
 
 
 def _inline(text: str) -> str:
-    """Markdown/reST inline markup reduced to its text."""
+    """Markdown/reST inline markup reduced to its text (code spans kept verbatim)."""
     t = _IMAGE.sub("", text)
     t = _REST_LINK.sub(r"\1", t)
     t = _REST_ROLE.sub(r"\1", t)
     t = _LINK.sub(lambda m: m.group(1) or m.group(2) or "", t)
     t = _HTML.sub("", t)
-    t = _CODE.sub(r"\1", t)
-    t = t.replace("``", "")
+    t = t.replace("``", "`")
+    spans: list[str] = []
+
+    def _hold(m: re.Match[str]) -> str:
+        spans.append(m.group(1))
+        return f"\x00{len(spans) - 1}\x00"
+
+    t = _CODE.sub(_hold, t)
     for _ in range(2):
         t = _EMPHASIS.sub(r"\2", t)
+    t = re.sub("\x00(\\d+)\x00", lambda m: spans[int(m.group(1))], t)
     return " ".join(t.split())
 
 
@@ -154,6 +161,6 @@ def cap(text: str, max_chars: int) -> str:
     if ends and ends[-1] >= max_chars // 2:
         return cut[: ends[-1]]
     space = cut.rfind(" ")
-    if space >= max_chars // 2:
+    if t[len(cut)] != " " and space >= max_chars // 2:  # do not keep half a word
         cut = cut[:space]
     return cut.rstrip(" ,;:") + "…"

@@ -154,8 +154,10 @@ class SessionJobs:
                             "turn not finished")
             elif report.summary_due_ms is not None:
                 # look again once the session has been idle long enough for its summary
-                wait = (report.summary_due_ms - now_ms) / 1000
-                self._retry(source_id, session_id, max(wait, 1.0), "summary due")
+                due = self.state.queue_defer(
+                    source_id, session_id, max(report.summary_due_ms, now_ms + 1000), now_ms,
+                    self.cfg.max_wait_seconds, "summary due")
+                self._arm(source_id, session_id, due)
             else:
                 self.state.queue_done(source_id, session_id, now_ms)
             if report.turns_read:
