@@ -1,5 +1,5 @@
-"""What one session run is given (:class:`Limits`, :class:`NoteSettings`) and what it
-reports (:class:`SessionReport`)."""
+"""The settings a session is processed with (:class:`Limits`, :class:`NoteSettings`) and
+what processing it did (:class:`SessionReport`)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opencode_memoryd.models import STORAGE_MESSAGE
+
+__all__ = ["Limits", "NoteSettings", "SessionReport"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +42,11 @@ class Limits:
     max_chunk_tokens: int = 6000
     tool_output_chars: int = 160
     near_duplicate_similarity: float = 0.85
+    #: the rules floor's longest memory, in characters
+    max_memory_chars: int = 400
+    #: identical failures of one chunk after which it is given up (0 = never)
+    max_identical_failures: int = 3
+    #: session summaries and project briefs
     notes: NoteSettings = NoteSettings()
 
 
@@ -61,6 +68,8 @@ class SessionReport:
     tokens_in: int = 0
     tokens_out: int = 0
     replayed_items: int = 0
+    #: chunks given up (captured by the rules after repeated identical failures)
+    given_up: int = 0
     error: str | None = None
     error_kind: str | None = None
     retry_after_seconds: float | None = None
@@ -93,6 +102,7 @@ class SessionReport:
             "tokens_in": self.tokens_in,
             "tokens_out": self.tokens_out,
             "replayed_items": self.replayed_items,
+            "given_up": self.given_up,
             "summaries": self.summaries,
             "briefs": self.briefs,
             "error": self.error,

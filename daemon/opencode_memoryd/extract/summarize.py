@@ -56,6 +56,13 @@ _FENCE = re.compile(r"^\s*```[a-zA-Z]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 _DELIMITER = re.compile(r"<(/?(?:readme|manifest|transcript|state))", re.IGNORECASE)
 
 
+def summary_token_cap(max_chars: int) -> int:
+    """The output token cap of a summary of at most ``max_chars`` characters: half its
+    characters (room for a wordy model; dense text runs near 3-4 characters per token) plus
+    32 tokens of JSON. A reply cut off at the cap falls back to the rules."""
+    return 32 + max(max_chars // 2, 64)
+
+
 @dataclass(frozen=True, slots=True)
 class Summary:
     """A summary or brief, and what it cost.
@@ -148,7 +155,8 @@ class LlmSummarizer:
              fallback: Summary) -> Summary:
         try:
             reply = self.chat.complete_json(system=system, user=user, schema=SUMMARY_SCHEMA,
-                                            schema_name=SUMMARY_SCHEMA_NAME)
+                                            schema_name=SUMMARY_SCHEMA_NAME,
+                                            max_tokens=summary_token_cap(max_chars))
         except (UpstreamError, ExtractionError) as exc:
             log.warning(f"{what}_fallback", reason=str(exc)[:200])
             return Summary(fallback.text, "rules", llm_calls=1)

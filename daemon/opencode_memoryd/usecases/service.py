@@ -96,14 +96,14 @@ class Service:
     def extractor(self) -> Extractor:
         """The extractor of the configured mode (built on first use)."""
         if self._extractor is None:
-            self._extractor = self.app.build_extractor()
+            self._extractor = self.app.build_extractor(modes=self.state)
         return self._extractor
 
     @property
     def summarizer(self) -> Summarizer:
         """The writer of session summaries and project briefs (built on first use)."""
         if self._summarizer is None:
-            self._summarizer = self.app.build_summarizer()
+            self._summarizer = self.app.build_summarizer(modes=self.state)
         return self._summarizer
 
     @property
@@ -115,19 +115,25 @@ class Service:
             settings = DreamSettings(
                 max_retire_share=cfg.dream.max_retire_share,
                 near_duplicate_similarity=cfg.dedup.near_duplicate_similarity,
+                max_output_tokens=cfg.llm.max_output_tokens,
             )
-            self._dreamer = Dreamer(self.store, self.state, planner=self.app.build_planner(),
+            self._dreamer = Dreamer(self.store, self.state,
+                                    planner=self.app.build_planner(modes=self.state),
                                     settings=settings, clock=self.app.clock,
                                     user_id=self.app.user_id)
         return self._dreamer
 
     # -- the routes -------------------------------------------------------------------
 
-    def maintain(self, *, directory: str | None, db: str | None = None) -> dict[str, Any]:
+    def maintain(self, *, directory: str | None, db: str | None = None,
+                 retry_failed: bool = False) -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.maintain.maintain`."""
+        if not isinstance(retry_failed, bool):
+            raise RequestError("maintain: `retry_failed` must be true or false")
         return maintain(self.app, self.state, self.store, self.extractor,
                         directory=directory, db=db, progress=self.progress,
-                        lock_for=self.lock_for, summarizer=self.summarizer)
+                        lock_for=self.lock_for, retry_failed=retry_failed,
+                        summarizer=self.summarizer)
 
     def list(self, *, user: bool = False, directory: str | None = None,
              db: str | None = None, include_retired: bool = False
