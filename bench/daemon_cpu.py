@@ -154,7 +154,7 @@ def build_big_db(dst: Path, n_sessions: int, n_projects: int, seed: int = 7) -> 
         value = (ms * 4096 + counter) & ((1 << 48) - 1)
         return f"{prefix}_{value:012x}" + "".join(rng.choices(_B62, k=14))
 
-    projects = [("%040x" % rng.getrandbits(160), f"/tmp/projects/bench/p{i:03d}")
+    projects = [(f"{rng.getrandbits(160):040x}", f"/tmp/projects/bench/p{i:03d}")
                 for i in range(n_projects)]
     sessions, messages, parts = [], [], []
     for i in range(n_sessions):
@@ -245,9 +245,9 @@ def bench_catch_up(big: Path, n: int, seconds: float, quiet: float,
                 break
         t, seen, marked, cpu = samples[-1]
         print(f"  after {t:.0f} s: {seen} sessions queued so far, {marked} extracted (marks); "
-              f"serving commands: {'%.1f s' % serving_at if serving_at else 'not yet'}; "
+              f"serving commands: {f'{serving_at:.1f} s' if serving_at else 'not yet'}; "
               f"first full pass done: "
-              f"{'%.1f s' % ready_at if ready_at else 'not yet'}; CPU {cpu:.1f} s "
+              f"{f'{ready_at:.1f} s' if ready_at else 'not yet'}; CPU {cpu:.1f} s "
               f"({100 * cpu / t:.0f} % of one core); RSS {d.rss_mb():.0f} MiB")
         if done_at is not None:
             print(f"  catch-up finished after {done_at:.1f} s")

@@ -366,7 +366,7 @@ def build_memories(n: int, *, seed: int, projects: int, dup_share: float,
     n_proj = n - n_user
     sizes = [int(n_proj * w / sum(weights)) for w in weights]
     sizes[0] += n_proj - sum(sizes)
-    plan: list[tuple[str | None, int]] = [(None, n_user), *zip(names, sizes)]
+    plan: list[tuple[str | None, int]] = [(None, n_user), *zip(names, sizes, strict=False)]
 
     memories: list[Memory] = []
     truth = Truth()

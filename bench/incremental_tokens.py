@@ -89,7 +89,7 @@ def main() -> int:
                     c.execute("DELETE FROM message WHERE session_id=?", (s.id,))
                 user_idx = [i for i, m in enumerate(msgs) if '"role":"user"' in m[4]
                             or '"role": "user"' in m[4]]
-                bounds = user_idx[1:] + [len(msgs)]
+                bounds = [*user_idx[1:], len(msgs)]
                 state = StateDB(work / f"{s.id}.state.db")
                 store = EdgeStore(work / f"{s.id}.qdrant")
                 chat = ChatClient(base_url=fake.base_url, api_key=None, model="bench",

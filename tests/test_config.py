@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from opencode_memoryd.config.example import main as example_main
+from opencode_memoryd.cli.examples import config_main as example_main
 from opencode_memoryd.config.example import render_example, write_example
 from opencode_memoryd.config.loader import apply_overrides, init_config, load_config, parse_config
 from opencode_memoryd.config.paths import (
@@ -341,7 +341,7 @@ def test_example_file_is_up_to_date() -> None:
     text = (REPO_ROOT / "config.example.toml").read_text(encoding="utf-8")
     assert text == render_example(), (
         "config.example.toml is stale: "
-        "python -m opencode_memoryd.config.example config.example.toml"
+        "python -m opencode_memoryd.cli.examples config config.example.toml"
     )
 
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from opencode_memoryd.install import service as sf
+from opencode_memoryd.cli.examples import systemd_main
+from opencode_memoryd.install.examples import render_examples
 from opencode_memoryd.install.service import (
     LAUNCHD_LABEL,
     SYSTEMD_UNIT_NAME,
     default_executable,
     install,
-    render_examples,
     render_launchd_plist,
     render_systemd_unit,
     uninstall,
@@ -401,9 +401,9 @@ def test_examples_on_disk_are_up_to_date() -> None:
     for name, text in examples.items():
         assert (REPO_ROOT / "systemd" / name).read_text() == text, (
             f"systemd/{name} is out of date; regenerate it with "
-            "python -m opencode_memoryd.install.service systemd"
+            "python -m opencode_memoryd.cli.examples systemd systemd"
         )
-    assert sf.main(["--check", str(REPO_ROOT / "systemd")]) == 0
+    assert systemd_main(["--check", str(REPO_ROOT / "systemd")]) == 0
 
 
 def test_examples_have_no_machine_specific_paths() -> None:
@@ -418,6 +418,6 @@ def test_examples_have_no_machine_specific_paths() -> None:
 
 
 def test_example_check_reports_a_stale_file(tmp_path: Path) -> None:
-    assert sf.main([str(tmp_path)]) == 0
+    assert systemd_main([str(tmp_path)]) == 0
     (tmp_path / SYSTEMD_UNIT_NAME).write_text("stale\n")
-    assert sf.main(["--check", str(tmp_path)]) == 1
+    assert systemd_main(["--check", str(tmp_path)]) == 1

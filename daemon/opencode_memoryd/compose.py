@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -24,7 +24,7 @@ from opencode_memoryd.extract.rules import RulesExtractor
 from opencode_memoryd.source.discover import discover_databases
 from opencode_memoryd.source.reader import OpenCodeDB
 from opencode_memoryd.state.db import StateDB
-from opencode_memoryd.store.api import MemoryStore
+from opencode_memoryd.store.api import Embedder, MemoryStore
 from opencode_memoryd.store.edge import EdgeStore
 from opencode_memoryd.store.server import ServerStore
 from opencode_memoryd.usecases.projects import normalize_dir
@@ -94,7 +94,7 @@ class App:
     def _secret(self, env_name: str) -> str | None:
         return (self.env.get(env_name) or None) if env_name else None
 
-    def build_embedder(self) -> Any | None:
+    def build_embedder(self) -> Embedder | None:
         """The dense embedder of ``[embedding]``, or ``None`` (BM25 only)."""
         e = self.config.embedding
         if e.provider == "none":

@@ -16,6 +16,7 @@
     ├── ControlError           the control socket cannot be served or reached
     │   └── DaemonUnreachableError  no daemon accepted the connection (safe to do it locally)
     ├── RequestError           a control request's payload is invalid (HTTP 400)
+    ├── NotFoundError          the requested memory, session or run does not exist (HTTP 404)
     ├── RemoteError            the daemon answered a call with an error
     └── InstallRefusedError    install-opencode would change a file it did not write
 """
@@ -121,6 +122,10 @@ class DaemonUnreachableError(ControlError):
 
 class RequestError(MemorydError):
     """Raised by a handler to reject its payload (missing or invalid fields): HTTP 400."""
+
+
+class NotFoundError(MemorydError):
+    """The requested memory, session or run does not exist."""
 
 
 class RemoteError(MemorydError):

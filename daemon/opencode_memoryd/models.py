@@ -225,7 +225,7 @@ def point_id(scope: Scope, project_id: str | None, type_: str, text: str) -> str
 
     The same normalised fact of the same type in the same scope always maps to the same
     point, so replaying an extraction, or meeting the fact again in another session,
-    upserts instead of duplicating (pattern: deterministic ids, see docs/reliability.md §3.3).
+    upserts instead of duplicating (pattern: deterministic ids make the write idempotent).
     """
     key = f"{scope_key(scope, project_id)}|{type_}|{content_hash(text)}"
     return str(uuid.uuid5(POINT_NAMESPACE, key))

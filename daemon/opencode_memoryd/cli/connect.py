@@ -19,6 +19,7 @@ from opencode_memoryd.compose import App
 from opencode_memoryd.errors import (
     DaemonUnreachableError,
     MemorydError,
+    NotFoundError,
     RemoteError,
     SourceError,
     StateError,
@@ -119,5 +120,5 @@ def _remote_upstream(message: str) -> UpstreamError:
 _REMOTE_ERRORS: dict[str, Callable[[str], MemorydError]] = {
     "SourceError": SourceError, "SourceSchemaError": SourceError, "StoreError": StoreError,
     "EmbedderMismatchError": StoreError, "StateError": StateError,
-    "UpstreamError": _remote_upstream,
+    "UpstreamError": _remote_upstream, "NotFoundError": NotFoundError,
 }

@@ -19,6 +19,7 @@ from opencode_memoryd import __version__, logs
 from opencode_memoryd.cli import (
     context,
     dreams,
+    history,
     maintain,
     mcp,
     memories,
@@ -69,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     dreams.register(sub)
     setup.register(sub)
     opencode_setup.register(sub)
+    history.register(sub)
     return p
 
 

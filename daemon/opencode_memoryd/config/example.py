@@ -1,13 +1,11 @@
-"""The commented example config, rendered from the schema, and the command that writes it.
+"""The commented example config, rendered from the schema.
 
-``python -m opencode_memoryd.config.example [--check] [PATH]`` prints the example, writes
-it to PATH, or (with ``--check``) exits 1 when PATH differs from it. The repository's
-``config.example.toml`` is this output.
+The repository's ``config.example.toml`` is this output; ``python -m
+opencode_memoryd.cli.examples config [--check] [PATH]`` writes or checks it.
 """
 
 from __future__ import annotations
 
-import sys
 import textwrap
 from pathlib import Path
 
@@ -17,9 +15,8 @@ from opencode_memoryd.config.fields import Section
 from opencode_memoryd.config.paths import APP_NAME, CONFIG_ENV_VAR
 from opencode_memoryd.config.schema import Config
 
-__all__ = ["main", "render_example", "write_example"]
+__all__ = ["render_example", "write_example"]
 
-_COMMAND = "python -m opencode_memoryd.config.example"
 _WRAP = 88  # "# " + text stays within 90 columns
 
 _HEADER = f"""\
@@ -70,41 +67,3 @@ def render_example() -> str:
 def write_example(path: Path) -> None:
     """Write :func:`render_example` to ``path`` (overwriting it), e.g. ``config.example.toml``."""
     Path(path).write_text(render_example(), encoding="utf-8")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m opencode_memoryd.config.example [--check] [PATH]``.
-
-    Without PATH, print the example config. With PATH, write it there; with ``--check``,
-    exit 1 instead if PATH differs from the example.
-
-    Returns:
-        The exit code: 0 done (or up to date), 1 ``--check`` found PATH out of date,
-        2 usage error.
-    """
-    args = list(sys.argv[1:] if argv is None else argv)
-    check = "--check" in args
-    args = [a for a in args if a != "--check"]
-    if len(args) > 1 or any(a.startswith("-") for a in args) or (check and not args):
-        print(f"usage: {_COMMAND} [--check] [PATH]", file=sys.stderr)
-        return 2
-    if not args:
-        sys.stdout.write(render_example())
-        return 0
-    target = Path(args[0])
-    if check:
-        try:
-            current = target.read_text(encoding="utf-8")
-        except OSError:
-            current = None
-        if current != render_example():
-            print(f"{target} is out of date; regenerate it with {_COMMAND} {target}",
-                  file=sys.stderr)
-            return 1
-        return 0
-    write_example(target)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -21,8 +21,7 @@ its first word must be an absolute path. ``run`` is appended. :func:`default_exe
 picks the program of the running installation.
 
 The rendered examples in the repository's ``systemd/`` folder come from
-:func:`render_examples`; regenerate them with
-``python -m opencode_memoryd.install.service systemd``.
+:mod:`opencode_memoryd.install.examples`.
 """
 
 from __future__ import annotations
@@ -51,7 +50,6 @@ __all__ = [
     "launchd_log_dir",
     "pinned_env",
     "program_argv",
-    "render_examples",
     "render_launchd_plist",
     "render_systemd_unit",
     "service_path",
@@ -73,9 +71,8 @@ PINNED_ENV_VARS = (
     "XDG_STATE_HOME",
 )
 
-_PLIST_NAME = f"{LAUNCHD_LABEL}.plist"
+PLIST_NAME = f"{LAUNCHD_LABEL}.plist"
 _LAUNCHD_PATH_TAIL = ("/usr/bin", "/bin", "/usr/sbin", "/sbin")
-_EXAMPLE_HOME = Path("/var/empty/example-home")
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +151,7 @@ def render_systemd_unit(exe: str, *, env: Mapping[str, str]) -> str:
     # systemd executes the first word as a path as written and substitutes variables only
     # in the arguments, so "$" is doubled in the arguments only.
     exec_start = " ".join(_systemd_word(a, in_exec=i > 0) for i, a in enumerate(argv))
-    return _fill_unit(exec_start, pinned_env(env))
+    return fill_unit(exec_start, pinned_env(env))
 
 
 def render_launchd_plist(exe: str, *, home: Path, env: Mapping[str, str] | None = None) -> str:
@@ -170,19 +167,7 @@ def render_launchd_plist(exe: str, *, home: Path, env: Mapping[str, str] | None 
     Raises:
         ValueError: as :func:`render_systemd_unit`.
     """
-    return _fill_plist(_argv(exe), home=Path(home), env=pinned_env(env or {}))
-
-
-def render_examples() -> dict[str, str]:
-    """The example files of the repository's ``systemd/`` folder: file name to text.
-
-    The unit runs ``%h/.local/bin/opencode-memoryd`` (``%h`` is systemd's home specifier);
-    the plist uses the stand-in home ``/var/empty/example-home``. No environment is pinned.
-    """
-    unit = _fill_unit(f"%h/.local/bin/{APP_NAME} run", [])
-    exe = str(_EXAMPLE_HOME / ".local" / "bin" / APP_NAME)
-    plist = _fill_plist([exe, "run"], home=_EXAMPLE_HOME, env=[])
-    return {SYSTEMD_UNIT_NAME: unit, _PLIST_NAME: plist}
+    return fill_plist(_argv(exe), home=Path(home), env=pinned_env(env or {}))
 
 
 def program_argv(exe: str) -> list[str]:
@@ -245,7 +230,7 @@ def _template(name: str) -> string.Template:
     return string.Template(text.read_text(encoding="utf-8"))
 
 
-def _fill_unit(exec_start: str, env: list[tuple[str, str]]) -> str:
+def fill_unit(exec_start: str, env: list[tuple[str, str]]) -> str:
     pairs = [("PYTHONUNBUFFERED", "1"), *env]
     environment = " ".join(_systemd_word(f"{k}={v}", in_exec=False) for k, v in pairs)
     return _template(SYSTEMD_UNIT_NAME).substitute(
@@ -253,12 +238,12 @@ def _fill_unit(exec_start: str, env: list[tuple[str, str]]) -> str:
     )
 
 
-def _fill_plist(argv: list[str], *, home: Path, env: list[tuple[str, str]]) -> str:
+def fill_plist(argv: list[str], *, home: Path, env: list[tuple[str, str]]) -> str:
     logs = launchd_log_dir(home)
     path = [os.path.dirname(argv[0])]
     path += [p for p in _LAUNCHD_PATH_TAIL if p not in path]
     variables = [("PATH", ":".join(path)), ("PYTHONUNBUFFERED", "1"), *env]
-    return _template(_PLIST_NAME).substitute(
+    return _template(PLIST_NAME).substitute(
         label=LAUNCHD_LABEL,
         program_arguments="\n".join(f"    <string>{xml_escape(a)}</string>" for a in argv),
         stdout_path=xml_escape(str(logs / "stdout.log")),
@@ -309,7 +294,7 @@ def service_path(*, system: str | None = None, env: Mapping[str, str] | None = N
     env = os.environ if env is None else env
     if _system(system) == "linux":
         return xdg_config_home(env) / "systemd" / "user" / SYSTEMD_UNIT_NAME
-    return _home(env) / "Library" / "LaunchAgents" / _PLIST_NAME
+    return _home(env) / "Library" / "LaunchAgents" / PLIST_NAME
 
 
 def install(
@@ -392,42 +377,3 @@ def uninstall(
     except FileNotFoundError:
         removed = False
     return UninstallResult(path=path, removed=removed, disable_command=disable)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m opencode_memoryd.install.service [--check] DIR``: write the examples to DIR.
-
-    With ``--check``, write nothing and exit 1 if a file in DIR differs from
-    :func:`render_examples`.
-    """
-    args = list(sys.argv[1:] if argv is None else argv)
-    check = "--check" in args
-    args = [a for a in args if a != "--check"]
-    if len(args) != 1 or args[0].startswith("-"):
-        print("usage: python -m opencode_memoryd.install.service [--check] DIR", file=sys.stderr)
-        return 2
-    folder = Path(args[0])
-    stale = []
-    for file_name, text in render_examples().items():
-        target = folder / file_name
-        if check:
-            try:
-                current = target.read_text(encoding="utf-8")
-            except OSError:
-                current = None
-            if current != text:
-                stale.append(target)
-        else:
-            folder.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
-    for target in stale:
-        print(
-            f"{target} is out of date; regenerate it with "
-            f"python -m opencode_memoryd.install.service {folder}",
-            file=sys.stderr,
-        )
-    return 1 if stale else 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -68,14 +68,7 @@ class ControlRequestHandler(BaseHTTPRequestHandler):
                                   headers={"Allow": "POST"})
             return
         query = self.path.partition("?")[2]
-        payload = {k: v for k, v in parse_qsl(query, keep_blank_values=True) if v}
-        if not control._begin():
-            self._send_error_json(503, "ServiceUnavailable", "the daemon is shutting down")
-            return
-        try:
-            self._run(name, control.handlers[name], payload)
-        finally:
-            control._end()
+        self._serve(name, {k: v for k, v in parse_qsl(query, keep_blank_values=True) if v})
 
     def do_POST(self) -> None:
         name = self._route()
@@ -87,12 +80,16 @@ class ControlRequestHandler(BaseHTTPRequestHandler):
         if name == "ping":
             self._send_json(200, {"result": {"pid": os.getpid()}})
             return
+        self._serve(name, body)
+
+    def _serve(self, name: str, payload: dict[str, Any]) -> None:
+        """Run the handler unless the server is closing (then 503)."""
         control = self.server.control
         if not control._begin():
             self._send_error_json(503, "ServiceUnavailable", "the daemon is shutting down")
             return
         try:
-            self._run(name, control.handlers[name], body)
+            self._run(name, control.handlers[name], payload)
         finally:
             control._end()
 

@@ -39,17 +39,18 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from filelock import FileLock, Timeout
 
 from opencode_memoryd import __version__
-from opencode_memoryd.compose import DAEMON_INFO_FILE, App
-from opencode_memoryd.errors import AlreadyRunning, MemorydError, StoreInUseError
-from opencode_memoryd.models import iso_utc
 
 # imported here, before any worker thread starts: a module one thread is importing is seen
 # half-initialised by another
+from opencode_memoryd.compose import DAEMON_INFO_FILE, App
+from opencode_memoryd.errors import AlreadyRunning, MemorydError, StoreInUseError
+from opencode_memoryd.models import iso_utc
 from opencode_memoryd.serve.control_server import ControlServer
 from opencode_memoryd.serve.jobs import Pause, SessionJobs
 from opencode_memoryd.serve.protocol import socket_path
 from opencode_memoryd.serve.sources import SourceTracking, TrackedSource
 from opencode_memoryd.source.watcher import DbWatcher
+from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.service import GET_ROUTES, ROUTES, Service, call
 
 log = structlog.get_logger(__name__)
@@ -92,6 +93,9 @@ def sd_notify(message: str) -> bool:
 class Daemon(SourceTracking, SessionJobs):
     """The long-running process behind ``opencode-memoryd run``.
 
+    ``state``, ``store``, ``extractor`` and ``service`` exist once :meth:`start` has
+    opened them.
+
     Args:
         app: the configured application (paths, adapters).
         clock: the current aware UTC time; injectable for tests.
@@ -116,12 +120,9 @@ class Daemon(SourceTracking, SessionJobs):
         self.caught_up = False
         self._lock: FileLock | None = None
         self._watcher: DbWatcher | None = None
-        self._control: Any = None
+        self._control: ControlServer | None = None
         self.service: Service
         self.last_dream: dict[str, str] = {}
-        self.state: Any = None
-        self.store: Any = None
-        self.extractor: Any = None
         self.scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(max_workers=1)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
@@ -178,7 +179,7 @@ class Daemon(SourceTracking, SessionJobs):
         self._start_dreams()
         self._start_control()
 
-    def _open_store(self) -> Any:
+    def _open_store(self) -> MemoryStore:
         """Open the store; while a one-shot command (``list``, ``maintain`` …) started
         before the daemon still holds the embedded store, wait for it, up to
         ``STORE_WAIT_SECONDS``.
@@ -306,10 +307,9 @@ class Daemon(SourceTracking, SessionJobs):
         if not busy:
             for src in self._sources.values():
                 src.db.close()
-            if self.store is not None:
-                self.store.close()
-            if self.state is not None:
-                self.state.close()
+            for opened in (getattr(self, "store", None), getattr(self, "state", None)):
+                if opened is not None:  # start() may have failed before opening it
+                    opened.close()
         if self._lock is not None:
             (self.app.state_dir / "daemon.pid").unlink(missing_ok=True)
             self._lock.release()

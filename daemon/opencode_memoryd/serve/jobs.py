@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from opencode_memoryd.capture.processor import SessionProcessor
+from opencode_memoryd.capture.processor import SessionProcessor, SessionReport
 from opencode_memoryd.debounce import backoff_seconds
 from opencode_memoryd.errors import SourceError
 from opencode_memoryd.models import iso_utc
@@ -150,8 +150,9 @@ class SessionJobs:
             return
         self._handle_failure(source_id, session_id, report)
 
-    def _handle_failure(self, source_id: str, session_id: str, report: Any) -> None:
-        self.last_error = report.error
+    def _handle_failure(self, source_id: str, session_id: str, report: SessionReport) -> None:
+        error = report.error or "failed"
+        self.last_error = error
         kind = report.error_kind
         now = self.clock()
         if kind in ("auth", "not_found"):
@@ -159,9 +160,9 @@ class SessionJobs:
                                "key or model in the config", now + timedelta(
                                    seconds=self.cfg.auth_pause_seconds))
             log.error("llm_paused", reason=self.pause.reason, until=iso_utc(self.pause.until))
-            self._retry(source_id, session_id, self.cfg.auth_pause_seconds, report.error)
+            self._retry(source_id, session_id, self.cfg.auth_pause_seconds, error)
             return
-        attempts = self.state.queue_failed(source_id, session_id, report.error)
+        attempts = self.state.queue_failed(source_id, session_id, error)
         self._consecutive_failures += 1
         if self._consecutive_failures >= self.cfg.circuit_failure_threshold:
             self.pause = Pause(f"circuit open after {self._consecutive_failures} consecutive "
@@ -172,4 +173,4 @@ class SessionJobs:
         delay = backoff_seconds(attempts, retry_after=report.retry_after_seconds)
         if self.pause is not None:
             delay = max(delay, (self.pause.until - now).total_seconds())
-        self._retry(source_id, session_id, delay, report.error)
+        self._retry(source_id, session_id, delay, error)

@@ -139,6 +139,30 @@ class OpenCodeDB:
             finally:
                 raw.execute("COMMIT")
 
+    def select(self, sql: str, params: Mapping[str, Any] | None = None
+               ) -> list[tuple[Any, ...]]:
+        """Run one read-only ``SELECT`` and return all its rows as tuples.
+
+        For the query modules next to this one (:mod:`~opencode_memoryd.source.history`):
+        the statement must be bounded (a ``LIMIT``, or a key lookup) and must not write;
+        the database is opened read-only, so a write fails with :class:`SourceError`.
+
+        Raises:
+            SourceError: SQLite failed (locked past the busy timeout, a malformed file).
+        """
+        return [tuple(r) for r in self._rows(sql, params)]
+
+    def session_select(self) -> str:
+        """``SELECT … FROM session s LEFT JOIN project p`` yielding :class:`SessionRow`
+        columns in order (``time_archived`` is ``NULL`` where the column does not exist);
+        append a ``WHERE`` clause."""
+        archived = ("s.time_archived" if "time_archived" in self.schema.session_columns
+                    else "NULL")
+        return (f"SELECT s.id, s.project_id, s.parent_id, s.directory, s.title, "
+                f"s.time_created, s.time_updated, {archived}, "
+                f"coalesce(p.worktree, s.directory) "
+                f"FROM session s LEFT JOIN project p ON p.id = s.project_id")
+
     # -- change detection ------------------------------------------------------------
 
     def data_version(self) -> int:
@@ -165,8 +189,6 @@ class OpenCodeDB:
             include_subagents: keep sub-agent sessions (``parent_id`` set).
             updated_after_ms: only sessions with ``time_updated`` greater than this.
         """
-        archived = ("s.time_archived" if "time_archived" in self.schema.session_columns
-                    else "NULL")
         where = ["1=1"]
         params: dict[str, Any] = {}
         if directory is not None:
@@ -184,9 +206,7 @@ class OpenCodeDB:
             where.append("s.time_updated > :after")
             params["after"] = updated_after_ms
         rows = self._rows(
-            f"""SELECT s.id, s.project_id, s.parent_id, s.directory, s.title, s.time_created,
-                       s.time_updated, {archived}, coalesce(p.worktree, s.directory)
-                FROM session s LEFT JOIN project p ON p.id = s.project_id
+            f"""{self.session_select()}
                 WHERE {' AND '.join(where)}
                 ORDER BY s.time_created, s.id""",
             params,
@@ -198,15 +218,7 @@ class OpenCodeDB:
 
     def session(self, session_id: str) -> SessionRow | None:
         """One session by id (sub-agents included), or ``None`` when it was deleted."""
-        archived = ("s.time_archived" if "time_archived" in self.schema.session_columns
-                    else "NULL")
-        rows = self._rows(
-            f"""SELECT s.id, s.project_id, s.parent_id, s.directory, s.title, s.time_created,
-                       s.time_updated, {archived}, coalesce(p.worktree, s.directory)
-                FROM session s LEFT JOIN project p ON p.id = s.project_id
-                WHERE s.id = :id""",
-            {"id": session_id},
-        )
+        rows = self._rows(f"{self.session_select()} WHERE s.id = :id", {"id": session_id})
         return SessionRow(*rows[0]) if rows else None
 
     def last_messages(self, session_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
@@ -289,14 +301,35 @@ class OpenCodeDB:
         if mark is not None:
             params["t"], params["mid"] = mark
             cond = "AND (time_created > :t OR (time_created = :t AND id > :mid))"
+        return self._messages(f"session_id = :sid {cond} ORDER BY time_created, id "
+                              "LIMIT :limit", params)
+
+    def message_count(self, session_id: str) -> int:
+        """How many messages a session has (counted on the ``(session_id, …)`` index)."""
+        return int(self._rows("SELECT count(*) FROM message WHERE session_id = :sid",
+                              {"sid": session_id})[0][0])
+
+    def message_page(self, session_id: str, *, offset: int, limit: int) -> list[MessageRow]:
+        """Messages ``offset`` … ``offset + limit - 1`` of a session, with their parts.
+
+        The page's ids are picked on the ``(session_id, time_created, id)`` index (rows
+        skipped by ``offset`` are never read), then those rows are read in one consistent
+        snapshot, in ``(time_created, id)`` order.
+        """
+        return self._messages(
+            "id IN (SELECT id FROM message WHERE session_id = :sid "
+            "ORDER BY time_created, id LIMIT :limit OFFSET :offset) "
+            "ORDER BY time_created, id",
+            {"sid": session_id, "limit": limit, "offset": offset})
+
+    def _messages(self, where: str, params: Mapping[str, Any]) -> list[MessageRow]:
+        """Messages matching ``where`` (with its ORDER BY/LIMIT) and their parts, read in
+        one short read transaction that is closed on return."""
         try:
             with self._read_transaction():
                 rows = self._rows(
-                    f"""SELECT id, session_id, time_created, time_updated, data FROM message
-                        WHERE session_id = :sid {cond}
-                        ORDER BY time_created, id LIMIT :limit""",
-                    params,
-                )
+                    "SELECT id, session_id, time_created, time_updated, data FROM message "
+                    f"WHERE {where}", params)
                 messages: list[MessageRow] = []
                 for r in rows:
                     data, corrupt = decode_object(r[4])

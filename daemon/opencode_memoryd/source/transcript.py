@@ -4,7 +4,8 @@ Only **human text** is a source of user statements: non-synthetic, non-ignored `
 parts of user messages. Compaction requests (a user message with a ``compaction`` part),
 compaction summaries (an assistant message with ``summary: true`` or agent ``compaction``),
 synthetic continuations and file-read texts are not. Turns are cut into chunks
-(:class:`Chunk`) that fit one extraction call, on turn boundaries.
+(:class:`Chunk`) that fit one extraction call, on turn boundaries. :func:`readable` renders
+one message for a person (the history browser), with the same condensed tool lines.
 """
 
 from __future__ import annotations
@@ -61,7 +62,10 @@ def _short(value: object, limit: int) -> str:
     return s if len(s) <= limit else s[: max(limit - 1, 0)] + "…"
 
 
-def _tool_line(part: Mapping[str, Any], output_chars: int) -> str:
+def tool_line(part: Mapping[str, Any], output_chars: int) -> str:
+    """One line for a ``tool`` part: the tool, its key input (command, path, pattern, …)
+    and, for a shell command, its exit code and output shortened to ``output_chars``; an
+    error as ``-> error: …``; a sub-agent call as ``(sub-agent)``."""
     tool = str(part.get("tool") or "tool")
     state = sub_object(part, "state")
     inp = sub_object(state, "input")
@@ -100,7 +104,7 @@ def transcript_lines(turns: Iterable[Turn], *, tool_output_chars: int) -> list[T
                 if t:
                     lines.append(TranscriptLine(m.id, "user", t))
                 continue
-            if m.data.get("summary") is True or m.data.get("agent") == "compaction":
+            if is_compaction_summary(m):
                 continue
             for p in m.parts:
                 kind = p.data.get("type")
@@ -112,8 +116,76 @@ def transcript_lines(turns: Iterable[Turn], *, tool_output_chars: int) -> list[T
                 elif kind == "tool" and not str(p.data.get("tool") or "").startswith(
                         OWN_TOOL_PREFIX):
                     lines.append(TranscriptLine(m.id, "tool",
-                                                _tool_line(p.data, tool_output_chars)))
+                                                tool_line(p.data, tool_output_chars)))
     return lines
+
+
+def is_compaction_summary(message: MessageRow) -> bool:
+    """Whether a (non-user) message is a compaction summary (``summary: true`` or agent
+    ``compaction``): it restates earlier turns."""
+    return message.data.get("summary") is True or message.data.get("agent") == "compaction"
+
+
+def compaction_request(message: MessageRow) -> Mapping[str, Any] | None:
+    """The ``compaction`` part of a user message that requests a compaction, else ``None``."""
+    if message.role != "user":
+        return None
+    return next((p.data for p in message.parts if p.data.get("type") == "compaction"), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Readable:
+    """One message as a person reads it (see :func:`readable`).
+
+    ``kind`` is ``text`` (a user or assistant message), ``compaction`` (the user message
+    that asks for a compaction), ``summary`` (a compaction summary) or ``synthetic`` (a
+    user message OpenCode wrote itself, e.g. the continuation after an automatic
+    compaction).
+    """
+
+    kind: str
+    text: str
+
+
+def readable(message: MessageRow, *, tool_output_chars: int) -> Readable:
+    """A message as readable text: its text parts joined, tool calls one line each.
+
+    User messages: the human text (:func:`human_text`), then ``[file: name]`` for each
+    attachment; OpenCode's synthetic text parts (the file-read texts it adds) are left
+    out, unless they are all the message holds (``kind`` ``synthetic``). Assistant
+    messages: the visible text parts, each tool call as ``[tool] …`` (:func:`tool_line`)
+    and an ``[error: Name]`` line when the step failed; reasoning is left out. Corrupt
+    rows read as empty text.
+    """
+    if message.corrupt:
+        return Readable("text", "")
+    if message.role == "user":
+        request = compaction_request(message)
+        if request is not None:
+            how = "automatic" if request.get("auto") else "manual"
+            return Readable("compaction", f"[compaction requested: {how}]")
+        lines = [human_text(message)]
+        lines += [f"[file: {p.data.get('filename') or p.data.get('url') or '?'}]"
+                  for p in message.parts if p.data.get("type") == "file"]
+        text = "\n".join(x for x in lines if x)
+        if text:
+            return Readable("text", text)
+        synthetic = [str(p.data.get("text") or "").strip() for p in message.parts
+                     if p.data.get("type") == "text" and p.data.get("synthetic")]
+        return Readable("synthetic", "\n".join(t for t in synthetic if t))
+    out: list[str] = []
+    for p in message.parts:
+        kind = p.data.get("type")
+        if kind == "text" and not p.data.get("synthetic"):
+            t = str(p.data.get("text") or "").strip()
+            if t:
+                out.append(t)
+        elif kind == "tool":
+            out.append("[tool] " + tool_line(p.data, tool_output_chars))
+    error = sub_object(message.data, "error")
+    if error:
+        out.append(f"[error: {error.get('name') or 'unknown'}]")
+    return Readable("summary" if is_compaction_summary(message) else "text", "\n".join(out))
 
 
 def estimate_tokens(text: str) -> int:

@@ -43,15 +43,17 @@ RETIRED = "retired"
 
 @runtime_checkable
 class Embedder(Protocol):
-    """A dense text embedder.
+    """A dense text embedder."""
 
-    Attributes:
-        name: identifies the model (and provider) — recorded with the store.
-        dimensions: length of every vector ``embed`` returns.
-    """
+    @property
+    def name(self) -> str:
+        """Identifies the model (and provider); recorded with the store."""
+        ...
 
-    name: str
-    dimensions: int
+    @property
+    def dimensions(self) -> int:
+        """The length of every vector :meth:`embed` returns."""
+        ...
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Return one vector of ``dimensions`` floats per text, in order. May raise

@@ -9,7 +9,7 @@ so Qdrant computes IDF over the points actually stored (Robertson & Zaragoza, "T
 Probabilistic Relevance Framework: BM25 and Beyond", 2009, for the weighting scheme).
 
 Question words (what/when/where/who/whom/which/how/why) are stopwords by default, as in the
-configuration measured in ``docs/retrieval.md`` (qdrant_edge.Bm25's English defaults).
+configuration measured with ``bench/locomo_retrieval.py`` (qdrant_edge.Bm25's English defaults).
 Keeping them as terms scored lower on LoCoMo in every setting tried: R@10 -0.4 points and
 R@5 -1.9 points with IDF over all conversations (``bench/locomo_retrieval.py`` prints this
 ablation), -2.4 points on both with IDF per conversation. Question words occur in
@@ -39,9 +39,10 @@ from opencode_memoryd.text import ENGLISH_STOPWORDS, QUESTION_WORDS
 K1 = 1.2
 #: BM25 document-length normalisation, 0 (none) to 1 (full).
 B = 0.75
-#: Expected average document length in tokens. 256 is ``qdrant_edge.Bm25``'s default and the
-#: value measured in docs/retrieval.md; a value near the real mean length of short memories
-#: (~20 tokens) scored lower on LoCoMo (R@10 0.679 vs 0.691 on conversations 0-4).
+#: Expected average document length in tokens. 256 is ``qdrant_edge.Bm25``'s default and
+#: the value measured with bench/locomo_retrieval.py; a value near the real mean length of
+#: short memories (~20 tokens) scored lower on LoCoMo (R@10 0.679 vs 0.691, conversations
+#: 0-4).
 AVG_LEN = 256.0
 LANGUAGE = "english"
 #: Whether question words stay as terms (see the module docstring for the measurement).

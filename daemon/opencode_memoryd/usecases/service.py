@@ -24,7 +24,7 @@ from opencode_memoryd.dream.model import DreamSettings
 from opencode_memoryd.errors import RequestError
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
-from opencode_memoryd.usecases import dreams, memories, status
+from opencode_memoryd.usecases import dreams, history, memories, status
 from opencode_memoryd.usecases.context import build_context
 from opencode_memoryd.usecases.maintain import LockFor, Progress, capture_now, maintain, no_lock
 from opencode_memoryd.usecases.ports import AppPort
@@ -32,7 +32,8 @@ from opencode_memoryd.usecases.projects import normalize_dir
 
 #: The use cases the control socket serves, by route name (each a :class:`Service` method).
 ROUTES: tuple[str, ...] = ("maintain", "list", "search", "show", "status", "dream", "undo",
-                           "context", "capture_now")
+                           "context", "capture_now", "history_sessions", "history_messages",
+                           "history_search", "history_compactions")
 #: The routes also served on ``GET`` with a query string (the OpenCode plugin's request).
 GET_ROUTES: frozenset[str] = frozenset({"context"})
 
@@ -150,6 +151,27 @@ class Service:
         """See :func:`opencode_memoryd.usecases.maintain.capture_now`."""
         return capture_now(self.app, self.state, self.store, self.extractor,
                            directory=normalize_dir(directory), lock_for=self.lock_for)
+
+    def history_sessions(self, *, directory: str, limit: int = 20, db: str | None = None
+                         ) -> builtins.list[dict[str, Any]]:
+        """See :func:`opencode_memoryd.usecases.history.sessions`."""
+        return history.sessions(self.app, directory=directory, limit=limit, db=db)
+
+    def history_messages(self, *, session_id: str, offset: int = 0, limit: int = 50,
+                         db: str | None = None) -> dict[str, Any]:
+        """See :func:`opencode_memoryd.usecases.history.messages`."""
+        return history.messages(self.app, session_id=session_id, offset=offset,
+                                limit=limit, db=db)
+
+    def history_search(self, *, query: str, directory: str, limit: int = 20,
+                       db: str | None = None) -> builtins.list[dict[str, Any]]:
+        """See :func:`opencode_memoryd.usecases.history.search`."""
+        return history.search(self.app, query=query, directory=directory, limit=limit, db=db)
+
+    def history_compactions(self, *, session_id: str, db: str | None = None
+                            ) -> dict[str, Any]:
+        """See :func:`opencode_memoryd.usecases.history.compactions`."""
+        return history.compactions(self.app, session_id=session_id, db=db)
 
     # -- not routes -------------------------------------------------------------------
 
