@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import json
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 from collections.abc import Iterable
+from contextlib import closing
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -67,7 +69,10 @@ class Memoryd:
     Args:
         sandbox: the OpenCode sandbox; its ``env`` gains ``PYTHONPATH``.
         config: extra TOML appended to the config file (``[opencode] settle_seconds = 0``
-            and ``[extraction] mode = "rules"`` are always there).
+            and ``[extraction] mode = ...`` are always there).
+        mode: the extraction mode.
+        name: the config file's name in the sandbox's root (without ``.toml``); a second
+            installation needs its own name, state dir and store path.
 
     Attributes:
         config_path: the config file (``--config`` of every command).
@@ -75,13 +80,14 @@ class Memoryd:
         proc: the running daemon, or ``None``.
     """
 
-    def __init__(self, sandbox: OpenCodeSandbox, config: str = "") -> None:
+    def __init__(self, sandbox: OpenCodeSandbox, config: str = "", *, mode: str = "rules",
+                 name: str = "memoryd") -> None:
         self.sandbox = sandbox
         sandbox.env["PYTHONPATH"] = str(DAEMON_SOURCE)
         self.env = dict(sandbox.env)
-        self.config_path = sandbox.root / "memoryd.toml"
+        self.config_path = sandbox.root / f"{name}.toml"
         self.config_path.write_text(
-            '[opencode]\nsettle_seconds = 0\n\n[extraction]\nmode = "rules"\n\n' + config)
+            f'[opencode]\nsettle_seconds = 0\n\n[extraction]\nmode = "{mode}"\n\n{config}')
         cfg = load_config(self.config_path, self.env)
         self.state_dir = state_dir(cfg, self.env)
         self.store_dir = store_dir(cfg, self.env)
@@ -176,6 +182,12 @@ class Memoryd:
     def cli_json(self, *args: str) -> Any:
         """:meth:`cli` with ``--json``, decoded."""
         return json.loads(self.cli(*args, "--json").stdout)
+
+    def marked_sessions(self) -> set[str]:
+        """The sessions the state file has a high-water mark for (read-only)."""
+        path = self.state_dir / "state.db"
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            return {row[0] for row in db.execute("SELECT session_id FROM marks")}
 
     def memories(self) -> dict[str, dict[str, Any]]:
         """Every memory, tombstones too (``list --all``), by id."""

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_openai import FakeOpenAI
 
 from opencode_memoryd.models import Memory
 
@@ -244,3 +245,71 @@ def test_opencode_answers_when_the_daemon_is_stopped_or_frozen(
     assert stopped_error["success"] is False
     assert "systemctl --user start opencode-memoryd" in stopped_error["error"]
     assert "opencode-memoryd run" in stopped_error["error"]
+
+
+def test_extraction_stores_nothing_from_the_block_or_the_tool_results(
+        opencode_sandbox: OpenCodeSandbox, memoryd: Memoryd) -> None:
+    sandbox = opencode_sandbox
+    before = memoryd.memories()
+    sandbox.script("anything about deploys",
+                   call_tool(TOOL, mode="search", query="when do deploys happen"),
+                   reply("Found it."))
+    sandbox.script("save the staging fact",
+                   call_tool(TOOL, mode="add", content=STAGING, type="project"),
+                   reply("Saved."))
+    asked = sandbox.run("anything about deploys")
+    saved = sandbox.run("save the staging fact")
+    told = sandbox.run("Remember that the CI runs on Buildkite.")  # the one user directive
+    # what extraction must not mine was really there, worded as directives
+    assert TUESDAYS in (block_of(asked.chat_requests[0]) or "")
+    assert TUESDAYS in json.dumps(last_result(asked.chat_requests[1]))
+    added = last_result(saved.chat_requests[1])
+    assert added["success"] is True and added["memory"]["content"] == STAGING
+
+    memoryd.cli("maintain", "--dir", str(sandbox.project), "--db", str(sandbox.db_path))
+
+    sessions = {asked.session_id, saved.session_id, told.session_id}
+    assert sessions <= memoryd.marked_sessions()  # every session was read
+    after = memoryd.memories()
+    new = sorted((m["source"], m["content"], m["session_id"])
+                 for i, m in after.items() if i not in before)
+    assert [n[:2] for n in new] == [("manual", STAGING), ("rules", "The CI runs on Buildkite.")]
+    assert new[1][2] == told.session_id
+    assert {i: after[i] for i in before} == before  # nothing merged into the old ones
+
+
+def test_the_extraction_llm_never_sees_the_block_or_the_tool_results(
+        opencode_sandbox: OpenCodeSandbox, memoryd: Memoryd, tmp_path: Path) -> None:
+    sandbox = opencode_sandbox
+    sandbox.script("anything about deploys",
+                   call_tool("bash", command="echo other-tool-output", description="Echo"),
+                   call_tool(TOOL, mode="search", query="when do deploys happen"),
+                   call_tool(TOOL, mode="list"),
+                   reply("Found it."))
+    asked = sandbox.run("anything about deploys")
+    assert TUESDAYS in (block_of(asked.chat_requests[0]) or "")
+    assert "other-tool-output" in json.dumps(asked.chat_requests[-1].messages)
+    assert all(TUESDAYS in json.dumps(r) for r in tool_results(asked.chat_requests[-1]))
+    memoryd.stop()
+
+    with FakeOpenAI() as fake:
+        llm = Memoryd(sandbox, mode="llm", name="memoryd-llm", config=f"""
+[state]
+dir = "{tmp_path / 'llm-state'}"
+
+[qdrant]
+path = "{tmp_path / 'llm-store'}"
+
+[llm]
+base_url = "{fake.base_url}"
+model = "extractor"
+max_retries = 0
+""")
+        llm.cli("maintain", "--dir", str(sandbox.project), "--db", str(sandbox.db_path))
+        prompts = json.dumps(fake.chat_requests)
+
+    assert asked.session_id in llm.marked_sessions()
+    assert "anything about deploys" in prompts  # the transcript was sent,
+    assert "other-tool-output" in prompts  # with other tools' results
+    for given in (MARKER, TUESDAYS, "Tuesdays", PNPM, PORT, BRITISH, TOOL):
+        assert given not in prompts, given
