@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI
 
+from fake_openai import FakeOpenAI
 from opencode_memoryd.models import Memory
 
 from .memoryd_side import Memoryd, memory
