@@ -18,6 +18,7 @@ import structlog
 
 from opencode_memoryd.capture.processor import Extractor, Limits
 from opencode_memoryd.config import paths as config_paths
+from opencode_memoryd.config.identity import user_identity
 from opencode_memoryd.config.schema import Config
 from opencode_memoryd.errors import SourceError
 from opencode_memoryd.extract.rules import RulesExtractor
@@ -48,6 +49,16 @@ class App:
     env: Mapping[str, str]
     config_path: Path | None = None
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    _user_id: str | None = field(default=None, init=False, repr=False)
+
+    @property
+    def user_id(self) -> str:
+        """Whose user-scope memories this application writes and reads: ``[user] id``,
+        else a hash of ``git config --global user.email``, else of the login name
+        (:func:`~opencode_memoryd.config.identity.user_identity`); computed once."""
+        if self._user_id is None:
+            self._user_id = user_identity(self.config.user.id, self.env)
+        return self._user_id
 
     # -- paths -----------------------------------------------------------------------
 

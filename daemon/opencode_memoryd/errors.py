@@ -125,7 +125,9 @@ class RequestError(MemorydError):
 
 
 class NotFoundError(MemorydError):
-    """The requested memory, session or run does not exist."""
+    """What a use case was asked to act on does not exist: no memory with that id (or
+    none that is active and visible to this user), no project for a folder. Nothing was
+    changed. The control socket answers HTTP 404."""
 
 
 class RemoteError(MemorydError):

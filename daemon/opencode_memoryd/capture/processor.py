@@ -137,6 +137,7 @@ class SessionProcessor:
         clock: returns the current aware UTC time (injectable for tests).
         raise_fatal: re-raise ``auth``/``not_found`` upstream errors (every other session
             would fail the same way); the daemon sets it to ``False`` and pauses instead.
+        user_id: the identity user-scope memories are written for (``Memory.user_id``).
     """
 
     def __init__(
@@ -149,8 +150,10 @@ class SessionProcessor:
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         raise_fatal: bool = True,
+        user_id: str | None = None,
     ) -> None:
         self.raise_fatal = raise_fatal
+        self.user_id = user_id
         self.source = source
         self.state = state
         self.store = store
@@ -169,6 +172,7 @@ class SessionProcessor:
             message_times=item.result.get("message_times", {}),
             now=now,
             near_duplicate_similarity=self.limits.near_duplicate_similarity,
+            user_id=self.user_id,
         )
         self.state.complete_item(item, _now_iso(now))
         report.added += added

@@ -21,6 +21,7 @@ from opencode_memoryd.errors import (
     MemorydError,
     NotFoundError,
     RemoteError,
+    RequestError,
     SourceError,
     StateError,
     StoreError,
@@ -121,4 +122,5 @@ _REMOTE_ERRORS: dict[str, Callable[[str], MemorydError]] = {
     "SourceError": SourceError, "SourceSchemaError": SourceError, "StoreError": StoreError,
     "EmbedderMismatchError": StoreError, "StateError": StateError,
     "UpstreamError": _remote_upstream, "NotFoundError": NotFoundError,
+    "RequestError": RequestError,
 }

@@ -7,6 +7,7 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 EXIT_SOURCE = 4
+EXIT_NOT_FOUND = 5
 EXIT_CONFIG = 78
 EXIT_INTERRUPTED = 130
 
@@ -18,6 +19,8 @@ exit codes:
   2    usage error
   3    unexpected internal error (the traceback is in the log file)
   4    OpenCode database missing, unreadable, or of an unrecognised schema
+  5    not found: no memory with that id (or it is already forgotten), no project for
+       the folder given
   78   configuration error (EX_CONFIG)
   130  interrupted
 """

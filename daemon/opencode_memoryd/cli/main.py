@@ -21,6 +21,7 @@ from opencode_memoryd.cli import (
     dreams,
     history,
     maintain,
+    manage,
     mcp,
     memories,
     opencode_setup,
@@ -64,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
                    ).set_defaults(handler=_cmd_run)
     maintain.register(sub)
     memories.register(sub)
+    manage.register(sub)
     status.register(sub)
     context.register(sub)
     mcp.register(sub)

@@ -57,6 +57,8 @@ def _print_store(info: dict[str, Any]) -> None:
           f"{'' if info['config_file_exists'] else ' (not present: defaults)'}")
     print(f"state:       {info['state_dir']}")
     print(f"extraction:  {info['extraction_mode']}")
+    if info.get("user_id"):
+        print(f"user:        {info['user_id']} (owner of your user-scope memories)")
     store_info = info["store"]
     print(f"store:       {store_info.get('backend')} "
           f"{store_info.get('path') or store_info.get('url') or ''}"

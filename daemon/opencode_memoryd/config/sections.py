@@ -23,6 +23,7 @@ __all__ = [
     "OpencodeConfig",
     "QdrantConfig",
     "StateConfig",
+    "UserConfig",
 ]
 
 
@@ -378,3 +379,17 @@ class DreamConfig(Section):
         description="No dream retires more than this share of a scope's memories (0 < x <= 1).",
     )
 
+
+class UserConfig(Section):
+    """``[user]``: whose user-scope memories these are (project memories are shared)."""
+
+    id: str = Field(
+        default="", max_length=128, pattern=r"^\S*$",
+        description=(
+            "Your identity in the store: user-scope memories are written with it and only "
+            "yours are read, so people sharing a Qdrant server share project memories but "
+            "not personal ones. Empty = the first 16 hex digits of the SHA-256 of `git "
+            "config --global user.email`, else of your login name. No spaces; at most 128 "
+            "characters."
+        ),
+    )

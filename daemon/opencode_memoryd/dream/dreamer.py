@@ -86,6 +86,8 @@ class Dreamer:
         clock: returns the current aware UTC time.
         bm25: the tokenizer of salient terms (default: the shared default encoder, the
             tokenizer the store indexes with).
+        user_id: whose user scope a user-scope dream consolidates (``None``: every
+            user-scope memory, as before user identities existed).
 
     Not thread-safe; callers serialise dreams and extractions of one scope.
     """
@@ -99,8 +101,10 @@ class Dreamer:
         settings: DreamSettings | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         bm25: Bm25Encoder | None = None,
+        user_id: str | None = None,
     ) -> None:
         self.store = store
+        self.user_id = user_id
         self.state = state
         self.planner = planner
         self.settings = settings or DreamSettings()
@@ -163,7 +167,7 @@ class Dreamer:
         """
         if trigger not in TRIGGERS:
             raise ValueError(f"trigger must be one of {', '.join(TRIGGERS)}, not {trigger!r}")
-        sc = DreamScope.of(project_key)
+        sc = DreamScope.of(project_key, self.user_id)
         run_id = uuid.uuid4().hex[:12]
         started = self.clock()
         t0 = time.perf_counter()
@@ -376,7 +380,7 @@ class Dreamer:
         if row["status"] == "applied" and not self.state.dream_mark_undo(
                 run_id, "undoing", iso_utc(started), expect=("applied",)):
             raise DreamError(f"dream run {run_id} changed status meanwhile; try again")
-        sc = DreamScope.of(scope_project(row["scope_key"]))
+        sc = DreamScope.of(scope_project(row["scope_key"]), self.user_id)
         drifted = self._writer.drifted(row)
         n_before = self.store.count(sc.filter())
         restored, deleted = self._writer.restore(row)

@@ -136,7 +136,8 @@ class SessionJobs:
             return
         try:
             proc = SessionProcessor(src.db, self.state, self.store, self.extractor,
-                                    self.app.limits(), clock=self.clock, raise_fatal=False)
+                                    self.app.limits(), clock=self.clock, raise_fatal=False,
+                                    user_id=self.app.user_id)
             report = proc.process(session)
         finally:
             lock.release()

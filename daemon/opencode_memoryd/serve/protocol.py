@@ -90,6 +90,7 @@ _STATUS_BY_ERROR: tuple[tuple[type[BaseException], int], ...] = (
     (EmbedderMismatchError, 409),
     (NotFoundError, 404),
     (ConfigError, 400),
+    (NotFoundError, 404),
     (UpstreamError, 502),
     (ExtractionError, 502),
 )

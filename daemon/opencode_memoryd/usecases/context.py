@@ -40,7 +40,7 @@ from opencode_memoryd.models import Memory
 from opencode_memoryd.source.transcript import human_text
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.usecases.ports import AppPort
-from opencode_memoryd.usecases.projects import normalize_dir, project_keys_for_dir
+from opencode_memoryd.usecases.projects import normalize_dir, project_keys_for_dir, resolve_dir
 
 #: The block's first line: the plugin and the extractor recognise injected text by it.
 MARKER = "<!-- opencode-memoryd context -->"
@@ -205,14 +205,18 @@ def _session_facts(app: AppPort, session_id: str) -> _SessionFacts:
     return _SessionFacts()
 
 
-def project_keys(app: AppPort, directory: str | None, project: str | None) -> list[str]:
+def project_keys(app: AppPort, store: MemoryStore, directory: str | None,
+                 project: str | None) -> list[str]:
     """The project scopes of a session: from OpenCode's sessions in ``directory``, else the
-    OpenCode project id the plugin passed (not ``global``, which is no project)."""
+    OpenCode project id the plugin passed (not ``global``, which is no project), else the
+    store's own project roots containing ``directory``."""
     keys: set[str] = set()
     if directory:
         keys = project_keys_for_dir(app, normalize_dir(directory))
     if not keys and project and project != "global":
         keys = {project}
+    if not keys and directory:
+        keys = set(resolve_dir(app, store, directory).projects)
     return sorted(keys)
 
 
@@ -230,7 +234,7 @@ def build_context(app: AppPort, store: MemoryStore, *, directory: str | None = N
             ``session``, the human text of its first user message is used instead, so
             every process that asks for the session's block (``opencode run --session``
             starts a new one, whose plugin first sees a later message) gets the same bytes.
-        user_filter: the user-scope memories to include (default: every user-scope one).
+        user_filter: the user-scope memories to include (default: this user's).
 
     Returns:
         The block (``text`` ``""`` with a ``reason`` when there is nothing to give).
@@ -239,9 +243,9 @@ def build_context(app: AppPort, store: MemoryStore, *, directory: str | None = N
     if facts.is_subagent:
         return ContextBlock("", {}, [], "sub-agent session")
     query = facts.first_message or query
-    keys = project_keys(app, directory, project)
+    keys = project_keys(app, store, directory, project)
     cfg = app.config.context
-    user_flt = user_filter or MemoryFilter(scope="user")
+    user_flt = user_filter or MemoryFilter(scope="user", user_id=app.user_id)
     flts = [MemoryFilter(project_id=k, include_user_scope=False) for k in keys] + [user_flt]
     candidates: dict[str, Memory] = {}
     for flt in flts:

@@ -68,7 +68,7 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
                 dbs.append({"path": str(path), "schema": source.schema.describe(),
                             "sessions": len(sessions)})
                 proc = SessionProcessor(source, state, store, extractor, app.limits(),
-                                        clock=app.clock)
+                                        clock=app.clock, user_id=app.user_id)
                 for s in (progress(sessions) if progress else sessions):
                     with lock_for(s.project_key):
                         reports.append(proc.process(s))

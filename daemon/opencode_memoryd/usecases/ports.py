@@ -45,6 +45,11 @@ class AppPort(Protocol):
         ...
 
     @property
+    def user_id(self) -> str:
+        """The identity of this user's user-scope memories (``Memory.user_id``)."""
+        ...
+
+    @property
     def state_dir(self) -> Path:
         """Our state folder (state file, journal, log, daemon files)."""
         ...

@@ -6,7 +6,7 @@ from typing import Any
 
 from opencode_memoryd.errors import SourceError
 from opencode_memoryd.state.db import StateDB
-from opencode_memoryd.store.api import MemoryStore
+from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.usecases.ports import AppPort
 
 
@@ -16,7 +16,8 @@ def status_info(app: AppPort, state: StateDB, store: MemoryStore) -> dict[str, A
     Returns:
         ``{"config_path", "config_file_exists", "state_dir", "extraction_mode",
         "databases": [{"path", "schema", "sessions"} | {"path", "error"}],
-        "databases_error"?, "store": {...}, "memories": {"scope/type": count},
+        "databases_error"?, "store": {...}, "user_id": this user's identity,
+        "memories": {"scope/type": count} (user scope: this user's only),
         "state": {...}, "last_runs": [...]}``.
     """
     info: dict[str, Any] = {
@@ -38,8 +39,9 @@ def status_info(app: AppPort, state: StateDB, store: MemoryStore) -> dict[str, A
         info["databases_error"] = str(exc)
     info["databases"] = dbs
     info["store"] = store.info()
+    info["user_id"] = app.user_id
     counts: dict[str, int] = {}
-    for m in store.scroll(None):
+    for m in store.scroll(MemoryFilter(user_id=app.user_id)):
         key = f"{m.scope}/{m.type}"
         counts[key] = counts.get(key, 0) + 1
     info["memories"] = counts
