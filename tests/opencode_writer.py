@@ -21,6 +21,16 @@ from typing import Any
 _B62 = string.digits + string.ascii_letters
 
 
+def next_ms(last_ms: int) -> int:
+    """The first millisecond since the epoch after ``last_ms`` that is not ahead of the
+    clock (waits for it when the writer is faster than one stamp per millisecond)."""
+    ms = int(time.time() * 1000)
+    while ms <= last_ms:
+        time.sleep((last_ms + 1 - ms) / 1000)
+        ms = int(time.time() * 1000)
+    return ms
+
+
 class OpenCodeWriter:
     """A writer connection to an OpenCode database (a copy, never a user's real one)."""
 
@@ -45,12 +55,8 @@ class OpenCodeWriter:
         OpenCode's own stamps never run ahead of time: a stamp in the future would make a
         finished turn look unsettled to the reader.
         """
-        ms = int(time.time() * 1000)
-        while ms <= self._last_ms:
-            time.sleep((self._last_ms + 1 - ms) / 1000)
-            ms = int(time.time() * 1000)
-        self._last_ms = ms
-        return ms
+        self._last_ms = next_ms(self._last_ms)
+        return self._last_ms
 
     def new_id(self, prefix: str, ms: int) -> str:
         """An id in OpenCode's shape: ``prefix_`` + 12 hex + 14 base62."""

@@ -16,22 +16,18 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from opencode_memoryd.capture.processor import Extractor, Limits
 from opencode_memoryd.config import paths as config_paths
-from opencode_memoryd.config.identity import user_identity
-from opencode_memoryd.config.schema import Config
 from opencode_memoryd.errors import SourceError
-from opencode_memoryd.extract.rules import RulesExtractor
-from opencode_memoryd.source.discover import discover_databases
-from opencode_memoryd.source.reader import OpenCodeDB
-from opencode_memoryd.state.db import StateDB
-from opencode_memoryd.store.api import Embedder, MemoryStore
-from opencode_memoryd.store.edge import EdgeStore
-from opencode_memoryd.store.server import ServerStore
-from opencode_memoryd.usecases.projects import normalize_dir
 
+# Adapters are imported where they are built: a command pays only for what it uses (the
+# MCP server and a command the daemon serves open no store, database or LLM client).
 if TYPE_CHECKING:
+    from opencode_memoryd.capture.processor import Extractor, Limits
+    from opencode_memoryd.config.schema import Config
     from opencode_memoryd.extract.chat import ChatClient
+    from opencode_memoryd.source.reader import OpenCodeDB
+    from opencode_memoryd.state.db import StateDB
+    from opencode_memoryd.store.api import Embedder, MemoryStore
 
 log = structlog.get_logger(__name__)
 
@@ -56,6 +52,8 @@ class App:
         """Whose user-scope memories this application writes and reads: ``[user] id``,
         else a hash of ``git config --global user.email``, else of the login name
         (:func:`~opencode_memoryd.config.identity.user_identity`); computed once."""
+        from opencode_memoryd.config.identity import user_identity
+
         if self._user_id is None:
             self._user_id = user_identity(self.config.user.id, self.env)
         return self._user_id
@@ -68,6 +66,11 @@ class App:
         return config_paths.state_dir(self.config, self.env)
 
     @property
+    def state_path(self) -> Path:
+        """The state file: ``<state dir>/state.db``."""
+        return self.state_dir / STATE_FILE_NAME
+
+    @property
     def journal_path(self) -> Path:
         """The append-only dream journal: ``<state dir>/dream-journal.jsonl``."""
         return self.state_dir / JOURNAL_FILE_NAME
@@ -78,6 +81,9 @@ class App:
         Raises:
             SourceError: none was given and none was found (the message says where we looked).
         """
+        from opencode_memoryd.config.paths import normalize_dir
+        from opencode_memoryd.source.discover import discover_databases
+
         if override:
             return [Path(normalize_dir(override))]
         configured = config_paths.configured_db_paths(self.config, self.env)
@@ -96,10 +102,14 @@ class App:
 
     def open_state(self) -> StateDB:
         """Open (or create) the state file in the state dir."""
-        return StateDB(self.state_dir / STATE_FILE_NAME)
+        from opencode_memoryd.state.db import StateDB
+
+        return StateDB(self.state_path)
 
     def open_source(self, path: Path) -> OpenCodeDB:
         """Open one OpenCode database read-only."""
+        from opencode_memoryd.source.reader import OpenCodeDB
+
         return OpenCodeDB(path, busy_timeout_ms=self.config.opencode.busy_timeout_ms)
 
     def _secret(self, env_name: str) -> str | None:
@@ -122,6 +132,9 @@ class App:
 
     def open_store(self) -> MemoryStore:
         """Open the memory store: Qdrant Edge on disk, or a Qdrant server by URL."""
+        from opencode_memoryd.store.edge import EdgeStore
+        from opencode_memoryd.store.server import ServerStore
+
         q = self.config.qdrant
         embedder = self.build_embedder()
         if q.url:
@@ -136,16 +149,20 @@ class App:
 
     def build_extractor(self) -> Extractor:
         """The extractor for :meth:`extraction_mode`."""
+        from opencode_memoryd.extract.rules import RulesExtractor
+
         x = self.config.extraction
         if self.extraction_mode() == "rules":
             return RulesExtractor(max_chars=x.max_memory_chars)
         from opencode_memoryd.extract.llm_extractor import LlmExtractor
 
-        return LlmExtractor(self._chat_client(), max_memories=x.max_memories_per_chunk,
+        return LlmExtractor(self.build_chat_client(), max_memories=x.max_memories_per_chunk,
                             max_chars=x.max_memory_chars)
 
     def limits(self) -> Limits:
         """Reader and chunking limits from the config."""
+        from opencode_memoryd.capture.processor import Limits
+
         o, x = self.config.opencode, self.config.extraction
         return Limits(
             abandoned_ms=int(o.abandoned_turn_seconds * 1000),
@@ -159,16 +176,20 @@ class App:
         """The dream planner: a chat client in llm mode, ``None`` in rules mode."""
         if self.extraction_mode() != "llm":
             return None
-        return self._chat_client()
+        return self.build_chat_client()
 
-    def _chat_client(self) -> ChatClient:
+    def build_chat_client(self, *, timeout_seconds: float | None = None,
+                          max_retries: int | None = None) -> ChatClient:
+        """The chat client of ``[llm]``; ``timeout_seconds`` and ``max_retries`` replace
+        the configured ones when given (``doctor`` sends one short request)."""
         from opencode_memoryd.extract.chat import ChatClient
 
         llm = self.config.llm
-        return ChatClient(base_url=llm.base_url, api_key=self._secret(llm.api_key_env),
-                          model=llm.model, timeout_seconds=llm.timeout_seconds,
-                          max_retries=llm.max_retries, temperature=llm.temperature,
-                          json_mode=llm.json_mode)
+        return ChatClient(
+            base_url=llm.base_url, api_key=self._secret(llm.api_key_env), model=llm.model,
+            timeout_seconds=llm.timeout_seconds if timeout_seconds is None else timeout_seconds,
+            max_retries=llm.max_retries if max_retries is None else max_retries,
+            temperature=llm.temperature, json_mode=llm.json_mode)
 
     def daemon_socket(self) -> Path | None:
         """The control socket of a running daemon, from ``daemon.json``, or ``None``."""

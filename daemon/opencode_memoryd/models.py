@@ -8,7 +8,7 @@ import unicodedata
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, NamedTuple
 
 MemoryType = Literal["user", "feedback", "project", "reference"]
 Scope = Literal["user", "project"]
@@ -21,6 +21,26 @@ SCOPES: tuple[str, ...] = ("user", "project")
 
 #: Namespace of every point id (UUIDv5), fixed forever: changing it duplicates every memory.
 POINT_NAMESPACE = uuid.UUID("6f0c5d2e-3a51-5b7e-9c1f-0d7a4e2b8c31")
+
+
+#: Where a session's turns are stored in an OpenCode database: the 1.x ``message``/``part``
+#: tables (positions are ``(time_created_ms, message_id)``) ...
+STORAGE_MESSAGE = "message"
+#: ... or the v2 ``session_message`` table (positions are ``(seq, message_id)``).
+STORAGE_SESSION_MESSAGE = "session_message"
+
+
+class Mark(NamedTuple):
+    """A session's high-water mark: the last row processed, and which table it is in.
+
+    Attributes:
+        storage: :data:`STORAGE_MESSAGE` or :data:`STORAGE_SESSION_MESSAGE`.
+        position: ``(time_created_ms, message_id)`` in ``message``, ``(seq, message_id)``
+            in ``session_message``. Positions of different storages are never compared.
+    """
+
+    storage: str
+    position: tuple[int, str]
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,12 @@ Per chunk of finished turns, in the manner of a transactional outbox (the result
 recorded in our own state file before any side effect, and every later step is replayable
 and idempotent):
 
-1. read the messages after the session's high-water mark and keep the finished turns;
+1. read the messages after the session's high-water mark and keep the finished turns (from
+   the storage the session is read from: ``session_message`` when it has rows there, else
+   ``message``/``part``; a mark whose row moved is carried over by message id, and a mark
+   whose row vanished from ``session_message`` (an OpenCode migration wiped the table)
+   means re-reading the session from its start, which stores nothing twice: an item
+   already recorded for the same turns is reused, and the store merges a fact it holds);
 2. build the transcript, redact it, and ask the extractor (LLM or rules);
 3. **record** the result in the state file (status ``extracted``) before touching the store;
 4. write the memories to the store with deterministic point ids and write-time dedup;
@@ -25,7 +30,7 @@ import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -33,12 +38,18 @@ import structlog
 
 from opencode_memoryd.capture.writer import write_memories
 from opencode_memoryd.errors import ExtractionError, UpstreamError
-from opencode_memoryd.models import ExtractionResult, TranscriptLine, iso_utc
+from opencode_memoryd.models import (
+    STORAGE_MESSAGE,
+    ExtractionResult,
+    Mark,
+    TranscriptLine,
+    iso_utc,
+)
 from opencode_memoryd.redaction.engine import redact
 from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB
 from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.source.transcript import Chunk, chunk_turns
-from opencode_memoryd.source.turns import drop_fork_copies, finished_prefix, group_turns
+from opencode_memoryd.source.turns import Idle, drop_fork_copies, finished_prefix, group_turns
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.state.items import Item
 from opencode_memoryd.store.api import MemoryStore
@@ -94,6 +105,11 @@ class SessionReport:
     error_kind: str | None = None
     retry_after_seconds: float | None = None
     duration_ms: float = 0.0
+    #: the table the session's turns were read from
+    storage: str = STORAGE_MESSAGE
+    #: a turn after the mark is not finished yet (the daemon looks again for v2 sessions,
+    #: whose last writes are in-place updates it may not see)
+    waiting: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-safe dict (the log event and ``maintain --json`` row)."""
@@ -112,6 +128,7 @@ class SessionReport:
             "tokens_out": self.tokens_out,
             "replayed_items": self.replayed_items,
             "error": self.error,
+            "storage": self.storage,
             "duration_ms": round(self.duration_ms, 1),
         }
 
@@ -120,8 +137,14 @@ def _now_iso(now: datetime) -> str:
     return iso_utc(now)
 
 
-def _item_id(source_id: str, session_id: str, chunk: Chunk) -> str:
-    key = f"{ITEM_FORMAT}|{source_id}|{session_id}|{chunk.first}|{chunk.last}"
+def _item_id(source_id: str, session_id: str, chunk: Chunk, storage: str) -> str:
+    """The outbox id of a chunk: its positions in ``message``; in ``session_message`` its
+    first and last row ids only (``seq`` values change when OpenCode re-projects rows)."""
+    if storage == STORAGE_MESSAGE:
+        key = f"{ITEM_FORMAT}|{source_id}|{session_id}|{chunk.first}|{chunk.last}"
+    else:
+        key = (f"{ITEM_FORMAT}|{source_id}|{session_id}|{storage}|{chunk.first[1]}|"
+               f"{chunk.last[1]}")
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
@@ -209,6 +232,34 @@ class SessionProcessor:
             log.info("session_processed", **report.as_dict())
         return report
 
+    def _reconcile_mark(self, session: SessionRow, storage: str) -> None:
+        """Make the stored mark a position in ``storage``, or drop it.
+
+        A 1.x mark stays as it is (a reverted message may vanish; reading goes on after its
+        position). A mark in ``session_message``, or in another storage than the one the
+        session is read from now, is looked up by message id: found elsewhere, it moves
+        there; not found (the rows were wiped, or the session changed storage without
+        carrying the row over), the session is read again from its start.
+        """
+        src = self.source.identity
+        stored = self.state.get_mark(src, session.id)
+        if stored is None or stored.storage == storage == STORAGE_MESSAGE:
+            return
+        found = self.source.locate(session.id, stored.position[1], storage)
+        if stored.storage == storage and found == stored.position:
+            return
+        now = _now_iso(self.clock())
+        if found is not None:
+            log.info("mark_moved", session_id=session.id, storage=storage,
+                     previous_storage=stored.storage)
+            self.state.replace_mark(src, session.id, Mark(storage, found), now)
+            return
+        log.warning("session_rows_reset", session_id=session.id, storage=storage,
+                    previous_storage=stored.storage,
+                    detail="the last row read is gone: reading the session again from its "
+                           "start (nothing already stored is stored twice)")
+        self.state.replace_mark(src, session.id, None, now)
+
     def _process_new(self, session: SessionRow, report: SessionReport) -> None:
         src = self.source.identity
         # "Up to now": a session OpenCode keeps writing to faster than it is read must not
@@ -217,23 +268,31 @@ class SessionProcessor:
         end = self.source.last_messages([session.id]).get(session.id)
         if end is None:
             return
+        storage = report.storage = end.storage
+        self._reconcile_mark(session, storage)
+        idle = (Idle(session.time_idle, session.time_suspended)
+                if session.table == "session_v2" else None)
         while True:
-            mark = self.state.get_mark(src, session.id)
-            messages = self.source.messages_after(session.id, mark, limit=MESSAGE_BATCH)
+            stored = self.state.get_mark(src, session.id)
+            mark = stored.position if stored is not None and stored.storage == storage else None
+            messages = self.source.messages_after(session.id, mark, limit=MESSAGE_BATCH,
+                                                  storage=storage)
             if not messages:
                 return
             full_batch = len(messages) >= MESSAGE_BATCH
-            more = full_batch and messages[-1].mark < end
+            more = full_batch and messages[-1].mark < end.position
             real = drop_fork_copies(messages, session.time_created)
             if not real:  # a batch of fork copies only: nothing to read, move past them
-                self.state.set_mark(src, session.id, messages[-1].mark, _now_iso(self.clock()))
+                self.state.set_mark(src, session.id, Mark(storage, messages[-1].mark),
+                                    _now_iso(self.clock()))
                 if not more:
                     return
                 continue
             turns = group_turns(real)
             now_ms = int(self.clock().timestamp() * 1000)
             done = finished_prefix(turns, now_ms=now_ms, abandoned_ms=self.limits.abandoned_ms,
-                                   settle_ms=self.limits.settle_ms)
+                                   settle_ms=self.limits.settle_ms, idle=idle)
+            report.waiting = len(done) < len(turns)
             if full_batch and len(turns) > 1 and len(done) == len(turns):
                 done = done[:-1]  # the batch may have cut the last turn short
             if not done:
@@ -244,7 +303,7 @@ class SessionProcessor:
             # moves past them too.
             for chunk in chunk_turns(done, max_tokens=self.limits.max_chunk_tokens,
                                      tool_output_chars=self.limits.tool_output_chars):
-                self._process_chunk(session, chunk, report, times)
+                self._process_chunk(session, chunk, report, times, storage)
             if not more:
                 return
 
@@ -273,19 +332,25 @@ class SessionProcessor:
                           self._extract(lines[half:], project_root, report))
 
     def _process_chunk(self, session: SessionRow, chunk: Chunk, report: SessionReport,
-                       times: dict[str, int]) -> None:
+                       times: dict[str, int], storage: str) -> None:
         src = self.source.identity
         report.chunks += 1
         now = self.clock()
         if not chunk.has_user_text:
-            self.state.set_mark(src, session.id, chunk.last, _now_iso(now))
+            self.state.set_mark(src, session.id, Mark(storage, chunk.last), _now_iso(now))
+            return
+        item_id = _item_id(src, session.id, chunk, storage)
+        known = self.state.get_item(item_id)
+        if known is not None:  # the same turns, read again after a reset: no second call
+            report.replayed_items += 1
+            self._apply(replace(known, first=chunk.first, last=chunk.last, storage=storage),
+                        report)
             return
         lines: list[TranscriptLine] = []
         for line in chunk.lines:
             r = redact(line.text)
             report.redactions.update(r.counts)
             lines.append(TranscriptLine(line.message_id, line.role, r.text))
-        item_id = _item_id(src, session.id, chunk)
         result = self._extract(lines, session.project_root, report)
         report.tokens_in += result.tokens_in
         report.tokens_out += result.tokens_out
@@ -305,7 +370,7 @@ class SessionProcessor:
                 "message_times": {m: times[m] for c in result.candidates
                                   for m in c.message_ids if m in times},
             },
-            tokens_in=result.tokens_in, tokens_out=result.tokens_out,
+            tokens_in=result.tokens_in, tokens_out=result.tokens_out, storage=storage,
         )
         self.state.record_item(item, _now_iso(self.clock()))
         _fault_point("after_record")

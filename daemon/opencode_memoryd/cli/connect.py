@@ -13,9 +13,8 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from opencode_memoryd.compose import App
 from opencode_memoryd.errors import (
     DaemonUnreachableError,
     MemorydError,
@@ -27,8 +26,10 @@ from opencode_memoryd.errors import (
     StoreError,
     UpstreamError,
 )
-from opencode_memoryd.usecases.maintain import Progress
-from opencode_memoryd.usecases.service import call, open_local
+
+if TYPE_CHECKING:
+    from opencode_memoryd.compose import App
+    from opencode_memoryd.usecases.maintain import Progress
 
 #: How long a command waits (s) for a daemon that is starting to serve it.
 DAEMON_START_WAIT_SECONDS = 60.0
@@ -47,6 +48,8 @@ def run_use_case(app: App, route: str, payload: dict[str, Any], *,
     served, result = via_daemon(app, route, payload)
     if served:
         return result
+    from opencode_memoryd.usecases.service import call, open_local
+
     with open_local(app, progress=progress) as service:
         if route in ("dream", "undo"):
             service.recover_dreams()

@@ -10,14 +10,16 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd.cli.connect import via_daemon
 from opencode_memoryd.cli.exits import EXIT_OK
 from opencode_memoryd.cli.render import print_json, table
-from opencode_memoryd.compose import App
 from opencode_memoryd.models import parse_iso
 from opencode_memoryd.usecases import history
+
+if TYPE_CHECKING:
+    from opencode_memoryd.compose import App
 
 
 def _whole(minimum: int) -> Callable[[str], int]:

@@ -12,12 +12,12 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import structlog
-
-from opencode_memoryd import __version__, logs
+from opencode_memoryd import __version__
 from opencode_memoryd.cli import (
     context,
+    doctor,
     dreams,
     history,
     maintain,
@@ -36,12 +36,12 @@ from opencode_memoryd.cli.exits import (
     EXIT_INTERRUPTED,
     EXIT_SOURCE,
 )
-from opencode_memoryd.compose import App
-from opencode_memoryd.config.loader import load_config
 from opencode_memoryd.config.paths import config_path
 from opencode_memoryd.errors import ConfigError, MemorydError, SourceError
 
-log = structlog.get_logger(__name__)
+if TYPE_CHECKING:
+    from opencode_memoryd.compose import App
+
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -73,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     setup.register(sub)
     opencode_setup.register(sub)
     history.register(sub)
+    doctor.register(sub)
     return p
 
 
@@ -83,6 +84,13 @@ def _cmd_run(app: App, args: argparse.Namespace) -> int:
 
 
 def _load_app(args: argparse.Namespace, env: Mapping[str, str]) -> App:
+    # imported here: `--help` and a usage error need none of it
+    import structlog
+
+    from opencode_memoryd import logs
+    from opencode_memoryd.compose import App
+    from opencode_memoryd.config.loader import load_config
+
     explicit = Path(args.config).expanduser() if args.config else None
     config = load_config(explicit, env)
     app = App(config=config, env=env, config_path=explicit or config_path(env))
@@ -93,8 +101,8 @@ def _load_app(args: argparse.Namespace, env: Mapping[str, str]) -> App:
         max_bytes=config.log.file_max_bytes,
         backups=config.log.file_backups,
     )
-    log.info("command_started", command=args.command, version=__version__,
-             config=str(app.config_path))
+    structlog.get_logger(__name__).info("command_started", command=args.command,
+                                        version=__version__, config=str(app.config_path))
     return app
 
 
@@ -121,7 +129,11 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except Exception:  # a bug: say where the traceback went
-        log.exception("internal_error")
+        import structlog
+
+        from opencode_memoryd import logs
+
+        structlog.get_logger(__name__).exception("internal_error")
         print("opencode-memoryd: internal error; the traceback is in "
               f"{logs.LOG_FILE_NAME} under the state dir", file=sys.stderr)
         return EXIT_INTERNAL

@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
-from opencode_memoryd.compose import App
 from opencode_memoryd.errors import NotFoundError, RequestError
 from opencode_memoryd.models import MEMORY_TYPES
+
+if TYPE_CHECKING:
+    from opencode_memoryd.compose import App
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from opencode_memoryd.cli.render import print_memories
-from opencode_memoryd.compose import App
+
+if TYPE_CHECKING:
+    from opencode_memoryd.compose import App
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

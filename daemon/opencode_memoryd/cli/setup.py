@@ -6,11 +6,13 @@ import argparse
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
-from opencode_memoryd.compose import App
-from opencode_memoryd.config.loader import init_config
 from opencode_memoryd.config.paths import config_path
+
+if TYPE_CHECKING:
+    from opencode_memoryd.compose import App
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,6 +47,8 @@ def cmd_config_init(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     """``config init [PATH]``: write the commented example config (mode 0600)."""
     target = Path(args.path or args.config or config_path(env)).expanduser()
     try:
+        from opencode_memoryd.config.loader import init_config
+
         written = init_config(target)
     except FileExistsError:
         print(f"opencode-memoryd: {target} already exists; not overwritten", file=sys.stderr)

@@ -45,6 +45,7 @@ from opencode_memoryd import __version__
 from opencode_memoryd.compose import DAEMON_INFO_FILE, App
 from opencode_memoryd.errors import AlreadyRunning, MemorydError, StoreInUseError
 from opencode_memoryd.models import iso_utc
+from opencode_memoryd.serve.alerts import Alerts
 from opencode_memoryd.serve.control_server import ControlServer
 from opencode_memoryd.serve.jobs import Pause, SessionJobs
 from opencode_memoryd.serve.protocol import socket_path
@@ -115,6 +116,7 @@ class Daemon(SourceTracking, SessionJobs):
         self.pause: Pause | None = None
         self.started_at: datetime | None = None
         self.last_error: str | None = None
+        self.alerts = Alerts(self.clock)
         self.last_extraction: dict[str, dict[str, Any]] = {}
         #: the first full pass over the databases (start-up catch-up) is done
         self.caught_up = False
@@ -337,6 +339,7 @@ class Daemon(SourceTracking, SessionJobs):
             "tokens_today": self.state.tokens_since(iso_utc(midnight)),
             "last_dream": self.last_dream,
             "last_error": self.last_error,
+            "alerts": self.alerts.active(),
         }
 
 

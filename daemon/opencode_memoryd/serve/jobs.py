@@ -14,7 +14,7 @@ import structlog
 from opencode_memoryd.capture.processor import SessionProcessor, SessionReport
 from opencode_memoryd.debounce import backoff_seconds
 from opencode_memoryd.errors import SourceError
-from opencode_memoryd.models import iso_utc
+from opencode_memoryd.models import STORAGE_SESSION_MESSAGE, iso_utc
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -143,7 +143,15 @@ class SessionJobs:
             lock.release()
         if report.error is None:
             self._consecutive_failures = 0
-            self.state.queue_done(source_id, session_id, now_ms)
+            if report.waiting and report.storage == STORAGE_SESSION_MESSAGE:
+                # a v2 turn ends with in-place updates that change detection may not see:
+                # look again rather than wait for the next change
+                limits = self.app.limits()
+                self._retry(source_id, session_id,
+                            max(self.cfg.quiet_period_seconds, limits.settle_ms / 1000, 1.0),
+                            "turn not finished")
+            else:
+                self.state.queue_done(source_id, session_id, now_ms)
             if report.turns_read:
                 self.last_extraction[session.project_key] = {
                     "at": iso_utc(self.clock()), "session_id": session_id,

@@ -1,7 +1,10 @@
-"""Read-only access to the 1.x tables of an OpenCode database (``opencode.db``).
+"""Read-only access to an OpenCode database (``opencode.db``): the 1.x tables and the v2 ones.
 
-The only module in ``source`` that talks SQL through SQLAlchemy. Rules it keeps, from how
-SQLite's WAL mode treats readers and from how OpenCode opens the file
+The only module in ``source`` that talks SQL through SQLAlchemy: the statements of
+:mod:`~opencode_memoryd.source.reader_v2` (v2 tables, the merged session list) and of
+:mod:`~opencode_memoryd.source.lookups` (per-session lookups in either storage) run through
+this module's connection. Rules it keeps, from how SQLite's WAL mode treats readers and from
+how OpenCode opens the file
 (``journal_mode=WAL``, ``busy_timeout=5000``; observed with OpenCode 1.2.1 to 1.18.33):
 
 * the database is opened with a ``file:…?mode=ro`` URI: never ``immutable``, never a write,
@@ -11,11 +14,15 @@ SQLite's WAL mode treats readers and from how OpenCode opens the file
   that is ended at once, so no read transaction is ever held between reads (an open reader
   stops OpenCode's checkpoints and lets its WAL grow);
 * messages are ordered by ``(time_created, id)`` through the ``(session_id, time_created, id)``
-  index and parts are read through the ``(message_id, id)`` index; there is no global scan.
+  index and parts are read through the ``(message_id, id)`` index; there is no global scan;
+* each session is read from one storage (:meth:`OpenCodeDB.storage_of`): ``session_message``
+  when it has rows there, else ``message``/``part``;
+* the schema is detected when the database is opened and again whenever SQLite's schema
+  cookie changes (:meth:`OpenCodeDB.refresh_schema`): an OpenCode upgrade adds tables under a
+  running daemon.
 
 Which tables and columns are required is decided in :mod:`opencode_memoryd.source.schema`;
-the rows returned are the plain values of :mod:`opencode_memoryd.source.rows`. Sessions that
-OpenCode 2 writes to ``session_v2``/``session_message`` are not read here.
+the rows returned are the plain values of :mod:`opencode_memoryd.source.rows`.
 
 Errors: :class:`~opencode_memoryd.errors.SourceError` when the file is missing or unreadable,
 :class:`~opencode_memoryd.errors.SourceSchemaError` when a required table or column is absent.
@@ -39,13 +46,16 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
 
 from opencode_memoryd.errors import SourceError
+from opencode_memoryd.models import STORAGE_SESSION_MESSAGE
+from opencode_memoryd.source import reader_v2
 from opencode_memoryd.source.discover import source_identity
+from opencode_memoryd.source.lookups import SessionLookups
+from opencode_memoryd.source.reader_v2 import Activity, UnknownTable
 from opencode_memoryd.source.rows import (
     MessageRow,
     PartRow,
     SessionRow,
     decode_object,
-    sub_object,
 )
 from opencode_memoryd.source.schema import SchemaInfo, detect_schema
 
@@ -55,7 +65,7 @@ log = structlog.get_logger(__name__)
 MESSAGE_BATCH = 400
 
 
-class OpenCodeDB:
+class OpenCodeDB(SessionLookups):
     """A read-only view of one OpenCode database.
 
     Args:
@@ -90,6 +100,7 @@ class OpenCodeDB:
         self._guard = threading.RLock()
         try:
             self._conn = self._engine.connect()
+            self._cookie = self.schema_cookie()
             self.schema: SchemaInfo = detect_schema(self._rows, self.path)
         except DBAPIError as exc:
             self.close()
@@ -169,6 +180,36 @@ class OpenCodeDB:
         """``PRAGMA data_version``: changes whenever another connection commits."""
         return int(self._rows("PRAGMA data_version")[0][0])
 
+    def schema_cookie(self) -> int:
+        """``PRAGMA schema_version``: changes whenever a table or index is added or changed."""
+        return int(self._rows("PRAGMA schema_version")[0][0])
+
+    def refresh_schema(self) -> bool:
+        """Detect the schema again when the schema cookie changed since the last detection.
+
+        Returns:
+            ``True`` when the schema was detected again (whatever it found).
+
+        Raises:
+            SourceSchemaError: the new schema is not readable; the previous one stays.
+            SourceError: a catalogue read failed.
+        """
+        cookie = self.schema_cookie()
+        if cookie == self._cookie:
+            return False
+        self.schema = detect_schema(self._rows, self.path)
+        self._cookie = cookie
+        return True
+
+    def activity(self, created_after_ms: int | None) -> Activity:
+        """Per-session activity in ``session_message`` (see :func:`reader_v2.activity`)."""
+        return reader_v2.activity(self._rows, self.schema, created_after_ms)
+
+    def unknown_tables(self) -> list[UnknownTable]:
+        """Tables of an unknown shape holding per-session rows (see
+        :func:`reader_v2.unknown_tables`)."""
+        return reader_v2.unknown_tables(self._rows, self.schema)
+
     # -- sessions --------------------------------------------------------------------
 
     def sessions(
@@ -178,8 +219,10 @@ class OpenCodeDB:
         include_archived: bool = True,
         include_subagents: bool = False,
         updated_after_ms: int | None = None,
+        ids: Sequence[str] | None = None,
     ) -> list[SessionRow]:
-        """List sessions, oldest first.
+        """List sessions of ``session_v2`` union ``session`` (by id, ``session_v2`` wins),
+        oldest first.
 
         Args:
             directory: when given, only the sessions whose project worktree is this folder,
@@ -188,8 +231,9 @@ class OpenCodeDB:
             include_archived: keep archived sessions.
             include_subagents: keep sub-agent sessions (``parent_id`` set).
             updated_after_ms: only sessions with ``time_updated`` greater than this.
+            ids: only these sessions.
         """
-        where = ["1=1"]
+        where: list[str] = []
         params: dict[str, Any] = {}
         if directory is not None:
             d = directory.rstrip("/") or "/"
@@ -205,75 +249,21 @@ class OpenCodeDB:
         if updated_after_ms is not None:
             where.append("s.time_updated > :after")
             params["after"] = updated_after_ms
-        rows = self._rows(
-            f"""{self.session_select()}
-                WHERE {' AND '.join(where)}
-                ORDER BY s.time_created, s.id""",
-            params,
-        )
-        out = [SessionRow(*r) for r in rows]
+        if ids is not None:
+            if not ids:
+                return []
+            params.update({f"id{k}": v for k, v in enumerate(ids)})
+            where.append("s.id IN (" + ", ".join(f":id{k}" for k in range(len(ids))) + ")")
+        out = reader_v2.session_rows(self._rows, self.schema, where, params)
         if not include_archived:
             out = [s for s in out if not s.archived]
         return out
 
     def session(self, session_id: str) -> SessionRow | None:
         """One session by id (sub-agents included), or ``None`` when it was deleted."""
-        rows = self._rows(f"{self.session_select()} WHERE s.id = :id", {"id": session_id})
-        return SessionRow(*rows[0]) if rows else None
-
-    def last_messages(self, session_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
-        """The position ``(time_created, id)`` of each session's newest message.
-
-        One lookup per session through the ``(session_id, time_created, id)`` index, in
-        batches of 500 ids; sessions without messages are left out. Used to tell, without
-        reading any message bodies, whether a session holds anything after its mark.
-
-        Args:
-            session_ids: the sessions to look up.
-
-        Returns:
-            ``{session_id: (time_created_ms, message_id)}``.
-        """
-        out: dict[str, tuple[int, str]] = {}
-        ids = list(session_ids)
-        for start in range(0, len(ids), 500):
-            batch = ids[start:start + 500]
-            params = {f"i{k}": sid for k, sid in enumerate(batch)}
-            values = ", ".join(f"(:i{k})" for k in range(len(batch)))
-            rows = self._rows(
-                f"""WITH ids(sid) AS (VALUES {values})
-                    SELECT ids.sid, m.time_created, m.id
-                    FROM ids JOIN message m ON m.id = (
-                        SELECT id FROM message WHERE session_id = ids.sid
-                        ORDER BY time_created DESC, id DESC LIMIT 1)""",
-                params,
-            )
-            out.update({r[0]: (int(r[1]), str(r[2])) for r in rows})
-        return out
-
-    def in_flight(self, session_id: str, *, now_ms: int, abandoned_ms: int) -> bool:
-        """Whether the session (or a sub-agent of it) has an assistant message in flight.
-
-        Looks at the newest 20 messages of the session and of its child sessions through
-        the ``(session_id, time_created, id)`` index; a message in flight for longer than
-        ``abandoned_ms`` does not count (a crashed OpenCode leaves one forever).
-        """
-        ids = [session_id] + [r[0] for r in self._rows(
-            "SELECT id FROM session WHERE parent_id = :sid", {"sid": session_id})]
-        for sid in ids:
-            for (raw,) in self._rows(
-                "SELECT data FROM message WHERE session_id = :sid "
-                "ORDER BY time_created DESC, id DESC LIMIT 20", {"sid": sid}
-            ):
-                data, corrupt = decode_object(raw)
-                if corrupt or data.get("role") != "assistant" or data.get("error"):
-                    continue
-                t = sub_object(data, "time")
-                if t.get("completed") is None:
-                    created = t.get("created")
-                    if isinstance(created, int | float) and now_ms - created < abandoned_ms:
-                        return True
-        return False
+        rows = reader_v2.session_rows(self._rows, self.schema, ["s.id = :id"],
+                                      {"id": session_id})
+        return rows[0] if rows else None
 
     # -- messages --------------------------------------------------------------------
 
@@ -283,19 +273,27 @@ class OpenCodeDB:
         mark: tuple[int, str] | None,
         *,
         limit: int = MESSAGE_BATCH,
+        storage: str | None = None,
     ) -> list[MessageRow]:
         """Read up to ``limit`` messages of a session after a high-water mark, with parts.
 
         Args:
             session_id: the session.
-            mark: ``(time_created, id)`` of the last message already processed, or ``None``
-                for the start of the session.
+            mark: the position of the last message already processed in ``storage``
+                (``(time_created, id)`` in ``message``, ``(seq, id)`` in
+                ``session_message``), or ``None`` for the start of the session.
             limit: the most messages returned; call again from the last one for more.
+            storage: the table to read; :meth:`storage_of` the session when ``None``.
 
         Returns:
-            Messages in ``(time_created, id)`` order, each with its parts. Messages and parts
-            come from one consistent snapshot; the read transaction is closed on return.
+            Messages in ``(time_created, id)`` (``message``) or ``seq``
+            (``session_message``) order, each with its parts. Messages and parts come from
+            one consistent snapshot; the read transaction is closed on return.
         """
+        if (storage or self.storage_of(session_id)) == STORAGE_SESSION_MESSAGE:
+            return reader_v2.messages_after(self._rows, session_id, mark, limit)
+        if not self.schema.has_v1_messages:
+            return []
         params: dict[str, Any] = {"sid": session_id, "limit": limit}
         cond = ""
         if mark is not None:
@@ -356,6 +354,40 @@ class OpenCodeDB:
                 if corrupt:
                     log.warning("corrupt_part_row", part_id=pid, message_id=mid)
                 by_id[mid].parts.append(PartRow(pid, data))
+
+    # -- diagnostics -----------------------------------------------------------------
+
+    def table_activity(self, tables: Sequence[str], since_ms: int
+                       ) -> dict[str, tuple[int, int | None]]:
+        """How many rows of each table were created after ``since_ms``, and the newest one.
+
+        For ``doctor``, never the daemon's loop: one full scan of each table (most have no
+        ``time_created`` index). Tables that are absent, or have no ``time_created``
+        column, are left out.
+
+        Args:
+            tables: table names, such as
+                :data:`~opencode_memoryd.source.schema.CONVERSATION_TABLES`; only names
+                of existing tables reach the SQL text.
+            since_ms: a time in ms since the epoch.
+
+        Returns:
+            ``{table: (rows created after since_ms, newest time_created in ms or None)}``.
+
+        Raises:
+            SourceError: a read failed.
+        """
+        present = {r[0] for r in self._rows("SELECT name FROM sqlite_master WHERE type='table'")}
+        out: dict[str, tuple[int, int | None]] = {}
+        for table in tables:
+            if table not in present or "time_created" not in {
+                    r[1] for r in self._rows(f"PRAGMA table_info({table})")}:
+                continue
+            n, newest = self._rows(
+                f'SELECT coalesce(sum(time_created > :t), 0), max(time_created) FROM "{table}"',
+                {"t": since_ms})[0]
+            out[table] = (int(n), int(newest) if newest is not None else None)
+        return out
 
 
 def _chunks(items: list[str], size: int) -> Iterable[list[str]]:

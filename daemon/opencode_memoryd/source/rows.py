@@ -1,10 +1,12 @@
 """The rows an OpenCode reader returns: sessions, messages and parts, as plain values.
 
-Every reader of an OpenCode database (the 1.x ``session``/``message``/``part`` tables today)
-returns these types, so turns, transcripts and the session processor never see how a row
-was stored. Times are integer milliseconds since the Unix epoch, as OpenCode writes them.
-``message.data`` and ``part.data`` hold OpenCode's JSON; a row whose JSON cannot be decoded
-is kept with ``{}`` and flagged, never dropped, so a high-water mark can move past it.
+Every reader of an OpenCode database returns these types, for the 1.x ``message``/``part``
+tables and for the v2 ``session_message`` table alike (a v2 row is mapped onto
+:class:`MessageRow` by :mod:`opencode_memoryd.source.v2rows`), so turns, transcripts and
+the session processor never see how a row was stored. Times are integer milliseconds since
+the Unix epoch, as OpenCode writes them. ``message.data`` and ``part.data`` hold OpenCode's
+JSON; a row whose JSON cannot be decoded is kept with ``{}`` and flagged, never dropped, so a
+high-water mark can move past it.
 """
 
 from __future__ import annotations
@@ -17,10 +19,13 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class SessionRow:
-    """One row of OpenCode's ``session`` table, with its project.
+    """One session, from OpenCode's ``session`` or ``session_v2`` table, with its project.
 
     Times are integer milliseconds since the Unix epoch, as OpenCode stores them.
     ``worktree`` is the project's root (``/`` for the ``global`` project of non-git folders).
+    ``table`` is the table the row was read from (``session_v2`` wins when both hold the
+    session); ``time_idle``/``time_suspended`` exist in ``session_v2`` only (OpenCode 2.x:
+    set when the session went idle, and while a turn is claimed or running).
     """
 
     id: str
@@ -32,6 +37,9 @@ class SessionRow:
     time_updated: int
     time_archived: int | None
     worktree: str
+    table: str = "session"
+    time_idle: int | None = None
+    time_suspended: int | None = None
 
     @property
     def archived(self) -> bool:
@@ -71,10 +79,12 @@ class PartRow:
 
 @dataclass(slots=True)
 class MessageRow:
-    """One row of ``message`` with its parts in ``(message_id, id)`` order.
+    """One row of ``message`` with its parts in ``(message_id, id)`` order, or one row of
+    ``session_message`` with its ``content[]`` mapped onto parts.
 
     ``data`` is the decoded JSON; ``corrupt`` is set when it could not be decoded, in which
-    case the message is treated as having no content.
+    case the message is treated as having no content. ``kind`` (the ``type`` column) and
+    ``seq`` are set for ``session_message`` rows only.
     """
 
     id: str
@@ -84,15 +94,29 @@ class MessageRow:
     data: Mapping[str, Any]
     parts: list[PartRow] = field(default_factory=list)
     corrupt: bool = False
+    kind: str | None = None
+    seq: int | None = None
 
     @property
     def role(self) -> str:
-        """``user`` or ``assistant`` (``""`` when unknown)."""
+        """``user`` or ``assistant`` (``""`` when unknown; a v2 row's ``type`` otherwise)."""
+        if self.kind is not None:
+            return self.kind
         return str(self.data.get("role") or "")
 
     @property
+    def is_note(self) -> bool:
+        """A v2 row that is neither a user prompt nor a model answer (``synthetic``,
+        ``system``, ``shell``, ``compaction``, ``*-switched``, ``idle``, unknown kinds): it
+        belongs to the turn it follows but never counts as a question or an answer."""
+        return self.kind is not None and self.kind not in ("user", "assistant")
+
+    @property
     def mark(self) -> tuple[int, str]:
-        """The message's position for a high-water mark: ``(time_created, id)``."""
+        """The row's position for a high-water mark: ``(time_created, id)`` in
+        ``message``, ``(seq, id)`` in ``session_message``."""
+        if self.seq is not None:
+            return (self.seq, self.id)
         return (self.time_created, self.id)
 
 

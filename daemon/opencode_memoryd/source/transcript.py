@@ -1,11 +1,13 @@
 """The transcript an extractor reads: lines of human text, assistant text and tool calls.
 
 Only **human text** is a source of user statements: non-synthetic, non-ignored ``text``
-parts of user messages. Compaction requests (a user message with a ``compaction`` part),
-compaction summaries (an assistant message with ``summary: true`` or agent ``compaction``),
-synthetic continuations and file-read texts are not. Turns are cut into chunks
-(:class:`Chunk`) that fit one extraction call, on turn boundaries. :func:`readable` renders
-one message for a person (the history browser), with the same condensed tool lines.
+parts of user messages (``data.text`` of a v2 ``user`` row). Compaction requests (a user
+message with a ``compaction`` part), compaction summaries (an assistant message with
+``summary: true`` or agent ``compaction``, a v2 ``compaction`` row), synthetic continuations,
+file-read texts and v2 notes (``synthetic``, ``system``, ``shell``, ``*-switched``, ``idle``
+rows) are not. Turns are cut into chunks (:class:`Chunk`) that fit one extraction call, on
+turn boundaries. :func:`readable` renders one message for a person (the history browser),
+with the same condensed tool lines.
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ def transcript_lines(turns: Iterable[Turn], *, tool_output_chars: int) -> list[T
     lines: list[TranscriptLine] = []
     for turn in turns:
         for m in turn.messages:
-            if m.corrupt:
+            if m.corrupt or m.is_note:
                 continue
             if m.role == "user":
                 t = human_text(m)

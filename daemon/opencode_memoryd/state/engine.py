@@ -7,6 +7,7 @@ half-way on a lock upgrade. The schema version is kept in ``PRAGMA user_version`
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -19,7 +20,8 @@ from opencode_memoryd.errors import StateError
 __all__ = ["SCHEMA_VERSION", "StateFile"]
 
 #: The schema this version writes; a file with a higher ``user_version`` is refused.
-SCHEMA_VERSION = 1
+#: 2 added ``storage`` to ``marks`` and ``items`` (which OpenCode table a position is in).
+SCHEMA_VERSION = 2
 
 _DDL = [
     """CREATE TABLE IF NOT EXISTS marks (
@@ -28,6 +30,7 @@ _DDL = [
         time_created INTEGER NOT NULL,
         message_id TEXT NOT NULL,
         updated_at TEXT NOT NULL,
+        storage TEXT NOT NULL DEFAULT 'message',
         PRIMARY KEY (source_id, session_id)
     )""",
     """CREATE TABLE IF NOT EXISTS items (
@@ -47,7 +50,8 @@ _DDL = [
         tokens_in INTEGER NOT NULL DEFAULT 0,
         tokens_out INTEGER NOT NULL DEFAULT 0,
         created_at TEXT NOT NULL,
-        updated_at TEXT NOT NULL
+        updated_at TEXT NOT NULL,
+        storage TEXT NOT NULL DEFAULT 'message'
     )""",
     "CREATE INDEX IF NOT EXISTS items_session ON items (source_id, session_id, status)",
     """CREATE TABLE IF NOT EXISTS queue (
@@ -105,7 +109,8 @@ class StateFile:
     operations on :attr:`_engine`.
 
     Args:
-        path: the SQLite file; parent folders are created (mode 0700).
+        path: the SQLite file, created with mode 0600; parent folders are created (mode
+            0700).
 
     Raises:
         StateError: the file cannot be created, opened or migrated, or a newer version of
@@ -116,8 +121,11 @@ class StateFile:
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            # created empty (a valid SQLite file) with mode 0600; SQLite gives its -wal and
+            # -shm files the same mode
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
         except OSError as exc:
-            raise StateError(f"cannot create state dir {self.path.parent}: {exc}") from exc
+            raise StateError(f"cannot create state file {self.path}: {exc}") from exc
         self._engine: Engine = create_engine(
             f"sqlite:///{self.path}",
             connect_args={"timeout": 30, "check_same_thread": False},
@@ -144,6 +152,7 @@ class StateFile:
                     )
                 for ddl in _DDL:
                     c.exec_driver_sql(ddl)
+                _add_missing_columns(c)
                 c.exec_driver_sql(f"PRAGMA user_version={SCHEMA_VERSION}")
         except DBAPIError as exc:
             raise StateError(f"cannot open state file {self.path}: {exc.orig}") from exc
@@ -151,3 +160,19 @@ class StateFile:
     def close(self) -> None:
         """Release the connection pool."""
         self._engine.dispose()
+
+
+#: Columns added after schema 1, by table: ``(name, DDL)``. Existing rows get the default.
+_ADDED_COLUMNS = {
+    "marks": (("storage", "TEXT NOT NULL DEFAULT 'message'"),),
+    "items": (("storage", "TEXT NOT NULL DEFAULT 'message'"),),
+}
+
+
+def _add_missing_columns(c: Connection) -> None:
+    """Migrate a file of an older schema in place (``ALTER TABLE … ADD COLUMN``)."""
+    for table, columns in _ADDED_COLUMNS.items():
+        have = {str(r[1]) for r in c.exec_driver_sql(f"PRAGMA table_info({table})").all()}
+        for name, ddl in columns:
+            if name not in have:
+                c.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {name} {ddl}")

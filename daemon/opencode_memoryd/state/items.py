@@ -1,7 +1,9 @@
 """The transactional outbox (``items``) and the high-water marks (``marks``).
 
 * ``marks``: the incremental high-water mark per (source database identity, session): the
-  ``(time_created, id)`` of the last processed message.
+  position of the last processed row and the OpenCode table it is in (``storage``):
+  ``(time_created, id)`` in ``message``, ``(seq, id)`` in ``session_message``; the columns
+  ``time_created``/``message_id`` hold the position whatever the storage.
 * ``items``: one row per extracted chunk of turns, written with the extraction result
   *before* anything reaches the store. Status ``extracted`` means the result is recorded
   but not yet stored; ``stored`` means its memories are durably in the store and the
@@ -22,6 +24,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, RowMapping
 
+from opencode_memoryd.models import STORAGE_MESSAGE, Mark
 from opencode_memoryd.state.engine import StateFile
 
 __all__ = ["Item", "OutboxTables"]
@@ -44,36 +47,39 @@ class Item:
     result: dict[str, Any]
     tokens_in: int
     tokens_out: int
+    #: the OpenCode table ``first``/``last`` are positions in (see :class:`Mark`)
+    storage: str = STORAGE_MESSAGE
 
 
 class OutboxTables(StateFile):
     """The ``marks`` and ``items`` operations of :class:`~opencode_memoryd.state.db.StateDB`.
 
-    Times named ``now`` are ISO 8601 UTC strings; marks are ``(time_created_ms, message_id)``.
+    Times named ``now`` are ISO 8601 UTC strings; marks are :class:`Mark` values.
     """
 
     # -- marks -----------------------------------------------------------------------
 
-    def get_mark(self, source_id: str, session_id: str) -> tuple[int, str] | None:
-        """The session's high-water mark ``(time_created, message_id)``, or ``None``."""
+    def get_mark(self, source_id: str, session_id: str) -> Mark | None:
+        """The session's high-water mark, or ``None`` when nothing was read yet."""
         with self._engine.begin() as c:
             row = c.execute(
-                text("SELECT time_created, message_id FROM marks "
+                text("SELECT storage, time_created, message_id FROM marks "
                      "WHERE source_id=:s AND session_id=:sid"),
                 {"s": source_id, "sid": session_id},
             ).first()
-        return (int(row[0]), str(row[1])) if row else None
+        return Mark(str(row[0]), (int(row[1]), str(row[2]))) if row else None
 
     def marks(self, source_id: str,
-              session_ids: Sequence[str] | None = None) -> dict[str, tuple[int, str]]:
-        """The marks of a source, by session id: ``{session_id: (time_created_ms, id)}``.
+              session_ids: Sequence[str] | None = None) -> dict[str, Mark]:
+        """The marks of a source, by session id.
 
         Args:
             source_id: the database's identity.
             session_ids: only these sessions (looked up in batches of 500); all when
                 ``None``.
         """
-        sql = "SELECT session_id, time_created, message_id FROM marks WHERE source_id=:s"
+        sql = ("SELECT session_id, storage, time_created, message_id FROM marks "
+               "WHERE source_id=:s")
         queries: list[tuple[str, dict[str, Any]]] = []
         if session_ids is None:
             queries.append((sql, {"s": source_id}))
@@ -85,31 +91,48 @@ class OutboxTables(StateFile):
                 params["s"] = source_id
                 names = ", ".join(f":i{k}" for k in range(len(batch)))
                 queries.append((f"{sql} AND session_id IN ({names})", params))
-        out: dict[str, tuple[int, str]] = {}
+        out: dict[str, Mark] = {}
         with self._engine.begin() as c:  # one transaction: one consistent snapshot
             for query, query_params in queries:
                 for r in c.execute(text(query), query_params).all():
-                    out[str(r[0])] = (int(r[1]), str(r[2]))
+                    out[str(r[0])] = Mark(str(r[1]), (int(r[2]), str(r[3])))
         return out
 
-    def set_mark(self, source_id: str, session_id: str, mark: tuple[int, str], now: str) -> None:
-        """Advance a mark (used when a chunk produced nothing to store)."""
+    def set_mark(self, source_id: str, session_id: str, mark: Mark, now: str) -> None:
+        """Advance a mark (used when a chunk produced nothing to store).
+
+        A mark only moves forward within one storage; a mark in another storage than the
+        stored one replaces it.
+        """
         with self._engine.begin() as c:
             self._set_mark(c, source_id, session_id, mark, now)
 
+    def replace_mark(self, source_id: str, session_id: str, mark: Mark | None,
+                     now: str) -> None:
+        """Set a mark unconditionally, also backwards; ``None`` deletes it (read from the
+        start). Used when the rows a mark points at moved or vanished (an OpenCode
+        migration re-projected or wiped them)."""
+        with self._engine.begin() as c:
+            c.execute(text("DELETE FROM marks WHERE source_id=:s AND session_id=:sid"),
+                      {"s": source_id, "sid": session_id})
+            if mark is not None:
+                self._set_mark(c, source_id, session_id, mark, now)
+
     @staticmethod
-    def _set_mark(c: Connection, source_id: str, session_id: str, mark: tuple[int, str],
+    def _set_mark(c: Connection, source_id: str, session_id: str, mark: Mark,
                   now: str) -> None:
         c.execute(
-            text("""INSERT INTO marks (source_id, session_id, time_created, message_id,
-                                       updated_at)
-                    VALUES (:s, :sid, :t, :m, :now)
+            text("""INSERT INTO marks (source_id, session_id, storage, time_created,
+                                       message_id, updated_at)
+                    VALUES (:s, :sid, :st, :t, :m, :now)
                     ON CONFLICT (source_id, session_id) DO UPDATE SET
-                      time_created=excluded.time_created, message_id=excluded.message_id,
-                      updated_at=excluded.updated_at
-                    WHERE (excluded.time_created, excluded.message_id)
+                      storage=excluded.storage, time_created=excluded.time_created,
+                      message_id=excluded.message_id, updated_at=excluded.updated_at
+                    WHERE excluded.storage != marks.storage
+                       OR (excluded.time_created, excluded.message_id)
                           > (marks.time_created, marks.message_id)"""),
-            {"s": source_id, "sid": session_id, "t": mark[0], "m": mark[1], "now": now},
+            {"s": source_id, "sid": session_id, "st": mark.storage, "t": mark.position[0],
+             "m": mark.position[1], "now": now},
         )
 
     # -- outbox ----------------------------------------------------------------------
@@ -124,15 +147,16 @@ class OutboxTables(StateFile):
                 text("""INSERT OR IGNORE INTO items (id, source_id, session_id, first_time,
                           first_id, last_time, last_id, project_key, project_root, status,
                           extractor, model, result, tokens_in, tokens_out, created_at,
-                          updated_at)
+                          updated_at, storage)
                         VALUES (:id, :s, :sid, :ft, :fi, :lt, :li, :pk, :pr, 'extracted',
-                          :ex, :model, :result, :ti, :to, :now, :now)"""),
+                          :ex, :model, :result, :ti, :to, :now, :now, :st)"""),
                 {"id": item.id, "s": item.source_id, "sid": item.session_id,
                  "ft": item.first[0], "fi": item.first[1], "lt": item.last[0],
                  "li": item.last[1], "pk": item.project_key, "pr": item.project_root,
                  "ex": item.extractor, "model": item.model,
                  "result": json.dumps(item.result, sort_keys=True),
-                 "ti": item.tokens_in, "to": item.tokens_out, "now": now},
+                 "ti": item.tokens_in, "to": item.tokens_out, "now": now,
+                 "st": item.storage},
             )
 
     def complete_item(self, item: Item, now: str) -> None:
@@ -140,7 +164,8 @@ class OutboxTables(StateFile):
         with self._engine.begin() as c:
             c.execute(text("UPDATE items SET status='stored', updated_at=:now WHERE id=:id"),
                       {"id": item.id, "now": now})
-            self._set_mark(c, item.source_id, item.session_id, item.last, now)
+            self._set_mark(c, item.source_id, item.session_id, Mark(item.storage, item.last),
+                           now)
 
     def pending_items(self, source_id: str, session_id: str | None = None) -> list[Item]:
         """Items recorded but not yet stored (crash recovery), oldest first."""
@@ -159,6 +184,24 @@ class OutboxTables(StateFile):
             row = c.execute(text("SELECT * FROM items WHERE id=:id"),
                             {"id": item_id}).mappings().first()
         return _item(row) if row else None
+
+    def last_item(self) -> dict[str, Any] | None:
+        """The newest outbox row (by ``updated_at``), for ``doctor``, or ``None``.
+
+        Returns:
+            ``{"session_id", "project_root", "status", "extractor", "model",
+            "memories": number of candidates, "updated_at": ISO 8601 UTC}``.
+        """
+        with self._engine.begin() as c:
+            row = c.execute(text("SELECT * FROM items ORDER BY updated_at DESC, id DESC "
+                                 "LIMIT 1")).mappings().first()
+        if row is None:
+            return None
+        item = _item(row)
+        return {"session_id": item.session_id, "project_root": item.project_root,
+                "status": item.status, "extractor": item.extractor, "model": item.model,
+                "memories": len(item.result.get("candidates") or []),
+                "updated_at": row["updated_at"]}
 
     # -- totals ----------------------------------------------------------------------
 
@@ -195,4 +238,5 @@ def _item(r: RowMapping) -> Item:
         project_key=r["project_key"], project_root=r["project_root"], status=r["status"],
         extractor=r["extractor"], model=r["model"], result=json.loads(r["result"]),
         tokens_in=int(r["tokens_in"]), tokens_out=int(r["tokens_out"]),
+        storage=str(r["storage"]),
     )

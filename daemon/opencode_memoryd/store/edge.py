@@ -55,7 +55,7 @@ class EdgeStore(StoreBase):
     may be shared by threads.
 
     Args:
-        path: the store directory (created if missing).
+        path: the store directory (created with mode 0700 if missing).
         embedder: dense embedder, or ``None`` for BM25 only.
         bm25: the BM25 encoder (default: :func:`~opencode_memoryd.store.bm25.default_encoder`).
         allow_mismatch: open even when the store was built with another embedder or other
@@ -85,7 +85,7 @@ class EdgeStore(StoreBase):
         self._shard_path = self.path / EDGE_SHARD_DIR
         self._shard_or_none: qe.EdgeShard | None = None
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
+            self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as e:
             raise StoreError(f"cannot create memory store directory {self.path}: {e}") from e
 

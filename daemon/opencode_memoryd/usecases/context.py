@@ -35,12 +35,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.errors import SourceError
 from opencode_memoryd.models import Memory
 from opencode_memoryd.source.transcript import human_text
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.usecases.ports import AppPort
-from opencode_memoryd.usecases.projects import normalize_dir, project_keys_for_dir, resolve_dir
+from opencode_memoryd.usecases.projects import project_keys_for_dir, resolve_dir
 
 #: The block's first line: the plugin and the extractor recognise injected text by it.
 MARKER = "<!-- opencode-memoryd context -->"

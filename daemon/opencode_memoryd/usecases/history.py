@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.errors import NotFoundError, RequestError, SourceError
 from opencode_memoryd.models import iso_utc, utc_from_ms
 from opencode_memoryd.redaction.engine import redact
@@ -33,7 +34,7 @@ from opencode_memoryd.source import history as queries
 from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.source.transcript import readable
 from opencode_memoryd.usecases.ports import AppPort
-from opencode_memoryd.usecases.projects import normalize_dir, project_keys_for_dir
+from opencode_memoryd.usecases.projects import project_keys_for_dir
 
 if TYPE_CHECKING:
     from opencode_memoryd.source.reader import OpenCodeDB

@@ -3,22 +3,17 @@ projects the store itself remembers for that folder or a parent of it."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
+from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.errors import SourceError
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.usecases.ports import AppPort
 
 log = structlog.get_logger(__name__)
-
-
-def normalize_dir(directory: str) -> str:
-    """An absolute, normalised folder path (``~`` expanded); the folder need not exist."""
-    return os.path.normpath(os.path.abspath(os.path.expanduser(directory)))
 
 
 def _db_projects(app: AppPort, directory: str, db_override: str | None) -> dict[str, str]:

@@ -20,6 +20,7 @@ from typing import Any
 import structlog
 
 from opencode_memoryd.capture.processor import Extractor
+from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.dream.dreamer import Dreamer
 from opencode_memoryd.dream.journal import DreamJournal
 from opencode_memoryd.dream.model import DreamSettings
@@ -38,7 +39,7 @@ from opencode_memoryd.usecases import (
 from opencode_memoryd.usecases.context import build_context
 from opencode_memoryd.usecases.maintain import LockFor, Progress, capture_now, maintain, no_lock
 from opencode_memoryd.usecases.ports import AppPort
-from opencode_memoryd.usecases.projects import normalize_dir, resolve_dir
+from opencode_memoryd.usecases.projects import resolve_dir
 
 log = structlog.get_logger(__name__)
 

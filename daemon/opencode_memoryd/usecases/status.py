@@ -13,9 +13,12 @@ from opencode_memoryd.usecases.ports import AppPort
 def status_info(app: AppPort, state: StateDB, store: MemoryStore) -> dict[str, Any]:
     """The status report (JSON-safe), without the daemon's own part.
 
+    ``unread_tables`` names the tables of a shape this version cannot read that received
+    rows in the last days (their turns are not captured).
+
     Returns:
         ``{"config_path", "config_file_exists", "state_dir", "extraction_mode",
-        "databases": [{"path", "schema", "sessions"} | {"path", "error"}],
+        "databases": [{"path", "schema", "sessions", "unread_tables"} | {"path", "error"}],
         "databases_error"?, "store": {...}, "user_id": this user's identity,
         "memories": {"scope/type": count} (user scope: this user's only),
         "state": {...}, "last_runs": [...]}``.
@@ -31,8 +34,11 @@ def status_info(app: AppPort, state: StateDB, store: MemoryStore) -> dict[str, A
         for path in app.database_paths():
             try:
                 with app.open_source(path) as db:
+                    now_ms = int(app.clock().timestamp() * 1000)
                     dbs.append({"path": str(path), "schema": db.schema.describe(),
-                                "sessions": len(db.sessions())})
+                                "sessions": len(db.sessions()),
+                                "unread_tables": [t.name for t in db.unknown_tables()
+                                                  if t.recent(now_ms)]})
             except SourceError as exc:
                 dbs.append({"path": str(path), "error": str(exc)})
     except SourceError as exc:
