@@ -20,6 +20,16 @@ after 4 rewrites the same points (no duplicate). An extractor error leaves the m
 it was. Memories are written with :func:`~opencode_memoryd.capture.writer.write_memories`,
 which merges provenance into an existing point instead of adding a second one for the same
 (or a near-identical) fact.
+
+A chunk is extracted by :class:`~opencode_memoryd.capture.chunks.ChunkExtractor`, which
+splits it on turn boundaries whenever an answer hits a cap, so no fact is dropped for want
+of room. A chunk whose extraction fails the same way ``max_identical_failures`` times in a
+row (the same refused answer, or the same refused request; never a failure of the endpoint
+itself, such as a timeout or a 5xx) is **given up**: its explicit directives are captured by
+the rules extractor, the failure is recorded (``chunk_failures``, status ``given_up``) and
+the mark moves on, so the session's later turns are not blocked;
+:func:`~opencode_memoryd.capture.retry.retry_given_up` extracts it again on demand. The
+tokens of failed calls are recorded too (``failed_calls``), for the daily token budget.
 """
 
 from __future__ import annotations
@@ -28,16 +38,18 @@ import hashlib
 import os
 import signal
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
 
 import structlog
 
+from opencode_memoryd.capture.chunks import ChunkExtractor, Extractor, Spent
+from opencode_memoryd.capture.failures import failure_fingerprint, failure_kind, failure_reason
+from opencode_memoryd.capture.report import Limits, SessionReport
 from opencode_memoryd.capture.writer import write_memories
 from opencode_memoryd.errors import ExtractionError, UpstreamError
+from opencode_memoryd.extract.rules import RulesExtractor
 from opencode_memoryd.models import (
     STORAGE_MESSAGE,
     ExtractionResult,
@@ -51,6 +63,7 @@ from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.source.transcript import Chunk, chunk_turns
 from opencode_memoryd.source.turns import Idle, drop_fork_copies, finished_prefix, group_turns
 from opencode_memoryd.state.db import StateDB
+from opencode_memoryd.state.failures import ChunkFailure, failure_id
 from opencode_memoryd.state.items import Item
 from opencode_memoryd.store.api import MemoryStore
 
@@ -59,79 +72,7 @@ log = structlog.get_logger(__name__)
 #: Bumped when the transcript or prompt format changes, so old cached items are not reused.
 ITEM_FORMAT = "1"
 
-
-class Extractor(Protocol):
-    """Anything that turns transcript lines into memory candidates."""
-
-    name: str
-
-    def extract(
-        self, lines: Sequence[TranscriptLine], *, project_root: str | None = None
-    ) -> ExtractionResult:
-        """Return the accepted candidates; raise UpstreamError or ExtractionError."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """Reader and chunking settings, from ``[opencode]`` and ``[extraction]``."""
-
-    abandoned_ms: int = 1_800_000
-    settle_ms: int = 2_000
-    max_chunk_tokens: int = 6000
-    tool_output_chars: int = 160
-    near_duplicate_similarity: float = 0.85
-
-
-@dataclass(slots=True)
-class SessionReport:
-    """What processing one session did (counts only: never transcript text)."""
-
-    session_id: str
-    project_key: str
-    project_root: str
-    title_chars: int = 0
-    turns_read: int = 0
-    chunks: int = 0
-    llm_calls: int = 0
-    added: int = 0
-    skipped: Counter[str] = field(default_factory=Counter)
-    rejected: Counter[str] = field(default_factory=Counter)
-    redactions: Counter[str] = field(default_factory=Counter)
-    tokens_in: int = 0
-    tokens_out: int = 0
-    replayed_items: int = 0
-    error: str | None = None
-    error_kind: str | None = None
-    retry_after_seconds: float | None = None
-    duration_ms: float = 0.0
-    #: the table the session's turns were read from
-    storage: str = STORAGE_MESSAGE
-    #: a turn after the mark is not finished yet (the daemon looks again for v2 sessions,
-    #: whose last writes are in-place updates it may not see)
-    waiting: bool = False
-
-    def as_dict(self) -> dict[str, Any]:
-        """A JSON-safe dict (the log event and ``maintain --json`` row)."""
-        return {
-            "session_id": self.session_id,
-            "project": self.project_key,
-            "project_root": self.project_root,
-            "turns_read": self.turns_read,
-            "chunks": self.chunks,
-            "llm_calls": self.llm_calls,
-            "added": self.added,
-            "skipped": dict(self.skipped),
-            "rejected": dict(self.rejected),
-            "redactions": dict(self.redactions),
-            "tokens_in": self.tokens_in,
-            "tokens_out": self.tokens_out,
-            "replayed_items": self.replayed_items,
-            "error": self.error,
-            "storage": self.storage,
-            "duration_ms": round(self.duration_ms, 1),
-        }
-
+__all__ = ["Extractor", "Limits", "SessionProcessor", "SessionReport"]
 
 def _now_iso(now: datetime) -> str:
     return iso_utc(now)
@@ -183,6 +124,13 @@ class SessionProcessor:
         self.extractor = extractor
         self.limits = limits
         self.clock = clock
+        self.rules = RulesExtractor(max_chars=limits.max_memory_chars)
+        self.chunks = ChunkExtractor(extractor, floor=self.rules)
+
+    def apply_item(self, item: Item, report: SessionReport) -> None:
+        """Write a recorded item's memories to the store, then mark it stored and move the
+        session's mark past it (one state transaction)."""
+        self._apply(item, report)
 
     def _apply(self, item: Item, report: SessionReport) -> None:
         now = self.clock()
@@ -307,30 +255,6 @@ class SessionProcessor:
             if not more:
                 return
 
-    def _extract(self, lines: list[TranscriptLine], project_root: str | None,
-                 report: SessionReport) -> ExtractionResult:
-        """Call the extractor; on a context-length error, split the lines and retry.
-
-        A single line that is still too long is parked: it yields no memory, and the
-        reason is counted in the report (``rejected["context_length"]``), so one huge turn
-        never blocks the session's mark.
-        """
-        if self.extractor.name != "rules":
-            report.llm_calls += 1
-        try:
-            return self.extractor.extract(lines, project_root=project_root)
-        except UpstreamError as exc:
-            if exc.kind != "context_length":
-                raise
-            if len(lines) <= 1 or not any(x.role == "user" for x in lines):
-                log.warning("chunk_parked", reason="context_length", lines=len(lines))
-                return ExtractionResult(candidates=(), model="none",
-                                        rejected=(("context_length", ""),))
-            half = len(lines) // 2
-            log.info("chunk_split", reason="context_length", lines=len(lines))
-            return _merge(self._extract(lines[:half], project_root, report),
-                          self._extract(lines[half:], project_root, report))
-
     def _process_chunk(self, session: SessionRow, chunk: Chunk, report: SessionReport,
                        times: dict[str, int], storage: str) -> None:
         src = self.source.identity
@@ -346,21 +270,55 @@ class SessionProcessor:
             self._apply(replace(known, first=chunk.first, last=chunk.last, storage=storage),
                         report)
             return
-        lines: list[TranscriptLine] = []
-        for line in chunk.lines:
-            r = redact(line.text)
-            report.redactions.update(r.counts)
-            lines.append(TranscriptLine(line.message_id, line.role, r.text))
-        result = self._extract(lines, session.project_root, report)
-        report.tokens_in += result.tokens_in
-        report.tokens_out += result.tokens_out
+        lines = self.redacted(chunk.lines, report)
+        spent = Spent()
+        try:
+            result = self.chunks.extract(lines, session.project_root, spent)
+        except (ExtractionError, UpstreamError) as exc:
+            self.count_spent(spent, report, failed=exc)
+            if not self._give_up(session, chunk, storage, item_id, lines, exc, report, times):
+                raise
+            return
+        self.count_spent(spent, report)
         for reason, _text in result.rejected:
             report.rejected[reason] += 1
-        item = Item(
-            id=item_id, source_id=src, session_id=session.id, first=chunk.first,
-            last=chunk.last, project_key=session.project_key,
+        item = self.item_of(item_id, session, chunk.first, chunk.last, storage, result, times,
+                            spent)
+        self.state.record_item(item, _now_iso(self.clock()))
+        _fault_point("after_record")
+        self._apply(item, report)
+
+    def redacted(self, lines: Sequence[TranscriptLine],
+                 report: SessionReport) -> list[TranscriptLine]:
+        """``lines`` with every secret redacted; the redactions are counted in ``report``."""
+        out: list[TranscriptLine] = []
+        for line in lines:
+            r = redact(line.text)
+            report.redactions.update(r.counts)
+            out.append(TranscriptLine(line.message_id, line.role, r.text))
+        return out
+
+    def count_spent(self, spent: Spent, report: SessionReport, *,
+                    failed: BaseException | None = None) -> None:
+        """Add a chunk's calls and tokens to ``report``; when the chunk ``failed``, record
+        its tokens in the state file (``failed_calls``) for the daily token budget."""
+        report.llm_calls += spent.calls
+        report.tokens_in += spent.tokens_in
+        report.tokens_out += spent.tokens_out
+        if failed is not None:
+            self.state.record_failed_call(failure_kind(failed), spent.tokens_in,
+                                          spent.tokens_out, _now_iso(self.clock()))
+
+    def item_of(self, item_id: str, session: SessionRow, first: tuple[int, str],
+                last: tuple[int, str], storage: str, result: ExtractionResult,
+                times: dict[str, int], spent: Spent | None = None, *,
+                extractor: str | None = None) -> Item:
+        """The outbox item of an extraction ``result`` (memory texts redacted again)."""
+        return Item(
+            id=item_id, source_id=self.source.identity, session_id=session.id, first=first,
+            last=last, project_key=session.project_key,
             project_root=session.project_root, status="extracted",
-            extractor=self.extractor.name, model=result.model,
+            extractor=extractor or self.extractor.name, model=result.model,
             result={
                 "candidates": [
                     {"content": redact(c.content).text, "type": c.type, "scope": c.scope,
@@ -370,18 +328,44 @@ class SessionProcessor:
                 "message_times": {m: times[m] for c in result.candidates
                                   for m in c.message_ids if m in times},
             },
-            tokens_in=result.tokens_in, tokens_out=result.tokens_out, storage=storage,
+            tokens_in=spent.tokens_in if spent else 0,
+            tokens_out=spent.tokens_out if spent else 0, storage=storage,
         )
-        self.state.record_item(item, _now_iso(self.clock()))
-        _fault_point("after_record")
+
+    def _give_up(self, session: SessionRow, chunk: Chunk, storage: str, item_id: str,
+                 lines: list[TranscriptLine], exc: Exception, report: SessionReport,
+                 times: dict[str, int]) -> bool:
+        """Count a failure of the chunk; after ``max_identical_failures`` identical ones,
+        give the chunk up (rules capture, record, store, move the mark) and return
+        ``True``. ``False``: the caller re-raises (the mark stays)."""
+        fingerprint = failure_fingerprint(exc)
+        threshold = self.limits.max_identical_failures
+        if fingerprint is None or threshold <= 0:
+            return False
+        src = self.source.identity
+        now = _now_iso(self.clock())
+        stored = self.state.get_mark(src, session.id)
+        failure = ChunkFailure(
+            id=failure_id(src, session.id, storage, chunk.first[1]), source_id=src,
+            session_id=session.id, storage=storage,
+            after=stored if stored is not None and stored.storage == storage else None,
+            first=chunk.first, last=chunk.last, project_key=session.project_key,
+            project_root=session.project_root, fingerprint=fingerprint,
+            reason=failure_reason(exc))
+        failures = self.state.chunk_failed(failure, now)
+        if failures < threshold:
+            return False
+        rules = self.rules.extract(lines, project_root=session.project_root)
+        item = self.item_of(item_id, session, chunk.first, chunk.last, storage, rules, times,
+                            extractor=self.rules.name)
+        self.state.give_up_chunk(failure.id, item, now)
+        log.warning("chunk_given_up", session_id=session.id, failures=failures,
+                    reason=failure.reason, directives=len(rules.candidates),
+                    detail="captured by the rules; `maintain --retry-failed` extracts it "
+                           "again")
+        report.given_up += 1
         self._apply(item, report)
-
-
-def _merge(a: ExtractionResult, b: ExtractionResult) -> ExtractionResult:
-    return ExtractionResult(candidates=a.candidates + b.candidates,
-                            tokens_in=a.tokens_in + b.tokens_in,
-                            tokens_out=a.tokens_out + b.tokens_out,
-                            model=b.model or a.model, rejected=a.rejected + b.rejected)
+        return True
 
 
 def _fault_point(name: str) -> None:
