@@ -151,6 +151,18 @@ def test_relevant_hits_come_first_and_are_not_repeated(
     assert text.count("Vite and React 18") == 1
 
 
+def test_a_known_session_is_searched_for_its_first_message_whatever_query_comes(
+        cfg: Path, isolated_env: dict[str, str]) -> None:
+    # `opencode run --session ID` is a new process whose plugin first sees a later message
+    seed(cfg, isolated_env, SEED)
+    a = context(cfg, "--dir", ACME, "--session", MAIN, "--query", "React and Vite version")
+    b = context(cfg, "--dir", ACME, "--session", MAIN, "--query", "GitHub Actions deploys")
+    assert a["text"] and a == b
+    c = context(cfg, "--dir", ACME, "--query", "React and Vite version")
+    d = context(cfg, "--dir", ACME, "--query", "GitHub Actions deploys")
+    assert c["sections"]["relevant"] != d["sections"]["relevant"]  # no session: the query
+
+
 def test_a_subagent_session_gets_nothing(cfg: Path, isolated_env: dict[str, str]) -> None:
     seed(cfg, isolated_env, SEED)
     assert context(cfg, "--dir", ACME, "--session", SUBAGENT)["reason"] == "sub-agent session"

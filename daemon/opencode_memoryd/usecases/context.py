@@ -44,6 +44,7 @@ from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.errors import SourceError
 from opencode_memoryd.extract.sections import section_for
 from opencode_memoryd.models import Memory
+from opencode_memoryd.source.transcript import human_text
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.usecases.ports import AppPort
 from opencode_memoryd.usecases.projects import project_keys_for_dir, resolve_dir
@@ -68,6 +69,10 @@ SECTIONS: tuple[tuple[str, str], ...] = (
 PRIORITY: tuple[str, ...] = ("conventions", "user", "brief", "progress", "architecture",
                              "reference")
 _SECTION_KEYS = set(PRIORITY)
+#: Messages read from the start of a session to find its first user message.
+FIRST_READ = 20
+#: The longest query searched for "Relevant to the task", in characters.
+MAX_QUERY_CHARS = 2000
 
 
 @dataclass(frozen=True)
@@ -184,21 +189,36 @@ def render(chosen: dict[str, list[Memory]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _is_subagent(app: AppPort, session_id: str) -> bool:
-    """Whether OpenCode's database knows ``session_id`` as a sub-agent (task) session."""
+@dataclass(frozen=True)
+class _SessionFacts:
+    """What OpenCode's database says about a session: whether it is a sub-agent, and the
+    human text of its first user message (``""`` when unknown)."""
+
+    is_subagent: bool = False
+    first_message: str = ""
+
+
+def _session_facts(app: AppPort, session_id: str) -> _SessionFacts:
+    """Look ``session_id`` up in OpenCode's databases (unknown: the defaults)."""
     try:
         paths = app.database_paths()
     except SourceError:
-        return False
+        return _SessionFacts()
     for path in paths:
         try:
             with app.open_source(path) as db:
                 row = db.session(session_id)
+                if row is None:
+                    continue
+                if row.is_subagent:
+                    return _SessionFacts(is_subagent=True)
+                first = next((m for m in db.messages_after(session_id, None, limit=FIRST_READ)
+                              if m.role == "user"), None)
         except SourceError:
             continue
-        if row is not None:
-            return row.is_subagent
-    return False
+        text = human_text(first) if first else ""
+        return _SessionFacts(first_message=text[:MAX_QUERY_CHARS])
+    return _SessionFacts()
 
 
 def project_keys(app: AppPort, store: MemoryStore, directory: str | None,
@@ -226,14 +246,19 @@ def build_context(app: AppPort, store: MemoryStore, *, directory: str | None = N
         directory: the session's folder (OpenCode's ``directory``).
         project: OpenCode's project id, used when no session of ``directory`` is known yet.
         session: the session id; a sub-agent session gets an empty block.
-        query: the session's first user message, for "Relevant to the task".
+        query: the task, for "Relevant to the task". When OpenCode's database knows
+            ``session``, the human text of its first user message is used instead, so
+            every process that asks for the session's block (``opencode run --session``
+            starts a new one, whose plugin first sees a later message) gets the same bytes.
         user_filter: the user-scope memories to include (default: this user's).
 
     Returns:
         The block (``text`` ``""`` with a ``reason`` when there is nothing to give).
     """
-    if session and _is_subagent(app, session):
+    facts = _session_facts(app, session) if session else _SessionFacts()
+    if facts.is_subagent:
         return ContextBlock("", {}, [], "sub-agent session")
+    query = facts.first_message or query
     keys = project_keys(app, store, directory, project)
     cfg = app.config.context
     user_flt = user_filter or MemoryFilter(scope="user", user_id=app.user_id)
