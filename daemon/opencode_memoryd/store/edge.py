@@ -69,6 +69,8 @@ class EdgeStore(StoreBase):
             metadata file is missing or unreadable while a shard exists.
     """
 
+    single_writer = True  # Qdrant Edge allows one process at a time
+
     backend = "edge"
 
     def __init__(
