@@ -143,6 +143,12 @@ class KillLoop:
                     if life.started <= at and (life.died is None or at < life.died))
 
 
+def _facts(cfg: Path) -> list[dict[str, Any]]:
+    """The stored facts (not the session summaries and project briefs written beside)."""
+    return [m for m in cli_json("--config", str(cfg), "list")
+            if m["type"] not in ("session-summary", "project-brief")]
+
+
 def _items(state_db: Path) -> list[tuple[str, str, float]]:
     """``(first_id, last_id, recorded at (time.time()))`` of every outbox item."""
     with sqlite3.connect(state_db) as c:
@@ -262,8 +268,7 @@ def test_kill_9_loop_never_resends_an_answered_prompt(
     numbers = _check(loop, requests, _items(state_db), wall_offset)
     print(f"\nkill loop on {target}: {numbers}")
     assert numbers["rounds"] >= ROUNDS and numbers.get("at a prompt", 0) >= 1
-    memories = cli_json("--config", str(cfg), "list")
-    contents = sorted(m["content"] for m in memories)
+    contents = sorted(m["content"] for m in _facts(cfg))
     assert len(contents) == len(set(contents)) == 3  # nothing lost, nothing twice
 
 
@@ -360,7 +365,7 @@ def test_daemon_killed_after_recording_an_answer_replays_it(
     with sqlite3.connect(state_db) as c:
         assert c.execute("SELECT count(*) FROM items WHERE status='extracted'"
                          ).fetchone()[0] == 0
-    contents = [m["content"] for m in cli_json("--config", str(cfg), "list")]
+    contents = [m["content"] for m in _facts(cfg)]
     assert len(contents) == len(set(contents)) == 3
 
 

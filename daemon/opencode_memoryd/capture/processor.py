@@ -15,6 +15,10 @@ and idempotent):
 4. write the memories to the store with deterministic point ids and write-time dedup;
 5. mark the item ``stored`` and advance the mark, in one state transaction.
 
+Compaction summaries are stored as the turns holding them are read, and once the session
+is read to its end, its project brief and its own summary are looked at
+(:mod:`opencode_memoryd.capture.notes`).
+
 A crash after 3 replays the recorded result at the next run (no second LLM call); a crash
 after 4 rewrites the same points (no duplicate). An extractor error leaves the mark where
 it was. Memories are written with :func:`~opencode_memoryd.capture.writer.write_memories`,
@@ -41,19 +45,24 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
 import structlog
 
 from opencode_memoryd.capture.chunks import ChunkExtractor, Extractor, Spent
 from opencode_memoryd.capture.failures import failure_fingerprint, failure_kind, failure_reason
+from opencode_memoryd.capture.notes import SessionNotes, Summarizer
 from opencode_memoryd.capture.report import Limits, SessionReport
 from opencode_memoryd.capture.writer import write_memories
 from opencode_memoryd.errors import ExtractionError, UpstreamError
 from opencode_memoryd.extract.rules import RulesExtractor
+from opencode_memoryd.extract.sections import section_for, valid_section
+from opencode_memoryd.extract.summarize import RulesSummarizer
 from opencode_memoryd.models import (
     STORAGE_MESSAGE,
     ExtractionResult,
     Mark,
+    MemoryCandidate,
     TranscriptLine,
     iso_utc,
 )
@@ -102,6 +111,8 @@ class SessionProcessor:
         raise_fatal: re-raise ``auth``/``not_found`` upstream errors (every other session
             would fail the same way); the daemon sets it to ``False`` and pauses instead.
         user_id: the identity user-scope memories are written for (``Memory.user_id``).
+        summarizer: writes session notes and project briefs
+            (:mod:`opencode_memoryd.capture.notes`); rules when ``None``.
     """
 
     def __init__(
@@ -115,6 +126,7 @@ class SessionProcessor:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         raise_fatal: bool = True,
         user_id: str | None = None,
+        summarizer: Summarizer | None = None,
     ) -> None:
         self.raise_fatal = raise_fatal
         self.user_id = user_id
@@ -126,6 +138,8 @@ class SessionProcessor:
         self.clock = clock
         self.rules = RulesExtractor(max_chars=limits.max_memory_chars)
         self.chunks = ChunkExtractor(extractor, floor=self.rules)
+        self.notes = SessionNotes(source, state, store, summarizer or RulesSummarizer(),
+                                  limits.notes, tool_output_chars=limits.tool_output_chars)
 
     def apply_item(self, item: Item, report: SessionReport) -> None:
         """Write a recorded item's memories to the store, then mark it stored and move the
@@ -166,6 +180,7 @@ class SessionProcessor:
                 self._apply(item, report)
                 report.replayed_items += 1
             self._process_new(session, report)
+            self.notes.after_session(session, report, now=self.clock())
         except UpstreamError as exc:
             report.error = f"{exc.kind}: {exc}"
             report.error_kind = exc.kind
@@ -246,6 +261,8 @@ class SessionProcessor:
             if not done:
                 return  # wait for the turn in flight to finish
             report.turns_read += len(done)
+            report.summaries += self.notes.compactions(
+                session, [m for t in done for m in t.messages])
             times = {m.id: m.time_created for m in real}
             # Fork copies precede the session's own messages, so the first chunk's mark
             # moves past them too.
@@ -320,11 +337,7 @@ class SessionProcessor:
             project_root=session.project_root, status="extracted",
             extractor=extractor or self.extractor.name, model=result.model,
             result={
-                "candidates": [
-                    {"content": redact(c.content).text, "type": c.type, "scope": c.scope,
-                     "message_ids": list(c.message_ids), "source": c.source}
-                    for c in result.candidates
-                ],
+                "candidates": [_candidate(c) for c in result.candidates],
                 "message_times": {m: times[m] for c in result.candidates
                                   for m in c.message_ids if m in times},
             },
@@ -366,6 +379,15 @@ class SessionProcessor:
         report.given_up += 1
         self._apply(item, report)
         return True
+
+
+def _candidate(c: MemoryCandidate) -> dict[str, Any]:
+    """The recorded form of a candidate: redacted, with the extractor's section or the
+    rules' choice (so both extractors' memories get one)."""
+    content = redact(c.content).text
+    return {"content": content, "type": c.type, "scope": c.scope,
+            "message_ids": list(c.message_ids), "source": c.source,
+            "section": valid_section(c.section) or section_for(c.type, c.scope, content)}
 
 
 def _fault_point(name: str) -> None:

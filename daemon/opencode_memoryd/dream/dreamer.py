@@ -19,7 +19,7 @@ fact survival, the retire cap); a group whose plan fails a check is rejected —
 reason in :attr:`~opencode_memoryd.dream.model.DreamResult.rejected` — and the rest of the
 dream goes on. A dream never deletes a memory: the ones it retires become tombstones.
 
-Plans are recorded as they arrive (:mod:`opencode_memoryd.dream.replies`: a dream killed
+Plans are recorded as they arrive (:mod:`opencode_memoryd.extract.recorded`: a dream killed
 while planning never pays for them twice); accepted changes are applied through a redo log
 in the state file (:mod:`opencode_memoryd.dream.apply`): :meth:`Dreamer.recover` rolls a
 run left ``applying`` forward, and :meth:`Dreamer.undo` writes back what a run changed.
@@ -44,10 +44,10 @@ from opencode_memoryd.dream.grouping import Grouping, candidate_groups
 from opencode_memoryd.dream.model import TRIGGERS, DreamResult, DreamScope, DreamSettings
 from opencode_memoryd.dream.planning import Operation, Planner
 from opencode_memoryd.dream.planrun import GroupLoop, Planned
-from opencode_memoryd.dream.replies import RecordedPlanner
 from opencode_memoryd.dream.terms import SalientTerms
 from opencode_memoryd.errors import DreamError, MemorydError
-from opencode_memoryd.models import Memory, iso_utc, scope_project
+from opencode_memoryd.extract.recorded import RecordedChat
+from opencode_memoryd.models import FACT_TYPES, Memory, iso_utc, scope_project
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.store.bm25 import Bm25Encoder
@@ -89,7 +89,7 @@ class Dreamer:
         self.user_id = user_id
         self.state = state
         self.planner = planner
-        self._asker = RecordedPlanner(planner, state, clock) if planner is not None else None
+        self._asker = RecordedChat(planner, state, clock=clock) if planner is not None else None
         self.settings = settings or DreamSettings()
         self.clock = clock
         self._terms = SalientTerms(bm25)
@@ -213,7 +213,7 @@ class Dreamer:
         res.ended_at = iso_utc(self.clock())
         res.duration_ms = (time.perf_counter() - t0) * 1000
         if row_status == "applied" and self._asker is not None:
-            self._asker.applied()  # its plans are spent: the answers are not needed again
+            self._asker.forget_used()  # its plans are spent: not needed again
         self.state.dream_finish(res.run_id, row_status, now=res.ended_at, reason=res.reason,
                                 counts=res.counts, model=res.model, tokens_in=res.tokens_in,
                                 tokens_out=res.tokens_out, result=res.to_journal(),
@@ -227,7 +227,8 @@ class Dreamer:
                   project_root: str | None, settled: list[str]) -> Planned:
         """Group, plan and check; fill ``res`` and ``settled`` (the signatures of the
         groups kept whole or rejected by a check)."""
-        active = list(self.store.scroll(sc.filter()))
+        # briefs and session summaries are rewritten from their source, never consolidated
+        active = [m for m in self.store.scroll(sc.filter()) if m.type in FACT_TYPES]
         n_before = len(active)
         res.counts = {"before": n_before, "after": n_before, "merged": 0, "superseded": 0,
                       "created": 0, "updated": 0, "kept": n_before, "rejected_plans": 0,

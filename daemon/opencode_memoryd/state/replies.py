@@ -1,9 +1,11 @@
 """Answers of the model kept until the work they were asked for is done (``llm_replies``).
 
 A dream asks the model for one plan per group of memories and applies the plans at the end;
-killed half-way, the next dream would ask, and pay, again for every plan it had. So each
-answer is recorded as it arrives, under a key the caller derives from the exact request
-(:mod:`opencode_memoryd.dream.replies`), and the same request later gets the recorded answer.
+killed half-way, the next dream would ask, and pay, again for every plan it had; a session
+summary whose answer could not be used would be asked for again at the next pass. So each
+answer is recorded as it arrives, under a key derived from the exact request
+(:mod:`opencode_memoryd.extract.recorded`), and the same request later gets the recorded
+answer.
 Times named ``now``/``before`` are ISO 8601 UTC strings.
 """
 

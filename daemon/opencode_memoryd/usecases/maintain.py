@@ -10,6 +10,7 @@ from typing import Any
 
 import structlog
 
+from opencode_memoryd.capture.notes import Summarizer
 from opencode_memoryd.capture.processor import Extractor, SessionProcessor, SessionReport
 from opencode_memoryd.capture.retry import retry_given_up
 from opencode_memoryd.models import iso_utc
@@ -34,7 +35,8 @@ def no_lock(_project_key: str) -> AbstractContextManager[None]:
 def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extractor, *,
              directory: str | None, db: str | None = None,
              progress: Progress | None = None, lock_for: LockFor = no_lock,
-             retry_failed: bool = False) -> dict[str, Any]:
+             retry_failed: bool = False, summarizer: Summarizer | None = None
+             ) -> dict[str, Any]:
     """Process every eligible session (of ``directory``'s project, or all) up to now.
 
     Args:
@@ -46,6 +48,7 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
             again every given-up chunk of the selected sessions
             (:func:`~opencode_memoryd.capture.retry.retry_given_up`), e.g. after changing
             the model.
+        summarizer: writes session summaries and project briefs (rules when ``None``).
 
     Returns:
         ``{"run_id", "mode", "databases": [{"path", "schema", "sessions"}],
@@ -79,7 +82,8 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
                 dbs.append({"path": str(path), "schema": source.schema.describe(),
                             "sessions": len(sessions)})
                 proc = SessionProcessor(source, state, store, extractor, app.limits(),
-                                        clock=app.clock, user_id=app.user_id)
+                                        clock=app.clock, user_id=app.user_id,
+                                        summarizer=summarizer)
                 if retry_failed:
                     retried.extend(_retry(proc, state, sessions, lock_for))
                 for s in (progress(sessions) if progress else sessions):
@@ -123,6 +127,8 @@ def _summary(run_id: str, mode: str, dbs: list[dict[str, Any]],
         "redactions": sum(sum(r["redactions"].values()) for r in rows),
         "given_up": sum(r["given_up"] for r in rows),
         "retried": sum(1 for r in retry_rows if not r["error"]),
+        "summaries": sum(r["summaries"] for r in rows),
+        "briefs": sum(r["briefs"] for r in rows),
         "failed": sum(1 for r in rows + retry_rows if r["error"]),
     }
     for r in retry_rows:
@@ -133,7 +139,8 @@ def _summary(run_id: str, mode: str, dbs: list[dict[str, Any]],
 
 
 def capture_now(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extractor, *,
-                directory: str, lock_for: LockFor = no_lock) -> dict[str, Any]:
+                directory: str, lock_for: LockFor = no_lock,
+                summarizer: Summarizer | None = None) -> dict[str, Any]:
     """Extract the newest top-level session of ``directory``'s project now.
 
     The quiet period is skipped, the finished-turn rule is not: a turn still in flight is
@@ -156,7 +163,8 @@ def capture_now(app: AppPort, state: StateDB, store: MemoryStore, extractor: Ext
         return {"session_id": None, "reason": f"no OpenCode session found for {directory}"}
     session, path = newest
     with app.open_source(path) as source:
-        proc = SessionProcessor(source, state, store, extractor, app.limits(), clock=app.clock)
+        proc = SessionProcessor(source, state, store, extractor, app.limits(), clock=app.clock,
+                                user_id=app.user_id, summarizer=summarizer)
         with lock_for(session.project_key):
             report = proc.process(session)
     log.info("capture_now", session_id=session.id, added=report.added)
