@@ -2,7 +2,6 @@
 
 * whole PEM and PuTTY private-key blocks (header, body and footer);
 * ``Authorization`` headers and ``Bearer`` tokens;
-* ``curl -u``, ``.netrc`` lines and CLI flags such as ``--password X``;
 * assignments (``password=…``, ``"token": "…"``, ``export FOO_TOKEN=…``), reported with the
   kind the assigned name implies;
 * high-entropy strings right after a key word.
@@ -76,7 +75,7 @@ def find_private_keys(src: ScanText) -> Iterator[tuple[int, int]]:
 
 
 # --------------------------------------------------------------------------------------
-# Headers and command lines
+# Headers
 # --------------------------------------------------------------------------------------
 
 _BEARER_RE = NoCase(r"bearer[ \t]+(?P<v>[a-z0-9._~+/=-]+)")
@@ -84,15 +83,6 @@ _AUTH_HEADER_RE = NoCase(
     r"authorization[\"']?[ \t]*[:=][ \t]*[\"']?(?P<scheme>basic|token|bot)[ \t]+"
     r"(?P<v>[a-z0-9._~+/=-]+)"
 )
-_CURL_USER_RE = re.compile(r"-(?:u|-user)[ \t]+[\"']?[^\s:\"'-][^\s:\"']*:(?P<v>[^\s\"'@]+)")
-_NETRC_RE = re.compile(r"machine[ \t]+\S+(?:[ \t]+login[ \t]+\S+)?[ \t]+password[ \t]+(?P<v>\S+)")
-_CLI_FLAG_RE = NoCase(
-    r"--(?:password|passwd|pass|token|api-key|apikey|secret|client-secret|auth-token|"
-    r"access-token|private-key|secret-key)[ \t]+"
-    r"(?:(?P<q>[\"'])(?P<qv>[^\"'\n]+)(?P=q)|(?P<v>[^\s\"'`-][^\s\"'`]*))"
-)
-
-
 def find_bearer(src: ScanText) -> Iterator[tuple[int, int]]:
     """``Bearer <token>`` anywhere (headers, curl, code, logs)."""
     for m in _BEARER_RE.finditer(src):
@@ -114,27 +104,6 @@ def find_auth_header(kind: str) -> Finder:
                 yield m.span("v")
 
     return find
-
-
-def find_cli(src: ScanText) -> Iterator[tuple[int, int]]:
-    """``curl -u user:pass``, ``.netrc`` lines, ``--password X`` / ``--token X`` flags."""
-    text = src.text
-    for m in _CURL_USER_RE.finditer(text):
-        v = m.group("v")
-        if word_start(text, m.start(), "-") and len(v) >= 3 and not is_placeholder(v):
-            yield m.span("v")
-    for m in _NETRC_RE.finditer(text):
-        if word_start(text, m.start()) and not is_placeholder(m.group("v")):
-            yield m.span("v")
-    for m in _CLI_FLAG_RE.finditer(src):
-        g = "qv" if m.start("qv") >= 0 else "v"
-        v = group_text(src, m, g)
-        if (
-            word_start(text, m.start(), "-")
-            and random_looking(v, 6)
-            and not looks_like_reference(v)
-        ):
-            yield m.span(g)
 
 
 # --------------------------------------------------------------------------------------
@@ -160,11 +129,13 @@ _ASSIGN_RE = NoCase(
     r"(?:\\?[\"'`])?\]?"  # end of a quoted or subscripted name
     r"[ \t]*(?P<op>:=|=>|=(?![=>~])|:(?![:/]))[ \t]*"
     r"(?:"
-    r"(?:[rbu]{1,2}(?=[\"']))?(?P<q>\\?[\"'`])(?P<qv>[^\"'`\\\r\n]*)(?P=q)"
-    r"|(?P<uv>[^\s\"'`,;&\\]+)"
+    r"(?:[rbu]{1,2}(?=[\"']))?(?P<q>\\?[\"'`])(?P<qv>[^\"'`\\\r\n]*)(?:(?P=q)|(?=\r?\n|\\n))"
+    # unquoted: up to a blank or quote; "&", "," and ";" belong to the value unless they
+    # separate the next name=value pair (a query string, a connection string).
+    r"|(?P<uv>[^\s\"'`,;&\\]+(?:[,;&](?![a-z_][a-z0-9_.\[\]-]*=|[&\s,;]|$)[^\s\"'`,;&\\]+)*)"
     r")"
 )
-_PROSE_OK_RE = re.compile(r"[ \t]*(?:$|#|//|/\*|--|[,;})\]|]|\\[nrt])", re.MULTILINE)
+_PROSE_OK_RE = re.compile(r"[ \t]*(?:$|#|//|/\*|--|[,;})\]|\"'`]|\\[nrt])", re.MULTILINE)
 
 
 def assignment_kind(name: str) -> str | None:

@@ -54,6 +54,8 @@ _NUMBER_RE = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
 _REDACTED_WORD_RE = re.compile(r"REDACTED|\*{3,}", re.IGNORECASE)
 _WORDLIKE_PART_RE = re.compile(r"^(?:[A-Za-z]+[0-9]{0,3}|[0-9]+|v[0-9]+)$")
 _HEX_RE = re.compile(r"^[0-9a-fA-F]+$")
+_WORD_CHUNK_RE = re.compile(r"[A-Z]?[a-z]{3,}")
+_VOWEL_RE = re.compile(r"[aeiouy]")
 
 
 def is_placeholder(value: str) -> bool:
@@ -178,3 +180,74 @@ def high_entropy(run: str) -> bool:
         return hex_entropy(core) >= 2.8
     threshold = 0.78 * math.log2(min(n, 62))
     return base64_entropy(core) >= threshold
+
+
+def word_coverage(value: str) -> float:
+    """The share of ``value`` (0.0-1.0) covered by word-like chunks (``Callback``, ``handle``).
+
+    A chunk is three or more lower-case letters holding a vowel, optionally after one
+    capital. Names (``handleOAuth2CallbackForTenantV3``: 0.77) score high; of random
+    base62 strings of 20 characters, fewer than 2 % reach 0.5. ``value`` must not be empty.
+    """
+    chunks = [c for c in _WORD_CHUNK_RE.findall(value) if _VOWEL_RE.search(c)]
+    return sum(map(len, chunks)) / len(value)
+
+
+#: Characters that make a word a password rather than prose ("-", "_", "." and "'" do not).
+_PASSWORD_SYMBOLS = frozenset("!@#$%^&*+=?~|\\/:;<>")
+_EMAIL_RE = re.compile(r"^[\w.+-]+@[\w-]+(?:\.[\w-]+)+$")
+_CALL_RE = re.compile(r"^[A-Za-z_][\w.]*\(")
+#: Technical terms that follow "password is" in prose: "hashed with SHA-256", "bcrypt".
+_ALGORITHM_RE = re.compile(
+    r"^(?:sha|md5|bcrypt|argon2(?:id)?|scrypt|pbkdf2|aes|rsa|utf|base64|http|tls|ssl|"
+    r"oauth|ldap|kerberos|ntlm)[-\d]*[a-z]?$",
+    re.IGNORECASE,
+)
+#: Words that follow "the password is" / "password:" in prose, never a password.
+PROSE_STOPWORDS = frozenset(
+    """required incorrect correct wrong invalid valid missing empty blank set unset stored
+    saved changed expired expiring too same different optional mandatory hashed encrypted
+    hidden masked shown visible weak strong long short the a an not now still also only
+    being been in on at for from to of with by and or but if when where here there this
+    that these those it its your my our their his her none null nil undefined true false
+    yes no ok okay fine reset sent generated rotated needed used unused updated ignored
+    accepted rejected protected secret public private local global default defaults
+    prompted asked typed entered known unknown""".split()
+)
+
+
+def password_like(value: str, *, strong: bool = False) -> bool:
+    """Whether ``value`` has what a password has and a prose word lacks.
+
+    A digit, a symbol such as ``!@#$%&`` or a capital after the first letter; with
+    ``strong``, a digit and a letter and one of the other two (six characters at least).
+    """
+    digit = any(c.isdigit() for c in value)
+    symbol = any(c in _PASSWORD_SYMBOLS for c in value)
+    inner_upper = any(c.isupper() for c in value[1:]) and any(c.islower() for c in value)
+    if strong:
+        return (len(value) >= 6 and digit and any(c.isalpha() for c in value)
+                and (symbol or inner_upper))
+    return digit or symbol or inner_upper
+
+
+def prose_value_ok(value: str, *, quoted: bool) -> bool:
+    """Whether ``value``, stated as a password in prose, is plausibly a literal password.
+
+    4-100 characters, not a placeholder, variable, path, URL, e-mail address, call,
+    algorithm name or one of :data:`PROSE_STOPWORDS`; unquoted values must also be
+    :func:`password_like`. Quoted values may be a plain word (``'swordfish'``) but hold no
+    line break.
+    """
+    if not 4 <= len(value) <= 100 or is_placeholder(value) or "\n" in value:
+        return False
+    low = value.lower()
+    if low in PROSE_STOPWORDS or low in _NON_SECRET_WORDS or _ALGORITHM_RE.match(value):
+        return False
+    if "://" in value or value.startswith(("/", "./", "../", "~/", "$", "%", "@")):
+        return False
+    if _EMAIL_RE.match(value) or _CALL_RE.match(value) or DOTTED_RE.match(value):
+        return False
+    if quoted:
+        return not value.isspace()
+    return password_like(value)

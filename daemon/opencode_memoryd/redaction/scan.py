@@ -28,6 +28,7 @@ P_URL = 20  # passwords in URLs
 P_HEADER = 25  # Authorization headers and CLI credentials
 P_ASSIGN = 30  # password=…, "token": "…"
 P_ENTROPY = 40  # high-entropy strings after a key word
+P_BARE = 50  # high-entropy strings without a key word
 
 
 class ScanText:
@@ -122,6 +123,9 @@ class Rule:
 
 
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_TOKEN_CHARS_B64 = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+/="
+)
 _ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 
 #: Eight or more of one character: a mask such as ghp_xxxxxxxx…, never a real token.
@@ -131,7 +135,7 @@ MASK_RUN_RE = re.compile(r"(.)\1{7,}")
 def regex_finder(
     pattern: re.Pattern[str] | NoCase,
     *,
-    group: int | str = 0,
+    group: int | str | tuple[str, ...] = 0,
     inner: re.Pattern[str] | None = None,
     left_boundary: bool = False,
     right_boundary: bool = False,
@@ -143,7 +147,8 @@ def regex_finder(
 
     Args:
         pattern: the regex; a :class:`NoCase` pattern is matched case-insensitively.
-        group: which group is the secret (0 = whole match).
+        group: which group is the secret (0 = whole match); a tuple of group names
+            means the first of them that took part in the match.
         inner: narrow the match to the first match of this regex inside it.
         left_boundary: reject matches preceded by an ASCII letter or digit (so a shape
             inside a longer base64 or hex run does not count).
@@ -174,7 +179,10 @@ def regex_finder(
         text = src.text
         covered = 0  # end of the last span yielded (``extend`` can reach past the match)
         for m in matches(src):
-            start, end = m.span(group)
+            if isinstance(group, tuple):
+                start, end = next((m.span(g) for g in group if m.start(g) >= 0), (0, 0))
+            else:
+                start, end = m.span(group)
             if start < covered or start == end:
                 continue
             if inner is not None:
@@ -221,6 +229,40 @@ def lines_containing(low: str, needles: tuple[str, ...]) -> list[tuple[int, int]
         else:
             merged.append((start, end))
     return merged
+
+
+#: A line that continues a value cut at a line end: nothing but one token-character run
+#: (optionally closed by a quote and a comma), after a real, escaped (``\\n``) or
+#: backslash-continued line break.
+_CONTINUATION_RE = re.compile(
+    r"(?:\\\r?\n|\r?\n|\\n)[ \t]*(?P<run>[A-Za-z0-9+/_-]{6,400}={0,3})"
+    r"(?=[\"'`]?[ \t]*[,;]?[ \t]*(?:\r?\n|\\n|\Z))"
+)
+_INNER_UPPER_RE = re.compile(r"[a-z0-9][A-Z]")
+
+
+def continuation_end(text: str, end: int) -> int:
+    """Where a secret ending at ``end`` really ends, when its value goes on next line.
+
+    A key pasted across two lines (``API_KEY=abc…`` then ``…xyz`` alone on the next line)
+    is one secret: when ``text[end]`` starts a line break and the next line is a lone
+    run of token characters that looks random (letters and digits, or inner capitals;
+    not a word), the secret runs to the end of that run, over any number of lines.
+
+    Returns:
+        The new end (``end`` itself when the value does not continue).
+    """
+    while end < len(text) and end > 0 and text[end - 1] in _TOKEN_CHARS_B64:
+        m = _CONTINUATION_RE.match(text, end)
+        if m is None:
+            break
+        run = m.group("run")
+        has_digit = any(c.isdigit() for c in run)
+        has_alpha = any(c.isalpha() for c in run)
+        if not ((has_digit and has_alpha) or (len(run) >= 10 and _INNER_UPPER_RE.search(run))):
+            break
+        end = m.end("run")
+    return end
 
 
 def apply_rules(text: str, rules: Sequence[Rule]) -> tuple[str, dict[str, int]]:
@@ -271,12 +313,17 @@ def apply_rules(text: str, rules: Sequence[Rule]) -> tuple[str, dict[str, int]]:
         start, end, best_priority, best_kind = spans[i]
         best_len = end - start
         i += 1
-        while i < len(spans) and spans[i][0] < end:
-            s, e, p, k = spans[i]
-            if (p, -(e - s)) < (best_priority, -best_len):
-                best_priority, best_kind, best_len = p, k, e - s
-            end = max(end, e)
-            i += 1
+        while True:
+            while i < len(spans) and spans[i][0] < end:
+                s, e, p, k = spans[i]
+                if (p, -(e - s)) < (best_priority, -best_len):
+                    best_priority, best_kind, best_len = p, k, e - s
+                end = max(end, e)
+                i += 1
+            more = continuation_end(text, end)
+            if more == end:
+                break
+            end = more
         out.append(text[pos:start])
         out.append(f"[REDACTED:{best_kind}]")
         counts[best_kind] = counts.get(best_kind, 0) + 1

@@ -1,0 +1,120 @@
+"""Passwords in prose: "the db password is …", "pw: …", "das Passwort ist …".
+
+:func:`prose_finder` builds the finder from the word lists of the rule table
+(:data:`~opencode_memoryd.redaction.rules.PROSE_KEYS` and friends): a key word, up to four
+words of qualifier ("for the staging db"), a verb or sign (``is``, ``was``, ``set to``,
+``:``, ``=``, ``ist``, ``est`` …) and then the value, quoted or up to the next white space
+(trailing sentence punctuation left out). A key word followed directly by a value ("use
+password X") counts only for a strong value. For pair keys ("credentials: admin / X",
+"login admin:X") the part after the separator is the password.
+
+Values must look like a password (:func:`~opencode_memoryd.redaction.heuristics.password_like`)
+unless quoted; ordinary words ("the password is required"), placeholders, variables,
+paths, URLs and e-mail addresses are left alone.
+
+Internal to :mod:`opencode_memoryd.redaction`; other code imports
+:mod:`opencode_memoryd.redaction.engine`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+from opencode_memoryd.redaction.heuristics import password_like, prose_value_ok
+from opencode_memoryd.redaction.scan import Finder, NoCase, ScanText
+
+_QUOTES = {'"': '"', "'": "'", "`": "`", "“": "”", "‘": "’", "«": "»", "„": "“"}
+_TRAILING = ".,;:)]}>\"'`”’»"
+_LATIN_WORD_RE = re.compile(r"^[a-zà-ÿ ]+$")
+_PAIR_SEP_RE = re.compile(r"[ \t]*(?:/|:|\||,)[ \t]*")
+
+
+def _alternation(words: Iterable[str]) -> str:
+    return "|".join(re.escape(w).replace(r"\ ", r"[ \t]+")
+                    for w in sorted(set(words), key=len, reverse=True))
+
+
+def _verbs(verbs: Iterable[str]) -> str:
+    """Verbs as an alternation; Latin words must end there ("is" but not "issue")."""
+    out = []
+    for v in sorted(set(verbs), key=len, reverse=True):
+        alt = re.escape(v).replace(r"\ ", r"[ \t]+")
+        out.append(alt + r"(?![a-z0-9])" if _LATIN_WORD_RE.match(v) else alt)
+    return "|".join(out)
+
+
+def _value_at(text: str, pos: int) -> tuple[int, int, bool] | None:
+    """``(start, end, quoted)`` of the value starting at ``pos``, or None."""
+    n = len(text)
+    if pos >= n:
+        return None
+    close = _QUOTES.get(text[pos])
+    if close is not None:
+        end = text.find(close, pos + 1, pos + 102)
+        if end < 0 or "\n" in text[pos + 1 : end]:
+            return None
+        return pos + 1, end, True
+    end = pos
+    while end < n and not text[end].isspace() and end - pos < 100:
+        end += 1
+    while end > pos and text[end - 1] in _TRAILING:
+        end -= 1
+    if end > pos + 2 and text[end - 2 : end] == "\\n":
+        end -= 2  # an escaped line end inside JSON
+    return (pos, end, False) if end > pos else None
+
+
+def prose_finder(keys: Iterable[str], verbs: Iterable[str], pair_keys: Iterable[str],
+                 weak_keys: Iterable[str]) -> Finder:
+    """A finder of passwords stated in prose.
+
+    Args:
+        keys: lower-case key words ("password", "passwort", "mot de passe", …); spaces
+            in them match any run of blanks.
+        verbs: lower-case verbs and signs between key and value ("is", "set to", ":").
+        pair_keys: keys whose value is ``user<sep>password`` ("credentials", "login").
+        weak_keys: short keys ("pw", "pass") that never take a value without a verb.
+
+    Returns:
+        A finder yielding ``(start, end)`` spans of the password values.
+    """
+    pair = frozenset(pair_keys)
+    weak = frozenset(weak_keys)
+    pattern = NoCase(
+        rf"(?<![a-z0-9])(?P<key>{_alternation([*keys, *pair])})(?![a-z0-9-])"
+        r"(?:(?P<mid>(?:[ \t]+[^\s:=\"'`]{1,30}){0,4}?)[ \t]*"
+        rf"(?P<verb>{_verbs(verbs)})|(?P<sp>[ \t]+))[ \t]*"
+    )
+
+    def find(src: ScanText) -> Iterator[tuple[int, int]]:
+        text = src.text
+        for m in pattern.finditer(src):
+            key = " ".join(src.low[m.start("key") : m.end("key")].split())
+            spaced = m.start("sp") >= 0
+            if spaced and (key in weak or key in pair):
+                continue
+            found = _value_at(text, m.end())
+            if found is None:
+                continue
+            start, end, quoted = found
+            if key in pair:
+                value = text[start:end]
+                if ":" in value and not quoted:
+                    start += value.index(":") + 1
+                else:
+                    sep = _PAIR_SEP_RE.match(text, end)
+                    nxt = _value_at(text, sep.end()) if sep else None
+                    if nxt is None:
+                        continue
+                    start, end, quoted = nxt
+            value = text[start:end]
+            if not prose_value_ok(value, quoted=quoted):
+                continue
+            if spaced and not password_like(value, strong=True):
+                continue
+            if key in weak and not any(c.isalpha() for c in value):
+                continue  # "pass: 118 tests"
+            yield start, end
+
+    return find
