@@ -94,11 +94,17 @@ _CURL_USER_RE = re.compile(
     r"-(?:u|-user)(?:[ \t]+|=|(?=[^\s\"'-]))[\"']?[^\s:\"'-][^\s:\"']*:(?P<v>[^\s\"']+)"
 )
 _LFTP_USER_RE = re.compile(r"-u[ \t]+[\"']?[^\s,\"'-][^\s,\"']*,(?P<v>[^\s\"']+)")
+#: ``echo <password> | sudo -S …`` (or ``docker login --password-stdin``, ``chpasswd``).
+_ECHO_PIPE_RE = re.compile(
+    r"(?<![\w-])echo[ \t]+(?:-[ne]+[ \t]+)?" + _VALUE.replace("[^\\s\\\"'`]", "[^\\s\\\"'`|]")
+    + r"[ \t]*\|[ \t]*(?:sudo\b[^|\n]*[ \t]-S\b|[^|\n]*--password-stdin|chpasswd|"
+    r"passwd\b[^|\n]*--stdin)"
+)
 _NETRC_RE = re.compile(r"machine[ \t]+\S+(?:[ \t]+login[ \t]+\S+)?[ \t]+password[ \t]+(?P<v>\S+)")
 _LONG_FLAG_RE = NoCase(
     r"(?<![\w-])--?(?P<name>(?:[a-z0-9]+-)*(?:password|passwd|pass|passphrase|pwd|token|"
     r"secret|api-?key|access-?key|secret-?key|private-?key|auth-?token|client-?secret|"
-    r"oauth2-bearer|storepass|keypass|requirepass|masterauth))(?![a-z0-9_-])"
+    r"oauth2-bearer|requirepass|masterauth)|[a-z]*(?:storepass|keypass))(?![a-z0-9_-])"
     r"(?:=|[ \t]+)(?:pass:)?" + _VALUE
 )
 _PASSWORD_NAMES = ("pass", "passwd", "password", "passphrase", "pwd", "storepass", "keypass",
@@ -106,7 +112,8 @@ _PASSWORD_NAMES = ("pass", "passwd", "password", "passphrase", "pwd", "storepass
 
 
 def find_cli(src: ScanText) -> Iterator[tuple[int, int]]:
-    """``curl -u user:pass``, ``lftp -u user,pass``, ``.netrc`` lines and secret long flags."""
+    """``curl -u user:pass``, ``lftp -u user,pass``, ``echo pw | sudo -S``, ``.netrc`` lines
+    and secret long flags."""
     text = src.text
     for m in _CURL_USER_RE.finditer(text):
         v = m.group("v")
@@ -116,6 +123,12 @@ def find_cli(src: ScanText) -> Iterator[tuple[int, int]]:
         for m in _LFTP_USER_RE.finditer(text):
             if not is_placeholder(m.group("v")):
                 yield m.span("v")
+    if "echo" in text:
+        for m in _ECHO_PIPE_RE.finditer(text):
+            g = next(g for g in _VALUE_GROUPS if m.start(g) >= 0)
+            v = m.group(g)
+            if _cli_value_ok(v) and password_like(v):
+                yield m.span(g)
     for m in _NETRC_RE.finditer(text):
         if word_start(text, m.start()) and not is_placeholder(m.group("v")):
             yield m.span("v")

@@ -27,6 +27,8 @@ from opencode_memoryd.redaction.heuristics import (
     looks_like_reference,
     mixed_case,
     names_secret,
+    password_like,
+    random_symbols,
     random_looking,
     segments,
     word_start,
@@ -132,10 +134,10 @@ _ASSIGN_RE = NoCase(
     r"(?:[rbu]{1,2}(?=[\"']))?(?P<q>\\?[\"'`])(?P<qv>[^\"'`\\\r\n]*)(?:(?P=q)|(?=\r?\n|\\n))"
     # unquoted: up to a blank or quote; "&", "," and ";" belong to the value unless they
     # separate the next name=value pair (a query string, a connection string).
-    r"|(?P<uv>[^\s\"'`,;&\\]+(?:[,;&](?![a-z_][a-z0-9_.\[\]-]*=|[&\s,;]|$)[^\s\"'`,;&\\]+)*)"
+    r"|(?P<uv>[^\s\"'`,;&\\]+(?:[,;&]+(?![a-z_][a-z0-9_.\[\]-]*=|\s|$)[^\s\"'`,;&\\]+)*)"
     r")"
 )
-_PROSE_OK_RE = re.compile(r"[ \t]*(?:$|#|//|/\*|--|[,;})\]|\"'`]|\\[nrt])", re.MULTILINE)
+_PROSE_OK_RE = re.compile(r"[ \t]*(?:$|#|//|/\*|--|[,;})\]|\"']|\\[nrt])", re.MULTILINE)
 
 
 def assignment_kind(name: str) -> str | None:
@@ -179,12 +181,16 @@ def assigned_value_ok(kind: str, value: str, quoted: bool) -> bool:
 
     Passwords need 4 characters, other kinds 8 and a digit or 16 mixed-case characters.
     Placeholders, code, paths, URLs and names of other variables are rejected; a quoted
-    value must hold no white space, an unquoted one must not read as a reference.
+    value must hold no white space (a password may hold two blanks if it has a digit or
+    symbol: ``"p@ss w0rd"``), an unquoted one must not read as a reference. Brackets
+    mean code, unless the value is long and random (Django's ``SECRET_KEY``).
     """
     if len(value) < (4 if kind == "password" else 8) or is_placeholder(value):
         return False
-    if any(c in value for c in "()[]{}") or "://" in value or DOTTED_RE.match(value):
-        return False  # code, a regex, a URL, attribute access
+    if any(c in value for c in "()[]{}") and not random_symbols(value):
+        return False  # code, a regex
+    if "://" in value or DOTTED_RE.match(value) or value.endswith(":"):
+        return False  # a URL, attribute access, a label ("pass :paramref:`x`")
     if value.startswith(("/", "./", "../", "~/")) or value[1:3] == ":\\":
         return False  # a path
     if IDENT_RE.match(value) and (CONST_RE.match(value) or names_secret(value)):
@@ -194,7 +200,9 @@ def assigned_value_ok(kind: str, value: str, quoted: bool) -> bool:
         # Tokens and keys are random; "receive_message" or "__root__" are labels.
         return False
     if quoted:
-        return not any(c.isspace() for c in value)
+        blanks = sum(c.isspace() for c in value)
+        return not blanks or (kind == "password" and blanks <= 2 and password_like(value)
+                              and value.strip() == value)
     return not looks_like_reference(value)
 
 
@@ -255,6 +263,7 @@ _HE_NOT_SECRET = frozenset(
     {
         "sha", "sha1", "sha256", "sha384", "sha512", "md5", "hash", "digest", "checksum",
         "fingerprint", "commit", "etag", "id", "ids", "public", "publishable", "integrity",
+        "recv", "gpg", "pgp", "thumbprint",
     }
 )
 _HE_RE = NoCase(

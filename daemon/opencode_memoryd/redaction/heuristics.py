@@ -9,6 +9,8 @@ Internal to :mod:`opencode_memoryd.redaction`; other code imports
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 import re
 
@@ -54,7 +56,8 @@ _NUMBER_RE = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
 _REDACTED_WORD_RE = re.compile(r"REDACTED|\*{3,}", re.IGNORECASE)
 _WORDLIKE_PART_RE = re.compile(r"^(?:[A-Za-z]+[0-9]{0,3}|[0-9]+|v[0-9]+)$")
 _HEX_RE = re.compile(r"^[0-9a-fA-F]+$")
-_WORD_CHUNK_RE = re.compile(r"[A-Z]?[a-z]{3,}")
+_WORD_CHUNK_RE = re.compile(r"[A-Z][a-z]{2,}|[a-z]{3,}")
+_DIGITS_RE = re.compile(r"[0-9]+")
 _VOWEL_RE = re.compile(r"[aeiouy]")
 
 
@@ -183,19 +186,30 @@ def high_entropy(run: str) -> bool:
 
 
 def word_coverage(value: str) -> float:
-    """The share of ``value`` (0.0-1.0) covered by word-like chunks (``Callback``, ``handle``).
+    """The share of ``value`` (0.0-1.0) covered by word-like chunks (``Byte``, ``handle``).
 
-    A chunk is three or more lower-case letters holding a vowel, optionally after one
-    capital. Names (``handleOAuth2CallbackForTenantV3``: 0.77) score high; of random
-    base62 strings of 20 characters, fewer than 2 % reach 0.5. ``value`` must not be empty.
+    A chunk is a capital and two or more lower-case letters, or three or more lower-case
+    letters, holding a vowel. ``value`` must not be empty.
     """
     chunks = [c for c in _WORD_CHUNK_RE.findall(value) if _VOWEL_RE.search(c)]
     return sum(map(len, chunks)) / len(value)
 
 
+def looks_like_identifier(value: str) -> bool:
+    """Whether a mixed-case run is a name made of words (``_VarUInt64ByteSizeNoTag``).
+
+    Half of it word-like chunks (:func:`word_coverage`) and at most two groups of digits,
+    or 70 % word-like chunks. Of random base62 strings, about 3 % of those of 20
+    characters and under 1 % of those of 32 or more pass for a name.
+    """
+    coverage = word_coverage(value)
+    return coverage >= 0.7 or (coverage >= 0.5 and len(_DIGITS_RE.findall(value)) <= 2)
+
+
 #: Characters that make a word a password rather than prose ("-", "_", "." and "'" do not).
 _PASSWORD_SYMBOLS = frozenset("!@#$%^&*+=?~|\\/:;<>")
 _EMAIL_RE = re.compile(r"^[\w.+-]+@[\w-]+(?:\.[\w-]+)+$")
+_COLOR_RE = re.compile(r"^#[0-9a-fA-F]{3,8}(?:\s.*)?$")
 _CALL_RE = re.compile(r"^[A-Za-z_][\w.]*\(")
 #: Technical terms that follow "password is" in prose: "hashed with SHA-256", "bcrypt".
 _ALGORITHM_RE = re.compile(
@@ -219,16 +233,17 @@ PROSE_STOPWORDS = frozenset(
 def password_like(value: str, *, strong: bool = False) -> bool:
     """Whether ``value`` has what a password has and a prose word lacks.
 
-    A digit, a symbol such as ``!@#$%&`` or a capital after the first letter; with
-    ``strong``, a digit and a letter and one of the other two (six characters at least).
+    A digit or a symbol such as ``!@#$%&`` (a capital alone does not count: ``SecretBytes``
+    is a type); with ``strong``, a digit, a letter, and a symbol or a capital after the
+    first letter (six characters at least).
     """
     digit = any(c.isdigit() for c in value)
     symbol = any(c in _PASSWORD_SYMBOLS for c in value)
-    inner_upper = any(c.isupper() for c in value[1:]) and any(c.islower() for c in value)
     if strong:
+        inner_upper = any(c.isupper() for c in value[1:]) and any(c.islower() for c in value)
         return (len(value) >= 6 and digit and any(c.isalpha() for c in value)
                 and (symbol or inner_upper))
-    return digit or symbol or inner_upper
+    return digit or symbol
 
 
 def prose_value_ok(value: str, *, quoted: bool) -> bool:
@@ -248,6 +263,49 @@ def prose_value_ok(value: str, *, quoted: bool) -> bool:
         return False
     if _EMAIL_RE.match(value) or _CALL_RE.match(value) or DOTTED_RE.match(value):
         return False
+    if _COLOR_RE.match(value):
+        return False  # Token: "#af5f5f" (a style sheet)
+    if not quoted and any(c in value for c in "()[]{}"):
+        return False  # code: password=auth[1], f(password=x)
     if quoted:
         return not value.isspace()
     return password_like(value)
+
+
+_B64_ALPHABET_RE = re.compile(r"^[A-Za-z0-9+/_-]+$")
+
+
+def encodes_prose(run: str) -> bool:
+    """Whether ``run`` is base64 (or base64url) of printable text holding two blanks.
+
+    ``VGhpcyBpcyB0aGUgd2F5`` is "This is the way": encoded prose, not a key. Encoded
+    credentials such as ``user:password`` (no blanks) and random bytes do not count.
+    """
+    core = run.rstrip("=")
+    if len(core) < 16 or not _B64_ALPHABET_RE.match(core):
+        return False
+    padded = core + "=" * (-len(core) % 4)
+    try:
+        raw = base64.b64decode(padded.replace("-", "+").replace("_", "/"), validate=True)
+        decoded = raw.decode("ascii")
+    except (binascii.Error, ValueError):
+        return False
+    return decoded.isprintable() and decoded.count(" ") >= 2
+
+
+def random_symbols(value: str) -> bool:
+    """A long random value with symbols (32+ characters, 3+ symbols, high entropy).
+
+    Such a value is a generated secret even when it holds brackets, as Django's
+    ``SECRET_KEY`` does; ``f(a, b)`` or ``[1, 2, 3]`` are not.
+    """
+    if len(value) < 32 or any(c.isspace() for c in value):
+        return False
+    if sum(not c.isalnum() for c in value) < 3:
+        return False
+    return base64_entropy(value) >= 4.0
+
+
+def tag_value_ok(value: str) -> bool:
+    """The text of a ``<password>…</password>`` element: a literal, not a template."""
+    return len(value) >= 4 and not is_placeholder(value) and not value.startswith("$")

@@ -27,6 +27,8 @@ from opencode_memoryd.redaction.scan import Finder, NoCase, ScanText
 _QUOTES = {'"': '"', "'": "'", "`": "`", "“": "”", "‘": "’", "«": "»", "„": "“"}
 _TRAILING = ".,;:)]}>\"'`”’»"
 _LATIN_WORD_RE = re.compile(r"^[a-zà-ÿ ]+$")
+_SIGN_RE = re.compile(r"^(?::=|=>|->|=|:|：)$")
+_USERNAME_RE = re.compile(r"^[\w.@+-]{1,64}$")
 _PAIR_SEP_RE = re.compile(r"[ \t]*(?:/|:|\||,)[ \t]*")
 
 
@@ -35,12 +37,23 @@ def _alternation(words: Iterable[str]) -> str:
                     for w in sorted(set(words), key=len, reverse=True))
 
 
+def _secret_kind(key: str) -> str:
+    """The kind a prose key implies: ``"api key"`` -> ``api_key``, ``"token"`` -> ``token``."""
+    if "token" in key:
+        return "token"
+    if "secret" in key:
+        return "secret"
+    return "api_key"
+
+
 def _verbs(verbs: Iterable[str]) -> str:
     """Verbs as an alternation; Latin words must end there ("is" but not "issue")."""
     out = []
     for v in sorted(set(verbs), key=len, reverse=True):
         alt = re.escape(v).replace(r"\ ", r"[ \t]+")
-        out.append(alt + r"(?![a-z0-9])" if _LATIN_WORD_RE.match(v) else alt)
+        if _LATIN_WORD_RE.match(v):
+            alt = r"(?<![a-zà-ÿ])" + alt + r"(?![a-z0-9])"
+        out.append(alt)
     return "|".join(out)
 
 
@@ -66,7 +79,7 @@ def _value_at(text: str, pos: int) -> tuple[int, int, bool] | None:
 
 
 def prose_finder(keys: Iterable[str], verbs: Iterable[str], pair_keys: Iterable[str],
-                 weak_keys: Iterable[str]) -> Finder:
+                 weak_keys: Iterable[str], secret_keys: Iterable[str] = ()) -> Finder:
     """A finder of passwords stated in prose.
 
     Args:
@@ -74,25 +87,33 @@ def prose_finder(keys: Iterable[str], verbs: Iterable[str], pair_keys: Iterable[
             in them match any run of blanks.
         verbs: lower-case verbs and signs between key and value ("is", "set to", ":").
         pair_keys: keys whose value is ``user<sep>password`` ("credentials", "login").
-        weak_keys: short keys ("pw", "pass") that never take a value without a verb.
+        weak_keys: short keys ("pw", "pass") that take a value only after a sign
+            (``:``, ``=``), never after a verb or qualifier.
+        secret_keys: other secrets stated in prose ("the api key is …", "secret: …");
+            their value needs six characters, a letter, and a digit or symbol.
 
     Returns:
-        A finder yielding ``(start, end)`` spans of the password values.
+        A finder yielding ``(start, end, kind)`` spans: ``password``, or for secret keys
+        ``token``, ``secret`` or ``api_key``.
     """
     pair = frozenset(pair_keys)
     weak = frozenset(weak_keys)
+    secret = frozenset(" ".join(k.split()) for k in secret_keys)
     pattern = NoCase(
-        rf"(?<![a-z0-9])(?P<key>{_alternation([*keys, *pair])})(?![a-z0-9-])"
+        rf"(?<![a-z0-9])(?P<key>{_alternation([*keys, *pair, *secret])})(?![a-z0-9-])"
         r"(?:(?P<mid>(?:[ \t]+[^\s:=\"'`]{1,30}){0,4}?)[ \t]*"
         rf"(?P<verb>{_verbs(verbs)})|(?P<sp>[ \t]+))[ \t]*"
     )
 
-    def find(src: ScanText) -> Iterator[tuple[int, int]]:
+    def find(src: ScanText) -> Iterator[tuple[int, int, str]]:
         text = src.text
         for m in pattern.finditer(src):
             key = " ".join(src.low[m.start("key") : m.end("key")].split())
             spaced = m.start("sp") >= 0
-            if spaced and (key in weak or key in pair):
+            if key in weak and (spaced or m.group("mid") or not _SIGN_RE.match(m.group("verb"))
+                                or m.start("verb") != m.end("key")):
+                continue  # "pw X", "pass  # noqa: E701", "pass to …", "pass :meth:`x`"
+            if spaced and key in pair:
                 continue
             found = _value_at(text, m.end())
             if found is None:
@@ -102,6 +123,8 @@ def prose_finder(keys: Iterable[str], verbs: Iterable[str], pair_keys: Iterable[
                 value = text[start:end]
                 if ":" in value and not quoted:
                     start += value.index(":") + 1
+                elif not _USERNAME_RE.match(value):
+                    continue
                 else:
                     sep = _PAIR_SEP_RE.match(text, end)
                     nxt = _value_at(text, sep.end()) if sep else None
@@ -109,12 +132,22 @@ def prose_finder(keys: Iterable[str], verbs: Iterable[str], pair_keys: Iterable[
                         continue
                     start, end, quoted = nxt
             value = text[start:end]
-            if not prose_value_ok(value, quoted=quoted):
+            # After "=" or ":" a quoted word is code (``LABEL = "send_message"``): the
+            # assignment rule judges those; after "is" it is a stated password.
+            sign = spaced or bool(_SIGN_RE.match(m.group("verb")))
+            if not prose_value_ok(value, quoted=quoted and not sign):
                 continue
             if spaced and not password_like(value, strong=True):
                 continue
             if key in weak and not any(c.isalpha() for c in value):
                 continue  # "pass: 118 tests"
-            yield start, end
+            if key in secret:
+                if len(value) < 6 or not any(c.isalpha() for c in value):
+                    continue  # "token: 4096"
+                if not password_like(value):
+                    continue
+                yield start, end, _secret_kind(key)
+                continue
+            yield start, end, "password"
 
     return find

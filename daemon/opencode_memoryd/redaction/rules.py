@@ -26,12 +26,15 @@ from opencode_memoryd.redaction.finders import (
     find_high_entropy,
 )
 from opencode_memoryd.redaction.prose import prose_finder
+from opencode_memoryd.redaction.heuristics import tag_value_ok
 from opencode_memoryd.redaction.scan import (
     P_ASSIGN,
     P_BARE,
     P_ENTROPY,
     P_HEADER,
+    P_PROSE,
     P_URL,
+    NoCase,
     Rule,
 )
 from opencode_memoryd.redaction.tokens import (
@@ -57,8 +60,7 @@ CLI_FLAGS: tuple[CliFlag, ...] = (
     CliFlag(("xfreerdp", "rdp"), "/p:", attached=True, spaced=False),
     CliFlag(("htpasswd",), r"-[a-zA-Z]*b[a-zA-Z]*[ \t]+\S+[ \t]+\S+"),  # -b file user pw
     CliFlag(("net user", "net  user"), r"net[ \t]+user[ \t]+\S+", strict=True),
-    CliFlag(("auth",), "AUTH", strict=True),  # redis> AUTH secret
-    CliFlag(("sudo",), r"echo", strict=True),  # echo pw | sudo -S
+    CliFlag(("redis", "6379>"), "AUTH", strict=True),  # redis> AUTH secret
 )
 
 #: Key words that introduce a password in prose, in several languages ("the db password
@@ -73,6 +75,11 @@ PROSE_KEYS: tuple[str, ...] = (
 #: Keys of a ``user<sep>password`` pair ("credentials: admin / …", "creds admin:…").
 PROSE_PAIR_KEYS: tuple[str, ...] = ("credentials", "creds", "user/pass",
                                     "username/password", "login/password")
+#: Other secrets stated in prose ("the api key is …", "my token: …").
+PROSE_SECRET_KEYS: tuple[str, ...] = (
+    "secret", "api key", "apikey", "api token", "access key", "secret key", "token",
+    "access token", "auth token", "passkey", "client secret",
+)
 #: Keys too short to take a value without a verb ("pw X" is not a statement).
 PROSE_WEAK_KEYS: tuple[str, ...] = ("pw", "pass", "pwd")
 #: What stands between key and value.
@@ -98,15 +105,20 @@ _CONTEXT_ROWS: tuple[RegexRule | Rule, ...] = (
          hints_nocase=True),
     Rule("basic_auth", P_HEADER, find_auth_header("basic_auth"), ("authorization",),
          hints_nocase=True),
-    Rule("password", P_HEADER, find_cli,
-         ("-u", "--user", "-", "machine", "lftp")),
+    Rule("password", P_HEADER, find_cli, ("-", "machine", "echo")),
+    # <password>…</password>, <add key="ApiToken" …> is the assignment rule's.
+    RegexRule("password",
+              NoCase(r"<(?P<name>[a-z0-9_:.-]*(?:password|passwd|pwd|passphrase|secret|token|"
+                     r"api[_-]?key|private[_-]?key))>(?P<v>[^<\s][^<\n]{0,200}?)</"),
+              ("pass", "pwd", "secret", "token", "key>"), nocase=True, group="v",
+              priority=P_ASSIGN, check=tag_value_ok),
     *(cli_rule(row) for row in CLI_FLAGS),
-    Rule("password", P_HEADER, prose_finder(PROSE_KEYS, PROSE_VERBS, PROSE_PAIR_KEYS,
-                                            PROSE_WEAK_KEYS),
+    Rule("password", P_PROSE, prose_finder(PROSE_KEYS, PROSE_VERBS, PROSE_PAIR_KEYS,
+                                            PROSE_WEAK_KEYS, PROSE_SECRET_KEYS),
          ("pass", "pw", "pwd", "senha", "clave", "kennwort", "contrase", "wachtwoord", "has",
           "пароль", "密码", "密碼", "パスワード", "비밀번호", "şifre", "sifre", "parola",
           "heslo", "salasana", "lösenord", "losenord", "adgangskode", "jelsz", "κωδικός",
-          "cred"),
+          "cred", "secret", "key", "token"),
          hints_nocase=True),
     # Reports password / secret / token / api_key / private_key by the assigned name.
     Rule("password", P_ASSIGN, find_assignments, ("pass", "pwd", "secret", "token", "key"),

@@ -17,6 +17,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from opencode_memoryd.redaction.split import continuation_end, cut_points, find_joins, join, to_original
+
 #: An existing placeholder; spans touching one are never redacted again.
 PLACEHOLDER_RE = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
 
@@ -28,6 +30,7 @@ P_URL = 20  # passwords in URLs
 P_HEADER = 25  # Authorization headers and CLI credentials
 P_ASSIGN = 30  # password=…, "token": "…"
 P_ENTROPY = 40  # high-entropy strings after a key word
+P_PROSE = 45  # passwords stated in prose
 P_BARE = 50  # high-entropy strings without a key word
 
 
@@ -123,9 +126,6 @@ class Rule:
 
 
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
-_TOKEN_CHARS_B64 = frozenset(
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+/="
-)
 _ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 
 #: Eight or more of one character: a mask such as ghp_xxxxxxxx…, never a real token.
@@ -231,46 +231,16 @@ def lines_containing(low: str, needles: tuple[str, ...]) -> list[tuple[int, int]
     return merged
 
 
-#: A line that continues a value cut at a line end: nothing but one token-character run
-#: (optionally closed by a quote and a comma), after a real, escaped (``\\n``) or
-#: backslash-continued line break.
-_CONTINUATION_RE = re.compile(
-    r"(?:\\\r?\n|\r?\n|\\n)[ \t]*(?P<run>[A-Za-z0-9+/_-]{6,400}={0,3})"
-    r"(?=[\"'`]?[ \t]*[,;]?[ \t]*(?:\r?\n|\\n|\Z))"
-)
-_INNER_UPPER_RE = re.compile(r"[a-z0-9][A-Z]")
-
-
-def continuation_end(text: str, end: int) -> int:
-    """Where a secret ending at ``end`` really ends, when its value goes on next line.
-
-    A key pasted across two lines (``API_KEY=abc…`` then ``…xyz`` alone on the next line)
-    is one secret: when ``text[end]`` starts a line break and the next line is a lone
-    run of token characters that looks random (letters and digits, or inner capitals;
-    not a word), the secret runs to the end of that run, over any number of lines.
-
-    Returns:
-        The new end (``end`` itself when the value does not continue).
-    """
-    while end < len(text) and end > 0 and text[end - 1] in _TOKEN_CHARS_B64:
-        m = _CONTINUATION_RE.match(text, end)
-        if m is None:
-            break
-        run = m.group("run")
-        has_digit = any(c.isdigit() for c in run)
-        has_alpha = any(c.isalpha() for c in run)
-        if not ((has_digit and has_alpha) or (len(run) >= 10 and _INNER_UPPER_RE.search(run))):
-            break
-        end = m.end("run")
-    return end
-
-
 def apply_rules(text: str, rules: Sequence[Rule]) -> tuple[str, dict[str, int]]:
     """Run ``rules`` over ``text`` and replace what they find with placeholders.
 
-    Spans that overlap an existing ``[REDACTED:…]`` placeholder are dropped. Overlapping
-    spans merge into one span covering them all, named after the finding with the lowest
-    priority number (then the longest).
+    The rules see the text with the line breaks inside split tokens removed
+    (:func:`~opencode_memoryd.redaction.split.find_joins`); their spans are mapped back, so
+    a span over such a break also removes the break. Spans that overlap an existing
+    ``[REDACTED:…]`` placeholder are dropped. Overlapping spans merge into one span covering
+    them all, named after the finding with the lowest priority number (then the longest),
+    and a span ending where its value goes on next line grows over that line
+    (:func:`~opencode_memoryd.redaction.split.continuation_end`).
 
     Args:
         text: a non-empty text.
@@ -280,7 +250,8 @@ def apply_rules(text: str, rules: Sequence[Rule]) -> tuple[str, dict[str, int]]:
         ``(scrubbed text, {kind: replaced spans})``, keys sorted; ``(text, {})`` (the same
         string) when nothing was found.
     """
-    src = ScanText(text)
+    joins = find_joins(text)
+    src = ScanText(join(text, joins) if joins else text)
     spans: list[tuple[int, int, int, str]] = []
     for rule in rules:
         if not rule.may_match(src):
@@ -290,6 +261,9 @@ def apply_rules(text: str, rules: Sequence[Rule]) -> tuple[str, dict[str, int]]:
             spans.append((found[0], found[1], rule.priority, kind))
     if not spans:
         return text, {}
+    if joins:
+        cuts = cut_points(joins)
+        spans = [(*to_original(joins, cuts, s, e), p, k) for s, e, p, k in spans]
 
     # Placeholders from an earlier pass are never redacted again.
     protected = [m.span() for m in PLACEHOLDER_RE.finditer(text)]
