@@ -21,12 +21,14 @@ Internal to :mod:`opencode_memoryd.redaction`; other code imports
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterator
 
 from opencode_memoryd.redaction.heuristics import (
     encodes_prose,
     high_entropy,
+    ident_start,
     is_placeholder,
     looks_like_identifier,
     names_secret,
@@ -38,23 +40,36 @@ from opencode_memoryd.redaction.scan import ScanText
 
 #: A run of token characters, "=" only as trailing padding ("KEY=value" is two runs).
 _RUN_RE = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{20,}={0,3}(?![A-Za-z0-9+/=_-])")
-_HEX_RE = re.compile(r"^[0-9a-f]+$|^[0-9A-F]+$")
-#: Characters that end a "word" around a run (a URL or a path is one word).
-_WORD_STOP = frozenset(" \t\r\n\"'`<>()[]{}|,;")
+#: Hex in one case, possibly in dash-joined groups of 8+ (Mailgun's <32>-<8>-<8> keys;
+#: UUIDs, with groups of 4, are not).
+_HEX_RE = re.compile(r"^(?:[0-9a-f]+|[0-9A-F]+|[0-9a-f]{8,}(?:-[0-9a-f]{8,})+)$")
+#: What ends the "word" around a run (a URL or a path is one word): blanks, quotes,
+#: brackets, "|", "," and ";", all mapped to a blank.
+_STOPS_TO_BLANK = str.maketrans(dict.fromkeys("\t\r\n\v\f\"'`<>()[]{}|,;", " "))
 
-#: Words that say a hex run on the same line is a hash or an identifier, not a key.
-_HEX_CONTEXT = frozenset(
-    """commit commits committed sha sha1 sha224 sha256 sha384 sha512 md5 hash hashes hashed
-    digest digests checksum checksums shasum sha1sum sha256sum sha512sum md5sum b2sum sum
-    sums integrity etag rev revs revision revisions ref refs tree parent parents blob
-    object oid merge merged git checkout revert reverts reverted rebase cherry picked reset
-    pushed push pull fetch bisect tag branch detached landed fix fixed fixes introduced
-    build builds fingerprint id ids uuid guid trace span request container containers image
-    images layer layers docker podman volume snapshot snapshots lfs cache lock lockfile
-    resolved cid ipfs txid tx transaction block version release artifact wheel download
-    gist objectid signature alg algorithm reference gpg pgp fpr thumbprint keyring nar
-    keyserver recv submodule""".split()
+#: Words that say a hex run near them is a hash or an identifier, not a key. Those of
+#: :data:`_HEX_SUFFIX_WORDS` also count at the end of a longer word (``narHash``,
+#: ``commitSha``, ``sha256sum``).
+_HEX_SUFFIX_WORDS = (
+    "commit", "commits", "committed", "sha", "sha1", "sha224", "sha256", "sha384", "sha512",
+    "md5", "hash", "hashes", "hashed", "digest", "digests", "checksum", "checksums",
+    "sum", "sums", "integrity", "etag", "revision", "revisions", "fingerprint", "snapshot",
+    "snapshots", "thumbprint", "signature", "objectid", "uuid", "guid",
 )
+_HEX_WORDS = (
+    "oid", "rev", "revs", "ref", "refs", "tree", "parent", "parents", "blob", "object", "merge",
+    "merged", "git", "checkout", "revert", "reverts", "reverted", "rebase", "cherry",
+    "picked", "reset", "pushed", "push", "pull", "fetch", "bisect", "tag", "branch",
+    "detached", "landed", "fix", "fixed", "fixes", "introduced", "build", "builds", "id",
+    "ids", "trace", "span", "request", "container", "containers", "image", "images",
+    "layer", "layers", "docker", "podman", "volume", "lfs", "cache", "lock", "lockfile",
+    "resolved", "cid", "ipfs", "txid", "tx", "transaction", "block", "version", "release",
+    "artifact", "wheel", "download", "gist", "alg", "algorithm", "reference", "gpg", "pgp",
+    "fpr", "keyring", "keyserver", "recv", "submodule",
+)
+_HEX_SUFFIXES = tuple(_HEX_SUFFIX_WORDS)
+_HEX_WORD_SET = frozenset(_HEX_WORDS) | frozenset(_HEX_SUFFIX_WORDS)
+_LOWER_WORD_RE = re.compile(r"[a-z0-9]+")
 #: Words that say a base64 run next to them is a digest.
 _B64_CONTEXT = frozenset(
     """sha sha1 sha224 sha256 sha384 sha512 md5 hash digest checksum integrity fingerprint
@@ -63,7 +78,7 @@ _B64_CONTEXT = frozenset(
 #: Names whose value is an identifier or a digest (``"id": "…"``, ``commit_sha=…``).
 _ID_NAMES = frozenset(
     """id ids uuid guid sha hash digest checksum etag integrity commit rev ref oid cid
-    revision fingerprint nonce trace span signature challenge""".split()
+    revision fingerprint nonce trace span signature challenge snapshot""".split()
 )
 #: Base64 files by their first characters: PNG, JPEG, GIF, WebP/RIFF, PDF, zip, gzip,
 #: WOFF2, SVG, XML, ICO.
@@ -80,7 +95,11 @@ _ID_PREFIX_RE = re.compile(
     r"cs|seti|src|tok|ba|po|re|tr|py|inv|cn|dp|ic|la|plan|sess|span|trace|step|vs|ft|"
     r"msgbatch|compl|cmpl|gen)[_-][A-Za-z0-9]|^pk_(?:live|test)_|^eyJ"
 )
-_INTEGRITY_RE = re.compile(r"^(?:sha\d{1,3}|md5|blake2b|blake3)-", re.IGNORECASE)
+_INTEGRITY_PREFIXES = ("sha1-", "sha224-", "sha256-", "sha384-", "sha512-", "md5-",
+                       "blake2b-", "blake3-")
+#: Prefixes of runs that are never bare secrets.
+_SKIP_PREFIXES = _FILE_MAGIC + _SSH_BLOB + _INTEGRITY_PREFIXES
+_DIGIT_RE = re.compile(r"[0-9]")
 _DIGEST_BEFORE_RE = re.compile(r"(?:sha\d{1,3}|md5|h1|zh|blake2b|blake3)[:=]$", re.IGNORECASE)
 _PEM_PUBLIC_RE = re.compile(r"-----BEGIN (?![A-Z ]*PRIVATE)[A-Z0-9 ]{3,40}-----")
 _PEM_END_RE = re.compile(r"-----END [A-Z0-9 ]{3,40}-----")
@@ -89,7 +108,6 @@ _WORDS_RE = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 _HEX_WORD_RE = re.compile(
     r"^[\"'`(\[]?(?=[0-9]*[a-fA-F])(?:[0-9a-f]{7,}|[0-9A-F]{7,})[\"'`,;)\]:]*$"
 )
-_NAME_BEFORE_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]{0,60})[\"'`]?\]?[ \t]*[:=][ \t]*[\"'`]?$")
 
 
 def _public_blocks(text: str) -> list[tuple[int, int]]:
@@ -105,14 +123,11 @@ def _public_blocks(text: str) -> list[tuple[int, int]]:
 
 def _word_bounds(text: str, start: int, end: int) -> tuple[int, int]:
     """The "word" around ``text[start:end]``: stretched to white space, quotes or brackets."""
-    i = start
-    while i > 0 and text[i - 1] not in _WORD_STOP and start - i < 300:
-        i -= 1
-    j = end
-    n = len(text)
-    while j < n and text[j] not in _WORD_STOP and j - end < 300:
-        j += 1
-    return i, j
+    lo = max(0, start - 300)
+    lo += text[lo:start].translate(_STOPS_TO_BLANK).rfind(" ") + 1
+    tail = text[end:end + 300].translate(_STOPS_TO_BLANK)
+    cut = tail.find(" ")
+    return lo, end + (len(tail) if cut < 0 else cut)
 
 
 def _line_words(text: str, start: int, end: int, before: int = 100, after: int = 40) -> set[str]:
@@ -126,11 +141,16 @@ def _line_words(text: str, start: int, end: int, before: int = 100, after: int =
 def _hash_context(text: str, start: int, end: int) -> bool:
     """Whether the line around a hex run says it is a hash or an id (see :data:`_HEX_CONTEXT`).
 
-    Also true next to another hex run of 7+ characters (a list of hashes) and in the
+    The words are looked for up to 160 characters before (across lines) and 40 after (on
+    the same line). Also true next to another hex run of 7+ characters (a list of hashes) and in the
     ``From <sha> Mon Sep 17 00:00:00 2001`` line of a patch.
     """
-    if _near_words(text, start, end) & _HEX_CONTEXT:
-        return True
+    hi = text.find("\n", end, end + 40)
+    hi = min(end + 40, len(text)) if hi < 0 else hi
+    for word in _LOWER_WORD_RE.findall((text[max(0, start - 160):start] + " "
+                                        + text[end:hi]).lower()):
+        if word in _HEX_WORD_SET or word.endswith(_HEX_SUFFIXES):
+            return True
     if "HEAD" in text[max(0, start - 160):start]:
         return True  # git's HEAD (upper case; "head -c" is not git)
     if text.startswith((" Mon Sep 17 00:00:00 2001", ".."), end) or text.endswith("..", 0, start):
@@ -142,21 +162,18 @@ def _hash_context(text: str, start: int, end: int) -> bool:
     return any(_HEX_WORD_RE.match(w) for w in around)
 
 
-def _near_words(text: str, start: int, end: int) -> set[str]:
-    """Lower-case words up to 160 characters before (across lines) and 40 after (same line)."""
-    hi = text.find("\n", end, end + 40)
-    hi = min(end + 40, len(text)) if hi < 0 else hi
-    return {w.lower() for w in _WORDS_RE.findall(text[max(0, start - 160):start] + " "
-                                                 + text[end:hi])}
-
-
 def _named_as_id(text: str, start: int) -> bool:
     """Whether the run is the value of a name such as ``id``, ``sha`` or ``commit_hash``."""
-    m = _NAME_BEFORE_RE.search(text, max(0, start - 70), start)
-    if not m:
+    i = start
+    while i > 0 and start - i < 4 and text[i - 1] in " \t\"'`":
+        i -= 1
+    if i == 0 or text[i - 1] not in ":=":
         return False
-    segs = segments(m.group(1))
-    return any(s in _ID_NAMES for s in segs) and not names_secret(m.group(1))
+    i -= 1
+    while i > 0 and start - i < 8 and text[i - 1] in " \t\"'`]":
+        i -= 1
+    name = text[ident_start(text, i) : i]
+    return bool(name) and any(s in _ID_NAMES for s in segments(name)) and not names_secret(name)
 
 
 def _in_url_or_path(word: str, run_is_word: bool) -> bool:
@@ -172,45 +189,47 @@ def bare_secret(text: str, start: int, end: int) -> bool:
     """Whether ``text[start:end]`` (a run of ``A-Za-z0-9+/=_-``) is a bare secret.
 
     The run must not be preceded or followed by another run character. See the module
-    docstring for what is and is not reported.
+    docstring for what is and is not reported. Cheap tests come first: most runs are
+    names and paths, rejected by their character classes.
     """
-    run = text[start:end]
-    core = run.rstrip("=")
-    if len(core) < 20 or is_placeholder(run):
+    core = text[start:end].rstrip("=")
+    n = len(core)
+    if n < 20 or _DIGIT_RE.search(core) is None:
         return False
-    digit = any(c.isdigit() for c in core)
-    upper = any(c.isupper() for c in core)
-    lower = any(c.islower() for c in core)
+    upper = core.lower() != core
+    lower = core.upper() != core
     # Hex, and other single-case runs of 32+ (base32/base36 keys): their shape is that of
     # hashes and ids too, so the words around decide.
-    hex_run = bool(_HEX_RE.match(core))
-    is_hex = hex_run or (upper != lower and len(core) >= 32 and core.isalnum())
+    hex_run = _HEX_RE.match(core) is not None
+    is_hex = hex_run or (upper != lower and n >= 32 and core.isalnum())
     if is_hex:
-        if len(core) < 32 or not digit or core.isdigit():
+        if n < 32 or core.isdigit():
             return False  # short SHAs, Mongo ObjectIds, span ids; numbers
         if not hex_run and word_coverage(core) >= 0.3:
             return False  # words run together
-    elif not (digit and upper and lower):
+    elif not (upper and lower):
         return False  # random tokens mix cases and digits; names and base32 ids do not
-    if core.startswith(_FILE_MAGIC) or core.startswith(_SSH_BLOB) or _ID_PREFIX_RE.match(core):
-        return False
-    if _INTEGRITY_RE.match(core) or is_potential_uuid(core):
-        return False  # sha512-… integrity strings, UUIDs
+    if core.startswith(_SKIP_PREFIXES) or _ID_PREFIX_RE.match(core):
+        return False  # base64 files, SSH public keys, API object ids, integrity strings
     before = text[max(0, start - 8):start]
     if before.endswith(("base64,", "0x", "0X")) or _DIGEST_BEFORE_RE.search(before):
         return False  # data: URIs, hex literals, sha256:…, h1:…
+    if is_hex:
+        if _named_as_id(text, start) or _hash_context(text, start, end):
+            return False
+    elif looks_like_identifier(core) or not high_entropy(core):
+        return False  # made of words: an identifier, a class or a test name
+    if is_potential_uuid(core) or is_placeholder(core):
+        return False
     lo, hi = _word_bounds(text, start, end)
-    word = text[lo:hi]
-    if _in_url_or_path(word, (lo, hi) == (start, end)):
+    if _in_url_or_path(text[lo:hi], (lo, hi) == (start, end)):
         return False
     if text[start - 1 : start] in ("#", ".") and start > lo:
         return False  # an anchor (page.html#index-FFI_005f…), an extension
     if _named_as_id(text, start):
         return False
     if is_hex:
-        return not _hash_context(text, start, end)
-    if looks_like_identifier(core) or not high_entropy(core):
-        return False  # made of words: an identifier, a class or a test name
+        return True
     if encodes_prose(core):
         return False  # base64 of a sentence
     if _line_words(text, start, end, before=40, after=0) & _B64_CONTEXT:
@@ -220,12 +239,25 @@ def bare_secret(text: str, start: int, end: int) -> bool:
 
 
 def find_bare(src: ScanText) -> Iterator[tuple[int, int]]:
-    """Spans of bare high-entropy runs (see :func:`bare_secret`)."""
+    """Spans of bare high-entropy runs (see :func:`bare_secret`).
+
+    Runs inside :attr:`ScanText.covered` (what the other rules found) are not looked at:
+    they are redacted anyway, and most runs of a text dense in secrets are such.
+    """
     text = src.text
     public = _public_blocks(text)
+    starts = [a for a, _ in public]
+    covered = src.covered
+    covered_starts = [a for a, _ in covered]
     for m in _RUN_RE.finditer(text):
         start, end = m.span()
-        if public and any(a <= start < b for a, b in public):
-            continue
+        if public:
+            i = bisect.bisect_right(starts, start) - 1
+            if i >= 0 and start < public[i][1]:
+                continue  # inside a certificate or public key
+        if covered:
+            i = bisect.bisect_right(covered_starts, start) - 1
+            if i >= 0 and end <= covered[i][1]:
+                continue  # already found by a more specific rule
         if bare_secret(text, start, end):
             yield start, end

@@ -15,7 +15,7 @@ Internal to :mod:`opencode_memoryd.redaction`; other code imports
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from opencode_memoryd.redaction.heuristics import (
@@ -25,14 +25,7 @@ from opencode_memoryd.redaction.heuristics import (
     random_looking,
     word_start,
 )
-from opencode_memoryd.redaction.scan import (
-    P_HEADER,
-    Found,
-    NoCase,
-    Rule,
-    ScanText,
-    regex_finder,
-)
+from opencode_memoryd.redaction.scan import P_HEADER, Rule, ScanText
 
 #: A flag's value: double-quoted, single-quoted or up to the next blank.
 _VALUE = r"(?:\"(?P<dq>[^\"\n]{1,200})\"|'(?P<sq>[^'\n]{1,200})'|(?P<v>[^\s\"'`]{1,200}))"
@@ -44,8 +37,8 @@ class CliFlag:
     """A command-line flag that takes a password, as data.
 
     Attributes:
-        commands: lower-case words (command names); the rule runs only on lines that
-            hold one of them.
+        commands: lower-case words (command names); the rule looks only at the 300
+            characters after one of them.
         flag: regex source of the flag, case-sensitive (``-p``, ``-P``, ``-w``); it must
             stand at the start of an argument.
         attached: the value may follow the flag directly (``-pSECRET``).
@@ -68,32 +61,43 @@ def _cli_value_ok(value: str) -> bool:
 
 
 def cli_rule(row: CliFlag, kind: str = "password") -> Rule:
-    """The :class:`Rule` of one :class:`CliFlag` row (regexes gated on its commands)."""
+    """The :class:`Rule` of one :class:`CliFlag` row.
+
+    Its regexes run only within 300 characters after each command word
+    (:meth:`~opencode_memoryd.redaction.scan.ScanText.windows`) and start with the flag
+    itself; the character before the flag is checked apart (not a word character or
+    ``-``).
+    """
 
     def strict_ok(value: str) -> bool:
         return _cli_value_ok(value) and password_like(value)
 
-    finders = []
+    ways: list[tuple[re.Pattern[str], Callable[[str], bool]]] = []
     if row.attached:
-        attached = re.compile(rf"(?<![\w-])(?:{row.flag})(?=[^\s-]){_VALUE}")
-        finders.append(regex_finder(attached, group=_VALUE_GROUPS, check=_cli_value_ok,
-                                    gate=row.commands))
+        ways.append((re.compile(rf"(?:{row.flag})(?=[^\s-]){_VALUE}"), _cli_value_ok))
     if row.spaced:
-        spaced = re.compile(rf"(?<![\w-])(?:{row.flag})[ \t]+{_VALUE}")
-        finders.append(regex_finder(spaced, group=_VALUE_GROUPS, gate=row.commands,
-                                    check=strict_ok if row.strict else _cli_value_ok))
+        ways.append((re.compile(rf"(?:{row.flag})[ \t]+{_VALUE}"),
+                     strict_ok if row.strict else _cli_value_ok))
 
-    def find(src: ScanText) -> Iterator[Found]:
-        for finder in finders:
-            yield from finder(src)
+    def find(src: ScanText) -> Iterator[tuple[int, int]]:
+        text = src.text
+        for start, end in src.windows(row.commands, 0, 300):
+            for pattern, check in ways:
+                for m in pattern.finditer(text, start, end):
+                    i = m.start()
+                    if i > 0 and (text[i - 1].isalnum() or text[i - 1] in "_-"):
+                        continue
+                    g = next(g for g in _VALUE_GROUPS if m.start(g) >= 0)
+                    if check(m.group(g)):
+                        yield m.span(g)
 
     return Rule(kind, P_HEADER, find, row.commands, hints_nocase=True)
 
 
 _CURL_USER_RE = re.compile(
-    r"-(?:u|-user)(?:[ \t]+|=|(?=[^\s\"'-]))[\"']?[^\s:\"'-][^\s:\"']*:(?P<v>[^\s\"']+)"
+    r"-(?:u|-user)(?:[ \t]+|=|(?=[^\s\"'-]))[\"']?[^\s:\"'-][^\s:\"']{0,100}:(?P<v>[^\s\"']+)"
 )
-_LFTP_USER_RE = re.compile(r"-u[ \t]+[\"']?[^\s,\"'-][^\s,\"']*,(?P<v>[^\s\"']+)")
+_LFTP_USER_RE = re.compile(r"-u[ \t]+[\"']?[^\s,\"'-][^\s,\"']{0,100},(?P<v>[^\s\"']+)")
 #: ``echo <password> | sudo -S …`` (or ``docker login --password-stdin``, ``chpasswd``).
 _ECHO_PIPE_RE = re.compile(
     r"(?<![\w-])echo[ \t]+(?:-[ne]+[ \t]+)?" + _VALUE.replace("[^\\s\\\"'`]", "[^\\s\\\"'`|]")
@@ -101,12 +105,18 @@ _ECHO_PIPE_RE = re.compile(
     r"passwd\b[^|\n]*--stdin)"
 )
 _NETRC_RE = re.compile(r"machine[ \t]+\S+(?:[ \t]+login[ \t]+\S+)?[ \t]+password[ \t]+(?P<v>\S+)")
-_LONG_FLAG_RE = NoCase(
-    r"(?<![\w-])--?(?P<name>(?:[a-z0-9]+-)*(?:password|passwd|pass|passphrase|pwd|token|"
-    r"secret|api-?key|access-?key|secret-?key|private-?key|auth-?token|client-?secret|"
-    r"oauth2-bearer|requirepass|masterauth)|[a-z]*(?:storepass|keypass))(?![a-z0-9_-])"
+#: A flag whose name ends in a secret word (lower case; the character before is checked
+#: apart, so that the regex starts with a literal "-" and ``re`` jumps between dashes).
+_LONG_FLAG_RE = re.compile(
+    r"--?(?P<name>(?:[a-z0-9]{1,30}-){0,4}+[a-z]*(?:password|passwd|pass|passphrase|pwd|token|"
+    r"secret|apikey|key|bearer|requirepass|masterauth|storepass|keypass))(?![a-z0-9_-])"
     r"(?:=|[ \t]+)(?:pass:)?" + _VALUE
 )
+#: Names the flag must end with (``--db-password``, ``--api-key``, ``-srcstorepass``).
+_FLAG_NAMES = ("password", "passwd", "-pass", "passphrase", "pwd", "token", "secret",
+               "api-key", "apikey", "access-key", "secret-key", "private-key",
+               "oauth2-bearer", "requirepass", "masterauth", "storepass", "keypass")
+_LONG_FLAG_IC = re.compile(_LONG_FLAG_RE.pattern, re.IGNORECASE)
 _PASSWORD_NAMES = ("pass", "passwd", "password", "passphrase", "pwd", "storepass", "keypass",
                    "requirepass", "masterauth")
 
@@ -115,7 +125,8 @@ def find_cli(src: ScanText) -> Iterator[tuple[int, int]]:
     """``curl -u user:pass``, ``lftp -u user,pass``, ``echo pw | sudo -S``, ``.netrc`` lines
     and secret long flags."""
     text = src.text
-    for m in _CURL_USER_RE.finditer(text):
+    curl = ("-u" in text or "--user" in text) and _CURL_USER_RE.finditer(text)
+    for m in curl or ():
         v = m.group("v")
         if word_start(text, m.start(), "-") and len(v) >= 3 and not is_placeholder(v):
             yield m.span("v")
@@ -132,13 +143,19 @@ def find_cli(src: ScanText) -> Iterator[tuple[int, int]]:
     for m in _NETRC_RE.finditer(text):
         if word_start(text, m.start()) and not is_placeholder(m.group("v")):
             yield m.span("v")
-    for m in _LONG_FLAG_RE.finditer(src):
+    low = src.low if src.aligned else text
+    flags = _LONG_FLAG_RE.finditer(low) if src.aligned else _LONG_FLAG_IC.finditer(text)
+    for m in flags:
+        if m.start() > 0 and (low[m.start() - 1].isalnum() or low[m.start() - 1] in "_-"):
+            continue
         g = next(g for g in _VALUE_GROUPS if m.start(g) >= 0)
         start, end = m.span(g)
         v = text[start:end]
         if not _cli_value_ok(v) or looks_like_reference(v) or v.startswith(("env:", "file:")):
             continue
-        name = src.low[m.start("name") : m.end("name")]
+        name = low[m.start("name") : m.end("name")].lower()
+        if not ("-" + name).endswith(_FLAG_NAMES):
+            continue  # --key (a file), --bypass
         if name.endswith(_PASSWORD_NAMES):
             ok = password_like(v) or random_looking(v, 6) or g != "v"
         else:

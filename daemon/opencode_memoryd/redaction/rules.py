@@ -82,6 +82,18 @@ PROSE_SECRET_KEYS: tuple[str, ...] = (
 )
 #: Keys too short to take a value without a verb ("pw X" is not a statement).
 PROSE_WEAK_KEYS: tuple[str, ...] = ("pw", "pass", "pwd")
+#: Where prose keys start: every key starts with one of these (see :func:`prose_finder`).
+PROSE_SEEDS: tuple[str, ...] = (
+    "pass", "pw", "kennwort", "contrase", "clave", "senha", "wachtwoord", "hasło", "haslo",
+    "пароль", "密码", "密碼", "パスワード", "비밀번호", "şifre", "sifre", "parola", "heslo",
+    "salasana", "lösenord", "losenord", "adgangskode", "jelsz", "κωδικός", "mot de passe",
+    "cred", "user/pass", "username/password", "login/password", "secret", "token",
+    "api key", "apikey", "api token", "access key", "access token", "auth token",
+    "client secret",
+)
+assert all(k.startswith(PROSE_SEEDS)
+           for k in (*PROSE_KEYS, *PROSE_PAIR_KEYS, *PROSE_SECRET_KEYS))
+
 #: What stands between key and value.
 PROSE_VERBS: tuple[str, ...] = (
     ":=", "=>", "->", "=", ":", "：", "—", "–", "is", "is now", "is still", "is set to",
@@ -95,8 +107,7 @@ _CONTEXT_ROWS: tuple[RegexRule | Rule, ...] = (
     # %-escapes (the detect-secrets rule stops at them); it runs to the last "@" before
     # the host.
     RegexRule("url_password",
-              r"[a-zA-Z][a-zA-Z0-9+.-]{1,20}://[^\s:/@\"'`<>]*:(?P<v>[^\s/\"'`<>]+)"
-              r"@(?=[A-Za-z0-9[])",
+              r"://[^\s:/@\"'`<>]*:(?P<v>[^\s/\"'`<>]+)@(?=[A-Za-z0-9[])",
               ("://",), priority=P_URL, group="v", check=url_password_ok),
     RegexRule("url_password", r"://:(?P<v>[^\s/@:?#\"'`]+)@", ("://:",), priority=P_URL,
               group="v", check=url_password_ok),
@@ -114,12 +125,8 @@ _CONTEXT_ROWS: tuple[RegexRule | Rule, ...] = (
               priority=P_ASSIGN, check=tag_value_ok),
     *(cli_rule(row) for row in CLI_FLAGS),
     Rule("password", P_PROSE, prose_finder(PROSE_KEYS, PROSE_VERBS, PROSE_PAIR_KEYS,
-                                            PROSE_WEAK_KEYS, PROSE_SECRET_KEYS),
-         ("pass", "pw", "pwd", "senha", "clave", "kennwort", "contrase", "wachtwoord", "has",
-          "пароль", "密码", "密碼", "パスワード", "비밀번호", "şifre", "sifre", "parola",
-          "heslo", "salasana", "lösenord", "losenord", "adgangskode", "jelsz", "κωδικός",
-          "cred", "secret", "key", "token"),
-         hints_nocase=True),
+                                            PROSE_WEAK_KEYS, PROSE_SECRET_KEYS, PROSE_SEEDS),
+         PROSE_SEEDS, hints_nocase=True),
     # Reports password / secret / token / api_key / private_key by the assigned name.
     Rule("password", P_ASSIGN, find_assignments, ("pass", "pwd", "secret", "token", "key"),
          hints_nocase=True),

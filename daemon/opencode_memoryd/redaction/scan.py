@@ -40,21 +40,56 @@ class ScanText:
     Case-insensitive rules are written in lower case and run case-sensitively on ``low``,
     which is several times faster than ``re.IGNORECASE`` on the original. That needs
     ``low`` to have the same indices as ``text``; ``str.lower`` keeps lengths except for
-    a few characters (``"İ".lower()`` has two), so when lengths differ the rules fall back
-    to ``re.IGNORECASE`` on ``text``. Spans always index ``text``.
+    ``"İ"`` (its lower case has two characters), which is folded to ``"i"`` first. Should
+    lengths still differ (a future Unicode version), the rules fall back to
+    ``re.IGNORECASE`` on ``text``. Spans always index ``text``.
 
     Attributes:
         text: the original text.
         low: ``text.lower()``.
         aligned: whether ``low`` has the same length (hence the same indices) as ``text``.
+        covered: set by :func:`apply_rules` before the rules of priority :data:`P_BARE`
+            run: the sorted, merged spans the other rules found.
     """
 
-    __slots__ = ("aligned", "low", "text")
+    __slots__ = ("_windows", "aligned", "covered", "low", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.low = text.lower()
+        # "İ" (U+0130) is the only character whose lower case is two characters long;
+        # folding it to "i" first keeps the indices of ``low`` those of ``text``.
+        self.low = (text.replace("\u0130", "i") if "\u0130" in text else text).lower()
         self.aligned = len(self.low) == len(text)
+        self.covered: list[tuple[int, int]] = []
+        self._windows: dict[tuple[tuple[str, ...], int, int], list[tuple[int, int]]] = {}
+
+    def windows(self, needles: tuple[str, ...], before: int, after: int) -> list[tuple[int, int]]:
+        """Merged ``(start, end)`` windows around each occurrence of a needle in ``low``.
+
+        Each window runs from ``before`` characters before an occurrence to ``after``
+        characters after its start (clipped to the text); overlapping windows merge.
+        Rules that only match near a key word run their regex in these windows instead of
+        over the whole text (``str.find`` is much faster than a regex alternation).
+        Results are cached per ``(needles, before, after)``.
+        """
+        key = (needles, before, after)
+        cached = self._windows.get(key)
+        if cached is not None:
+            return cached
+        n = len(self.low)
+        merged = _merged((max(0, i - before), min(n, i + after))
+                         for i in self.positions(needles))
+        self._windows[key] = merged
+        return merged
+
+    def positions(self, needles: Iterable[str]) -> Iterator[int]:
+        """Every index of ``low`` where one of ``needles`` starts (unordered)."""
+        low = self.low
+        for needle in needles:
+            i = low.find(needle)
+            while i >= 0:
+                yield i
+                i = low.find(needle, i + 1)
 
 
 class NoCase:
@@ -137,7 +172,7 @@ def regex_finder(
     *,
     group: int | str | tuple[str, ...] = 0,
     inner: re.Pattern[str] | None = None,
-    left_boundary: bool = False,
+    left_boundary: bool | frozenset[str] = False,
     right_boundary: bool = False,
     extend: bool = False,
     check: Callable[[str], bool] | None = None,
@@ -150,8 +185,9 @@ def regex_finder(
         group: which group is the secret (0 = whole match); a tuple of group names
             means the first of them that took part in the match.
         inner: narrow the match to the first match of this regex inside it.
-        left_boundary: reject matches preceded by an ASCII letter or digit (so a shape
-            inside a longer base64 or hex run does not count).
+        left_boundary: reject matches preceded by an ASCII letter or digit (or, given a
+            set, by one of its characters), so that a shape inside a longer base64 or
+            hex run does not count.
         right_boundary: reject matches followed by an ASCII letter or digit.
         extend: grow the end over token characters (``A-Za-z0-9_-``), so a prefix rule
             covers a longer real token entirely.
@@ -163,6 +199,8 @@ def regex_finder(
         A finder yielding non-overlapping ``(start, end)`` spans in text order. Values
         containing a run of eight equal characters (masks) are skipped.
     """
+
+    left_chars = left_boundary if isinstance(left_boundary, frozenset) else _ALNUM
 
     def matches(src: ScanText) -> Iterator[re.Match[str]]:
         if isinstance(pattern, NoCase):
@@ -190,7 +228,7 @@ def regex_finder(
                 if im is None:
                     continue
                 start, end = im.span()
-            if left_boundary and start > 0 and text[start - 1] in _ALNUM:
+            if left_boundary and start > 0 and text[start - 1] in left_chars:
                 continue
             if extend:
                 n = len(text)
@@ -231,6 +269,18 @@ def lines_containing(low: str, needles: tuple[str, ...]) -> list[tuple[int, int]
     return merged
 
 
+def _merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted spans with overlapping ones merged."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            if end > out[-1][1]:
+                out[-1] = (out[-1][0], end)
+        else:
+            out.append((start, end))
+    return out
+
+
 def apply_rules(text: str, rules: Sequence[Rule]) -> tuple[str, dict[str, int]]:
     """Run ``rules`` over ``text`` and replace what they find with placeholders.
 
@@ -256,6 +306,8 @@ def apply_rules(text: str, rules: Sequence[Rule]) -> tuple[str, dict[str, int]]:
     for rule in rules:
         if not rule.may_match(src):
             continue
+        if rule.priority >= P_BARE and not src.covered and spans:
+            src.covered = _merged((s, e) for s, e, _, _ in spans)
         for found in rule.find(src):
             kind = found[2] if len(found) == 3 else rule.kind
             spans.append((found[0], found[1], rule.priority, kind))

@@ -24,10 +24,9 @@ from opencode_memoryd.redaction.heuristics import looks_like_identifier, mixed_c
 _BREAK = r"(?:\\\r?\n|\r?\n|\\n)[ \t]*"
 #: The rest of a line that is one run only (a closing quote and comma allowed).
 _LONE_END = r"(?=[\"'`]?[ \t]*[,;]?[ \t]*(?:\r?\n|\\n|\Z))"
-_JOIN_RE = re.compile(
-    r"(?<![A-Za-z0-9+/_-])(?P<a>[A-Za-z0-9+/_-]{8,})(?P<br>" + _BREAK + r")"
-    r"(?P<b>[A-Za-z0-9+/_-]{6,400}={0,3})(?![A-Za-z0-9+/=_-])"
-)
+#: After a line break: blanks, then the run that starts the next line.
+_NEXT_RUN_RE = re.compile(r"[ \t]*(?P<b>[A-Za-z0-9+/_-]{6,400}={0,3})(?![A-Za-z0-9+/=_-])")
+_RUN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-")
 _CONTINUATION_RE = re.compile(_BREAK + r"(?P<run>[A-Za-z0-9+/_-]{6,400}={0,3})" + _LONE_END)
 _HEX_RE = re.compile(r"^[0-9a-fA-F]+$")
 _INNER_UPPER_RE = re.compile(r"[a-z0-9][A-Z]")
@@ -41,28 +40,54 @@ def _random_piece(run: str) -> bool:
     return (has_digit and has_alpha) or (len(run) >= 10 and bool(_INNER_UPPER_RE.search(run)))
 
 
+def _breaks(text: str) -> list[tuple[int, int]]:
+    """``(start, length)`` of every line break: ``\\n``, ``\\r\\n``, an escaped ``\\n``
+    (backslash and ``n``, inside JSON), and a backslash before a real one; in order."""
+    out = []
+    i = text.find("\n")
+    while i >= 0:
+        start = i - 1 if i > 0 and text[i - 1] == "\r" else i
+        if start > 0 and text[start - 1] == "\\":
+            start -= 1
+        out.append((start, i + 1 - start))
+        i = text.find("\n", i + 1)
+    i = text.find("\\n")
+    while i >= 0:
+        out.append((i, 2))
+        i = text.find("\\n", i + 2)
+    out.sort()
+    return out
+
+
 def find_joins(text: str) -> list[tuple[int, int]]:
     """Line breaks inside split tokens, as ``(start, length)`` in ``text``, in order.
 
     A break counts when the line before ends in a run of 8+ token characters (standing
     alone as a word), the line after starts with a run of 6+ token characters, both look
     random (not made of words), and one has both cases (or both are hex): a constant
-    and a snake_case name on consecutive lines are two words. Breaks are not shared: a run of three pieces yields two breaks.
+    and a snake_case name on consecutive lines are two words. A token in three pieces
+    yields two breaks.
     """
-    if "\n" not in text:
+    if "\n" not in text and "\\n" not in text:
         return []
     joins: list[tuple[int, int]] = []
-    pos = 0
-    while True:
-        m = _JOIN_RE.search(text, pos)
+    for br, length in _breaks(text):
+        if br < 8 or text[br - 1] not in _RUN_CHARS:
+            continue
+        m = _NEXT_RUN_RE.match(text, br + length)
         if m is None:
-            return joins
-        a, b = m.group("a"), m.group("b")
+            continue
+        i = br
+        while i > 0 and br - i <= 400 and text[i - 1] in _RUN_CHARS:
+            i -= 1
+        if br - i < 8:
+            continue
+        a, b = text[i:br], m.group("b")
         if (_random_piece(a) and _random_piece(b) and not looks_like_identifier(a + b)
                 and not a.startswith("0x") and (mixed_case(a) or mixed_case(b)
                                                 or _HEX_RE.match(a + b))):
-            joins.append((m.start("br"), m.end("br") - m.start("br")))
-        pos = m.start("b")
+            joins.append((br, m.start("b") - br))
+    return joins
 
 
 def join(text: str, joins: list[tuple[int, int]]) -> str:
