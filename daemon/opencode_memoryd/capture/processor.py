@@ -5,7 +5,9 @@ recorded in our own state file before any side effect, and every later step is r
 and idempotent):
 
 1. read the messages after the session's high-water mark and keep the finished turns;
-2. build the transcript, redact it, and ask the extractor (LLM or rules);
+2. build the transcript, strip invisible Unicode and redact it
+   (:func:`~opencode_memoryd.redaction.engine.scrub`), and ask the extractor (LLM or
+   rules); the extractor's answer is scrubbed the same way before it is recorded;
 3. **record** the result in the state file (status ``extracted``) before touching the store;
 4. write the memories to the store with deterministic point ids and write-time dedup;
 5. mark the item ``stored`` and advance the mark, in one state transaction.
@@ -34,7 +36,7 @@ import structlog
 from opencode_memoryd.capture.writer import write_memories
 from opencode_memoryd.errors import ExtractionError, UpstreamError
 from opencode_memoryd.models import ExtractionResult, TranscriptLine, iso_utc
-from opencode_memoryd.redaction.engine import redact
+from opencode_memoryd.redaction.engine import scrub
 from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB
 from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.source.transcript import Chunk, chunk_turns
@@ -278,7 +280,7 @@ class SessionProcessor:
             return
         lines: list[TranscriptLine] = []
         for line in chunk.lines:
-            r = redact(line.text)
+            r = scrub(line.text)  # invisible Unicode out, secrets redacted
             report.redactions.update(r.counts)
             lines.append(TranscriptLine(line.message_id, line.role, r.text))
         item_id = _item_id(src, session.id, chunk)
@@ -294,7 +296,7 @@ class SessionProcessor:
             extractor=self.extractor.name, model=result.model,
             result={
                 "candidates": [
-                    {"content": redact(c.content).text, "type": c.type, "scope": c.scope,
+                    {"content": scrub(c.content).text, "type": c.type, "scope": c.scope,
                      "message_ids": list(c.message_ids), "source": c.source}
                     for c in result.candidates
                 ],

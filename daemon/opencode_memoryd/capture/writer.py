@@ -23,7 +23,7 @@ from opencode_memoryd.models import (
     point_id,
     utc_from_ms,
 )
-from opencode_memoryd.redaction.engine import redact
+from opencode_memoryd.redaction.engine import scrub
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 
 #: Most ``superseded_by`` links :func:`write_memories` follows from a tombstone.
@@ -84,7 +84,7 @@ def write_memories(
     added = 0
     skipped: Counter[str] = Counter()
     for c in candidates:
-        content = redact(str(c["content"])).text
+        content = scrub(str(c["content"])).text
         scope = c["scope"]
         pkey = None if scope == "user" else project_key
         proot = None if scope == "user" else project_root
