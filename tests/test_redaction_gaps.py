@@ -6,7 +6,6 @@ would flag. Each test failed before its rule existed.
 
 from __future__ import annotations
 
-import json
 import random
 import string
 

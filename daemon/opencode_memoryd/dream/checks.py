@@ -17,8 +17,9 @@ on:
      detail") of its salient terms (the stemmed, stopword-free terms of the project's BM25
      tokenizer, :mod:`opencode_memoryd.store.bm25`), so "the metrics worker" cannot be
      merged away into "the webhook worker"; the text is scrubbed
-     (:func:`~opencode_memoryd.redaction.engine.scrub`: invisible Unicode out, redacted), at most ``max_chars``
-     characters, and not junk (:func:`~opencode_memoryd.extract.llm_extractor.junk_reason`);
+     (:func:`~opencode_memoryd.redaction.engine.scrub`: invisible Unicode out, redacted),
+     at most ``max_chars`` characters, and not junk
+     (:func:`~opencode_memoryd.extract.llm_extractor.junk_reason`);
    * *rules-mode duplicates*: the surviving memory's text must hold every content word
      and identifier of each duplicate (:func:`~opencode_memoryd.extract.facts.restates`): "The
      metrics worker runs on Python 3.10." is not a duplicate of "The webhook worker runs

@@ -71,15 +71,16 @@ _HEX_SUFFIXES = tuple(_HEX_SUFFIX_WORDS)
 _HEX_WORD_SET = frozenset(_HEX_WORDS) | frozenset(_HEX_SUFFIX_WORDS)
 _LOWER_WORD_RE = re.compile(r"[a-z0-9]+")
 #: Words that say a base64 run next to them is a digest.
-_B64_CONTEXT = frozenset(
-    """sha sha1 sha224 sha256 sha384 sha512 md5 hash digest checksum integrity fingerprint
-    etag h1 sri""".split()
-)
+_B64_CONTEXT = frozenset({
+    "sha", "sha1", "sha224", "sha256", "sha384", "sha512", "md5", "hash", "digest", "checksum",
+    "integrity", "fingerprint", "etag", "h1", "sri",
+})
 #: Names whose value is an identifier or a digest (``"id": "…"``, ``commit_sha=…``).
-_ID_NAMES = frozenset(
-    """id ids uuid guid sha hash digest checksum etag integrity commit rev ref oid cid
-    revision fingerprint nonce trace span signature challenge snapshot""".split()
-)
+_ID_NAMES = frozenset({
+    "id", "ids", "uuid", "guid", "sha", "hash", "digest", "checksum", "etag", "integrity", "commit",
+    "rev", "ref", "oid", "cid", "revision", "fingerprint", "nonce", "trace", "span", "signature",
+    "challenge", "snapshot",
+})
 #: Base64 files by their first characters: PNG, JPEG, GIF, WebP/RIFF, PDF, zip, gzip,
 #: WOFF2, SVG, XML, ICO.
 _FILE_MAGIC = ("iVBORw0KGgo", "/9j/", "R0lGOD", "UklGR", "JVBERi0", "UEsDB", "H4sI",
@@ -185,6 +186,45 @@ def _in_url_or_path(word: str, run_is_word: bool) -> bool:
     return not run_is_word and ("/" in word or "@" in word)
 
 
+def _shape(core: str) -> str | None:
+    """``"hex"`` (hash-shaped), ``"mixed"`` (base62/64-shaped) or None (not a secret shape).
+
+    Hex, and other single-case runs of 32+ characters (base32/base36 keys), have the shape
+    of hashes and ids too, so the words around them decide; mixed runs need both cases.
+    """
+    n = len(core)
+    if n < 20 or _DIGIT_RE.search(core) is None:
+        return None
+    upper = core.lower() != core
+    lower = core.upper() != core
+    hex_run = _HEX_RE.match(core) is not None
+    if hex_run or (upper != lower and n >= 32 and core.isalnum()):
+        if n < 32 or core.isdigit():
+            return None  # short SHAs, Mongo ObjectIds, span ids; numbers
+        if not hex_run and word_coverage(core) >= 0.3:
+            return None  # words run together
+        return "hex"
+    return "mixed" if upper and lower else None
+
+
+def _data_or_digest(text: str, start: int, core: str) -> bool:
+    """A base64 file, SSH key blob, object id, integrity string, data URI or digest."""
+    if core.startswith(_SKIP_PREFIXES) or _ID_PREFIX_RE.match(core):
+        return True
+    before = text[max(0, start - 8):start]
+    return before.endswith(("base64,", "0x", "0X")) or bool(_DIGEST_BEFORE_RE.search(before))
+
+
+def _mixed_is_public(text: str, start: int, end: int, lo: int, core: str) -> bool:
+    """A mixed run that is encoded prose, a digest named as such, or an SSH public key."""
+    if encodes_prose(core):
+        return True  # base64 of a sentence
+    if _line_words(text, start, end, before=40, after=0) & _B64_CONTEXT:
+        return True
+    prev = text[max(0, lo - 40):lo].split()
+    return bool(prev) and prev[-1].startswith(("ssh-", "ecdsa-", "sk-ssh-", "sk-ecdsa-"))
+
+
 def bare_secret(text: str, start: int, end: int) -> bool:
     """Whether ``text[start:end]`` (a run of ``A-Za-z0-9+/=_-``) is a bare secret.
 
@@ -193,28 +233,10 @@ def bare_secret(text: str, start: int, end: int) -> bool:
     names and paths, rejected by their character classes.
     """
     core = text[start:end].rstrip("=")
-    n = len(core)
-    if n < 20 or _DIGIT_RE.search(core) is None:
+    shape = _shape(core)
+    if shape is None or _data_or_digest(text, start, core):
         return False
-    upper = core.lower() != core
-    lower = core.upper() != core
-    # Hex, and other single-case runs of 32+ (base32/base36 keys): their shape is that of
-    # hashes and ids too, so the words around decide.
-    hex_run = _HEX_RE.match(core) is not None
-    is_hex = hex_run or (upper != lower and n >= 32 and core.isalnum())
-    if is_hex:
-        if n < 32 or core.isdigit():
-            return False  # short SHAs, Mongo ObjectIds, span ids; numbers
-        if not hex_run and word_coverage(core) >= 0.3:
-            return False  # words run together
-    elif not (upper and lower):
-        return False  # random tokens mix cases and digits; names and base32 ids do not
-    if core.startswith(_SKIP_PREFIXES) or _ID_PREFIX_RE.match(core):
-        return False  # base64 files, SSH public keys, API object ids, integrity strings
-    before = text[max(0, start - 8):start]
-    if before.endswith(("base64,", "0x", "0X")) or _DIGEST_BEFORE_RE.search(before):
-        return False  # data: URIs, hex literals, sha256:…, h1:…
-    if is_hex:
+    if shape == "hex":
         if _named_as_id(text, start) or _hash_context(text, start, end):
             return False
     elif looks_like_identifier(core) or not high_entropy(core):
@@ -228,14 +250,7 @@ def bare_secret(text: str, start: int, end: int) -> bool:
         return False  # an anchor (page.html#index-FFI_005f…), an extension
     if _named_as_id(text, start):
         return False
-    if is_hex:
-        return True
-    if encodes_prose(core):
-        return False  # base64 of a sentence
-    if _line_words(text, start, end, before=40, after=0) & _B64_CONTEXT:
-        return False
-    prev = text[max(0, lo - 40):lo].split()
-    return not (prev and prev[-1].startswith(("ssh-", "ecdsa-", "sk-ssh-", "sk-ecdsa-")))
+    return shape == "hex" or not _mixed_is_public(text, start, end, lo, core)
 
 
 def find_bare(src: ScanText) -> Iterator[tuple[int, int]]:

@@ -121,44 +121,61 @@ _PASSWORD_NAMES = ("pass", "passwd", "password", "passphrase", "pwd", "storepass
                    "requirepass", "masterauth")
 
 
-def find_cli(src: ScanText) -> Iterator[tuple[int, int]]:
-    """``curl -u user:pass``, ``lftp -u user,pass``, ``echo pw | sudo -S``, ``.netrc`` lines
-    and secret long flags."""
+def _value_span(m: re.Match[str]) -> tuple[int, int]:
+    """The span of the value group that took part in a :data:`_VALUE` match."""
+    return m.span(next(g for g in _VALUE_GROUPS if m.start(g) >= 0))
+
+
+def _find_users(src: ScanText) -> Iterator[tuple[int, int]]:
+    """``curl -u user:pass``, ``lftp -u user,pass``, ``.netrc`` and ``echo pw | sudo -S``."""
     text = src.text
     curl = ("-u" in text or "--user" in text) and _CURL_USER_RE.finditer(text)
     for m in curl or ():
         v = m.group("v")
         if word_start(text, m.start(), "-") and len(v) >= 3 and not is_placeholder(v):
             yield m.span("v")
-    if "lftp" in src.low:
-        for m in _LFTP_USER_RE.finditer(text):
-            if not is_placeholder(m.group("v")):
-                yield m.span("v")
-    if "echo" in text:
-        for m in _ECHO_PIPE_RE.finditer(text):
-            g = next(g for g in _VALUE_GROUPS if m.start(g) >= 0)
-            v = m.group(g)
-            if _cli_value_ok(v) and password_like(v):
-                yield m.span(g)
+    lftp = "lftp" in src.low and _LFTP_USER_RE.finditer(text)
+    yield from (m.span("v") for m in lftp or () if not is_placeholder(m.group("v")))
+    echo = "echo" in text and _ECHO_PIPE_RE.finditer(text)
+    for m in echo or ():
+        start, end = _value_span(m)
+        if _cli_value_ok(text[start:end]) and password_like(text[start:end]):
+            yield start, end
     for m in _NETRC_RE.finditer(text):
         if word_start(text, m.start()) and not is_placeholder(m.group("v")):
             yield m.span("v")
+
+
+def _flag_value_ok(name: str, value: str, quoted: bool) -> bool:
+    """Whether the value of long flag ``name`` (lower case) is a literal secret."""
+    if not ("-" + name).endswith(_FLAG_NAMES):
+        return False  # --key (a file), --bypass
+    if not _cli_value_ok(value) or looks_like_reference(value):
+        return False
+    if value.startswith(("env:", "file:")):
+        return False  # openssl -passin env:VAR
+    if name.endswith(_PASSWORD_NAMES):
+        return password_like(value) or random_looking(value, 6) or quoted
+    return random_looking(value, 6)
+
+
+def _find_long_flags(src: ScanText) -> Iterator[tuple[int, int]]:
+    """``--password X``, ``--db-password=X``, ``--api-key X``, ``-passin pass:X`` …"""
+    text = src.text
     low = src.low if src.aligned else text
     flags = _LONG_FLAG_RE.finditer(low) if src.aligned else _LONG_FLAG_IC.finditer(text)
     for m in flags:
-        if m.start() > 0 and (low[m.start() - 1].isalnum() or low[m.start() - 1] in "_-"):
+        i = m.start()
+        if i > 0 and (low[i - 1].isalnum() or low[i - 1] in "_-"):
             continue
-        g = next(g for g in _VALUE_GROUPS if m.start(g) >= 0)
-        start, end = m.span(g)
-        v = text[start:end]
-        if not _cli_value_ok(v) or looks_like_reference(v) or v.startswith(("env:", "file:")):
-            continue
+        start, end = _value_span(m)
         name = low[m.start("name") : m.end("name")].lower()
-        if not ("-" + name).endswith(_FLAG_NAMES):
-            continue  # --key (a file), --bypass
-        if name.endswith(_PASSWORD_NAMES):
-            ok = password_like(v) or random_looking(v, 6) or g != "v"
-        else:
-            ok = random_looking(v, 6)
-        if ok:
+        if _flag_value_ok(name, text[start:end], quoted=m.start("v") < 0):
             yield start, end
+
+
+def find_cli(src: ScanText) -> Iterator[tuple[int, int]]:
+    """``curl -u user:pass``, ``lftp -u user,pass``, ``echo pw | sudo -S``, ``.netrc`` lines
+    and secret long flags."""
+    yield from _find_users(src)
+    yield from _find_long_flags(src)

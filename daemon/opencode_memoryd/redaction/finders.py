@@ -28,8 +28,8 @@ from opencode_memoryd.redaction.heuristics import (
     mixed_case,
     names_secret,
     password_like,
-    random_symbols,
     random_looking,
+    random_symbols,
     segments,
     word_start,
 )

@@ -218,16 +218,19 @@ _ALGORITHM_RE = re.compile(
     re.IGNORECASE,
 )
 #: Words that follow "the password is" / "password:" in prose, never a password.
-PROSE_STOPWORDS = frozenset(
-    """required incorrect correct wrong invalid valid missing empty blank set unset stored
-    saved changed expired expiring too same different optional mandatory hashed encrypted
-    hidden masked shown visible weak strong long short the a an not now still also only
-    being been in on at for from to of with by and or but if when where here there this
-    that these those it its your my our their his her none null nil undefined true false
-    yes no ok okay fine reset sent generated rotated needed used unused updated ignored
-    accepted rejected protected secret public private local global default defaults
-    prompted asked typed entered known unknown""".split()
-)
+PROSE_STOPWORDS = frozenset({
+    "required", "incorrect", "correct", "wrong", "invalid", "valid", "missing", "empty", "blank",
+    "set", "unset", "stored", "saved", "changed", "expired", "expiring", "too", "same", "different",
+    "optional", "mandatory", "hashed", "encrypted", "hidden", "masked", "shown", "visible", "weak",
+    "strong", "long", "short", "the", "a", "an", "not", "now", "still", "also", "only", "being",
+    "been", "in", "on", "at", "for", "from", "to", "of", "with", "by", "and", "or", "but", "if",
+    "when", "where", "here", "there", "this", "that", "these", "those", "it", "its", "your", "my",
+    "our", "their", "his", "her", "none", "null", "nil", "undefined", "true", "false", "yes", "no",
+    "ok", "okay", "fine", "reset", "sent", "generated", "rotated", "needed", "used", "unused",
+    "updated", "ignored", "accepted", "rejected", "protected", "secret", "public", "private",
+    "local", "global", "default", "defaults", "prompted", "asked", "typed", "entered", "known",
+    "unknown",
+})
 
 
 def password_like(value: str, *, strong: bool = False) -> bool:

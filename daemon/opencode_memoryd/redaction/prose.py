@@ -24,11 +24,14 @@ from collections.abc import Iterable, Iterator
 from opencode_memoryd.redaction.heuristics import password_like, prose_value_ok
 from opencode_memoryd.redaction.scan import Finder, NoCase, ScanText
 
-_QUOTES = {'"': '"', "'": "'", "`": "`", "“": "”", "‘": "’", "«": "»", "„": "“"}
-_TRAILING = ".,;:)]}>\"'`”’»"
+#: Opening quotes and their closers: ASCII, typographic (U+201C/D, U+2018/9, U+201E)
+#: and guillemets (U+00AB/B).
+_QUOTES = {'"': '"', "'": "'", "`": "`", "\u201c": "\u201d", "\u2018": "\u2019",
+           "\u00ab": "\u00bb", "\u201e": "\u201c"}
+_TRAILING = ".,;:)]}>\"'`\u201d\u2019\u00bb"
 _LATIN_WORD_RE = re.compile(r"^[a-zà-ÿ ]+$")
 _ASCII_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
-_SIGN_RE = re.compile(r"^(?::=|=>|->|=|:|：)$")
+_SIGN_RE = re.compile("^(?::=|=>|->|=|:|\uff1a)$")  # U+FF1A: the full-width colon
 _USERNAME_RE = re.compile(r"^[\w.@+-]{1,64}$")
 _PAIR_SEP_RE = re.compile(r"[ \t]*(?:/|:|\||,)[ \t]*")
 
@@ -88,9 +91,9 @@ def prose_finder(keys: Iterable[str], verbs: Iterable[str], pair_keys: Iterable[
         keys: lower-case key words ("password", "passwort", "mot de passe", …); spaces
             in them match any run of blanks.
         verbs: lower-case verbs and signs between key and value ("is", "set to", ":").
-        pair_keys: keys whose value is ``user<sep>password`` ("credentials", "login").
-        weak_keys: short keys ("pw", "pass") that take a value only after a sign
-            (``:``, ``=``), never after a verb or qualifier.
+        pair_keys: keys whose value is ``user<sep>password`` ("credentials", "creds").
+        weak_keys: short keys ("pw", "pass") that take a value only right after a sign
+            (``pw: …``, ``pass=…``), never after a verb or qualifier.
         secret_keys: other secrets stated in prose ("the api key is …", "secret: …");
             their value needs six characters, a letter, and a digit or symbol.
         seed_words: lower-case prefixes, one of which every key starts with; the regex is
@@ -101,79 +104,89 @@ def prose_finder(keys: Iterable[str], verbs: Iterable[str], pair_keys: Iterable[
         A finder yielding ``(start, end, kind)`` spans: ``password``, or for secret keys
         ``token``, ``secret`` or ``api_key``.
     """
-    pair = frozenset(pair_keys)
-    weak = frozenset(weak_keys)
-    seeds = tuple(seed_words)
-    secret = frozenset(" ".join(k.split()) for k in secret_keys)
-    all_keys = [*keys, *pair, *secret]
-    body = (
-        rf"(?P<key>{_alternation(all_keys)})(?![a-z0-9-])"
-        # Qualifier words are taken whole (possessive): a verb never starts inside one,
-        # and a key without a verb costs a few steps, not a backtracking search.
-        r"(?:(?P<mid>(?:[ \t]+[^\s:=\"'`]{1,30}+){0,4}?)[ \t]*"
-        rf"(?P<verb>{_verbs(verbs)})|(?P<sp>[ \t]+))[ \t]*"
-    )
-    pattern = re.compile(body)  # matched at candidate key starts of the lower-cased text
-    fallback = NoCase(r"(?<![a-z0-9])" + body)  # for texts whose lower case is not aligned
+    return _ProseFinder(keys, verbs, pair_keys, weak_keys, secret_keys, seed_words)
 
-    def matches(src: ScanText) -> Iterator[re.Match[str]]:
+
+class _ProseFinder:
+    """The finder :func:`prose_finder` returns (a callable ``ScanText -> spans``)."""
+
+    def __init__(self, keys: Iterable[str], verbs: Iterable[str], pair_keys: Iterable[str],
+                 weak_keys: Iterable[str], secret_keys: Iterable[str],
+                 seed_words: Iterable[str]) -> None:
+        self.pair = frozenset(pair_keys)
+        self.weak = frozenset(weak_keys)
+        self.seeds = tuple(seed_words)
+        self.secret = frozenset(" ".join(k.split()) for k in secret_keys)
+        body = (
+            rf"(?P<key>{_alternation([*keys, *self.pair, *self.secret])})(?![a-z0-9-])"
+            # Qualifier words are taken whole (possessive): a verb never starts inside
+            # one, and a key without a verb costs a few steps, not a backtracking search.
+            r"(?:(?P<mid>(?:[ \t]+[^\s:=\"'`]{1,30}+){0,4}?)[ \t]*"
+            rf"(?P<verb>{_verbs(verbs)})|(?P<sp>[ \t]+))[ \t]*"
+        )
+        self.pattern = re.compile(body)  # matched at candidate key starts of ``low``
+        self.fallback = NoCase(r"(?<![a-z0-9])" + body)  # when ``low`` is not aligned
+
+    def matches(self, src: ScanText) -> Iterator[re.Match[str]]:
+        """Key, qualifier and verb, wherever a key starts (after a non-alphanumeric)."""
         if not src.aligned:
-            yield from fallback.finditer(src)
+            yield from self.fallback.finditer(src)
             return
         low = src.low
-        starts = set(src.positions(seeds))
         last_end = -1
-        for q in sorted(starts):
+        for q in sorted(set(src.positions(self.seeds))):
             if q < last_end or (q > 0 and low[q - 1] in _ASCII_ALNUM):
                 continue
-            m = pattern.match(low, q)
+            m = self.pattern.match(low, q)
             if m is not None:
                 last_end = m.end()
                 yield m
 
-    def find(src: ScanText) -> Iterator[tuple[int, int, str]]:
+    def _pair_value(self, text: str, found: tuple[int, int, bool]) -> tuple[int, int, bool] | None:
+        """The password of ``user<sep>password`` (``admin:…``, ``admin / …``)."""
+        start, end, quoted = found
+        value = text[start:end]
+        if ":" in value and not quoted:
+            return start + value.index(":") + 1, end, quoted
+        if not _USERNAME_RE.match(value):
+            return None
+        sep = _PAIR_SEP_RE.match(text, end)
+        return _value_at(text, sep.end()) if sep else None
+
+    def _kind(self, key: str, value: str, *, quoted: bool, sign: bool,
+              spaced: bool) -> str | None:
+        """The kind of a stated value, or None when it is no secret."""
+        # After "=" or ":" a quoted word is code (``LABEL = "send_message"``): the
+        # assignment rule judges those; after "is" it is a stated password.
+        if not prose_value_ok(value, quoted=quoted and not sign):
+            return None
+        if spaced and not password_like(value, strong=True):
+            return None
+        if key in self.weak and not any(c.isalpha() for c in value):
+            return None  # "pass: 118 tests"
+        if key not in self.secret:
+            return "password"
+        if len(value) < 6 or not any(c.isalpha() for c in value) or not password_like(value):
+            return None  # "token: 4096", "secret: my-secret"
+        return _secret_kind(key)
+
+    def __call__(self, src: ScanText) -> Iterator[tuple[int, int, str]]:
         text = src.text
-        for m in matches(src):
+        for m in self.matches(src):
             key = " ".join(src.low[m.start("key") : m.end("key")].split())
             spaced = m.start("sp") >= 0
-            if key in weak and (spaced or m.group("mid") or not _SIGN_RE.match(m.group("verb"))
-                                or m.start("verb") != m.end("key")):
-                continue  # "pw X", "pass  # noqa: E701", "pass to …", "pass :meth:`x`"
-            if spaced and key in pair:
+            sign = spaced or bool(_SIGN_RE.match(m.group("verb")))
+            if key in self.weak and (not sign or spaced or m.group("mid")
+                                     or m.start("verb") != m.end("key")):
+                continue  # "pw X", "pass to …", "pass :meth:`x`", a Python "pass" comment
+            if spaced and key in self.pair:
                 continue
             found = _value_at(text, m.end())
+            if found is not None and key in self.pair:
+                found = self._pair_value(text, found)
             if found is None:
                 continue
             start, end, quoted = found
-            if key in pair:
-                value = text[start:end]
-                if ":" in value and not quoted:
-                    start += value.index(":") + 1
-                elif not _USERNAME_RE.match(value):
-                    continue
-                else:
-                    sep = _PAIR_SEP_RE.match(text, end)
-                    nxt = _value_at(text, sep.end()) if sep else None
-                    if nxt is None:
-                        continue
-                    start, end, quoted = nxt
-            value = text[start:end]
-            # After "=" or ":" a quoted word is code (``LABEL = "send_message"``): the
-            # assignment rule judges those; after "is" it is a stated password.
-            sign = spaced or bool(_SIGN_RE.match(m.group("verb")))
-            if not prose_value_ok(value, quoted=quoted and not sign):
-                continue
-            if spaced and not password_like(value, strong=True):
-                continue
-            if key in weak and not any(c.isalpha() for c in value):
-                continue  # "pass: 118 tests"
-            if key in secret:
-                if len(value) < 6 or not any(c.isalpha() for c in value):
-                    continue  # "token: 4096"
-                if not password_like(value):
-                    continue
-                yield start, end, _secret_kind(key)
-                continue
-            yield start, end, "password"
-
-    return find
+            kind = self._kind(key, text[start:end], quoted=quoted, sign=sign, spaced=spaced)
+            if kind is not None:
+                yield start, end, kind

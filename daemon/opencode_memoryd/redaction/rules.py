@@ -25,8 +25,8 @@ from opencode_memoryd.redaction.finders import (
     find_bearer,
     find_high_entropy,
 )
-from opencode_memoryd.redaction.prose import prose_finder
 from opencode_memoryd.redaction.heuristics import tag_value_ok
+from opencode_memoryd.redaction.prose import prose_finder
 from opencode_memoryd.redaction.scan import (
     P_ASSIGN,
     P_BARE,
@@ -94,10 +94,11 @@ PROSE_SEEDS: tuple[str, ...] = (
 assert all(k.startswith(PROSE_SEEDS)
            for k in (*PROSE_KEYS, *PROSE_PAIR_KEYS, *PROSE_SECRET_KEYS))
 
-#: What stands between key and value.
+#: What stands between key and value (U+FF1A is the full-width colon, U+2014 and U+2013
+#: the em and en dashes).
 PROSE_VERBS: tuple[str, ...] = (
-    ":=", "=>", "->", "=", ":", "：", "—", "–", "is", "is now", "is still", "is set to",
-    "is just", "was", "are", "set to", "changed to", "reset to", "to", "will be",
+    ":=", "=>", "->", "=", ":", "\uff1a", "\u2014", "\u2013", "is", "is now", "is still",
+    "is set to", "is just", "was", "are", "set to", "changed to", "reset to", "to", "will be",
     "should be", "ist", "lautet", "war", "est", "était", "es", "era", "é", "è", "er",
     "var", "je", "jest", "är", "on", "是", "为", "為", "は", "が", "는", "은", "이",
 )

@@ -17,7 +17,13 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from opencode_memoryd.redaction.split import continuation_end, cut_points, find_joins, join, to_original
+from opencode_memoryd.redaction.split import (
+    continuation_end,
+    cut_points,
+    find_joins,
+    join,
+    to_original,
+)
 
 #: An existing placeholder; spans touching one are never redacted again.
 PLACEHOLDER_RE = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
@@ -170,7 +176,7 @@ MASK_RUN_RE = re.compile(r"(.)\1{7,}")
 def regex_finder(
     pattern: re.Pattern[str] | NoCase,
     *,
-    group: int | str | tuple[str, ...] = 0,
+    group: int | str = 0,
     inner: re.Pattern[str] | None = None,
     left_boundary: bool | frozenset[str] = False,
     right_boundary: bool = False,
@@ -182,8 +188,7 @@ def regex_finder(
 
     Args:
         pattern: the regex; a :class:`NoCase` pattern is matched case-insensitively.
-        group: which group is the secret (0 = whole match); a tuple of group names
-            means the first of them that took part in the match.
+        group: which group is the secret (0 = whole match).
         inner: narrow the match to the first match of this regex inside it.
         left_boundary: reject matches preceded by an ASCII letter or digit (or, given a
             set, by one of its characters), so that a shape inside a longer base64 or
@@ -217,10 +222,7 @@ def regex_finder(
         text = src.text
         covered = 0  # end of the last span yielded (``extend`` can reach past the match)
         for m in matches(src):
-            if isinstance(group, tuple):
-                start, end = next((m.span(g) for g in group if m.start(g) >= 0), (0, 0))
-            else:
-                start, end = m.span(group)
+            start, end = m.span(group)
             if start < covered or start == end:
                 continue
             if inner is not None:
@@ -301,7 +303,20 @@ def apply_rules(text: str, rules: Sequence[Rule]) -> tuple[str, dict[str, int]]:
         string) when nothing was found.
     """
     joins = find_joins(text)
-    src = ScanText(join(text, joins) if joins else text)
+    spans = _find_all(ScanText(join(text, joins) if joins else text), rules)
+    if not spans:
+        return text, {}
+    if joins:
+        cuts = cut_points(joins)
+        spans = [(*to_original(joins, cuts, s, e), p, k) for s, e, p, k in spans]
+    spans = _without_placeholders(text, spans)
+    if not spans:
+        return text, {}
+    return _replace(text, spans)
+
+
+def _find_all(src: ScanText, rules: Sequence[Rule]) -> list[tuple[int, int, int, str]]:
+    """Every finding of every rule as ``(start, end, priority, kind)``."""
     spans: list[tuple[int, int, int, str]] = []
     for rule in rules:
         if not rule.may_match(src):
@@ -311,25 +326,26 @@ def apply_rules(text: str, rules: Sequence[Rule]) -> tuple[str, dict[str, int]]:
         for found in rule.find(src):
             kind = found[2] if len(found) == 3 else rule.kind
             spans.append((found[0], found[1], rule.priority, kind))
-    if not spans:
-        return text, {}
-    if joins:
-        cuts = cut_points(joins)
-        spans = [(*to_original(joins, cuts, s, e), p, k) for s, e, p, k in spans]
+    return spans
 
-    # Placeholders from an earlier pass are never redacted again.
+
+def _without_placeholders(text: str, spans: list[tuple[int, int, int, str]]
+                          ) -> list[tuple[int, int, int, str]]:
+    """``spans`` without those overlapping a placeholder of an earlier pass."""
     protected = [m.span() for m in PLACEHOLDER_RE.finditer(text)]
-    if protected:
-        starts = [s for s, _ in protected]
+    if not protected:
+        return spans
+    starts = [s for s, _ in protected]
 
-        def overlaps_placeholder(start: int, end: int) -> bool:
-            i = bisect.bisect_right(starts, end - 1) - 1
-            return i >= 0 and protected[i][1] > start
+    def overlaps_placeholder(start: int, end: int) -> bool:
+        i = bisect.bisect_right(starts, end - 1) - 1
+        return i >= 0 and protected[i][1] > start
 
-        spans = [s for s in spans if not overlaps_placeholder(s[0], s[1])]
-        if not spans:
-            return text, {}
+    return [s for s in spans if not overlaps_placeholder(s[0], s[1])]
 
+
+def _replace(text: str, spans: list[tuple[int, int, int, str]]) -> tuple[str, dict[str, int]]:
+    """Merge overlapping spans (continuations included) and replace them with placeholders."""
     spans.sort()
     out: list[str] = []
     counts: dict[str, int] = {}

@@ -3,8 +3,9 @@
 Two mechanisms, both used by :func:`~opencode_memoryd.redaction.scan.apply_rules`:
 
 * :func:`find_joins` finds line breaks between two pieces of one token (a line that ends
-  in a run of token characters, the next starting with one, both random-looking); the rules then run on the text without those breaks, so that a key
-  whose first half is too short for its rule (``hf_AbC`` / ``dEf…``) is still found whole.
+  in a run of token characters, the next starting with one, both random-looking); the
+  rules then run on the text without those breaks, so that a key whose first half is
+  too short for its rule (``hf_AbC`` / ``dEf…``) is still found whole.
   :func:`to_original` maps positions back.
 * :func:`continuation_end` grows a found secret that ends at a line break over the next
   line when that line is a lone random-looking run (``password=x&y`` / ``Zq81…``).

@@ -80,6 +80,7 @@ _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01
 def compile_rule(row: RegexRule) -> Rule:
     """The :class:`Rule` for one table row (its finder is a :func:`regex_finder`)."""
     left: bool | frozenset[str] = row.left
+    pattern: re.Pattern[str] | NoCase
     if isinstance(row.pattern, str) and row.pattern.startswith(_LB) \
             and not row.pattern.startswith(_LB_RE):
         pattern = re.compile(row.pattern[len(_LB):])
@@ -304,7 +305,8 @@ TOKEN_ROWS: tuple[RegexRule | Rule, ...] = (
             ("age_secret_key", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
              ("AGE-SECRET-KEY-",)),
             ("tailscale_key", r"tskey-[a-z]+-[A-Za-z0-9]{6,}-[A-Za-z0-9]{16,}", ("tskey-",)),
-            ("grafana_token", r"(?:glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/]{32,}={0,2})",
+            ("grafana_token",
+             r"(?:glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/]{32,}={0,2})",
              ("glsa_", "glc_")),
             ("doppler_token", r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}", ("dp.",)),
             ("replicate_token", r"r8_[A-Za-z0-9]{37}", ("r8_",)),
