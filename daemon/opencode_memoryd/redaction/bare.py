@@ -31,6 +31,7 @@ from opencode_memoryd.redaction.heuristics import (
     ident_start,
     is_placeholder,
     looks_like_identifier,
+    looks_like_path,
     names_secret,
     segments,
     word_coverage,
@@ -104,6 +105,9 @@ _DIGIT_RE = re.compile(r"[0-9]")
 _DIGEST_BEFORE_RE = re.compile(r"(?:sha\d{1,3}|md5|h1|zh|blake2b|blake3)[:=]$", re.IGNORECASE)
 _PEM_PUBLIC_RE = re.compile(r"-----BEGIN (?![A-Z ]*PRIVATE)[A-Z0-9 ]{3,40}-----")
 _PEM_END_RE = re.compile(r"-----END [A-Z0-9 ]{3,40}-----")
+_RANGE_AFTER_RE = re.compile(r"\.\.\.?[0-9a-fA-F]{7,}")
+_RANGE_BEFORE_RE = re.compile(r"[0-9a-fA-F]{7,}\.\.\.?$")
+_NAME_SEP_RE = re.compile(r"[_-]")
 _FILE_RE = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}$")
 _WORDS_RE = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 _HEX_WORD_RE = re.compile(
@@ -154,8 +158,11 @@ def _hash_context(text: str, start: int, end: int) -> bool:
             return True
     if "HEAD" in text[max(0, start - 160):start]:
         return True  # git's HEAD (upper case; "head -c" is not git)
-    if text.startswith((" Mon Sep 17 00:00:00 2001", ".."), end) or text.endswith("..", 0, start):
-        return True  # a patch header, a range a1b2..c3d4
+    if text.startswith(" Mon Sep 17 00:00:00 2001", end):
+        return True  # a patch header
+    if _RANGE_AFTER_RE.match(text, end) or _RANGE_BEFORE_RE.search(text, max(0, start - 50),
+                                                                   start):
+        return True  # a range a1b2c3d..e4f5a6b
     after = text[end:end + 80].split()[:1]
     if after and ("/" in after[0] or _FILE_RE.search(after[0])):
         return True  # "<sha>  path/to/file": a checksum list, git submodule status
@@ -177,13 +184,28 @@ def _named_as_id(text: str, start: int) -> bool:
     return bool(name) and any(s in _ID_NAMES for s in segments(name)) and not names_secret(name)
 
 
-def _in_url_or_path(word: str, run_is_word: bool) -> bool:
-    if "://" in word or word.startswith(("www.", "/", "~/", "./", "../")) or "\\" in word:
+def _in_url_or_path(text: str, lo: int, hi: int, start: int, end: int) -> bool:
+    """Whether the run ``text[start:end]`` lies in a URL or a path (the word ``lo:hi``)."""
+    word = text[lo:hi]
+    if "://" in word or word.startswith("www.") or "\\" in word:
         return True
-    if len(word) > 2 and word[1] == ":" and word[2] in "\\/":
-        return True  # C:\ or C:/
-    # Part of a longer word with slashes or "@" in it: a relative path, a package spec.
-    return not run_is_word and ("/" in word or "@" in word)
+    if looks_like_path(word) or (len(word) > 2 and word[1] == ":" and word[2] in "\\/"):
+        return True  # a path, C:\ or C:/
+    # A segment of a longer word: between slashes (a relative path) or after "@".
+    return text[start - 1 : start] in ("/", "@") and start > lo or text[end : end + 1] == "/"
+
+
+def _snake_name(core: str) -> bool:
+    """A name of 3+ parts joined by ``_`` or ``-``, three quarters of them in one case or
+    capitalised (``EC_POINT_get_affine_coordinates_GF2m``, ``Cryptography_HAS_EC2M``).
+
+    The parts of a random base64url token are long and mix cases.
+    """
+    parts = [p for p in _NAME_SEP_RE.split(core) if p]
+    if len(parts) < 3:
+        return False
+    named = sum(len(p) >= 2 and (p.islower() or p.isupper() or p.istitle()) for p in parts)
+    return named >= 0.75 * len(parts)
 
 
 def _shape(core: str) -> str | None:
@@ -239,12 +261,14 @@ def bare_secret(text: str, start: int, end: int) -> bool:
     if shape == "hex":
         if _named_as_id(text, start) or _hash_context(text, start, end):
             return False
-    elif looks_like_identifier(core) or not high_entropy(core):
+    elif looks_like_identifier(core) or _snake_name(core) or not high_entropy(core):
         return False  # made of words: an identifier, a class or a test name
     if is_potential_uuid(core) or is_placeholder(core):
         return False
     lo, hi = _word_bounds(text, start, end)
-    if _in_url_or_path(text[lo:hi], (lo, hi) == (start, end)):
+    while hi > end and text[hi - 1] in ".,;:!?":
+        hi -= 1  # sentence punctuation after the run is not part of the word
+    if _in_url_or_path(text, lo, hi, start, end):
         return False
     if text[start - 1 : start] in ("#", ".") and start > lo:
         return False  # an anchor (page.html#index-FFI_005f…), an extension

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from opencode_memoryd.redaction.heuristics import (
     is_placeholder,
+    looks_like_path,
     looks_like_reference,
     password_like,
     random_looking,
@@ -57,7 +58,7 @@ class CliFlag:
 def _cli_value_ok(value: str) -> bool:
     if len(value) < 3 or is_placeholder(value) or value.startswith(("-", "$", "`")):
         return False
-    return not value.startswith(("/", "./", "~/")) and "$(" not in value
+    return not looks_like_path(value) and "$(" not in value
 
 
 def cli_rule(row: CliFlag, kind: str = "password") -> Rule:

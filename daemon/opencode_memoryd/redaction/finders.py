@@ -24,6 +24,7 @@ from opencode_memoryd.redaction.heuristics import (
     high_entropy,
     ident_start,
     is_placeholder,
+    looks_like_path,
     looks_like_reference,
     mixed_case,
     names_secret,
@@ -129,12 +130,13 @@ _ASSIGN_RE = NoCase(
     r"(?:[_.-]?(?:value|val|str|plain|plaintext|raw|b64))?"
     r"(?![a-z0-9])"
     r"(?:\\?[\"'`])?\]?"  # end of a quoted or subscripted name
-    r"[ \t]*(?P<op>:=|=>|=(?![=>~])|:(?![:/]))[ \t]*"
+    r"[ \t]*(?P<op>:=|=>|=(?![>~])(?!=[\s=])|:(?![:/]))[ \t]*"  # KEY==x: the value is =x
     r"(?:"
     r"(?:[rbu]{1,2}(?=[\"']))?(?P<q>\\?[\"'`])(?P<qv>[^\"'`\\\r\n]*)(?:(?P=q)|(?=\r?\n|\\n))"
     # unquoted: up to a blank or quote; "&", "," and ";" belong to the value unless they
     # separate the next name=value pair (a query string, a connection string).
-    r"|(?P<uv>[^\s\"'`,;&\\]+(?:[,;&]+(?![a-z_][a-z0-9_.\[\]-]*=|\s|$)[^\s\"'`,;&\\]+)*)"
+    r"|(?P<uv>(?:[,;&]+(?![a-z_][a-z0-9_.\[\]-]*=))?"
+    r"[^\s\"'`,;&\\]+(?:[,;&]+(?![a-z_][a-z0-9_.\[\]-]*=|\s|$)[^\s\"'`,;&\\]+)*)"
     r")"
 )
 _PROSE_OK_RE = re.compile(r"[ \t]*(?:$|#|//|/\*|--|[,;})\]|\"']|\\[nrt])", re.MULTILINE)
@@ -191,7 +193,7 @@ def assigned_value_ok(kind: str, value: str, quoted: bool) -> bool:
         return False  # code, a regex
     if "://" in value or DOTTED_RE.match(value) or value.endswith(":"):
         return False  # a URL, attribute access, a label ("pass :paramref:`x`")
-    if value.startswith(("/", "./", "../", "~/")) or value[1:3] == ":\\":
+    if looks_like_path(value):
         return False  # a path
     if IDENT_RE.match(value) and (CONST_RE.match(value) or names_secret(value)):
         return False  # names another variable: API_KEY, user_password, my_token

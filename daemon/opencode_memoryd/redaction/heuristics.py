@@ -54,8 +54,18 @@ CONST_RE = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
 _SNAKE_RE = re.compile(r"^[a-z]+(?:_[a-z]+)+$")
 _NUMBER_RE = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
 _REDACTED_WORD_RE = re.compile(r"REDACTED|\*{3,}", re.IGNORECASE)
+_CASE_CHANGE_RE = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]")
 _WORDLIKE_PART_RE = re.compile(r"^(?:[A-Za-z]+[0-9]{0,3}|[0-9]+|v[0-9]+)$")
 _HEX_RE = re.compile(r"^[0-9a-fA-F]+$")
+#: A shell variable or command substitution: $X, ${X…}, $(…).
+_VARIABLE_RE = re.compile(r"^\$(?:[A-Za-z_][A-Za-z0-9_]*|\{.*|\(.*)$")
+_PRINTF_NAME_RE = re.compile(r"%\([A-Za-z_]\w*\)[-#0 +]*\d*[sdifrx]")
+#: printf-style and Windows placeholders: %s, %d, %(x)s, %VAR%.
+_PERCENT_VAR_RE = re.compile(r"^%(?:[-+ 0#]*\d*[sdifrx]$|\(|[A-Za-z_][A-Za-z0-9_]*%$)")
+#: A path segment made of words or with a file extension.
+_PATH_WORD_RE = re.compile(
+    r"^(?:\.?[A-Za-z][a-z]{2,}[A-Za-z0-9_.-]*|.*\.[A-Za-z0-9]{1,8}|[a-z]{1,12}[0-9]{0,3})$"
+)
 _WORD_CHUNK_RE = re.compile(r"[A-Z][a-z]{2,}|[a-z]{3,}")
 _DIGITS_RE = re.compile(r"[0-9]+")
 _VOWEL_RE = re.compile(r"[aeiouy]")
@@ -64,19 +74,24 @@ _VOWEL_RE = re.compile(r"[aeiouy]")
 def is_placeholder(value: str) -> bool:
     """True for values that stand for a secret rather than being one.
 
-    Covers templating (``<x>``, ``{x}``, ``${x}``, ``{{ x }}``, ``%(x)s``, ``$X`` via
-    detect-secrets' ``is_templated_secret`` / ``is_prefixed_with_dollar_sign``), masks
+    Covers templating (``<x>``, ``{x}``, ``${x}``, ``{{ x }}``, ``%(x)s``, ``%s``,
+    ``%VAR%``, ``$X`` via detect-secrets' ``is_templated_secret`` /
+    ``is_prefixed_with_dollar_sign``, but not ``$`` before a non-name), masks
     (``****``, ``xxxx``), truncations (``sk-...``), and words like ``your_api_key_here``.
     The empty string counts as a placeholder.
     """
-    if not value or is_templated_secret(value) or is_prefixed_with_dollar_sign(value):
+    if not value or is_templated_secret(value):
         return True
+    if is_prefixed_with_dollar_sign(value) and _VARIABLE_RE.match(value):
+        return True  # $X, ${X}, $(cmd); "$ecr3t!x" is a password
     low = value.lower()
     if low in _NON_SECRET_WORDS or _MASK_RE.match(value):
         return True
-    if "${" in value or "{{" in value or "%(" in value or "..." in value or "…" in value:
+    if "${" in value or "{{" in value or "..." in value or "…" in value:
         return True
-    if low.startswith(("your", "<", "[", "{", "%")):
+    if "%(" in value and _PRINTF_NAME_RE.search(value):
+        return True
+    if low.startswith(("your", "<", "[", "{")) or _PERCENT_VAR_RE.match(value):
         return True
     if low.endswith(("_here", "-here", "here>")) or "placeholder" in low or "example" in low:
         return True
@@ -92,7 +107,7 @@ def looks_like_reference(value: str) -> bool:
     """
     if any(c in value for c in "()[]{}"):
         return True
-    if "://" in value or value.startswith(("/", "./", "../", "~/")) or value[1:3] == ":\\":
+    if "://" in value or looks_like_path(value):
         return True
     if DOTTED_RE.match(value):
         return True
@@ -103,6 +118,18 @@ def looks_like_reference(value: str) -> bool:
         IDENT_RE.match(value)
         and (names_secret(value) or CONST_RE.match(value) or _SNAKE_RE.match(value))
     )
+
+
+def looks_like_path(value: str) -> bool:
+    """A file path: ``/…``, ``./…``, ``../…``, ``~/…`` or ``C:\\…`` with a segment that is a
+    word, a short name or has an extension (``/usr/local/bin``, ``~/.ssh/id_rsa``).
+
+    A base64 value may start with ``/`` too (``/K4hP0v+vEw…``); its segments are random.
+    """
+    if not value.startswith(("/", "./", "../", "~/")) and value[1:3] not in (":\\", ":/"):
+        return False
+    parts = [p for p in re.split(r"[/\\]", value.lstrip("./~")) if p]
+    return not parts or any(_PATH_WORD_RE.match(p) for p in parts)
 
 
 def segments(name: str) -> list[str]:
@@ -158,6 +185,14 @@ def random_looking(value: str, min_len: int = 8) -> bool:
     return len(value) >= 16 and mixed_case(value)
 
 
+def _wordlike_part(part: str) -> bool:
+    """A word with at most a short number (``handler``, ``v2``, ``Auth``, ``x86``), in one
+    case or capitalised or camelCase of a few words; not ``hifTZioSRwHLpN``."""
+    if not _WORDLIKE_PART_RE.match(part):
+        return False
+    return len(_CASE_CHANGE_RE.findall(part)) <= 3
+
+
 def high_entropy(run: str) -> bool:
     """Whether ``run`` (a base64/hex run) looks random rather than like a name or path.
 
@@ -169,7 +204,7 @@ def high_entropy(run: str) -> bool:
     """
     core = run.rstrip("=")
     n = len(core)
-    if n < 20 or core.startswith("/"):
+    if n < 20 or looks_like_path(core):
         return False  # too short, or a path
     if not mixed(core) or is_potential_uuid(core) or is_sequential_string(core):
         return False
@@ -177,7 +212,7 @@ def high_entropy(run: str) -> bool:
     if chunks and sum(map(len, chunks)) / len(chunks) >= 4.5:
         return False  # long words: ConfigVersion2024Release
     parts = [p for p in re.split(r"[_\-./+]", core) if p]
-    if len(parts) >= 2 and all(_WORDLIKE_PART_RE.match(p) for p in parts):
+    if len(parts) >= 2 and all(_wordlike_part(p) for p in parts):
         return False  # auth_v2_handler_for_oauth, site-packages/python3
     if _HEX_RE.match(core):
         return hex_entropy(core) >= 2.8
@@ -199,11 +234,20 @@ def looks_like_identifier(value: str) -> bool:
     """Whether a mixed-case run is a name made of words (``_VarUInt64ByteSizeNoTag``).
 
     Half of it word-like chunks (:func:`word_coverage`) and at most two groups of digits,
-    or 70 % word-like chunks. Of random base62 strings, about 3 % of those of 20
-    characters and under 1 % of those of 32 or more pass for a name.
+    or 70 % word-like chunks, with a quarter of the chunks' letters vowels (names are
+    pronounceable); from 32 characters on, 60 % and 30 %. Of random base62 strings,
+    under 2 % of those of 20 characters and under 0.05 % of those of 32 or more pass for
+    a name.
     """
-    coverage = word_coverage(value)
-    return coverage >= 0.7 or (coverage >= 0.5 and len(_DIGITS_RE.findall(value)) <= 2)
+    chunks = [c for c in _WORD_CHUNK_RE.findall(value) if _VOWEL_RE.search(c)]
+    letters = "".join(chunks).lower()
+    long = len(value) >= 32  # long names are wordier than long random strings can be
+    vowels = sum(c in "aeiou" for c in letters)
+    if not letters or vowels < (0.3 if long else 0.25) * len(letters):
+        return False  # "Mumxt", "Jnywzx": unpronounceable, so random
+    coverage = len(letters) / len(value)
+    few_digits = len(_DIGITS_RE.findall(value)) <= 2
+    return coverage >= 0.7 or (coverage >= (0.6 if long else 0.5) and few_digits)
 
 
 #: Characters that make a word a password rather than prose ("-", "_", "." and "'" do not).
@@ -262,7 +306,7 @@ def prose_value_ok(value: str, *, quoted: bool) -> bool:
     low = value.lower()
     if low in PROSE_STOPWORDS or low in _NON_SECRET_WORDS or _ALGORITHM_RE.match(value):
         return False
-    if "://" in value or value.startswith(("/", "./", "../", "~/", "$", "%", "@")):
+    if "://" in value or looks_like_path(value) or value.startswith(("$", "%", "@")):
         return False
     if _EMAIL_RE.match(value) or _CALL_RE.match(value) or DOTTED_RE.match(value):
         return False
@@ -270,8 +314,8 @@ def prose_value_ok(value: str, *, quoted: bool) -> bool:
         return False  # Token: "#af5f5f" (a style sheet)
     if not quoted and any(c in value for c in "()[]{}"):
         return False  # code: password=auth[1], f(password=x)
-    if quoted:
-        return not value.isspace()
+    if quoted:  # a stated word, not the end of one string and the start of another
+        return value[0] not in " \t,;()[]" and value[-1] not in " \t,;([" and value.count(" ") <= 3
     return password_like(value)
 
 
@@ -306,7 +350,9 @@ def random_symbols(value: str) -> bool:
         return False
     if sum(not c.isalnum() for c in value) < 3:
         return False
-    return base64_entropy(value) >= 4.0
+    counts = [value.count(c) for c in set(value)]
+    n = len(value)
+    return -sum(k / n * math.log2(k / n) for k in counts) >= 4.0
 
 
 def tag_value_ok(value: str) -> bool:

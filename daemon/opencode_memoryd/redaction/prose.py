@@ -121,7 +121,7 @@ class _ProseFinder:
             rf"(?P<key>{_alternation([*keys, *self.pair, *self.secret])})(?![a-z0-9-])"
             # Qualifier words are taken whole (possessive): a verb never starts inside
             # one, and a key without a verb costs a few steps, not a backtracking search.
-            r"(?:(?P<mid>(?:[ \t]+[^\s:=\"'`]{1,30}+){0,4}?)[ \t]*"
+            r"(?:(?P<mid>(?:[ \t]+[^\s:=\"'`()\[\]{}<>]{1,30}+){0,4}?)[ \t]*"
             rf"(?P<verb>{_verbs(verbs)})|(?P<sp>[ \t]+))[ \t]*"
         )
         self.pattern = re.compile(body)  # matched at candidate key starts of ``low``

@@ -30,15 +30,14 @@ _NEXT_RUN_RE = re.compile(r"[ \t]*(?P<b>[A-Za-z0-9+/_-]{6,400}={0,3})(?![A-Za-z0
 _RUN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-")
 _CONTINUATION_RE = re.compile(_BREAK + r"(?P<run>[A-Za-z0-9+/_-]{6,400}={0,3})" + _LONE_END)
 _HEX_RE = re.compile(r"^[0-9a-fA-F]+$")
-_INNER_UPPER_RE = re.compile(r"[a-z0-9][A-Z]")
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+/=")
 
 
 def _random_piece(run: str) -> bool:
-    """Letters and digits together, or inner capitals over 10+ characters: not a word."""
+    """Letters and digits together, or both cases over 10+ characters: not a word."""
     has_digit = any(c.isdigit() for c in run)
     has_alpha = any(c.isalpha() for c in run)
-    return (has_digit and has_alpha) or (len(run) >= 10 and bool(_INNER_UPPER_RE.search(run)))
+    return (has_digit and has_alpha) or (len(run) >= 10 and mixed_case(run))
 
 
 def _breaks(text: str) -> list[tuple[int, int]]:
