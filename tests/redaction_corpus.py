@@ -304,6 +304,9 @@ KINDS: dict[str, list[Template]] = {
         _one('headers = {{"Authorization": "Bearer {}"}}', lambda g: g.s(32)),
     ],
     "env_assignment": [
+        _one("SECRET_KEY={}", lambda g: g.pick(["=", "&", "%", "!", "@", "#", "*"]) + g.s(40, ALNUM + "!@#%^&*-_=+")),
+        _one("AZURE_STORAGE_KEY={}", lambda g: "/" + g.s(85, B64) + "=="),
+        _one("django SECRET_KEY = '{}'", lambda g: "django-insecure-" + g.s(50, string.ascii_lowercase + string.digits + "!@#$%^&*(-_=+)")),
         _one("SECRET_KEY='{}'", lambda g: "django-insecure-" + g.s(50, string.ascii_lowercase + string.digits + "!@#$%^&*(-_=+)")),
         _one('PASSPHRASE="{}"', lambda g: g.password().replace("&", " w0rd ")),
         _one("DB_PASSWORD={} ./run.sh", lambda g: g.password()),

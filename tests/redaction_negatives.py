@@ -283,6 +283,24 @@ TEMPLATES: dict[str, list[Item]] = {
         lambda g: "Use `ghp_` tokens only in CI; rotate them every 90 days.",
         lambda g: "keys look like sk-... and start with sk-proj-",
     ],
+    "real_code": [
+        lambda g: "t produced no stored result, so the daily\n   token budget sees them (:meth:`~app.state.items`)",
+        lambda g: 'assert "The deploy token is" in refused[0]["proposed"]',
+        lambda g: '"""Whether an assigned value is plausibly a literal secret (see :func:`find_assignments`)."""',
+        lambda g: '        "EC_POINT_get_affine_coordinates_GF2m",',
+        lambda g: '    "Cryptography_HAS_EC2M": cryptography_has_ec2m,',
+        lambda g: "  return _VarUInt64ByteSizeNoTag(0xFFFFFFFFFFFFFFFF & int32)",
+        lambda g: "    ELF_MAGIC_NUMBER = 0x7F454C46\n    ELFCLASS32 = 1\n    ELFCLASS64 = 2",
+        lambda g: "#ifdef F2PY_REPORT_ATEXIT\nf2py_cb_start_clock();\n#endif",
+        lambda g: '        Token: "#af5f5f",',
+        lambda g: "    pass :paramref:`_sa.create_engine.json_serializer` to the engine",
+        lambda g: '<a href="The-Closure-API.html#index-FFI_005fCLOSURES"><code>FFI_CLOSURES</code></a>',
+        lambda g: '            oauth_signature="' + g.s(27) + '%3D",',
+        lambda g: f"CACHEDIR.TAG Signature: {g.hex(32)}",
+        lambda g: "m = Model(base64_str='VGhlc2UgYXJlbid0IHRoZSBkcm9pZHMgeW91J3JlIGxvb2tpbmcgZm9y')",
+        lambda g: '            "30000000000000000000000000000000000000",',
+        lambda g: "            return BasicAuth(username=auth_info[0], password=auth_info[2])",
+    ],
 }
 # fmt: on
 

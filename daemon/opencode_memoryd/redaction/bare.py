@@ -76,11 +76,13 @@ _B64_CONTEXT = frozenset({
     "sha", "sha1", "sha224", "sha256", "sha384", "sha512", "md5", "hash", "digest", "checksum",
     "integrity", "fingerprint", "etag", "h1", "sri",
 })
-#: Names whose value is an identifier or a digest (``"id": "…"``, ``commit_sha=…``).
+#: Names whose value is an identifier, a digest or public (``"id": "…"``, ``commit_sha=…``,
+#: ``pubkey=…``).
 _ID_NAMES = frozenset({
     "id", "ids", "uuid", "guid", "sha", "hash", "digest", "checksum", "etag", "integrity", "commit",
     "rev", "ref", "oid", "cid", "revision", "fingerprint", "nonce", "trace", "span", "signature",
-    "challenge", "snapshot",
+    "challenge", "snapshot", "serial", "pubkey", "public", "publickey", "pub", "cert",
+    "certificate", "thumbprint",
 })
 #: Base64 files by their first characters: PNG, JPEG, GIF, WebP/RIFF, PDF, zip, gzip,
 #: WOFF2, SVG, XML, ICO.

@@ -137,6 +137,7 @@ _ASSIGN_RE = NoCase(
     # separate the next name=value pair (a query string, a connection string).
     r"|(?P<uv>(?:[,;&]+(?![a-z_][a-z0-9_.\[\]-]*=))?"
     r"[^\s\"'`,;&\\]+(?:[,;&]+(?![a-z_][a-z0-9_.\[\]-]*=|\s|$)[^\s\"'`,;&\\]+)*)"
+    r"|(?P<ev>[^\s\"'`]+)"  # anything: taken only for NAME=value (environment style)
     r")"
 )
 _PROSE_OK_RE = re.compile(r"[ \t]*(?:$|#|//|/\*|--|[,;})\]|\"']|\\[nrt])", re.MULTILINE)
@@ -208,6 +209,14 @@ def assigned_value_ok(kind: str, value: str, quoted: bool) -> bool:
     return not looks_like_reference(value)
 
 
+def _env_value_end(text: str, end: int) -> int:
+    """The end of an environment-style value: the next blank or quote."""
+    n = len(text)
+    while end < n and not text[end].isspace() and text[end] not in "\"'`":
+        end += 1
+    return end
+
+
 def find_assignments(src: ScanText) -> Iterator[tuple[int, int, str]]:
     """Values assigned to secret-named targets, with the kind the name implies.
 
@@ -228,13 +237,23 @@ def find_assignments(src: ScanText) -> Iterator[tuple[int, int, str]]:
             if assigned_value_ok(kind, text[start:end], quoted=True):
                 yield start, end, kind
             continue
-        value = group_text(src, m, "uv")
-        start, end = m.span("uv")
+        # NAME=value with no blanks: an environment variable, whose value is all of it.
+        env = (CONST_RE.match(name.lstrip("-")) is not None and group_text(src, m, "op") == "="
+               and m.end("op") - m.start("op") == 1 and text[m.start("op") - 1] not in " \t"
+               and text[m.end("op") : m.end("op") + 1] not in (" ", "\t"))
+        if m.start("ev") >= 0 and not env:
+            continue
+        g = "ev" if m.start("ev") >= 0 else "uv"
+        value = group_text(src, m, g)
+        start, end = m.span(g)
         # Unbalanced closers at the end belong to the surrounding code: f(password=x)
         while value and value[-1] in ")]}" and value.count(value[-1]) > value.count(
             {")": "(", "]": "[", "}": "{"}[value[-1]]
         ):
             value, end = value[:-1], end - 1
+        if env:
+            end = _env_value_end(text, end)  # NAME=value: all of it, "&R=9^…" included
+            value = text[start:end]
         if not assigned_value_ok(kind, value, quoted=False):
             continue
         op = group_text(src, m, "op")

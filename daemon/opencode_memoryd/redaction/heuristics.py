@@ -64,7 +64,7 @@ _PRINTF_NAME_RE = re.compile(r"%\([A-Za-z_]\w*\)[-#0 +]*\d*[sdifrx]")
 _PERCENT_VAR_RE = re.compile(r"^%(?:[-+ 0#]*\d*[sdifrx]$|\(|[A-Za-z_][A-Za-z0-9_]*%$)")
 #: A path segment made of words or with a file extension.
 _PATH_WORD_RE = re.compile(
-    r"^(?:\.?[A-Za-z][a-z]{2,}[A-Za-z0-9_.-]*|.*\.[A-Za-z0-9]{1,8}|[a-z]{1,12}[0-9]{0,3})$"
+    r"^(?:\.?[a-z0-9_.@-]{3,}|\.?[A-Z][a-z]+(?:[A-Z][a-z]+)*[0-9]*|.*\.[A-Za-z][A-Za-z0-9]{0,7})$"
 )
 _WORD_CHUNK_RE = re.compile(r"[A-Z][a-z]{2,}|[a-z]{3,}")
 _DIGITS_RE = re.compile(r"[0-9]+")
@@ -128,6 +128,8 @@ def looks_like_path(value: str) -> bool:
     """
     if not value.startswith(("/", "./", "../", "~/")) and value[1:3] not in (":\\", ":/"):
         return False
+    if value.endswith("="):
+        return False  # base64 padding
     parts = [p for p in re.split(r"[/\\]", value.lstrip("./~")) if p]
     return not parts or any(_PATH_WORD_RE.match(p) for p in parts)
 
@@ -314,6 +316,10 @@ def prose_value_ok(value: str, *, quoted: bool) -> bool:
         return False  # Token: "#af5f5f" (a style sheet)
     if not quoted and any(c in value for c in "()[]{}"):
         return False  # code: password=auth[1], f(password=x)
+    if "</" in value or "&#" in value or "&lt;" in value or "&gt;" in value:
+        return False  # markup: "token was supplied.</p>", "Password &#x3C;xxx>"
+    if value.rstrip(";,.'\"`").lower() in _NON_SECRET_WORDS:
+        return False  # "secret = secret;"
     if quoted:  # a stated word, not the end of one string and the start of another
         return value[0] not in " \t,;()[]" and value[-1] not in " \t,;([" and value.count(" ") <= 3
     return password_like(value)
