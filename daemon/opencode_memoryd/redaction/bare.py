@@ -194,7 +194,7 @@ def _in_url_or_path(text: str, lo: int, hi: int, start: int, end: int) -> bool:
     if looks_like_path(word) or (len(word) > 2 and word[1] == ":" and word[2] in "\\/"):
         return True  # a path, C:\ or C:/
     # A segment of a longer word: between slashes (a relative path) or after "@".
-    return text[start - 1 : start] in ("/", "@") and start > lo or text[end : end + 1] == "/"
+    return (text[start - 1 : start] in ("/", "@") and start > lo) or text[end : end + 1] == "/"
 
 
 def _snake_name(core: str) -> bool:
@@ -206,7 +206,7 @@ def _snake_name(core: str) -> bool:
     parts = [p for p in _NAME_SEP_RE.split(core) if p]
     if len(parts) < 3:
         return False
-    named = sum(len(p) >= 2 and (p.islower() or p.isupper() or p.istitle()) for p in parts)
+    named = sum(1 for p in parts if len(p) >= 2 and (p.islower() or p.isupper() or p.istitle()))
     return named >= 0.75 * len(parts)
 
 
