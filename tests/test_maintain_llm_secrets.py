@@ -22,7 +22,8 @@ import pytest
 from conftest import ACME, cli, cli_json, write_config
 from fake_openai import FakeOpenAI
 from opencode_writer import OpenCodeWriter
-from redaction_corpus import CASES, Case, Gen
+from redaction_corpus import CASES, Case
+from redaction_gen import Gen
 from test_maintain_llm import LINE, WEB_CLI, user_prompt
 
 #: A secret only the fake model knows: it names it in the memory it returns.
