@@ -66,7 +66,13 @@ def _short(value: object, limit: int) -> str:
     dropped whole, so that a secret cut in two (whose prefix no redaction rule would
     know) is never half sent.
     """
-    s = " ".join(join_split_tokens(str(value)).split())
+    raw = str(value)
+    # Only the start matters: a huge tool output is read up to a margin past the limit
+    # (all of it when folding leaves less than the limit, as in a run of blanks).
+    head = raw[: limit * 4 + 4096]
+    s = " ".join(join_split_tokens(head).split())
+    if len(s) <= limit and len(head) < len(raw):
+        s = " ".join(join_split_tokens(raw).split())
     if len(s) <= limit:
         return s
     cut = s[: max(limit - 1, 0)]
