@@ -6,9 +6,11 @@ it to 8fK2…", ``openssl rand -hex 32`` output). :func:`find_bare` reports such
 * **mixed-case runs** (``A-Za-z0-9+/=_-``, 20+ characters, upper and lower case and a
   digit) that look random (:func:`~opencode_memoryd.redaction.heuristics.high_entropy`)
   and are not made of words (identifiers such as ``handleOAuth2CallbackV3``);
-* **hex runs** of 32+ characters, unless their line says they are a hash or an id
-  (``commit``, ``sha256``, ``checksum``, ``digest``, ``docker``, ``request_id`` …): a
-  commit SHA and a 40-character hex key have the same shape, only the words around tell.
+* **hex runs** (and other single-case runs) of 32+ characters, unless the words up to
+  160 characters before them or after them on their line say they are a hash or an id
+  (``commit``, ``sha256``, ``checksum``, ``digest``, ``docker``, ``request_id`` …), or
+  they sit in a list of hashes, a ``a1b2..c3d4`` range or a ``<hash>  path`` line: a commit
+  SHA and a 40-character hex key have the same shape, only the words around tell.
 
 Never reported: UUIDs, runs inside URLs and file paths, data-URI and other base64 files
 (by their magic prefix), integrity strings (``sha512-…``), ``h1:``/``sha256:`` digests, SSH
