@@ -111,7 +111,14 @@ _PEM_PUBLIC_RE = re.compile(r"-----BEGIN (?![A-Z ]*PRIVATE)[A-Z0-9 ]{3,40}-----"
 _PEM_END_RE = re.compile(r"-----END [A-Z0-9 ]{3,40}-----")
 _RANGE_AFTER_RE = re.compile(r"\.\.\.?[0-9a-fA-F]{7,}")
 _RANGE_BEFORE_RE = re.compile(r"[0-9a-fA-F]{7,}\.\.\.?$")
+#: Hashes quoted everywhere: of the empty string (SHA-256, SHA-1, MD5) and git's empty tree.
+_WELL_KNOWN_HASHES = frozenset({
+    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    "da39a3ee5e6b4b0d3255bfef95601890afd80709", "d41d8cd98f00b204e9800998ecf8427e",
+    "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+})
 _NAME_SEP_RE = re.compile(r"[_-]")
+_NAME_PART_RE = re.compile(r"^[A-Za-z]{2,}[0-9]*[A-Za-z]?$")
 _FILE_RE = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}$")
 _WORDS_RE = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 _HEX_WORD_RE = re.compile(
@@ -200,16 +207,18 @@ def _in_url_or_path(text: str, lo: int, hi: int, start: int, end: int) -> bool:
 
 
 def _snake_name(core: str) -> bool:
-    """A name of 3+ parts joined by ``_`` or ``-``, three quarters of them in one case or
-    capitalised (``EC_POINT_get_affine_coordinates_GF2m``, ``Cryptography_HAS_EC2M``).
+    """A name of 3+ parts joined by ``_`` or ``-``, two thirds of them words (two letters or
+    more, maybe a number and a letter after) in one case or capitalised
+    (``EC_POINT_get_affine_coordinates_GF2m``, ``Cryptography_HAS_EC2M``).
 
     The parts of a random base64url token are long and mix cases.
     """
     parts = [p for p in _NAME_SEP_RE.split(core) if p]
     if len(parts) < 3:
         return False
-    named = sum(1 for p in parts if len(p) >= 2 and (p.islower() or p.isupper() or p.istitle()))
-    return named >= 0.75 * len(parts)
+    named = sum(1 for p in parts if _NAME_PART_RE.match(p)
+                and (p.islower() or p.isupper() or p.istitle()))
+    return named >= 2 / 3 * len(parts)
 
 
 def _shape(core: str) -> str | None:
@@ -263,7 +272,8 @@ def bare_secret(text: str, start: int, end: int) -> bool:
     if shape is None or _data_or_digest(text, start, core):
         return False
     if shape == "hex":
-        if _named_as_id(text, start) or _hash_context(text, start, end):
+        if core.lower() in _WELL_KNOWN_HASHES or _named_as_id(text, start) \
+                or _hash_context(text, start, end):
             return False
     elif looks_like_identifier(core) or _snake_name(core) or not high_entropy(core):
         return False  # made of words: an identifier, a class or a test name

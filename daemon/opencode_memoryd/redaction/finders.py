@@ -23,6 +23,7 @@ from opencode_memoryd.redaction.heuristics import (
     IDENT_RE,
     high_entropy,
     ident_start,
+    in_url,
     is_placeholder,
     looks_like_path,
     looks_like_reference,
@@ -230,7 +231,7 @@ def find_assignments(src: ScanText) -> Iterator[tuple[int, int, str]]:
         name = text[ident_start(text, m.start()) : m.end()]
         name = re.split(r"[^A-Za-z0-9_.-]", name, maxsplit=1)[0]
         kind = assignment_kind(name)
-        if kind is None:
+        if kind is None or (group_text(src, m, "op") == ":" and in_url(text, m.start())):
             continue
         if m.start("qv") >= 0:
             start, end = m.span("qv")

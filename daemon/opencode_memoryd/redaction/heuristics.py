@@ -53,7 +53,7 @@ IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CONST_RE = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
 _SNAKE_RE = re.compile(r"^[a-z]+(?:_[a-z]+)+$")
 _NUMBER_RE = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
-_REDACTED_WORD_RE = re.compile(r"REDACTED|\*{3,}", re.IGNORECASE)
+_REDACTED_WORD_RE = re.compile(r"REDACTED|\*{4,}", re.IGNORECASE)
 _CASE_CHANGE_RE = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]")
 _WORDLIKE_PART_RE = re.compile(r"^(?:[A-Za-z]+[0-9]{0,3}|[0-9]+|v[0-9]+)$")
 _HEX_RE = re.compile(r"^[0-9a-fA-F]+$")
@@ -132,6 +132,17 @@ def looks_like_path(value: str) -> bool:
         return False  # base64 padding
     parts = [p for p in re.split(r"[/\\]", value.lstrip("./~")) if p]
     return not parts or any(_PATH_WORD_RE.match(p) for p in parts)
+
+
+def in_url(text: str, pos: int) -> bool:
+    """Whether ``pos`` lies in a URL: the word it is in holds ``://`` before it.
+
+    ``https://x-access-token:ghs_…@github.com``: the password of the URL, which the URL
+    rule redacts up to the ``@``, is no ``token: …`` assignment.
+    """
+    lo = max(0, pos - 200)
+    start = max(text.rfind(c, lo, pos) for c in " \t\n\"'`<>(") + 1
+    return "://" in text[max(start, lo):pos]
 
 
 def segments(name: str) -> list[str]:

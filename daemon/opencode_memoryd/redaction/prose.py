@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from opencode_memoryd.redaction.heuristics import password_like, prose_value_ok
+from opencode_memoryd.redaction.heuristics import in_url, password_like, prose_value_ok
 from opencode_memoryd.redaction.scan import Finder, NoCase, ScanText
 
 #: Opening quotes and their closers: ASCII, typographic (U+201C/D, U+2018/9, U+201E)
@@ -39,6 +39,13 @@ _PAIR_SEP_RE = re.compile(r"[ \t]*(?:/|:|\||,)[ \t]*")
 def _alternation(words: Iterable[str]) -> str:
     return "|".join(re.escape(w).replace(r"\ ", r"[ \t]+")
                     for w in sorted(set(words), key=len, reverse=True))
+
+
+def _user_colon(m: re.Match[str]) -> bool:
+    """``login admin:S3cret``: one qualifier word glued to a colon is the user name."""
+    mid = (m.group("mid") or "").strip()
+    return bool(mid) and " " not in mid and m.group("verb") == ":" \
+        and m.start("verb") == m.end("mid")
 
 
 def _secret_kind(key: str) -> str:
@@ -133,14 +140,12 @@ class _ProseFinder:
             yield from self.fallback.finditer(src)
             return
         low = src.low
-        last_end = -1
         for q in sorted(set(src.positions(self.seeds))):
-            if q < last_end or (q > 0 and low[q - 1] in _ASCII_ALNUM):
-                continue
+            if q > 0 and low[q - 1] in _ASCII_ALNUM:
+                continue  # inside a word: "bypass", "mytoken"
             m = self.pattern.match(low, q)
             if m is not None:
-                last_end = m.end()
-                yield m
+                yield m  # overlapping statements are fine: their spans merge
 
     def _pair_value(self, text: str, found: tuple[int, int, bool]) -> tuple[int, int, bool] | None:
         """The password of ``user<sep>password`` (``admin:…``, ``admin / …``)."""
@@ -179,10 +184,10 @@ class _ProseFinder:
             if key in self.weak and (not sign or spaced or m.group("mid")
                                      or m.start("verb") != m.end("key")):
                 continue  # "pw X", "pass to …", "pass :meth:`x`", a Python "pass" comment
-            if spaced and key in self.pair:
-                continue
+            if sign and in_url(text, m.start()):
+                continue  # https://user:password@host is the URL rule's
             found = _value_at(text, m.end())
-            if found is not None and key in self.pair:
+            if found is not None and key in self.pair and not _user_colon(m):
                 found = self._pair_value(text, found)
             if found is None:
                 continue

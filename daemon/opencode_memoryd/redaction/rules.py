@@ -72,8 +72,8 @@ PROSE_KEYS: tuple[str, ...] = (
     "parola", "heslo", "salasana", "lösenord", "losenord", "adgangskode", "passord",
     "jelszó", "jelszo", "κωδικός",
 )
-#: Keys of a ``user<sep>password`` pair ("credentials: admin / …", "creds admin:…").
-PROSE_PAIR_KEYS: tuple[str, ...] = ("credentials", "creds", "user/pass",
+#: Keys of a ``user<sep>password`` pair ("credentials: admin / …", "login admin / …").
+PROSE_PAIR_KEYS: tuple[str, ...] = ("credentials", "creds", "login", "user/pass",
                                     "username/password", "login/password")
 #: Other secrets stated in prose ("the api key is …", "my token: …").
 PROSE_SECRET_KEYS: tuple[str, ...] = (
@@ -87,7 +87,7 @@ PROSE_SEEDS: tuple[str, ...] = (
     "pass", "pw", "kennwort", "contrase", "clave", "senha", "wachtwoord", "hasło", "haslo",
     "пароль", "密码", "密碼", "パスワード", "비밀번호", "şifre", "sifre", "parola", "heslo",
     "salasana", "lösenord", "losenord", "adgangskode", "jelsz", "κωδικός", "mot de passe",
-    "cred", "user/pass", "username/password", "login/password", "secret", "token",
+    "cred", "login", "user/pass", "username/password", "login/password", "secret", "token",
     "api key", "apikey", "api token", "access key", "access token", "auth token",
     "client secret",
 )

@@ -27,6 +27,11 @@ _BREAK = r"(?:\\\r?\n|\r?\n|\\n)[ \t]*"
 _LONE_END = r"(?=[\"'`]?[ \t]*[,;]?[ \t]*(?:\r?\n|\\n|\Z))"
 #: After a line break: blanks, then the run that starts the next line.
 _NEXT_RUN_RE = re.compile(r"[ \t]*(?P<b>[A-Za-z0-9+/_-]{6,400}={0,3})(?![A-Za-z0-9+/=_-])")
+#: Prefixes of provider tokens: a piece starting with one is never a name, however wordy
+#: its random body (Hugging Face tokens are letters only).
+_TOKEN_PREFIXES = ("hf_", "api_org_", "gh", "github_pat_", "gl", "sk-", "sk_", "rk_", "xox",
+                   "npm_", "pypi-", "AKIA", "ASIA", "AIza", "GOCSPX-", "whsec_", "xapp-",
+                   "lsv2_", "gsk_", "shp", "dop_v1_", "dapi", "glsa_", "r8_", "sbp_")
 _RUN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-")
 _CONTINUATION_RE = re.compile(_BREAK + r"(?P<run>[A-Za-z0-9+/_-]{6,400}={0,3})" + _LONE_END)
 _HEX_RE = re.compile(r"^[0-9a-fA-F]+$")
@@ -83,7 +88,8 @@ def find_joins(text: str) -> list[tuple[int, int]]:
         if br - i < 8:
             continue
         a, b = text[i:br], m.group("b")
-        if (_random_piece(a) and _random_piece(b) and not looks_like_identifier(a + b)
+        if (_random_piece(a) and _random_piece(b)
+                and (a.startswith(_TOKEN_PREFIXES) or not looks_like_identifier(a + b))
                 and not a.startswith("0x") and (mixed_case(a) or mixed_case(b)
                                                 or _HEX_RE.match(a + b))):
             joins.append((br, m.start("b") - br))
