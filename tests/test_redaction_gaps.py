@@ -52,6 +52,9 @@ PW = "Tr0ub4dor&3" + "xQ!"
     pytest.param("a senha é {}", id="portuguese"),
     pytest.param("密码是 {}", id="chinese"),
     pytest.param("credentials: admin / {}", id="credentials-pair"),
+    pytest.param("Use the login admin / {} for the staging box", id="login-pair"),
+    pytest.param("login admin:{}", id="login-colon"),
+    pytest.param("spring.datasource.password: {} rejected", id="dotted-key-in-a-log"),
 ])
 def test_password_in_prose(text: str) -> None:
     _gone(text.format(PW), PW)
@@ -66,6 +69,12 @@ def test_values_with_special_characters_are_redacted_whole(text: str) -> None:
     out = _gone(text, value)
     # nothing of the value is left after the placeholder
     assert out.endswith(("]", "]'", ']"')), out
+
+
+def test_url_password_keeps_the_host() -> None:
+    token = "gh" + "s_" + _rand(36)
+    out = redact(f"git clone https://x-access-token:{token}@github.com/o/r.git").text
+    assert out == "git clone https://x-access-token:[REDACTED:github_token]@github.com/o/r.git"
 
 
 def test_query_string_separator_still_ends_a_value() -> None:
@@ -142,7 +151,8 @@ SHA = "3f2a9b1c4d5e6f708192a3b4c5d6e7f801234567"
     "data:image/png;base64,iVBORw0KGgo" + _rand(200, _ALNUM + "+/"),
     "handleOAuth2CallbackForTenantV3(req)", "/home/dev/.cache/pip/wheels/3f/2a/" + SHA,
     "https://github.com/acme/app/blob/" + SHA + "/src/x.py", "123e4567-e89b-12d3-a456-426614174000",
-    "msg_" + "01" + _rand(22) + " received", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI" + _rand(43),
+    "msg_" + "01" + _rand(22) + " received",
+    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI" + _rand(43),
 ])
 def test_hashes_ids_and_data_are_not_bare_secrets(text: str) -> None:
     assert redact(text).text == text
