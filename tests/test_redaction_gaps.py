@@ -6,6 +6,7 @@ would flag. Each test failed before its rule existed.
 
 from __future__ import annotations
 
+import json
 import random
 import string
 
@@ -75,6 +76,16 @@ def test_url_password_keeps_the_host() -> None:
     token = "gh" + "s_" + _rand(36)
     out = redact(f"git clone https://x-access-token:{token}@github.com/o/r.git").text
     assert out == "git clone https://x-access-token:[REDACTED:github_token]@github.com/o/r.git"
+
+
+def test_json_escaped_values_stop_at_the_escape() -> None:
+    pw = "S3cr3t" + "!x"
+    text = json.dumps({"output": f"my password is {pw}\nDB_USER=app\nexport FOO_TOKEN={pw}9\n"})
+    assert redact(text).text == json.dumps(
+        {"output": "my password is [REDACTED:password]\nDB_USER=app\n"
+                   "export FOO_TOKEN=[REDACTED:token]\n"})
+    label = json.dumps({"output": '_SEND_MESSAGE_TOKEN = "send_message"'})
+    assert redact(label).text == label
 
 
 def test_query_string_separator_still_ends_a_value() -> None:
@@ -152,7 +163,8 @@ SHA = "3f2a9b1c4d5e6f708192a3b4c5d6e7f801234567"
     "handleOAuth2CallbackForTenantV3(req)", "/home/dev/.cache/pip/wheels/3f/2a/" + SHA,
     "https://github.com/acme/app/blob/" + SHA + "/src/x.py", "123e4567-e89b-12d3-a456-426614174000",
     "msg_" + "01" + _rand(22) + " received",
-    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI" + _rand(43),
+    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI" + _rand(43),
 ])
 def test_hashes_ids_and_data_are_not_bare_secrets(text: str) -> None:
     assert redact(text).text == text

@@ -211,9 +211,10 @@ def assigned_value_ok(kind: str, value: str, quoted: bool) -> bool:
 
 
 def _env_value_end(text: str, end: int) -> int:
-    """The end of an environment-style value: the next blank or quote."""
+    """The end of an environment-style value: the next blank, quote or backslash (an
+    escaped ``\\n`` inside JSON)."""
     n = len(text)
-    while end < n and not text[end].isspace() and text[end] not in "\"'`":
+    while end < n and not text[end].isspace() and text[end] not in "\"'`\\":
         end += 1
     return end
 

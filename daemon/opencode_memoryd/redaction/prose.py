@@ -69,23 +69,27 @@ def _verbs(verbs: Iterable[str]) -> str:
 
 
 def _value_at(text: str, pos: int) -> tuple[int, int, bool] | None:
-    """``(start, end, quoted)`` of the value starting at ``pos``, or None."""
+    """``(start, end, quoted)`` of the value starting at ``pos``, or None.
+
+    Quoted (also with JSON-escaped quotes, ``\\"…\\"``) or up to the next blank or
+    backslash, trailing sentence punctuation left out.
+    """
     n = len(text)
     if pos >= n:
         return None
-    close = _QUOTES.get(text[pos])
+    escaped = text[pos] == "\\" and text[pos + 1 : pos + 2] in ('"', "'")
+    close = _QUOTES.get(text[pos + 1] if escaped else text[pos])
     if close is not None:
-        end = text.find(close, pos + 1, pos + 102)
-        if end < 0 or "\n" in text[pos + 1 : end]:
+        opening = pos + 2 if escaped else pos + 1
+        end = text.find("\\" + close if escaped else close, opening, opening + 101)
+        if end < 0 or "\n" in text[opening:end]:
             return None
-        return pos + 1, end, True
+        return opening, end, True
     end = pos
-    while end < n and not text[end].isspace() and end - pos < 100:
+    while end < n and not text[end].isspace() and text[end] != "\\" and end - pos < 100:
         end += 1
     while end > pos and text[end - 1] in _TRAILING:
         end -= 1
-    if end > pos + 2 and text[end - 2 : end] == "\\n":
-        end -= 2  # an escaped line end inside JSON
     return (pos, end, False) if end > pos else None
 
 
