@@ -108,13 +108,16 @@ class OpenCodeWriter:
                      (json.dumps(data), self.now_ms(), mid))
 
     def append_turn(self, sid: str, user_text: str, reply_text: str = "Done.", *,
-                    finish: bool = True, bash: str | None = None) -> dict[str, str]:
+                    finish: bool = True, bash: str | None = None,
+                    bash_output: str = "ok\n") -> dict[str, str]:
         """Write one turn in OpenCode's order; return the ids written.
 
         Returns ``{"user": …, "assistant": …, "reply_part": …}``: the two message ids and
-        the id of the assistant's text part. With ``finish=False`` the assistant message
-        stays in flight (no ``time.completed``), as while the model streams; pass
-        ``reply_part`` to :meth:`stream` to keep streaming into it.
+        the id of the assistant's text part. With ``bash`` the assistant message holds a
+        completed bash tool call of that command, whose output is ``bash_output``. With
+        ``finish=False`` the assistant message stays in flight (no ``time.completed``), as
+        while the model streams; pass ``reply_part`` to :meth:`stream` to keep streaming
+        into it.
         """
         ms = self.now_ms()
         user = {"role": "user", "time": {"created": ms}, "agent": "build",
@@ -138,8 +141,8 @@ class OpenCodeWriter:
                                                          "input": {"command": bash}}})
             self._update_part(tp, {"type": "tool", "tool": "bash", "callID": "c1",
                                    "state": {"status": "completed", "input": {"command": bash},
-                                             "output": "ok\n",
-                                             "metadata": {"output": "ok\n", "exit": 0}}})
+                                             "output": bash_output,
+                                             "metadata": {"output": bash_output, "exit": 0}}})
         text_part = self._insert_part(sid, amid, {"type": "text", "text": ""})
         self._update_part(text_part, {"type": "text", "text": reply_text})
         result = {"user": umid, "assistant": amid, "reply_part": text_part}

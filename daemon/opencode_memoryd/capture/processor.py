@@ -10,7 +10,8 @@ and idempotent):
    whose row vanished from ``session_message`` (an OpenCode migration wiped the table)
    means re-reading the session from its start, which stores nothing twice: an item
    already recorded for the same turns is reused, and the store merges a fact it holds);
-2. build the transcript, redact it, and ask the extractor (LLM or rules);
+2. build the transcript, strip invisible Unicode and redact it
+   (:func:`~opencode_memoryd.redaction.engine.scrub`), and ask the extractor (LLM or rules);
 3. **record** the result in the state file (status ``extracted``) before touching the store;
 4. write the memories to the store with deterministic point ids and write-time dedup;
 5. mark the item ``stored`` and advance the mark, in one state transaction.
@@ -66,7 +67,7 @@ from opencode_memoryd.models import (
     TranscriptLine,
     iso_utc,
 )
-from opencode_memoryd.redaction.engine import redact
+from opencode_memoryd.redaction.engine import scrub
 from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB
 from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.source.transcript import Chunk, chunk_turns
@@ -310,7 +311,7 @@ class SessionProcessor:
         """``lines`` with every secret redacted; the redactions are counted in ``report``."""
         out: list[TranscriptLine] = []
         for line in lines:
-            r = redact(line.text)
+            r = scrub(line.text)
             report.redactions.update(r.counts)
             out.append(TranscriptLine(line.message_id, line.role, r.text))
         return out
@@ -384,7 +385,7 @@ class SessionProcessor:
 def _candidate(c: MemoryCandidate) -> dict[str, Any]:
     """The recorded form of a candidate: redacted, with the extractor's section or the
     rules' choice (so both extractors' memories get one)."""
-    content = redact(c.content).text
+    content = scrub(c.content).text
     return {"content": content, "type": c.type, "scope": c.scope,
             "message_ids": list(c.message_ids), "source": c.source,
             "section": valid_section(c.section) or section_for(c.type, c.scope, content)}
