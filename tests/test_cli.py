@@ -80,7 +80,7 @@ def test_search_finds_the_relevant_memory_first(sample_db: Path, config_file: Pa
     hits = cli_json("--config", str(config_file), "search", "python version", "--dir",
                     "/tmp/projects/sample/data-pipeline", "--db", str(sample_db))
     assert [h["content"] for h in hits] == [
-        "This service must stay compatible with Python 3.9."]
+        "The data-pipeline service must stay compatible with Python 3.9."]
 
 
 def test_list_json_has_the_documented_fields(sample_db: Path, config_file: Path) -> None:

@@ -30,6 +30,10 @@ _AFTER_VERB = frozenset([
     "the", "a", "an", "on", "in", "at", "to", "about", "every", "all", "only", "with", "from",
     "for", "up", "out", "no", "by", "under", "over", "into", "through",
 ])
+#: Subject pronouns that make a clause wherever they stand.
+_PERSONS = frozenset(["i", "we", "you", "they", "he", "she"])
+#: Words that open a relative clause inside a noun phrase.
+_RELATIVE = frozenset(["where", "which", "who", "whom", "whose", "when", "that", "if"])
 _FILLER_START = re.compile(
     r"^(?:\s*(?:plea+se+|pls|plz|also|and|but|so|oh+|ok(?:ay)?|hey|btw|by\s+the\s+way|just|now"
     r"|then|well|alright|yes|yeah|sure|thanks|actually|basically|though)\b[\s,:;!.]*)*",
@@ -48,15 +52,23 @@ def words(text: str) -> list[str]:
 def is_clause(text: str) -> bool:
     """Whether ``text`` reads as a clause (it has a subject pronoun first, an auxiliary, a
     negation, or a word that looks like a verb), not a bare noun phrase: "remember that
-    bug from last week" holds none."""
+    bug from last week" holds none, and neither does "the edge case where the list is
+    empty" (its only verb is in a relative clause)."""
     ws = words(text)
     if not ws:
         return False
-    if ws[0] in lx.SUBJECTS or any(w in lx.AUX for w in ws):
-        return True
-    if any(w in _VERB_HINT for w in ws[1:]):
-        return True
-    return any(len(w) > 3 and w.endswith(("s", "ed")) and w not in _NOT_VERB_S for w in ws)
+    if ws[0] in lx.SUBJECTS or any(
+            w in _PERSONS and i + 1 < len(ws) and ws[i + 1][:1].isalpha()
+            for i, w in enumerate(ws)):
+        return True  # "we use pnpm", "in this repo we merge"
+    for i, w in enumerate(ws):
+        verb = (w in lx.AUX or (i > 0 and w in _VERB_HINT)
+                or (len(w) > 3 and w.endswith(("s", "ed")) and w not in _NOT_VERB_S))
+        if w in _RELATIVE and i > 0:
+            return False
+        if verb:
+            return True
+    return False
 
 
 def first_word(text: str) -> str:
@@ -86,9 +98,9 @@ def is_rule(clause: str, *, strong: bool) -> bool:
         return True
     if not strong:
         return False
-    if lx.TEAM_OPENER.match(c) or lx.MODAL.search(c):
-        return True
-    return not lx.EXPLETIVE.match(c) and not lx.COMPARATIVE.search(c)
+    if lx.COMPARATIVE.search(c):
+        return False  # "the tests should be faster now": a change described
+    return bool(lx.TEAM_OPENER.match(c) or lx.MODAL.search(c)) or not lx.EXPLETIVE.match(c)
 
 
 def verb_first(text: str) -> bool:

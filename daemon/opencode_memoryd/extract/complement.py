@@ -51,9 +51,9 @@ class Complement:
 
 REJECT = Complement("reject")
 
-_LEAD = re.compile(r"^\s*(?:(?:though|also|please|too|again|always|just|for\s+(?:the\s+)?future"
+_LEAD = re.compile(r"^(?:[\s,]*(?:though|also|please|too|again|always|just|for\s+(?:the\s+)?future"
                    r"(?:\s+(?:sessions?|work|reference))?|for\s+later|for\s+next\s+time"
-                   r"|going\s+forward|from\s+now\s+on|in\s+(?:the\s+)?future)\b\s*)*",
+                   r"|going\s+forward|from\s+now\s+on|in\s+(?:the\s+)?future)\b)*\s*",
                    re.IGNORECASE)
 _COLON = re.compile(
     r"^\s*(?:(?:this|that|these|those|the\s+following(?:\s+\w+)?|both|it)\s*)?"

@@ -142,14 +142,30 @@ _BOUNDED_BEFORE = re.compile(r"(?:^|[,;:(\-\u2014\u2013]|\b(?:remember|mind|forg
 _BOUNDED_AFTER = re.compile(r"^\s*(?:$|[,;:.!?)\-\u2014\u2013])")
 
 
-def find_scope(t: str, m: str) -> tuple[bool, bool, str, str]:
-    """Find and cut the user-scope phrases of a sentence.
+@dataclass(frozen=True, slots=True)
+class ScopeFound:
+    """The user-scope phrases of a sentence (:func:`find_scope`).
 
-    Returns:
-        ``(user, at_edge, text, masked)``: whether a phrase was found, whether one stood at
-        the start or the end of the sentence, and the sentence without them.
+    Attributes:
+        user: a phrase was found.
+        edge: one stood at the start or the end of the sentence.
+        framed: one says so itself ("this is true of all my projects: …").
+        text: the sentence without them.
+        masked: the masked sentence without them.
     """
-    spans = [x.span() for x in lx.STRONG_SCOPE.finditer(m)]
+
+    user: bool
+    edge: bool
+    framed: bool
+    text: str
+    masked: str
+
+
+def find_scope(t: str, m: str) -> ScopeFound:
+    """Find and cut the user-scope phrases of sentence ``t`` (masked: ``m``)."""
+    strong = list(lx.STRONG_SCOPE.finditer(m))
+    framed = any(x.group("frame") for x in strong)
+    spans = [x.span() for x in strong]
     for x in lx.WEAK_SCOPE.finditer(m):
         before, after = m[:x.start()], m[x.end():]
         if lx.WEAK_SCOPE_VETO_BEFORE.search(before) or lx.WEAK_SCOPE_VETO_AFTER.match(after):
@@ -159,16 +175,15 @@ def find_scope(t: str, m: str) -> tuple[bool, bool, str, str]:
         if _BOUNDED_BEFORE.search(before) or _BOUNDED_AFTER.match(after):
             spans.append(x.span())
     if not spans:
-        return False, False, t, m
+        return ScopeFound(False, False, False, t, m)
     edge = any(tail_start(m, a) == 0 or not m[b:].strip(" .!?") for a, b in spans)
-    t, m = _apply(t, m, [(a, b, " ") for a, b in spans])
-    t, m = _squeeze(t, m)
-    return True, edge, t, m
+    t, m = _squeeze(*_apply(t, m, [(a, b, " ") for a, b in spans]))
+    return ScopeFound(True, edge, framed, t, m)
 
 
 # --- one sentence -------------------------------------------------------------------------
 
-_REMEMBER_TAG = re.compile(r"([,\u2014\u2013-]\s*(?:" + lx.REMEMBER + r")\s*)\?+(\s*)$",
+_REMEMBER_TAG = re.compile(r"((?:^|[,\u2014\u2013-])\s*(?:" + lx.REMEMBER + r")\s*)\?+(\s*)$",
                            re.IGNORECASE)
 _TAG_QUESTION = re.compile(r"[,\s]+(?:ok(?:ay)?|right|alright|yeah|got\s+it|understood|yes)"
                            r"\s*\?+\s*$", re.IGNORECASE)
@@ -208,10 +223,11 @@ def read(unit: Unit) -> Reading:
     t, m = unit.text, unit.masked
     last = max(0, len(m) - 80)
     if x := _REMEMBER_TAG.search(m, last):  # "…, remember?" is no question
-        t, m = _apply(t, m, [(x.end(1), x.start(2), ".")])
+        t, m = _apply(t, m, [(x.end(1), x.start(2), "." if x.start() else " that.")])
     if x := _TAG_QUESTION.search(m, last):  # "…, ok?"
         t, m = _apply(t, m, [(x.start(), x.end(), ".")])
-    user, edge, t, m = find_scope(t, m)
+    scope = find_scope(t, m)
+    user, t, m = scope.user, scope.text, scope.masked
     out.scope = "user" if user else "project"
     out.text = t
     question = bool(_QUESTION_END.search(m))
@@ -225,8 +241,9 @@ def read(unit: Unit) -> Reading:
         return out
     _Sentence(out, t, m, question).run()
     bare = not out.facts and out.anaphor is None and not out.list_head
-    if (bare and user and edge and not question and not out.retract and not has_trigger
-            and lx.RULE_MARKER.search(m) and not lx.PROMISE.match(strip_filler(m))):
+    if (bare and user and (scope.edge or scope.framed) and not question and not out.retract
+            and not has_trigger and (scope.framed or lx.RULE_MARKER.search(m))
+            and not lx.PROMISE.match(strip_filler(m))):
         out.facts.append(Fact(t))  # "Across all my repos: never add copyright headers."
         bare = False
     out.statement = bare and not question and not out.retract and not has_trigger
@@ -289,10 +306,12 @@ class _Sentence:
             out.list_head = True
             return
         fact_t, fact_m = t[comp.start:reach], m[comp.start:reach]
-        if (comp.check and not is_clause(fact_t)) or (
-                comp.how != "plain" and lx.ONE_OFF.search(fact_m)):
-            return  # a noun phrase; "remember to … and tell me what you find"
-        if has_head and lx.SUBORDINATE.match(head_m):
+        conditional = has_head and lx.SUBORDINATE.match(head_m)
+        if (comp.check and not is_clause(fact_t)) or (comp.how != "plain" and (
+                lx.ONE_OFF.search(fact_m) or (lx.DEICTIC_OBJECT.match(fact_m)
+                                              and not conditional))):
+            return  # a noun phrase; a task: "remember to test this", "… and tell me what"
+        if conditional:
             fact_t = head_t.rstrip(" ,;:") + ", " + fact_t.lstrip()  # "When you deploy, …"
         elif has_head and comp.comma and comp.how == "plain" and verb_first(fact_m):
             fact_t = head_t.rstrip(" ,;:(") + " " + fact_t.lstrip()  # "The API, remember, is …"

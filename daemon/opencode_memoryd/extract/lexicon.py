@@ -47,7 +47,8 @@ _TRIGGERS = {
     "store": r"""(?:save|store|add|put|keep|commit|write|record)\s+(?:""" + _PRONOUN_OBJ
              + r"""\s+|the\s+following\s+)?(?:to|in|into)\s+(?:your\s+|the\s+)?(?:long[- ]term\s+)?
                  (?:memory|memories|notes)
-              | (?:save|store|keep)\s+""" + _PRONOUN_OBJ + r"""\s+for\s+""" + _LATER,
+              | (?:save|store|keep)\s+""" + _PRONOUN_OBJ + r"""\s+for\s+""" + _LATER + r"""
+              | (?:update|add\s+to)\s+your\s+(?:memory|memories|notes)""",
     "frame": r"""(?:(?:one\s+(?:more|last)|another|an?|the|some|a\s+few|few|two|three)\s+)?
                  (?:(?:important|key|crucial|useful|final|last|main|small|big)\s+)?
                  (?:thing|point|detail|fact|rule|caveat|gotcha)s?\s+(?:to|worth|for\s+you\s+to)\s+
@@ -66,8 +67,9 @@ _TRIGGERS = {
     "rule": r"""(?:new|house|standing|ground|golden|permanent|team)\s+(?:rule|instruction|policy
               |convention)s?
               | (?:friendly\s+)?reminder""",
-    "future": r"""from\s+now\s+on(?:wards?)?|f[ro]+m\s+now\s+on|fron\s+now\s+on|going\s+forward
-              | goin\s+forward|moving\s+forward|henceforth|hence\s+forth|from\s+here\s+on(?:\s+out)?
+    "future": r"""from\s+now\s+on(?:wards?)?|f[ro]+m\s+now\s+on|fron\s+now\s+on
+              | (?:going|goin|moving)\s+forward(?!\s+with\b)|henceforth|hence\s+forth
+              | from\s+here\s+on(?:\s+out)?
               | from\s+this\s+point\s+(?:on(?:wards?)?|forward)|starting\s+(?:now|today)
               | from\s+today\s+on(?:wards?)?|(?:in|for)\s+all\s+future\s+\w+
               | (?:in|for)\s+(?:all\s+)?(?:the\s+)?future\s+(?:sessions?|conversations?|chats?
@@ -115,6 +117,7 @@ _FRAME = _alt(
     r"|crucial|essential|worth|wise|best)\s+to",
     r"let'?s", r"let\s+us", r"we\s+(?:should|must|need\s+to|have\s+to|all\s+need\s+to)",
     r"(?:just\s+)?so\s+(?:that\s+)?you", r"i'?d\s+appreciate\s+it\s+if\s+you(?:'?d|\s+would)?",
+    r"it\s+would\s+be\s+(?:great|nice|good|helpful)\s+if\s+you(?:'?d|\s+could|\s+would)?",
 )
 #: Characters that may stand between filler words before a trigger.
 TAIL_PUNCT = frozenset(" \t\n,;:!.()[]>=-\u2014\u2013")
@@ -179,6 +182,9 @@ ONE_OFF = _rx(r"""\b(?:tell\s+me|let\s+me\s+know|report\s+back|show\s+me|what\s+
     |when\s+you'?re\s+done|once\s+you'?re\s+done|once\s+done|when\s+done|afterwards|right\s+now
     |today|tonight|this\s+time|for\s+this\s+(?:pr|task|change|commit|ticket|one)|in\s+this\s+pr
     |before\s+you\s+finish|at\s+the\s+end\s+of\s+this)\b""")
+#: A "remember to X" whose X acts on something at hand ("test this", "commit it"): a task.
+DEICTIC_OBJECT = _rx(r"""^\s*[\w-]+\s+(?:it|this|that|them|these|those)\b(?!\s*(?:repo|repository
+    |project|codebase|service|app|rule|way|style|convention|pattern)\b)""")
 #: First-person promises ("I'll remember that"), never the user's directive.
 PROMISE = _rx(r"^\s*(?:(?:ok(?:ay)?|sure|got\s+it|noted|understood|yes|yeah|thanks)\W+)*"
               r"(?:i'?ll|i\s+will|i'?m\s+going\s+to|i\s+am\s+going\s+to|i\s+shall|i'?ve\s+(?:saved|noted"
@@ -191,20 +197,24 @@ _PLACES = (r"(?:repositories|repository|projects?|repos?|codebases?|code\s*bases
            r"|apps?|services|work|stuff)\b")
 _NOT_JUST_HERE = (r"(?:\s*,?\s*(?:and\s+|but\s+)?not\s+(?:just|only)\s+(?:for\s+|in\s+)?"
                   r"(?:this\s+(?:one|repo|repository|project|codebase)|here)(?:\s+but)?)")
-_SCOPE_FRAME = (r"(?:(?:this|that|it)(?:\s+(?:applies|goes|holds|counts|is\s+true|is)"
+_SCOPE_FRAME = (r"(?:(?:this|that|it)(?P<frame>\s+(?:applies|goes|holds|counts|is\s+true|is)"
                 r"|'s\s+true|'s)?\s+|same\s+(?:goes\s+)?|applies\s+)?")
 _STRONG_SCOPE = _alt(
-    r"(?:for|in|across|on|throughout|to)\s+(?:all|every|each|any)(?:\s+(?:one|single))?\s+"
+    r"(?:for|in|across|on|throughout|to|of)\s+(?:all|every|each|any)(?:\s+(?:one|single))?\s+"
     r"(?:of\s+)?(?:my|our|the|your)?\s*(?:other\s+|future\s+|own\s+|new\s+|[\w.+#-]+\s+)?"
     + _PLACES + r"(?:\s+(?:of\s+mine|(?:that\s+)?(?:i|we)(?:'m|'re|\s+am|\s+are)?\s+(?:work(?:ing)?"
     r"|touch(?:ing)?|own|have|maintain(?:ing)?|start|create|open|write|do|use)(?:\s+(?:on|in|with))?))?",
     r"across\s+(?:all\s+(?:of\s+)?)?(?:my\s+|the\s+)?(?:projects|repositories|repos|codebases"
     r"|the\s+board)\b",
-    r"(?:regardless\s+of|no\s+matter|irrespective\s+of)\s+(?:the|which|what)\s+(?:project|repo"
+    r"(?:regardless\s+of|no\s+matter|irrespective\s+of)\s+(?:(?:the|which|what)\s+)?(?:project|repo"
     r"|repository|codebase)(?:\s+(?:we'?re|i'?m|you'?re|we\s+are|i\s+am)\s+(?:in|on|working\s+"
     r"(?:on|in)))?",
     r"(?:whatever|whichever|any)\s+(?:project|repo|repository|codebase)\s+(?:i'?m|we'?re|you'?re"
     r"|i\s+am)\s+(?:in|on|working\s+(?:on|in))",
+    r"wherever\s+(?:i|we)\s+(?:work|am|go|code)",
+    r"in\s+everything\s+(?:i|we)\s+(?:do|write|build)",
+    r"not\s+(?:just|only)\s+(?:for\s+|in\s+)?(?:this\s+(?:one|repo|repository|project|codebase)"
+    r"|here)",
     r"(?:(?:as|this\s+is)\s+)?(?:a\s+)?(?:global|user-wide|user[- ]level|personal)\s+(?:preference"
     r"|rule|setting|instruction|convention)",
 )

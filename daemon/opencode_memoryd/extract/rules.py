@@ -123,14 +123,17 @@ def _resolve_anaphor(units: list[segment.Unit], readings: list[grammar.Reading],
         _point(out, i, j, readings)
 
 
-_PREAMBLE = re.compile(r"^\s*[^:]{1,40}?:\s+(?=\S)")
+_PREAMBLE = re.compile(
+    r"^\s*[^:]{0,50}?\b(?:tell(?:ing)?\s+you|told\s+you|i\s+said|repeat|for\s+the\s+last\s+time"
+    r"|once\s+again|again|before\s+you\s+start|quick\s+(?:note|reminder)|fyi|context|background"
+    r"|heads\s+up|reminder|ps|nb|note|important|the\s+cause|the\s+reason|the\s+problem"
+    r"|the\s+issue)\b[^:]{0,30}:\s+(?=\S)", re.IGNORECASE)
 
 
 def _point(out: list[_Out], i: int, j: int, readings: list[grammar.Reading]) -> None:
     scope: Scope = "user" if "user" in (readings[i].scope, readings[j].scope) else "project"
     text = readings[j].text
-    if (x := _PREAMBLE.match(text)) and len(x.group(0).split()) <= 4 \
-            and is_clause(text[x.end():]) and "//" not in x.group(0):
+    if (x := _PREAMBLE.match(text)) and is_clause(text[x.end():]) and "//" not in x.group(0):
         text = text[x.end():]  # "Before you start: our rule is …" -> "our rule is …"
     out.append(_Out(i, grammar.Fact(text), scope, {j}))
 
@@ -140,7 +143,9 @@ def _point(out: list[_Out], i: int, j: int, readings: list[grammar.Reading]) -> 
 _LEAD_FILLER = re.compile(
     r"^(?:\s*(?:plea+se+|pls|plz|also|and|but|so|oh+|ok(?:ay)?|hey|hi|btw|by\s+the\s+way|just"
     r"|then|well|alright|yes|yeah|sure|thanks|thank\s+you|actually|basically|though|fyi|anyway"
-    r"|important|note|here'?s\s+the\s+thing)\b[\s,:;!.\-\u2014\u2013]*)+", re.IGNORECASE)
+    r"|important|note|personally|here'?s\s+the\s+thing)\b[\s,:;!.\-\u2014\u2013]*)+",
+    re.IGNORECASE)
+_SYMBOLS_END = re.compile(r"[\s\u2600-\u27bf\U0001f300-\U0001faff\ufe0f]+$")
 _TRAIL_FILLER = re.compile(
     r"(?:[\s,;:]+(?:plea+se+|pls|plz|thanks|thank\s+you|thx|ty|ok(?:ay)?|alright|too|as\s+well))*"
     r"[\s,;:(\-\u2014\u2013]*$", re.IGNORECASE)
@@ -178,7 +183,9 @@ def finish(fact: grammar.Fact, *, project: str | None, scope: Scope) -> str | No
     s = _LEAD_FILLER.sub("", s)
     cut = max(0, len(s) - 120)
     s = (s[:cut] + _TRAIL_FILLER.sub("", s[cut:])).strip()
-    s = _unwrap(s).strip()
+    s = _unwrap(_SYMBOLS_END.sub("", s)).strip()
+    if s.endswith(")") and s.count(")") > s.count("("):
+        s = s[:-1].rstrip()  # "(for future reference: X)"
     if not s or s.endswith("?") or lx.PROMISE.match(s):
         return None
     if fact.how == "not_to":

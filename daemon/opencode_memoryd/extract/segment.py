@@ -59,8 +59,6 @@ _FOREIGN_ANY_CASE = re.compile(
       | </?[A-Za-z][\w:-]*(?:\s[^>]*)?/?>             # markup
       | \||\+\+\+\s|diff\s--git|@@\s                 # tables and diffs
       | ["\[{].*[\]},]\s*$                            # JSON
-      | [\w-]+:\s*(?:true|false|yes|no|on|off|null|~|-?\d[\d.]*|"[^"]*"|'[^']*'|\[.*\]
-           |\{.*\})\s*$                               # a configuration line
     )""",
     re.VERBOSE | re.IGNORECASE,
 )
@@ -112,9 +110,16 @@ class Unit:
     item: bool = False
 
 
+_CONFIG_LINE = re.compile(
+    r"""^\s*(?P<key>[\w-]+):\s*(?:true|false|yes|no|on|off|null|~|-?\d[\d.]*|"[^"]*"|'[^']*'
+        |\[.*\]|\{.*\})\s*$""", re.VERBOSE | re.IGNORECASE)
+
+
 def _is_foreign(line: str) -> bool:
     if _FOREIGN_ANY_CASE.match(line) or _FOREIGN_CASED.match(line):
         return True
+    if (x := _CONFIG_LINE.match(line)) and not _MEMORY_WORD.search(x.group("key")):
+        return True  # "remember: true", but not 'Remember: "never push on Fridays"'
     return bool(_CODE_END.search(line)) and not _MEMORY_WORD.search(line)
 
 
@@ -185,7 +190,7 @@ _ABBREV = re.compile(
 )
 _SOFT_ABBREV = re.compile(
     r"""(?<![\w.])(?:etc|approx|incl|excl|esp|resp|max|min|avg|no|nr|fig|ca|est|misc|co|inc
-        |ltd|al|ver|dept|sec|mins|hrs)\.(?=\s+[a-z0-9(])""",
+        |ltd|al|ver|dept|sec|mins|hrs)\.(?=\s+(?-i:[a-z0-9(]))""",
     re.VERBOSE | re.IGNORECASE,
 )
 _URL_TRAIL = ".,;:!?)]'\""
