@@ -29,7 +29,13 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from opencode_memoryd.extract import lexicon as lx
-from opencode_memoryd.extract.clauses import is_clause, is_rule, strip_filler, verb_first
+from opencode_memoryd.extract.clauses import (
+    first_word,
+    is_clause,
+    is_rule,
+    strip_filler,
+    verb_first,
+)
 from opencode_memoryd.extract.complement import How, complement
 from opencode_memoryd.extract.segment import MASK, Unit
 from opencode_memoryd.models import Scope
@@ -139,6 +145,7 @@ def _squeeze(t: str, m: str) -> tuple[str, str]:
 _BOUNDED_BEFORE = re.compile(r"(?:^|[,;:(\-\u2014\u2013]|\b(?:remember|mind|forget|note"
                              r"|reference))\s*$",
                              re.IGNORECASE)
+_COLON_AFTER = re.compile(r"\s*:\s*")
 _BOUNDED_AFTER = re.compile(r"^\s*(?:$|[,;:.!?)\-\u2014\u2013])")
 
 
@@ -148,17 +155,22 @@ class ScopeFound:
 
     Attributes:
         user: a phrase was found.
-        edge: one stood at the start or the end of the sentence.
+        start: one stood at the start of the sentence.
+        end: one stood at its end.
         framed: one says so itself ("this is true of all my projects: …").
         text: the sentence without them.
         masked: the masked sentence without them.
+        after_colon: the text after a colon that follows a phrase ("For all my projects:
+            X", "I'd like this to apply to all my repos: X"), or ``""``.
     """
 
     user: bool
-    edge: bool
+    start: bool
+    end: bool
     framed: bool
     text: str
     masked: str
+    after_colon: str = ""
 
 
 def find_scope(t: str, m: str) -> ScopeFound:
@@ -175,10 +187,14 @@ def find_scope(t: str, m: str) -> ScopeFound:
         if _BOUNDED_BEFORE.search(before) or _BOUNDED_AFTER.match(after):
             spans.append(x.span())
     if not spans:
-        return ScopeFound(False, False, False, t, m)
-    edge = any(tail_start(m, a) == 0 or not m[b:].strip(" .!?") for a, b in spans)
+        return ScopeFound(False, False, False, False, t, m)
+    start = any(tail_start(m, a) == 0 for a, _ in spans)
+    end = any(not m[b:].strip(" .!?") for _, b in spans)
+    colons = [c.end() for a, b in spans
+              if (c := _COLON_AFTER.match(m, b)) and len(m[:a].split()) <= 8]
+    after_colon = t[colons[0]:] if colons else ""
     t, m = _squeeze(*_apply(t, m, [(a, b, " ") for a, b in spans]))
-    return ScopeFound(True, edge, framed, t, m)
+    return ScopeFound(True, start, end, framed, t, m, after_colon)
 
 
 # --- one sentence -------------------------------------------------------------------------
@@ -188,7 +204,8 @@ _REMEMBER_TAG = re.compile(r"((?:^|[,\u2014\u2013-])\s*(?:" + lx.REMEMBER + r")\
 _TAG_QUESTION = re.compile(r"[,\s]+(?:ok(?:ay)?|right|alright|yeah|got\s+it|understood|yes)"
                            r"\s*\?+\s*$", re.IGNORECASE)
 _QUESTION_END = re.compile(r"\?[\s\"')\]" + MASK + r"]*$")
-_PRONOUN_ONLY = re.compile(r"^\s*(?:(?:this|that|it|these|those|them|both)\s*)?$", re.IGNORECASE)
+_PRONOUN_ONLY = re.compile(r"^[\s,;:\u2014\u2013-]*(?:(?:this|that|it|these|those|them|both)"
+                           r"[\s,;:\u2014\u2013-]*)?$", re.IGNORECASE)
 #: Trigger kinds that may qualify the trigger before them ("remember that for later").
 _QUALIFYING = frozenset({"future", "later", "forlater", "forref"})
 _VERBS = frozenset({"mem", "keepmind", "keepobj", "dontforget"})
@@ -241,13 +258,31 @@ def read(unit: Unit) -> Reading:
         return out
     _Sentence(out, t, m, question).run()
     bare = not out.facts and out.anaphor is None and not out.list_head
-    if (bare and user and (scope.edge or scope.framed) and not question and not out.retract
-            and not has_trigger and (scope.framed or lx.RULE_MARKER.search(m))
-            and not lx.PROMISE.match(strip_filler(m))):
-        out.facts.append(Fact(t))  # "Across all my repos: never add copyright headers."
-        bare = False
+    if bare and user and not question and not out.retract and not has_trigger:
+        fact = _scope_led(scope, t, m)
+        if fact:
+            out.facts.append(Fact(fact))  # "Across all my repos: never add headers."
+            bare = False
     out.statement = bare and not question and not out.retract and not has_trigger
     return out
+
+
+def _scope_led(scope: ScopeFound, t: str, m: str) -> str:
+    """The fact of a sentence led by a scope phrase alone, or ``""``: after the phrase and
+    a colon ("For all my projects: X"), after the phrase at the start ("For all my
+    projects, run the tests first", "Across all my repos the line length is 100"), or
+    with the phrase at the end when the sentence is a rule ("Never add headers in any of
+    my repos"; "Update the license in all my repos" is a task)."""
+    if lx.PROMISE.match(strip_filler(m)) or lx.MOMENT.search(m):
+        return ""
+    if scope.after_colon.strip():
+        return scope.after_colon
+    rest = strip_filler(m).strip()
+    if scope.framed or ((scope.start or scope.end) and lx.RULE_MARKER.search(m)):
+        return t
+    if scope.start and (first_word(rest) in lx.IMPERATIVE or is_clause(rest)):
+        return t
+    return ""
 
 
 class _Sentence:

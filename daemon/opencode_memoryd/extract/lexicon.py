@@ -203,7 +203,8 @@ _STRONG_SCOPE = _alt(
     r"(?:for|in|across|on|throughout|to|of)\s+(?:all|every|each|any)(?:\s+(?:one|single))?\s+"
     r"(?:of\s+)?(?:my|our|the|your)?\s*(?:other\s+|future\s+|own\s+|new\s+|[\w.+#-]+\s+)?"
     + _PLACES + r"(?:\s+(?:of\s+mine|(?:that\s+)?(?:i|we)(?:'m|'re|\s+am|\s+are)?\s+(?:work(?:ing)?"
-    r"|touch(?:ing)?|own|have|maintain(?:ing)?|start|create|open|write|do|use)(?:\s+(?:on|in|with))?))?",
+    r"|touch(?:ing)?|own|have|maintain(?:ing)?|start|create|open|write|do|contribute\s+to)"
+    r"(?:\s+(?:on|in|with))?(?=\s*(?:[,;:.!?)\u2014\u2013-]|$|and\b|that\b|to\b))))?",
     r"across\s+(?:all\s+(?:of\s+)?)?(?:my\s+|the\s+)?(?:projects|repositories|repos|codebases"
     r"|the\s+board)\b",
     r"(?:regardless\s+of|no\s+matter|irrespective\s+of)\s+(?:(?:the|which|what)\s+)?(?:project|repo"
@@ -238,6 +239,9 @@ PROJECT_REF = _rx(r"\b(?:this|the\s+current|our)\s+(?:repo|repository|project|co
 
 # --- directives and facts -----------------------------------------------------------------
 
+#: Words that tie a statement to the moment: no standing fact ("… broke yesterday").
+MOMENT = _rx(r"\b(?:yesterday|today|tonight|this\s+(?:morning|afternoon|week)|last\s+(?:night"
+             r"|week)|right\s+now|currently|at\s+the\s+moment)\b")
 #: Words that make a clause a rule (for a scope phrase standing in for a trigger).
 RULE_MARKER = _rx(r"\b(?:always|never|do\s*n[o']?t|do\s+not|avoid|prefer|only|must|should|no"
                   r"|i\s+(?:use|prefer|like|want|work|write|sign|run))\b")
