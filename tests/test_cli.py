@@ -84,7 +84,7 @@ def test_search_finds_the_relevant_memory_first(sample_db: Path, config_file: Pa
     hits = cli_json("--config", str(config_file), "search", "python version", "--dir",
                     "/tmp/projects/sample/data-pipeline", "--db", str(sample_db))
     assert [h["content"] for h in hits if h["type"] == "project"] == [
-        "This service must stay compatible with Python 3.9."]
+        "The data-pipeline service must stay compatible with Python 3.9."]
     # the session summaries that mention it are found too, never another project's
     assert {h["project_id"] for h in hits} == {"7c678a7f34b6458b95f92512d1d8da03bcdd44a2"}
 
