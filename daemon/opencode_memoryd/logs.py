@@ -1,7 +1,9 @@
 """structlog configuration: JSON lines to a rotating file, a readable console on a terminal.
 
-Every event passes through :func:`_scrub`, which runs secret redaction over every string
-value, so a secret that slipped into an error message still never reaches a log file.
+Every event passes through :func:`_scrub`, which runs secret redaction over every value
+(nested dicts and lists, exceptions and other objects as their text), after the exception
+and stack were rendered to text (``exception``, ``stack``), so a secret quoted by an error
+message or a traceback (SQLite quotes row data) never reaches the log file or the console.
 Events never carry transcript text by design; the scrubber is the second line of defence.
 """
 
@@ -21,10 +23,25 @@ from opencode_memoryd.redaction.engine import redact
 LOG_FILE_NAME = "opencode-memoryd.log"
 
 
+def scrub_value(value: Any) -> Any:
+    """``value`` with every secret redacted: strings, the items of dicts, lists and tuples
+    (recursively); numbers, booleans and ``None`` unchanged; any other object (an
+    exception, a path) as its redacted text."""
+    if isinstance(value, str):
+        return redact(value).text
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, dict):
+        return {k: scrub_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [scrub_value(v) for v in value]
+    return redact(str(value)).text
+
+
 def _scrub(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     for key, value in list(event.items()):
-        if isinstance(value, str):
-            event[key] = redact(value).text
+        if not key.startswith("_"):  # structlog's own (_record, _from_structlog)
+            event[key] = scrub_value(value)
     return event
 
 
@@ -55,6 +72,9 @@ def configure(
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
+        # tracebacks become text here, so the scrubber sees them
+        structlog.processors.StackInfoRenderer(),
+        structlog.processors.format_exc_info,
         _scrub,
     ]
     root = logging.getLogger()
@@ -84,7 +104,6 @@ def configure(
         fh.setFormatter(structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=shared,
             processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                        structlog.processors.format_exc_info,
                         structlog.processors.JSONRenderer()],
         ))
         root.addHandler(fh)

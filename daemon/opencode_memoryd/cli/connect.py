@@ -18,7 +18,10 @@ from typing import Any
 from opencode_memoryd.compose import App
 from opencode_memoryd.errors import (
     DaemonUnreachableError,
+    DreamError,
     MemorydError,
+    NotFoundError,
+    RefusedError,
     RemoteError,
     SourceError,
     StateError,
@@ -119,5 +122,6 @@ def _remote_upstream(message: str) -> UpstreamError:
 _REMOTE_ERRORS: dict[str, Callable[[str], MemorydError]] = {
     "SourceError": SourceError, "SourceSchemaError": SourceError, "StoreError": StoreError,
     "EmbedderMismatchError": StoreError, "StateError": StateError,
-    "UpstreamError": _remote_upstream,
+    "UpstreamError": _remote_upstream, "NotFoundError": NotFoundError,
+    "RefusedError": RefusedError, "DreamError": DreamError,
 }

@@ -104,6 +104,7 @@ class Daemon(SourceTracking, SessionJobs):
         self.stop_event = threading.Event()
         self._poke = threading.Event()
         self._sources: dict[str, TrackedSource] = {}
+        self._said: dict[str, str] = {}
         self._project_locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._polling = False

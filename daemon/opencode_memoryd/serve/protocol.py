@@ -29,9 +29,10 @@ Status codes:
 ======  ==========================================================================
 400     ``BadRequest`` (body is not a JSON object, bad Content-Length),
         :class:`RequestError` raised by a handler, or :class:`~.errors.ConfigError`
-404     ``NotFound``: no such route
+404     ``NotFound``: no such route; :class:`~.errors.NotFoundError` (no such memory or
+        run)
 405     ``MethodNotAllowed``: e.g. ``GET`` on a handler route
-409     :class:`~.errors.EmbedderMismatchError`
+409     :class:`~.errors.EmbedderMismatchError`, :class:`~.errors.RefusedError`
 411     ``LengthRequired``: chunked bodies are not accepted
 413     ``RequestTooLarge``: the body exceeds ``max_body_bytes`` (1 MiB by default)
 500     any other :class:`~.errors.MemorydError` (its own type and message), or
@@ -65,6 +66,8 @@ from opencode_memoryd.errors import (
     ConfigError,
     EmbedderMismatchError,
     ExtractionError,
+    NotFoundError,
+    RefusedError,
     RequestError,
     UpstreamError,
 )
@@ -89,6 +92,8 @@ _STATUS_BY_ERROR: tuple[tuple[type[BaseException], int], ...] = (
     (ConfigError, 400),
     (UpstreamError, 502),
     (ExtractionError, 502),
+    (NotFoundError, 404),
+    (RefusedError, 409),
 )
 
 

@@ -69,6 +69,9 @@ class SourceTracking:
     _polling: bool
     _poke: threading.Event
     _watcher: DbWatcher | None
+    #: what was last said about each database (or ``""`` about finding none), so a
+    #: database that stays missing is reported once, not at every check
+    _said: dict[str, str]
     #: provided by :class:`~opencode_memoryd.serve.jobs.SessionJobs`
     _arm: Callable[[str, str, int], None]
 
@@ -91,11 +94,21 @@ class SourceTracking:
 
     # -- sources ----------------------------------------------------------------------
 
+    def _say_once(self, key: str, message: str, event: str, **fields: str) -> None:
+        """Log ``event`` unless ``message`` is what was last said about ``key``."""
+        if self._said.get(key) != message:
+            self._said[key] = message
+            log.warning(event, **fields)
+
     def _candidate_paths(self) -> list[Path]:
         try:
-            return self.app.database_paths()
-        except SourceError:
+            paths = self.app.database_paths()
+        except SourceError as exc:
+            self.last_error = str(exc)
+            self._say_once("", str(exc), "waiting_for_database", reason=str(exc))
             return []
+        self._said.pop("", None)
+        return paths
 
     def _open(self, path: Path) -> TrackedSource | None:
         try:
@@ -103,8 +116,10 @@ class SourceTracking:
             db = self.app.open_source(path)
         except (OSError, SourceError) as exc:
             self.last_error = str(exc)
-            log.warning("source_unavailable", db=str(path), error=str(exc))
+            self._say_once(str(path), str(exc), "source_unavailable", db=str(path),
+                           error=str(exc))
             return None
+        self._said.pop(str(path), None)
         src = TrackedSource(path, db, (st.st_dev, st.st_ino), -1)
         log.info("source_opened", db=str(path), schema=db.schema.describe())
         return src

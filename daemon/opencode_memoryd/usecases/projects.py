@@ -18,22 +18,28 @@ def normalize_dir(directory: str) -> str:
     return os.path.normpath(os.path.abspath(os.path.expanduser(directory)))
 
 
-def project_keys_for_dir(app: AppPort, directory: str, db_override: str | None = None
-                         ) -> set[str]:
+def project_keys_for_dir(app: AppPort, directory: str, db_override: str | None = None,
+                         *, strict: bool = False) -> set[str]:
     """The memory scopes (project keys) of the sessions ``--dir DIR`` selects.
 
     Args:
         directory: a normalised folder (:func:`normalize_dir`).
         db_override: ``--db PATH``, else the configured or discovered databases.
+        strict: raise instead of skipping a database that is missing or unreadable.
 
     Returns:
-        The project keys; empty when no database is found or none has a session there.
-        An unreadable database is logged and skipped.
+        The project keys; empty when no database is found (unless ``strict``) or none has
+        a session there. An unreadable database is logged and skipped (unless ``strict``).
+
+    Raises:
+        SourceError: only with ``strict``: no database, or one that cannot be read.
     """
     keys: set[str] = set()
     try:
         paths = app.database_paths(db_override)
     except SourceError:
+        if strict:
+            raise
         return keys
     for path in paths:
         try:
@@ -41,6 +47,8 @@ def project_keys_for_dir(app: AppPort, directory: str, db_override: str | None =
                 keys.update(s.project_key for s in db.sessions(directory=directory,
                                                                include_subagents=True))
         except SourceError as exc:
+            if strict:
+                raise
             log.warning("source_unreadable", db=str(path), error=str(exc))
     return keys
 
