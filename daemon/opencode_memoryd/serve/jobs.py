@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from opencode_memoryd.capture.processor import Extractor
     from opencode_memoryd.compose import App
-    from opencode_memoryd.config.sections import DaemonConfig
+    from opencode_memoryd.config.daemon import DaemonConfig
     from opencode_memoryd.serve.sources import TrackedSource
     from opencode_memoryd.state.db import StateDB
     from opencode_memoryd.store.api import MemoryStore

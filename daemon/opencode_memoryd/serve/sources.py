@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from apscheduler.schedulers.background import BackgroundScheduler
 
     from opencode_memoryd.compose import App
-    from opencode_memoryd.config.sections import DaemonConfig
+    from opencode_memoryd.config.daemon import DaemonConfig
     from opencode_memoryd.state.db import StateDB
 
 log = structlog.get_logger(__name__)
