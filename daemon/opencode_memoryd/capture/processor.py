@@ -32,7 +32,7 @@ from typing import Any, Protocol
 import structlog
 
 from opencode_memoryd.capture.writer import write_memories
-from opencode_memoryd.errors import ExtractionError, UpstreamError
+from opencode_memoryd.errors import ExtractionError, SourceError, UpstreamError
 from opencode_memoryd.models import ExtractionResult, TranscriptLine, iso_utc
 from opencode_memoryd.redaction.engine import redact
 from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB
@@ -90,6 +90,8 @@ class SessionReport:
     tokens_in: int = 0
     tokens_out: int = 0
     replayed_items: int = 0
+    #: ids of the message and part rows that could not be decoded (skipped)
+    corrupt_rows: set[str] = field(default_factory=set)
     error: str | None = None
     error_kind: str | None = None
     retry_after_seconds: float | None = None
@@ -111,6 +113,7 @@ class SessionReport:
             "tokens_in": self.tokens_in,
             "tokens_out": self.tokens_out,
             "replayed_items": self.replayed_items,
+            "corrupt_rows": len(self.corrupt_rows),
             "error": self.error,
             "duration_ms": round(self.duration_ms, 1),
         }
@@ -178,9 +181,12 @@ class SessionProcessor:
         """Process every finished, unread turn of one session up to now.
 
         Returns the session's report. Extractor failures (:class:`UpstreamError`,
-        :class:`ExtractionError`) are caught: they end this session's run, leave its mark
-        where it was and are reported in ``error``; :class:`UpstreamError` with kind
-        ``auth`` or ``not_found`` is re-raised, since every other session would fail too.
+        :class:`ExtractionError`) and failures to read the session
+        (:class:`SourceError`) are caught: they end this session's run, leave its mark
+        where it was and are reported in ``error`` (redacted: an error can quote a row);
+        :class:`UpstreamError` with kind ``auth`` or ``not_found`` is re-raised, since
+        every other session would fail too. Rows that cannot be decoded are skipped and
+        counted (``corrupt_rows``).
         """
         started = time.perf_counter()
         src = self.source.identity
@@ -192,14 +198,17 @@ class SessionProcessor:
                 report.replayed_items += 1
             self._process_new(session, report)
         except UpstreamError as exc:
-            report.error = f"{exc.kind}: {exc}"
+            report.error = redact(f"{exc.kind}: {exc}").text
             report.error_kind = exc.kind
             report.retry_after_seconds = exc.retry_after_seconds
             if exc.kind in ("auth", "not_found") and self.raise_fatal:
                 raise
         except ExtractionError as exc:
-            report.error = f"bad_reply: {exc}"
+            report.error = redact(f"bad_reply: {exc}").text
             report.error_kind = "bad_reply"
+        except SourceError as exc:
+            report.error = redact(f"source: {exc}").text
+            report.error_kind = "source"
         finally:
             report.duration_ms = (time.perf_counter() - started) * 1000
             log.info("session_processed", **report.as_dict())
@@ -218,6 +227,8 @@ class SessionProcessor:
             messages = self.source.messages_after(session.id, mark, limit=MESSAGE_BATCH)
             if not messages:
                 return
+            report.corrupt_rows.update(r.id for m in messages
+                                       for r in (m, *m.parts) if r.corrupt)
             full_batch = len(messages) >= MESSAGE_BATCH
             more = full_batch and messages[-1].mark < end
             real = drop_fork_copies(messages, session.time_created)

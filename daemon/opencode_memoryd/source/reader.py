@@ -11,7 +11,12 @@ SQLite's WAL mode treats readers and from how OpenCode opens the file
   that is ended at once, so no read transaction is ever held between reads (an open reader
   stops OpenCode's checkpoints and lets its WAL grow);
 * messages are ordered by ``(time_created, id)`` through the ``(session_id, time_created, id)``
-  index and parts are read through the ``(message_id, id)`` index; there is no global scan.
+  index and parts are read through the ``(message_id, id)`` index; there is no global scan;
+* text is decoded row by row: a value that is not valid UTF-8 never fails a query (SQLite
+  stores whatever bytes a writer gave it). A message or part whose ``data`` is not UTF-8 is
+  returned flagged ``corrupt`` (and logged), a session's title or folder is repaired with
+  U+FFFD, and a session or message whose *id* is not UTF-8 is left out (sessions) or fails
+  the read of its own session (messages: its position cannot be recorded as a mark).
 
 Which tables and columns are required is decided in :mod:`opencode_memoryd.source.schema`;
 the rows returned are the plain values of :mod:`opencode_memoryd.source.rows`. Sessions that
@@ -44,7 +49,9 @@ from opencode_memoryd.source.rows import (
     MessageRow,
     PartRow,
     SessionRow,
+    clean_text,
     decode_object,
+    is_utf8,
     sub_object,
 )
 from opencode_memoryd.source.schema import SchemaInfo, detect_schema
@@ -53,6 +60,25 @@ log = structlog.get_logger(__name__)
 
 #: Largest number of messages read by one query.
 MESSAGE_BATCH = 400
+
+
+def _decode_text(raw: bytes) -> str:
+    """SQLite TEXT to ``str``, one value at a time: bytes that are not UTF-8 become lone
+    surrogates (``surrogateescape``) instead of failing the whole query."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", "surrogateescape")
+
+
+def _session_row(r: Sequence[Any]) -> SessionRow | None:
+    """A ``session`` query row as a :class:`SessionRow`; ``None`` (logged) when its id is
+    not UTF-8. Its title and folders are repaired."""
+    if not (is_utf8(r[0]) and is_utf8(r[1] or "")):
+        log.warning("corrupt_session_row", reason="id is not UTF-8")
+        return None
+    values = [clean_text(v) if isinstance(v, str) else v for v in r]
+    return SessionRow(*values)
 
 
 class OpenCodeDB:
@@ -78,6 +104,7 @@ class OpenCodeDB:
         def connect() -> sqlite3.Connection:
             conn = sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False,
                                    isolation_level=None)
+            conn.text_factory = _decode_text
             return conn
 
         # One long-lived connection (needed for PRAGMA data_version), autocommit at the
@@ -126,6 +153,9 @@ class OpenCodeDB:
                 return list(self.conn.execute(text(sql), dict(params or {})).all())
             except DBAPIError as exc:
                 raise SourceError(f"reading {self.path} failed: {exc.orig}") from exc
+            except UnicodeEncodeError as exc:  # a parameter that came from a bad row
+                raise SourceError(f"reading {self.path} failed: a value is not UTF-8 "
+                                  f"({exc.reason})") from exc
 
     @contextmanager
     def _read_transaction(self) -> Iterator[None]:
@@ -191,7 +221,7 @@ class OpenCodeDB:
                 ORDER BY s.time_created, s.id""",
             params,
         )
-        out = [SessionRow(*r) for r in rows]
+        out = [s for s in map(_session_row, rows) if s is not None]
         if not include_archived:
             out = [s for s in out if not s.archived]
         return out
@@ -207,7 +237,7 @@ class OpenCodeDB:
                 WHERE s.id = :id""",
             {"id": session_id},
         )
-        return SessionRow(*rows[0]) if rows else None
+        return _session_row(rows[0]) if rows else None
 
     def last_messages(self, session_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
         """The position ``(time_created, id)`` of each session's newest message.
@@ -236,7 +266,7 @@ class OpenCodeDB:
                         ORDER BY time_created DESC, id DESC LIMIT 1)""",
                 params,
             )
-            out.update({r[0]: (int(r[1]), str(r[2])) for r in rows})
+            out.update({r[0]: (int(r[1]), str(r[2])) for r in rows if is_utf8(r[2])})
         return out
 
     def in_flight(self, session_id: str, *, now_ms: int, abandoned_ms: int) -> bool:
@@ -247,7 +277,8 @@ class OpenCodeDB:
         ``abandoned_ms`` does not count (a crashed OpenCode leaves one forever).
         """
         ids = [session_id] + [r[0] for r in self._rows(
-            "SELECT id FROM session WHERE parent_id = :sid", {"sid": session_id})]
+            "SELECT id FROM session WHERE parent_id = :sid", {"sid": session_id})
+            if is_utf8(r[0])]
         for sid in ids:
             for (raw,) in self._rows(
                 "SELECT data FROM message WHERE session_id = :sid "
@@ -282,7 +313,12 @@ class OpenCodeDB:
 
         Returns:
             Messages in ``(time_created, id)`` order, each with its parts. Messages and parts
-            come from one consistent snapshot; the read transaction is closed on return.
+            come from one consistent snapshot; the read transaction is closed on return. A
+            message or part whose ``data`` cannot be decoded is flagged ``corrupt``.
+
+        Raises:
+            SourceError: the read failed, or a message's id is not UTF-8 (its position
+                cannot be stored as a mark, so this session cannot be read past it).
         """
         params: dict[str, Any] = {"sid": session_id, "limit": limit}
         cond = ""
@@ -299,6 +335,11 @@ class OpenCodeDB:
                 )
                 messages: list[MessageRow] = []
                 for r in rows:
+                    if not is_utf8(r[0]):
+                        raise SourceError(
+                            f"reading {self.path} failed: message {clean_text(r[0])!r} of "
+                            f"session {session_id} (created at {r[2]}) has an id that is not "
+                            "UTF-8; the session cannot be read past it")
                     data, corrupt = decode_object(r[4])
                     if corrupt:
                         log.warning("corrupt_message_row", message_id=r[0], session_id=r[1])
@@ -321,8 +362,8 @@ class OpenCodeDB:
             ):
                 data, corrupt = decode_object(raw)
                 if corrupt:
-                    log.warning("corrupt_part_row", part_id=pid, message_id=mid)
-                by_id[mid].parts.append(PartRow(pid, data))
+                    log.warning("corrupt_part_row", part_id=clean_text(pid), message_id=mid)
+                by_id[mid].parts.append(PartRow(clean_text(pid), data, corrupt))
 
 
 def _chunks(items: list[str], size: int) -> Iterable[list[str]]:

@@ -4,7 +4,10 @@ Every reader of an OpenCode database (the 1.x ``session``/``message``/``part`` t
 returns these types, so turns, transcripts and the session processor never see how a row
 was stored. Times are integer milliseconds since the Unix epoch, as OpenCode writes them.
 ``message.data`` and ``part.data`` hold OpenCode's JSON; a row whose JSON cannot be decoded
-is kept with ``{}`` and flagged, never dropped, so a high-water mark can move past it.
+(not JSON, not an object, or not UTF-8 text) is kept with ``{}`` and flagged ``corrupt``,
+never dropped, so a high-water mark can move past it: one bad row costs its own content
+only. Text that is not valid UTF-8 arrives from the reader with its bad bytes as lone
+surrogates (``surrogateescape``); :func:`is_utf8` tells, :func:`clean_text` repairs names.
 """
 
 from __future__ import annotations
@@ -63,10 +66,12 @@ class SessionRow:
 
 @dataclass(frozen=True, slots=True)
 class PartRow:
-    """One row of ``part``: ``data`` is the decoded JSON (``{}`` for a corrupt row)."""
+    """One row of ``part``: ``data`` is the decoded JSON (``{}`` and ``corrupt`` for a row
+    that could not be decoded)."""
 
     id: str
     data: Mapping[str, Any]
+    corrupt: bool = False
 
 
 @dataclass(slots=True)
@@ -96,6 +101,23 @@ class MessageRow:
         return (self.time_created, self.id)
 
 
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` came from valid UTF-8 (holds no lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def clean_text(text: str) -> str:
+    """``text`` with each byte that was not UTF-8 replaced by U+FFFD (for names and
+    folders shown to people; never for ids, which must match the database)."""
+    if is_utf8(text):
+        return text
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def decode_object(raw: object) -> tuple[dict[str, Any], bool]:
     """Decode a ``data`` column holding a JSON object.
 
@@ -104,8 +126,10 @@ def decode_object(raw: object) -> tuple[dict[str, Any], bool]:
 
     Returns:
         ``(object, corrupt)``: the decoded object and ``False``, or ``({}, True)`` when the
-        value is not JSON or not a JSON object. Never raises.
+        value is not UTF-8 text, not JSON or not a JSON object. Never raises.
     """
+    if isinstance(raw, str) and not is_utf8(raw):
+        return {}, True
     try:
         value = json.loads(raw) if isinstance(raw, str | bytes) else None
     except (ValueError, TypeError):

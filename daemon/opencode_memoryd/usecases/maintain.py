@@ -91,6 +91,7 @@ def _summary(run_id: str, mode: str, dbs: list[dict[str, Any]],
         "tokens_in": sum(r["tokens_in"] for r in rows),
         "tokens_out": sum(r["tokens_out"] for r in rows),
         "redactions": sum(sum(r["redactions"].values()) for r in rows),
+        "corrupt_rows": sum(r["corrupt_rows"] for r in rows),
         "failed": sum(1 for r in rows if r["error"]),
     }
     return {"run_id": run_id, "mode": mode, "databases": dbs, "sessions": rows,
