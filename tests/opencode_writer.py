@@ -33,16 +33,23 @@ class OpenCodeWriter:
         self._counter = 0
         self._rng = random.Random(seed)
         self._last_ms = 0
+        self._skew_ms = 0
 
     def close(self) -> None:
         """Close the connection."""
         self.conn.close()
 
     def now_ms(self) -> int:
-        """Strictly increasing milliseconds since the epoch."""
-        ms = max(int(time.time() * 1000), self._last_ms + 1)
+        """Strictly increasing milliseconds since the epoch, by the writer's clock."""
+        ms = max(int(time.time() * 1000) + self._skew_ms, self._last_ms + 1)
         self._last_ms = ms
         return ms
+
+    def set_clock(self, skew_ms: int) -> None:
+        """Set the writer's clock ``skew_ms`` ahead of (or, negative, behind) the real one,
+        as a machine's clock that is wrong, or corrected: times may go back."""
+        self._skew_ms = skew_ms
+        self._last_ms = 0
 
     def new_id(self, prefix: str, ms: int) -> str:
         """An id in OpenCode's shape: ``prefix_`` + 12 hex + 14 base62."""

@@ -15,6 +15,19 @@ after 4 rewrites the same points (no duplicate). An extractor error leaves the m
 it was. Memories are written with :func:`~opencode_memoryd.capture.writer.write_memories`,
 which merges provenance into an existing point instead of adding a second one for the same
 (or a near-identical) fact.
+
+**The high-water mark and clocks.** OpenCode stamps ``time_created`` with the writer's
+clock, which can be wrong: a message stamped in the future, or a clock set back after
+messages were stamped ahead of it. Reading only what sorts after the last processed
+``(time_created, id)`` would then skip every message written later with a smaller time,
+for good. So the mark has two parts that each only grow: the largest ``(time_created,
+id)`` processed, and ``seq``, the largest SQLite ``rowid`` processed (a rowid grows with
+every insert whatever the clock says). A message is unread when it is beyond either one:
+a message stamped with any time, past or future, is read once, in ``(time_created, id)``
+order with the others. (A mark from before ``seq`` existed stands for the rowids of the
+messages up to it, :meth:`~opencode_memoryd.source.reader.OpenCodeDB.seq_through`.) Only a
+message both stamped before the mark *and* given a reused rowid (SQLite reuses the largest
+rowid after it was deleted, and ``VACUUM`` renumbers) could be missed.
 """
 
 from __future__ import annotations
@@ -25,7 +38,7 @@ import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -223,8 +236,12 @@ class SessionProcessor:
         if end is None:
             return
         while True:
-            mark = self.state.get_mark(src, session.id)
-            messages = self.source.messages_after(session.id, mark, limit=MESSAGE_BATCH)
+            mark, seq = self.state.get_position(src, session.id)
+            if mark is not None and seq is None:  # a mark from before seq: record its seq
+                seq = self.source.seq_through(session.id, mark)
+                self.state.set_mark(src, session.id, mark, _now_iso(self.clock()), seq)
+            messages = self.source.messages_after(session.id, mark, seq=seq,
+                                                  limit=MESSAGE_BATCH)
             if not messages:
                 return
             report.corrupt_rows.update(r.id for m in messages
@@ -232,8 +249,10 @@ class SessionProcessor:
             full_batch = len(messages) >= MESSAGE_BATCH
             more = full_batch and messages[-1].mark < end
             real = drop_fork_copies(messages, session.time_created)
+            top = max([seq or 0, *(m.seq for m in messages)])
             if not real:  # a batch of fork copies only: nothing to read, move past them
-                self.state.set_mark(src, session.id, messages[-1].mark, _now_iso(self.clock()))
+                self.state.set_mark(src, session.id, messages[-1].mark, _now_iso(self.clock()),
+                                    top)
                 if not more:
                     return
                 continue
@@ -251,7 +270,8 @@ class SessionProcessor:
             # moves past them too.
             for chunk in chunk_turns(done, max_tokens=self.limits.max_chunk_tokens,
                                      tool_output_chars=self.limits.tool_output_chars):
-                self._process_chunk(session, chunk, report, times)
+                self._process_chunk(session, replace(chunk, seq=max(chunk.seq, seq or 0)),
+                                    report, times)
             if not more:
                 return
 
@@ -285,7 +305,7 @@ class SessionProcessor:
         report.chunks += 1
         now = self.clock()
         if not chunk.has_user_text:
-            self.state.set_mark(src, session.id, chunk.last, _now_iso(now))
+            self.state.set_mark(src, session.id, chunk.last, _now_iso(now), chunk.seq)
             return
         lines: list[TranscriptLine] = []
         for line in chunk.lines:
@@ -311,6 +331,7 @@ class SessionProcessor:
                 ],
                 "message_times": {m: times[m] for c in result.candidates
                                   for m in c.message_ids if m in times},
+                "seq": chunk.seq,
             },
             tokens_in=result.tokens_in, tokens_out=result.tokens_out,
         )

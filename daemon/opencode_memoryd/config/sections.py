@@ -51,10 +51,10 @@ class OpencodeConfig(Section):
     abandoned_turn_seconds: int = Field(
         default=1800,
         gt=0,
-        le=7 * DAY,
+        le=366 * DAY,
         description=(
             "An assistant message still in flight after this many seconds counts as "
-            "finished (a crashed OpenCode leaves one open forever). 1 to 604800 (7 days)."
+            "finished (a crashed OpenCode leaves one open forever). 1 to 31622400 (a year)."
         ),
     )
     settle_seconds: float = Field(

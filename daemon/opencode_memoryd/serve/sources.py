@@ -181,7 +181,8 @@ class SourceTracking:
         costs the same in a database of 100 sessions or 100,000. A ``full`` pass (start-up
         and the safety sweep) reads them all, which also finds sessions written with old
         timestamps (``opencode import``). A session seen for the first time is queued only
-        when it has a message after its mark (any message, when it has no mark).
+        when it has a message after its mark (any message, when it has no mark): a newer
+        ``(time_created, id)`` or a larger rowid than the mark's ``seq``.
         """
         now_ms = int(self.clock().timestamp() * 1000)
         after = None
@@ -193,6 +194,8 @@ class SourceTracking:
         first = [s.id for s in changed if s.id not in src.seen]
         marks = self.state.marks(ident, first) if first else {}
         newest = src.db.last_messages(first) if first else {}
+        seqs = self.state.seqs(ident, first) if first else {}
+        top_seqs = src.db.max_seqs(list(seqs)) if seqs else {}
         n = 0
         for start in range(0, len(changed), QUEUE_BATCH):
             if self.stop_event.is_set():
@@ -202,7 +205,8 @@ class SourceTracking:
                 first_sight = s.id not in src.seen
                 if first_sight:
                     last, mark = newest.get(s.id), marks.get(s.id)
-                    if last is None or (mark is not None and last <= mark):
+                    if last is None or (mark is not None and last <= mark and top_seqs.get(
+                            s.id, 0) <= seqs.get(s.id, 0)):
                         continue  # no message yet, or read up to its newest one already
                 due_ids.append(s.id)
             dues = self.state.queue_touch_many(ident, due_ids, now_ms,

@@ -252,21 +252,27 @@ class OpenCodeDB:
         Returns:
             ``{session_id: (time_created_ms, message_id)}``.
         """
-        out: dict[str, tuple[int, str]] = {}
+        rows = self._per_session(session_ids, """SELECT ids.sid, m.time_created, m.id
+            FROM ids JOIN message m ON m.id = (SELECT id FROM message WHERE session_id =
+                ids.sid ORDER BY time_created DESC, id DESC LIMIT 1)""")
+        return {r[0]: (int(r[1]), str(r[2])) for r in rows if is_utf8(r[2])}
+
+    def max_seqs(self, session_ids: Sequence[str]) -> dict[str, int]:
+        """The largest message ``rowid`` of each session (sessions without messages are
+        left out); one index range per session, no message body read."""
+        rows = self._per_session(session_ids, """SELECT ids.sid, (SELECT max(rowid)
+            FROM message WHERE session_id = ids.sid) FROM ids""")
+        return {r[0]: int(r[1]) for r in rows if r[1] is not None}
+
+    def _per_session(self, session_ids: Sequence[str], select: str) -> list[Any]:
+        """Run ``select`` over ``WITH ids(sid)`` holding the ids, 500 at a time."""
+        out: list[Any] = []
         ids = list(session_ids)
         for start in range(0, len(ids), 500):
             batch = ids[start:start + 500]
-            params = {f"i{k}": sid for k, sid in enumerate(batch)}
             values = ", ".join(f"(:i{k})" for k in range(len(batch)))
-            rows = self._rows(
-                f"""WITH ids(sid) AS (VALUES {values})
-                    SELECT ids.sid, m.time_created, m.id
-                    FROM ids JOIN message m ON m.id = (
-                        SELECT id FROM message WHERE session_id = ids.sid
-                        ORDER BY time_created DESC, id DESC LIMIT 1)""",
-                params,
-            )
-            out.update({r[0]: (int(r[1]), str(r[2])) for r in rows if is_utf8(r[2])})
+            out += self._rows(f"WITH ids(sid) AS (VALUES {values}) {select}",
+                              {f"i{k}": sid for k, sid in enumerate(batch)})
         return out
 
     def in_flight(self, session_id: str, *, now_ms: int, abandoned_ms: int) -> bool:
@@ -296,19 +302,38 @@ class OpenCodeDB:
 
     # -- messages --------------------------------------------------------------------
 
+    def seq_through(self, session_id: str, mark: tuple[int, str]) -> int:
+        """The largest ``rowid`` of the session's messages at or before ``mark`` by
+        ``(time_created, id)`` (0 when none): the ``seq`` a mark recorded before marks
+        had one stands for."""
+        rows = self._rows(
+            """SELECT max(rowid) FROM message WHERE session_id = :sid
+               AND (time_created < :t OR (time_created = :t AND id <= :mid))""",
+            {"sid": session_id, "t": mark[0], "mid": mark[1]},
+        )
+        return int(rows[0][0] or 0) if rows else 0
+
     def messages_after(
         self,
         session_id: str,
         mark: tuple[int, str] | None,
         *,
+        seq: int | None = None,
         limit: int = MESSAGE_BATCH,
     ) -> list[MessageRow]:
         """Read up to ``limit`` messages of a session after a high-water mark, with parts.
+
+        A message is after the mark when its ``(time_created, id)`` is larger than
+        ``mark``, or its ``rowid`` is larger than ``seq``: a message written later with a
+        smaller time (a writer's clock set back, or an earlier message stamped in the
+        future) is still read.
 
         Args:
             session_id: the session.
             mark: ``(time_created, id)`` of the last message already processed, or ``None``
                 for the start of the session.
+            seq: the largest ``rowid`` already processed, or ``None`` (then only ``mark``
+                counts).
             limit: the most messages returned; call again from the last one for more.
 
         Returns:
@@ -324,12 +349,16 @@ class OpenCodeDB:
         cond = ""
         if mark is not None:
             params["t"], params["mid"] = mark
-            cond = "AND (time_created > :t OR (time_created = :t AND id > :mid))"
+            after = "time_created > :t OR (time_created = :t AND id > :mid)"
+            if seq is not None:
+                params["seq"] = seq
+                after += " OR rowid > :seq"
+            cond = f"AND ({after})"
         try:
             with self._read_transaction():
                 rows = self._rows(
-                    f"""SELECT id, session_id, time_created, time_updated, data FROM message
-                        WHERE session_id = :sid {cond}
+                    f"""SELECT id, session_id, time_created, time_updated, data, rowid
+                        FROM message WHERE session_id = :sid {cond}
                         ORDER BY time_created, id LIMIT :limit""",
                     params,
                 )
@@ -344,7 +373,7 @@ class OpenCodeDB:
                     if corrupt:
                         log.warning("corrupt_message_row", message_id=r[0], session_id=r[1])
                     messages.append(MessageRow(r[0], r[1], int(r[2]), int(r[3]), data,
-                                               corrupt=corrupt))
+                                               corrupt=corrupt, seq=int(r[5])))
                 self._attach_parts(messages)
         except sqlite3.Error as exc:  # raised by BEGIN/COMMIT on the raw connection
             raise SourceError(f"reading {self.path} failed: {exc}") from exc

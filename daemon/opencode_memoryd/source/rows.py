@@ -79,7 +79,8 @@ class MessageRow:
     """One row of ``message`` with its parts in ``(message_id, id)`` order.
 
     ``data`` is the decoded JSON; ``corrupt`` is set when it could not be decoded, in which
-    case the message is treated as having no content.
+    case the message is treated as having no content. ``seq`` is the row's SQLite
+    ``rowid``: it grows with every insert, whatever clock stamped ``time_created``.
     """
 
     id: str
@@ -89,6 +90,7 @@ class MessageRow:
     data: Mapping[str, Any]
     parts: list[PartRow] = field(default_factory=list)
     corrupt: bool = False
+    seq: int = 0
 
     @property
     def role(self) -> str:

@@ -2,7 +2,13 @@
 
 Every connection runs in WAL mode with ``synchronous=FULL``, so a returned commit survives
 power loss, and every transaction starts with ``BEGIN IMMEDIATE``, so a writer never fails
-half-way on a lock upgrade. The schema version is kept in ``PRAGMA user_version``.
+half-way on a lock upgrade. The schema version is kept in ``PRAGMA user_version``;
+version 2 added ``marks.seq`` (see :mod:`~opencode_memoryd.state.items`).
+
+The folder is made 0700 and the file (with its ``-wal`` and ``-shm``) 0600 on open, also
+when an earlier version left them readable by others. A full disk (``SQLITE_FULL``) is
+raised as :class:`~opencode_memoryd.errors.DiskFullError` naming the folder; the
+transaction it interrupted is rolled back, so nothing is half-written.
 """
 
 from __future__ import annotations
@@ -11,15 +17,16 @@ import sqlite3
 from pathlib import Path
 
 from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, ExceptionContext
 from sqlalchemy.exc import DBAPIError
 
-from opencode_memoryd.errors import StateError
+from opencode_memoryd.disk import STATE_MIN_FREE_BYTES, free_bytes, make_private
+from opencode_memoryd.errors import DiskFullError, StateError
 
 __all__ = ["SCHEMA_VERSION", "StateFile"]
 
 #: The schema this version writes; a file with a higher ``user_version`` is refused.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _DDL = [
     """CREATE TABLE IF NOT EXISTS marks (
@@ -28,6 +35,7 @@ _DDL = [
         time_created INTEGER NOT NULL,
         message_id TEXT NOT NULL,
         updated_at TEXT NOT NULL,
+        seq INTEGER,
         PRIMARY KEY (source_id, session_id)
     )""",
     """CREATE TABLE IF NOT EXISTS items (
@@ -118,6 +126,7 @@ class StateFile:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as exc:
             raise StateError(f"cannot create state dir {self.path.parent}: {exc}") from exc
+        make_private(self.path.parent, (self.path.name + "*",))
         self._engine: Engine = create_engine(
             f"sqlite:///{self.path}",
             connect_args={"timeout": 30, "check_same_thread": False},
@@ -134,6 +143,13 @@ class StateFile:
         def _begin(conn: Connection) -> None:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
 
+        @event.listens_for(self._engine, "handle_error")
+        def _full(context: ExceptionContext) -> None:
+            orig = context.original_exception
+            if getattr(orig, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+                raise DiskFullError(str(self.path.parent), STATE_MIN_FREE_BYTES,
+                                    free_bytes(self.path.parent)) from orig
+
         try:
             with self._engine.begin() as c:
                 version = c.exec_driver_sql("PRAGMA user_version").scalar() or 0
@@ -144,6 +160,9 @@ class StateFile:
                     )
                 for ddl in _DDL:
                     c.exec_driver_sql(ddl)
+                columns = {r[1] for r in c.exec_driver_sql("PRAGMA table_info(marks)")}
+                if "seq" not in columns:  # version 1
+                    c.exec_driver_sql("ALTER TABLE marks ADD COLUMN seq INTEGER")
                 c.exec_driver_sql(f"PRAGMA user_version={SCHEMA_VERSION}")
         except DBAPIError as exc:
             raise StateError(f"cannot open state file {self.path}: {exc.orig}") from exc

@@ -1,7 +1,9 @@
 """The transactional outbox (``items``) and the high-water marks (``marks``).
 
 * ``marks``: the incremental high-water mark per (source database identity, session): the
-  ``(time_created, id)`` of the last processed message.
+  largest ``(time_created, id)`` processed, and ``seq``, the largest SQLite ``rowid`` of a
+  processed message (``NULL`` in marks written before version 2). Both only ever grow;
+  the reader reads what is beyond either (see :mod:`opencode_memoryd.capture.processor`).
 * ``items``: one row per extracted chunk of turns, written with the extraction result
   *before* anything reaches the store. Status ``extracted`` means the result is recorded
   but not yet stored; ``stored`` means its memories are durably in the store and the
@@ -56,13 +58,37 @@ class OutboxTables(StateFile):
 
     def get_mark(self, source_id: str, session_id: str) -> tuple[int, str] | None:
         """The session's high-water mark ``(time_created, message_id)``, or ``None``."""
+        return self.get_position(source_id, session_id)[0]
+
+    def get_position(self, source_id: str, session_id: str
+                     ) -> tuple[tuple[int, str] | None, int | None]:
+        """The session's mark ``(time_created, message_id)`` and its ``seq`` (the largest
+        rowid processed); each ``None`` when not recorded."""
         with self._engine.begin() as c:
             row = c.execute(
-                text("SELECT time_created, message_id FROM marks "
+                text("SELECT time_created, message_id, seq FROM marks "
                      "WHERE source_id=:s AND session_id=:sid"),
                 {"s": source_id, "sid": session_id},
             ).first()
-        return (int(row[0]), str(row[1])) if row else None
+        if row is None:
+            return None, None
+        return (int(row[0]), str(row[1])), (None if row[2] is None else int(row[2]))
+
+    def seqs(self, source_id: str, session_ids: Sequence[str]) -> dict[str, int]:
+        """The ``seq`` of the marks that have one, by session id."""
+        out: dict[str, int] = {}
+        ids = list(session_ids)
+        with self._engine.begin() as c:
+            for start in range(0, len(ids), 500):
+                batch = ids[start:start + 500]
+                params: dict[str, Any] = {f"i{k}": v for k, v in enumerate(batch)}
+                params["s"] = source_id
+                names = ", ".join(f":i{k}" for k in range(len(batch)))
+                for r in c.execute(text(
+                        "SELECT session_id, seq FROM marks WHERE source_id=:s AND seq IS NOT "
+                        f"NULL AND session_id IN ({names})"), params).all():
+                    out[str(r[0])] = int(r[1])
+        return out
 
     def marks(self, source_id: str,
               session_ids: Sequence[str] | None = None) -> dict[str, tuple[int, str]]:
@@ -92,24 +118,33 @@ class OutboxTables(StateFile):
                     out[str(r[0])] = (int(r[1]), str(r[2]))
         return out
 
-    def set_mark(self, source_id: str, session_id: str, mark: tuple[int, str], now: str) -> None:
-        """Advance a mark (used when a chunk produced nothing to store)."""
+    def set_mark(self, source_id: str, session_id: str, mark: tuple[int, str], now: str,
+                 seq: int | None = None) -> None:
+        """Advance a mark (used when a chunk produced nothing to store): its
+        ``(time_created, id)`` and its ``seq`` each move only forward."""
         with self._engine.begin() as c:
-            self._set_mark(c, source_id, session_id, mark, now)
+            self._set_mark(c, source_id, session_id, mark, now, seq)
 
     @staticmethod
     def _set_mark(c: Connection, source_id: str, session_id: str, mark: tuple[int, str],
-                  now: str) -> None:
+                  now: str, seq: int | None) -> None:
+        ahead = ("(excluded.time_created, excluded.message_id) "
+                 "> (marks.time_created, marks.message_id)")
         c.execute(
-            text("""INSERT INTO marks (source_id, session_id, time_created, message_id,
-                                       updated_at)
-                    VALUES (:s, :sid, :t, :m, :now)
-                    ON CONFLICT (source_id, session_id) DO UPDATE SET
-                      time_created=excluded.time_created, message_id=excluded.message_id,
-                      updated_at=excluded.updated_at
-                    WHERE (excluded.time_created, excluded.message_id)
-                          > (marks.time_created, marks.message_id)"""),
-            {"s": source_id, "sid": session_id, "t": mark[0], "m": mark[1], "now": now},
+            text(f"""INSERT INTO marks (source_id, session_id, time_created, message_id,
+                                        updated_at, seq)
+                     VALUES (:s, :sid, :t, :m, :now, :seq)
+                     ON CONFLICT (source_id, session_id) DO UPDATE SET
+                       time_created=CASE WHEN {ahead} THEN excluded.time_created
+                                    ELSE marks.time_created END,
+                       message_id=CASE WHEN {ahead} THEN excluded.message_id
+                                  ELSE marks.message_id END,
+                       seq=max(coalesce(marks.seq, excluded.seq),
+                               coalesce(excluded.seq, marks.seq)),
+                       updated_at=excluded.updated_at
+                     WHERE {ahead} OR excluded.seq > coalesce(marks.seq, -1)"""),
+            {"s": source_id, "sid": session_id, "t": mark[0], "m": mark[1], "now": now,
+             "seq": seq},
         )
 
     # -- outbox ----------------------------------------------------------------------
@@ -136,11 +171,14 @@ class OutboxTables(StateFile):
             )
 
     def complete_item(self, item: Item, now: str) -> None:
-        """Mark an item stored and advance its session's mark, in one transaction."""
+        """Mark an item stored and advance its session's mark (to ``item.last`` and the
+        ``seq`` in its result), in one transaction."""
+        seq = item.result.get("seq")
         with self._engine.begin() as c:
             c.execute(text("UPDATE items SET status='stored', updated_at=:now WHERE id=:id"),
                       {"id": item.id, "now": now})
-            self._set_mark(c, item.source_id, item.session_id, item.last, now)
+            self._set_mark(c, item.source_id, item.session_id, item.last, now,
+                           None if seq is None else int(seq))
 
     def pending_items(self, source_id: str, session_id: str | None = None) -> list[Item]:
         """Items recorded but not yet stored (crash recovery), oldest first."""
