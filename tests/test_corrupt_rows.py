@@ -50,9 +50,9 @@ def test_a_row_that_is_not_utf8_costs_only_its_own_content(
                           "time_created DESC LIMIT 1", (PY39_SESSION,)).fetchone()[0]
         _bad_bytes(c, "message", "data", other)  # an assistant reply's metadata
         _bad_bytes(c, "session", "title", PY39_SESSION)
-    with pytest.raises(sqlite3.OperationalError, match="Could not decode to UTF-8"):
-        with sqlite3.connect(sample_db) as c:  # the premise: a plain query fails
-            c.execute("SELECT data FROM part WHERE id = ?", (part,)).fetchall()
+    with (pytest.raises(sqlite3.OperationalError, match="Could not decode to UTF-8"),
+          sqlite3.connect(sample_db) as c):  # the premise: a plain query fails
+        c.execute("SELECT data FROM part WHERE id = ?", (part,)).fetchall()
 
     code, out = cli("--config", str(config_file), "maintain", "--all", "--db",
                     str(sample_db), "--json")

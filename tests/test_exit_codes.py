@@ -23,7 +23,7 @@ from opencode_memoryd.logs import LOG_FILE_NAME
 
 def test_exit_codes_5_and_6_are_documented() -> None:
     assert (EXIT_NOT_FOUND, EXIT_REFUSED) == (5, 6)
-    code, out = cli("--help")
+    _, out = cli("--help")
     readme = (Path(__file__).parents[1] / "README.md").read_text()
     for n, word in ((5, "not found"), (6, "refused")):
         assert f"\n  {n}    {word}" in out

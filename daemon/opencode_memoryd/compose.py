@@ -7,6 +7,7 @@ case: those live in :mod:`opencode_memoryd.usecases` and receive what is built h
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ import structlog
 from opencode_memoryd.capture.processor import Extractor, Limits
 from opencode_memoryd.config import paths as config_paths
 from opencode_memoryd.config.schema import Config
+from opencode_memoryd.disk import make_private
 from opencode_memoryd.errors import SourceError
 from opencode_memoryd.extract.rules import RulesExtractor
 from opencode_memoryd.source.discover import discover_databases
@@ -117,7 +119,12 @@ class App:
             return ServerStore(url=q.url, api_key=self._secret(q.api_key_env),
                                collection=q.collection, embedder=embedder,
                                timeout_seconds=q.timeout_seconds)
-        return EdgeStore(config_paths.store_dir(self.config, self.env), embedder=embedder)
+        path = config_paths.store_dir(self.config, self.env)
+        if not q.path:  # our own data dir ($XDG_DATA_HOME/opencode-memoryd): 0700
+            with contextlib.suppress(OSError):  # EdgeStore says what is wrong
+                path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            make_private(path.parent, ())
+        return EdgeStore(path, embedder=embedder)
 
     def extraction_mode(self) -> str:
         """``llm`` or ``rules``: ``auto`` picks llm when an endpoint is configured."""

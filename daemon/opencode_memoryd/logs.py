@@ -18,6 +18,7 @@ from typing import Any
 
 import structlog
 
+from opencode_memoryd.disk import make_private
 from opencode_memoryd.redaction.engine import redact
 
 LOG_FILE_NAME = "opencode-memoryd.log"
@@ -43,6 +44,28 @@ def _scrub(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> Mutable
         if not key.startswith("_"):  # structlog's own (_record, _from_structlog)
             event[key] = scrub_value(value)
     return event
+
+
+class _FileHandler(logging.handlers.RotatingFileHandler):
+    """The log file. A record that cannot be written (the disk is full) is dropped, and the
+    first of a run of such failures is told in one line on stderr: never a traceback."""
+
+    _failing = False
+    _failed_now = False
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        self._failed_now = True
+        if not self._failing:
+            self._failing = True
+            sys.stderr.write(f"opencode-memoryd: cannot write the log file "
+                             f"{self.baseFilename} ({sys.exc_info()[1]}); records are "
+                             "dropped until it can\n")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._failed_now = False
+        super().emit(record)
+        if not self._failed_now:
+            self._failing = False
 
 
 def configure(
@@ -97,9 +120,9 @@ def configure(
     path: Path | None = None
     if log_dir is not None:
         log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private(log_dir, (LOG_FILE_NAME + "*",))  # also files an older version left
         path = log_dir / LOG_FILE_NAME
-        fh = logging.handlers.RotatingFileHandler(path, maxBytes=max_bytes,
-                                                  backupCount=backups, encoding="utf-8")
+        fh = _FileHandler(path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8")
         fh.setLevel(getattr(logging, level.upper()))
         fh.setFormatter(structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=shared,

@@ -30,7 +30,6 @@ from opencode_memoryd.cli import (
     setup,
     status,
 )
-from opencode_memoryd.cli.render import print_error
 from opencode_memoryd.cli.exits import (
     EXIT_CODES_HELP,
     EXIT_CONFIG,
@@ -42,6 +41,7 @@ from opencode_memoryd.cli.exits import (
     EXIT_REFUSED,
     EXIT_SOURCE,
 )
+from opencode_memoryd.cli.render import print_error
 from opencode_memoryd.compose import App
 from opencode_memoryd.config.loader import load_config
 from opencode_memoryd.config.paths import config_path

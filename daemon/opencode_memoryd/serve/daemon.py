@@ -40,6 +40,7 @@ from filelock import FileLock, Timeout
 
 from opencode_memoryd import __version__
 from opencode_memoryd.compose import DAEMON_INFO_FILE, App
+from opencode_memoryd.disk import PRIVATE_UMASK, make_private
 from opencode_memoryd.errors import AlreadyRunning, MemorydError, StoreInUseError
 from opencode_memoryd.models import iso_utc
 
@@ -150,6 +151,7 @@ class Daemon(SourceTracking, SessionJobs):
                 f"another opencode-memoryd daemon is already running (pid {pid}, lock "
                 f"{path}); stop it first, or use `opencode-memoryd status`") from None
         (state_dir / "daemon.pid").write_text(f"{os.getpid()}\n")
+        make_private(state_dir, ("daemon.*",))
         self._lock = lock
 
     def start(self) -> None:
@@ -348,6 +350,7 @@ def run(app: App) -> int:
         AlreadyRunning: another daemon holds the lock.
         StateError, StoreError, ConfigError: start-up failed.
     """
+    os.umask(PRIVATE_UMASK)  # what the daemon writes is its user's alone
     daemon = Daemon(app)
 
     def _stop(signum: int, _frame: object) -> None:
