@@ -34,10 +34,8 @@ def _loose(root: Path) -> list[str]:
         st = p.lstat()
         if stat.S_ISLNK(st.st_mode):
             continue
-        want = 0o700 if stat.S_ISDIR(st.st_mode) else 0o600
-        if stat.S_ISSOCK(st.st_mode) or stat.S_IMODE(st.st_mode) & ~want:
-            if stat.S_IMODE(st.st_mode) & 0o077:
-                out.append(f"{oct(stat.S_IMODE(st.st_mode))} {p}")
+        if stat.S_IMODE(st.st_mode) & 0o077:  # any bit for the group or others
+            out.append(f"{oct(stat.S_IMODE(st.st_mode))} {p}")
     return out
 
 

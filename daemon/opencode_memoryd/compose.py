@@ -20,7 +20,14 @@ import structlog
 from opencode_memoryd.capture.processor import Extractor, Limits
 from opencode_memoryd.config import paths as config_paths
 from opencode_memoryd.config.schema import Config
-from opencode_memoryd.disk import make_private
+from opencode_memoryd.disk import (
+    STATE_MIN_FREE_BYTES,
+    STORE_MIN_FREE_BYTES,
+    FreeBytes,
+    free_bytes,
+    make_private,
+    require_free,
+)
 from opencode_memoryd.errors import SourceError
 from opencode_memoryd.extract.rules import RulesExtractor
 from opencode_memoryd.source.discover import discover_databases
@@ -44,12 +51,16 @@ JOURNAL_FILE_NAME = "dream-journal.jsonl"
 
 @dataclass(slots=True)
 class App:
-    """The configured application: paths, settings and lazily built adapters."""
+    """The configured application: paths, settings and lazily built adapters.
+
+    ``free_space`` measures the free bytes where a path lives (injectable for tests).
+    """
 
     config: Config
     env: Mapping[str, str]
     config_path: Path | None = None
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    free_space: FreeBytes = field(default=free_bytes)
 
     # -- paths -----------------------------------------------------------------------
 
@@ -124,7 +135,19 @@ class App:
             with contextlib.suppress(OSError):  # EdgeStore says what is wrong
                 path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             make_private(path.parent, ())
-        return EdgeStore(path, embedder=embedder)
+        return EdgeStore(path, embedder=embedder, free=self.free_space)
+
+    def ensure_space(self) -> None:
+        """Check, before an extraction writes anything, that the state dir and the
+        embedded store's folder have room (:mod:`opencode_memoryd.disk`).
+
+        Raises:
+            DiskFullError: one of them has too little free space (named in the message).
+        """
+        require_free(self.state_dir, STATE_MIN_FREE_BYTES, free=self.free_space)
+        if not self.config.qdrant.url:
+            require_free(config_paths.store_dir(self.config, self.env), STORE_MIN_FREE_BYTES,
+                         free=self.free_space)
 
     def extraction_mode(self) -> str:
         """``llm`` or ``rules``: ``auto`` picks llm when an endpoint is configured."""

@@ -7,14 +7,16 @@ the store and the state file on open, and for the log file).
 
 **Free space.** Qdrant Edge maps its segment files into memory as sparse files and fills
 them as points are written; on a full disk the kernel answers a write to such a page with
-``SIGBUS``, which kills the process without a word. So every write to the embedded store
-first checks that :data:`STORE_MIN_FREE_BYTES` are free (:func:`require_free`) and raises
-:class:`~opencode_memoryd.errors.DiskFullError` otherwise. Measured with
-qdrant-edge-py 0.9 on tmpfs: creating a shard allocates 8.1 MiB (its preallocated files are
-166 MB sparse: two 32 MiB WAL files, a 32 MiB payload page, a 32 MiB BM25 page and the
-payload indexes), and one write of a chunk's memories at most 96 KiB (7,200 memories of
-2 KB: 21 MiB in all). SQLite reports a full disk cleanly (``SQLITE_FULL``), so the state
-file needs only :data:`STATE_MIN_FREE_BYTES` for its WAL and the log lines around a write.
+``SIGBUS``, which kills the process without a word. So opening the embedded store and
+every write to it first check that :data:`STORE_MIN_FREE_BYTES` are free
+(:func:`require_free`) and raise :class:`~opencode_memoryd.errors.DiskFullError`
+otherwise. Measured with qdrant-edge-py 0.9 on tmpfs: creating a shard allocates 8.1 MiB
+(its preallocated files are 166 MB sparse: two 32 MiB WAL files, a 32 MiB payload page,
+a 32 MiB BM25 page and the payload indexes); opening it again the first time fills
+another 20 MiB (28.2 MiB in all; it died with SIGBUS with 8 MiB free); one write of a
+chunk's memories at most 96 KiB (7,200 memories of 2 KB: 21 MiB in all). SQLite reports a
+full disk cleanly (``SQLITE_FULL``), so the state file needs only
+:data:`STATE_MIN_FREE_BYTES` for its WAL and the log lines around a write.
 """
 
 from __future__ import annotations
@@ -39,9 +41,9 @@ __all__ = [
 
 #: The process umask of the CLI and the daemon: nothing for group or others.
 PRIVATE_UMASK = 0o077
-#: Free space (bytes) the embedded store needs before any write: a new shard's
-#: preallocated pages (8.1 MiB measured) plus a wide margin over one write (96 KiB).
-STORE_MIN_FREE_BYTES = 32 * 1024 * 1024
+#: Free space (bytes) the embedded store needs to open and before any write: three times
+#: the most an open was measured to fill (20 MiB), far above one write (96 KiB).
+STORE_MIN_FREE_BYTES = 64 * 1024 * 1024
 #: Free space (bytes) the state dir needs before an extraction: the state file's WAL
 #: pages and log lines.
 STATE_MIN_FREE_BYTES = 4 * 1024 * 1024

@@ -45,7 +45,7 @@ from typing import Any, Protocol
 import structlog
 
 from opencode_memoryd.capture.writer import write_memories
-from opencode_memoryd.errors import ExtractionError, SourceError, UpstreamError
+from opencode_memoryd.errors import DiskFullError, ExtractionError, SourceError, UpstreamError
 from opencode_memoryd.models import ExtractionResult, TranscriptLine, iso_utc
 from opencode_memoryd.redaction.engine import redact
 from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB
@@ -151,8 +151,12 @@ class SessionProcessor:
         extractor: the LLM or rules extractor.
         limits: reader and chunking settings.
         clock: returns the current aware UTC time (injectable for tests).
-        raise_fatal: re-raise ``auth``/``not_found`` upstream errors (every other session
-            would fail the same way); the daemon sets it to ``False`` and pauses instead.
+        raise_fatal: re-raise ``auth``/``not_found`` upstream errors and
+            :class:`DiskFullError` (every other session would fail the same way); the
+            daemon sets it to ``False`` and pauses or retries instead.
+        ensure_space: raises :class:`DiskFullError` when the state dir or the store has
+            too little free space; called before a session's and each chunk's writes (and
+            before the LLM is paid for a chunk that could not be stored).
     """
 
     def __init__(
@@ -165,8 +169,10 @@ class SessionProcessor:
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         raise_fatal: bool = True,
+        ensure_space: Callable[[], None] = lambda: None,
     ) -> None:
         self.raise_fatal = raise_fatal
+        self.ensure_space = ensure_space
         self.source = source
         self.state = state
         self.store = store
@@ -205,6 +211,7 @@ class SessionProcessor:
         src = self.source.identity
         report = SessionReport(session.id, session.project_key, session.project_root)
         try:
+            self.ensure_space()
             # 1. finish what a previous run recorded but did not store (crash recovery)
             for item in self.state.pending_items(src, session.id):
                 self._apply(item, report)
@@ -222,6 +229,11 @@ class SessionProcessor:
         except SourceError as exc:
             report.error = redact(f"source: {exc}").text
             report.error_kind = "source"
+        except DiskFullError as exc:  # nothing of the chunk was stored; the mark stays
+            report.error = redact(f"disk_full: {exc}").text
+            report.error_kind = "disk_full"
+            if self.raise_fatal:
+                raise
         finally:
             report.duration_ms = (time.perf_counter() - started) * 1000
             log.info("session_processed", **report.as_dict())
@@ -307,6 +319,7 @@ class SessionProcessor:
         if not chunk.has_user_text:
             self.state.set_mark(src, session.id, chunk.last, _now_iso(now), chunk.seq)
             return
+        self.ensure_space()
         lines: list[TranscriptLine] = []
         for line in chunk.lines:
             r = redact(line.text)

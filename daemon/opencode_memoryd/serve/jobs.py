@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
+#: Seconds between two tries of a session that found the disk full.
+DISK_FULL_RETRY = 60.0
+
 
 def job_id(source_id: str, session_id: str) -> str:
     """The APScheduler job id of a session."""
@@ -136,7 +139,8 @@ class SessionJobs:
             return
         try:
             proc = SessionProcessor(src.db, self.state, self.store, self.extractor,
-                                    self.app.limits(), clock=self.clock, raise_fatal=False)
+                                    self.app.limits(), clock=self.clock, raise_fatal=False,
+                                    ensure_space=self.app.ensure_space)
             report = proc.process(session)
         finally:
             lock.release()
@@ -151,9 +155,15 @@ class SessionJobs:
         self._handle_failure(source_id, session_id, report)
 
     def _handle_failure(self, source_id: str, session_id: str, report: Any) -> None:
-        self.last_error = report.error
+        previous, self.last_error = self.last_error, report.error
         kind = report.error_kind
         now = self.clock()
+        if kind == "disk_full":  # the state file may be full too: write nothing, retry
+            if not (previous or "").startswith("disk_full"):  # once, not per session
+                log.error("disk_full", error=report.error, retry_seconds=DISK_FULL_RETRY)
+            self._arm(source_id, session_id, int((now + timedelta(
+                seconds=DISK_FULL_RETRY)).timestamp() * 1000))
+            return
         if kind in ("auth", "not_found"):
             self.pause = Pause(f"LLM endpoint refused the request ({report.error}); fix the "
                                "key or model in the config", now + timedelta(

@@ -76,7 +76,7 @@ class EdgeStore(StoreBase):
         free: the free-space probe (injectable for tests).
 
     Raises:
-        DiskFullError: the store is new and its folder's disk has too little free space
+        DiskFullError: the folder's disk has too little free space to open the store
             (every write raises it too, before writing anything).
         EmbedderMismatchError: the store was built with another embedder (name or
             dimensions, or one vs none) or other BM25 settings.
@@ -101,9 +101,8 @@ class EdgeStore(StoreBase):
         self._shard_path = self.path / EDGE_SHARD_DIR
         self._shard_or_none: qe.EdgeShard | None = None
         self._free = free
+        self._require_space()  # opening fills preallocated pages too
         shard_exists = self._shard_path.is_dir() and any(self._shard_path.iterdir())
-        if not shard_exists:
-            self._require_space()
         try:
             self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as e:

@@ -50,6 +50,8 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
         SourceError: no database, or one that cannot be opened (schema errors included).
         UpstreamError: the LLM endpoint refused our credentials or model (kind ``auth``
             or ``not_found``): every session would fail the same way.
+        DiskFullError: the state dir or the store has too little free space; the session
+            at hand stored nothing and its mark did not move.
     """
     run_id = uuid.uuid4().hex[:12]
     mode = app.extraction_mode()
@@ -68,7 +70,7 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
                 dbs.append({"path": str(path), "schema": source.schema.describe(),
                             "sessions": len(sessions)})
                 proc = SessionProcessor(source, state, store, extractor, app.limits(),
-                                        clock=app.clock)
+                                        clock=app.clock, ensure_space=app.ensure_space)
                 for s in (progress(sessions) if progress else sessions):
                     with lock_for(s.project_key):
                         reports.append(proc.process(s))
@@ -122,7 +124,8 @@ def capture_now(app: AppPort, state: StateDB, store: MemoryStore, extractor: Ext
         return {"session_id": None, "reason": f"no OpenCode session found for {directory}"}
     session, path = newest
     with app.open_source(path) as source:
-        proc = SessionProcessor(source, state, store, extractor, app.limits(), clock=app.clock)
+        proc = SessionProcessor(source, state, store, extractor, app.limits(), clock=app.clock,
+                                ensure_space=app.ensure_space)
         with lock_for(session.project_key):
             report = proc.process(session)
     log.info("capture_now", session_id=session.id, added=report.added)
