@@ -256,8 +256,8 @@ class SessionProcessor:
                                                   limit=MESSAGE_BATCH)
             if not messages:
                 return
-            report.corrupt_rows.update(r.id for m in messages
-                                       for r in (m, *m.parts) if r.corrupt)
+            report.corrupt_rows.update(m.id for m in messages if m.corrupt)
+            report.corrupt_rows.update(p.id for m in messages for p in m.parts if p.corrupt)
             full_batch = len(messages) >= MESSAGE_BATCH
             more = full_batch and messages[-1].mark < end
             real = drop_fork_copies(messages, session.time_created)

@@ -77,7 +77,7 @@ def _session_row(r: Sequence[Any]) -> SessionRow | None:
     if not (is_utf8(r[0]) and is_utf8(r[1] or "")):
         log.warning("corrupt_session_row", reason="id is not UTF-8")
         return None
-    values = [clean_text(v) if isinstance(v, str) else v for v in r]
+    values: list[Any] = [clean_text(v) if isinstance(v, str) else v for v in r]
     return SessionRow(*values)
 
 
