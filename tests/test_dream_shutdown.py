@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import cli, start_daemon, wait_until
+from conftest import ACME, cli, start_daemon, wait_until
 from fake_openai import FakeOpenAI
 from opencode_memoryd.compose import App
 from opencode_memoryd.config.loader import load_config
@@ -72,7 +72,7 @@ def _timed(*args: str) -> tuple[int, float]:
 
 @pytest.mark.slow
 def test_sigterm_during_the_catch_up_dream_and_commands_meanwhile(
-        tmp_path: Path, slow: tuple[FakeOpenAI, SlowPlanner],
+        tmp_path: Path, slow: tuple[FakeOpenAI, SlowPlanner], sample_db: Path,
         isolated_env: dict[str, str]) -> None:
     fake, model = slow
     cfg = llm_config(tmp_path / "d.toml", fake, "min_hours_between_dreams = 24\n"
@@ -94,8 +94,10 @@ def test_sigterm_during_the_catch_up_dream_and_commands_meanwhile(
         # the catch-up dream is planning (its first plan request is being answered)
         assert wait_until(lambda: model.plans >= 1, timeout=60)
         assert wait_until(lambda: _daemon_ready(cfg, proc), timeout=30)
-        # commands are answered while it dreams (generous bounds: a busy machine)
-        for args in (("status", "--json"), ("list", "--json"), ("search", "pnpm", "--json")):
+        # commands are answered while it dreams (generous bounds: a busy machine), also
+        # an extraction of the very project it dreams (the dream locks it only to apply)
+        for args in (("status", "--json"), ("list", "--json"), ("search", "pnpm", "--json"),
+                     ("maintain", "--dir", ACME, "--db", str(sample_db), "--json")):
             code, took = _timed("--config", str(cfg), *args)
             assert code == 0 and took < 5, (args, code, took)
         assert model.plans < 3  # still dreaming: the test measured during the dream
