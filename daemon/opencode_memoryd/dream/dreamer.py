@@ -52,6 +52,7 @@ from opencode_memoryd.dream.terms import SalientTerms
 from opencode_memoryd.dream.undo import recover_runs, undo_run
 from opencode_memoryd.errors import ExtractionError, MemorydError, UpstreamError
 from opencode_memoryd.models import Memory, iso_utc
+from opencode_memoryd.redaction.engine import redact
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.store.bm25 import Bm25Encoder
@@ -72,6 +73,11 @@ class _Planned:
     before: dict[str, dict[str, Any]] = field(default_factory=dict)
     writes: list[Memory] = field(default_factory=list)
     end: tuple[str, str] | None = None
+
+
+def _said(exc: BaseException) -> str:
+    """An error's text for the journal, secrets redacted (an error can quote data)."""
+    return redact(str(exc)).text
 
 
 def _tally(counts: dict[str, int], change: GroupChange) -> None:
@@ -225,13 +231,13 @@ class Dreamer:
         except MemorydError as exc:
             res.status = "failed"
             if applying:
-                res.reason = (f"{type(exc).__name__} while applying: {exc}; the run stays "
+                res.reason = (f"{type(exc).__name__} while applying: {_said(exc)}; the run stays "
                               "'applying' and is completed by recovery")
                 log.error("dream_apply_failed", run_id=run_id, error=str(exc))
                 res.ended_at = iso_utc(self.clock())
                 res.duration_ms = (time.perf_counter() - t0) * 1000
                 return res
-            res.reason = f"{type(exc).__name__}: {exc}"
+            res.reason = f"{type(exc).__name__}: {_said(exc)}"
             try:
                 return self._finish(res, t0, "failed", expect=("planned",))
             except MemorydError:
@@ -295,12 +301,12 @@ class Dreamer:
                     replies += 1
                     ops = plan_of(reply)
             except UpstreamError as exc:
-                planner_errors.append(f"{exc.kind}: {exc}")
+                planner_errors.append(f"{exc.kind}: {_said(exc)}")
                 res.rejected.append({"group": ids, "reason": f"planner failed: {exc.kind}"})
                 stop = f"not planned: the planner failed ({exc.kind})"
                 continue
             except ExtractionError as exc:
-                res.rejected.append({"group": ids, "reason": f"bad plan: {exc}"})
+                res.rejected.append({"group": ids, "reason": f"bad plan: {_said(exc)}"})
                 settled.append(group_signature(group))
                 continue
             change = self.check(group, ops, sc, res.run_id, now, set(after))
