@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import sqlite3
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -114,10 +118,6 @@ def start_daemon(cfg: Path, env: dict[str, str], *, capture: bool = False
     long-running daemon would block on a full pipe). The log file in the state dir keeps
     everything anyway.
     """
-    import os
-    import subprocess
-    import sys
-
     full = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(sys.path)}
     return subprocess.Popen(
         [sys.executable, "-m", "opencode_memoryd", "--config", str(cfg), "run"], env=full,
@@ -138,8 +138,6 @@ def read_marks(state_db: Path) -> dict[str, str]:
 
 def wait_until(pred: Any, timeout: float = 30.0, interval: float = 0.1) -> bool:
     """Poll ``pred()`` until it is true or ``timeout`` seconds pass."""
-    import time
-
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if pred():

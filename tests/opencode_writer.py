@@ -21,6 +21,16 @@ from typing import Any
 _B62 = string.digits + string.ascii_letters
 
 
+def next_ms(last_ms: int) -> int:
+    """The first millisecond since the epoch after ``last_ms`` that is not ahead of the
+    clock (waits for it when the writer is faster than one stamp per millisecond)."""
+    ms = int(time.time() * 1000)
+    while ms <= last_ms:
+        time.sleep((last_ms + 1 - ms) / 1000)
+        ms = int(time.time() * 1000)
+    return ms
+
+
 class OpenCodeWriter:
     """A writer connection to an OpenCode database (a copy, never a user's real one)."""
 
@@ -40,10 +50,18 @@ class OpenCodeWriter:
         self.conn.close()
 
     def now_ms(self) -> int:
-        """Strictly increasing milliseconds since the epoch, by the writer's clock."""
-        ms = max(int(time.time() * 1000) + self._skew_ms, self._last_ms + 1)
-        self._last_ms = ms
-        return ms
+        """Strictly increasing milliseconds since the epoch by the writer's clock (the real
+        one unless :meth:`set_clock` moved it), never ahead of that clock.
+
+        A writer faster than one stamp per millisecond waits for the next millisecond, as
+        OpenCode's own stamps never run ahead of time: a stamp in the future would make a
+        finished turn look unsettled to the reader.
+        """
+        if self._skew_ms:
+            self._last_ms = max(int(time.time() * 1000) + self._skew_ms, self._last_ms + 1)
+            return self._last_ms
+        self._last_ms = next_ms(self._last_ms)
+        return self._last_ms
 
     def set_clock(self, skew_ms: int) -> None:
         """Set the writer's clock ``skew_ms`` ahead of (or, negative, behind) the real one,
@@ -102,10 +120,12 @@ class OpenCodeWriter:
 
     def append_turn(self, sid: str, user_text: str, reply_text: str = "Done.", *,
                     finish: bool = True, bash: str | None = None) -> dict[str, str]:
-        """Write one turn in OpenCode's order; return the message ids written.
+        """Write one turn in OpenCode's order; return the ids written.
 
-        With ``finish=False`` the assistant message stays in flight (no ``time.completed``),
-        as while the model streams.
+        Returns ``{"user": …, "assistant": …, "reply_part": …}``: the two message ids and
+        the id of the assistant's text part. With ``finish=False`` the assistant message
+        stays in flight (no ``time.completed``), as while the model streams; pass
+        ``reply_part`` to :meth:`stream` to keep streaming into it.
         """
         ms = self.now_ms()
         user = {"role": "user", "time": {"created": ms}, "agent": "build",
@@ -133,7 +153,7 @@ class OpenCodeWriter:
                                              "metadata": {"output": "ok\n", "exit": 0}}})
         text_part = self._insert_part(sid, amid, {"type": "text", "text": ""})
         self._update_part(text_part, {"type": "text", "text": reply_text})
-        result = {"user": umid, "assistant": amid}
+        result = {"user": umid, "assistant": amid, "reply_part": text_part}
         if not finish:
             return result
         assistant["finish"] = "stop"
@@ -145,6 +165,11 @@ class OpenCodeWriter:
         user["summary"] = {"diffs": []}
         self._update_message(umid, user)
         return result
+
+    def stream(self, part_id: str, text: str) -> None:
+        """Replace the text of an in-flight reply's text part (one commit), as OpenCode
+        does for each chunk the model streams."""
+        self._update_part(part_id, {"type": "text", "text": text})
 
     def complete(self, amid: str) -> None:
         """Finish an in-flight assistant message (``finish`` then ``time.completed``)."""

@@ -43,7 +43,7 @@ def test_config_error_is_78_and_names_the_key(tmp_path: Path,
 
 
 def test_config_init_writes_once(isolated_env: dict[str, str]) -> None:
-    code, out = cli("config", "init")
+    code, _ = cli("config", "init")
     path = Path(isolated_env["XDG_CONFIG_HOME"]) / "opencode-memoryd" / "config.toml"
     assert code == 0 and path.exists()
     assert stat.S_IMODE(path.stat().st_mode) == 0o600

@@ -89,10 +89,11 @@ def test_a_mark_from_before_seq_reads_nothing_again_and_misses_nothing_new(
         config_file: Path, sample_db: Path, state_db: Path) -> None:
     _maintain(config_file, sample_db)
     with sqlite3.connect(state_db) as c:  # as a state file of schema 1 left it
-        c.execute("UPDATE marks SET seq = NULL")
+        c.execute("UPDATE marks SET max_rowid = NULL")
     assert _maintain(config_file, sample_db)["totals"]["turns_read"] == 0
-    with sqlite3.connect(state_db) as c:  # each mark now has the seq it stood for
-        assert c.execute("SELECT count(*) FROM marks WHERE seq IS NULL").fetchone() == (0,)
+    with sqlite3.connect(state_db) as c:  # each mark now has the rowid it stood for
+        assert c.execute("SELECT count(*) FROM marks WHERE max_rowid IS NULL").fetchone() \
+            == (0,)
         (mark,) = c.execute("SELECT time_created FROM marks WHERE session_id = ?",
                             (SESSION,)).fetchone()
     w = OpenCodeWriter(sample_db)
@@ -105,7 +106,8 @@ def test_a_mark_from_before_seq_reads_nothing_again_and_misses_nothing_new(
     assert _maintain(config_file, sample_db)["totals"]["turns_read"] == 0
 
 
-def test_a_state_file_of_schema_1_gets_seq(tmp_path: Path) -> None:
+def test_a_state_file_of_schema_1_gets_max_rowid(tmp_path: Path) -> None:
+    from opencode_memoryd.models import STORAGE_MESSAGE, Mark
     from opencode_memoryd.state.db import StateDB
 
     path = tmp_path / "state.db"
@@ -116,13 +118,18 @@ def test_a_state_file_of_schema_1_gets_seq(tmp_path: Path) -> None:
         c.execute("INSERT INTO marks VALUES ('db', 'ses', 5, 'msg_5', 'then')")
         c.execute("PRAGMA user_version = 1")
     state = StateDB(path)
+
+    def position() -> tuple[Mark | None, int | None]:
+        return state.get_mark("db", "ses"), state.get_max_rowid("db", "ses")
+
     try:
-        assert state.get_position("db", "ses") == ((5, "msg_5"), None)
-        state.set_mark("db", "ses", (4, "msg_4"), "now", 7)  # an older time, a newer seq
-        assert state.get_position("db", "ses") == ((5, "msg_5"), 7)
-        state.set_mark("db", "ses", (6, "msg_6"), "now", 3)  # a newer time, an older seq
-        assert state.get_position("db", "ses") == ((6, "msg_6"), 7)
+        assert position() == (Mark(STORAGE_MESSAGE, (5, "msg_5")), None)
+        # an older time with a newer rowid, then a newer time with an older rowid
+        state.set_mark("db", "ses", Mark(STORAGE_MESSAGE, (4, "msg_4")), "now", 7)
+        assert position() == (Mark(STORAGE_MESSAGE, (5, "msg_5")), 7)
+        state.set_mark("db", "ses", Mark(STORAGE_MESSAGE, (6, "msg_6")), "now", 3)
+        assert position() == (Mark(STORAGE_MESSAGE, (6, "msg_6")), 7)
     finally:
         state.close()
     with sqlite3.connect(path) as c:
-        assert c.execute("PRAGMA user_version").fetchone() == (2,)
+        assert c.execute("PRAGMA user_version").fetchone() == (3,)

@@ -95,11 +95,12 @@ def test_socket_path_falls_back_to_state_dir(tmp_path: Path) -> None:
     assert socket_path(tmp_path, {"XDG_RUNTIME_DIR": "rel/dir"}) == tmp_path / "control.sock"
 
 
-def test_socket_path_reads_os_environ_by_default(tmp_path: Path,
+def test_socket_path_reads_os_environ_by_default(short_dir: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    assert socket_path(tmp_path) == tmp_path / "control.sock"  # conftest unsets it
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "rt"))
-    assert socket_path(tmp_path) == tmp_path / "rt" / "opencode-memoryd" / "control.sock"
+    # a short folder: a path over the AF_UNIX limit would be replaced (tested below)
+    assert socket_path(short_dir) == short_dir / "control.sock"  # conftest unsets it
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(short_dir / "rt"))
+    assert socket_path(short_dir) == short_dir / "rt" / "opencode-memoryd" / "control.sock"
 
 
 # -- round trips -----------------------------------------------------------------------
@@ -291,7 +292,7 @@ def test_chunked_body_is_refused(serve: Callable[..., ControlServer], sock: Path
 
 def test_ping_is_none_without_a_server(sock: Path) -> None:
     assert ControlClient(sock).ping() is None
-    with pytest.raises(DaemonUnreachableError, match="control.sock"):
+    with pytest.raises(DaemonUnreachableError, match=r"control\.sock"):
         ControlClient(sock).call("echo", {})
 
 
@@ -400,9 +401,9 @@ def test_eight_concurrent_calls(serve: Callable[..., ControlServer], sock: Path)
         return int(body["i"]) * 2
 
     serve({"together": together})
-    with ControlClient(sock, timeout_seconds=20) as client:
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            results = list(pool.map(lambda i: client.call("together", {"i": i}), range(8)))
+    with ControlClient(sock, timeout_seconds=20) as client, \
+            ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda i: client.call("together", {"i": i}), range(8)))
     assert results == [i * 2 for i in range(8)]
 
 

@@ -48,9 +48,10 @@ settle_seconds = 0.2
 [extraction]
 mode = "rules"
 [daemon]
-quiet_period_seconds = 1
+quiet_period_seconds = 0.3
 max_wait_seconds = 30
 sweep_interval_seconds = 5
+poll_interval_seconds = 0.2
 """)
 
 
@@ -72,7 +73,8 @@ def test_catch_up_then_tail_new_turns(daemon: subprocess.Popen[str], live_db: Pa
     sid = "ses_dfec4032affe4TNn4bUt9e26HR"
     ids = w.append_turn(sid, "remember that releases are tagged vX.Y.Z", "Noted.",
                         finish=False)
-    time.sleep(2.5)  # well past the quiet period: the turn is still in flight
+    # past the quiet period the session's job ran and put it back: the turn is in flight
+    assert wait_until(lambda: _queue_notes(state_db).get(sid) == "turn in flight")
     assert read_marks(state_db).get(sid) != ids["assistant"]
     w.complete(ids["assistant"])
     w.close()
@@ -91,15 +93,14 @@ def test_second_daemon_exits_at_once_naming_the_first(
         isolated_env: dict[str, str]) -> None:
     assert wait_until(lambda: (state_db.parent / "daemon.pid").exists())
     second = start_daemon(daemon_config, isolated_env, capture=True)
-    out, err = second.communicate(timeout=30)
+    _, err = second.communicate(timeout=30)
     assert second.returncode == 1
     assert "already running" in err and str(daemon.pid) in err
     assert daemon.poll() is None
 
 
 def test_sigterm_stops_quickly(daemon: subprocess.Popen[str], state_db: Path) -> None:
-    assert wait_until(lambda: (state_db.parent / "daemon.pid").exists())
-    time.sleep(0.5)
+    assert wait_until(lambda: (state_db.parent / "daemon.json").exists())  # started
     t = time.monotonic()
     daemon.send_signal(signal.SIGTERM)
     daemon.communicate(timeout=15)
@@ -111,7 +112,7 @@ def test_config_error_exits_78(tmp_path: Path, isolated_env: dict[str, str]) -> 
     bad = tmp_path / "bad.toml"
     bad.write_text("[daemon]\nquiet_period_seconds = 'soon'\n")
     proc = start_daemon(bad, isolated_env, capture=True)
-    out, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=30)
     assert proc.returncode == 78
     assert "daemon.quiet_period_seconds" in err
 
@@ -137,6 +138,9 @@ def test_maintain_search_list_status_go_through_the_running_daemon(
 def test_database_appearing_later_and_replaced_by_a_new_file(
         daemon_config: Path, isolated_env: dict[str, str], state_db: Path,
         tmp_path: Path) -> None:
+    # no OpenCode folder to watch yet: the sweep finds the database (every 0.5 s here)
+    daemon_config.write_text(daemon_config.read_text().replace(
+        "sweep_interval_seconds = 5", "sweep_interval_seconds = 0.5"))
     proc = start_daemon(daemon_config, isolated_env)  # no OpenCode database yet
     try:
         assert wait_until(lambda: (state_db.parent / "daemon.json").exists())
@@ -171,13 +175,19 @@ def test_database_appearing_later_and_replaced_by_a_new_file(
     assert len(contents) == len(set(contents)) == 4
 
 
-def _queued(state_db: Path) -> set[str]:
-    """Session ids in the daemon's queue, read-only."""
+def _queue_notes(state_db: Path) -> dict[str, str | None]:
+    """Session id -> why its job was put back (``last_error``), for every queued session,
+    read-only."""
     try:
         with sqlite3.connect(f"file:{state_db}?mode=ro", uri=True) as c:
-            return {r[0] for r in c.execute("SELECT session_id FROM queue")}
+            return {r[0]: r[1] for r in c.execute("SELECT session_id, last_error FROM queue")}
     except sqlite3.Error:
-        return set()
+        return {}
+
+
+def _queued(state_db: Path) -> set[str]:
+    """Session ids in the daemon's queue, read-only."""
+    return set(_queue_notes(state_db))
 
 
 def _import_old_session(db: Path, like: str, stamp_ms: int) -> str:
@@ -229,7 +239,7 @@ settle_seconds = 0.2
 mode = "rules"
 [daemon]
 quiet_period_seconds = 60
-sweep_interval_seconds = 2
+sweep_interval_seconds = 0.5
 """)
     proc = start_daemon(slow, isolated_env)
     try:
@@ -253,7 +263,7 @@ sweep_interval_seconds = 2
 
 def test_start_waits_for_a_command_holding_the_store_and_commands_wait_for_it(
         daemon_config: Path, live_db: Path, isolated_env: dict[str, str],
-        state_db: Path) -> None:
+        state_db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import threading
 
     from opencode_memoryd.config.loader import load_config
@@ -272,7 +282,9 @@ def test_start_waits_for_a_command_holding_the_store_and_commands_wait_for_it(
         t = threading.Thread(target=lambda: got.append(
             cli_json("--config", str(daemon_config), "status")))
         t.start()
-        time.sleep(1.0)
+        said: list[str] = []
+        assert wait_until(lambda: said.append(capsys.readouterr().err) or
+                          f"waiting for the daemon (pid {proc.pid})" in "".join(said))
         assert t.is_alive()  # waiting, not failing on the busy store
         held.close()
         t.join(timeout=60)

@@ -86,8 +86,18 @@ def _wait_marks(state_db: Path, expected: dict[str, str], timeout: float = 60) -
                                   for k, v in expected.items()), timeout, 0.2)
 
 
-def _replay_all(db: Path, gap: float, stop_after: int | None = None
-                ) -> dict[str, list[str]]:
+def _queue_empty(state_db: Path) -> bool:
+    """Whether the daemon's queue holds no session (read-only): no extraction pending."""
+    try:
+        with sqlite3.connect(f"file:{state_db}?mode=ro", uri=True) as c:
+            return c.execute("SELECT count(*) FROM queue").fetchone()[0] == 0
+    except sqlite3.Error:
+        return False
+
+
+def _replay_all(db: Path, gap: float) -> dict[str, list[str]]:
+    """Replay every fixture session, one after another, ``gap`` seconds apart (shorter
+    than the quiet period: sessions are extracted while later ones are written)."""
     src = sqlite3.connect(SAMPLE_DB)
     w = OpenCodeWriter(db)
     written: dict[str, list[str]] = {}
@@ -112,7 +122,7 @@ def test_each_session_extracted_once_never_mid_turn_and_resumed_for_new_turns(
         cfg = _config(tmp_path, fake)
         proc = start_daemon(cfg, isolated_env)
         try:
-            written = _replay_all(db, gap=1.6)
+            written = _replay_all(db, gap=0.3)
             last = {s["id"]: written[s["id"]][-1] for s in TOP_LEVEL if written[s["id"]]}
             assert _wait_marks(state_db, last), read_marks(state_db)
             first_round = len(model.prompts)
@@ -122,7 +132,7 @@ def test_each_session_extracted_once_never_mid_turn_and_resumed_for_new_turns(
             ids = w.append_turn(sid, "remember that the design system is called Bolt", "OK")
             w.close()
             assert _wait_marks(state_db, {sid: ids["assistant"]})
-            time.sleep(1.5)
+            assert wait_until(lambda: _queue_empty(state_db))  # nothing left to send
             proc.send_signal(signal.SIGTERM)
             proc.communicate(timeout=20)
             assert proc.returncode == 0
@@ -148,18 +158,29 @@ def test_kill_9_during_replay_loses_and_repeats_nothing(
     empty_copy(SAMPLE_DB, db)
     model = Model(db)
     rng = random.Random(11)
+    prompted = threading.Event()
     with FakeOpenAI(responder=model) as fake:
+        fake.on_request = lambda r: prompted.set() if r.path.endswith(
+            "/chat/completions") else None
         cfg = _config(tmp_path, fake)
         procs = [start_daemon(cfg, isolated_env)]
         replayed: dict[str, list[str]] = {}
-        replay = threading.Thread(target=lambda: replayed.update(_replay_all(db, gap=0.8)))
+        replay = threading.Thread(target=lambda: replayed.update(_replay_all(db, gap=0.3)))
         replay.start()
         kills = 0
-        while replay.is_alive():
-            time.sleep(rng.uniform(0.5, 2.0))
+        # kill -9 the daemon over and over while the sessions are written, and at least 4
+        # times: about half of the kills land as its prompt reaches the model (the reply
+        # races the kill), the others at a random moment (start-up, catch-up, store or
+        # state writes)
+        while replay.is_alive() or kills < 4:
+            if rng.random() < 0.5:
+                prompted.wait(timeout=3)
+            else:
+                time.sleep(rng.uniform(0.2, 2.0))
             procs[-1].send_signal(signal.SIGKILL)
             procs[-1].wait()
             kills += 1
+            prompted.clear()
             procs.append(start_daemon(cfg, isolated_env))
         replay.join()
         last = {s["id"]: replayed[s["id"]][-1] for s in TOP_LEVEL if replayed[s["id"]]}

@@ -24,7 +24,7 @@ import pytest
 
 from conftest import ACME, MANIFEST, PIPELINE, cli, cli_json, start_daemon, wait_until, write_config
 from fake_openai import FakeOpenAI
-from opencode_memoryd.compose import DAEMON_INFO_FILE, JOURNAL_FILE_NAME
+from opencode_memoryd.compose import DAEMON_INFO_FILE, JOURNAL_FILE_NAME, App
 from opencode_memoryd.config.loader import load_config
 from opencode_memoryd.config.paths import state_dir, store_dir
 from opencode_memoryd.dream.journal import DreamJournal
@@ -199,8 +199,13 @@ def _paths(cfg_path: Path, env: dict[str, str]) -> tuple[Path, Path]:
 
 
 def seed(cfg_path: Path, env: dict[str, str], base: datetime = T0) -> dict[str, Memory]:
-    """Write the seed into the store the CLI will open (no daemon may be running)."""
+    """Write the seed into the store the CLI will open (no daemon may be running); its
+    user-scope memories carry the identity the CLI computes (so nothing is migrated)."""
     memories = seed_memories(base)
+    me = App(config=load_config(cfg_path, env), env=env).user_id
+    for m in memories.values():
+        if m.scope == "user":
+            m.user_id = me
     store = EdgeStore(_paths(cfg_path, env)[0])
     try:
         store.upsert(list(memories.values()))

@@ -127,11 +127,11 @@ def test_daemon_says_once_that_no_database_exists_yet(tmp_path: Path,
     data_dir = Path(isolated_env["XDG_DATA_HOME"]) / "opencode"
     proc = start_daemon(cfg, isolated_env)
     try:
-        assert wait_until(lambda: bool(_log_events(state_dir, "waiting_for_database")))
+        assert wait_until(lambda: bool(_log_events(state_dir, "no_opencode_database")))
         time.sleep(3)  # about 15 sweeps, each of which finds no database
-        said = _log_events(state_dir, "waiting_for_database")
+        said = _log_events(state_dir, "no_opencode_database")
         assert len(said) == 1, said
-        assert f"{data_dir}/opencode*.db" in str(said[0]["reason"])
+        assert f"{data_dir}/opencode*.db" in str(said[0]["message"])
         # the database appears: picked up without a restart
         data_dir.mkdir(parents=True)
         shutil.copyfile(SAMPLE_DB, data_dir / "opencode.db")

@@ -45,12 +45,6 @@ def ask(chat: ChatClient, user: str = "hello") -> ChatReply:
     return chat.complete_json(system="sys", user=user, schema=SCHEMA, schema_name="memories")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 # -- successful calls and the request body ------------------------------------------------
 
 
@@ -220,10 +214,13 @@ def test_hung_request_times_out(fake: FakeOpenAI) -> None:
 
 
 def test_refused_connection_is_retryable() -> None:
-    chat = ChatClient(base_url=f"http://127.0.0.1:{free_port()}/v1", api_key=None,
-                      model="m", max_retries=0, timeout_seconds=2)
-    with pytest.raises(UpstreamError) as info:
-        ask(chat)
+    with socket.socket() as bound:  # bound, never listening: no other test can take it
+        bound.bind(("127.0.0.1", 0))
+        port = bound.getsockname()[1]
+        chat = ChatClient(base_url=f"http://127.0.0.1:{port}/v1", api_key=None,
+                          model="m", max_retries=0, timeout_seconds=2)
+        with pytest.raises(UpstreamError) as info:
+            ask(chat)
     assert (info.value.kind, info.value.retryable, info.value.status) == (
         "connection", True, None)
 

@@ -100,8 +100,8 @@ def test_prompt_holds_only_unread_turns(sample_db: Path, llm_config: Path,
 
 def test_no_llm_call_for_chunks_without_human_text(sample_db: Path, llm_config: Path,
                                                    fake: FakeOpenAI) -> None:
-    code, out = cli("--config", str(llm_config), "maintain", "--dir",
-                    "/tmp/projects/sample/scratch", "--db", str(sample_db), "--json")
+    code, _ = cli("--config", str(llm_config), "maintain", "--dir",
+                  "/tmp/projects/sample/scratch", "--db", str(sample_db), "--json")
     assert code == 0
     # one real question, one empty session: exactly one call
     assert len(fake.chat_requests) == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 
 from conftest import ACME, MANIFEST, PIPELINE, cli, cli_json, marks
@@ -112,9 +113,17 @@ def test_turn_in_flight_is_not_read_until_finished(sample_db: Path, config_file:
 
 
 def test_dir_that_does_not_exist_here_still_selects_from_the_database(
-        sample_db: Path, config_file: Path) -> None:
-    assert not os.path.exists(ACME) or True  # the database is the truth either way
-    report = cli_json("--config", str(config_file), "maintain", "--dir", ACME + "/",
+        sample_db: Path, config_file: Path, tmp_path: Path) -> None:
+    # the sessions' folders were on the machine that wrote the database: moved here under
+    # a folder of this test that does not exist (/tmp/projects/... may exist on a machine)
+    elsewhere = tmp_path / "elsewhere"
+    with sqlite3.connect(sample_db) as c:
+        for table, column in (("session", "directory"), ("project", "worktree")):
+            c.execute(f"UPDATE {table} SET {column} = replace({column}, ?, ?)",
+                      (str(Path(ACME).parent), str(elsewhere)))
+    acme = elsewhere / Path(ACME).name
+    assert not os.path.exists(acme)
+    report = cli_json("--config", str(config_file), "maintain", "--dir", f"{acme}/",
                       "--db", str(sample_db))
     assert report["totals"]["sessions"] == 4  # 3 sessions + the fork; no sub-agent
 

@@ -515,7 +515,7 @@ def test_edge_metadata_file(tmp_path: Path) -> None:
     assert not list((tmp_path / "store").glob(".store.json.*"))  # no temp file left
 
     (tmp_path / "store" / "store.json").unlink()
-    with pytest.raises(StoreError, match="store.json is missing"):
+    with pytest.raises(StoreError, match=r"store\.json is missing"):
         EdgeStore(tmp_path / "store")
 
 
@@ -623,7 +623,7 @@ def test_payloads_without_status_count_as_active(backend: str, tmp_path: Path) -
         # rewrite the raw payloads without the key, as an older version left them
         rows = s._encode(CODING[:3], None)  # type: ignore[attr-defined]
         s._upsert_rows([(pid, payload, sp, d) for (pid, _p, sp, d), payload  # type: ignore
-                        in zip(rows, old)])
+                        in zip(rows, old, strict=True)])
         assert s.count() == 3
         assert len(list(s.scroll(MemoryFilter(project_id=ACME)))) == 3
         assert s.search("which package manager?")[0][0] == CODING[0]

@@ -13,13 +13,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 
-from opencode_memoryd.capture.processor import Extractor, Limits
 from opencode_memoryd.config import paths as config_paths
-from opencode_memoryd.config.schema import Config
 from opencode_memoryd.disk import (
     STATE_MIN_FREE_BYTES,
     STORE_MIN_FREE_BYTES,
@@ -29,17 +27,16 @@ from opencode_memoryd.disk import (
     require_free,
 )
 from opencode_memoryd.errors import SourceError
-from opencode_memoryd.extract.rules import RulesExtractor
-from opencode_memoryd.source.discover import discover_databases
-from opencode_memoryd.source.reader import OpenCodeDB
-from opencode_memoryd.state.db import StateDB
-from opencode_memoryd.store.api import MemoryStore
-from opencode_memoryd.store.edge import EdgeStore
-from opencode_memoryd.store.server import ServerStore
-from opencode_memoryd.usecases.projects import normalize_dir
 
+# Adapters are imported where they are built: a command pays only for what it uses (the
+# MCP server and a command the daemon serves open no store, database or LLM client).
 if TYPE_CHECKING:
+    from opencode_memoryd.capture.processor import Extractor, Limits
+    from opencode_memoryd.config.schema import Config
     from opencode_memoryd.extract.chat import ChatClient
+    from opencode_memoryd.source.reader import OpenCodeDB
+    from opencode_memoryd.state.db import StateDB
+    from opencode_memoryd.store.api import Embedder, MemoryStore
 
 log = structlog.get_logger(__name__)
 
@@ -61,6 +58,18 @@ class App:
     config_path: Path | None = None
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     free_space: FreeBytes = field(default=free_bytes)
+    _user_id: str | None = field(default=None, init=False, repr=False)
+
+    @property
+    def user_id(self) -> str:
+        """Whose user-scope memories this application writes and reads: ``[user] id``,
+        else a hash of ``git config --global user.email``, else of the login name
+        (:func:`~opencode_memoryd.config.identity.user_identity`); computed once."""
+        from opencode_memoryd.config.identity import user_identity
+
+        if self._user_id is None:
+            self._user_id = user_identity(self.config.user.id, self.env)
+        return self._user_id
 
     # -- paths -----------------------------------------------------------------------
 
@@ -68,6 +77,11 @@ class App:
     def state_dir(self) -> Path:
         """``$XDG_STATE_HOME/opencode-memoryd`` unless ``state.dir`` is set."""
         return config_paths.state_dir(self.config, self.env)
+
+    @property
+    def state_path(self) -> Path:
+        """The state file: ``<state dir>/state.db``."""
+        return self.state_dir / STATE_FILE_NAME
 
     @property
     def journal_path(self) -> Path:
@@ -80,6 +94,9 @@ class App:
         Raises:
             SourceError: none was given and none was found (the message says where we looked).
         """
+        from opencode_memoryd.config.paths import normalize_dir
+        from opencode_memoryd.source.discover import discover_databases
+
         if override:
             return [Path(normalize_dir(override))]
         configured = config_paths.configured_db_paths(self.config, self.env)
@@ -98,16 +115,20 @@ class App:
 
     def open_state(self) -> StateDB:
         """Open (or create) the state file in the state dir."""
-        return StateDB(self.state_dir / STATE_FILE_NAME)
+        from opencode_memoryd.state.db import StateDB
+
+        return StateDB(self.state_path)
 
     def open_source(self, path: Path) -> OpenCodeDB:
         """Open one OpenCode database read-only."""
+        from opencode_memoryd.source.reader import OpenCodeDB
+
         return OpenCodeDB(path, busy_timeout_ms=self.config.opencode.busy_timeout_ms)
 
     def _secret(self, env_name: str) -> str | None:
         return (self.env.get(env_name) or None) if env_name else None
 
-    def build_embedder(self) -> Any | None:
+    def build_embedder(self) -> Embedder | None:
         """The dense embedder of ``[embedding]``, or ``None`` (BM25 only)."""
         e = self.config.embedding
         if e.provider == "none":
@@ -124,6 +145,9 @@ class App:
 
     def open_store(self) -> MemoryStore:
         """Open the memory store: Qdrant Edge on disk, or a Qdrant server by URL."""
+        from opencode_memoryd.store.edge import EdgeStore
+        from opencode_memoryd.store.server import ServerStore
+
         q = self.config.qdrant
         embedder = self.build_embedder()
         if q.url:
@@ -155,16 +179,20 @@ class App:
 
     def build_extractor(self) -> Extractor:
         """The extractor for :meth:`extraction_mode`."""
+        from opencode_memoryd.extract.rules import RulesExtractor
+
         x = self.config.extraction
         if self.extraction_mode() == "rules":
             return RulesExtractor(max_chars=x.max_memory_chars)
         from opencode_memoryd.extract.llm_extractor import LlmExtractor
 
-        return LlmExtractor(self._chat_client(), max_memories=x.max_memories_per_chunk,
+        return LlmExtractor(self.build_chat_client(), max_memories=x.max_memories_per_chunk,
                             max_chars=x.max_memory_chars)
 
     def limits(self) -> Limits:
         """Reader and chunking limits from the config."""
+        from opencode_memoryd.capture.processor import Limits
+
         o, x = self.config.opencode, self.config.extraction
         return Limits(
             abandoned_ms=int(o.abandoned_turn_seconds * 1000),
@@ -178,16 +206,20 @@ class App:
         """The dream planner: a chat client in llm mode, ``None`` in rules mode."""
         if self.extraction_mode() != "llm":
             return None
-        return self._chat_client()
+        return self.build_chat_client()
 
-    def _chat_client(self) -> ChatClient:
+    def build_chat_client(self, *, timeout_seconds: float | None = None,
+                          max_retries: int | None = None) -> ChatClient:
+        """The chat client of ``[llm]``; ``timeout_seconds`` and ``max_retries`` replace
+        the configured ones when given (``doctor`` sends one short request)."""
         from opencode_memoryd.extract.chat import ChatClient
 
         llm = self.config.llm
-        return ChatClient(base_url=llm.base_url, api_key=self._secret(llm.api_key_env),
-                          model=llm.model, timeout_seconds=llm.timeout_seconds,
-                          max_retries=llm.max_retries, temperature=llm.temperature,
-                          json_mode=llm.json_mode)
+        return ChatClient(
+            base_url=llm.base_url, api_key=self._secret(llm.api_key_env), model=llm.model,
+            timeout_seconds=llm.timeout_seconds if timeout_seconds is None else timeout_seconds,
+            max_retries=llm.max_retries if max_retries is None else max_retries,
+            temperature=llm.temperature, json_mode=llm.json_mode)
 
     def daemon_socket(self) -> Path | None:
         """The control socket of a running daemon, from ``daemon.json``, or ``None``."""

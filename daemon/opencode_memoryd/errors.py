@@ -11,7 +11,7 @@
     │   └── EmbedderMismatchError  the store was built with another embedder
     ├── UpstreamError          the LLM or embedding endpoint failed (``retryable`` flag)
     ├── ExtractionError        the LLM answered something we cannot accept
-    ├── NotFoundError          the requested memory, session or run does not exist (exit 5)
+    ├── NotFoundError          no such memory, project or run (exit 5, HTTP 404)
     ├── RefusedError           refused: it would overwrite or undo what it must not (exit 6)
     │   ├── DreamError         a dream operation was refused (undo of a run not applied)
     │   └── InstallRefusedError  install-opencode would change a file it did not write
@@ -126,6 +126,12 @@ class RequestError(MemorydError):
     """Raised by a handler to reject its payload (missing or invalid fields): HTTP 400."""
 
 
+class NotFoundError(MemorydError):
+    """What a use case was asked to act on does not exist: no memory with that id (or
+    none that is active and visible to this user), no project for a folder, no dream run
+    with that id. Nothing was changed. Exit 5; the control socket answers HTTP 404."""
+
+
 class RemoteError(MemorydError):
     """The daemon answered a call with an error.
 
@@ -145,10 +151,6 @@ class RemoteError(MemorydError):
         self.type = type
         self.kind = kind
         self.status = status
-
-
-class NotFoundError(MemorydError):
-    """The requested memory, session or run does not exist."""
 
 
 class RefusedError(MemorydError):

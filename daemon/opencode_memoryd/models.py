@@ -8,7 +8,7 @@ import unicodedata
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, NamedTuple
 
 MemoryType = Literal["user", "feedback", "project", "reference"]
 Scope = Literal["user", "project"]
@@ -21,6 +21,26 @@ SCOPES: tuple[str, ...] = ("user", "project")
 
 #: Namespace of every point id (UUIDv5), fixed forever: changing it duplicates every memory.
 POINT_NAMESPACE = uuid.UUID("6f0c5d2e-3a51-5b7e-9c1f-0d7a4e2b8c31")
+
+
+#: Where a session's turns are stored in an OpenCode database: the 1.x ``message``/``part``
+#: tables (positions are ``(time_created_ms, message_id)``) ...
+STORAGE_MESSAGE = "message"
+#: ... or the v2 ``session_message`` table (positions are ``(seq, message_id)``).
+STORAGE_SESSION_MESSAGE = "session_message"
+
+
+class Mark(NamedTuple):
+    """A session's high-water mark: the last row processed, and which table it is in.
+
+    Attributes:
+        storage: :data:`STORAGE_MESSAGE` or :data:`STORAGE_SESSION_MESSAGE`.
+        position: ``(time_created_ms, message_id)`` in ``message``, ``(seq, message_id)``
+            in ``session_message``. Positions of different storages are never compared.
+    """
+
+    storage: str
+    position: tuple[int, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +89,8 @@ class Memory:
     """A stored memory: the payload of one Qdrant point.
 
     ``project_id`` and ``project_root`` are ``None`` for user-scope memories; ``created_at``
-    and ``updated_at`` are aware UTC datetimes.
+    and ``updated_at`` are aware UTC datetimes. A manual memory (``source`` ``manual``) has
+    no session: ``session_id`` is ``""`` and ``session_ids`` is empty.
 
     Consolidation ("dreams", :mod:`opencode_memoryd.dream.dreamer`) never deletes a memory: it
     *retires* it, leaving a tombstone (the usual soft-delete / tombstone pattern of
@@ -85,9 +106,12 @@ class Memory:
         retired_by_run: the dream run id that retired it.
         merged_from: ids of the memories merged into this one (oldest first).
         dream_runs: ids of the dream runs that created or changed this memory.
+        user_id: whose user-scope memory this is (the user identity of the daemon that
+            wrote it); ``None`` for project memories, which everyone writing to the same
+            store shares.
 
     Payloads written before these fields existed load with the defaults (active, no
-    lineage).
+    lineage, no ``user_id``).
     """
 
     id: str
@@ -109,6 +133,7 @@ class Memory:
     retired_by_run: str | None = None
     merged_from: list[str] = field(default_factory=list)
     dream_runs: list[str] = field(default_factory=list)
+    user_id: str | None = None
 
     @property
     def is_active(self) -> bool:
@@ -125,7 +150,8 @@ class Memory:
             "project_id": self.project_id,
             "project_root": self.project_root,
             "session_id": self.session_id,
-            "session_ids": list(self.session_ids or [self.session_id]),
+            "session_ids": list(self.session_ids
+                                or ([self.session_id] if self.session_id else [])),
             "message_ids": list(self.message_ids),
             "source": self.source,
             "created_at": iso_utc(self.created_at),
@@ -137,6 +163,7 @@ class Memory:
             "retired_by_run": self.retired_by_run,
             "merged_from": list(self.merged_from),
             "dream_runs": list(self.dream_runs),
+            "user_id": self.user_id,
         }
 
     @classmethod
@@ -159,7 +186,8 @@ class Memory:
             source=p["source"],  # type: ignore[arg-type]
             created_at=parse_iso(str(p["created_at"])),
             updated_at=parse_iso(str(p["updated_at"])),
-            session_ids=list(p.get("session_ids") or [p["session_id"]]),  # type: ignore[call-overload]
+            session_ids=list(p.get("session_ids")  # type: ignore[call-overload]
+                             or ([p["session_id"]] if p.get("session_id") else [])),
             content_hash=str(p.get("content_hash") or ""),
             status="retired" if p.get("status") == "retired" else "active",
             superseded_by=_opt_str(p.get("superseded_by")),
@@ -167,6 +195,7 @@ class Memory:
             retired_by_run=_opt_str(p.get("retired_by_run")),
             merged_from=[str(x) for x in p.get("merged_from") or []],  # type: ignore[attr-defined]
             dream_runs=[str(x) for x in p.get("dream_runs") or []],  # type: ignore[attr-defined]
+            user_id=_opt_str(p.get("user_id")),
         )
 
 
@@ -220,14 +249,21 @@ def scope_project(key: str) -> str | None:
     return None if key == "user" else key.split(":", 1)[1]
 
 
-def point_id(scope: Scope, project_id: str | None, type_: str, text: str) -> str:
+def point_id(scope: Scope, project_id: str | None, type_: str, text: str,
+             user_id: str | None = None) -> str:
     """Deterministic point id (UUIDv5) of a fact in a scope.
 
     The same normalised fact of the same type in the same scope always maps to the same
     point, so replaying an extraction, or meeting the fact again in another session,
     upserts instead of duplicating (pattern: deterministic ids make the write idempotent).
+    A user-scope fact with a ``user_id`` is keyed by that identity too
+    (``user:<user_id>|type|hash``), so two users of one shared store never share a point;
+    without one (memories written before user identities existed) the key is
+    ``user|type|hash``. ``user_id`` is ignored for project memories.
     """
-    key = f"{scope_key(scope, project_id)}|{type_}|{content_hash(text)}"
+    where = (f"user:{user_id}" if scope == "user" and user_id is not None
+             else scope_key(scope, project_id))
+    key = f"{where}|{type_}|{content_hash(text)}"
     return str(uuid.uuid5(POINT_NAMESPACE, key))
 
 

@@ -4,7 +4,12 @@ Per chunk of finished turns, in the manner of a transactional outbox (the result
 recorded in our own state file before any side effect, and every later step is replayable
 and idempotent):
 
-1. read the messages after the session's high-water mark and keep the finished turns;
+1. read the messages after the session's high-water mark and keep the finished turns (from
+   the storage the session is read from: ``session_message`` when it has rows there, else
+   ``message``/``part``; a mark whose row moved is carried over by message id, and a mark
+   whose row vanished from ``session_message`` (an OpenCode migration wiped the table)
+   means re-reading the session from its start, which stores nothing twice: an item
+   already recorded for the same turns is reused, and the store merges a fact it holds);
 2. build the transcript, redact it, and ask the extractor (LLM or rules);
 3. **record** the result in the state file (status ``extracted``) before touching the store;
 4. write the memories to the store with deterministic point ids and write-time dedup;
@@ -16,18 +21,20 @@ it was. Memories are written with :func:`~opencode_memoryd.capture.writer.write_
 which merges provenance into an existing point instead of adding a second one for the same
 (or a near-identical) fact.
 
-**The high-water mark and clocks.** OpenCode stamps ``time_created`` with the writer's
-clock, which can be wrong: a message stamped in the future, or a clock set back after
-messages were stamped ahead of it. Reading only what sorts after the last processed
-``(time_created, id)`` would then skip every message written later with a smaller time,
-for good. So the mark has two parts that each only grow: the largest ``(time_created,
-id)`` processed, and ``seq``, the largest SQLite ``rowid`` processed (a rowid grows with
-every insert whatever the clock says). A message is unread when it is beyond either one:
-a message stamped with any time, past or future, is read once, in ``(time_created, id)``
-order with the others. (A mark from before ``seq`` existed stands for the rowids of the
-messages up to it, :meth:`~opencode_memoryd.source.reader.OpenCodeDB.seq_through`.) Only a
-message both stamped before the mark *and* given a reused rowid (SQLite reuses the largest
-rowid after it was deleted, and ``VACUUM`` renumbers) could be missed.
+**The high-water mark and clocks.** In the 1.x ``message`` table OpenCode stamps
+``time_created`` with the writer's clock, which can be wrong: a message stamped in the
+future, or a clock set back after messages were stamped ahead of it. Reading only what
+sorts after the last processed ``(time_created, id)`` would then skip every message
+written later with a smaller time, for good. So a ``message`` mark has two parts that each
+only grow: the largest ``(time_created, id)`` processed, and ``max_rowid``, the largest
+SQLite ``rowid`` processed (a rowid grows with every insert whatever the clock says). A
+message is unread when it is beyond either one: a message stamped with any time, past or
+future, is read once, in ``(time_created, id)`` order with the others. (A mark from before
+``max_rowid`` was kept stands for the rowids of the messages up to it,
+:meth:`~opencode_memoryd.source.lookups.SessionLookups.rowid_through`.) Only a message both
+stamped before the mark *and* given a reused rowid (SQLite reuses the largest rowid after
+it was deleted, and ``VACUUM`` renumbers) could be missed. The v2 ``session_message``
+table orders rows by its own ``seq``, which no clock touches.
 """
 
 from __future__ import annotations
@@ -36,22 +43,28 @@ import hashlib
 import os
 import signal
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 import structlog
 
+from opencode_memoryd.capture.report import SessionReport
 from opencode_memoryd.capture.writer import write_memories
 from opencode_memoryd.errors import DiskFullError, ExtractionError, SourceError, UpstreamError
-from opencode_memoryd.models import ExtractionResult, TranscriptLine, iso_utc
+from opencode_memoryd.models import (
+    STORAGE_MESSAGE,
+    ExtractionResult,
+    Mark,
+    TranscriptLine,
+    iso_utc,
+)
 from opencode_memoryd.redaction.engine import redact
 from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB
 from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.source.transcript import Chunk, chunk_turns
-from opencode_memoryd.source.turns import drop_fork_copies, finished_prefix, group_turns
+from opencode_memoryd.source.turns import Idle, drop_fork_copies, finished_prefix, group_turns
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.state.items import Item
 from opencode_memoryd.store.api import MemoryStore
@@ -85,59 +98,18 @@ class Limits:
     near_duplicate_similarity: float = 0.85
 
 
-@dataclass(slots=True)
-class SessionReport:
-    """What processing one session did (counts only: never transcript text)."""
-
-    session_id: str
-    project_key: str
-    project_root: str
-    title_chars: int = 0
-    turns_read: int = 0
-    chunks: int = 0
-    llm_calls: int = 0
-    added: int = 0
-    skipped: Counter[str] = field(default_factory=Counter)
-    rejected: Counter[str] = field(default_factory=Counter)
-    redactions: Counter[str] = field(default_factory=Counter)
-    tokens_in: int = 0
-    tokens_out: int = 0
-    replayed_items: int = 0
-    #: ids of the message and part rows that could not be decoded (skipped)
-    corrupt_rows: set[str] = field(default_factory=set)
-    error: str | None = None
-    error_kind: str | None = None
-    retry_after_seconds: float | None = None
-    duration_ms: float = 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        """A JSON-safe dict (the log event and ``maintain --json`` row)."""
-        return {
-            "session_id": self.session_id,
-            "project": self.project_key,
-            "project_root": self.project_root,
-            "turns_read": self.turns_read,
-            "chunks": self.chunks,
-            "llm_calls": self.llm_calls,
-            "added": self.added,
-            "skipped": dict(self.skipped),
-            "rejected": dict(self.rejected),
-            "redactions": dict(self.redactions),
-            "tokens_in": self.tokens_in,
-            "tokens_out": self.tokens_out,
-            "replayed_items": self.replayed_items,
-            "corrupt_rows": len(self.corrupt_rows),
-            "error": self.error,
-            "duration_ms": round(self.duration_ms, 1),
-        }
-
-
 def _now_iso(now: datetime) -> str:
     return iso_utc(now)
 
 
-def _item_id(source_id: str, session_id: str, chunk: Chunk) -> str:
-    key = f"{ITEM_FORMAT}|{source_id}|{session_id}|{chunk.first}|{chunk.last}"
+def _item_id(source_id: str, session_id: str, chunk: Chunk, storage: str) -> str:
+    """The outbox id of a chunk: its positions in ``message``; in ``session_message`` its
+    first and last row ids only (``seq`` values change when OpenCode re-projects rows)."""
+    if storage == STORAGE_MESSAGE:
+        key = f"{ITEM_FORMAT}|{source_id}|{session_id}|{chunk.first}|{chunk.last}"
+    else:
+        key = (f"{ITEM_FORMAT}|{source_id}|{session_id}|{storage}|{chunk.first[1]}|"
+               f"{chunk.last[1]}")
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
@@ -154,6 +126,7 @@ class SessionProcessor:
         raise_fatal: re-raise ``auth``/``not_found`` upstream errors and
             :class:`DiskFullError` (every other session would fail the same way); the
             daemon sets it to ``False`` and pauses or retries instead.
+        user_id: the identity user-scope memories are written for (``Memory.user_id``).
         ensure_space: raises :class:`DiskFullError` when the state dir or the store has
             too little free space; called before a session's and each chunk's writes (and
             before the LLM is paid for a chunk that could not be stored).
@@ -169,9 +142,11 @@ class SessionProcessor:
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         raise_fatal: bool = True,
+        user_id: str | None = None,
         ensure_space: Callable[[], None] = lambda: None,
     ) -> None:
         self.raise_fatal = raise_fatal
+        self.user_id = user_id
         self.ensure_space = ensure_space
         self.source = source
         self.state = state
@@ -191,6 +166,7 @@ class SessionProcessor:
             message_times=item.result.get("message_times", {}),
             now=now,
             near_duplicate_similarity=self.limits.near_duplicate_similarity,
+            user_id=self.user_id,
         )
         self.state.complete_item(item, _now_iso(now))
         report.added += added
@@ -239,6 +215,34 @@ class SessionProcessor:
             log.info("session_processed", **report.as_dict())
         return report
 
+    def _reconcile_mark(self, session: SessionRow, storage: str) -> None:
+        """Make the stored mark a position in ``storage``, or drop it.
+
+        A 1.x mark stays as it is (a reverted message may vanish; reading goes on after its
+        position). A mark in ``session_message``, or in another storage than the one the
+        session is read from now, is looked up by message id: found elsewhere, it moves
+        there; not found (the rows were wiped, or the session changed storage without
+        carrying the row over), the session is read again from its start.
+        """
+        src = self.source.identity
+        stored = self.state.get_mark(src, session.id)
+        if stored is None or stored.storage == storage == STORAGE_MESSAGE:
+            return
+        found = self.source.locate(session.id, stored.position[1], storage)
+        if stored.storage == storage and found == stored.position:
+            return
+        now = _now_iso(self.clock())
+        if found is not None:
+            log.info("mark_moved", session_id=session.id, storage=storage,
+                     previous_storage=stored.storage)
+            self.state.replace_mark(src, session.id, Mark(storage, found), now)
+            return
+        log.warning("session_rows_reset", session_id=session.id, storage=storage,
+                    previous_storage=stored.storage,
+                    detail="the last row read is gone: reading the session again from its "
+                           "start (nothing already stored is stored twice)")
+        self.state.replace_mark(src, session.id, None, now)
+
     def _process_new(self, session: SessionRow, report: SessionReport) -> None:
         src = self.source.identity
         # "Up to now": a session OpenCode keeps writing to faster than it is read must not
@@ -247,31 +251,37 @@ class SessionProcessor:
         end = self.source.last_messages([session.id]).get(session.id)
         if end is None:
             return
+        storage = report.storage = end.storage
+        self._reconcile_mark(session, storage)
+        idle = (Idle(session.time_idle, session.time_suspended)
+                if session.table == "session_v2" else None)
         while True:
-            mark, seq = self.state.get_position(src, session.id)
-            if mark is not None and seq is None:  # a mark from before seq: record its seq
-                seq = self.source.seq_through(session.id, mark)
-                self.state.set_mark(src, session.id, mark, _now_iso(self.clock()), seq)
-            messages = self.source.messages_after(session.id, mark, seq=seq,
-                                                  limit=MESSAGE_BATCH)
+            stored = self.state.get_mark(src, session.id)
+            mark = stored.position if stored is not None and stored.storage == storage else None
+            max_rowid = self._max_rowid(session, storage, mark)
+            messages = self.source.messages_after(session.id, mark, limit=MESSAGE_BATCH,
+                                                  storage=storage, max_rowid=max_rowid)
             if not messages:
                 return
             report.corrupt_rows.update(m.id for m in messages if m.corrupt)
             report.corrupt_rows.update(p.id for m in messages for p in m.parts if p.corrupt)
             full_batch = len(messages) >= MESSAGE_BATCH
-            more = full_batch and messages[-1].mark < end
+            more = full_batch and messages[-1].mark < end.position
             real = drop_fork_copies(messages, session.time_created)
-            top = max([seq or 0, *(m.seq for m in messages)])
+            # the largest rowid read (``message`` only), with the one already recorded
+            top = (max([max_rowid or 0, *(m.rowid for m in messages)])
+                   if storage == STORAGE_MESSAGE else None)
             if not real:  # a batch of fork copies only: nothing to read, move past them
-                self.state.set_mark(src, session.id, messages[-1].mark, _now_iso(self.clock()),
-                                    top)
+                self.state.set_mark(src, session.id, Mark(storage, messages[-1].mark),
+                                    _now_iso(self.clock()), top)
                 if not more:
                     return
                 continue
             turns = group_turns(real)
             now_ms = int(self.clock().timestamp() * 1000)
             done = finished_prefix(turns, now_ms=now_ms, abandoned_ms=self.limits.abandoned_ms,
-                                   settle_ms=self.limits.settle_ms)
+                                   settle_ms=self.limits.settle_ms, idle=idle)
+            report.waiting = len(done) < len(turns)
             if full_batch and len(turns) > 1 and len(done) == len(turns):
                 done = done[:-1]  # the batch may have cut the last turn short
             if not done:
@@ -282,8 +292,8 @@ class SessionProcessor:
             # moves past them too.
             for chunk in chunk_turns(done, max_tokens=self.limits.max_chunk_tokens,
                                      tool_output_chars=self.limits.tool_output_chars):
-                self._process_chunk(session, replace(chunk, seq=max(chunk.seq, seq or 0)),
-                                    report, times)
+                self._process_chunk(session, chunk, report, times, storage,
+                                    None if top is None else max(chunk.rowid, max_rowid or 0))
             if not more:
                 return
 
@@ -311,13 +321,36 @@ class SessionProcessor:
             return _merge(self._extract(lines[:half], project_root, report),
                           self._extract(lines[half:], project_root, report))
 
+    def _max_rowid(self, session: SessionRow, storage: str,
+                   mark: tuple[int, str] | None) -> int | None:
+        """The largest ``message`` rowid the session's mark has read (``None`` in another
+        storage, or with no mark); a mark recorded before rowids were kept gets the one it
+        stands for (:meth:`~opencode_memoryd.source.lookups.SessionLookups.rowid_through`)."""
+        if storage != STORAGE_MESSAGE or mark is None:
+            return None
+        src = self.source.identity
+        found = self.state.get_max_rowid(src, session.id)
+        if found is None:
+            found = self.source.rowid_through(session.id, mark)
+            self.state.set_mark(src, session.id, Mark(storage, mark),
+                                _now_iso(self.clock()), found)
+        return found
+
     def _process_chunk(self, session: SessionRow, chunk: Chunk, report: SessionReport,
-                       times: dict[str, int]) -> None:
+                       times: dict[str, int], storage: str, rowid: int | None) -> None:
         src = self.source.identity
         report.chunks += 1
         now = self.clock()
         if not chunk.has_user_text:
-            self.state.set_mark(src, session.id, chunk.last, _now_iso(now), chunk.seq)
+            self.state.set_mark(src, session.id, Mark(storage, chunk.last), _now_iso(now),
+                                rowid)
+            return
+        item_id = _item_id(src, session.id, chunk, storage)
+        known = self.state.get_item(item_id)
+        if known is not None:  # the same turns, read again after a reset: no second call
+            report.replayed_items += 1
+            self._apply(replace(known, first=chunk.first, last=chunk.last, storage=storage,
+                                result={**known.result, "max_rowid": rowid}), report)
             return
         self.ensure_space()
         lines: list[TranscriptLine] = []
@@ -325,7 +358,6 @@ class SessionProcessor:
             r = redact(line.text)
             report.redactions.update(r.counts)
             lines.append(TranscriptLine(line.message_id, line.role, r.text))
-        item_id = _item_id(src, session.id, chunk)
         result = self._extract(lines, session.project_root, report)
         report.tokens_in += result.tokens_in
         report.tokens_out += result.tokens_out
@@ -344,9 +376,9 @@ class SessionProcessor:
                 ],
                 "message_times": {m: times[m] for c in result.candidates
                                   for m in c.message_ids if m in times},
-                "seq": chunk.seq,
+                "max_rowid": rowid,
             },
-            tokens_in=result.tokens_in, tokens_out=result.tokens_out,
+            tokens_in=result.tokens_in, tokens_out=result.tokens_out, storage=storage,
         )
         self.state.record_item(item, _now_iso(self.clock()))
         _fault_point("after_record")

@@ -11,7 +11,8 @@ same candidates (crash recovery) therefore adds nothing.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -52,6 +53,117 @@ def _successor(store: MemoryStore, tomb: Memory) -> Memory | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class WriteOutcome:
+    """What :func:`write_memory` did with one candidate.
+
+    Attributes:
+        memory: the stored memory that now holds the fact (the new one, the existing
+            duplicate, or the reactivated tombstone).
+        result: ``added`` (a new point), ``revived`` (a tombstone reactivated; counted as
+            added), ``duplicate`` (same deterministic id, or a tombstone's successor) or
+            ``near_duplicate`` (a similar memory that says all the candidate says).
+    """
+
+    memory: Memory
+    result: str
+
+    @property
+    def added(self) -> bool:
+        """Whether the store holds a fact it did not hold (active) before."""
+        return self.result in ("added", "revived")
+
+
+def _merge_provenance(m: Memory, session_id: str | None, msg_ids: Sequence[str]) -> bool:
+    """Add a session and message ids to ``m``'s provenance; whether anything changed."""
+    sessions = list(dict.fromkeys([*m.session_ids, *([session_id] if session_id else [])]))
+    messages = list(dict.fromkeys([*m.message_ids, *msg_ids]))
+    if sessions == m.session_ids and messages == m.message_ids:
+        return False
+    m.session_ids, m.message_ids = sessions, messages
+    return True
+
+
+def write_memory(
+    store: MemoryStore,
+    candidate: Mapping[str, Any],
+    *,
+    session_id: str | None,
+    project_key: str | None,
+    project_root: str | None,
+    message_times: Mapping[str, int],
+    now: datetime,
+    near_duplicate_similarity: float,
+    user_id: str | None = None,
+) -> WriteOutcome:
+    """Write one candidate with write-time dedup (see :func:`write_memories`).
+
+    Args:
+        candidate: ``{"content", "type", "scope", "message_ids", "source"}``.
+        session_id: the session it comes from; ``None`` for a manual memory (then
+            ``session_id`` of a new memory is ``""`` and ``session_ids`` empty).
+        project_key: the project of a ``project``-scope candidate (ignored for ``user``).
+        user_id: the identity a ``user``-scope candidate belongs to: stored in
+            ``user_id``, part of the point id, and the only user-scope memories it is
+            deduplicated against. ``None``: no identity (ids and dedup as before
+            identities existed).
+
+    Raises:
+        StoreError, UpstreamError: from the store (nothing is half-written: each change is
+            one upsert).
+    """
+    content = redact(str(candidate["content"])).text
+    scope = candidate["scope"]
+    type_ = candidate["type"]
+    pkey = None if scope == "user" else project_key
+    proot = None if scope == "user" else project_root
+    uid = user_id if scope == "user" else None
+    pid = point_id(scope, pkey, type_, content, uid)
+    msg_ids = list(candidate["message_ids"])
+    existing = store.get([pid])
+    target: Memory | None = existing[0] if existing else None
+    result = "duplicate"
+    tomb: Memory | None = None
+    if target is not None and not target.is_active:
+        tomb, target = target, _successor(store, target)
+    if target is None:
+        norm = normalize_text(content)
+        flt = MemoryFilter(project_id=pkey, include_user_scope=False, scope=scope,
+                           types=(type_,), user_id=uid)
+        for hit, _score in store.search(content, flt=flt, limit=5):
+            if (hit.scope == scope and hit.project_id == pkey
+                    and (uid is None or hit.user_id == uid)
+                    and similarity(norm, normalize_text(hit.content))
+                    >= near_duplicate_similarity
+                    and restates(content, hit.content)):
+                target, result = hit, "near_duplicate"
+                break
+    if target is not None:
+        if _merge_provenance(target, session_id, msg_ids):
+            target.updated_at = now
+            store.upsert([target])
+        return WriteOutcome(target, result)
+    if tomb is not None:  # retired, and its successor is gone: reactivate the fact
+        tomb.status, tomb.superseded_by = "active", None
+        tomb.retired_reason = tomb.retired_by_run = None
+        _merge_provenance(tomb, session_id, msg_ids)
+        tomb.user_id = tomb.user_id or uid
+        tomb.updated_at = now
+        store.upsert([tomb])
+        return WriteOutcome(tomb, "revived")
+    times = [message_times[m] for m in msg_ids if m in message_times]
+    created = utc_from_ms(min(times)) if times else now
+    memory = Memory(
+        id=pid, content=content, type=type_, scope=scope, project_id=pkey,
+        project_root=proot, session_id=session_id or "", message_ids=msg_ids,
+        source=candidate["source"], created_at=created, updated_at=now,
+        session_ids=[session_id] if session_id else [], content_hash=content_hash(content),
+        user_id=uid,
+    )
+    store.upsert([memory])
+    return WriteOutcome(memory, "added")
+
+
 def write_memories(
     store: MemoryStore,
     candidates: Sequence[dict[str, Any]],
@@ -62,6 +174,7 @@ def write_memories(
     message_times: dict[str, int],
     now: datetime,
     near_duplicate_similarity: float,
+    user_id: str | None = None,
 ) -> tuple[int, Counter[str]]:
     """Write candidates to the store with write-time dedup; return (added, skipped reasons).
 
@@ -71,67 +184,26 @@ def write_memories(
     and identifier, :func:`~opencode_memoryd.extract.facts.restates`) is not added: its provenance
     (session and message ids) is merged into the existing point. Replaying the same
     candidates therefore adds nothing. ``created_at`` of a new memory is the time of its
-    first cited message.
+    first cited message. User-scope candidates belong to ``user_id`` (see
+    :func:`write_memory`).
 
     When the point of the candidate's id is a tombstone (retired by a dream), the candidate
     is merged into the memory that holds the fact now: ``superseded_by`` is followed, at
     most :data:`MAX_SUPERSEDED_HOPS` links, to the first active memory (skip reason
     ``duplicate``). When that chain is broken (the successor was deleted, a cycle, too
-    long), a near-duplicate among the active memories is looked for as usual, and failing
-    that the tombstone is reactivated with the candidate's provenance added (counted as
-    added).
+    long, or the memory was forgotten), a near-duplicate among the active memories is
+    looked for as usual, and failing that the tombstone is reactivated with the
+    candidate's provenance added (counted as added).
     """
     added = 0
     skipped: Counter[str] = Counter()
     for c in candidates:
-        content = redact(str(c["content"])).text
-        scope = c["scope"]
-        pkey = None if scope == "user" else project_key
-        proot = None if scope == "user" else project_root
-        pid = point_id(scope, pkey, c["type"], content)
-        msg_ids = list(c["message_ids"])
-        existing = store.get([pid])
-        target: Memory | None = existing[0] if existing else None
-        reason = "duplicate"
-        tomb: Memory | None = None
-        if target is not None and not target.is_active:
-            tomb, target = target, _successor(store, target)
-        if target is None:
-            norm = normalize_text(content)
-            flt = MemoryFilter(project_id=pkey, include_user_scope=False, scope=scope,
-                               types=(c["type"],))
-            for hit, _score in store.search(content, flt=flt, limit=5):
-                if (hit.scope == scope and hit.project_id == pkey
-                        and similarity(norm, normalize_text(hit.content))
-                        >= near_duplicate_similarity
-                        and restates(content, hit.content)):
-                    target, reason = hit, "near_duplicate"
-                    break
-        if target is not None:
-            sessions = list(dict.fromkeys([*target.session_ids, session_id]))
-            messages = list(dict.fromkeys([*target.message_ids, *msg_ids]))
-            if sessions != target.session_ids or messages != target.message_ids:
-                target.session_ids, target.message_ids = sessions, messages
-                target.updated_at = now
-                store.upsert([target])
-            skipped[reason] += 1
-            continue
-        if tomb is not None:  # retired, and its successor is gone: reactivate the fact
-            tomb.status, tomb.superseded_by = "active", None
-            tomb.retired_reason = tomb.retired_by_run = None
-            tomb.session_ids = list(dict.fromkeys([*tomb.session_ids, session_id]))
-            tomb.message_ids = list(dict.fromkeys([*tomb.message_ids, *msg_ids]))
-            tomb.updated_at = now
-            store.upsert([tomb])
+        outcome = write_memory(
+            store, c, session_id=session_id, project_key=project_key,
+            project_root=project_root, message_times=message_times, now=now,
+            near_duplicate_similarity=near_duplicate_similarity, user_id=user_id)
+        if outcome.added:
             added += 1
-            continue
-        times = [message_times[m] for m in msg_ids if m in message_times]
-        created = utc_from_ms(min(times)) if times else now
-        store.upsert([Memory(
-            id=pid, content=content, type=c["type"], scope=scope, project_id=pkey,
-            project_root=proot, session_id=session_id, message_ids=msg_ids,
-            source=c["source"], created_at=created, updated_at=now,
-            session_ids=[session_id], content_hash=content_hash(content),
-        )])
-        added += 1
+        else:
+            skipped[outcome.result] += 1
     return added, skipped

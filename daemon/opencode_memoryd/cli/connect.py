@@ -13,9 +13,8 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from opencode_memoryd.compose import App
 from opencode_memoryd.errors import (
     DaemonUnreachableError,
     DreamError,
@@ -23,13 +22,16 @@ from opencode_memoryd.errors import (
     NotFoundError,
     RefusedError,
     RemoteError,
+    RequestError,
     SourceError,
     StateError,
     StoreError,
     UpstreamError,
 )
-from opencode_memoryd.usecases.maintain import Progress
-from opencode_memoryd.usecases.service import call, open_local
+
+if TYPE_CHECKING:
+    from opencode_memoryd.compose import App
+    from opencode_memoryd.usecases.maintain import Progress
 
 #: How long a command waits (s) for a daemon that is starting to serve it.
 DAEMON_START_WAIT_SECONDS = 60.0
@@ -48,6 +50,8 @@ def run_use_case(app: App, route: str, payload: dict[str, Any], *,
     served, result = via_daemon(app, route, payload)
     if served:
         return result
+    from opencode_memoryd.usecases.service import call, open_local
+
     with open_local(app, progress=progress) as service:
         if route in ("dream", "undo"):
             service.recover_dreams()
@@ -123,5 +127,5 @@ _REMOTE_ERRORS: dict[str, Callable[[str], MemorydError]] = {
     "SourceError": SourceError, "SourceSchemaError": SourceError, "StoreError": StoreError,
     "EmbedderMismatchError": StoreError, "StateError": StateError,
     "UpstreamError": _remote_upstream, "NotFoundError": NotFoundError,
-    "RefusedError": RefusedError, "DreamError": DreamError,
+    "RequestError": RequestError, "RefusedError": RefusedError, "DreamError": DreamError,
 }

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_OK
-from opencode_memoryd.compose import App
-from opencode_memoryd.usecases.projects import normalize_dir
+from opencode_memoryd.config.paths import normalize_dir
+
+if TYPE_CHECKING:
+    from opencode_memoryd.compose import App
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
 from opencode_memoryd.cli.journal_table import render_table
-from opencode_memoryd.compose import App
+from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.dream.journal import DreamJournal
 from opencode_memoryd.errors import NotFoundError
-from opencode_memoryd.usecases.projects import normalize_dir, project_keys_for_dir
+
+if TYPE_CHECKING:
+    from opencode_memoryd.compose import App
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -55,6 +57,8 @@ def cmd_dream(app: App, args: argparse.Namespace) -> int:
                                 "dry_run": args.dry_run}))
     else:
         directory = normalize_dir(args.dir)
+        from opencode_memoryd.usecases.projects import project_keys_for_dir
+
         keys = sorted(project_keys_for_dir(app, directory, args.db, strict=True))
         if not keys:
             raise NotFoundError(f"no OpenCode project found for {directory}")
@@ -78,6 +82,8 @@ def cmd_journal(app: App, args: argparse.Namespace) -> int:
     """``journal``: the dream journal, newest first (read from the file, never the store)."""
     journal = DreamJournal(app.journal_path)
     if args.dir:
+        from opencode_memoryd.usecases.projects import project_keys_for_dir
+
         keys = sorted(project_keys_for_dir(app, normalize_dir(args.dir), args.db))
         entries = sorted((e for k in keys for e in journal.entries(project_key=k)),
                          key=lambda e: str(e.get("started_at")), reverse=True)

@@ -21,7 +21,8 @@ exit codes:
   2    usage error
   3    unexpected internal error (the traceback is in the log file)
   4    OpenCode database missing, unreadable, or of an unrecognised schema
-  5    not found: no such memory, project or dream run
+  5    not found: no memory with that id (or it is already forgotten), no project
+       for the folder given, no session or dream run with that id
   6    refused, nothing changed: the file exists (config init), the dream run
        cannot be undone, or install-opencode would change a file it did not write
   78   configuration error (EX_CONFIG)

@@ -16,14 +16,16 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import structlog
-
-from opencode_memoryd import __version__, logs
+from opencode_memoryd import __version__
 from opencode_memoryd.cli import (
     context,
+    doctor,
     dreams,
+    history,
     maintain,
+    manage,
     mcp,
     memories,
     opencode_setup,
@@ -42,8 +44,6 @@ from opencode_memoryd.cli.exits import (
     EXIT_SOURCE,
 )
 from opencode_memoryd.cli.render import print_error
-from opencode_memoryd.compose import App
-from opencode_memoryd.config.loader import load_config
 from opencode_memoryd.config.paths import config_path
 from opencode_memoryd.disk import PRIVATE_UMASK
 from opencode_memoryd.errors import (
@@ -54,7 +54,9 @@ from opencode_memoryd.errors import (
     SourceError,
 )
 
-log = structlog.get_logger(__name__)
+if TYPE_CHECKING:
+    from opencode_memoryd.compose import App
+
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -78,12 +80,15 @@ def _parser() -> argparse.ArgumentParser:
                    ).set_defaults(handler=_cmd_run)
     maintain.register(sub)
     memories.register(sub)
+    manage.register(sub)
     status.register(sub)
     context.register(sub)
     mcp.register(sub)
     dreams.register(sub)
     setup.register(sub)
     opencode_setup.register(sub)
+    history.register(sub)
+    doctor.register(sub)
     return p
 
 
@@ -94,6 +99,13 @@ def _cmd_run(app: App, args: argparse.Namespace) -> int:
 
 
 def _load_app(args: argparse.Namespace, env: Mapping[str, str]) -> App:
+    # imported here: `--help` and a usage error need none of it
+    import structlog
+
+    from opencode_memoryd import logs
+    from opencode_memoryd.compose import App
+    from opencode_memoryd.config.loader import load_config
+
     explicit = Path(args.config).expanduser() if args.config else None
     config = load_config(explicit, env)
     app = App(config=config, env=env, config_path=explicit or config_path(env))
@@ -104,8 +116,8 @@ def _load_app(args: argparse.Namespace, env: Mapping[str, str]) -> App:
         max_bytes=config.log.file_max_bytes,
         backups=config.log.file_backups,
     )
-    log.info("command_started", command=args.command, version=__version__,
-             config=str(app.config_path))
+    structlog.get_logger(__name__).info("command_started", command=args.command,
+                                        version=__version__, config=str(app.config_path))
     return app
 
 
@@ -155,7 +167,11 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except Exception:  # a bug: say where the traceback went
-        log.exception("internal_error")
+        import structlog
+
+        from opencode_memoryd import logs
+
+        structlog.get_logger(__name__).exception("internal_error")
         print("opencode-memoryd: internal error; the traceback is in "
               f"{logs.LOG_FILE_NAME} under the state dir", file=sys.stderr)
         return EXIT_INTERNAL

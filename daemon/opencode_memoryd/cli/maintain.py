@@ -6,13 +6,16 @@ import argparse
 import json
 import sys
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_CODES_HELP, EXIT_FAILURE, EXIT_OK
 from opencode_memoryd.cli.render import table
-from opencode_memoryd.compose import App
+from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.source.rows import SessionRow
-from opencode_memoryd.usecases.projects import normalize_dir
+
+if TYPE_CHECKING:
+    from opencode_memoryd.compose import App
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from opencode_memoryd.compose import App
+if TYPE_CHECKING:
+    from opencode_memoryd.compose import App
+
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

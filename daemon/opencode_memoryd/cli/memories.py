@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_OK, EXIT_USAGE
 from opencode_memoryd.cli.render import print_memories
-from opencode_memoryd.compose import App
 from opencode_memoryd.errors import NotFoundError
+
+if TYPE_CHECKING:
+    from opencode_memoryd.compose import App
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -19,7 +22,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     which = ls.add_mutually_exclusive_group()
     which.add_argument("--dir", metavar="DIR", help="only the memories of DIR's project")
     which.add_argument("--user", action="store_true", help="only user-scope memories")
-    ls.add_argument("--db", metavar="PATH", help="OpenCode database used to resolve --dir")
+    ls.add_argument("--db", metavar="PATH", help="OpenCode database used to resolve --dir "
+                    "(without one: the projects stored for DIR or a parent folder)")
     ls.add_argument("--all", action="store_true",
                     help="also the memories a dream retired (tombstones)")
     ls.add_argument("--json", action="store_true", help="print a JSON array")
@@ -43,11 +47,27 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sh.set_defaults(handler=cmd_show)
 
 
+def _explain_unknown_dir(app: App, directory: str, db: str | None) -> None:
+    """When no project is found for ``--dir DIR``, say so on stderr, with the folders the
+    store does have memories for (never a silent "no memories")."""
+    found = run_use_case(app, "resolve", {"directory": directory, "db": db})
+    if found["projects"]:
+        return
+    roots = found["store_roots"]
+    known = ("the store has memories for: " + ", ".join(roots) if roots
+             else "the store holds no project memories")
+    print(f"opencode-memoryd: no memories for {found['directory']}'s project: no OpenCode "
+          "session ran there and no stored memory belongs to it or a parent folder; "
+          f"{known}", file=sys.stderr)
+
+
 def cmd_list(app: App, args: argparse.Namespace) -> int:
     """``list``: print the memories (all, user scope, or DIR's project)."""
     memories = run_use_case(app, "list", {"user": args.user, "directory": args.dir,
                                           "db": args.db, "include_retired": args.all})
     print_memories(memories, args.json)
+    if args.dir and not memories:
+        _explain_unknown_dir(app, args.dir, args.db)
     return EXIT_OK
 
 
@@ -60,6 +80,8 @@ def cmd_search(app: App, args: argparse.Namespace) -> int:
                                         "db": args.db, "limit": args.limit,
                                         "include_retired": args.all})
     print_memories(hits, args.json)
+    if args.dir and not any(h["scope"] == "project" for h in hits):
+        _explain_unknown_dir(app, args.dir, args.db)
     return EXIT_OK
 
 

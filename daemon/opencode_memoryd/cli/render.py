@@ -7,12 +7,12 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from opencode_memoryd.redaction.engine import redact
-
 
 def print_error(message: object) -> None:
     """Print ``opencode-memoryd: MESSAGE`` to stderr, secrets redacted (an error can
     quote a database row)."""
+    from opencode_memoryd.redaction.engine import redact  # only when there is an error
+
     print(f"opencode-memoryd: {redact(str(message)).text}", file=sys.stderr)
 
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
 from opencode_memoryd.cli.render import print_error
-from opencode_memoryd.compose import App
-from opencode_memoryd.config.loader import init_config
 from opencode_memoryd.config.paths import config_path
 from opencode_memoryd.errors import RefusedError
+
+if TYPE_CHECKING:
+    from opencode_memoryd.compose import App
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -50,6 +52,8 @@ def cmd_config_init(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     """
     target = Path(args.path or args.config or config_path(env)).expanduser()
     try:
+        from opencode_memoryd.config.loader import init_config
+
         written = init_config(target)
     except FileExistsError:
         raise RefusedError(f"{target} already exists; not overwritten") from None

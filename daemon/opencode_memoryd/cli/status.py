@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd import __version__
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_OK
-from opencode_memoryd.compose import App
+
+if TYPE_CHECKING:
+    from opencode_memoryd.compose import App
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,6 +37,8 @@ def _print_daemon(d: dict[str, Any]) -> None:
     if d.get("running"):
         print(f"daemon:      running (pid {d['pid']}, since {d['since']}, "
               f"{d['change_detection']})")
+        for a in d.get("alerts", []):
+            print(f"WARNING:     {a['message']} (since {a['since']})")
         if d.get("catching_up"):
             print("catching up: the first pass over the databases is still running")
         if d.get("paused"):
@@ -57,6 +61,8 @@ def _print_store(info: dict[str, Any]) -> None:
           f"{'' if info['config_file_exists'] else ' (not present: defaults)'}")
     print(f"state:       {info['state_dir']}")
     print(f"extraction:  {info['extraction_mode']}")
+    if info.get("user_id"):
+        print(f"user:        {info['user_id']} (owner of your user-scope memories)")
     store_info = info["store"]
     print(f"store:       {store_info.get('backend')} "
           f"{store_info.get('path') or store_info.get('url') or ''}"
@@ -64,6 +70,10 @@ def _print_store(info: dict[str, Any]) -> None:
     for db in info["databases"]:
         print(f"database:    {db['path']}  "
               + (db.get("error") or f"{db['schema']}, {db['sessions']} sessions"))
+        if db.get("unread_tables"):
+            print(f"WARNING:     {db['path']}: rows are written to tables this version "
+                  f"cannot read ({', '.join(db['unread_tables'])}); their turns are not "
+                  "captured: upgrade opencode-memoryd")
     if "databases_error" in info:
         print(f"database:    {info['databases_error']}")
     counts = info["memories"]

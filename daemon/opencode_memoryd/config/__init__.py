@@ -15,6 +15,8 @@ Modules:
   the whole file;
 * :mod:`~opencode_memoryd.config.loader`: reading, validation errors, CLI overrides,
   ``config init``;
+* :mod:`~opencode_memoryd.config.identity`: the user identity of the user scope (``[user]
+  id``, else a hash of the git e-mail address or the login name);
 * :mod:`~opencode_memoryd.config.example`: the commented ``config.example.toml`` and
   ``python -m opencode_memoryd.config.example [--check] [PATH]``.
 """

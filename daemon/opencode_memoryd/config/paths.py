@@ -133,3 +133,8 @@ def opencode_data_dir(cfg: Config, env: Mapping[str, str] | None = None) -> Path
     if cfg.opencode.data_dir:
         return expand_home(cfg.opencode.data_dir, env)
     return xdg_data_home(env) / "opencode"
+
+
+def normalize_dir(directory: str) -> str:
+    """An absolute, normalised folder path (``~`` expanded); the folder need not exist."""
+    return os.path.normpath(os.path.abspath(os.path.expanduser(directory)))

@@ -27,6 +27,7 @@ from opencode_memoryd.config.sections import (
     OpencodeConfig,
     QdrantConfig,
     StateConfig,
+    UserConfig,
 )
 
 __all__ = ["Config"]
@@ -74,6 +75,10 @@ class Config(Section):
     context: ContextConfig = Field(
         default_factory=ContextConfig,
         description="The block of memories given to the OpenCode agent in each new session.",
+    )
+    user: UserConfig = Field(
+        default_factory=UserConfig,
+        description="Whose user-scope memories these are.",
     )
     state: StateConfig = Field(default_factory=StateConfig, description="The daemon's own state.")
     log: LogConfig = Field(default_factory=LogConfig, description="Logging.")

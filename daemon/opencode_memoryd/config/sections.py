@@ -24,6 +24,7 @@ __all__ = [
     "OpencodeConfig",
     "QdrantConfig",
     "StateConfig",
+    "UserConfig",
 ]
 
 
@@ -301,4 +302,19 @@ class LogConfig(Section):
     )
     file_backups: int = Field(
         default=5, ge=0, le=1000, description="Number of rotated log files kept (0-1000)."
+    )
+
+
+class UserConfig(Section):
+    """``[user]``: whose user-scope memories these are (project memories are shared)."""
+
+    id: str = Field(
+        default="", max_length=128, pattern=r"^\S*$",
+        description=(
+            "Your identity in the store: user-scope memories are written with it and only "
+            "yours are read, so people sharing a Qdrant server share project memories but "
+            "not personal ones. Empty = the first 16 hex digits of the SHA-256 of `git "
+            "config --global user.email`, else of your login name. No spaces; at most 128 "
+            "characters."
+        ),
     )

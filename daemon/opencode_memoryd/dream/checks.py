@@ -34,7 +34,9 @@ on:
    once the cap is used up no further group is planned.
 
 Accepted changes: a merged memory gets the deterministic id of its text in the scope
-(:func:`~opencode_memoryd.models.point_id`), the oldest ``created_at`` of the group, the
+(:func:`~opencode_memoryd.models.point_id`; a member with that very text keeps its own id,
+which differs for user-scope memories written before user identities), the user identity
+and the oldest ``created_at`` of the group, the
 union of the provenance (session and message ids) and ``merged_from``; retired memories
 become tombstones (``status="retired"``, ``superseded_by``, ``retired_reason``,
 ``retired_by_run``) — the tombstone pattern of replicated stores (e.g. the deletion markers
@@ -299,8 +301,12 @@ class PlanChecker:
         junk = junk_reason(content)
         if junk:
             return f"new_content is junk ({junk})"
-        return _MergeTarget(content=content,
-                            new_id=point_id(sc.scope, sc.project_id, type_, content))
+        new_id = point_id(sc.scope, sc.project_id, type_, content, sc.user_id)
+        # a member with this very text under an older id (user scope before identities)
+        same = [m.id for m in members.values() if m.id != new_id and m.type == type_
+                and m.content_hash == content_hash(content)]
+        return _MergeTarget(content=content, new_id=same[0] if same and new_id not in members
+                            else new_id)
 
     def _merge_loses_a_fact(self, o: Operation, group: Sequence[Memory],
                             target: _MergeTarget) -> str | None:
@@ -365,11 +371,13 @@ def _merged_memory(o: Operation, group: Sequence[Memory], target: _MergeTarget,
         source=(existing.source if o.survivor is not None and existing else "llm"),
         created_at=oldest.created_at,
         updated_at=now,
-        session_ids=ordered_union(*(m.session_ids or [m.session_id] for m in lineage)),
+        session_ids=ordered_union(*(m.session_ids or [m.session_id] for m in lineage
+                                    if m.session_ids or m.session_id)),
         content_hash=content_hash(target.content),
         merged_from=ordered_union(*(m.merged_from for m in lineage),
                                   existing.merged_from if existing else [], retired_ids),
         dream_runs=ordered_union(*(m.dream_runs for m in lineage), [run_id]),
+        user_id=oldest.user_id,
     )
 
 

@@ -100,6 +100,8 @@ class Dreamer:
         clock: returns the current aware UTC time.
         bm25: the tokenizer of salient terms (default: the shared default encoder, the
             tokenizer the store indexes with).
+        user_id: whose user scope a user-scope dream consolidates (``None``: every
+            user-scope memory, as before user identities existed).
 
     Not thread-safe; callers serialise dreams and extractions of one scope.
     """
@@ -113,8 +115,10 @@ class Dreamer:
         settings: DreamSettings | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         bm25: Bm25Encoder | None = None,
+        user_id: str | None = None,
     ) -> None:
         self.store = store
+        self.user_id = user_id
         self.state = state
         self.planner = planner
         self.settings = settings or DreamSettings()
@@ -183,7 +187,7 @@ class Dreamer:
         """
         if trigger not in TRIGGERS:
             raise ValueError(f"trigger must be one of {', '.join(TRIGGERS)}, not {trigger!r}")
-        sc = DreamScope.of(project_key)
+        sc = DreamScope.of(project_key, self.user_id)
         run_id = uuid.uuid4().hex[:12]
         started = self.clock()
         t0 = time.perf_counter()
@@ -380,4 +384,5 @@ class Dreamer:
             StoreError, StateError: the store or state file failed; the run stays
                 ``undoing`` and :meth:`recover` (or another ``undo``) completes it.
         """
-        return undo_run(self._writer, self.store, self.state, run_id, self.clock)
+        return undo_run(self._writer, self.store, self.state, run_id, self.clock,
+                        self.user_id)

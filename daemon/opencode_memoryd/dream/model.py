@@ -162,15 +162,21 @@ class DreamScope:
         scope: ``user`` or ``project``.
         project_id: the project's key (``project_id`` of its memories); ``None`` for the
             user scope.
+        user_id: whose user scope (``Memory.user_id``); ``None``: every user's. Merged
+            user-scope memories are keyed and stamped with it.
     """
 
     scope: Scope
     project_id: str | None
+    user_id: str | None = None
 
     @classmethod
-    def of(cls, project_key: str | None) -> DreamScope:
-        """The user scope for ``None``, else the scope of project ``project_key``."""
-        return cls("user", None) if project_key is None else cls("project", project_key)
+    def of(cls, project_key: str | None, user_id: str | None = None) -> DreamScope:
+        """The user scope (of ``user_id``) for ``None``, else the scope of project
+        ``project_key``."""
+        if project_key is None:
+            return cls("user", None, user_id)
+        return cls("project", project_key)
 
     @property
     def key(self) -> str:
@@ -180,6 +186,6 @@ class DreamScope:
     def filter(self, types: tuple[str, ...] = ()) -> MemoryFilter:
         """The store filter of the scope's active memories, of ``types`` only if given."""
         if self.scope == "user":
-            return MemoryFilter(scope="user", types=types)
+            return MemoryFilter(scope="user", types=types, user_id=self.user_id)
         return MemoryFilter(project_id=self.project_id, include_user_scope=False,
                             scope="project", types=types)

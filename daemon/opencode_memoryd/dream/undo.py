@@ -55,7 +55,7 @@ def recover_runs(writer: RunWriter, state: StateDB, now: str) -> list[str]:
 
 
 def undo_run(writer: RunWriter, store: MemoryStore, state: StateDB, run_id: str,
-             clock: Callable[[], datetime]) -> DreamResult:
+             clock: Callable[[], datetime], user_id: str | None = None) -> DreamResult:
     """Undo an applied dream (see :meth:`Dreamer.undo
     <opencode_memoryd.dream.dreamer.Dreamer.undo>`, which documents the result and errors).
 
@@ -70,7 +70,7 @@ def undo_run(writer: RunWriter, store: MemoryStore, state: StateDB, run_id: str,
     if row["status"] == "applied" and not state.dream_mark_undo(
             run_id, "undoing", iso_utc(started), expect=("applied",)):
         raise DreamError(f"dream run {run_id} changed status meanwhile; try again")
-    sc = DreamScope.of(scope_project(row["scope_key"]))
+    sc = DreamScope.of(scope_project(row["scope_key"]), user_id)
     drifted = writer.drifted(row)
     n_before = store.count(sc.filter())
     restored, deleted = writer.restore(row)

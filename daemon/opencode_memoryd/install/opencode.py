@@ -44,6 +44,7 @@ import json
 import os
 import string
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -69,7 +70,9 @@ __all__ = [
     "SOCKET_ENV_VAR",
     "FileChange",
     "InstallReport",
+    "Installed",
     "config_path",
+    "inspect",
     "install",
     "mcp_entry",
     "plugin_path",
@@ -247,6 +250,53 @@ def uninstall(
     configs = [p for p in configs if p.change.action != "unchanged" or p.change.note]
     return carry_out(plans + (configs or [unchanged(config_path(env), "config")]),
                       dry_run=dry_run)
+
+
+@dataclass(frozen=True, slots=True)
+class Installed:
+    """What :func:`inspect` found: the plugin (``current``: ours, as :func:`render_plugin`
+    renders it for the socket; ``outdated``: ours, another socket or version; ``foreign``;
+    ``missing``) and the ``mcp.memoryd`` entry (``ours``; ``disabled``: ours with
+    ``enabled`` false; ``foreign``; ``missing``; ``unreadable``: see ``problem``), with the
+    entry's ``command``."""
+
+    plugin_path: Path
+    plugin: str
+    config_path: Path
+    entry: str
+    command: list[str] | None = None
+    problem: str | None = None
+
+
+def inspect(*, socket: Path, env: Mapping[str, str] | None = None) -> Installed:
+    """What :func:`install` left in place: the plugin file and the ``mcp.memoryd`` entry,
+    judged by the ownership rules of the module docstring. Reads; never writes.
+
+    Raises:
+        OSError: a file exists but cannot be read.
+    """
+    env = os.environ if env is None else env
+    ppath, cpath = plugin_path(env), config_path(env)
+    text = read_text(ppath)
+    plugin = ("missing" if text is None else "foreign" if not _is_our_plugin(text)
+              else "current" if text == render_plugin(socket) else "outdated")
+    try:
+        raw = _read_config(cpath)
+        current = {} if raw is None else _load(cpath, _split_bom(raw)[1])
+    except InstallRefusedError as e:
+        return Installed(ppath, plugin, cpath, "unreadable", problem=e.reason)
+    mcp = current.get("mcp")
+    entry = mcp.get(MCP_SERVER_NAME) if isinstance(mcp, dict) else None
+    try:
+        argv = [*program_argv(default_executable()), "mcp"]
+    except (RuntimeError, ValueError):
+        argv = []
+    command = entry.get("command") if isinstance(entry, dict) else None
+    found = ("missing" if entry is None else "foreign" if not _is_our_entry(entry, argv)
+             else "disabled" if isinstance(entry, dict) and entry.get("enabled") is False
+             else "ours")
+    return Installed(ppath, plugin, cpath, found,
+                     [str(c) for c in command] if isinstance(command, list) else None)
 
 
 # --------------------------------------------------------------------------------------

@@ -46,18 +46,20 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from filelock import FileLock, Timeout
 
 from opencode_memoryd import __version__
+
+# imported here, before any worker thread starts: a module one thread is importing is seen
+# half-initialised by another
 from opencode_memoryd.compose import DAEMON_INFO_FILE, App
 from opencode_memoryd.disk import PRIVATE_UMASK, make_private
 from opencode_memoryd.errors import AlreadyRunning, MemorydError, StoreInUseError
 from opencode_memoryd.models import iso_utc
-
-# imported here, before any worker thread starts: a module one thread is importing is seen
-# half-initialised by another
+from opencode_memoryd.serve.alerts import Alerts
 from opencode_memoryd.serve.control_server import ControlServer
 from opencode_memoryd.serve.jobs import Pause, SessionJobs
 from opencode_memoryd.serve.protocol import socket_path
 from opencode_memoryd.serve.sources import SourceTracking, TrackedSource
 from opencode_memoryd.source.watcher import DbWatcher
+from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.service import GET_ROUTES, ROUTES, Service, call
 
 log = structlog.get_logger(__name__)
@@ -102,6 +104,9 @@ def sd_notify(message: str) -> bool:
 class Daemon(SourceTracking, SessionJobs):
     """The long-running process behind ``opencode-memoryd run``.
 
+    ``state``, ``store``, ``extractor`` and ``service`` exist once :meth:`start` has
+    opened them.
+
     Args:
         app: the configured application (paths, adapters).
         clock: the current aware UTC time; injectable for tests.
@@ -114,7 +119,6 @@ class Daemon(SourceTracking, SessionJobs):
         self.stop_event = threading.Event()
         self._poke = threading.Event()
         self._sources: dict[str, TrackedSource] = {}
-        self._said: dict[str, str] = {}
         self._project_locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._polling = False
@@ -122,17 +126,15 @@ class Daemon(SourceTracking, SessionJobs):
         self.pause: Pause | None = None
         self.started_at: datetime | None = None
         self.last_error: str | None = None
+        self.alerts = Alerts(self.clock)
         self.last_extraction: dict[str, dict[str, Any]] = {}
         #: the first full pass over the databases (start-up catch-up) is done
         self.caught_up = False
         self._lock: FileLock | None = None
         self._watcher: DbWatcher | None = None
-        self._control: Any = None
+        self._control: ControlServer | None = None
         self.service: Service
         self.last_dream: dict[str, str] = {}
-        self.state: Any = None
-        self.store: Any = None
-        self.extractor: Any = None
         self.scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(max_workers=1),
                        DREAM_EXECUTOR: ThreadPoolExecutor(max_workers=1)},
@@ -191,7 +193,7 @@ class Daemon(SourceTracking, SessionJobs):
         self._start_dreams()
         self._start_control()
 
-    def _open_store(self) -> Any:
+    def _open_store(self) -> MemoryStore:
         """Open the store; while a one-shot command (``list``, ``maintain`` …) started
         before the daemon still holds the embedded store, wait for it, up to
         ``STORE_WAIT_SECONDS``.
@@ -326,10 +328,9 @@ class Daemon(SourceTracking, SessionJobs):
         if not busy:
             for src in self._sources.values():
                 src.db.close()
-            if self.store is not None:
-                self.store.close()
-            if self.state is not None:
-                self.state.close()
+            for opened in (getattr(self, "store", None), getattr(self, "state", None)):
+                if opened is not None:  # start() may have failed before opening it
+                    opened.close()
         if self._lock is not None:
             (self.app.state_dir / "daemon.pid").unlink(missing_ok=True)
             self._lock.release()
@@ -358,6 +359,7 @@ class Daemon(SourceTracking, SessionJobs):
             "tokens_today": self.state.tokens_since(iso_utc(midnight)),
             "last_dream": self.last_dream,
             "last_error": self.last_error,
+            "alerts": self.alerts.active(),
         }
 
 

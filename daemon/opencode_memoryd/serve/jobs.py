@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from opencode_memoryd.capture.processor import SessionProcessor
+from opencode_memoryd.capture.report import SessionReport
 from opencode_memoryd.debounce import backoff_seconds
 from opencode_memoryd.errors import SourceError
-from opencode_memoryd.models import iso_utc
+from opencode_memoryd.models import STORAGE_SESSION_MESSAGE, iso_utc
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -140,13 +141,22 @@ class SessionJobs:
         try:
             proc = SessionProcessor(src.db, self.state, self.store, self.extractor,
                                     self.app.limits(), clock=self.clock, raise_fatal=False,
+                                    user_id=self.app.user_id,
                                     ensure_space=self.app.ensure_space)
             report = proc.process(session)
         finally:
             lock.release()
         if report.error is None:
             self._consecutive_failures = 0
-            self.state.queue_done(source_id, session_id, now_ms)
+            if report.waiting and report.storage == STORAGE_SESSION_MESSAGE:
+                # a v2 turn ends with in-place updates that change detection may not see:
+                # look again rather than wait for the next change
+                limits = self.app.limits()
+                self._retry(source_id, session_id,
+                            max(self.cfg.quiet_period_seconds, limits.settle_ms / 1000, 1.0),
+                            "turn not finished")
+            else:
+                self.state.queue_done(source_id, session_id, now_ms)
             if report.turns_read:
                 self.last_extraction[session.project_key] = {
                     "at": iso_utc(self.clock()), "session_id": session_id,
@@ -154,8 +164,9 @@ class SessionJobs:
             return
         self._handle_failure(source_id, session_id, report)
 
-    def _handle_failure(self, source_id: str, session_id: str, report: Any) -> None:
-        previous, self.last_error = self.last_error, report.error
+    def _handle_failure(self, source_id: str, session_id: str, report: SessionReport) -> None:
+        error = report.error or "failed"
+        previous, self.last_error = self.last_error, error
         kind = report.error_kind
         now = self.clock()
         if kind == "disk_full":  # the state file may be full too: write nothing, retry
@@ -169,9 +180,9 @@ class SessionJobs:
                                "key or model in the config", now + timedelta(
                                    seconds=self.cfg.auth_pause_seconds))
             log.error("llm_paused", reason=self.pause.reason, until=iso_utc(self.pause.until))
-            self._retry(source_id, session_id, self.cfg.auth_pause_seconds, report.error)
+            self._retry(source_id, session_id, self.cfg.auth_pause_seconds, error)
             return
-        attempts = self.state.queue_failed(source_id, session_id, report.error)
+        attempts = self.state.queue_failed(source_id, session_id, error)
         self._consecutive_failures += 1
         if self._consecutive_failures >= self.cfg.circuit_failure_threshold:
             self.pause = Pause(f"circuit open after {self._consecutive_failures} consecutive "
@@ -182,4 +193,4 @@ class SessionJobs:
         delay = backoff_seconds(attempts, retry_after=report.retry_after_seconds)
         if self.pause is not None:
             delay = max(delay, (self.pause.until - now).total_seconds())
-        self._retry(source_id, session_id, delay, report.error)
+        self._retry(source_id, session_id, delay, error)

@@ -199,8 +199,8 @@ def _history_search(args: Mapping[str, Any], call: Caller, directory: str
 
 
 def _compactions(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str, Any]:
-    rows = call("history_compactions", {"session_id": _need(args, "id", "compactions")})
-    return {"compactions": rows, "count": len(rows)}
+    found = call("history_compactions", {"session_id": _need(args, "id", "compactions")})
+    return {**found, "count": len(found.get("compactions") or [])}
 
 
 def _help(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str, Any]:

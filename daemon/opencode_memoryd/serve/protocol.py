@@ -29,8 +29,8 @@ Status codes:
 ======  ==========================================================================
 400     ``BadRequest`` (body is not a JSON object, bad Content-Length),
         :class:`RequestError` raised by a handler, or :class:`~.errors.ConfigError`
-404     ``NotFound``: no such route; :class:`~.errors.NotFoundError` (no such memory or
-        run)
+404     ``NotFound``: no such route, or :class:`~.errors.NotFoundError` raised by a
+        handler (the session, memory or run asked for does not exist)
 405     ``MethodNotAllowed``: e.g. ``GET`` on a handler route
 409     :class:`~.errors.EmbedderMismatchError`, :class:`~.errors.RefusedError`
 411     ``LengthRequired``: chunked bodies are not accepted
@@ -89,7 +89,9 @@ GENERIC_MESSAGE = "internal error in the daemon; see its log for details"
 # Checked in order; the first class the exception is an instance of decides the status.
 _STATUS_BY_ERROR: tuple[tuple[type[BaseException], int], ...] = (
     (EmbedderMismatchError, 409),
+    (NotFoundError, 404),
     (ConfigError, 400),
+    (NotFoundError, 404),
     (UpstreamError, 502),
     (ExtractionError, 502),
     (NotFoundError, 404),

@@ -1,10 +1,18 @@
 """The daemon's view of the OpenCode databases: open each read-only, confirm a change with
 ``PRAGMA data_version``, and queue the sessions it touched with their debounce due time.
 
-A check reads only the sessions updated after the newest ``time_updated`` seen (minus
-:data:`CHANGE_LOOKBACK_MS`); the periodic safety sweep re-reads every session, which also
-finds sessions imported with old timestamps. A database that appears later, is deleted, or
-is replaced by another file (new inode) is reopened without a restart.
+A check reads only the sessions updated after the newest ``time_updated`` seen, and the
+``session_message`` rows created after the newest one seen (each minus
+:data:`CHANGE_LOOKBACK_MS`): v2 turns never bump ``session.time_updated``, so a session also
+counts as changed when its newest ``seq`` or the newest ``time_updated`` of its recent rows
+moved. The periodic safety sweep re-reads every session, which also finds sessions imported
+with old timestamps. A database that appears later, is deleted, or is replaced by another
+file (new inode) is reopened without a restart; one whose schema changes (an OpenCode upgrade
+adds tables) is detected again.
+
+What would make capture silently blind is raised as an alert (:mod:`.alerts`): no database
+found (naming the paths looked at), a database that cannot be opened or read, and rows
+written to tables of an unknown shape.
 """
 
 from __future__ import annotations
@@ -16,7 +24,8 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from opencode_memoryd.errors import SourceError
+from opencode_memoryd.errors import SourceError, SourceSchemaError
+from opencode_memoryd.models import STORAGE_MESSAGE, Mark, iso_utc, utc_from_ms
 from opencode_memoryd.serve.jobs import job_id
 from opencode_memoryd.source.discover import source_identity
 from opencode_memoryd.source.reader import OpenCodeDB
@@ -30,6 +39,8 @@ if TYPE_CHECKING:
 
     from opencode_memoryd.compose import App
     from opencode_memoryd.config.daemon import DaemonConfig
+    from opencode_memoryd.serve.alerts import Alerts
+    from opencode_memoryd.source.rows import SessionRow
     from opencode_memoryd.state.db import StateDB
 
 log = structlog.get_logger(__name__)
@@ -52,7 +63,10 @@ class TrackedSource:
     data_version: int
     seen: dict[str, int] = field(default_factory=dict)  # session id -> time_updated
     high_water: int | None = None  # newest session.time_updated seen (ms)
-
+    seen_seq: dict[str, int] = field(default_factory=dict)  # session id -> newest seq
+    seen_v2_updated: dict[str, int] = field(default_factory=dict)  # -> newest time_updated
+    v2_high_water: int | None = None  # newest session_message.time_created seen (ms)
+    unknown_rows: dict[str, int] = field(default_factory=dict)  # unknown table -> rows
 
 
 class SourceTracking:
@@ -65,13 +79,11 @@ class SourceTracking:
     stop_event: threading.Event
     clock: Callable[[], datetime]
     last_error: str | None
+    alerts: Alerts
     _sources: dict[str, TrackedSource]
     _polling: bool
     _poke: threading.Event
     _watcher: DbWatcher | None
-    #: what was last said about each database (or ``""`` about finding none), so a
-    #: database that stays missing is reported once, not at every check
-    _said: dict[str, str]
     #: provided by :class:`~opencode_memoryd.serve.jobs.SessionJobs`
     _arm: Callable[[str, str, int], None]
 
@@ -94,47 +106,89 @@ class SourceTracking:
 
     # -- sources ----------------------------------------------------------------------
 
-    def _say_once(self, key: str, message: str, event: str, **fields: str) -> None:
-        """Log ``event`` unless ``message`` is what was last said about ``key``."""
-        if self._said.get(key) != message:
-            self._said[key] = message
-            log.warning(event, **fields)
-
     def _candidate_paths(self) -> list[Path]:
         try:
-            paths = self.app.database_paths()
-        except SourceError as exc:
-            self.last_error = str(exc)
-            self._say_once("", str(exc), "waiting_for_database", reason=str(exc))
+            return self.app.database_paths()
+        except SourceError:
             return []
-        self._said.pop("", None)
-        return paths
 
     def _open(self, path: Path) -> TrackedSource | None:
+        key = f"source:{source_identity(path)}"
         try:
             st = path.stat()
             db = self.app.open_source(path)
         except (OSError, SourceError) as exc:
             self.last_error = str(exc)
-            self._say_once(str(path), str(exc), "source_unavailable", db=str(path),
-                           error=str(exc))
+            event = ("source_schema_unreadable" if isinstance(exc, SourceSchemaError)
+                     else "source_unavailable")
+            self.alerts.warn(key, event, str(exc), db=str(path))
             return None
-        self._said.pop(str(path), None)
+        self.alerts.resolve(key)
         src = TrackedSource(path, db, (st.st_dev, st.st_ino), -1)
         log.info("source_opened", db=str(path), schema=db.schema.describe())
         return src
 
+    def _check_unread(self, ident: str, src: TrackedSource) -> None:
+        """Alert when rows are written to tables of a shape we cannot read: recent time
+        stamps, or (without a time column) more rows than at the last check."""
+        try:
+            tables = src.db.unknown_tables()
+        except SourceError as exc:
+            log.warning("unknown_tables_unreadable", db=str(src.path), error=str(exc))
+            return
+        now_ms = int(self.clock().timestamp() * 1000)
+        written = []
+        for t in tables:
+            before = src.unknown_rows.get(t.name)
+            src.unknown_rows[t.name] = t.rows
+            if t.newest_ms is not None and t.recent(now_ms):
+                written.append(f"{t.name} ({t.rows} rows, newest "
+                               f"{iso_utc(utc_from_ms(t.newest_ms))})")
+            elif t.newest_ms is None and before is not None and t.rows > before:
+                written.append(f"{t.name} ({t.rows - before} new rows)")
+        key = f"unread:{ident}"
+        if not written:
+            self.alerts.resolve(key)
+            return
+        self.alerts.warn(
+            key, "unreadable_writes",
+            f"{src.path}: OpenCode writes rows to tables this version cannot read: "
+            + "; ".join(written) + ". Turns stored there are not captured; upgrade "
+            "opencode-memoryd", db=str(src.path), tables=[t.name for t in tables])
+
+    def _refresh_schema(self, ident: str, src: TrackedSource) -> bool:
+        """Detect the schema again when it changed; ``True`` when it did (and is readable)."""
+        key = f"schema:{ident}"
+        try:
+            changed = src.db.refresh_schema()
+        except SourceError as exc:
+            self.last_error = str(exc)
+            self.alerts.warn(key, "source_schema_unreadable", str(exc), db=str(src.path))
+            return False
+        self.alerts.resolve(key)
+        if changed:
+            log.info("source_schema_changed", db=str(src.path),
+                     schema=src.db.schema.describe())
+            self._check_unread(ident, src)
+        return changed
+
     def check_sources(self, *, full: bool = False) -> int:
         """Confirm changes with ``PRAGMA data_version`` and queue changed sessions.
 
-        Handles databases that appeared, vanished or were replaced (new inode). With
-        ``full`` the session list is re-read even when ``data_version`` is unchanged.
+        Handles databases that appeared, vanished or were replaced (new inode), and schema
+        changes (an upgrade under a running daemon: the database is read again in full).
+        With ``full`` the session list is re-read even when ``data_version`` is unchanged,
+        and tables of unknown shape are looked at.
 
         Returns:
             The number of sessions queued.
         """
         queued = 0
-        paths = {source_identity(p): p for p in self._candidate_paths()}
+        try:
+            found, looked = self.app.database_paths(), None
+        except SourceError as exc:
+            found, looked = [], str(exc)
+        paths = {source_identity(p): p for p in found}
         for ident in list(self._sources):
             src = self._sources[ident]
             try:
@@ -147,8 +201,10 @@ class SourceTracking:
                          reason="replaced" if ident in paths else "gone")
                 src.db.close()
                 del self._sources[ident]
+        self.alerts.resolve_prefix("source:", {f"source:{i}" for i in paths})
         for ident, path in paths.items():
-            if ident not in self._sources:
+            fresh = ident not in self._sources
+            if fresh:
                 opened = self._open(path)
                 if opened is None:
                     continue
@@ -161,11 +217,24 @@ class SourceTracking:
                 if version == src.data_version and not full:
                     continue
                 src.data_version = version
-                queued += self._queue_changed(ident, src, full=full)
+                again = self._refresh_schema(ident, src)
+                if (full or fresh) and not again:
+                    self._check_unread(ident, src)
+                queued += self._queue_changed(ident, src, full=full or again)
             except SourceError as exc:
                 self.last_error = str(exc)
                 log.warning("source_read_failed", db=str(src.path), error=str(exc))
+        self._alert_no_database(looked, list(paths.values()))
         return queued
+
+    def _alert_no_database(self, looked: str | None, paths: list[Path]) -> None:
+        if self._sources:
+            self.alerts.resolve("no_database")
+            return
+        message = looked or ("no OpenCode database could be opened: looked at "
+                             + ", ".join(str(p) for p in paths))
+        self.alerts.warn("no_database", "no_opencode_database",
+                         message + "; nothing is captured until one appears")
 
     def _restart_watcher(self) -> None:
         if self._watcher is not None:
@@ -173,41 +242,66 @@ class SourceTracking:
             self._watcher = None
         self._start_watcher()
 
+    def _changed_sessions(self, src: TrackedSource, *, full: bool) -> list[SessionRow]:
+        """The sessions of one database that changed since they were last seen (see
+        :meth:`_queue_changed`); updates what was seen of ``session_message``."""
+        after = v2_after = None
+        if not full and src.high_water is not None:
+            after = src.high_water - CHANGE_LOOKBACK_MS
+        if not full and src.v2_high_water is not None:
+            v2_after = src.v2_high_water - CHANGE_LOOKBACK_MS
+        archived = self.app.config.opencode.include_archived
+        rows = src.db.sessions(include_archived=archived, updated_after_ms=after)
+        act = src.db.activity(v2_after)
+        by_id = {s.id: s for s in rows}
+        ids = {s.id for s in rows if src.seen.get(s.id) != s.time_updated}
+        for sid, seq in act.seqs.items():
+            upd = act.updated.get(sid)
+            if src.seen_seq.get(sid) != seq or (upd is not None
+                                                and src.seen_v2_updated.get(sid) != upd):
+                ids.add(sid)
+            src.seen_seq[sid] = seq
+            if upd is not None:
+                src.seen_v2_updated[sid] = upd
+        if act.newest_created is not None:
+            src.v2_high_water = max(src.v2_high_water or 0, act.newest_created)
+        missing = [sid for sid in ids if sid not in by_id]
+        for start in range(0, len(missing), QUEUE_BATCH):
+            for s in src.db.sessions(include_archived=archived,
+                                     ids=missing[start:start + QUEUE_BATCH]):
+                by_id[s.id] = s
+        return sorted((by_id[i] for i in ids if i in by_id),
+                      key=lambda s: (s.time_created, s.id))
+
     def _queue_changed(self, ident: str, src: TrackedSource, *, full: bool = False) -> int:
         """Queue the sessions of one database that changed since they were last seen.
 
-        Between sweeps only the sessions updated since the newest ``time_updated`` seen
-        (less ``CHANGE_LOOKBACK_MS`` for commits that land late) are read, so a change
-        costs the same in a database of 100 sessions or 100,000. A ``full`` pass (start-up
-        and the safety sweep) reads them all, which also finds sessions written with old
-        timestamps (``opencode import``). A session seen for the first time is queued only
-        when it has a message after its mark (any message, when it has no mark): a newer
-        ``(time_created, id)`` or a larger rowid than the mark's ``seq``.
+        Between sweeps only the sessions updated since the newest ``time_updated`` seen,
+        and the ``session_message`` rows created since the newest one seen, are read (less
+        ``CHANGE_LOOKBACK_MS`` for commits that land late), so a change costs about the same
+        in a database of 100 sessions or 100,000. A ``full`` pass (start-up, the safety
+        sweep, a schema change) reads them all, which also finds sessions written with old
+        timestamps (``opencode import``) and ``session_message`` rows wiped and rewritten. A
+        session seen for the first time is queued only when it has a message after its mark
+        (any message, when it has no mark or a mark in another storage): in ``message``, a
+        newer ``(time_created, id)`` or a larger rowid than the mark's ``max_rowid``.
         """
         now_ms = int(self.clock().timestamp() * 1000)
-        after = None
-        if not full and src.high_water is not None:
-            after = src.high_water - CHANGE_LOOKBACK_MS
-        rows = src.db.sessions(include_archived=self.app.config.opencode.include_archived,
-                               updated_after_ms=after)
-        changed = [s for s in rows if src.seen.get(s.id) != s.time_updated]
+        changed = self._changed_sessions(src, full=full)
         first = [s.id for s in changed if s.id not in src.seen]
         marks = self.state.marks(ident, first) if first else {}
         newest = src.db.last_messages(first) if first else {}
-        seqs = self.state.seqs(ident, first) if first else {}
-        top_seqs = src.db.max_seqs(list(seqs)) if seqs else {}
+        rowids = self.state.max_rowids(ident, first) if first else {}
+        top_rowids = src.db.max_rowids(list(rowids)) if rowids else {}
         n = 0
         for start in range(0, len(changed), QUEUE_BATCH):
             if self.stop_event.is_set():
                 break  # SIGTERM during a long catch-up: the sweep at next start resumes it
             due_ids = []
             for s in changed[start:start + QUEUE_BATCH]:
-                first_sight = s.id not in src.seen
-                if first_sight:
-                    last, mark = newest.get(s.id), marks.get(s.id)
-                    if last is None or (mark is not None and last <= mark and top_seqs.get(
-                            s.id, 0) <= seqs.get(s.id, 0)):
-                        continue  # no message yet, or read up to its newest one already
+                if (s.id not in src.seen and _read_up_to(newest.get(s.id), marks.get(s.id))
+                        and top_rowids.get(s.id, 0) <= rowids.get(s.id, 0)):
+                    continue  # no message yet, or read up to its newest one already
                 due_ids.append(s.id)
             dues = self.state.queue_touch_many(ident, due_ids, now_ms,
                                                self.cfg.quiet_period_seconds,
@@ -230,3 +324,16 @@ class SourceTracking:
                 self._arm(row["source_id"], row["session_id"], int(row["due_ms"]))
         self._full_sweep_requested = True
         self._poke.set()
+
+
+def _read_up_to(last: Mark | None, mark: Mark | None) -> bool:
+    """Whether a session needs no reading: no row at all, or its mark is at its newest row
+    (in ``message``, at or after it: a reverted row may have vanished; in
+    ``session_message`` exactly there, since a wiped and rewritten table starts over)."""
+    if last is None:
+        return True
+    if mark is None or mark.storage != last.storage:
+        return False
+    if last.storage == STORAGE_MESSAGE:
+        return last.position <= mark.position
+    return last.position == mark.position

@@ -1,7 +1,10 @@
-"""Read-only access to the 1.x tables of an OpenCode database (``opencode.db``).
+"""Read-only access to an OpenCode database (``opencode.db``): the 1.x tables and the v2 ones.
 
-The only module in ``source`` that talks SQL through SQLAlchemy. Rules it keeps, from how
-SQLite's WAL mode treats readers and from how OpenCode opens the file
+The only module in ``source`` that talks SQL through SQLAlchemy: the statements of
+:mod:`~opencode_memoryd.source.reader_v2` (v2 tables, the merged session list) and of
+:mod:`~opencode_memoryd.source.lookups` (per-session lookups in either storage) run through
+this module's connection. Rules it keeps, from how SQLite's WAL mode treats readers and from
+how OpenCode opens the file
 (``journal_mode=WAL``, ``busy_timeout=5000``; observed with OpenCode 1.2.1 to 1.18.33):
 
 * the database is opened with a ``file:…?mode=ro`` URI: never ``immutable``, never a write,
@@ -12,15 +15,19 @@ SQLite's WAL mode treats readers and from how OpenCode opens the file
   stops OpenCode's checkpoints and lets its WAL grow);
 * messages are ordered by ``(time_created, id)`` through the ``(session_id, time_created, id)``
   index and parts are read through the ``(message_id, id)`` index; there is no global scan;
-* text is decoded row by row: a value that is not valid UTF-8 never fails a query (SQLite
-  stores whatever bytes a writer gave it). A message or part whose ``data`` is not UTF-8 is
-  returned flagged ``corrupt`` (and logged), a session's title or folder is repaired with
-  U+FFFD, and a session or message whose *id* is not UTF-8 is left out (sessions) or fails
-  the read of its own session (messages: its position cannot be recorded as a mark).
+* each session is read from one storage (:meth:`OpenCodeDB.storage_of`): ``session_message``
+  when it has rows there, else ``message``/``part``;
+* the schema is detected when the database is opened and again whenever SQLite's schema
+  cookie changes (:meth:`OpenCodeDB.refresh_schema`): an OpenCode upgrade adds tables under a
+  running daemon;
+* text is decoded value by value: a value that is not UTF-8 never fails a query (SQLite
+  keeps whatever bytes a writer gave it). A message or part whose ``data`` is not UTF-8 is
+  flagged ``corrupt`` (and logged), a session's title or folder is repaired with U+FFFD, a
+  session whose id is not UTF-8 is left out, and a message whose id is not UTF-8 fails the
+  read of its own session (its position cannot be recorded as a mark).
 
 Which tables and columns are required is decided in :mod:`opencode_memoryd.source.schema`;
-the rows returned are the plain values of :mod:`opencode_memoryd.source.rows`. Sessions that
-OpenCode 2 writes to ``session_v2``/``session_message`` are not read here.
+the rows returned are the plain values of :mod:`opencode_memoryd.source.rows`.
 
 Errors: :class:`~opencode_memoryd.errors.SourceError` when the file is missing or unreadable,
 :class:`~opencode_memoryd.errors.SourceSchemaError` when a required table or column is absent.
@@ -44,15 +51,19 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
 
 from opencode_memoryd.errors import SourceError
+from opencode_memoryd.models import STORAGE_SESSION_MESSAGE
+from opencode_memoryd.source import reader_v2
 from opencode_memoryd.source.discover import source_identity
+from opencode_memoryd.source.lookups import SessionLookups
+from opencode_memoryd.source.reader_v2 import Activity, UnknownTable
 from opencode_memoryd.source.rows import (
     MessageRow,
     PartRow,
     SessionRow,
     clean_text,
     decode_object,
+    decode_text,
     is_utf8,
-    sub_object,
 )
 from opencode_memoryd.source.schema import SchemaInfo, detect_schema
 
@@ -62,26 +73,7 @@ log = structlog.get_logger(__name__)
 MESSAGE_BATCH = 400
 
 
-def _decode_text(raw: bytes) -> str:
-    """SQLite TEXT to ``str``, one value at a time: bytes that are not UTF-8 become lone
-    surrogates (``surrogateescape``) instead of failing the whole query."""
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return raw.decode("utf-8", "surrogateescape")
-
-
-def _session_row(r: Sequence[Any]) -> SessionRow | None:
-    """A ``session`` query row as a :class:`SessionRow`; ``None`` (logged) when its id is
-    not UTF-8. Its title and folders are repaired."""
-    if not (is_utf8(r[0]) and is_utf8(r[1] or "")):
-        log.warning("corrupt_session_row", reason="id is not UTF-8")
-        return None
-    values: list[Any] = [clean_text(v) if isinstance(v, str) else v for v in r]
-    return SessionRow(*values)
-
-
-class OpenCodeDB:
+class OpenCodeDB(SessionLookups):
     """A read-only view of one OpenCode database.
 
     Args:
@@ -104,7 +96,7 @@ class OpenCodeDB:
         def connect() -> sqlite3.Connection:
             conn = sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False,
                                    isolation_level=None)
-            conn.text_factory = _decode_text
+            conn.text_factory = decode_text
             return conn
 
         # One long-lived connection (needed for PRAGMA data_version), autocommit at the
@@ -117,6 +109,7 @@ class OpenCodeDB:
         self._guard = threading.RLock()
         try:
             self._conn = self._engine.connect()
+            self._cookie = self.schema_cookie()
             self.schema: SchemaInfo = detect_schema(self._rows, self.path)
         except DBAPIError as exc:
             self.close()
@@ -169,11 +162,65 @@ class OpenCodeDB:
             finally:
                 raw.execute("COMMIT")
 
+    def select(self, sql: str, params: Mapping[str, Any] | None = None
+               ) -> list[tuple[Any, ...]]:
+        """Run one read-only ``SELECT`` and return all its rows as tuples.
+
+        For the query modules next to this one (:mod:`~opencode_memoryd.source.history`):
+        the statement must be bounded (a ``LIMIT``, or a key lookup) and must not write;
+        the database is opened read-only, so a write fails with :class:`SourceError`.
+
+        Raises:
+            SourceError: SQLite failed (locked past the busy timeout, a malformed file).
+        """
+        return [tuple(r) for r in self._rows(sql, params)]
+
+    def session_select(self) -> str:
+        """``SELECT … FROM session s LEFT JOIN project p`` yielding :class:`SessionRow`
+        columns in order (``time_archived`` is ``NULL`` where the column does not exist);
+        append a ``WHERE`` clause."""
+        archived = ("s.time_archived" if "time_archived" in self.schema.session_columns
+                    else "NULL")
+        return (f"SELECT s.id, s.project_id, s.parent_id, s.directory, s.title, "
+                f"s.time_created, s.time_updated, {archived}, "
+                f"coalesce(p.worktree, s.directory) "
+                f"FROM session s LEFT JOIN project p ON p.id = s.project_id")
+
     # -- change detection ------------------------------------------------------------
 
     def data_version(self) -> int:
         """``PRAGMA data_version``: changes whenever another connection commits."""
         return int(self._rows("PRAGMA data_version")[0][0])
+
+    def schema_cookie(self) -> int:
+        """``PRAGMA schema_version``: changes whenever a table or index is added or changed."""
+        return int(self._rows("PRAGMA schema_version")[0][0])
+
+    def refresh_schema(self) -> bool:
+        """Detect the schema again when the schema cookie changed since the last detection.
+
+        Returns:
+            ``True`` when the schema was detected again (whatever it found).
+
+        Raises:
+            SourceSchemaError: the new schema is not readable; the previous one stays.
+            SourceError: a catalogue read failed.
+        """
+        cookie = self.schema_cookie()
+        if cookie == self._cookie:
+            return False
+        self.schema = detect_schema(self._rows, self.path)
+        self._cookie = cookie
+        return True
+
+    def activity(self, created_after_ms: int | None) -> Activity:
+        """Per-session activity in ``session_message`` (see :func:`reader_v2.activity`)."""
+        return reader_v2.activity(self._rows, self.schema, created_after_ms)
+
+    def unknown_tables(self) -> list[UnknownTable]:
+        """Tables of an unknown shape holding per-session rows (see
+        :func:`reader_v2.unknown_tables`)."""
+        return reader_v2.unknown_tables(self._rows, self.schema)
 
     # -- sessions --------------------------------------------------------------------
 
@@ -184,8 +231,10 @@ class OpenCodeDB:
         include_archived: bool = True,
         include_subagents: bool = False,
         updated_after_ms: int | None = None,
+        ids: Sequence[str] | None = None,
     ) -> list[SessionRow]:
-        """List sessions, oldest first.
+        """List sessions of ``session_v2`` union ``session`` (by id, ``session_v2`` wins),
+        oldest first.
 
         Args:
             directory: when given, only the sessions whose project worktree is this folder,
@@ -194,10 +243,9 @@ class OpenCodeDB:
             include_archived: keep archived sessions.
             include_subagents: keep sub-agent sessions (``parent_id`` set).
             updated_after_ms: only sessions with ``time_updated`` greater than this.
+            ids: only these sessions.
         """
-        archived = ("s.time_archived" if "time_archived" in self.schema.session_columns
-                    else "NULL")
-        where = ["1=1"]
+        where: list[str] = []
         params: dict[str, Any] = {}
         if directory is not None:
             d = directory.rstrip("/") or "/"
@@ -213,167 +261,112 @@ class OpenCodeDB:
         if updated_after_ms is not None:
             where.append("s.time_updated > :after")
             params["after"] = updated_after_ms
-        rows = self._rows(
-            f"""SELECT s.id, s.project_id, s.parent_id, s.directory, s.title, s.time_created,
-                       s.time_updated, {archived}, coalesce(p.worktree, s.directory)
-                FROM session s LEFT JOIN project p ON p.id = s.project_id
-                WHERE {' AND '.join(where)}
-                ORDER BY s.time_created, s.id""",
-            params,
-        )
-        out = [s for s in map(_session_row, rows) if s is not None]
+        if ids is not None:
+            if not ids:
+                return []
+            params.update({f"id{k}": v for k, v in enumerate(ids)})
+            where.append("s.id IN (" + ", ".join(f":id{k}" for k in range(len(ids))) + ")")
+        out = reader_v2.session_rows(self._rows, self.schema, where, params)
         if not include_archived:
             out = [s for s in out if not s.archived]
         return out
 
     def session(self, session_id: str) -> SessionRow | None:
         """One session by id (sub-agents included), or ``None`` when it was deleted."""
-        archived = ("s.time_archived" if "time_archived" in self.schema.session_columns
-                    else "NULL")
-        rows = self._rows(
-            f"""SELECT s.id, s.project_id, s.parent_id, s.directory, s.title, s.time_created,
-                       s.time_updated, {archived}, coalesce(p.worktree, s.directory)
-                FROM session s LEFT JOIN project p ON p.id = s.project_id
-                WHERE s.id = :id""",
-            {"id": session_id},
-        )
-        return _session_row(rows[0]) if rows else None
-
-    def last_messages(self, session_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
-        """The position ``(time_created, id)`` of each session's newest message.
-
-        One lookup per session through the ``(session_id, time_created, id)`` index, in
-        batches of 500 ids; sessions without messages are left out. Used to tell, without
-        reading any message bodies, whether a session holds anything after its mark.
-
-        Args:
-            session_ids: the sessions to look up.
-
-        Returns:
-            ``{session_id: (time_created_ms, message_id)}``.
-        """
-        rows = self._per_session(session_ids, """SELECT ids.sid, m.time_created, m.id
-            FROM ids JOIN message m ON m.id = (SELECT id FROM message WHERE session_id =
-                ids.sid ORDER BY time_created DESC, id DESC LIMIT 1)""")
-        return {r[0]: (int(r[1]), str(r[2])) for r in rows if is_utf8(r[2])}
-
-    def max_seqs(self, session_ids: Sequence[str]) -> dict[str, int]:
-        """The largest message ``rowid`` of each session (sessions without messages are
-        left out); one index range per session, no message body read."""
-        rows = self._per_session(session_ids, """SELECT ids.sid, (SELECT max(rowid)
-            FROM message WHERE session_id = ids.sid) FROM ids""")
-        return {r[0]: int(r[1]) for r in rows if r[1] is not None}
-
-    def _per_session(self, session_ids: Sequence[str], select: str) -> list[Any]:
-        """Run ``select`` over ``WITH ids(sid)`` holding the ids, 500 at a time."""
-        out: list[Any] = []
-        ids = list(session_ids)
-        for start in range(0, len(ids), 500):
-            batch = ids[start:start + 500]
-            values = ", ".join(f"(:i{k})" for k in range(len(batch)))
-            out += self._rows(f"WITH ids(sid) AS (VALUES {values}) {select}",
-                              {f"i{k}": sid for k, sid in enumerate(batch)})
-        return out
-
-    def in_flight(self, session_id: str, *, now_ms: int, abandoned_ms: int) -> bool:
-        """Whether the session (or a sub-agent of it) has an assistant message in flight.
-
-        Looks at the newest 20 messages of the session and of its child sessions through
-        the ``(session_id, time_created, id)`` index; a message in flight for longer than
-        ``abandoned_ms`` does not count (a crashed OpenCode leaves one forever).
-        """
-        ids = [session_id] + [r[0] for r in self._rows(
-            "SELECT id FROM session WHERE parent_id = :sid", {"sid": session_id})
-            if is_utf8(r[0])]
-        for sid in ids:
-            for (raw,) in self._rows(
-                "SELECT data FROM message WHERE session_id = :sid "
-                "ORDER BY time_created DESC, id DESC LIMIT 20", {"sid": sid}
-            ):
-                data, corrupt = decode_object(raw)
-                if corrupt or data.get("role") != "assistant" or data.get("error"):
-                    continue
-                t = sub_object(data, "time")
-                if t.get("completed") is None:
-                    created = t.get("created")
-                    if isinstance(created, int | float) and now_ms - created < abandoned_ms:
-                        return True
-        return False
+        rows = reader_v2.session_rows(self._rows, self.schema, ["s.id = :id"],
+                                      {"id": session_id})
+        return rows[0] if rows else None
 
     # -- messages --------------------------------------------------------------------
-
-    def seq_through(self, session_id: str, mark: tuple[int, str]) -> int:
-        """The largest ``rowid`` of the session's messages at or before ``mark`` by
-        ``(time_created, id)`` (0 when none): the ``seq`` a mark recorded before marks
-        had one stands for."""
-        rows = self._rows(
-            """SELECT max(rowid) FROM message WHERE session_id = :sid
-               AND (time_created < :t OR (time_created = :t AND id <= :mid))""",
-            {"sid": session_id, "t": mark[0], "mid": mark[1]},
-        )
-        return int(rows[0][0] or 0) if rows else 0
 
     def messages_after(
         self,
         session_id: str,
         mark: tuple[int, str] | None,
         *,
-        seq: int | None = None,
         limit: int = MESSAGE_BATCH,
+        storage: str | None = None,
+        max_rowid: int | None = None,
     ) -> list[MessageRow]:
         """Read up to ``limit`` messages of a session after a high-water mark, with parts.
 
-        A message is after the mark when its ``(time_created, id)`` is larger than
-        ``mark``, or its ``rowid`` is larger than ``seq``: a message written later with a
-        smaller time (a writer's clock set back, or an earlier message stamped in the
-        future) is still read.
+        In ``message``, a row is after the mark when its ``(time_created, id)`` is larger,
+        or its ``rowid`` is larger than ``max_rowid``: a message written later with a
+        smaller time (a clock set back, or an earlier row stamped in the future) is read.
 
         Args:
             session_id: the session.
-            mark: ``(time_created, id)`` of the last message already processed, or ``None``
-                for the start of the session.
-            seq: the largest ``rowid`` already processed, or ``None`` (then only ``mark``
-                counts).
+            mark: the position of the last message already processed in ``storage``
+                (``(time_created, id)`` in ``message``, ``(seq, id)`` in
+                ``session_message``), or ``None`` for the start of the session.
             limit: the most messages returned; call again from the last one for more.
+            storage: the table to read; :meth:`storage_of` the session when ``None``.
+            max_rowid: in ``message``, the largest rowid already processed (``None``:
+                only ``mark`` counts).
 
         Returns:
-            Messages in ``(time_created, id)`` order, each with its parts. Messages and parts
-            come from one consistent snapshot; the read transaction is closed on return. A
-            message or part whose ``data`` cannot be decoded is flagged ``corrupt``.
+            Messages in ``(time_created, id)`` (``message``) or ``seq``
+            (``session_message``) order, each with its parts. Messages and parts come from
+            one consistent snapshot; the read transaction is closed on return. A row whose
+            ``data`` cannot be decoded is flagged ``corrupt``.
 
         Raises:
-            SourceError: the read failed, or a message's id is not UTF-8 (its position
-                cannot be stored as a mark, so this session cannot be read past it).
+            SourceError: the read failed, or a message's id is not UTF-8.
         """
+        if (storage or self.storage_of(session_id)) == STORAGE_SESSION_MESSAGE:
+            return reader_v2.messages_after(self._rows, session_id, mark, limit)
+        if not self.schema.has_v1_messages:
+            return []
         params: dict[str, Any] = {"sid": session_id, "limit": limit}
         cond = ""
         if mark is not None:
             params["t"], params["mid"] = mark
             after = "time_created > :t OR (time_created = :t AND id > :mid)"
-            if seq is not None:
-                params["seq"] = seq
-                after += " OR rowid > :seq"
+            if max_rowid is not None:
+                params["rowid"] = max_rowid
+                after += " OR rowid > :rowid"
             cond = f"AND ({after})"
+        return self._messages(f"session_id = :sid {cond} ORDER BY time_created, id "
+                              "LIMIT :limit", params)
+
+    def message_count(self, session_id: str) -> int:
+        """How many messages a session has (counted on the ``(session_id, …)`` index)."""
+        return int(self._rows("SELECT count(*) FROM message WHERE session_id = :sid",
+                              {"sid": session_id})[0][0])
+
+    def message_page(self, session_id: str, *, offset: int, limit: int) -> list[MessageRow]:
+        """Messages ``offset`` … ``offset + limit - 1`` of a session, with their parts.
+
+        The page's ids are picked on the ``(session_id, time_created, id)`` index (rows
+        skipped by ``offset`` are never read), then those rows are read in one consistent
+        snapshot, in ``(time_created, id)`` order.
+        """
+        return self._messages(
+            "id IN (SELECT id FROM message WHERE session_id = :sid "
+            "ORDER BY time_created, id LIMIT :limit OFFSET :offset) "
+            "ORDER BY time_created, id",
+            {"sid": session_id, "limit": limit, "offset": offset})
+
+    def _messages(self, where: str, params: Mapping[str, Any]) -> list[MessageRow]:
+        """Messages matching ``where`` (with its ORDER BY/LIMIT) and their parts, read in
+        one short read transaction that is closed on return."""
         try:
             with self._read_transaction():
                 rows = self._rows(
-                    f"""SELECT id, session_id, time_created, time_updated, data, rowid
-                        FROM message WHERE session_id = :sid {cond}
-                        ORDER BY time_created, id LIMIT :limit""",
-                    params,
-                )
+                    "SELECT id, session_id, time_created, time_updated, data, rowid "
+                    f"FROM message WHERE {where}", params)
                 messages: list[MessageRow] = []
                 for r in rows:
                     if not is_utf8(r[0]):
                         raise SourceError(
                             f"reading {self.path} failed: message {clean_text(r[0])!r} of "
-                            f"session {session_id} (created at {r[2]}) has an id that is not "
+                            f"session {r[1]} (created at {r[2]}) has an id that is not "
                             "UTF-8; the session cannot be read past it")
                     data, corrupt = decode_object(r[4])
                     if corrupt:
                         log.warning("corrupt_message_row", message_id=r[0], session_id=r[1])
                     messages.append(MessageRow(r[0], r[1], int(r[2]), int(r[3]), data,
-                                               corrupt=corrupt, seq=int(r[5])))
+                                               corrupt=corrupt, rowid=int(r[5])))
                 self._attach_parts(messages)
         except sqlite3.Error as exc:  # raised by BEGIN/COMMIT on the raw connection
             raise SourceError(f"reading {self.path} failed: {exc}") from exc

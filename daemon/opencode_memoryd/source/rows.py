@@ -1,29 +1,34 @@
 """The rows an OpenCode reader returns: sessions, messages and parts, as plain values.
 
-Every reader of an OpenCode database (the 1.x ``session``/``message``/``part`` tables today)
-returns these types, so turns, transcripts and the session processor never see how a row
-was stored. Times are integer milliseconds since the Unix epoch, as OpenCode writes them.
-``message.data`` and ``part.data`` hold OpenCode's JSON; a row whose JSON cannot be decoded
-(not JSON, not an object, or not UTF-8 text) is kept with ``{}`` and flagged ``corrupt``,
-never dropped, so a high-water mark can move past it: one bad row costs its own content
-only. Text that is not valid UTF-8 arrives from the reader with its bad bytes as lone
-surrogates (``surrogateescape``); :func:`is_utf8` tells, :func:`clean_text` repairs names.
+Every reader of an OpenCode database returns these types, for the 1.x ``message``/``part``
+tables and for the v2 ``session_message`` table alike (a v2 row is mapped onto
+:class:`MessageRow` by :mod:`opencode_memoryd.source.v2rows`), so turns, transcripts and
+the session processor never see how a row was stored. Times are integer milliseconds since
+the Unix epoch, as OpenCode writes them. ``message.data`` and ``part.data`` hold OpenCode's
+JSON; a row whose JSON cannot be decoded (not JSON, not an object, or not UTF-8 text) is
+kept with ``{}`` and flagged ``corrupt``, never dropped, so a high-water mark can move past
+it: one bad row costs its own content only. Text that is not valid UTF-8 arrives from the
+reader with its bad bytes as lone surrogates (``surrogateescape``); :func:`is_utf8` tells,
+:func:`clean_text` repairs names.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
 class SessionRow:
-    """One row of OpenCode's ``session`` table, with its project.
+    """One session, from OpenCode's ``session`` or ``session_v2`` table, with its project.
 
     Times are integer milliseconds since the Unix epoch, as OpenCode stores them.
     ``worktree`` is the project's root (``/`` for the ``global`` project of non-git folders).
+    ``table`` is the table the row was read from (``session_v2`` wins when both hold the
+    session); ``time_idle``/``time_suspended`` exist in ``session_v2`` only (OpenCode 2.x:
+    set when the session went idle, and while a turn is claimed or running).
     """
 
     id: str
@@ -35,6 +40,9 @@ class SessionRow:
     time_updated: int
     time_archived: int | None
     worktree: str
+    table: str = "session"
+    time_idle: int | None = None
+    time_suspended: int | None = None
 
     @property
     def archived(self) -> bool:
@@ -76,11 +84,13 @@ class PartRow:
 
 @dataclass(slots=True)
 class MessageRow:
-    """One row of ``message`` with its parts in ``(message_id, id)`` order.
+    """One row of ``message`` with its parts in ``(message_id, id)`` order, or one row of
+    ``session_message`` with its ``content[]`` mapped onto parts.
 
     ``data`` is the decoded JSON; ``corrupt`` is set when it could not be decoded, in which
-    case the message is treated as having no content. ``seq`` is the row's SQLite
-    ``rowid``: it grows with every insert, whatever clock stamped ``time_created``.
+    case the message is treated as having no content. ``kind`` (the ``type`` column) and
+    ``seq`` are set for ``session_message`` rows only. ``rowid`` is a ``message`` row's
+    SQLite rowid: it grows with every insert, whatever clock stamped ``time_created``.
     """
 
     id: str
@@ -90,17 +100,53 @@ class MessageRow:
     data: Mapping[str, Any]
     parts: list[PartRow] = field(default_factory=list)
     corrupt: bool = False
-    seq: int = 0
+    kind: str | None = None
+    seq: int | None = None
+    rowid: int = 0
 
     @property
     def role(self) -> str:
-        """``user`` or ``assistant`` (``""`` when unknown)."""
+        """``user`` or ``assistant`` (``""`` when unknown; a v2 row's ``type`` otherwise)."""
+        if self.kind is not None:
+            return self.kind
         return str(self.data.get("role") or "")
 
     @property
+    def is_note(self) -> bool:
+        """A v2 row that is neither a user prompt nor a model answer (``synthetic``,
+        ``system``, ``shell``, ``compaction``, ``*-switched``, ``idle``, unknown kinds): it
+        belongs to the turn it follows but never counts as a question or an answer."""
+        return self.kind is not None and self.kind not in ("user", "assistant")
+
+    @property
     def mark(self) -> tuple[int, str]:
-        """The message's position for a high-water mark: ``(time_created, id)``."""
+        """The row's position for a high-water mark: ``(time_created, id)`` in
+        ``message``, ``(seq, id)`` in ``session_message``."""
+        if self.seq is not None:
+            return (self.seq, self.id)
         return (self.time_created, self.id)
+
+
+def decode_text(raw: bytes) -> str:
+    """SQLite TEXT to ``str``, one value at a time (the reader's ``text_factory``): bytes
+    that are not UTF-8 become lone surrogates instead of failing the whole query."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", "surrogateescape")
+
+
+def session_from_row(values: Sequence[Any]) -> SessionRow | None:
+    """A query row in :class:`SessionRow` order as a session; ``None`` when one of its ids
+    is not UTF-8 (it cannot be looked up again). Its folder, title and worktree are
+    repaired (:func:`clean_text`)."""
+    if not all(is_utf8(v) for v in values[:3] if isinstance(v, str)):
+        return None
+    row = list(values)
+    for i in (3, 4, 8):
+        if isinstance(row[i], str):
+            row[i] = clean_text(row[i])
+    return SessionRow(*row)
 
 
 def is_utf8(text: str) -> bool:

@@ -1,15 +1,23 @@
-"""Which OpenCode schema a database has: required tables and columns, migrations, layout.
+"""Which OpenCode schema a database has: tables and columns, migrations, storage layout.
 
 Observed on databases written by OpenCode 1.2.1 to 1.18.33: the ``session``, ``message``
 and ``part`` tables keep one shape, and ``session`` gains columns over time (``path``,
 ``time_archived``, ``version``), so those are read only when present. Migrations are counted
 in Drizzle's ``__drizzle_migrations`` table up to 1.3.x and in ``migration`` later (a
-database upgraded in place has both; ``migration`` wins). OpenCode 2 writes new sessions to
-``session_v2`` and ``session_message`` and leaves the 1.x tables frozen; a database without
-the 1.x tables but with ``session_v2`` is named as such in the error.
+database upgraded in place has both; ``migration`` wins).
 
-Detection runs a handful of catalogue queries through a :class:`Query` the reader supplies,
-so this module holds the rules and no database driver.
+Two storage layouts hold turns, often side by side in one file:
+
+* 1.x: ``message`` + ``part``, sessions in ``session``;
+* v2: ``session_message`` (written by OpenCode 1.18.33 for sessions driven through its
+  ``/api/session`` routes, and by 2.x for every new session), sessions in ``session`` (1.18.33)
+  or ``session_v2`` (2.x, which leaves the 1.x tables frozen in the same file).
+
+A database is readable when it has ``project`` and at least one complete layout; every table
+of either layout that exists must have the columns read from it. Detection runs a handful of
+catalogue queries through a :class:`Query` the reader supplies, so this module holds the
+rules and no database driver; the reader runs it again when the schema cookie changes (an
+upgrade adds tables under a running daemon).
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from typing import Any, Protocol
 
 from opencode_memoryd.errors import SourceSchemaError
 
-#: Columns without which a 1.x database cannot be read at all (table -> columns).
+#: Columns read from each 1.x table (table -> columns).
 REQUIRED_COLUMNS: Mapping[str, tuple[str, ...]] = {
     "session": ("id", "project_id", "parent_id", "directory", "title", "time_created",
                 "time_updated"),
@@ -29,8 +37,33 @@ REQUIRED_COLUMNS: Mapping[str, tuple[str, ...]] = {
     "part": ("id", "message_id", "data"),
     "project": ("id", "worktree"),
 }
+#: Columns read from each v2 table, when the table exists.
+V2_COLUMNS: Mapping[str, tuple[str, ...]] = {
+    "session_message": ("id", "session_id", "type", "seq", "time_created", "time_updated",
+                        "data"),
+    "session_v2": ("id", "project_id", "parent_id", "directory", "title", "time_created",
+                   "time_updated"),
+}
 #: Session columns added over time (``path`` by 1.14.34, for example), read when present.
 OPTIONAL_SESSION_COLUMNS: tuple[str, ...] = ("path", "time_archived", "version")
+#: The tables OpenCode writes sessions and turns to, 1.x and v2 (each has ``time_created``).
+CONVERSATION_TABLES: tuple[str, ...] = ("session", "message", "part", "session_v2",
+                                        "session_message")
+#: The conversation tables the reader reads; rows written to any other one of
+#: :data:`CONVERSATION_TABLES` are turns this version does not capture.
+READ_TABLES: frozenset[str] = frozenset({"session", "message", "part", "session_v2",
+                                         "session_message"})
+#: ``session_v2`` columns read when present (2.x).
+OPTIONAL_V2_SESSION_COLUMNS: tuple[str, ...] = ("time_archived", "time_idle", "time_suspended")
+#: Every table OpenCode is known to create: 1.2.1 to 1.18.33 (observed) and 2.x (reported).
+#: A table outside this list that holds per-session rows is a storage shape we do not read.
+KNOWN_TABLES: frozenset[str] = frozenset({
+    "session", "message", "part", "todo", "project", "project_directory", "permission",
+    "session_share", "workspace", "event", "event_sequence", "session_message",
+    "session_input", "session_context_epoch", "account", "account_state", "control_account",
+    "credential", "data_migration", "migration", "__drizzle_migrations", "sqlite_sequence",
+    "session_v2", "session_inbox", "session_pending", "kv",
+})
 
 
 class Query(Protocol):
@@ -49,22 +82,58 @@ class SchemaInfo:
         migrations: the number of applied migrations (``migration`` or Drizzle's table).
         last_migration: the newest migration id, when the ``migration`` table exists.
         session_columns: the optional ``session`` columns present.
-        has_v2_sessions: whether an OpenCode 2 ``session_v2`` table exists (not read).
+        has_v2_sessions: whether an OpenCode 2 ``session_v2`` table exists.
+        tables: every table of the database.
+        v2_session_columns: the optional ``session_v2`` columns present.
     """
 
     migrations: int
     last_migration: str | None
     session_columns: frozenset[str]
     has_v2_sessions: bool
+    tables: frozenset[str] = frozenset()
+    v2_session_columns: frozenset[str] = frozenset()
+
+    @property
+    def has_v1_sessions(self) -> bool:
+        """Whether the 1.x ``session`` table exists."""
+        return "session" in self.tables
+
+    @property
+    def has_v1_messages(self) -> bool:
+        """Whether the 1.x ``message`` and ``part`` tables exist."""
+        return {"message", "part"} <= self.tables
+
+    @property
+    def has_session_message(self) -> bool:
+        """Whether the v2 ``session_message`` table exists."""
+        return "session_message" in self.tables
+
+    @property
+    def storage(self) -> str:
+        """The layouts read, e.g. ``message/part + session_message``."""
+        kinds = []
+        if self.has_v1_messages:
+            kinds.append("message/part")
+        if self.has_session_message:
+            kinds.append("session_message (sessions in session_v2)" if self.has_v2_sessions
+                         else "session_message")
+        return " + ".join(kinds) or "none"
+
+    @property
+    def unknown_tables(self) -> list[str]:
+        """Tables that no known OpenCode release creates, sorted."""
+        return sorted(t for t in self.tables
+                      if t not in KNOWN_TABLES and not t.startswith("sqlite_"))
 
     def describe(self) -> str:
-        """A one-line human description, e.g. ``38 migrations, last 20260622…``."""
+        """A one-line human description, e.g. ``38 migrations, last 20260622…; reads …``."""
         last = f", last {self.last_migration}" if self.last_migration else ""
-        return f"{self.migrations} migrations{last}"
+        return f"{self.migrations} migrations{last}; reads {self.storage}"
 
 
 def detect_schema(query: Query, path: Path) -> SchemaInfo:
-    """Check that a database has the 1.x tables and columns, and describe it.
+    """Check that a database has a readable layout, and describe it.
 
     Args:
         query: runs catalogue statements on the database (``sqlite_master``, ``PRAGMA
@@ -75,27 +144,33 @@ def detect_schema(query: Query, path: Path) -> SchemaInfo:
         The database's :class:`SchemaInfo`.
 
     Raises:
-        SourceSchemaError: a required table or column is missing; the message lists every
-            one of them and says when the database looks like an OpenCode 2 one.
+        SourceSchemaError: no complete layout (1.x ``session``/``message``/``part``, or v2
+            ``session_message`` with ``session`` or ``session_v2``), no ``project`` table,
+            or a table we read lacks a column; the message lists every one of them.
         Whatever ``query`` raises for a failed read.
     """
-    tables = {r[0] for r in query("SELECT name FROM sqlite_master WHERE type='table'")}
+    tables = frozenset(r[0] for r in query(
+        "SELECT name FROM sqlite_master WHERE type='table'"))
     missing: list[str] = []
     columns: dict[str, set[str]] = {}
-    for table, required in REQUIRED_COLUMNS.items():
+    for table, required in {**REQUIRED_COLUMNS, **V2_COLUMNS}.items():
         if table not in tables:
-            missing.append(f"table {table}")
             continue
         cols = {r[1] for r in query(f"PRAGMA table_info({table})")}
         columns[table] = cols
         missing.extend(f"column {table}.{c}" for c in required if c not in cols)
+    v1 = {"session", "message", "part"} <= tables
+    v2 = "session_message" in tables and bool({"session", "session_v2"} & tables)
+    if not (v1 or v2):
+        missing.extend(f"table {t}" for t in ("session", "message", "part")
+                       if t not in tables)
+    if "project" not in tables:
+        missing.append("table project")
     if missing:
-        hint = ""
-        if "session_v2" in tables:
-            hint = " (this looks like an OpenCode 2 database, which is not supported yet)"
         raise SourceSchemaError(
-            f"unrecognised OpenCode database schema in {path}{hint}: missing "
-            + ", ".join(missing)
+            f"unrecognised OpenCode database schema in {path}: missing " + ", ".join(missing)
+            + " (readable layouts: session + message + part, or session_message with "
+            "session or session_v2)"
         )
     migrations, last = 0, None
     if "migration" in tables:
@@ -107,6 +182,9 @@ def detect_schema(query: Query, path: Path) -> SchemaInfo:
         migrations=migrations,
         last_migration=last,
         session_columns=frozenset(c for c in OPTIONAL_SESSION_COLUMNS
-                                  if c in columns["session"]),
+                                  if c in columns.get("session", set())),
         has_v2_sessions="session_v2" in tables,
+        tables=tables,
+        v2_session_columns=frozenset(c for c in OPTIONAL_V2_SESSION_COLUMNS
+                                     if c in columns.get("session_v2", set())),
     )

@@ -1,10 +1,13 @@
 """The transcript an extractor reads: lines of human text, assistant text and tool calls.
 
 Only **human text** is a source of user statements: non-synthetic, non-ignored ``text``
-parts of user messages. Compaction requests (a user message with a ``compaction`` part),
-compaction summaries (an assistant message with ``summary: true`` or agent ``compaction``),
-synthetic continuations and file-read texts are not. Turns are cut into chunks
-(:class:`Chunk`) that fit one extraction call, on turn boundaries.
+parts of user messages (``data.text`` of a v2 ``user`` row). Compaction requests (a user
+message with a ``compaction`` part), compaction summaries (an assistant message with
+``summary: true`` or agent ``compaction``, a v2 ``compaction`` row), synthetic continuations,
+file-read texts and v2 notes (``synthetic``, ``system``, ``shell``, ``*-switched``, ``idle``
+rows) are not. Turns are cut into chunks (:class:`Chunk`) that fit one extraction call, on
+turn boundaries. :func:`readable` renders one message for a person (the history browser),
+with the same condensed tool lines.
 """
 
 from __future__ import annotations
@@ -61,7 +64,10 @@ def _short(value: object, limit: int) -> str:
     return s if len(s) <= limit else s[: max(limit - 1, 0)] + "…"
 
 
-def _tool_line(part: Mapping[str, Any], output_chars: int) -> str:
+def tool_line(part: Mapping[str, Any], output_chars: int) -> str:
+    """One line for a ``tool`` part: the tool, its key input (command, path, pattern, …)
+    and, for a shell command, its exit code and output shortened to ``output_chars``; an
+    error as ``-> error: …``; a sub-agent call as ``(sub-agent)``."""
     tool = str(part.get("tool") or "tool")
     state = sub_object(part, "state")
     inp = sub_object(state, "input")
@@ -93,14 +99,14 @@ def transcript_lines(turns: Iterable[Turn], *, tool_output_chars: int) -> list[T
     lines: list[TranscriptLine] = []
     for turn in turns:
         for m in turn.messages:
-            if m.corrupt:
+            if m.corrupt or m.is_note:
                 continue
             if m.role == "user":
                 t = human_text(m)
                 if t:
                     lines.append(TranscriptLine(m.id, "user", t))
                 continue
-            if m.data.get("summary") is True or m.data.get("agent") == "compaction":
+            if is_compaction_summary(m):
                 continue
             for p in m.parts:
                 kind = p.data.get("type")
@@ -112,8 +118,76 @@ def transcript_lines(turns: Iterable[Turn], *, tool_output_chars: int) -> list[T
                 elif kind == "tool" and not str(p.data.get("tool") or "").startswith(
                         OWN_TOOL_PREFIX):
                     lines.append(TranscriptLine(m.id, "tool",
-                                                _tool_line(p.data, tool_output_chars)))
+                                                tool_line(p.data, tool_output_chars)))
     return lines
+
+
+def is_compaction_summary(message: MessageRow) -> bool:
+    """Whether a (non-user) message is a compaction summary (``summary: true`` or agent
+    ``compaction``): it restates earlier turns."""
+    return message.data.get("summary") is True or message.data.get("agent") == "compaction"
+
+
+def compaction_request(message: MessageRow) -> Mapping[str, Any] | None:
+    """The ``compaction`` part of a user message that requests a compaction, else ``None``."""
+    if message.role != "user":
+        return None
+    return next((p.data for p in message.parts if p.data.get("type") == "compaction"), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Readable:
+    """One message as a person reads it (see :func:`readable`).
+
+    ``kind`` is ``text`` (a user or assistant message), ``compaction`` (the user message
+    that asks for a compaction), ``summary`` (a compaction summary) or ``synthetic`` (a
+    user message OpenCode wrote itself, e.g. the continuation after an automatic
+    compaction).
+    """
+
+    kind: str
+    text: str
+
+
+def readable(message: MessageRow, *, tool_output_chars: int) -> Readable:
+    """A message as readable text: its text parts joined, tool calls one line each.
+
+    User messages: the human text (:func:`human_text`), then ``[file: name]`` for each
+    attachment; OpenCode's synthetic text parts (the file-read texts it adds) are left
+    out, unless they are all the message holds (``kind`` ``synthetic``). Assistant
+    messages: the visible text parts, each tool call as ``[tool] …`` (:func:`tool_line`)
+    and an ``[error: Name]`` line when the step failed; reasoning is left out. Corrupt
+    rows read as empty text.
+    """
+    if message.corrupt:
+        return Readable("text", "")
+    if message.role == "user":
+        request = compaction_request(message)
+        if request is not None:
+            how = "automatic" if request.get("auto") else "manual"
+            return Readable("compaction", f"[compaction requested: {how}]")
+        lines = [human_text(message)]
+        lines += [f"[file: {p.data.get('filename') or p.data.get('url') or '?'}]"
+                  for p in message.parts if p.data.get("type") == "file"]
+        text = "\n".join(x for x in lines if x)
+        if text:
+            return Readable("text", text)
+        synthetic = [str(p.data.get("text") or "").strip() for p in message.parts
+                     if p.data.get("type") == "text" and p.data.get("synthetic")]
+        return Readable("synthetic", "\n".join(t for t in synthetic if t))
+    out: list[str] = []
+    for p in message.parts:
+        kind = p.data.get("type")
+        if kind == "text" and not p.data.get("synthetic"):
+            t = str(p.data.get("text") or "").strip()
+            if t:
+                out.append(t)
+        elif kind == "tool":
+            out.append("[tool] " + tool_line(p.data, tool_output_chars))
+    error = sub_object(message.data, "error")
+    if error:
+        out.append(f"[error: {error.get('name') or 'unknown'}]")
+    return Readable("summary" if is_compaction_summary(message) else "text", "\n".join(out))
 
 
 def estimate_tokens(text: str) -> int:
@@ -125,14 +199,14 @@ def estimate_tokens(text: str) -> int:
 class Chunk:
     """Consecutive turns whose transcript fits one extraction call.
 
-    ``last`` is the high-water mark reached once the chunk is processed, ``seq`` the
-    largest ``rowid`` among its messages.
+    ``last`` is the high-water mark reached once the chunk is processed, ``rowid`` the
+    largest ``message`` rowid among its messages (0 for ``session_message`` rows).
     """
 
     lines: tuple[TranscriptLine, ...]
     first: tuple[int, str]
     last: tuple[int, str]
-    seq: int = 0
+    rowid: int = 0
 
     @property
     def has_user_text(self) -> bool:
@@ -154,14 +228,14 @@ def chunk_turns(
     cur_tokens = 0
     first: tuple[int, str] | None = None
     last: tuple[int, str] | None = None
-    seq = 0
+    rowid = 0
     for turn in turns:
         lines = transcript_lines([turn], tool_output_chars=tool_output_chars)
         cost = sum(estimate_tokens(line.render()) + 1 for line in lines)
         if cur and cur_tokens + cost > max_tokens:
             assert first is not None and last is not None
-            chunks.append(Chunk(tuple(cur), first, last, seq))
-            cur, cur_tokens, first, seq = [], 0, None, 0
+            chunks.append(Chunk(tuple(cur), first, last, rowid))
+            cur, cur_tokens, first, rowid = [], 0, None, 0
         if cost > max_tokens:
             lines = _fit(lines, max_tokens)
             cost = sum(estimate_tokens(line.render()) + 1 for line in lines)
@@ -170,9 +244,9 @@ def chunk_turns(
         cur.extend(lines)
         cur_tokens += cost
         last = turn.last.mark
-        seq = max([seq, *(m.seq for m in turn.messages)])
+        rowid = max([rowid, *(m.rowid for m in turn.messages)])
     if first is not None and last is not None:
-        chunks.append(Chunk(tuple(cur), first, last, seq))
+        chunks.append(Chunk(tuple(cur), first, last, rowid))
     return chunks
 
 

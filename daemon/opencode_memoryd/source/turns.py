@@ -1,8 +1,11 @@
 """Turns and the finished-turn rule, over the messages a reader returns.
 
-A *turn* is one role=user message and the assistant messages that answer it (their
-``parentID`` is the user message). Rules, as observed on databases written by OpenCode
-1.2.1 to 1.18.33:
+A *turn* is one role=user message and the assistant messages that answer it: their
+``parentID`` is the user message in ``message`` (1.x), and in ``session_message`` (v2, no
+``parentID``) they are the rows that follow it in ``seq`` order up to the next user row. v2
+rows of other kinds (notes: ``synthetic``, ``system``, ``shell``, ``compaction``,
+``*-switched``, ``idle``) join the turn they follow but are neither question nor answer.
+Rules, as observed on databases written by OpenCode 1.2.1 to 1.18.33:
 
 * a turn is **finished** when every assistant message of it has ``time.completed`` and the
   newest one has a ``finish`` other than ``tool-calls`` or has an ``error``; an assistant
@@ -15,6 +18,14 @@ A *turn* is one role=user message and the assistant messages that answer it (the
 * a fork copies the messages of its source session with new ids but the original
   ``time_created``, which is older than the fork session itself, so a message created before
   its session is a copy and is skipped.
+
+For v2 turns two more rules apply: a turn followed by a later user row is finished once
+every answer has ``time.completed`` (or an error), even when the newest one says
+``tool-calls`` (the run moved on: a prompt steered into it); and in a 2.x session
+(``session_v2``) the turn must also be confirmed idle (:class:`Idle`): an ``idle`` row after
+its newest answer, or ``time_idle`` at or after that answer's completion with
+``time_suspended`` unset (reported for 2.x, not observed). A turn never confirmed counts as
+finished once ``abandoned_ms`` passed, like a crashed one.
 """
 
 from __future__ import annotations
@@ -25,12 +36,25 @@ from dataclasses import dataclass, field
 from opencode_memoryd.source.rows import MessageRow, sub_object
 
 
+@dataclass(frozen=True, slots=True)
+class Idle:
+    """The idle state of a 2.x session (``session_v2``), in ms; see the module docstring."""
+
+    time_idle: int | None
+    time_suspended: int | None
+
+
 @dataclass(slots=True)
 class Turn:
-    """A user message and its assistant replies, in ``(time_created, id)`` order."""
+    """A user message and the rows that follow it (answers and notes), in read order."""
 
     user: MessageRow | None
     replies: list[MessageRow] = field(default_factory=list)
+
+    @property
+    def answers(self) -> list[MessageRow]:
+        """The replies that are model answers (every reply but v2 notes)."""
+        return [r for r in self.replies if not r.is_note]
 
     @property
     def messages(self) -> list[MessageRow]:
@@ -77,7 +101,18 @@ def _time(m: MessageRow, key: str) -> int | None:
     return int(value) if isinstance(value, int | float) else None
 
 
-def is_finished(turn: Turn, *, now_ms: int, abandoned_ms: int, settle_ms: int) -> bool:
+def _confirmed_idle(turn: Turn, newest: MessageRow, idle: Idle) -> bool:
+    """A 2.x turn's end is confirmed: an ``idle`` row after its newest answer, or
+    ``time_idle`` at or after that answer's completion while not suspended."""
+    if any(r.kind == "idle" and (r.seq or 0) > (newest.seq or 0) for r in turn.replies):
+        return True
+    completed = _time(newest, "completed") or newest.time_updated
+    return (idle.time_idle is not None and idle.time_idle >= completed
+            and not idle.time_suspended)
+
+
+def is_finished(turn: Turn, *, now_ms: int, abandoned_ms: int, settle_ms: int,
+                followed: bool = False, idle: Idle | None = None) -> bool:
     """Apply the finished-turn rule (see the module docstring).
 
     Args:
@@ -86,33 +121,51 @@ def is_finished(turn: Turn, *, now_ms: int, abandoned_ms: int, settle_ms: int) -
         abandoned_ms: age after which an in-flight message counts as finished.
         settle_ms: a finished turn must have had no write for this long (OpenCode's
             trailing write lands about 100 ms after the last ``time.completed``).
+        followed: a later turn exists (used for v2 turns only).
+        idle: the session's idle state when it is a 2.x (``session_v2``) session.
     """
     if now_ms - turn.last_write_ms < settle_ms:
         return False
-    if not turn.replies:
+    answers = turn.answers
+    if not answers:
+        if turn.user is None:
+            return True  # notes only: nothing to wait for
         # No answer yet: in flight, unless it has waited longer than any real request.
-        return turn.user is not None and now_ms - turn.user.time_created >= abandoned_ms
-    for r in turn.replies:
+        return now_ms - turn.user.time_created >= abandoned_ms
+    for r in answers:
         if _time(r, "completed") is None and not r.data.get("error"):
             started = _time(r, "created") or r.time_created
             if now_ms - started < abandoned_ms:
                 return False
-    newest = turn.replies[-1]
+    newest = answers[-1]
     if newest.data.get("error") or _time(newest, "completed") is None:
         return True  # aborted, provider error, or abandoned
+    age = now_ms - (_time(newest, "completed") or newest.time_created)
+    v2 = newest.kind is not None
+    if v2 and followed:
+        return True  # the run moved on to the next prompt
     if newest.data.get("finish") == "tool-calls":
         # Another step should follow; only an abandoned turn ends here.
-        return now_ms - (_time(newest, "completed") or newest.time_created) >= abandoned_ms
+        return age >= abandoned_ms
+    if v2 and idle is not None and not _confirmed_idle(turn, newest, idle):
+        return age >= abandoned_ms
     return True
 
 
 def finished_prefix(
-    turns: Sequence[Turn], *, now_ms: int, abandoned_ms: int, settle_ms: int
+    turns: Sequence[Turn], *, now_ms: int, abandoned_ms: int, settle_ms: int,
+    idle: Idle | None = None,
 ) -> list[Turn]:
-    """The leading finished turns: reading stops at the first unfinished one."""
+    """The leading finished turns: reading stops at the first unfinished one.
+
+    ``idle`` is the session's idle state for a 2.x session (see :func:`is_finished`).
+    """
     out: list[Turn] = []
-    for t in turns:
-        if not is_finished(t, now_ms=now_ms, abandoned_ms=abandoned_ms, settle_ms=settle_ms):
+    last_user = max((i for i, t in enumerate(turns) if t.user is not None), default=-1)
+    for i, t in enumerate(turns):
+        followed = i < last_user
+        if not is_finished(t, now_ms=now_ms, abandoned_ms=abandoned_ms, settle_ms=settle_ms,
+                           followed=followed, idle=idle):
             break
         out.append(t)
     return out

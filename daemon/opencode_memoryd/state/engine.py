@@ -2,8 +2,7 @@
 
 Every connection runs in WAL mode with ``synchronous=FULL``, so a returned commit survives
 power loss, and every transaction starts with ``BEGIN IMMEDIATE``, so a writer never fails
-half-way on a lock upgrade. The schema version is kept in ``PRAGMA user_version``;
-version 2 added ``marks.seq`` (see :mod:`~opencode_memoryd.state.items`).
+half-way on a lock upgrade. The schema version is kept in ``PRAGMA user_version``.
 
 The folder is made 0700 and the file (with its ``-wal`` and ``-shm``) 0600 on open, also
 when an earlier version left them readable by others. A full disk (``SQLITE_FULL``) is
@@ -13,6 +12,7 @@ transaction it interrupted is rolled back, so nothing is half-written.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -26,7 +26,9 @@ from opencode_memoryd.errors import DiskFullError, StateError
 __all__ = ["SCHEMA_VERSION", "StateFile"]
 
 #: The schema this version writes; a file with a higher ``user_version`` is refused.
-SCHEMA_VERSION = 2
+#: 2 added ``storage`` to ``marks`` and ``items`` (which OpenCode table a position is in);
+#: 3 added ``max_rowid`` to ``marks`` (the largest ``message`` rowid processed).
+SCHEMA_VERSION = 3
 
 _DDL = [
     """CREATE TABLE IF NOT EXISTS marks (
@@ -35,7 +37,8 @@ _DDL = [
         time_created INTEGER NOT NULL,
         message_id TEXT NOT NULL,
         updated_at TEXT NOT NULL,
-        seq INTEGER,
+        storage TEXT NOT NULL DEFAULT 'message',
+        max_rowid INTEGER,
         PRIMARY KEY (source_id, session_id)
     )""",
     """CREATE TABLE IF NOT EXISTS items (
@@ -55,7 +58,8 @@ _DDL = [
         tokens_in INTEGER NOT NULL DEFAULT 0,
         tokens_out INTEGER NOT NULL DEFAULT 0,
         created_at TEXT NOT NULL,
-        updated_at TEXT NOT NULL
+        updated_at TEXT NOT NULL,
+        storage TEXT NOT NULL DEFAULT 'message'
     )""",
     "CREATE INDEX IF NOT EXISTS items_session ON items (source_id, session_id, status)",
     """CREATE TABLE IF NOT EXISTS queue (
@@ -113,7 +117,8 @@ class StateFile:
     operations on :attr:`_engine`.
 
     Args:
-        path: the SQLite file; parent folders are created (mode 0700).
+        path: the SQLite file, created with mode 0600; parent folders are created (mode
+            0700).
 
     Raises:
         StateError: the file cannot be created, opened or migrated, or a newer version of
@@ -124,9 +129,12 @@ class StateFile:
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            # created empty (a valid SQLite file) with mode 0600; SQLite gives its -wal and
+            # -shm files the same mode
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
         except OSError as exc:
-            raise StateError(f"cannot create state dir {self.path.parent}: {exc}") from exc
-        make_private(self.path.parent, (self.path.name + "*",))
+            raise StateError(f"cannot create state file {self.path}: {exc}") from exc
+        make_private(self.path.parent, (self.path.name + "*",))  # as an older version left it
         self._engine: Engine = create_engine(
             f"sqlite:///{self.path}",
             connect_args={"timeout": 30, "check_same_thread": False},
@@ -160,9 +168,7 @@ class StateFile:
                     )
                 for ddl in _DDL:
                     c.exec_driver_sql(ddl)
-                columns = {r[1] for r in c.exec_driver_sql("PRAGMA table_info(marks)")}
-                if "seq" not in columns:  # version 1
-                    c.exec_driver_sql("ALTER TABLE marks ADD COLUMN seq INTEGER")
+                _add_missing_columns(c)
                 c.exec_driver_sql(f"PRAGMA user_version={SCHEMA_VERSION}")
         except DBAPIError as exc:
             raise StateError(f"cannot open state file {self.path}: {exc.orig}") from exc
@@ -170,3 +176,19 @@ class StateFile:
     def close(self) -> None:
         """Release the connection pool."""
         self._engine.dispose()
+
+
+#: Columns added after schema 1, by table: ``(name, DDL)``. Existing rows get the default.
+_ADDED_COLUMNS = {
+    "marks": (("storage", "TEXT NOT NULL DEFAULT 'message'"), ("max_rowid", "INTEGER")),
+    "items": (("storage", "TEXT NOT NULL DEFAULT 'message'"),),
+}
+
+
+def _add_missing_columns(c: Connection) -> None:
+    """Migrate a file of an older schema in place (``ALTER TABLE … ADD COLUMN``)."""
+    for table, columns in _ADDED_COLUMNS.items():
+        have = {str(r[1]) for r in c.exec_driver_sql(f"PRAGMA table_info({table})").all()}
+        for name, ddl in columns:
+            if name not in have:
+                c.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {name} {ddl}")

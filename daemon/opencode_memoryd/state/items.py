@@ -1,9 +1,12 @@
 """The transactional outbox (``items``) and the high-water marks (``marks``).
 
 * ``marks``: the incremental high-water mark per (source database identity, session): the
-  largest ``(time_created, id)`` processed, and ``seq``, the largest SQLite ``rowid`` of a
-  processed message (``NULL`` in marks written before version 2). Both only ever grow;
-  the reader reads what is beyond either (see :mod:`opencode_memoryd.capture.processor`).
+  position of the last processed row and the OpenCode table it is in (``storage``):
+  ``(time_created, id)`` in ``message``, ``(seq, id)`` in ``session_message``; the columns
+  ``time_created``/``message_id`` hold the position whatever the storage. In ``message``
+  the mark also keeps ``max_rowid``, the largest SQLite ``rowid`` of a processed message
+  (``NULL`` in marks written before schema 3): the position and it each only grow,
+  and the reader reads what is beyond either (see :mod:`opencode_memoryd.capture.processor`).
 * ``items``: one row per extracted chunk of turns, written with the extraction result
   *before* anything reaches the store. Status ``extracted`` means the result is recorded
   but not yet stored; ``stored`` means its memories are durably in the store and the
@@ -24,6 +27,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, RowMapping
 
+from opencode_memoryd.models import STORAGE_MESSAGE, Mark
 from opencode_memoryd.state.engine import StateFile
 
 __all__ = ["Item", "OutboxTables"]
@@ -46,36 +50,35 @@ class Item:
     result: dict[str, Any]
     tokens_in: int
     tokens_out: int
+    #: the OpenCode table ``first``/``last`` are positions in (see :class:`Mark`)
+    storage: str = STORAGE_MESSAGE
 
 
 class OutboxTables(StateFile):
     """The ``marks`` and ``items`` operations of :class:`~opencode_memoryd.state.db.StateDB`.
 
-    Times named ``now`` are ISO 8601 UTC strings; marks are ``(time_created_ms, message_id)``.
+    Times named ``now`` are ISO 8601 UTC strings; marks are :class:`Mark` values.
     """
 
     # -- marks -----------------------------------------------------------------------
 
-    def get_mark(self, source_id: str, session_id: str) -> tuple[int, str] | None:
-        """The session's high-water mark ``(time_created, message_id)``, or ``None``."""
-        return self.get_position(source_id, session_id)[0]
-
-    def get_position(self, source_id: str, session_id: str
-                     ) -> tuple[tuple[int, str] | None, int | None]:
-        """The session's mark ``(time_created, message_id)`` and its ``seq`` (the largest
-        rowid processed); each ``None`` when not recorded."""
+    def get_mark(self, source_id: str, session_id: str) -> Mark | None:
+        """The session's high-water mark, or ``None`` when nothing was read yet."""
         with self._engine.begin() as c:
             row = c.execute(
-                text("SELECT time_created, message_id, seq FROM marks "
+                text("SELECT storage, time_created, message_id FROM marks "
                      "WHERE source_id=:s AND session_id=:sid"),
                 {"s": source_id, "sid": session_id},
             ).first()
-        if row is None:
-            return None, None
-        return (int(row[0]), str(row[1])), (None if row[2] is None else int(row[2]))
+        return Mark(str(row[0]), (int(row[1]), str(row[2]))) if row else None
 
-    def seqs(self, source_id: str, session_ids: Sequence[str]) -> dict[str, int]:
-        """The ``seq`` of the marks that have one, by session id."""
+    def get_max_rowid(self, source_id: str, session_id: str) -> int | None:
+        """The largest ``message`` rowid the session's mark has processed (``None``: not
+        recorded, or no mark)."""
+        return self.max_rowids(source_id, [session_id]).get(session_id)
+
+    def max_rowids(self, source_id: str, session_ids: Sequence[str]) -> dict[str, int]:
+        """The ``max_rowid`` of the marks that have one, by session id."""
         out: dict[str, int] = {}
         ids = list(session_ids)
         with self._engine.begin() as c:
@@ -85,21 +88,22 @@ class OutboxTables(StateFile):
                 params["s"] = source_id
                 names = ", ".join(f":i{k}" for k in range(len(batch)))
                 for r in c.execute(text(
-                        "SELECT session_id, seq FROM marks WHERE source_id=:s AND seq IS NOT "
-                        f"NULL AND session_id IN ({names})"), params).all():
+                        "SELECT session_id, max_rowid FROM marks WHERE source_id=:s AND "
+                        f"max_rowid IS NOT NULL AND session_id IN ({names})"), params).all():
                     out[str(r[0])] = int(r[1])
         return out
 
     def marks(self, source_id: str,
-              session_ids: Sequence[str] | None = None) -> dict[str, tuple[int, str]]:
-        """The marks of a source, by session id: ``{session_id: (time_created_ms, id)}``.
+              session_ids: Sequence[str] | None = None) -> dict[str, Mark]:
+        """The marks of a source, by session id.
 
         Args:
             source_id: the database's identity.
             session_ids: only these sessions (looked up in batches of 500); all when
                 ``None``.
         """
-        sql = "SELECT session_id, time_created, message_id FROM marks WHERE source_id=:s"
+        sql = ("SELECT session_id, storage, time_created, message_id FROM marks "
+               "WHERE source_id=:s")
         queries: list[tuple[str, dict[str, Any]]] = []
         if session_ids is None:
             queries.append((sql, {"s": source_id}))
@@ -111,40 +115,57 @@ class OutboxTables(StateFile):
                 params["s"] = source_id
                 names = ", ".join(f":i{k}" for k in range(len(batch)))
                 queries.append((f"{sql} AND session_id IN ({names})", params))
-        out: dict[str, tuple[int, str]] = {}
+        out: dict[str, Mark] = {}
         with self._engine.begin() as c:  # one transaction: one consistent snapshot
             for query, query_params in queries:
                 for r in c.execute(text(query), query_params).all():
-                    out[str(r[0])] = (int(r[1]), str(r[2]))
+                    out[str(r[0])] = Mark(str(r[1]), (int(r[2]), str(r[3])))
         return out
 
-    def set_mark(self, source_id: str, session_id: str, mark: tuple[int, str], now: str,
-                 seq: int | None = None) -> None:
-        """Advance a mark (used when a chunk produced nothing to store): its
-        ``(time_created, id)`` and its ``seq`` each move only forward."""
+    def set_mark(self, source_id: str, session_id: str, mark: Mark, now: str,
+                 max_rowid: int | None = None) -> None:
+        """Advance a mark (used when a chunk produced nothing to store).
+
+        A mark's position and its ``max_rowid`` each only move forward within one storage;
+        a mark in another storage than the stored one replaces it.
+        """
         with self._engine.begin() as c:
-            self._set_mark(c, source_id, session_id, mark, now, seq)
+            self._set_mark(c, source_id, session_id, mark, now, max_rowid)
+
+    def replace_mark(self, source_id: str, session_id: str, mark: Mark | None,
+                     now: str) -> None:
+        """Set a mark unconditionally, also backwards; ``None`` deletes it (read from the
+        start). Used when the rows a mark points at moved or vanished (an OpenCode
+        migration re-projected or wiped them)."""
+        with self._engine.begin() as c:
+            c.execute(text("DELETE FROM marks WHERE source_id=:s AND session_id=:sid"),
+                      {"s": source_id, "sid": session_id})
+            if mark is not None:
+                self._set_mark(c, source_id, session_id, mark, now)
 
     @staticmethod
-    def _set_mark(c: Connection, source_id: str, session_id: str, mark: tuple[int, str],
-                  now: str, seq: int | None) -> None:
-        ahead = ("(excluded.time_created, excluded.message_id) "
-                 "> (marks.time_created, marks.message_id)")
+    def _set_mark(c: Connection, source_id: str, session_id: str, mark: Mark,
+                  now: str, max_rowid: int | None = None) -> None:
+        moved = ("(excluded.storage != marks.storage OR (excluded.time_created, "
+                 "excluded.message_id) > (marks.time_created, marks.message_id))")
         c.execute(
-            text(f"""INSERT INTO marks (source_id, session_id, time_created, message_id,
-                                        updated_at, seq)
-                     VALUES (:s, :sid, :t, :m, :now, :seq)
+            text(f"""INSERT INTO marks (source_id, session_id, storage, time_created,
+                                        message_id, updated_at, max_rowid)
+                     VALUES (:s, :sid, :st, :t, :m, :now, :rowid)
                      ON CONFLICT (source_id, session_id) DO UPDATE SET
-                       time_created=CASE WHEN {ahead} THEN excluded.time_created
+                       storage=excluded.storage,
+                       time_created=CASE WHEN {moved} THEN excluded.time_created
                                     ELSE marks.time_created END,
-                       message_id=CASE WHEN {ahead} THEN excluded.message_id
+                       message_id=CASE WHEN {moved} THEN excluded.message_id
                                   ELSE marks.message_id END,
-                       seq=max(coalesce(marks.seq, excluded.seq),
-                               coalesce(excluded.seq, marks.seq)),
+                       max_rowid=CASE WHEN excluded.storage != marks.storage
+                                 THEN excluded.max_rowid
+                                 ELSE max(coalesce(marks.max_rowid, excluded.max_rowid),
+                                          coalesce(excluded.max_rowid, marks.max_rowid)) END,
                        updated_at=excluded.updated_at
-                     WHERE {ahead} OR excluded.seq > coalesce(marks.seq, -1)"""),
-            {"s": source_id, "sid": session_id, "t": mark[0], "m": mark[1], "now": now,
-             "seq": seq},
+                     WHERE {moved} OR excluded.max_rowid > coalesce(marks.max_rowid, -1)"""),
+            {"s": source_id, "sid": session_id, "st": mark.storage, "t": mark.position[0],
+             "m": mark.position[1], "now": now, "rowid": max_rowid},
         )
 
     # -- outbox ----------------------------------------------------------------------
@@ -159,26 +180,27 @@ class OutboxTables(StateFile):
                 text("""INSERT OR IGNORE INTO items (id, source_id, session_id, first_time,
                           first_id, last_time, last_id, project_key, project_root, status,
                           extractor, model, result, tokens_in, tokens_out, created_at,
-                          updated_at)
+                          updated_at, storage)
                         VALUES (:id, :s, :sid, :ft, :fi, :lt, :li, :pk, :pr, 'extracted',
-                          :ex, :model, :result, :ti, :to, :now, :now)"""),
+                          :ex, :model, :result, :ti, :to, :now, :now, :st)"""),
                 {"id": item.id, "s": item.source_id, "sid": item.session_id,
                  "ft": item.first[0], "fi": item.first[1], "lt": item.last[0],
                  "li": item.last[1], "pk": item.project_key, "pr": item.project_root,
                  "ex": item.extractor, "model": item.model,
                  "result": json.dumps(item.result, sort_keys=True),
-                 "ti": item.tokens_in, "to": item.tokens_out, "now": now},
+                 "ti": item.tokens_in, "to": item.tokens_out, "now": now,
+                 "st": item.storage},
             )
 
     def complete_item(self, item: Item, now: str) -> None:
         """Mark an item stored and advance its session's mark (to ``item.last`` and the
-        ``seq`` in its result), in one transaction."""
-        seq = item.result.get("seq")
+        ``max_rowid`` in its result), in one transaction."""
+        rowid = item.result.get("max_rowid")
         with self._engine.begin() as c:
             c.execute(text("UPDATE items SET status='stored', updated_at=:now WHERE id=:id"),
                       {"id": item.id, "now": now})
-            self._set_mark(c, item.source_id, item.session_id, item.last, now,
-                           None if seq is None else int(seq))
+            self._set_mark(c, item.source_id, item.session_id, Mark(item.storage, item.last),
+                           now, None if rowid is None else int(rowid))
 
     def pending_items(self, source_id: str, session_id: str | None = None) -> list[Item]:
         """Items recorded but not yet stored (crash recovery), oldest first."""
@@ -197,6 +219,24 @@ class OutboxTables(StateFile):
             row = c.execute(text("SELECT * FROM items WHERE id=:id"),
                             {"id": item_id}).mappings().first()
         return _item(row) if row else None
+
+    def last_item(self) -> dict[str, Any] | None:
+        """The newest outbox row (by ``updated_at``), for ``doctor``, or ``None``.
+
+        Returns:
+            ``{"session_id", "project_root", "status", "extractor", "model",
+            "memories": number of candidates, "updated_at": ISO 8601 UTC}``.
+        """
+        with self._engine.begin() as c:
+            row = c.execute(text("SELECT * FROM items ORDER BY updated_at DESC, id DESC "
+                                 "LIMIT 1")).mappings().first()
+        if row is None:
+            return None
+        item = _item(row)
+        return {"session_id": item.session_id, "project_root": item.project_root,
+                "status": item.status, "extractor": item.extractor, "model": item.model,
+                "memories": len(item.result.get("candidates") or []),
+                "updated_at": row["updated_at"]}
 
     # -- totals ----------------------------------------------------------------------
 
@@ -233,4 +273,5 @@ def _item(r: RowMapping) -> Item:
         project_key=r["project_key"], project_root=r["project_root"], status=r["status"],
         extractor=r["extractor"], model=r["model"], result=json.loads(r["result"]),
         tokens_in=int(r["tokens_in"]), tokens_out=int(r["tokens_out"]),
+        storage=str(r["storage"]),
     )

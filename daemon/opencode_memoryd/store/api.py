@@ -34,24 +34,27 @@ from opencode_memoryd.models import MEMORY_TYPES, SCOPES, Memory
 SPARSE_NAME = "bm25"
 #: Name of the dense vector of every point, present when the store has an embedder.
 DENSE_NAME = "dense"
-#: Payload fields with a keyword index (filters use only these). ``status`` is indexed in
-#: stores created since tombstones exist; older stores filter on it without an index.
-KEYWORD_FIELDS: tuple[str, ...] = ("scope", "project_id", "type", "status")
+#: Payload fields with a keyword index (filters use only these). ``status`` and ``user_id``
+#: are indexed in stores created since tombstones and user identities exist; older stores
+#: filter on them without an index.
+KEYWORD_FIELDS: tuple[str, ...] = ("scope", "project_id", "type", "status", "user_id")
 #: The ``status`` payload value of a tombstone (see :class:`~opencode_memoryd.models.Memory`).
 RETIRED = "retired"
 
 
 @runtime_checkable
 class Embedder(Protocol):
-    """A dense text embedder.
+    """A dense text embedder."""
 
-    Attributes:
-        name: identifies the model (and provider) — recorded with the store.
-        dimensions: length of every vector ``embed`` returns.
-    """
+    @property
+    def name(self) -> str:
+        """Identifies the model (and provider); recorded with the store."""
+        ...
 
-    name: str
-    dimensions: int
+    @property
+    def dimensions(self) -> int:
+        """The length of every vector :meth:`embed` returns."""
+        ...
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Return one vector of ``dimensions`` floats per text, in order. May raise
@@ -74,11 +77,20 @@ class MemoryFilter:
             excluded — a payload without ``status`` counts as active — so search, scroll
             and count see active memories only. :meth:`MemoryStore.get` ignores filters and
             returns tombstones too.
+        user_id: whose user-scope memories match: a user-scope memory matches only when
+            its ``user_id`` is this one; project memories are not affected (they are
+            shared). ``None``: every user's (internal use: migration, maintenance).
+        without_user_id: only memories that have no ``user_id`` (user-scope memories
+            written before user identities existed, and project memories).
 
     A ``None`` filter means ``MemoryFilter()``: every active memory.
 
+    Examples: ``MemoryFilter(scope="user", user_id=u)`` is the user scope of ``u``;
+    ``MemoryFilter(project_id=p, user_id=u)`` is project ``p`` plus the user scope of ``u``.
+
     Raises:
-        ValueError: an unknown scope or type.
+        ValueError: an unknown scope or type, an empty ``user_id``, or ``user_id``
+            together with ``without_user_id``.
     """
 
     project_id: str | None = None
@@ -86,9 +98,15 @@ class MemoryFilter:
     scope: str | None = None
     types: tuple[str, ...] = ()
     include_retired: bool = False
+    user_id: str | None = None
+    without_user_id: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "types", tuple(self.types))
+        if self.user_id is not None and not self.user_id:
+            raise ValueError("user_id must not be empty; use None for every user")
+        if self.user_id is not None and self.without_user_id:
+            raise ValueError("user_id and without_user_id exclude each other")
         if self.scope is not None and self.scope not in SCOPES:
             raise ValueError(f"unknown scope {self.scope!r}; expected one of {SCOPES}")
         bad = [t for t in self.types if t not in MEMORY_TYPES]

@@ -58,7 +58,8 @@ class EdgeStore(StoreBase):
     atomically, :func:`~opencode_memoryd.store.meta.write_meta_file`) and ``path/shard/``
     (the Edge shard). Created on first open. Points carry
     the sparse vector ``"bm25"`` (IDF modifier) and, with an embedder, the dense cosine
-    vector ``"dense"``; keyword payload indexes on ``scope``, ``project_id`` and ``type``.
+    vector ``"dense"``; keyword payload indexes on the ``KEYWORD_FIELDS`` of
+    :mod:`~opencode_memoryd.store.api`.
     Hybrid fusion runs in Python (:func:`~opencode_memoryd.store.fusion.rrf_fuse`): two
     searches, one per vector.
 
@@ -67,7 +68,7 @@ class EdgeStore(StoreBase):
     may be shared by threads.
 
     Args:
-        path: the store directory (created if missing).
+        path: the store directory (created with mode 0700 if missing).
         embedder: dense embedder, or ``None`` for BM25 only.
         bm25: the BM25 encoder (default: :func:`~opencode_memoryd.store.bm25.default_encoder`).
         allow_mismatch: open even when the store was built with another embedder or other
@@ -203,6 +204,14 @@ class EdgeStore(StoreBase):
                 must.append(qe.Filter(should=[proj, user]))
             else:
                 must.append(proj)
+        if flt.user_id is not None and flt.scope != "project":
+            # project memories are shared; user-scope ones must be this user's
+            must.append(qe.Filter(should=[
+                qe.FieldCondition("scope", match=qe.MatchValue("project")),
+                qe.FieldCondition("user_id", match=qe.MatchValue(flt.user_id)),
+            ]))
+        if flt.without_user_id:
+            must.append(qe.IsEmptyCondition("user_id"))
         must_not: list[qe.ConditionType] = []
         if not flt.include_retired:
             must_not.append(qe.FieldCondition("status", match=qe.MatchValue(RETIRED)))

@@ -36,8 +36,8 @@ class ServerStore(StoreBase):
     ``location`` (``":memory:"`` for local mode in memory, or a server URL). Local mode is
     brute force and meant for tests. The collection is created on first open with the
     sparse vector ``"bm25"`` (``Modifier.IDF``), the dense cosine vector ``"dense"`` when an
-    embedder is configured, keyword payload indexes on ``scope``, ``project_id`` and
-    ``type`` (server only; local mode has none), and the store metadata
+    embedder is configured, keyword payload indexes on the ``KEYWORD_FIELDS`` (server
+    only; local mode has none), and the store metadata
     (:mod:`opencode_memoryd.store.meta`: embedder, BM25 settings, schema version) under the
     collection's ``metadata["opencode_memoryd"]``. Hybrid search is one ``query_points``
     call: two prefetches fused by the server's weighted RRF (``Rrf(k=60, weights=[1.0,
@@ -183,6 +183,14 @@ class ServerStore(StoreBase):
                 must.append(m.Filter(should=[proj, user]))
             else:
                 must.append(proj)
+        if flt.user_id is not None and flt.scope != "project":
+            # project memories are shared; user-scope ones must be this user's
+            must.append(m.Filter(should=[
+                m.FieldCondition(key="scope", match=m.MatchValue(value="project")),
+                m.FieldCondition(key="user_id", match=m.MatchValue(value=flt.user_id)),
+            ]))
+        if flt.without_user_id:
+            must.append(m.IsEmptyCondition(is_empty=m.PayloadField(key="user_id")))
         must_not: list[Any] = []
         if not flt.include_retired:
             must_not.append(m.FieldCondition(key="status", match=m.MatchValue(value=RETIRED)))

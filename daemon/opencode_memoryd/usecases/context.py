@@ -35,11 +35,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.errors import SourceError
 from opencode_memoryd.models import Memory
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.usecases.ports import AppPort
-from opencode_memoryd.usecases.projects import normalize_dir, project_keys_for_dir
+from opencode_memoryd.usecases.projects import project_keys_for_dir, resolve_dir
 
 #: The block's first line: the plugin and the extractor recognise injected text by it.
 MARKER = "<!-- opencode-memoryd context -->"
@@ -185,14 +186,18 @@ def _is_subagent(app: AppPort, session_id: str) -> bool:
     return False
 
 
-def project_keys(app: AppPort, directory: str | None, project: str | None) -> list[str]:
+def project_keys(app: AppPort, store: MemoryStore, directory: str | None,
+                 project: str | None) -> list[str]:
     """The project scopes of a session: from OpenCode's sessions in ``directory``, else the
-    OpenCode project id the plugin passed (not ``global``, which is no project)."""
+    OpenCode project id the plugin passed (not ``global``, which is no project), else the
+    store's own project roots containing ``directory``."""
     keys: set[str] = set()
     if directory:
         keys = project_keys_for_dir(app, normalize_dir(directory))
     if not keys and project and project != "global":
         keys = {project}
+    if not keys and directory:
+        keys = set(resolve_dir(app, store, directory).projects)
     return sorted(keys)
 
 
@@ -207,16 +212,16 @@ def build_context(app: AppPort, store: MemoryStore, *, directory: str | None = N
         project: OpenCode's project id, used when no session of ``directory`` is known yet.
         session: the session id; a sub-agent session gets an empty block.
         query: the session's first user message, for "Relevant to the task".
-        user_filter: the user-scope memories to include (default: every user-scope one).
+        user_filter: the user-scope memories to include (default: this user's).
 
     Returns:
         The block (``text`` ``""`` with a ``reason`` when there is nothing to give).
     """
     if session and _is_subagent(app, session):
         return ContextBlock("", {}, [], "sub-agent session")
-    keys = project_keys(app, directory, project)
+    keys = project_keys(app, store, directory, project)
     cfg = app.config.context
-    user_flt = user_filter or MemoryFilter(scope="user")
+    user_flt = user_filter or MemoryFilter(scope="user", user_id=app.user_id)
     flts = [MemoryFilter(project_id=k, include_user_scope=False) for k in keys] + [user_flt]
     candidates: dict[str, Memory] = {}
     for flt in flts:

@@ -20,10 +20,12 @@ from opencode_memoryd.usecases.ports import AppPort
 log = structlog.get_logger(__name__)
 
 
-def dream_scopes(store: MemoryStore) -> dict[str | None, str | None]:
-    """Every scope that holds memories: project key -> project root (``None`` = user)."""
+def dream_scopes(store: MemoryStore, user_id: str | None = None
+                 ) -> dict[str | None, str | None]:
+    """Every scope that holds memories: project key -> project root (``None`` = the user
+    scope of ``user_id``; ``None``: of anyone)."""
     scopes: dict[str | None, str | None] = {}
-    for m in store.scroll(None):
+    for m in store.scroll(MemoryFilter(user_id=user_id)):
         if m.scope == "user":
             scopes.setdefault(None, None)
         else:
@@ -52,7 +54,7 @@ def dream_gate(app: AppPort, journal: DreamJournal, store: MemoryStore,
         if hours < d.min_hours_between_dreams:
             return False, (f"last dream {hours:.1f} h ago; the minimum is "
                            f"{d.min_hours_between_dreams:g} h")
-    flt = (MemoryFilter(scope="user") if project_key is None
+    flt = (MemoryFilter(scope="user", user_id=app.user_id) if project_key is None
            else MemoryFilter(project_id=project_key, include_user_scope=False))
     new = sum(1 for m in store.scroll(flt) if since is None or m.updated_at > since)
     if new < d.min_new_memories:
@@ -139,7 +141,7 @@ def dream_open_scopes(app: AppPort, dreamer: Dreamer, journal: DreamJournal,
             dream it interrupts changes nothing and is journaled ``failed``).
     """
     outcomes: list[ScopeDream] = []
-    for project_key, project_root in dream_scopes(store).items():
+    for project_key, project_root in dream_scopes(store, app.user_id).items():
         if should_stop():
             break
         scope = project_key or "user"

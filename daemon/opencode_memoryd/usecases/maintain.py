@@ -10,7 +10,8 @@ from typing import Any
 
 import structlog
 
-from opencode_memoryd.capture.processor import Extractor, SessionProcessor, SessionReport
+from opencode_memoryd.capture.processor import Extractor, SessionProcessor
+from opencode_memoryd.capture.report import SessionReport
 from opencode_memoryd.models import iso_utc
 from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.state.db import StateDB
@@ -70,7 +71,8 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
                 dbs.append({"path": str(path), "schema": source.schema.describe(),
                             "sessions": len(sessions)})
                 proc = SessionProcessor(source, state, store, extractor, app.limits(),
-                                        clock=app.clock, ensure_space=app.ensure_space)
+                                        clock=app.clock, user_id=app.user_id,
+                                        ensure_space=app.ensure_space)
                 for s in (progress(sessions) if progress else sessions):
                     with lock_for(s.project_key):
                         reports.append(proc.process(s))

@@ -17,15 +17,18 @@ def list_memories(app: AppPort, store: MemoryStore, *, user: bool = False,
                   include_retired: bool = False) -> list[dict[str, Any]]:
     """Memories as payload dicts, oldest first: all, user scope, or DIR's project.
 
-    With ``include_retired`` the tombstones a dream left (``status`` ``retired``,
-    ``superseded_by``, ``retired_reason``) are listed too.
+    With ``include_retired`` the tombstones a dream or ``forget`` left (``status``
+    ``retired``, ``superseded_by``, ``retired_reason``) are listed too. User-scope
+    memories are this user's only (``app.user_id``); DIR's project is resolved by
+    :func:`~opencode_memoryd.usecases.projects.resolve_dir` (the store's own project roots
+    when no OpenCode database knows DIR).
     """
     if user:
-        flts: list[MemoryFilter] = [MemoryFilter(scope="user")]
+        flts: list[MemoryFilter] = [MemoryFilter(scope="user", user_id=app.user_id)]
     elif directory:
-        flts = filters_for_dir(app, directory, db, include_user=False)
+        flts = filters_for_dir(app, directory, db, include_user=False, store=store)
     else:
-        flts = [MemoryFilter()]
+        flts = [MemoryFilter(user_id=app.user_id)]
     seen: dict[str, Memory] = {}
     for flt in flts:
         for m in store.scroll(replace(flt, include_retired=include_retired)):
@@ -39,11 +42,11 @@ def search(app: AppPort, store: MemoryStore, query: str, *, directory: str | Non
            ) -> list[dict[str, Any]]:
     """Search results as payload dicts with a ``score``, best first.
 
-    With ``directory``: DIR's project memories and user-scope memories only. With
-    ``include_retired``: tombstones can match too (they say ``status: retired``).
+    With ``directory``: DIR's project memories and this user's user-scope memories only.
+    With ``include_retired``: tombstones can match too (they say ``status: retired``).
     """
-    flts = (filters_for_dir(app, directory, db, include_user=True) if directory
-            else [MemoryFilter()])
+    flts = (filters_for_dir(app, directory, db, include_user=True, store=store) if directory
+            else [MemoryFilter(user_id=app.user_id)])
     hits: dict[str, tuple[Memory, float]] = {}
     for flt in flts:
         for m, score in store.search(query, flt=replace(flt, include_retired=include_retired),
@@ -54,9 +57,10 @@ def search(app: AppPort, store: MemoryStore, query: str, *, directory: str | Non
     return [{**m.to_payload(), "score": round(score, 6)} for m, score in ranked]
 
 
-def show_memory(store: MemoryStore, journal: DreamJournal, memory_id: str
-                ) -> dict[str, Any] | None:
-    """One memory (retired ones too) with its lineage, or ``None`` when there is none.
+def show_memory(store: MemoryStore, journal: DreamJournal, memory_id: str,
+                user_id: str | None = None) -> dict[str, Any] | None:
+    """One memory (retired ones too) with its lineage, or ``None`` when there is none (or
+    it is a user-scope memory of another identity than ``user_id``).
 
     Returns:
         ``{"memory": payload, "lineage": {"sessions", "message_ids", "merged_from":
@@ -67,7 +71,8 @@ def show_memory(store: MemoryStore, journal: DreamJournal, memory_id: str
         found = store.get([memory_id])
     except ValueError:  # not a UUID: no memory can have that id
         return None
-    if not found:
+    if not found or (user_id is not None and found[0].scope == "user"
+                     and found[0].user_id not in (None, user_id)):
         return None
     m = found[0]
     payload = m.to_payload()

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from opencode_memoryd.capture.processor import Extractor, Limits
     from opencode_memoryd.config.schema import Config
     from opencode_memoryd.dream.planning import Planner
+    from opencode_memoryd.extract.chat import ChatClient
     from opencode_memoryd.source.reader import OpenCodeDB
     from opencode_memoryd.state.db import StateDB
     from opencode_memoryd.store.api import MemoryStore
@@ -45,8 +46,18 @@ class AppPort(Protocol):
         ...
 
     @property
+    def user_id(self) -> str:
+        """The identity of this user's user-scope memories (``Memory.user_id``)."""
+        ...
+
+    @property
     def state_dir(self) -> Path:
         """Our state folder (state file, journal, log, daemon files)."""
+        ...
+
+    @property
+    def state_path(self) -> Path:
+        """The state file."""
         ...
 
     @property
@@ -76,6 +87,11 @@ class AppPort(Protocol):
 
     def build_extractor(self) -> Extractor:
         """The extractor of the configured mode."""
+        ...
+
+    def build_chat_client(self, *, timeout_seconds: float | None = None,
+                          max_retries: int | None = None) -> ChatClient:
+        """The chat client of ``[llm]``, optionally with another timeout and retry count."""
         ...
 
     def build_planner(self) -> Planner | None:

@@ -17,22 +17,37 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+import structlog
+
 from opencode_memoryd.capture.processor import Extractor
+from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.dream.dreamer import Dreamer
 from opencode_memoryd.dream.journal import DreamJournal
 from opencode_memoryd.dream.model import DreamSettings
-from opencode_memoryd.errors import RequestError
+from opencode_memoryd.errors import MemorydError, RequestError
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
-from opencode_memoryd.usecases import dreams, memories, status
+from opencode_memoryd.usecases import (
+    curate,
+    dreams,
+    history,
+    identity,
+    memories,
+    profile,
+    status,
+)
 from opencode_memoryd.usecases.context import build_context
 from opencode_memoryd.usecases.maintain import LockFor, Progress, capture_now, maintain, no_lock
 from opencode_memoryd.usecases.ports import AppPort
-from opencode_memoryd.usecases.projects import normalize_dir
+from opencode_memoryd.usecases.projects import resolve_dir
+
+log = structlog.get_logger(__name__)
 
 #: The use cases the control socket serves, by route name (each a :class:`Service` method).
 ROUTES: tuple[str, ...] = ("maintain", "list", "search", "show", "status", "dream", "undo",
-                           "context", "capture_now")
+                           "add", "forget", "profile", "resolve", "context", "capture_now",
+                           "history_sessions", "history_messages", "history_search",
+                           "history_compactions")
 #: The routes also served on ``GET`` with a query string (the OpenCode plugin's request).
 GET_ROUTES: frozenset[str] = frozenset({"context"})
 
@@ -49,6 +64,9 @@ class Service:
         progress: wraps each database's session list in ``maintain`` (a progress bar).
         daemon_status: the running daemon's own status, merged into :meth:`status` as
             ``daemon``; ``None`` reports ``{"running": False}``.
+
+    On construction, user-scope memories written before user identities existed become
+    this user's (:meth:`migrate_user_scope`; one count when there is nothing to do).
     """
 
     def __init__(self, app: AppPort, state: StateDB, store: MemoryStore, *,
@@ -64,6 +82,7 @@ class Service:
         self.daemon_status = daemon_status
         self._extractor = extractor
         self._dreamer: Dreamer | None = None
+        self.migrate_user_scope()
 
     @property
     def extractor(self) -> Extractor:
@@ -83,7 +102,8 @@ class Service:
                 near_duplicate_similarity=cfg.dedup.near_duplicate_similarity,
             )
             self._dreamer = Dreamer(self.store, self.state, planner=self.app.build_planner(),
-                                    settings=settings, clock=self.app.clock)
+                                    settings=settings, clock=self.app.clock,
+                                    user_id=self.app.user_id)
         return self._dreamer
 
     # -- the routes -------------------------------------------------------------------
@@ -110,7 +130,7 @@ class Service:
 
     def show(self, *, memory_id: str) -> dict[str, Any] | None:
         """See :func:`opencode_memoryd.usecases.memories.show_memory`."""
-        return memories.show_memory(self.store, self.journal, memory_id)
+        return memories.show_memory(self.store, self.journal, memory_id, self.app.user_id)
 
     def status(self) -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.status.status_info`; plus ``daemon``."""
@@ -129,6 +149,26 @@ class Service:
         """See :func:`opencode_memoryd.usecases.dreams.undo_dream`."""
         return dreams.undo_dream(self.dreamer, self.journal, self.state, run_id,
                                  lock_for=self.lock_for)
+
+    def add(self, *, content: str, type: str, scope: str, directory: str | None = None,
+            db: str | None = None) -> dict[str, Any]:
+        """See :func:`opencode_memoryd.usecases.curate.add_memory`."""
+        return curate.add_memory(self.app, self.store, content=content, type_=type,
+                                 scope=scope, directory=directory, db=db,
+                                 lock_for=self.lock_for)
+
+    def forget(self, *, memory_id: str) -> dict[str, Any]:
+        """See :func:`opencode_memoryd.usecases.curate.forget_memory`."""
+        return curate.forget_memory(self.app, self.store, memory_id, lock_for=self.lock_for)
+
+    def profile(self) -> dict[str, Any]:
+        """See :func:`opencode_memoryd.usecases.profile.user_profile`."""
+        return profile.user_profile(self.app, self.store)
+
+    def resolve(self, *, directory: str, db: str | None = None) -> dict[str, Any]:
+        """The projects a folder selects: see
+        :func:`opencode_memoryd.usecases.projects.resolve_dir` (``as_dict``)."""
+        return resolve_dir(self.app, self.store, directory, db).as_dict()
 
     def context(self, *, directory: str | None = None, session: str | None = None,
                 project: str | None = None, worktree: str | None = None,
@@ -150,7 +190,43 @@ class Service:
         return capture_now(self.app, self.state, self.store, self.extractor,
                            directory=normalize_dir(directory), lock_for=self.lock_for)
 
+    def history_sessions(self, *, directory: str, limit: int = 20, db: str | None = None
+                         ) -> builtins.list[dict[str, Any]]:
+        """See :func:`opencode_memoryd.usecases.history.sessions`."""
+        return history.sessions(self.app, directory=directory, limit=limit, db=db)
+
+    def history_messages(self, *, session_id: str, offset: int = 0, limit: int = 50,
+                         db: str | None = None) -> dict[str, Any]:
+        """See :func:`opencode_memoryd.usecases.history.messages`."""
+        return history.messages(self.app, session_id=session_id, offset=offset,
+                                limit=limit, db=db)
+
+    def history_search(self, *, query: str, directory: str, limit: int = 20,
+                       db: str | None = None) -> builtins.list[dict[str, Any]]:
+        """See :func:`opencode_memoryd.usecases.history.search`."""
+        return history.search(self.app, query=query, directory=directory, limit=limit, db=db)
+
+    def history_compactions(self, *, session_id: str, db: str | None = None
+                            ) -> dict[str, Any]:
+        """See :func:`opencode_memoryd.usecases.history.compactions`."""
+        return history.compactions(self.app, session_id=session_id, db=db)
+
     # -- not routes -------------------------------------------------------------------
+
+    def migrate_user_scope(self) -> int:
+        """Give user-scope memories written before user identities existed this user's
+        identity (:func:`opencode_memoryd.usecases.identity.migrate_user_scope`), under
+        the user scope's lock. A store error is logged, not raised: the next open retries.
+
+        Returns:
+            The number of memories migrated (0 on error).
+        """
+        try:
+            with self.lock_for("user"):
+                return identity.migrate_user_scope(self.store, self.app.user_id)
+        except MemorydError as exc:
+            log.warning("user_scope_migration_failed", error=str(exc))
+            return 0
 
     def recover_dreams(self) -> builtins.list[str]:
         """See :func:`opencode_memoryd.usecases.dreams.recover_dreams`."""

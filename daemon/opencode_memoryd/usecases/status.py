@@ -6,17 +6,21 @@ from typing import Any
 
 from opencode_memoryd.errors import SourceError
 from opencode_memoryd.state.db import StateDB
-from opencode_memoryd.store.api import MemoryStore
+from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.usecases.ports import AppPort
 
 
 def status_info(app: AppPort, state: StateDB, store: MemoryStore) -> dict[str, Any]:
     """The status report (JSON-safe), without the daemon's own part.
 
+    ``unread_tables`` names the tables of a shape this version cannot read that received
+    rows in the last days (their turns are not captured).
+
     Returns:
         ``{"config_path", "config_file_exists", "state_dir", "extraction_mode",
-        "databases": [{"path", "schema", "sessions"} | {"path", "error"}],
-        "databases_error"?, "store": {...}, "memories": {"scope/type": count},
+        "databases": [{"path", "schema", "sessions", "unread_tables"} | {"path", "error"}],
+        "databases_error"?, "store": {...}, "user_id": this user's identity,
+        "memories": {"scope/type": count} (user scope: this user's only),
         "state": {...}, "last_runs": [...]}``.
     """
     info: dict[str, Any] = {
@@ -30,16 +34,20 @@ def status_info(app: AppPort, state: StateDB, store: MemoryStore) -> dict[str, A
         for path in app.database_paths():
             try:
                 with app.open_source(path) as db:
+                    now_ms = int(app.clock().timestamp() * 1000)
                     dbs.append({"path": str(path), "schema": db.schema.describe(),
-                                "sessions": len(db.sessions())})
+                                "sessions": len(db.sessions()),
+                                "unread_tables": [t.name for t in db.unknown_tables()
+                                                  if t.recent(now_ms)]})
             except SourceError as exc:
                 dbs.append({"path": str(path), "error": str(exc)})
     except SourceError as exc:
         info["databases_error"] = str(exc)
     info["databases"] = dbs
     info["store"] = store.info()
+    info["user_id"] = app.user_id
     counts: dict[str, int] = {}
-    for m in store.scroll(None):
+    for m in store.scroll(MemoryFilter(user_id=app.user_id)):
         key = f"{m.scope}/{m.type}"
         counts[key] = counts.get(key, 0) + 1
     info["memories"] = counts

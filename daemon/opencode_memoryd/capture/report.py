@@ -1,0 +1,65 @@
+"""What processing one session did: :class:`SessionReport` (counts only, never transcript
+text), the log event of each session and a row of ``maintain --json``."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from opencode_memoryd.models import STORAGE_MESSAGE
+
+__all__ = ["SessionReport"]
+
+
+@dataclass(slots=True)
+class SessionReport:
+    """What processing one session did (counts only: never transcript text)."""
+
+    session_id: str
+    project_key: str
+    project_root: str
+    title_chars: int = 0
+    turns_read: int = 0
+    chunks: int = 0
+    llm_calls: int = 0
+    added: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    rejected: Counter[str] = field(default_factory=Counter)
+    redactions: Counter[str] = field(default_factory=Counter)
+    tokens_in: int = 0
+    tokens_out: int = 0
+    replayed_items: int = 0
+    #: ids of the message and part rows that could not be decoded (skipped)
+    corrupt_rows: set[str] = field(default_factory=set)
+    error: str | None = None
+    error_kind: str | None = None
+    retry_after_seconds: float | None = None
+    duration_ms: float = 0.0
+    #: the table the session's turns were read from
+    storage: str = STORAGE_MESSAGE
+    #: a turn after the mark is not finished yet (the daemon looks again for v2 sessions,
+    #: whose last writes are in-place updates it may not see)
+    waiting: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-safe dict (the log event and ``maintain --json`` row)."""
+        return {
+            "session_id": self.session_id,
+            "project": self.project_key,
+            "project_root": self.project_root,
+            "turns_read": self.turns_read,
+            "chunks": self.chunks,
+            "llm_calls": self.llm_calls,
+            "added": self.added,
+            "skipped": dict(self.skipped),
+            "rejected": dict(self.rejected),
+            "redactions": dict(self.redactions),
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "replayed_items": self.replayed_items,
+            "corrupt_rows": len(self.corrupt_rows),
+            "error": self.error,
+            "storage": self.storage,
+            "duration_ms": round(self.duration_ms, 1),
+        }

@@ -1,0 +1,111 @@
+"""``add``, ``forget`` and ``profile``: memories by hand, and the user profile."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from opencode_memoryd.cli.connect import run_use_case
+from opencode_memoryd.cli.exits import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
+from opencode_memoryd.errors import NotFoundError, RequestError
+from opencode_memoryd.models import MEMORY_TYPES
+
+if TYPE_CHECKING:
+    from opencode_memoryd.compose import App
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``add``, ``forget`` and ``profile`` to the CLI."""
+    a = sub.add_parser("add", help="store a memory by hand (deduplicated, secrets redacted)",
+                       description="Store one fact as a manual memory. The same fact (or a "
+                                   "near-identical one) is stored once: adding it again "
+                                   "reports the memory that holds it.")
+    a.add_argument("text", help="the fact, one or two sentences")
+    where = a.add_mutually_exclusive_group(required=True)
+    where.add_argument("--dir", metavar="DIR", help="a memory of DIR's project")
+    where.add_argument("--user", action="store_true",
+                       help="a user-scope memory (yours, in every project)")
+    a.add_argument("--type", choices=MEMORY_TYPES, default=None,
+                   help="user, feedback, project or reference (default: project with "
+                        "--dir, user with --user)")
+    a.add_argument("--db", metavar="PATH", help="OpenCode database used to resolve --dir")
+    a.add_argument("--json", action="store_true",
+                   help="print {memory, status, redactions} as JSON")
+    a.set_defaults(handler=cmd_add)
+
+    f = sub.add_parser("forget", help="retire a memory (a tombstone, listed by list --all)")
+    f.add_argument("id", help="the memory id, as list or search print it")
+    f.add_argument("--json", action="store_true", help="print {memory, status} as JSON")
+    f.set_defaults(handler=cmd_forget)
+
+    p = sub.add_parser("profile", help="your user-scope memories by type, with counts and "
+                                       "last changes")
+    p.add_argument("--json", action="store_true", help="print the profile as JSON")
+    p.set_defaults(handler=cmd_profile)
+
+
+def _call(app: App, route: str, payload: dict[str, Any]) -> tuple[int, Any]:
+    """Run a use case; a refused request or a missing target is reported on stderr with
+    its exit code (``2`` or ``5``)."""
+    try:
+        return EXIT_OK, run_use_case(app, route, payload)
+    except RequestError as exc:
+        print(f"opencode-memoryd: {exc}", file=sys.stderr)
+        return EXIT_USAGE, None
+    except NotFoundError as exc:
+        print(f"opencode-memoryd: {exc}", file=sys.stderr)
+        return EXIT_NOT_FOUND, None
+
+
+def cmd_add(app: App, args: argparse.Namespace) -> int:
+    """``add TEXT (--dir DIR | --user) [--type T]``: print what was stored."""
+    payload = {"content": args.text, "type": args.type or ("user" if args.user else "project"),
+               "scope": "user" if args.user else "project", "directory": args.dir,
+               "db": args.db}
+    code, result = _call(app, "add", payload)
+    if code != EXIT_OK:
+        return code
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return EXIT_OK
+    m = result["memory"]
+    where = "user" if m["scope"] == "user" else (m["project_root"] or m["project_id"])
+    verb = "added" if result["status"] == "added" else "already stored as"
+    print(f"{verb} {m['id']}  [{m['type']}, {where}]  {m['content']}")
+    if result.get("redactions"):
+        kinds = ", ".join(f"{k} x{n}" for k, n in sorted(result["redactions"].items()))
+        print(f"redacted before storing: {kinds}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_forget(app: App, args: argparse.Namespace) -> int:
+    """``forget ID``: retire the memory; exit 5 when there is no such active memory."""
+    code, result = _call(app, "forget", {"memory_id": args.id})
+    if code != EXIT_OK:
+        return code
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        m = result["memory"]
+        print(f"forgot {m['id']}  [{m['type']}]  {m['content']}")
+    return EXIT_OK
+
+
+def cmd_profile(app: App, args: argparse.Namespace) -> int:
+    """``profile``: the user-scope memories, one block per type."""
+    prof = run_use_case(app, "profile", {})
+    if args.json:
+        print(json.dumps(prof, indent=2))
+        return EXIT_OK
+    if not prof["total"]:
+        print(f"no user-scope memories (user {prof['user_id']})")
+        return EXIT_OK
+    print(f"user {prof['user_id']}: {prof['total']} memories, last change "
+          f"{prof['updated_at']}")
+    for type_, group in prof["types"].items():
+        print(f"\n{type_} ({group['count']}, last change {group['updated_at']})")
+        for m in group["memories"]:
+            print(f"  {m['id']}  {m['content']}")
+    return EXIT_OK

@@ -1,0 +1,179 @@
+"""Memories by hand: ``add`` a fact (deduplicated like every extracted one) and ``forget``
+one (a tombstone, never a hard delete)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from opencode_memoryd.capture.writer import write_memory
+from opencode_memoryd.errors import NotFoundError, RequestError
+from opencode_memoryd.models import MEMORY_TYPES, SCOPES, Memory
+from opencode_memoryd.redaction.engine import redact
+from opencode_memoryd.store.api import MemoryStore
+from opencode_memoryd.usecases.maintain import LockFor, no_lock
+from opencode_memoryd.usecases.ports import AppPort
+from opencode_memoryd.usecases.projects import DirProjects, dir_within, resolve_dir
+
+log = structlog.get_logger(__name__)
+
+#: ``retired_reason`` of a memory retired by :func:`forget_memory`.
+FORGOTTEN = "forgotten"
+
+
+def _check_text(app: AppPort, content: object) -> tuple[str, dict[str, int]]:
+    """The content with whitespace collapsed and secrets redacted, and the redaction
+    counts by kind.
+
+    Raises:
+        RequestError: not a string, empty, or longer than ``extraction.max_memory_chars``.
+    """
+    if not isinstance(content, str):
+        raise RequestError("add: `content` must be a string: the fact to remember")
+    text = " ".join(content.split())
+    if not text:
+        raise RequestError("add: `content` is empty; give the fact to remember in one or "
+                           "two sentences")
+    red = redact(text)
+    most = app.config.extraction.max_memory_chars
+    if len(red.text) > most:
+        raise RequestError(f"add: `content` is {len(red.text)} characters long; the most is "
+                           f"{most} (extraction.max_memory_chars): split it into separate "
+                           "facts")
+    return red.text, dict(red.counts)
+
+
+def _one_project(found: DirProjects) -> tuple[str, str | None]:
+    """The single project a folder is in: the only one found, else the one whose root
+    is the folder or its nearest parent.
+
+    Raises:
+        NotFoundError: no project.
+        RequestError: several projects and none (or more than one) contains the folder.
+    """
+    d = found.directory
+    if not found.projects:
+        known = ("; the store has memories for: " + ", ".join(found.store_roots)
+                 if found.store_roots else "")
+        raise NotFoundError(
+            f"add: no project found for {d}: no OpenCode session ran there and no stored "
+            f"memory belongs to it or a parent folder{known}. Run OpenCode there once (or "
+            "pass the project's folder), or add it to the user scope instead")
+    if len(found.projects) == 1:
+        key, root = next(iter(found.projects.items()))
+        return key, root
+    containing = sorted(((len(r), k, r) for k, r in found.projects.items()
+                         if r and dir_within(d, r)), reverse=True)
+    if containing and (len(containing) == 1 or containing[0][0] > containing[1][0]):
+        return containing[0][1], containing[0][2]
+    roots = ", ".join(sorted(r or k for k, r in found.projects.items()))
+    raise RequestError(f"add: {d} holds sessions of {len(found.projects)} projects "
+                       f"({roots}); give the folder of one of them")
+
+
+def add_memory(app: AppPort, store: MemoryStore, *, content: object, type_: object,
+               scope: object, directory: str | None = None, db: str | None = None,
+               lock_for: LockFor = no_lock) -> dict[str, Any]:
+    """Store a manual memory (``source`` ``manual``), deduplicated like extracted ones.
+
+    The content is whitespace-collapsed and redacted (a secret becomes a
+    ``[REDACTED:<kind>]`` placeholder: no secret is ever stored), then written with
+    :func:`~opencode_memoryd.capture.writer.write_memory` under the scope's lock: the same
+    fact (same normalised text, type and scope) or a near-identical one that says all it
+    says is not stored twice. A ``user``-scope memory belongs to ``app.user_id``.
+
+    Args:
+        content: the fact, one or two sentences.
+        type_: ``user``, ``feedback``, ``project`` or ``reference``.
+        scope: ``project`` (``directory`` names the project's folder) or ``user``
+            (``directory`` is ignored).
+        directory: a folder of the project (resolved by
+            :func:`~opencode_memoryd.usecases.projects.resolve_dir`).
+        db: ``--db PATH`` used to resolve ``directory``.
+
+    Returns:
+        ``{"memory": payload, "status": "added" | "duplicate", "redactions": {kind: n}}``;
+        for ``duplicate`` the payload is the memory already holding the fact (its id).
+
+    Raises:
+        RequestError: content not a non-empty string or too long, an unknown type or scope,
+            a project scope without ``directory``, or a folder of several projects.
+        NotFoundError: no project found for ``directory``.
+    """
+    if type_ not in MEMORY_TYPES:
+        raise RequestError(f"add: unknown type {type_!r}; use one of {', '.join(MEMORY_TYPES)}")
+    if scope not in SCOPES:
+        raise RequestError(f"add: unknown scope {scope!r}; use `project` (with the project's "
+                           "folder) or `user`")
+    text, redactions = _check_text(app, content)
+    key: str | None = None
+    root: str | None = None
+    if scope == "project":
+        if not directory:
+            raise RequestError("add: scope `project` needs `directory`, the project's folder "
+                               "(or use scope `user`)")
+        key, root = _one_project(resolve_dir(app, store, directory, db))
+    candidate = {"content": text, "type": type_, "scope": scope, "message_ids": [],
+                 "source": "manual"}
+    with lock_for(key or "user"):
+        outcome = write_memory(
+            store, candidate, session_id=None, project_key=key, project_root=root,
+            message_times={}, now=app.clock(),
+            near_duplicate_similarity=app.config.dedup.near_duplicate_similarity,
+            user_id=app.user_id)
+    status = "added" if outcome.added else "duplicate"
+    log.info("memory_added", id=outcome.memory.id, status=status, type=type_, scope=scope,
+             project=key, redactions=sum(redactions.values()))
+    return {"memory": outcome.memory.to_payload(), "status": status,
+            "redactions": redactions}
+
+
+def _visible(app: AppPort, store: MemoryStore, memory_id: object) -> Memory:
+    """The memory ``memory_id`` as this user may see it (a user-scope memory of another
+    identity is not).
+
+    Raises:
+        NotFoundError: no such memory for this user.
+    """
+    if not isinstance(memory_id, str) or not memory_id:
+        raise RequestError("forget: `memory_id` must be a memory id, as `list` shows it")
+    try:
+        found = store.get([memory_id])
+    except ValueError:  # not a UUID: no memory can have that id
+        found = []
+    if not found or (found[0].scope == "user"
+                     and found[0].user_id not in (None, app.user_id)):
+        raise NotFoundError(f"no memory with id {memory_id}; `list` or `search` shows the "
+                            "ids")
+    return found[0]
+
+
+def forget_memory(app: AppPort, store: MemoryStore, memory_id: object, *,
+                  lock_for: LockFor = no_lock) -> dict[str, Any]:
+    """Retire a memory: a tombstone (``status`` ``retired``, ``retired_reason``
+    ``forgotten``), never a hard delete. It leaves search, ``list`` and the context block,
+    stays visible with ``list --all`` and ``show``, and comes back if the same fact is
+    added or extracted again. Done under the scope's lock.
+
+    Returns:
+        ``{"memory": the tombstone's payload, "status": "forgotten"}``.
+
+    Raises:
+        RequestError: ``memory_id`` is not a non-empty string.
+        NotFoundError: no such memory (or another user's), or it is already retired;
+            nothing was changed.
+    """
+    m = _visible(app, store, memory_id)
+    with lock_for(m.project_id if m.scope == "project" and m.project_id else "user"):
+        m = _visible(app, store, memory_id)  # again, under the lock
+        if not m.is_active:
+            why = f" ({m.retired_reason})" if m.retired_reason else ""
+            raise NotFoundError(f"memory {m.id} is already retired{why}; `list --all` "
+                                "shows it")
+        m.status, m.retired_reason = "retired", FORGOTTEN
+        m.superseded_by = m.retired_by_run = None
+        m.updated_at = app.clock()
+        store.upsert([m])
+    log.info("memory_forgotten", id=m.id, scope=m.scope, project=m.project_id)
+    return {"memory": m.to_payload(), "status": "forgotten"}

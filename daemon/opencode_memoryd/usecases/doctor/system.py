@@ -1,0 +1,106 @@
+"""``daemon``, ``service`` and ``linger``: the daemon answers, its service is installed and
+enabled (systemd user unit on Linux, launchd agent on macOS), and on Linux the user's
+service manager outlives the login session (``loginctl`` linger).
+
+The service managers are asked through :attr:`Probes.run`; a check whose program is not
+installed, or that cannot reach its manager (a container without systemd), is ``skip``.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+
+from opencode_memoryd.install.service import (
+    LAUNCHD_LABEL,
+    SYSTEMD_UNIT_NAME,
+    service_path,
+)
+from opencode_memoryd.usecases.doctor.model import FAIL, OK, SKIP, WARN, Check, Context
+
+#: ``systemctl is-enabled`` answers meaning the unit starts at login.
+ENABLED_STATES = frozenset({"enabled", "enabled-runtime", "linked", "linked-runtime",
+                            "alias", "generated", "transient"})
+#: ``systemctl is-enabled`` answers meaning the unit is known but will not start.
+DISABLED_STATES = frozenset({"disabled", "static", "indirect", "masked", "masked-runtime",
+                             "not-found", "bad"})
+_START = ("`opencode-memoryd install-service` and run the command it prints, or "
+          "`opencode-memoryd run`")
+
+
+def daemon_check(ctx: Context) -> Check:
+    """The ``daemon`` check, from :attr:`Probes.daemon`."""
+    probe = ctx.probes.daemon
+    if probe.status is None:
+        if probe.socket is not None:
+            return Check("daemon", FAIL,
+                         f"daemon.json names {probe.socket}, but no daemon answers there "
+                         f"({probe.error or 'no answer'}): it stopped without cleaning up",
+                         f"restart it: systemctl --user restart {SYSTEMD_UNIT_NAME}, or "
+                         "`opencode-memoryd run`")
+        return Check("daemon", WARN, "not running: nothing is captured until a daemon runs "
+                                     "or `opencode-memoryd maintain` is run", _START)
+    d = probe.status.get("daemon") or {}
+    detail = (f"running (pid {d.get('pid')}, since {d.get('since')}, "
+              f"{d.get('change_detection')}); {len(d.get('pending') or [])} session(s) "
+              "pending" + ("; catching up" if d.get("catching_up") else "")
+              + (f"; last error: {d['last_error']}" if d.get("last_error") else ""))
+    paused = d.get("paused")
+    if paused:
+        return Check("daemon", WARN, f"{detail}; LLM work paused until {paused.get('until')}: "
+                                     f"{paused.get('reason')}",
+                     "fix the cause (see llm-endpoint); the daemon retries by itself")
+    return Check("daemon", OK, detail)
+
+
+def service_check(ctx: Context) -> Check:
+    """The ``service`` check."""
+    platform = ctx.probes.platform
+    if platform.startswith("linux"):
+        unit = service_path(system="linux", env=ctx.app.env)
+        if not unit.exists():
+            return Check("service", WARN, f"no systemd user unit at {unit}", _START)
+        answer = ctx.probes.run(["systemctl", "--user", "is-enabled", SYSTEMD_UNIT_NAME])
+        if answer is None:
+            return Check("service", SKIP, f"{unit} exists; systemctl is not installed")
+        word = (answer[1].strip().splitlines() or [""])[0]
+        if word in ENABLED_STATES:
+            return Check("service", OK, f"{unit}: {word}")
+        if word in DISABLED_STATES:
+            return Check("service", WARN, f"{unit}: {word}, so it does not start at login",
+                         "systemctl --user daemon-reload && systemctl --user enable --now "
+                         + SYSTEMD_UNIT_NAME)
+        return Check("service", SKIP, f"{unit} exists; the user's systemd cannot be asked: "
+                                      f"{word or answer[0]}")
+    if platform == "darwin":
+        plist = service_path(system="darwin", env=ctx.app.env)
+        if not plist.exists():
+            return Check("service", WARN, f"no launchd agent at {plist}", _START)
+        answer = ctx.probes.run(["launchctl", "print", f"gui/{os.getuid()}/{LAUNCHD_LABEL}"])
+        if answer is None:
+            return Check("service", SKIP, f"{plist} exists; launchctl is not available")
+        if answer[0] == 0:
+            return Check("service", OK, f"{plist}: loaded")
+        return Check("service", WARN, f"{plist} exists but is not loaded",
+                     f"launchctl bootstrap gui/{os.getuid()} {plist}")
+    return Check("service", SKIP, f"no service manager support on {platform}")
+
+
+def linger_check(ctx: Context) -> Check:
+    """The ``linger`` check (Linux, with the unit installed)."""
+    if not ctx.probes.platform.startswith("linux"):
+        return Check("linger", SKIP, "only systemd has linger")
+    if not service_path(system="linux", env=ctx.app.env).exists():
+        return Check("linger", SKIP, "no systemd user unit installed")
+    user = ctx.app.env.get("USER") or getpass.getuser()
+    answer = ctx.probes.run(["loginctl", "show-user", user, "-p", "Linger"])
+    if answer is None:
+        return Check("linger", SKIP, "loginctl is not installed")
+    text = answer[1].strip()
+    if answer[0] == 0 and text == "Linger=yes":
+        return Check("linger", OK, f"{user}: the user's services run without a login")
+    if answer[0] == 0 and text == "Linger=no":
+        return Check("linger", WARN, f"{user}: the daemon stops when the last login session "
+                                     "ends, and starts again only at the next login",
+                     f"loginctl enable-linger {user}")
+    return Check("linger", SKIP, f"logind cannot be asked: {(text.splitlines() or ['?'])[0]}")
