@@ -109,6 +109,7 @@ def test_a_mark_from_before_seq_reads_nothing_again_and_misses_nothing_new(
 def test_a_state_file_of_schema_1_gets_max_rowid(tmp_path: Path) -> None:
     from opencode_memoryd.models import STORAGE_MESSAGE, Mark
     from opencode_memoryd.state.db import StateDB
+    from opencode_memoryd.state.engine import SCHEMA_VERSION
 
     path = tmp_path / "state.db"
     with sqlite3.connect(path) as c:
@@ -132,4 +133,4 @@ def test_a_state_file_of_schema_1_gets_max_rowid(tmp_path: Path) -> None:
     finally:
         state.close()
     with sqlite3.connect(path) as c:
-        assert c.execute("PRAGMA user_version").fetchone() == (3,)
+        assert c.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)

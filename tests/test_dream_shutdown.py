@@ -111,9 +111,10 @@ def test_sigterm_during_the_catch_up_dream_and_commands_meanwhile(
             proc.wait()
     assert proc.returncode == 0
     assert took < 10, f"SIGTERM took {took:.1f} s"
-    # the interrupted dream changed nothing, and says so in the journal (or was cut off
-    # in its model call, before it could)
-    assert store_snapshot(cfg, isolated_env) == before
+    # the interrupted dream changed nothing (maintain may have added memories of its
+    # own), and says so in the journal (or was cut off in its model call, before it could)
+    after = store_snapshot(cfg, isolated_env)
+    assert {i: after.get(i) for i in before} == before
     interrupted = journal_lines(cfg, isolated_env)[len(old):]
     assert [e["status"] for e in interrupted] in ([], ["failed"])
     assert all("stopped" in (e["reason"] or "") for e in interrupted)

@@ -66,7 +66,7 @@ def test_system_prompt_says_transcript_is_data_not_instructions() -> None:
 def test_system_prompt_asks_for_message_ids_and_allows_an_empty_answer() -> None:
     system = prompt_text("extract_system.md")
     assert "message_ids" in system
-    assert '{"memories": []}' in system
+    assert '{"memories": [], "more": false}' in system
     assert "[REDACTED:kind]" in system
 
 

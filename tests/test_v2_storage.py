@@ -24,6 +24,7 @@ from opencode_memoryd.source.transcript import human_text, transcript_lines
 from opencode_memoryd.source.turns import Idle, finished_prefix, group_turns
 from opencode_memoryd.source.v2rows import message_from_v2
 from opencode_memoryd.state.db import StateDB
+from opencode_memoryd.state.engine import SCHEMA_VERSION
 from opencode_writer_v2 import V2Writer, make_synthetic_2x, rewrite_rows
 
 V2_DB = FIXTURES / "opencode-v2-sample.db"
@@ -380,4 +381,4 @@ def test_a_state_file_of_schema_1_is_migrated_in_place(tmp_path: Path) -> None:
     finally:
         state.close()
     with sqlite3.connect(path) as c:
-        assert c.execute("PRAGMA user_version").fetchone()[0] == 3  # 3 added max_rowid
+        assert c.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

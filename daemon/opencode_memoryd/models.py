@@ -277,6 +277,9 @@ class ExtractionResult:
         tokens_out: completion tokens reported by the endpoint (0 for rules).
         model: the model name, or ``"rules"``.
         rejected: ``(reason, short text)`` for each proposed memory that was refused.
+        saturated: the answer hit the per-call cap (as many memories proposed as allowed,
+            the model said it had more, or it stopped at the output token cap): the chunk
+            may hold more facts than this answer carries, so the caller splits it.
     """
 
     candidates: tuple[MemoryCandidate, ...]
@@ -284,3 +287,26 @@ class ExtractionResult:
     tokens_out: int = 0
     model: str = "rules"
     rejected: tuple[tuple[str, str], ...] = ()
+    saturated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NegotiatedMode:
+    """The structured-output mode that works with one endpoint and model.
+
+    Attributes:
+        base_url: the endpoint (``llm.base_url``).
+        model: the model name sent.
+        json_mode: ``json_schema``, ``json_object`` or ``none`` (instructions only).
+        start: the configured ``llm.json_mode`` the negotiation started from; a remembered
+            mode applies only while the configuration still names this one.
+        detail: why this mode was chosen (the refusal of the mode before it, or ``works``).
+        updated_at: when it was learnt (ISO 8601 UTC).
+    """
+
+    base_url: str
+    model: str
+    json_mode: str
+    start: str
+    detail: str
+    updated_at: str

@@ -21,20 +21,21 @@ it was. Memories are written with :func:`~opencode_memoryd.capture.writer.write_
 which merges provenance into an existing point instead of adding a second one for the same
 (or a near-identical) fact.
 
-**The high-water mark and clocks.** In the 1.x ``message`` table OpenCode stamps
-``time_created`` with the writer's clock, which can be wrong: a message stamped in the
-future, or a clock set back after messages were stamped ahead of it. Reading only what
-sorts after the last processed ``(time_created, id)`` would then skip every message
-written later with a smaller time, for good. So a ``message`` mark has two parts that each
-only grow: the largest ``(time_created, id)`` processed, and ``max_rowid``, the largest
-SQLite ``rowid`` processed (a rowid grows with every insert whatever the clock says). A
-message is unread when it is beyond either one: a message stamped with any time, past or
-future, is read once, in ``(time_created, id)`` order with the others. (A mark from before
-``max_rowid`` was kept stands for the rowids of the messages up to it,
-:meth:`~opencode_memoryd.source.lookups.SessionLookups.rowid_through`.) Only a message both
-stamped before the mark *and* given a reused rowid (SQLite reuses the largest rowid after
-it was deleted, and ``VACUUM`` renumbers) could be missed. The v2 ``session_message``
-table orders rows by its own ``seq``, which no clock touches.
+A chunk is extracted by :class:`~opencode_memoryd.capture.chunks.ChunkExtractor`, which
+splits it on turn boundaries whenever an answer hits a cap, so no fact is dropped for want
+of room. A chunk whose extraction fails the same way ``max_identical_failures`` times in a
+row (the same refused answer, or the same refused request; never a failure of the endpoint
+itself, such as a timeout or a 5xx) is **given up**: its explicit directives are captured by
+the rules extractor, the failure is recorded (``chunk_failures``, status ``given_up``) and
+the mark moves on, so the session's later turns are not blocked;
+:func:`~opencode_memoryd.capture.retry.retry_given_up` extracts it again on demand. The
+tokens of failed calls are recorded too (``failed_calls``), for the daily token budget.
+
+**The mark and clocks.** A message stamped in the future, or a clock set back, would sort
+every later ``message`` row behind a ``(time_created, id)`` mark for good; so a mark there
+also keeps ``max_rowid``, the largest rowid processed (it grows with every insert whatever
+the clock says), and a message beyond either is unread. Only one both stamped before the
+mark *and* given a reused rowid (a deleted largest rowid, a ``VACUUM``) could be missed.
 """
 
 from __future__ import annotations
@@ -44,15 +45,17 @@ import os
 import signal
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Protocol
 
 import structlog
 
-from opencode_memoryd.capture.report import SessionReport
+from opencode_memoryd.capture.chunks import ChunkExtractor, Extractor, Spent
+from opencode_memoryd.capture.failures import failure_fingerprint, failure_kind, failure_reason
+from opencode_memoryd.capture.report import Limits, SessionReport
 from opencode_memoryd.capture.writer import write_memories
 from opencode_memoryd.errors import DiskFullError, ExtractionError, SourceError, UpstreamError
+from opencode_memoryd.extract.rules import RulesExtractor
 from opencode_memoryd.models import (
     STORAGE_MESSAGE,
     ExtractionResult,
@@ -66,6 +69,7 @@ from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.source.transcript import Chunk, chunk_turns
 from opencode_memoryd.source.turns import Idle, drop_fork_copies, finished_prefix, group_turns
 from opencode_memoryd.state.db import StateDB
+from opencode_memoryd.state.failures import ChunkFailure, failure_id
 from opencode_memoryd.state.items import Item
 from opencode_memoryd.store.api import MemoryStore
 
@@ -74,29 +78,7 @@ log = structlog.get_logger(__name__)
 #: Bumped when the transcript or prompt format changes, so old cached items are not reused.
 ITEM_FORMAT = "1"
 
-
-class Extractor(Protocol):
-    """Anything that turns transcript lines into memory candidates."""
-
-    name: str
-
-    def extract(
-        self, lines: Sequence[TranscriptLine], *, project_root: str | None = None
-    ) -> ExtractionResult:
-        """Return the accepted candidates; raise UpstreamError or ExtractionError."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """Reader and chunking settings, from ``[opencode]`` and ``[extraction]``."""
-
-    abandoned_ms: int = 1_800_000
-    settle_ms: int = 2_000
-    max_chunk_tokens: int = 6000
-    tool_output_chars: int = 160
-    near_duplicate_similarity: float = 0.85
-
+__all__ = ["Extractor", "Limits", "SessionProcessor", "SessionReport"]
 
 def _now_iso(now: datetime) -> str:
     return iso_utc(now)
@@ -154,6 +136,13 @@ class SessionProcessor:
         self.extractor = extractor
         self.limits = limits
         self.clock = clock
+        self.rules = RulesExtractor(max_chars=limits.max_memory_chars)
+        self.chunks = ChunkExtractor(extractor, floor=self.rules)
+
+    def apply_item(self, item: Item, report: SessionReport) -> None:
+        """Write a recorded item's memories to the store, then mark it stored and move the
+        session's mark past it (one state transaction)."""
+        self._apply(item, report)
 
     def _apply(self, item: Item, report: SessionReport) -> None:
         now = self.clock()
@@ -176,12 +165,10 @@ class SessionProcessor:
         """Process every finished, unread turn of one session up to now.
 
         Returns the session's report. Extractor failures (:class:`UpstreamError`,
-        :class:`ExtractionError`) and failures to read the session
-        (:class:`SourceError`) are caught: they end this session's run, leave its mark
-        where it was and are reported in ``error`` (redacted: an error can quote a row);
-        :class:`UpstreamError` with kind ``auth`` or ``not_found`` is re-raised, since
-        every other session would fail too. Rows that cannot be decoded are skipped and
-        counted (``corrupt_rows``).
+        :class:`ExtractionError`), :class:`SourceError` and :class:`DiskFullError` end this
+        session's run, leave its mark where it was and are reported in ``error`` (redacted);
+        ``auth``/``not_found`` and a full disk are re-raised when ``raise_fatal``, since
+        every other session would fail too. Undecodable rows are counted (``corrupt_rows``).
         """
         started = time.perf_counter()
         src = self.source.identity
@@ -199,16 +186,11 @@ class SessionProcessor:
             report.retry_after_seconds = exc.retry_after_seconds
             if exc.kind in ("auth", "not_found") and self.raise_fatal:
                 raise
-        except ExtractionError as exc:
-            report.error = redact(f"bad_reply: {exc}").text
-            report.error_kind = "bad_reply"
-        except SourceError as exc:
-            report.error = redact(f"source: {exc}").text
-            report.error_kind = "source"
-        except DiskFullError as exc:  # nothing of the chunk was stored; the mark stays
-            report.error = redact(f"disk_full: {exc}").text
-            report.error_kind = "disk_full"
-            if self.raise_fatal:
+        except (ExtractionError, SourceError, DiskFullError) as exc:
+            kind = ("bad_reply" if isinstance(exc, ExtractionError) else
+                    "disk_full" if isinstance(exc, DiskFullError) else "source")
+            report.error, report.error_kind = redact(f"{kind}: {exc}").text, kind
+            if kind == "disk_full" and self.raise_fatal:
                 raise
         finally:
             report.duration_ms = (time.perf_counter() - started) * 1000
@@ -263,13 +245,13 @@ class SessionProcessor:
                                                   storage=storage, max_rowid=max_rowid)
             if not messages:
                 return
-            report.corrupt_rows.update(m.id for m in messages if m.corrupt)
-            report.corrupt_rows.update(p.id for m in messages for p in m.parts if p.corrupt)
+            report.corrupt_rows.update(
+                [m.id for m in messages if m.corrupt]
+                + [p.id for m in messages for p in m.parts if p.corrupt])
             full_batch = len(messages) >= MESSAGE_BATCH
             more = full_batch and messages[-1].mark < end.position
             real = drop_fork_copies(messages, session.time_created)
-            # the largest rowid read (``message`` only), with the one already recorded
-            top = (max([max_rowid or 0, *(m.rowid for m in messages)])
+            top = (max([max_rowid or 0, *(m.rowid for m in messages)])  # ``message`` only
                    if storage == STORAGE_MESSAGE else None)
             if not real:  # a batch of fork copies only: nothing to read, move past them
                 self.state.set_mark(src, session.id, Mark(storage, messages[-1].mark),
@@ -292,40 +274,15 @@ class SessionProcessor:
             # moves past them too.
             for chunk in chunk_turns(done, max_tokens=self.limits.max_chunk_tokens,
                                      tool_output_chars=self.limits.tool_output_chars):
-                self._process_chunk(session, chunk, report, times, storage,
-                                    None if top is None else max(chunk.rowid, max_rowid or 0))
+                chunk = replace(chunk, rowid=max(chunk.rowid, max_rowid or 0))
+                self._process_chunk(session, chunk, report, times, storage)
             if not more:
                 return
 
-    def _extract(self, lines: list[TranscriptLine], project_root: str | None,
-                 report: SessionReport) -> ExtractionResult:
-        """Call the extractor; on a context-length error, split the lines and retry.
-
-        A single line that is still too long is parked: it yields no memory, and the
-        reason is counted in the report (``rejected["context_length"]``), so one huge turn
-        never blocks the session's mark.
-        """
-        if self.extractor.name != "rules":
-            report.llm_calls += 1
-        try:
-            return self.extractor.extract(lines, project_root=project_root)
-        except UpstreamError as exc:
-            if exc.kind != "context_length":
-                raise
-            if len(lines) <= 1 or not any(x.role == "user" for x in lines):
-                log.warning("chunk_parked", reason="context_length", lines=len(lines))
-                return ExtractionResult(candidates=(), model="none",
-                                        rejected=(("context_length", ""),))
-            half = len(lines) // 2
-            log.info("chunk_split", reason="context_length", lines=len(lines))
-            return _merge(self._extract(lines[:half], project_root, report),
-                          self._extract(lines[half:], project_root, report))
-
     def _max_rowid(self, session: SessionRow, storage: str,
                    mark: tuple[int, str] | None) -> int | None:
-        """The largest ``message`` rowid the session's mark has read (``None`` in another
-        storage, or with no mark); a mark recorded before rowids were kept gets the one it
-        stands for (:meth:`~opencode_memoryd.source.lookups.SessionLookups.rowid_through`)."""
+        """The ``message`` rowid the mark has read up to (``None``: another storage, no
+        mark); a mark recorded without one gets the one it stands for."""
         if storage != STORAGE_MESSAGE or mark is None:
             return None
         src = self.source.identity
@@ -337,10 +294,11 @@ class SessionProcessor:
         return found
 
     def _process_chunk(self, session: SessionRow, chunk: Chunk, report: SessionReport,
-                       times: dict[str, int], storage: str, rowid: int | None) -> None:
+                       times: dict[str, int], storage: str) -> None:
         src = self.source.identity
         report.chunks += 1
         now = self.clock()
+        rowid = chunk.rowid or None  # 0: not a ``message`` chunk
         if not chunk.has_user_text:
             self.state.set_mark(src, session.id, Mark(storage, chunk.last), _now_iso(now),
                                 rowid)
@@ -353,21 +311,56 @@ class SessionProcessor:
                                 result={**known.result, "max_rowid": rowid}), report)
             return
         self.ensure_space()
-        lines: list[TranscriptLine] = []
-        for line in chunk.lines:
-            r = redact(line.text)
-            report.redactions.update(r.counts)
-            lines.append(TranscriptLine(line.message_id, line.role, r.text))
-        result = self._extract(lines, session.project_root, report)
-        report.tokens_in += result.tokens_in
-        report.tokens_out += result.tokens_out
+        lines = self.redacted(chunk.lines, report)
+        spent = Spent()
+        try:
+            result = self.chunks.extract(lines, session.project_root, spent)
+        except (ExtractionError, UpstreamError) as exc:
+            self.count_spent(spent, report, failed=exc)
+            if not self._give_up(session, chunk, storage, item_id, lines, exc, report, times):
+                raise
+            return
+        self.count_spent(spent, report)
         for reason, _text in result.rejected:
             report.rejected[reason] += 1
-        item = Item(
-            id=item_id, source_id=src, session_id=session.id, first=chunk.first,
-            last=chunk.last, project_key=session.project_key,
+        item = self.item_of(item_id, session, chunk.first, chunk.last, storage, result, times,
+                            spent, max_rowid=rowid)
+        self.state.record_item(item, _now_iso(self.clock()))
+        _fault_point("after_record")
+        self._apply(item, report)
+
+    def redacted(self, lines: Sequence[TranscriptLine],
+                 report: SessionReport) -> list[TranscriptLine]:
+        """``lines`` with every secret redacted; the redactions are counted in ``report``."""
+        out: list[TranscriptLine] = []
+        for line in lines:
+            r = redact(line.text)
+            report.redactions.update(r.counts)
+            out.append(TranscriptLine(line.message_id, line.role, r.text))
+        return out
+
+    def count_spent(self, spent: Spent, report: SessionReport, *,
+                    failed: BaseException | None = None) -> None:
+        """Add a chunk's calls and tokens to ``report``; when the chunk ``failed``, record
+        its tokens in the state file (``failed_calls``) for the daily token budget."""
+        report.llm_calls += spent.calls
+        report.tokens_in += spent.tokens_in
+        report.tokens_out += spent.tokens_out
+        if failed is not None:
+            self.state.record_failed_call(failure_kind(failed), spent.tokens_in,
+                                          spent.tokens_out, _now_iso(self.clock()))
+
+    def item_of(self, item_id: str, session: SessionRow, first: tuple[int, str],
+                last: tuple[int, str], storage: str, result: ExtractionResult,
+                times: dict[str, int], spent: Spent | None = None, *,
+                extractor: str | None = None, max_rowid: int | None = None) -> Item:
+        """The outbox item of an extraction ``result`` (memory texts redacted again); its
+        mark is ``last`` and, in ``message``, ``max_rowid``."""
+        return Item(
+            id=item_id, source_id=self.source.identity, session_id=session.id, first=first,
+            last=last, project_key=session.project_key,
             project_root=session.project_root, status="extracted",
-            extractor=self.extractor.name, model=result.model,
+            extractor=extractor or self.extractor.name, model=result.model,
             result={
                 "candidates": [
                     {"content": redact(c.content).text, "type": c.type, "scope": c.scope,
@@ -376,20 +369,46 @@ class SessionProcessor:
                 ],
                 "message_times": {m: times[m] for c in result.candidates
                                   for m in c.message_ids if m in times},
-                "max_rowid": rowid,
+                "max_rowid": max_rowid,
             },
-            tokens_in=result.tokens_in, tokens_out=result.tokens_out, storage=storage,
+            tokens_in=spent.tokens_in if spent else 0,
+            tokens_out=spent.tokens_out if spent else 0, storage=storage,
         )
-        self.state.record_item(item, _now_iso(self.clock()))
-        _fault_point("after_record")
+
+    def _give_up(self, session: SessionRow, chunk: Chunk, storage: str, item_id: str,
+                 lines: list[TranscriptLine], exc: Exception, report: SessionReport,
+                 times: dict[str, int]) -> bool:
+        """Count a failure of the chunk; after ``max_identical_failures`` identical ones,
+        give the chunk up (rules capture, record, store, move the mark) and return
+        ``True``. ``False``: the caller re-raises (the mark stays)."""
+        fingerprint = failure_fingerprint(exc)
+        threshold = self.limits.max_identical_failures
+        if fingerprint is None or threshold <= 0:
+            return False
+        src = self.source.identity
+        now = _now_iso(self.clock())
+        stored = self.state.get_mark(src, session.id)
+        failure = ChunkFailure(
+            id=failure_id(src, session.id, storage, chunk.first[1]), source_id=src,
+            session_id=session.id, storage=storage,
+            after=stored if stored is not None and stored.storage == storage else None,
+            first=chunk.first, last=chunk.last, project_key=session.project_key,
+            project_root=session.project_root, fingerprint=fingerprint,
+            reason=failure_reason(exc))
+        failures = self.state.chunk_failed(failure, now)
+        if failures < threshold:
+            return False
+        rules = self.rules.extract(lines, project_root=session.project_root)
+        item = self.item_of(item_id, session, chunk.first, chunk.last, storage, rules, times,
+                            extractor=self.rules.name, max_rowid=chunk.rowid or None)
+        self.state.give_up_chunk(failure.id, item, now)
+        log.warning("chunk_given_up", session_id=session.id, failures=failures,
+                    reason=failure.reason, directives=len(rules.candidates),
+                    detail="captured by the rules; `maintain --retry-failed` extracts it "
+                           "again")
+        report.given_up += 1
         self._apply(item, report)
-
-
-def _merge(a: ExtractionResult, b: ExtractionResult) -> ExtractionResult:
-    return ExtractionResult(candidates=a.candidates + b.candidates,
-                            tokens_in=a.tokens_in + b.tokens_in,
-                            tokens_out=a.tokens_out + b.tokens_out,
-                            model=b.model or a.model, rejected=a.rejected + b.rejected)
+        return True
 
 
 def _fault_point(name: str) -> None:

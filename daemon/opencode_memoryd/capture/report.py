@@ -1,5 +1,5 @@
-"""What processing one session did: :class:`SessionReport` (counts only, never transcript
-text), the log event of each session and a row of ``maintain --json``."""
+"""The settings a session is processed with (:class:`Limits`) and what processing it did
+(:class:`SessionReport`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,22 @@ from typing import Any
 
 from opencode_memoryd.models import STORAGE_MESSAGE
 
-__all__ = ["SessionReport"]
+__all__ = ["Limits", "SessionReport"]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Reader and chunking settings, from ``[opencode]`` and ``[extraction]``."""
+
+    abandoned_ms: int = 1_800_000
+    settle_ms: int = 2_000
+    max_chunk_tokens: int = 6000
+    tool_output_chars: int = 160
+    near_duplicate_similarity: float = 0.85
+    #: the rules floor's longest memory, in characters
+    max_memory_chars: int = 400
+    #: identical failures of one chunk after which it is given up (0 = never)
+    max_identical_failures: int = 3
 
 
 @dataclass(slots=True)
@@ -30,6 +45,8 @@ class SessionReport:
     tokens_in: int = 0
     tokens_out: int = 0
     replayed_items: int = 0
+    #: chunks given up (captured by the rules after repeated identical failures)
+    given_up: int = 0
     #: ids of the message and part rows that could not be decoded (skipped)
     corrupt_rows: set[str] = field(default_factory=set)
     error: str | None = None
@@ -58,6 +75,7 @@ class SessionReport:
             "tokens_in": self.tokens_in,
             "tokens_out": self.tokens_out,
             "replayed_items": self.replayed_items,
+            "given_up": self.given_up,
             "corrupt_rows": len(self.corrupt_rows),
             "error": self.error,
             "storage": self.storage,

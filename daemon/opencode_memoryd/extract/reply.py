@@ -47,9 +47,10 @@ MEMORY_SCHEMA: dict[str, Any] = {
                 "required": ["content", "type", "scope", "message_ids"],
                 "additionalProperties": False,
             },
-        }
+        },
+        "more": {"type": "boolean"},
     },
-    "required": ["memories"],
+    "required": ["memories", "more"],
     "additionalProperties": False,
 }
 
@@ -71,11 +72,15 @@ _PATH_TOKEN = re.compile(
 )
 
 
-def load_json_list(content: str, key: str, what: str = "the answer") -> list[Any]:
-    """Decode a model's JSON reply (a ```json fence tolerated) and return ``reply[key]``.
+def load_json_object(content: str, what: str = "the answer") -> dict[str, Any]:
+    """Decode a model's JSON reply into an object.
+
+    Tolerated around the object: a Markdown code fence (```json … ```), and, when the
+    text is not JSON as it is, prose before the first ``{`` and after the last ``}`` (a
+    model asked for JSON by instructions alone often adds a sentence).
 
     Raises:
-        ExtractionError: not JSON, or not an object whose ``key`` is a list.
+        ExtractionError: no JSON object can be read.
     """
     text = content.strip()
     fenced = _FENCE.match(text)
@@ -83,12 +88,40 @@ def load_json_list(content: str, key: str, what: str = "the answer") -> list[Any
         text = fenced.group(1).strip()
     try:
         data = json.loads(text)
-    except ValueError as exc:
-        raise ExtractionError(f"{what} is not JSON ({len(content)} chars)") from exc
-    items = data.get(key) if isinstance(data, dict) else None
+    except ValueError:
+        start, end = text.find("{"), text.rfind("}")
+        data = None
+        if 0 <= start < end:
+            try:
+                data = json.loads(text[start:end + 1])
+            except ValueError:
+                data = None
+        if data is None:
+            raise ExtractionError(f"{what} is not JSON ({len(content)} chars)") from None
+    if not isinstance(data, dict):
+        raise ExtractionError(f"{what} is not a JSON object")
+    return data
+
+
+def load_json_list(content: str, key: str, what: str = "the answer") -> list[Any]:
+    """Decode a model's JSON reply (:func:`load_json_object`) and return ``reply[key]``.
+
+    Raises:
+        ExtractionError: not JSON, or not an object whose ``key`` is a list.
+    """
+    items = load_json_object(content, what).get(key)
     if not isinstance(items, list):
         raise ExtractionError(f'{what} is not an object with a "{key}" list')
     return items
+
+
+def said_more(content: str) -> bool:
+    """Whether the answer says the chunk held more memories than it carries
+    (``"more": true``); ``False`` when it says nothing or is not JSON."""
+    try:
+        return load_json_object(content).get("more") is True
+    except ExtractionError:
+        return False
 
 
 def _load(content: str) -> list[Any]:

@@ -172,7 +172,7 @@ class Daemon(SourceTracking, SessionJobs):
         self.started_at = self.clock()
         self.state = self.app.open_state()
         self.store = self._open_store()
-        self.extractor = self.app.build_extractor()
+        self.extractor = self.app.build_extractor(modes=self.state)
         self.service = Service(self.app, self.state, self.store, extractor=self.extractor,
                                lock_for=self.project_lock, daemon_status=self.status)
         log.info("daemon_started", version=__version__, pid=os.getpid(),

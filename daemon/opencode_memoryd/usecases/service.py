@@ -88,7 +88,7 @@ class Service:
     def extractor(self) -> Extractor:
         """The extractor of the configured mode (built on first use)."""
         if self._extractor is None:
-            self._extractor = self.app.build_extractor()
+            self._extractor = self.app.build_extractor(modes=self.state)
         return self._extractor
 
     @property
@@ -100,19 +100,24 @@ class Service:
             settings = DreamSettings(
                 max_retire_share=cfg.dream.max_retire_share,
                 near_duplicate_similarity=cfg.dedup.near_duplicate_similarity,
+                max_output_tokens=cfg.llm.max_output_tokens,
             )
-            self._dreamer = Dreamer(self.store, self.state, planner=self.app.build_planner(),
+            self._dreamer = Dreamer(self.store, self.state,
+                                    planner=self.app.build_planner(modes=self.state),
                                     settings=settings, clock=self.app.clock,
                                     user_id=self.app.user_id)
         return self._dreamer
 
     # -- the routes -------------------------------------------------------------------
 
-    def maintain(self, *, directory: str | None, db: str | None = None) -> dict[str, Any]:
+    def maintain(self, *, directory: str | None, db: str | None = None,
+                 retry_failed: bool = False) -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.maintain.maintain`."""
+        if not isinstance(retry_failed, bool):
+            raise RequestError("maintain: `retry_failed` must be true or false")
         return maintain(self.app, self.state, self.store, self.extractor,
                         directory=directory, db=db, progress=self.progress,
-                        lock_for=self.lock_for)
+                        lock_for=self.lock_for, retry_failed=retry_failed)
 
     def list(self, *, user: bool = False, directory: str | None = None,
              db: str | None = None, include_retired: bool = False
