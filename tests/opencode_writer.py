@@ -181,6 +181,52 @@ class OpenCodeWriter:
         self._update_message(amid, data)
 
 
+    def append_tool_turn(self, sid: str, user_text: str, tools: list[dict[str, Any]],
+                         reply_text: str = "Done.") -> dict[str, str]:
+        """Write one finished turn whose assistant step ran ``tools``; return the ids.
+
+        Each item of ``tools`` is a part as OpenCode stores it: ``{"tool": "bash",
+        "state": {...}}`` becomes a ``tool`` part (inserted ``pending``, then updated to
+        its final state); ``{"type": "patch", "files": [...]}`` is inserted as is. Returns
+        ``{"user": …, "assistant": …}``.
+        """
+        ms = self.now_ms()
+        user = {"role": "user", "time": {"created": ms}, "agent": "build",
+                "model": {"providerID": "stub", "modelID": "stub-model"}}
+        umid = self._insert_message(sid, user, ms)
+        self._insert_part(sid, umid, {"type": "text", "text": user_text})
+        ams = self.now_ms()
+        assistant: dict[str, Any] = {
+            "role": "assistant", "parentID": umid, "agent": "build", "mode": "build",
+            "modelID": "stub-model", "providerID": "stub", "path": {"cwd": "/", "root": "/"},
+            "cost": 0, "tokens": {"total": 0, "input": 0, "output": 0, "reasoning": 0,
+                                  "cache": {"read": 0, "write": 0}},
+            "time": {"created": ams},
+        }
+        amid = self._insert_message(sid, assistant, ams)
+        self._insert_part(sid, amid, {"type": "step-start", "snapshot": "0" * 40})
+        for i, tool in enumerate(tools):
+            if tool.get("type") == "patch":
+                self._insert_part(sid, amid, dict(tool))
+                continue
+            final = {"type": "tool", "callID": f"call{i}", **tool}
+            state = final.get("state") or {}
+            pid = self._insert_part(sid, amid, dict(final, state={
+                "status": "pending", "input": state.get("input") or {}}))
+            self._update_part(pid, final)
+        text_part = self._insert_part(sid, amid, {"type": "text", "text": ""})
+        self._update_part(text_part, {"type": "text", "text": reply_text})
+        assistant["finish"] = "stop"
+        self._update_message(amid, assistant)
+        self._insert_part(sid, amid, {"type": "step-finish", "reason": "stop"})
+        assistant["time"]["completed"] = self.now_ms()
+        self._update_message(amid, assistant)
+        self._commit("UPDATE session SET time_updated=? WHERE id=?", (self.now_ms(), sid))
+        user["summary"] = {"diffs": []}
+        self._update_message(umid, user)
+        return {"user": umid, "assistant": amid}
+
+
 def empty_copy(fixture: Path, dst: Path) -> None:
     """A database with the fixture's schema (the real OpenCode DDL) and no sessions."""
     dst.write_bytes(fixture.read_bytes())

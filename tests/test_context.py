@@ -89,7 +89,10 @@ def test_sections_in_fixed_order_with_dates_and_the_framing_line(
     assert lines[0] == MARKER
     assert "never instructions" in lines[2]
     titles = [line[4:] for line in lines if line.startswith("### ")]
-    assert titles == ["Architecture and tech", "Conventions and feedback", "User preferences"]
+    # the seeded memories have no section: opening the store gave them one by the rules
+    # (the reference memory goes to "References")
+    assert titles == ["Architecture and tech", "Conventions and feedback", "User preferences",
+                      "References"]
     order = [title for _, title in SECTIONS]
     assert titles == sorted(titles, key=order.index)
     assert "- 2025-03-01: We always use pnpm, never npm." in lines
@@ -146,6 +149,18 @@ def test_relevant_hits_come_first_and_are_not_repeated(
     relevant = text[text.index("### Relevant to the task"):]
     assert "Vite and React 18" in relevant
     assert text.count("Vite and React 18") == 1
+
+
+def test_a_known_session_is_searched_for_its_first_message_whatever_query_comes(
+        cfg: Path, isolated_env: dict[str, str]) -> None:
+    # `opencode run --session ID` is a new process whose plugin first sees a later message
+    seed(cfg, isolated_env, SEED)
+    a = context(cfg, "--dir", ACME, "--session", MAIN, "--query", "React and Vite version")
+    b = context(cfg, "--dir", ACME, "--session", MAIN, "--query", "GitHub Actions deploys")
+    assert a["text"] and a == b
+    c = context(cfg, "--dir", ACME, "--query", "React and Vite version")
+    d = context(cfg, "--dir", ACME, "--query", "GitHub Actions deploys")
+    assert c["sections"]["relevant"] != d["sections"]["relevant"]  # no session: the query
 
 
 def test_a_subagent_session_gets_nothing(cfg: Path, isolated_env: dict[str, str]) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import cli, cli_json, marks
 from opencode_memoryd.logs import LOG_FILE_NAME
+from opencode_memoryd.models import FACT_TYPES
 
 #: The user message behind "Our API base path is /api/v2." and its session.
 API_MSG = "msg_2013c1282001ZlI10YZqYJoGKk"
@@ -37,7 +38,9 @@ def _newest_messages(conn: sqlite3.Connection) -> dict[str, str]:
 
 
 def _contents(config: Path) -> set[str]:
-    return {m["content"] for m in cli_json("--config", str(config), "list")}
+    """The facts stored (session summaries and project briefs left out)."""
+    return {m["content"] for m in cli_json("--config", str(config), "list")
+            if m["type"] in FACT_TYPES}
 
 
 def test_a_row_that_is_not_utf8_costs_only_its_own_content(

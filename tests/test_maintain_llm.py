@@ -45,9 +45,13 @@ def fake() -> Iterator[FakeOpenAI]:
 
 @pytest.fixture
 def llm_config(tmp_path: Path, fake: FakeOpenAI) -> Path:
+    # extraction alone: the summaries' own model calls are tested in test_summaries.py
     return write_config(tmp_path / "llm.toml", f"""
 [opencode]
 settle_seconds = 0
+[summaries]
+session_summaries = false
+project_brief = false
 [extraction]
 mode = "llm"
 [llm]

@@ -164,7 +164,12 @@ def test_notes_are_never_human_text_and_never_block_a_turn(
     new = [m for m in cli_json("--config", str(config_file), "list")
            if "release/next" in m["content"]]
     assert [m["message_ids"] for m in new] == [[ids["user"]]]
-    assert len(cli_json("--config", str(config_file), "list")) == 4
+    listed = cli_json("--config", str(config_file), "list")
+    assert len([m for m in listed if m["type"] != "session-summary"]) == 4
+    # the compaction row's summary is kept as the session's summary, never mined
+    [summary] = [m for m in listed if m["type"] == "session-summary"]
+    assert summary["content"] == "remember: summaries restate old facts."
+    assert summary["session_ids"] == [sid]
 
 
 def _v2(kind: str, seq: int, data: dict[str, Any], ms: int = 1_000) -> Any:

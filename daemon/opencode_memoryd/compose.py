@@ -31,6 +31,7 @@ from opencode_memoryd.errors import SourceError
 # Adapters are imported where they are built: a command pays only for what it uses (the
 # MCP server and a command the daemon serves open no store, database or LLM client).
 if TYPE_CHECKING:
+    from opencode_memoryd.capture.notes import Summarizer
     from opencode_memoryd.capture.processor import Extractor, Limits
     from opencode_memoryd.config.schema import Config
     from opencode_memoryd.extract.chat import ChatClient, ModeMemory
@@ -192,11 +193,21 @@ class App:
                             max_chars=x.max_memory_chars,
                             max_output_tokens=self.config.llm.max_output_tokens)
 
-    def limits(self) -> Limits:
-        """Reader and chunking limits from the config."""
-        from opencode_memoryd.capture.processor import Limits
+    def build_summarizer(self, modes: ModeMemory | None = None) -> Summarizer:
+        """The writer of session summaries and project briefs for
+        :meth:`extraction_mode` (a chat client of its own in llm mode, remembering its
+        negotiated structured-output mode in ``modes``)."""
+        from opencode_memoryd.extract.summarize import LlmSummarizer, RulesSummarizer
 
-        o, x = self.config.opencode, self.config.extraction
+        if self.extraction_mode() == "rules":
+            return RulesSummarizer()
+        return LlmSummarizer(self.build_chat_client(modes=modes))
+
+    def limits(self) -> Limits:
+        """Reader, chunking and summary limits from the config."""
+        from opencode_memoryd.capture.report import Limits, NoteSettings
+
+        o, x, s = self.config.opencode, self.config.extraction, self.config.summaries
         return Limits(
             abandoned_ms=int(o.abandoned_turn_seconds * 1000),
             settle_ms=int(o.settle_seconds * 1000),
@@ -205,6 +216,10 @@ class App:
             near_duplicate_similarity=self.config.dedup.near_duplicate_similarity,
             max_memory_chars=x.max_memory_chars,
             max_identical_failures=x.max_identical_failures,
+            notes=NoteSettings(
+                session_summaries=s.session_summaries, project_briefs=s.project_brief,
+                idle_ms=int(s.idle_seconds * 1000), summary_max_chars=s.max_chars,
+                brief_max_chars=s.brief_max_chars, transcript_tokens=x.max_chunk_tokens),
         )
 
     def build_planner(self, modes: ModeMemory | None = None) -> ChatClient | None:

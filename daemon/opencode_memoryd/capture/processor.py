@@ -15,6 +15,10 @@ and idempotent):
 4. write the memories to the store with deterministic point ids and write-time dedup;
 5. mark the item ``stored`` and advance the mark, in one state transaction.
 
+Compaction summaries are stored as the turns holding them are read, and once the session
+is read to its end, its project brief and its own summary are looked at
+(:mod:`opencode_memoryd.capture.notes`).
+
 A crash after 3 replays the recorded result at the next run (no second LLM call); a crash
 after 4 rewrites the same points (no duplicate). An extractor error leaves the mark where
 it was. Memories are written with :func:`~opencode_memoryd.capture.writer.write_memories`,
@@ -47,19 +51,26 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
 import structlog
 
 from opencode_memoryd.capture.chunks import ChunkExtractor, Extractor, Spent
 from opencode_memoryd.capture.failures import failure_fingerprint, failure_kind, failure_reason
+from opencode_memoryd.capture.marks import max_rowid as rowid_of
+from opencode_memoryd.capture.marks import reconcile_mark
+from opencode_memoryd.capture.notes import SessionNotes, Summarizer
 from opencode_memoryd.capture.report import Limits, SessionReport
 from opencode_memoryd.capture.writer import write_memories
 from opencode_memoryd.errors import DiskFullError, ExtractionError, SourceError, UpstreamError
 from opencode_memoryd.extract.rules import RulesExtractor
+from opencode_memoryd.extract.sections import section_for, valid_section
+from opencode_memoryd.extract.summarize import RulesSummarizer
 from opencode_memoryd.models import (
     STORAGE_MESSAGE,
     ExtractionResult,
     Mark,
+    MemoryCandidate,
     TranscriptLine,
     iso_utc,
 )
@@ -109,6 +120,8 @@ class SessionProcessor:
             :class:`DiskFullError` (every other session would fail the same way); the
             daemon sets it to ``False`` and pauses or retries instead.
         user_id: the identity user-scope memories are written for (``Memory.user_id``).
+        summarizer: writes session notes and project briefs
+            (:mod:`opencode_memoryd.capture.notes`); rules when ``None``.
         ensure_space: raises :class:`DiskFullError` when the state dir or the store has
             too little free space; called before a session's and each chunk's writes (and
             before the LLM is paid for a chunk that could not be stored).
@@ -125,6 +138,7 @@ class SessionProcessor:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         raise_fatal: bool = True,
         user_id: str | None = None,
+        summarizer: Summarizer | None = None,
         ensure_space: Callable[[], None] = lambda: None,
     ) -> None:
         self.raise_fatal = raise_fatal
@@ -138,6 +152,8 @@ class SessionProcessor:
         self.clock = clock
         self.rules = RulesExtractor(max_chars=limits.max_memory_chars)
         self.chunks = ChunkExtractor(extractor, floor=self.rules)
+        self.notes = SessionNotes(source, state, store, summarizer or RulesSummarizer(),
+                                  limits.notes, tool_output_chars=limits.tool_output_chars)
 
     def apply_item(self, item: Item, report: SessionReport) -> None:
         """Write a recorded item's memories to the store, then mark it stored and move the
@@ -180,6 +196,7 @@ class SessionProcessor:
                 self._apply(item, report)
                 report.replayed_items += 1
             self._process_new(session, report)
+            self.notes.after_session(session, report, now=self.clock())
         except UpstreamError as exc:
             report.error = redact(f"{exc.kind}: {exc}").text
             report.error_kind = exc.kind
@@ -197,34 +214,6 @@ class SessionProcessor:
             log.info("session_processed", **report.as_dict())
         return report
 
-    def _reconcile_mark(self, session: SessionRow, storage: str) -> None:
-        """Make the stored mark a position in ``storage``, or drop it.
-
-        A 1.x mark stays as it is (a reverted message may vanish; reading goes on after its
-        position). A mark in ``session_message``, or in another storage than the one the
-        session is read from now, is looked up by message id: found elsewhere, it moves
-        there; not found (the rows were wiped, or the session changed storage without
-        carrying the row over), the session is read again from its start.
-        """
-        src = self.source.identity
-        stored = self.state.get_mark(src, session.id)
-        if stored is None or stored.storage == storage == STORAGE_MESSAGE:
-            return
-        found = self.source.locate(session.id, stored.position[1], storage)
-        if stored.storage == storage and found == stored.position:
-            return
-        now = _now_iso(self.clock())
-        if found is not None:
-            log.info("mark_moved", session_id=session.id, storage=storage,
-                     previous_storage=stored.storage)
-            self.state.replace_mark(src, session.id, Mark(storage, found), now)
-            return
-        log.warning("session_rows_reset", session_id=session.id, storage=storage,
-                    previous_storage=stored.storage,
-                    detail="the last row read is gone: reading the session again from its "
-                           "start (nothing already stored is stored twice)")
-        self.state.replace_mark(src, session.id, None, now)
-
     def _process_new(self, session: SessionRow, report: SessionReport) -> None:
         src = self.source.identity
         # "Up to now": a session OpenCode keeps writing to faster than it is read must not
@@ -234,13 +223,13 @@ class SessionProcessor:
         if end is None:
             return
         storage = report.storage = end.storage
-        self._reconcile_mark(session, storage)
+        reconcile_mark(self.source, self.state, session, storage, self.clock)
         idle = (Idle(session.time_idle, session.time_suspended)
                 if session.table == "session_v2" else None)
         while True:
             stored = self.state.get_mark(src, session.id)
             mark = stored.position if stored is not None and stored.storage == storage else None
-            max_rowid = self._max_rowid(session, storage, mark)
+            max_rowid = rowid_of(self.source, self.state, session, storage, mark, self.clock)
             messages = self.source.messages_after(session.id, mark, limit=MESSAGE_BATCH,
                                                   storage=storage, max_rowid=max_rowid)
             if not messages:
@@ -269,6 +258,8 @@ class SessionProcessor:
             if not done:
                 return  # wait for the turn in flight to finish
             report.turns_read += len(done)
+            report.summaries += self.notes.compactions(
+                session, [m for t in done for m in t.messages])
             times = {m.id: m.time_created for m in real}
             # Fork copies precede the session's own messages, so the first chunk's mark
             # moves past them too.
@@ -278,20 +269,6 @@ class SessionProcessor:
                 self._process_chunk(session, chunk, report, times, storage)
             if not more:
                 return
-
-    def _max_rowid(self, session: SessionRow, storage: str,
-                   mark: tuple[int, str] | None) -> int | None:
-        """The ``message`` rowid the mark has read up to (``None``: another storage, no
-        mark); a mark recorded without one gets the one it stands for."""
-        if storage != STORAGE_MESSAGE or mark is None:
-            return None
-        src = self.source.identity
-        found = self.state.get_max_rowid(src, session.id)
-        if found is None:
-            found = self.source.rowid_through(session.id, mark)
-            self.state.set_mark(src, session.id, Mark(storage, mark),
-                                _now_iso(self.clock()), found)
-        return found
 
     def _process_chunk(self, session: SessionRow, chunk: Chunk, report: SessionReport,
                        times: dict[str, int], storage: str) -> None:
@@ -362,11 +339,7 @@ class SessionProcessor:
             project_root=session.project_root, status="extracted",
             extractor=extractor or self.extractor.name, model=result.model,
             result={
-                "candidates": [
-                    {"content": redact(c.content).text, "type": c.type, "scope": c.scope,
-                     "message_ids": list(c.message_ids), "source": c.source}
-                    for c in result.candidates
-                ],
+                "candidates": [_candidate(c) for c in result.candidates],
                 "message_times": {m: times[m] for c in result.candidates
                                   for m in c.message_ids if m in times},
                 "max_rowid": max_rowid,
@@ -409,6 +382,15 @@ class SessionProcessor:
         report.given_up += 1
         self._apply(item, report)
         return True
+
+
+def _candidate(c: MemoryCandidate) -> dict[str, Any]:
+    """The recorded form of a candidate: redacted, with the extractor's section or the
+    rules' choice (so both extractors' memories get one)."""
+    content = redact(c.content).text
+    return {"content": content, "type": c.type, "scope": c.scope,
+            "message_ids": list(c.message_ids), "source": c.source,
+            "section": valid_section(c.section) or section_for(c.type, c.scope, content)}
 
 
 def _fault_point(name: str) -> None:

@@ -1,5 +1,5 @@
-"""The settings a session is processed with (:class:`Limits`) and what processing it did
-(:class:`SessionReport`)."""
+"""The settings a session is processed with (:class:`Limits`, :class:`NoteSettings`) and
+what processing it did (:class:`SessionReport`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,28 @@ from typing import Any
 
 from opencode_memoryd.models import STORAGE_MESSAGE
 
-__all__ = ["Limits", "SessionReport"]
+__all__ = ["Limits", "NoteSettings", "SessionReport"]
+
+
+@dataclass(frozen=True, slots=True)
+class NoteSettings:
+    """``[summaries]``: what is written and how long it may be.
+
+    Attributes:
+        session_summaries: write compaction summaries and session notes.
+        project_briefs: write project briefs.
+        idle_ms: a session is summarised once it has had no new message for this long.
+        summary_max_chars: longest session summary.
+        brief_max_chars: longest project brief.
+        transcript_tokens: most transcript (estimated tokens) an LLM summary is given.
+    """
+
+    session_summaries: bool = True
+    project_briefs: bool = True
+    idle_ms: int = 900_000
+    summary_max_chars: int = 1200
+    brief_max_chars: int = 600
+    transcript_tokens: int = 6000
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +46,8 @@ class Limits:
     max_memory_chars: int = 400
     #: identical failures of one chunk after which it is given up (0 = never)
     max_identical_failures: int = 3
+    #: session summaries and project briefs
+    notes: NoteSettings = NoteSettings()
 
 
 @dataclass(slots=True)
@@ -58,6 +81,12 @@ class SessionReport:
     #: a turn after the mark is not finished yet (the daemon looks again for v2 sessions,
     #: whose last writes are in-place updates it may not see)
     waiting: bool = False
+    #: session-summary memories written (compaction summaries, the session's note)
+    summaries: int = 0
+    #: project briefs written or refreshed
+    briefs: int = 0
+    #: when (ms) the session will have been idle long enough for its note
+    summary_due_ms: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-safe dict (the log event and ``maintain --json`` row)."""
@@ -77,6 +106,8 @@ class SessionReport:
             "replayed_items": self.replayed_items,
             "given_up": self.given_up,
             "corrupt_rows": len(self.corrupt_rows),
+            "summaries": self.summaries,
+            "briefs": self.briefs,
             "error": self.error,
             "storage": self.storage,
             "duration_ms": round(self.duration_ms, 1),

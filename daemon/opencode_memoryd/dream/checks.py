@@ -378,6 +378,7 @@ def _merged_memory(o: Operation, group: Sequence[Memory], target: _MergeTarget,
                                   existing.merged_from if existing else [], retired_ids),
         dream_runs=ordered_union(*(m.dream_runs for m in lineage), [run_id]),
         user_id=oldest.user_id,
+        section=next((m.section for m in lineage if m.section), ""),
     )
 
 

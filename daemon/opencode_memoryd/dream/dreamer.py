@@ -51,7 +51,7 @@ from opencode_memoryd.dream.planrun import GroupLoop, Planned
 from opencode_memoryd.dream.terms import SalientTerms
 from opencode_memoryd.dream.undo import recover_runs, undo_run
 from opencode_memoryd.errors import MemorydError
-from opencode_memoryd.models import Memory, iso_utc
+from opencode_memoryd.models import FACT_TYPES, Memory, iso_utc
 from opencode_memoryd.redaction.engine import redact
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
@@ -243,7 +243,8 @@ class Dreamer:
         """Group, plan and check; fill ``res`` and ``settled`` (the signatures of the
         groups kept whole or rejected by a check). Ends ``("failed", STOPPED)`` as soon as
         ``should_stop()`` is true."""
-        active = list(self.store.scroll(sc.filter()))
+        # briefs and session summaries are rewritten from their source, never consolidated
+        active = [m for m in self.store.scroll(sc.filter()) if m.type in FACT_TYPES]
         n_before = len(active)
         res.counts = {"before": n_before, "after": n_before, "merged": 0, "superseded": 0,
                       "created": 0, "updated": 0, "kept": n_before, "rejected_plans": 0,

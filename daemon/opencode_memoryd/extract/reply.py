@@ -17,9 +17,11 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from opencode_memoryd.errors import ExtractionError
+from opencode_memoryd.extract.sections import section_for, valid_section
 from opencode_memoryd.models import (
-    MEMORY_TYPES,
+    FACT_TYPES,
     SCOPES,
+    SECTIONS,
     MemoryCandidate,
     MemoryType,
     Scope,
@@ -40,11 +42,12 @@ MEMORY_SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "properties": {
                     "content": {"type": "string"},
-                    "type": {"type": "string", "enum": list(MEMORY_TYPES)},
+                    "type": {"type": "string", "enum": list(FACT_TYPES)},
                     "scope": {"type": "string", "enum": list(SCOPES)},
+                    "section": {"type": "string", "enum": list(SECTIONS)},
                     "message_ids": {"type": "array", "items": {"type": "string"}},
                 },
-                "required": ["content", "type", "scope", "message_ids"],
+                "required": ["content", "type", "scope", "section", "message_ids"],
                 "additionalProperties": False,
             },
         },
@@ -167,7 +170,7 @@ def _check_item(
         return None, "empty content", short
     if len(content) > max_chars:
         return None, "too long", short
-    if type_ not in MEMORY_TYPES:
+    if type_ not in FACT_TYPES:
         return None, "unknown type", short
     if scope not in SCOPES:
         return None, "unknown scope", short
@@ -183,8 +186,13 @@ def _check_item(
         return None, f"junk: {reason}", short
     if type_ == "project":
         scope = "project"  # a fact about this project never applies to every project
-    # both were checked against MEMORY_TYPES and SCOPES above
-    candidate = MemoryCandidate(content, cast(MemoryType, type_), cast(Scope, scope), ids, "llm")
+    # a missing or unknown section is not a reason to lose the fact: the rules choose one
+    section = valid_section(item.get("section")) or section_for(type_, scope, content)
+    if scope == "user":
+        section = "user"  # a user-scope memory is a user preference wherever it is shown
+    # both were checked against FACT_TYPES and SCOPES above
+    candidate = MemoryCandidate(content, cast(MemoryType, type_), cast(Scope, scope), ids, "llm",
+                                section)
     return candidate, "", short
 
 
@@ -199,9 +207,11 @@ def parse_reply(
 
     ``content`` must be a JSON object ``{"memories": [...]}``, optionally inside a Markdown
     code fence. Each memory is validated against ``lines`` (see the module docstring);
-    whitespace in its content is collapsed. Duplicates (same :func:`normalize_text`) and
-    memories beyond ``max_memories`` are rejected. Memory type ``project`` always gets scope
-    ``project``.
+    whitespace in its content is collapsed. Its ``section`` must be one of
+    :data:`~opencode_memoryd.models.SECTIONS`; a missing or unknown one is chosen by
+    :func:`~opencode_memoryd.extract.sections.section_for` instead (the fact is kept).
+    Duplicates (same :func:`normalize_text`) and memories beyond ``max_memories`` are
+    rejected. Memory type ``project`` always gets scope ``project``.
 
     Returns:
         ``(accepted, rejected)``; ``rejected`` holds ``(reason, first 80 chars of content)``.

@@ -212,6 +212,8 @@ class EdgeStore(StoreBase):
             ]))
         if flt.without_user_id:
             must.append(qe.IsEmptyCondition("user_id"))
+        if flt.without_section:
+            must.append(qe.IsEmptyCondition("section"))
         must_not: list[qe.ConditionType] = []
         if not flt.include_retired:
             must_not.append(qe.FieldCondition("status", match=qe.MatchValue(RETIRED)))
@@ -270,6 +272,16 @@ class EdgeStore(StoreBase):
         self._require_space()
         with self._edge("delete"):
             self._shard.update(qe.UpdateOperation.delete_points(point_ids))
+            self._shard.flush()
+
+    def _set_payload(self, ids: list[str], fields: dict[str, Any]) -> None:
+        point_ids: list[qe.PointId] = list(ids)
+        with self._edge("set payload"):
+            existing = {str(r.id) for r in self._shard.retrieve(point_ids, False, False)}
+            point_ids = [i for i in point_ids if str(i) in existing]  # unknown ids: ignored
+            if not point_ids:
+                return
+            self._shard.update(qe.UpdateOperation.set_payload(point_ids, fields))
             self._shard.flush()
 
     def _scroll_all(self, flt: MemoryFilter | None) -> Iterator[Memory]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import structlog
 
+from opencode_memoryd.capture.notes import Summarizer
 from opencode_memoryd.capture.processor import Extractor, SessionProcessor
 from opencode_memoryd.capture.report import SessionReport
 from opencode_memoryd.capture.retry import retry_given_up
@@ -35,7 +36,8 @@ def no_lock(_project_key: str) -> AbstractContextManager[None]:
 def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extractor, *,
              directory: str | None, db: str | None = None,
              progress: Progress | None = None, lock_for: LockFor = no_lock,
-             retry_failed: bool = False) -> dict[str, Any]:
+             retry_failed: bool = False, summarizer: Summarizer | None = None
+             ) -> dict[str, Any]:
     """Process every eligible session (of ``directory``'s project, or all) up to now.
 
     Args:
@@ -47,6 +49,7 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
             again every given-up chunk of the selected sessions
             (:func:`~opencode_memoryd.capture.retry.retry_given_up`), e.g. after changing
             the model.
+        summarizer: writes session summaries and project briefs (rules when ``None``).
 
     Returns:
         ``{"run_id", "mode", "databases": [{"path", "schema", "sessions"}],
@@ -83,6 +86,7 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
                             "sessions": len(sessions)})
                 proc = SessionProcessor(source, state, store, extractor, app.limits(),
                                         clock=app.clock, user_id=app.user_id,
+                                        summarizer=summarizer,
                                         ensure_space=app.ensure_space)
                 if retry_failed:
                     retried.extend(_retry(proc, state, sessions, lock_for))
@@ -127,6 +131,8 @@ def _summary(run_id: str, mode: str, dbs: list[dict[str, Any]],
         "given_up": sum(r["given_up"] for r in rows),
         "retried": sum(1 for r in retry_rows if not r["error"]),
         "corrupt_rows": sum(r["corrupt_rows"] for r in rows),
+        "summaries": sum(r["summaries"] for r in rows),
+        "briefs": sum(r["briefs"] for r in rows),
         "failed": sum(1 for r in rows + retry_rows if r["error"]),
     }
     for r in retry_rows:
@@ -137,7 +143,8 @@ def _summary(run_id: str, mode: str, dbs: list[dict[str, Any]],
 
 
 def capture_now(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extractor, *,
-                directory: str, lock_for: LockFor = no_lock) -> dict[str, Any]:
+                directory: str, lock_for: LockFor = no_lock,
+                summarizer: Summarizer | None = None) -> dict[str, Any]:
     """Extract the newest top-level session of ``directory``'s project now.
 
     The quiet period is skipped, the finished-turn rule is not: a turn still in flight is
@@ -161,6 +168,7 @@ def capture_now(app: AppPort, state: StateDB, store: MemoryStore, extractor: Ext
     session, path = newest
     with app.open_source(path) as source:
         proc = SessionProcessor(source, state, store, extractor, app.limits(), clock=app.clock,
+                                user_id=app.user_id, summarizer=summarizer,
                                 ensure_space=app.ensure_space)
         with lock_for(session.project_key):
             report = proc.process(session)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from opencode_memoryd.capture.notes import Summarizer
     from opencode_memoryd.capture.processor import Extractor, Limits
     from opencode_memoryd.config.schema import Config
     from opencode_memoryd.dream.planning import Planner
@@ -88,6 +89,11 @@ class AppPort(Protocol):
     def build_extractor(self, modes: ModeMemory | None = None) -> Extractor:
         """The extractor of the configured mode (its chat client remembers the negotiated
         structured-output mode in ``modes``)."""
+        ...
+
+    def build_summarizer(self, modes: ModeMemory | None = None) -> Summarizer:
+        """The writer of session summaries and project briefs (rules or LLM; its chat
+        client remembers the negotiated structured-output mode in ``modes``)."""
         ...
 
     def build_chat_client(self, *, timeout_seconds: float | None = None,

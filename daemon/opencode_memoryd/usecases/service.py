@@ -19,6 +19,7 @@ from typing import Any
 
 import structlog
 
+from opencode_memoryd.capture.notes import Summarizer
 from opencode_memoryd.capture.processor import Extractor
 from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.dream.dreamer import Dreamer
@@ -34,6 +35,7 @@ from opencode_memoryd.usecases import (
     identity,
     memories,
     profile,
+    section_migration,
     status,
 )
 from opencode_memoryd.usecases.context import build_context
@@ -60,19 +62,23 @@ class Service:
         state: the open state file.
         store: the open memory store.
         extractor: the extractor to use; built from ``app`` on first use when ``None``.
+        summarizer: the writer of session summaries and project briefs; built from
+            ``app`` on first use when ``None``.
         lock_for: per-project lock factory (the daemon's; no locking for one-shot commands).
         progress: wraps each database's session list in ``maintain`` (a progress bar).
         daemon_status: the running daemon's own status, merged into :meth:`status` as
             ``daemon``; ``None`` reports ``{"running": False}``.
 
     On construction, user-scope memories written before user identities existed become
-    this user's (:meth:`migrate_user_scope`; one count when there is nothing to do).
+    this user's (:meth:`migrate_user_scope`), and memories written before sections existed
+    get one (:meth:`migrate_sections`); one count each when there is nothing to do.
     """
 
     def __init__(self, app: AppPort, state: StateDB, store: MemoryStore, *,
                  extractor: Extractor | None = None, lock_for: LockFor = no_lock,
                  progress: Progress | None = None,
-                 daemon_status: Callable[[], dict[str, Any]] | None = None) -> None:
+                 daemon_status: Callable[[], dict[str, Any]] | None = None,
+                 summarizer: Summarizer | None = None) -> None:
         self.app = app
         self.state = state
         self.store = store
@@ -81,8 +87,10 @@ class Service:
         self.progress = progress
         self.daemon_status = daemon_status
         self._extractor = extractor
+        self._summarizer = summarizer
         self._dreamer: Dreamer | None = None
         self.migrate_user_scope()
+        self.migrate_sections()
 
     @property
     def extractor(self) -> Extractor:
@@ -90,6 +98,13 @@ class Service:
         if self._extractor is None:
             self._extractor = self.app.build_extractor(modes=self.state)
         return self._extractor
+
+    @property
+    def summarizer(self) -> Summarizer:
+        """The writer of session summaries and project briefs (built on first use)."""
+        if self._summarizer is None:
+            self._summarizer = self.app.build_summarizer(modes=self.state)
+        return self._summarizer
 
     @property
     def dreamer(self) -> Dreamer:
@@ -117,7 +132,8 @@ class Service:
             raise RequestError("maintain: `retry_failed` must be true or false")
         return maintain(self.app, self.state, self.store, self.extractor,
                         directory=directory, db=db, progress=self.progress,
-                        lock_for=self.lock_for, retry_failed=retry_failed)
+                        lock_for=self.lock_for, retry_failed=retry_failed,
+                        summarizer=self.summarizer)
 
     def list(self, *, user: bool = False, directory: str | None = None,
              db: str | None = None, include_retired: bool = False
@@ -193,7 +209,8 @@ class Service:
     def capture_now(self, *, directory: str) -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.maintain.capture_now`."""
         return capture_now(self.app, self.state, self.store, self.extractor,
-                           directory=normalize_dir(directory), lock_for=self.lock_for)
+                           directory=normalize_dir(directory), lock_for=self.lock_for,
+                           summarizer=self.summarizer)
 
     def history_sessions(self, *, directory: str, limit: int = 20, db: str | None = None
                          ) -> builtins.list[dict[str, Any]]:
@@ -231,6 +248,20 @@ class Service:
                 return identity.migrate_user_scope(self.store, self.app.user_id)
         except MemorydError as exc:
             log.warning("user_scope_migration_failed", error=str(exc))
+            return 0
+
+    def migrate_sections(self) -> int:
+        """Give memories written before sections existed a section
+        (:func:`opencode_memoryd.usecases.section_migration.migrate_sections`). A store
+        error is logged, not raised: the next open retries.
+
+        Returns:
+            The number of memories given a section (0 on error).
+        """
+        try:
+            return section_migration.migrate_sections(self.store)
+        except MemorydError as exc:
+            log.warning("section_migration_failed", error=str(exc))
             return 0
 
     def recover_dreams(self) -> builtins.list[str]:
