@@ -203,3 +203,24 @@ def test_the_daemon_serves_the_block_on_get(cfg: Path, isolated_env: dict[str, s
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_the_scroll_cache_serves_until_the_store_is_written(tmp_path: Path) -> None:
+    from opencode_memoryd.store.api import MemoryFilter
+    from opencode_memoryd.usecases.context import ScrollCache
+
+    store = EdgeStore(tmp_path / "store")
+    try:
+        store.upsert(SEED[:2])
+        cache = ScrollCache(store)
+        flt = MemoryFilter(project_id=ACME_KEY, include_user_scope=False)
+        first = cache(flt)
+        assert [m.id for m in first] == [m.id for m in SEED[:2]]
+        assert cache(flt) is first  # served from the cache: nothing was written
+        store.upsert([SEED[3]])
+        after = cache(flt)
+        assert after is not first and SEED[3].id in {m.id for m in after}
+        store.delete([SEED[0].id])
+        assert SEED[0].id not in {m.id for m in cache(flt)}
+    finally:
+        store.close()

@@ -84,6 +84,18 @@ class StoreBase:
         self._closed = False
         self._mismatch: str | None = None
         self._lock = threading.RLock()
+        self._generation = 0
+
+    #: Whether this process is the store's only writer (so :attr:`generation` sees every
+    #: change). True for the embedded store; a server store is shared.
+    single_writer = False
+
+    @property
+    def generation(self) -> int:
+        """A counter of the writes made through this object (upsert, delete, payload
+        updates, re-embedding): equal values mean nothing changed in between, as far as
+        this process wrote."""
+        return self._generation
 
     # -- metadata ---------------------------------------------------------------------
 
@@ -173,6 +185,7 @@ class StoreBase:
             self._require_writable()
             if self._embedder is not embedder:  # re-embedded meanwhile: encode again
                 rows = self._encode(memories, self._embedder)
+            self._generation += 1
             self._upsert_rows(rows)
 
     def get(self, ids: Sequence[str]) -> list[Memory]:
@@ -203,6 +216,7 @@ class StoreBase:
             return
         with self._lock:
             self._require_open()
+            self._generation += 1
             self._delete_ids(wanted)
 
     def set_fields(self, ids: Sequence[str], fields: dict[str, Any]) -> None:
@@ -224,6 +238,7 @@ class StoreBase:
             return
         with self._lock:
             self._require_open()
+            self._generation += 1
             self._set_payload(wanted, dict(fields))
 
     def scroll(self, flt: MemoryFilter | None = None) -> Iterator[Memory]:

@@ -85,6 +85,8 @@ class EdgeStore(StoreBase):
             metadata file is missing or unreadable while a shard exists.
     """
 
+    single_writer = True  # Qdrant Edge allows one process at a time
+
     backend = "edge"
 
     def __init__(

@@ -36,7 +36,8 @@ parent already has the block) and a directory with no known project.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -236,9 +237,40 @@ def project_keys(app: AppPort, store: MemoryStore, directory: str | None,
     return sorted(keys)
 
 
+class ScrollCache:
+    """The memories of a filter, read once and kept until the store is written.
+
+    Only for a store this process writes alone (``store.single_writer``: the embedded
+    store, owned by the daemon), whose ``generation`` counter changes with every write;
+    a shared server store is read every time. Thread-safe.
+    """
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+        self._lock = threading.Lock()
+        self._generation = -1
+        self._cached: dict[MemoryFilter, list[Memory]] = {}
+
+    def __call__(self, flt: MemoryFilter) -> list[Memory]:
+        """The active memories matching ``flt`` (``store.scroll`` order)."""
+        generation = int(getattr(self._store, "generation", -1))
+        with self._lock:
+            if generation != self._generation:
+                self._cached.clear()
+                self._generation = generation
+            hit = self._cached.get(flt)
+        if hit is None:
+            hit = list(self._store.scroll(flt))
+            with self._lock:
+                if self._generation == generation:  # no write began since: keep it
+                    self._cached[flt] = hit
+        return hit
+
+
 def build_context(app: AppPort, store: MemoryStore, *, directory: str | None = None,
                   project: str | None = None, session: str | None = None,
-                  query: str | None = None, user_filter: MemoryFilter | None = None
+                  query: str | None = None, user_filter: MemoryFilter | None = None,
+                  scroll: Callable[[MemoryFilter], Sequence[Memory]] | None = None
                   ) -> ContextBlock:
     """The context block of a session.
 
@@ -251,6 +283,8 @@ def build_context(app: AppPort, store: MemoryStore, *, directory: str | None = N
             every process that asks for the session's block (``opencode run --session``
             starts a new one, whose plugin first sees a later message) gets the same bytes.
         user_filter: the user-scope memories to include (default: this user's).
+        scroll: reads a filter's memories (default ``store.scroll``; the daemon passes a
+            :class:`ScrollCache`).
 
     Returns:
         The block (``text`` ``""`` with a ``reason`` when there is nothing to give).
@@ -264,8 +298,9 @@ def build_context(app: AppPort, store: MemoryStore, *, directory: str | None = N
     user_flt = user_filter or MemoryFilter(scope="user", user_id=app.user_id)
     flts = [MemoryFilter(project_id=k, include_user_scope=False) for k in keys] + [user_flt]
     candidates: dict[str, Memory] = {}
+    read = scroll or store.scroll
     for flt in flts:
-        for m in store.scroll(flt):
+        for m in read(flt):
             candidates.setdefault(m.id, m)
     if not candidates:
         return ContextBlock("", {}, keys, "no memories for this project or user")

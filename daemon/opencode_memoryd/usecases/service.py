@@ -38,7 +38,7 @@ from opencode_memoryd.usecases import (
     section_migration,
     status,
 )
-from opencode_memoryd.usecases.context import build_context
+from opencode_memoryd.usecases.context import ScrollCache, build_context
 from opencode_memoryd.usecases.maintain import LockFor, Progress, capture_now, maintain, no_lock
 from opencode_memoryd.usecases.ports import AppPort
 from opencode_memoryd.usecases.projects import resolve_dir
@@ -88,6 +88,10 @@ class Service:
         self.daemon_status = daemon_status
         self._extractor = extractor
         self._summarizer = summarizer
+        # the embedded store has one writer (this process): its memories per filter can be
+        # kept between context requests until the next write
+        self._scroll_cache = (ScrollCache(store) if getattr(store, "single_writer", False)
+                              else None)
         self._dreamer: Dreamer | None = None
         self.migrate_user_scope()
         self.migrate_sections()
@@ -204,7 +208,8 @@ class Service:
         """
         del worktree
         return build_context(self.app, self.store, directory=directory, project=project,
-                             session=session, query=query).to_dict()
+                             session=session, query=query,
+                             scroll=self._scroll_cache).to_dict()
 
     def capture_now(self, *, directory: str) -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.maintain.capture_now`."""
