@@ -199,7 +199,7 @@ class SessionProcessor:
             self._process_new(session, report)
             self.notes.after_session(session, report, now=self.clock())
         except UpstreamError as exc:
-            report.error = redact(f"{exc.kind}: {exc}").text
+            report.error = scrub(f"{exc.kind}: {exc}").text
             report.error_kind = exc.kind
             report.retry_after_seconds = exc.retry_after_seconds
             if exc.kind in ("auth", "not_found") and self.raise_fatal:
@@ -207,7 +207,7 @@ class SessionProcessor:
         except (ExtractionError, SourceError, DiskFullError) as exc:
             kind = ("bad_reply" if isinstance(exc, ExtractionError) else
                     "disk_full" if isinstance(exc, DiskFullError) else "source")
-            report.error, report.error_kind = redact(f"{kind}: {exc}").text, kind
+            report.error, report.error_kind = scrub(f"{kind}: {exc}").text, kind
             if kind == "disk_full" and self.raise_fatal:
                 raise
         finally:
