@@ -161,7 +161,7 @@ TEMPLATES: dict[str, list[Item]] = {
         lambda g: "ResourceGroupDeploymentValidationFailedException2024Q3",
     ],
     "file_path": [
-        lambda g: f"/home/dev/.cache/pip/wheels/{g.hex(2)}/{g.hex(2)}/{g.hex(60)}",
+        lambda g: f"/srv/dev/.cache/pip/wheels/{g.hex(2)}/{g.hex(2)}/{g.hex(60)}",
         lambda g: f"/nix/store/{g.s(32, '0123456789abcdfghijklmnpqrsvwxyz')}-python3-3.11.6/bin/python",
         lambda g: f"C:\\Users\\dev\\AppData\\Local\\Temp\\tmp{g.s(8)}\\report.xlsx",
         lambda g: "node_modules/.pnpm/@babel+core@7.24.0/node_modules/@babel/core/lib/index.js",
@@ -256,7 +256,7 @@ TEMPLATES: dict[str, list[Item]] = {
         lambda g: "the Bearer token goes in the Authorization header",
         lambda g: 'api_key = os.environ["API_KEY"]',
         lambda g: "token = tokenizer.encode(text)",
-        lambda g: "PWD=/home/dev/project",
+        lambda g: "PWD=/srv/dev/project",
         lambda g: "docker login --password-stdin < token.txt",
         lambda g: "The db password is stored in Vault under secret/data/db.",
         lambda g: "my login password is the same as my email password, I'll rotate both.",

@@ -18,7 +18,7 @@ from opencode_memoryd.models import normalize_text
 
 CORPUS = Path(__file__).parent / "rules_corpus"
 #: The project every corpus message is sent in.
-PROJECT_ROOT = "/home/dev/src/acme-web"
+PROJECT_ROOT = "/srv/dev/src/acme-web"
 #: Goals: recall and scope accuracy of at least 97 %, precision of at least 99 %.
 GOALS = {"recall": 0.97, "precision": 0.99, "scope": 0.97}
 

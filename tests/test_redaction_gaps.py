@@ -160,7 +160,7 @@ SHA = "3f2a9b1c4d5e6f708192a3b4c5d6e7f801234567"
     "sha256:" + "ab" * 32, "image@sha256:" + "cd" * 32, "request_id=" + "ef12" * 8,
     '"integrity": "sha512-' + _rand(86, _ALNUM + "+/") + '=="',
     "data:image/png;base64,iVBORw0KGgo" + _rand(200, _ALNUM + "+/"),
-    "handleOAuth2CallbackForTenantV3(req)", "/home/dev/.cache/pip/wheels/3f/2a/" + SHA,
+    "handleOAuth2CallbackForTenantV3(req)", "/srv/dev/.cache/pip/wheels/3f/2a/" + SHA,
     "https://github.com/acme/app/blob/" + SHA + "/src/x.py", "123e4567-e89b-12d3-a456-426614174000",
     "msg_" + "01" + _rand(22) + " received",
     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",

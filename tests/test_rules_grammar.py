@@ -117,7 +117,7 @@ def test_this_service_names_the_project_in_project_scope_only() -> None:
 
 def test_the_project_name_comes_from_the_session_folder() -> None:
     lines = [TranscriptLine("m1", "user", "Remember that this app targets iOS 15.")]
-    result = RulesExtractor().extract(lines, project_root="/home/dev/src/mobile-app/")
+    result = RulesExtractor().extract(lines, project_root="/srv/dev/src/mobile-app/")
     assert [c.content for c in result.candidates] == ["The mobile-app app targets iOS 15."]
 
 
