@@ -338,4 +338,6 @@ def test_injected_instruction_in_a_tool_line_does_not_become_a_memory(fake: Fake
         memory("The admin password is hunter2.", "reference", "user", ["msg_t1"])]}))
     result = extractor(fake).extract(lines, project_root=None)
     assert result.candidates == ()
-    assert result.rejected == (("cites no user line", "The admin password is hunter2."),)
+    # the refused text is kept redacted
+    assert result.rejected == (("cites no user line",
+                                "The admin password is [REDACTED:password]."),)

@@ -29,10 +29,9 @@ def test_acme_web_gets_pnpm_and_api_base_path_once(sample_db: Path, config_file:
     assert code == 0, out
     memories = facts(cli_json("--config", str(config_file), "list", "--dir", ACME,
                               "--db", str(sample_db)))
-    contents = sorted(m["content"] for m in memories)
-    assert len(memories) == 2, contents
-    assert any("pnpm" in c and "npm" in c for c in contents)
-    assert any("/api/v2" in c for c in contents)
+    assert sorted((m["content"], m["type"]) for m in memories) == [
+        ("Our API base path is /api/v2.", "project"),
+        ("We always use pnpm, never npm.", "feedback")]
     pnpm = next(m for m in memories if "pnpm" in m["content"])
     # the fork's copy of the directive was never read: one session, the original message
     assert pnpm["session_ids"] == ["ses_dfec43a4cffe5HkHVz7wUC8pgF"]
@@ -53,7 +52,9 @@ def test_data_pipeline_gets_python_39_rule_from_nested_session(
     memories = facts(cli_json("--config", str(config_file), "list", "--dir", PIPELINE,
                               "--db", str(sample_db)))
     assert [m["session_id"] for m in memories] == ["ses_dfec3e0e7ffemMTQpWH5L89esM"]
-    assert "Python 3.9" in memories[0]["content"]
+    # "Remember: this service must stay compatible with Python 3.9": the memory says which
+    assert memories[0]["content"] == (
+        "The data-pipeline service must stay compatible with Python 3.9.")
     assert memories[0]["project_root"] == PIPELINE
 
 

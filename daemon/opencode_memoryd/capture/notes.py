@@ -40,7 +40,7 @@ from opencode_memoryd.models import (
     note_id,
     utc_from_ms,
 )
-from opencode_memoryd.redaction.engine import redact
+from opencode_memoryd.redaction.engine import scrub
 from opencode_memoryd.source.activity import (
     compaction_summaries,
     render_state,
@@ -127,7 +127,7 @@ class SessionNotes:
             pid = note_id(session.project_key, "session-summary", f"compaction:{m.id}")
             if self.store.get([pid]):
                 continue  # stored before (a re-read), or forgotten by the user: keep it so
-            content = condense_summary(redact(text).text,
+            content = condense_summary(scrub(text).text,
                                        max_chars=self.settings.summary_max_chars)
             if not content:
                 continue
@@ -199,18 +199,18 @@ class SessionNotes:
         if now_ms < due:
             report.summary_due_ms = due
             return
-        state = redact(render_state(act, title=session.title, root=session.project_root,
+        state = scrub(render_state(act, title=session.title, root=session.project_root,
                                     max_chars=self.settings.summary_max_chars)).text
         lines: list[TranscriptLine] = []
         if self.summarizer.name != "rules":
             raw = transcript_lines(group_turns(messages),
                                    tool_output_chars=self.tool_output_chars)
-            lines = _tail([TranscriptLine(x.message_id, x.role, redact(x.text).text)
+            lines = _tail([TranscriptLine(x.message_id, x.role, scrub(x.text).text)
                            for x in raw], self.settings.transcript_tokens)
         s = self.summarizer.session_summary(lines, state,
                                             max_chars=self.settings.summary_max_chars)
         self._count(report, s)
-        content = cap(redact(s.text).text, self.settings.summary_max_chars)
+        content = cap(scrub(s.text).text, self.settings.summary_max_chars)
         if not content:
             return
         self.store.upsert([self._memory(pid, session, content, [act.last_message_id],
@@ -242,12 +242,12 @@ class SessionNotes:
             return 0
         manifests: dict[str, str] = {}
         if self.summarizer.name != "rules":
-            manifests = {f.name: redact(f.text).text
+            manifests = {f.name: scrub(f.text).text
                          for f in read_manifests(session.project_root)}
-        s = self.summarizer.project_brief(redact(readme.text).text, manifests,
+        s = self.summarizer.project_brief(scrub(readme.text).text, manifests,
                                           max_chars=self.settings.brief_max_chars)
         self._count(report, s)
-        content = cap(redact(s.text).text, self.settings.brief_max_chars)
+        content = cap(scrub(s.text).text, self.settings.brief_max_chars)
         if not content:
             return 0
         created = existing[0].created_at if existing else now

@@ -25,7 +25,7 @@ from opencode_memoryd.models import (
     point_id,
     utc_from_ms,
 )
-from opencode_memoryd.redaction.engine import redact
+from opencode_memoryd.redaction.engine import scrub
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 
 #: Most ``superseded_by`` links :func:`write_memories` follows from a tombstone.
@@ -116,7 +116,7 @@ def write_memory(
         StoreError, UpstreamError: from the store (nothing is half-written: each change is
             one upsert).
     """
-    content = redact(str(candidate["content"])).text
+    content = scrub(str(candidate["content"])).text
     scope = candidate["scope"]
     type_ = candidate["type"]
     pkey = None if scope == "user" else project_key

@@ -25,6 +25,7 @@ from opencode_memoryd.extract.facts import restates
 from opencode_memoryd.extract.llm_extractor import ChatReplyLike
 from opencode_memoryd.extract.reply import load_json_list
 from opencode_memoryd.models import Memory, iso_utc
+from opencode_memoryd.redaction.engine import scrub
 
 log = structlog.get_logger(__name__)
 
@@ -106,12 +107,14 @@ def _prompt_file(name: str) -> str:
 def render_memories(memories: Sequence[Memory]) -> str:
     """The memory block of the prompt: ``[id] (type, created_at) content`` per line.
 
-    Line breaks inside a text are folded to spaces and ``<memories>`` tags are escaped
+    Each text is scrubbed (:func:`~opencode_memoryd.redaction.engine.scrub`: invisible
+    Unicode stripped, secrets redacted, for memories stored before either rule existed),
+    line breaks are folded to spaces and ``<memories>`` tags are escaped
     (``&lt;memories>``), so a text can neither pose as another memory nor close the block.
     """
     out = []
     for m in memories:
-        text = _DELIMITER.sub(r"&lt;\1", " ".join(m.content.split()))
+        text = _DELIMITER.sub(r"&lt;\1", " ".join(scrub(m.content).text.split()))
         out.append(f"[{m.id}] ({m.type}, {iso_utc(m.created_at)}) {text}")
     return "\n".join(out)
 
@@ -166,7 +169,7 @@ def parse_plan(content: str) -> list[Operation]:
         ops.append(Operation(op=op, memory_ids=ids,
                              new_content=new if new and new.strip() else None,
                              superseded_ids=sup,
-                             reason=" ".join(str(reason).split())[:_REASON_CHARS]))
+                             reason=" ".join(scrub(str(reason)).text.split())[:_REASON_CHARS]))
     return ops
 
 

@@ -4,7 +4,7 @@ Some work asks the model and acts on the answer later, or may ask the same thing
 a dream asks for one plan per group and applies them all at the end (a dream killed while
 planning used to lose the plans it had, and the next dream asked again); a session's
 summary or a project's brief whose answer could not be used is asked for again on the next
-pass. :class:`RecordedChat` records each answer, usable or not, in the state file
+pass. :class:`RecordedChat` records each answer, usable or not and redacted, in the state file
 (:class:`~opencode_memoryd.state.replies.ReplyTable`, through the :class:`ReplyMemory`
 protocol) as it arrives, under a hash of the exact request (model, prompts, schema, token
 cap); the same request gets the recorded answer without a call, with zero tokens (they
@@ -26,6 +26,7 @@ import structlog
 from opencode_memoryd.errors import MemorydError
 from opencode_memoryd.extract.llm_extractor import ChatModel, ChatReplyLike
 from opencode_memoryd.models import iso_utc
+from opencode_memoryd.redaction.engine import redact
 
 log = structlog.get_logger(__name__)
 
@@ -123,7 +124,8 @@ class RecordedChat:
         reply = self.chat.complete_json(system=system, user=user, schema=schema,
                                         schema_name=schema_name, max_tokens=max_tokens)
         now = self.clock()
-        record = {"content": reply.content, "model": reply.model,
+        # redacted like everything the state file holds: a model may name a secret
+        record = {"content": redact(reply.content).text, "model": reply.model,
                   "finish_reason": reply.finish_reason}
         self._safely(lambda: self.memory.record_reply(key, record, iso_utc(now)))
         self._safely(lambda: self.memory.forget_replies(

@@ -34,6 +34,7 @@ from opencode_memoryd.models import (
     TranscriptLine,
     normalize_text,
 )
+from opencode_memoryd.redaction.engine import redact
 
 #: The schema name sent with ``json_schema`` mode.
 SCHEMA_NAME = "memories"
@@ -172,12 +173,16 @@ def _check_item(
 ) -> tuple[MemoryCandidate | None, str, str]:
     """Validate one proposed memory: ``(candidate or None, reject reason, short text)``.
 
-    ``roles`` maps a message id to its role, ``said`` a message id to its user text."""
+    ``roles`` maps a message id to its role, ``said`` a message id to its (redacted) user
+    text. The short text is cut from the redacted content, so no cut can hide a secret
+    from the redaction; grounding compares the redacted content too, as the model saw
+    the transcript redacted."""
     if not isinstance(item, dict):
-        return None, "not an object", str(item)[:_SHORT]
+        return None, "not an object", redact(str(item)).text[:_SHORT]
     raw = item.get("content")
     content = " ".join(raw.split()) if isinstance(raw, str) else ""
-    short = content[:_SHORT]
+    shown = redact(content).text
+    short = shown[:_SHORT]
     type_ = str(item.get("type") or "").strip().lower()
     scope = str(item.get("scope") or "").strip().lower()
     ids_raw = item.get("message_ids")
@@ -200,7 +205,7 @@ def _check_item(
     if reason:
         return None, f"junk: {reason}", short
     cited = "\n".join(said[i] for i in ids if i in said)
-    gap = unsupported(content, cited, min_share=GROUNDING_MIN_SHARE)
+    gap = unsupported(shown, cited, min_share=GROUNDING_MIN_SHARE)
     if gap:
         return None, f"ungrounded: {gap}", short
     # a missing or unknown section is not a reason to lose the fact: the rules choose one
