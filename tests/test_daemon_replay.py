@@ -69,6 +69,10 @@ settle_seconds = 0.2
 abandoned_turn_seconds = 100000000
 [extraction]
 mode = "llm"
+# extraction alone: the summaries' own model calls are tested in test_summaries.py
+[summaries]
+session_summaries = false
+project_brief = false
 [llm]
 base_url = "{fake.base_url}"
 model = "m"

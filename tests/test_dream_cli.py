@@ -28,6 +28,7 @@ from opencode_memoryd.compose import DAEMON_INFO_FILE, JOURNAL_FILE_NAME, App
 from opencode_memoryd.config.loader import load_config
 from opencode_memoryd.config.paths import state_dir, store_dir
 from opencode_memoryd.dream.journal import DreamJournal
+from opencode_memoryd.extract.sections import section_for
 from opencode_memoryd.logs import LOG_FILE_NAME
 from opencode_memoryd.models import Memory, content_hash, iso_utc, point_id
 from opencode_memoryd.store.api import MemoryFilter
@@ -200,12 +201,14 @@ def _paths(cfg_path: Path, env: dict[str, str]) -> tuple[Path, Path]:
 
 def seed(cfg_path: Path, env: dict[str, str], base: datetime = T0) -> dict[str, Memory]:
     """Write the seed into the store the CLI will open (no daemon may be running); its
-    user-scope memories carry the identity the CLI computes (so nothing is migrated)."""
+    user-scope memories carry the identity the CLI computes and every memory a section (so
+    nothing is migrated)."""
     memories = seed_memories(base)
     me = App(config=load_config(cfg_path, env), env=env).user_id
     for m in memories.values():
         if m.scope == "user":
             m.user_id = me
+        m.section = section_for(m.type, m.scope, m.content)  # as written today: no migration
     store = EdgeStore(_paths(cfg_path, env)[0])
     try:
         store.upsert(list(memories.values()))

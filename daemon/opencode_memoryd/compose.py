@@ -22,9 +22,10 @@ from opencode_memoryd.errors import SourceError
 # Adapters are imported where they are built: a command pays only for what it uses (the
 # MCP server and a command the daemon serves open no store, database or LLM client).
 if TYPE_CHECKING:
+    from opencode_memoryd.capture.notes import Summarizer
     from opencode_memoryd.capture.processor import Extractor, Limits
     from opencode_memoryd.config.schema import Config
-    from opencode_memoryd.extract.chat import ChatClient
+    from opencode_memoryd.extract.chat import ChatClient, ModeMemory
     from opencode_memoryd.source.reader import OpenCodeDB
     from opencode_memoryd.state.db import StateDB
     from opencode_memoryd.store.api import Embedder, MemoryStore
@@ -147,8 +148,9 @@ class App:
         """``llm`` or ``rules``: ``auto`` picks llm when an endpoint is configured."""
         return str(self.config.extraction_mode)
 
-    def build_extractor(self) -> Extractor:
-        """The extractor for :meth:`extraction_mode`."""
+    def build_extractor(self, modes: ModeMemory | None = None) -> Extractor:
+        """The extractor for :meth:`extraction_mode`; its chat client remembers the
+        structured-output mode it negotiates in ``modes`` (the state file)."""
         from opencode_memoryd.extract.rules import RulesExtractor
 
         x = self.config.extraction
@@ -156,32 +158,53 @@ class App:
             return RulesExtractor(max_chars=x.max_memory_chars)
         from opencode_memoryd.extract.llm_extractor import LlmExtractor
 
-        return LlmExtractor(self.build_chat_client(), max_memories=x.max_memories_per_chunk,
-                            max_chars=x.max_memory_chars)
+        return LlmExtractor(self.build_chat_client(modes=modes),
+                            max_memories=x.max_memories_per_chunk,
+                            max_chars=x.max_memory_chars,
+                            max_output_tokens=self.config.llm.max_output_tokens)
+
+    def build_summarizer(self, modes: ModeMemory | None = None) -> Summarizer:
+        """The writer of session summaries and project briefs for
+        :meth:`extraction_mode` (a chat client of its own in llm mode, remembering its
+        negotiated structured-output mode in ``modes``)."""
+        from opencode_memoryd.extract.summarize import LlmSummarizer, RulesSummarizer
+
+        if self.extraction_mode() == "rules":
+            return RulesSummarizer()
+        return LlmSummarizer(self.build_chat_client(modes=modes))
 
     def limits(self) -> Limits:
-        """Reader and chunking limits from the config."""
-        from opencode_memoryd.capture.processor import Limits
+        """Reader, chunking and summary limits from the config."""
+        from opencode_memoryd.capture.report import Limits, NoteSettings
 
-        o, x = self.config.opencode, self.config.extraction
+        o, x, s = self.config.opencode, self.config.extraction, self.config.summaries
         return Limits(
             abandoned_ms=int(o.abandoned_turn_seconds * 1000),
             settle_ms=int(o.settle_seconds * 1000),
             max_chunk_tokens=x.max_chunk_tokens,
             tool_output_chars=x.tool_output_chars,
             near_duplicate_similarity=self.config.dedup.near_duplicate_similarity,
+            max_memory_chars=x.max_memory_chars,
+            max_identical_failures=x.max_identical_failures,
+            notes=NoteSettings(
+                session_summaries=s.session_summaries, project_briefs=s.project_brief,
+                idle_ms=int(s.idle_seconds * 1000), summary_max_chars=s.max_chars,
+                brief_max_chars=s.brief_max_chars, transcript_tokens=x.max_chunk_tokens),
         )
 
-    def build_planner(self) -> ChatClient | None:
-        """The dream planner: a chat client in llm mode, ``None`` in rules mode."""
+    def build_planner(self, modes: ModeMemory | None = None) -> ChatClient | None:
+        """The dream planner: a chat client in llm mode (remembering its negotiated mode
+        in ``modes``), ``None`` in rules mode."""
         if self.extraction_mode() != "llm":
             return None
-        return self.build_chat_client()
+        return self.build_chat_client(modes=modes)
 
     def build_chat_client(self, *, timeout_seconds: float | None = None,
-                          max_retries: int | None = None) -> ChatClient:
+                          max_retries: int | None = None,
+                          modes: ModeMemory | None = None) -> ChatClient:
         """The chat client of ``[llm]``; ``timeout_seconds`` and ``max_retries`` replace
-        the configured ones when given (``doctor`` sends one short request)."""
+        the configured ones when given (``doctor`` sends one short request); ``modes``
+        is where the structured-output mode it negotiates is remembered."""
         from opencode_memoryd.extract.chat import ChatClient
 
         llm = self.config.llm
@@ -189,7 +212,8 @@ class App:
             base_url=llm.base_url, api_key=self._secret(llm.api_key_env), model=llm.model,
             timeout_seconds=llm.timeout_seconds if timeout_seconds is None else timeout_seconds,
             max_retries=llm.max_retries if max_retries is None else max_retries,
-            temperature=llm.temperature, json_mode=llm.json_mode)
+            temperature=llm.temperature, json_mode=llm.json_mode, modes=modes,
+            clock=self.clock)
 
     def daemon_socket(self) -> Path | None:
         """The control socket of a running daemon, from ``daemon.json``, or ``None``."""

@@ -11,6 +11,7 @@
     │   └── EmbedderMismatchError  the store was built with another embedder
     ├── UpstreamError          the LLM or embedding endpoint failed (``retryable`` flag)
     ├── ExtractionError        the LLM answered something we cannot accept
+    │   └── ReplyCutOff        the answer was cut off at the token cap (``finish_reason=length``)
     ├── DreamError             a dream operation was refused (undo of a run not applied)
     ├── AlreadyRunning         another daemon holds the single-instance lock
     ├── ControlError           the control socket cannot be served or reached
@@ -77,6 +78,9 @@ class UpstreamError(MemorydError):
         retryable: whether the same call may succeed later.
         status: the HTTP status code, when there was one.
         retry_after_seconds: the server's ``Retry-After``, when it sent one.
+        tokens_in: prompt tokens the server reported for the failed call (``usage`` in
+            the error body), else 0.
+        tokens_out: completion tokens it reported, else 0.
     """
 
     def __init__(
@@ -87,16 +91,40 @@ class UpstreamError(MemorydError):
         retryable: bool,
         status: int | None = None,
         retry_after_seconds: float | None = None,
+        tokens_in: int = 0,
+        tokens_out: int = 0,
     ) -> None:
         super().__init__(message)
         self.kind = kind
         self.retryable = retryable
         self.status = status
         self.retry_after_seconds = retry_after_seconds
+        self.tokens_in = tokens_in
+        self.tokens_out = tokens_out
 
 
 class ExtractionError(MemorydError):
-    """The LLM's answer was not valid JSON or did not match the memory schema."""
+    """The LLM's answer was not valid JSON or did not match the memory schema.
+
+    Attributes:
+        tokens_in: prompt tokens the refused answer cost (0 when unknown).
+        tokens_out: completion tokens the refused answer cost (0 when unknown).
+        reply_digest: SHA-256 (hex) of the refused answer's text, when there was one: two
+            failures with the same digest got the same answer byte for byte.
+    """
+
+    def __init__(self, message: str, *, tokens_in: int = 0, tokens_out: int = 0,
+                 reply_digest: str | None = None) -> None:
+        super().__init__(message)
+        self.tokens_in = tokens_in
+        self.tokens_out = tokens_out
+        self.reply_digest = reply_digest
+
+
+class ReplyCutOff(ExtractionError):
+    """The answer stopped at the output token cap (``finish_reason=length``) before it was
+    complete: the same request would be cut off again, so the caller asks for less (a
+    smaller chunk, a smaller group) or allows more."""
 
 
 class AlreadyRunning(MemorydError):

@@ -10,16 +10,31 @@ and idempotent):
    whose row vanished from ``session_message`` (an OpenCode migration wiped the table)
    means re-reading the session from its start, which stores nothing twice: an item
    already recorded for the same turns is reused, and the store merges a fact it holds);
-2. build the transcript, redact it, and ask the extractor (LLM or rules);
+2. build the transcript, strip invisible Unicode and redact it
+   (:func:`~opencode_memoryd.redaction.engine.scrub`), and ask the extractor (LLM or rules);
 3. **record** the result in the state file (status ``extracted``) before touching the store;
 4. write the memories to the store with deterministic point ids and write-time dedup;
 5. mark the item ``stored`` and advance the mark, in one state transaction.
+
+Compaction summaries are stored as the turns holding them are read, and once the session
+is read to its end, its project brief and its own summary are looked at
+(:mod:`opencode_memoryd.capture.notes`).
 
 A crash after 3 replays the recorded result at the next run (no second LLM call); a crash
 after 4 rewrites the same points (no duplicate). An extractor error leaves the mark where
 it was. Memories are written with :func:`~opencode_memoryd.capture.writer.write_memories`,
 which merges provenance into an existing point instead of adding a second one for the same
 (or a near-identical) fact.
+
+A chunk is extracted by :class:`~opencode_memoryd.capture.chunks.ChunkExtractor`, which
+splits it on turn boundaries whenever an answer hits a cap, so no fact is dropped for want
+of room. A chunk whose extraction fails the same way ``max_identical_failures`` times in a
+row (the same refused answer, or the same refused request; never a failure of the endpoint
+itself, such as a timeout or a 5xx) is **given up**: its explicit directives are captured by
+the rules extractor, the failure is recorded (``chunk_failures``, status ``given_up``) and
+the mark moves on, so the session's later turns are not blocked;
+:func:`~opencode_memoryd.capture.retry.retry_given_up` extracts it again on demand. The
+tokens of failed calls are recorded too (``failed_calls``), for the daily token budget.
 """
 
 from __future__ import annotations
@@ -28,29 +43,37 @@ import hashlib
 import os
 import signal
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
+from opencode_memoryd.capture.chunks import ChunkExtractor, Extractor, Spent
+from opencode_memoryd.capture.failures import failure_fingerprint, failure_kind, failure_reason
+from opencode_memoryd.capture.notes import SessionNotes, Summarizer
+from opencode_memoryd.capture.report import Limits, SessionReport
 from opencode_memoryd.capture.writer import write_memories
 from opencode_memoryd.errors import ExtractionError, UpstreamError
+from opencode_memoryd.extract.rules import RulesExtractor
+from opencode_memoryd.extract.sections import section_for, valid_section
+from opencode_memoryd.extract.summarize import RulesSummarizer
 from opencode_memoryd.models import (
     STORAGE_MESSAGE,
     ExtractionResult,
     Mark,
+    MemoryCandidate,
     TranscriptLine,
     iso_utc,
 )
-from opencode_memoryd.redaction.engine import redact
+from opencode_memoryd.redaction.engine import scrub
 from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB
 from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.source.transcript import Chunk, chunk_turns
 from opencode_memoryd.source.turns import Idle, drop_fork_copies, finished_prefix, group_turns
 from opencode_memoryd.state.db import StateDB
+from opencode_memoryd.state.failures import ChunkFailure, failure_id
 from opencode_memoryd.state.items import Item
 from opencode_memoryd.store.api import MemoryStore
 
@@ -59,79 +82,7 @@ log = structlog.get_logger(__name__)
 #: Bumped when the transcript or prompt format changes, so old cached items are not reused.
 ITEM_FORMAT = "1"
 
-
-class Extractor(Protocol):
-    """Anything that turns transcript lines into memory candidates."""
-
-    name: str
-
-    def extract(
-        self, lines: Sequence[TranscriptLine], *, project_root: str | None = None
-    ) -> ExtractionResult:
-        """Return the accepted candidates; raise UpstreamError or ExtractionError."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """Reader and chunking settings, from ``[opencode]`` and ``[extraction]``."""
-
-    abandoned_ms: int = 1_800_000
-    settle_ms: int = 2_000
-    max_chunk_tokens: int = 6000
-    tool_output_chars: int = 160
-    near_duplicate_similarity: float = 0.85
-
-
-@dataclass(slots=True)
-class SessionReport:
-    """What processing one session did (counts only: never transcript text)."""
-
-    session_id: str
-    project_key: str
-    project_root: str
-    title_chars: int = 0
-    turns_read: int = 0
-    chunks: int = 0
-    llm_calls: int = 0
-    added: int = 0
-    skipped: Counter[str] = field(default_factory=Counter)
-    rejected: Counter[str] = field(default_factory=Counter)
-    redactions: Counter[str] = field(default_factory=Counter)
-    tokens_in: int = 0
-    tokens_out: int = 0
-    replayed_items: int = 0
-    error: str | None = None
-    error_kind: str | None = None
-    retry_after_seconds: float | None = None
-    duration_ms: float = 0.0
-    #: the table the session's turns were read from
-    storage: str = STORAGE_MESSAGE
-    #: a turn after the mark is not finished yet (the daemon looks again for v2 sessions,
-    #: whose last writes are in-place updates it may not see)
-    waiting: bool = False
-
-    def as_dict(self) -> dict[str, Any]:
-        """A JSON-safe dict (the log event and ``maintain --json`` row)."""
-        return {
-            "session_id": self.session_id,
-            "project": self.project_key,
-            "project_root": self.project_root,
-            "turns_read": self.turns_read,
-            "chunks": self.chunks,
-            "llm_calls": self.llm_calls,
-            "added": self.added,
-            "skipped": dict(self.skipped),
-            "rejected": dict(self.rejected),
-            "redactions": dict(self.redactions),
-            "tokens_in": self.tokens_in,
-            "tokens_out": self.tokens_out,
-            "replayed_items": self.replayed_items,
-            "error": self.error,
-            "storage": self.storage,
-            "duration_ms": round(self.duration_ms, 1),
-        }
-
+__all__ = ["Extractor", "Limits", "SessionProcessor", "SessionReport"]
 
 def _now_iso(now: datetime) -> str:
     return iso_utc(now)
@@ -161,6 +112,8 @@ class SessionProcessor:
         raise_fatal: re-raise ``auth``/``not_found`` upstream errors (every other session
             would fail the same way); the daemon sets it to ``False`` and pauses instead.
         user_id: the identity user-scope memories are written for (``Memory.user_id``).
+        summarizer: writes session notes and project briefs
+            (:mod:`opencode_memoryd.capture.notes`); rules when ``None``.
     """
 
     def __init__(
@@ -174,6 +127,7 @@ class SessionProcessor:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         raise_fatal: bool = True,
         user_id: str | None = None,
+        summarizer: Summarizer | None = None,
     ) -> None:
         self.raise_fatal = raise_fatal
         self.user_id = user_id
@@ -183,6 +137,15 @@ class SessionProcessor:
         self.extractor = extractor
         self.limits = limits
         self.clock = clock
+        self.rules = RulesExtractor(max_chars=limits.max_memory_chars)
+        self.chunks = ChunkExtractor(extractor, floor=self.rules)
+        self.notes = SessionNotes(source, state, store, summarizer or RulesSummarizer(),
+                                  limits.notes, tool_output_chars=limits.tool_output_chars)
+
+    def apply_item(self, item: Item, report: SessionReport) -> None:
+        """Write a recorded item's memories to the store, then mark it stored and move the
+        session's mark past it (one state transaction)."""
+        self._apply(item, report)
 
     def _apply(self, item: Item, report: SessionReport) -> None:
         now = self.clock()
@@ -218,6 +181,7 @@ class SessionProcessor:
                 self._apply(item, report)
                 report.replayed_items += 1
             self._process_new(session, report)
+            self.notes.after_session(session, report, now=self.clock())
         except UpstreamError as exc:
             report.error = f"{exc.kind}: {exc}"
             report.error_kind = exc.kind
@@ -298,6 +262,8 @@ class SessionProcessor:
             if not done:
                 return  # wait for the turn in flight to finish
             report.turns_read += len(done)
+            report.summaries += self.notes.compactions(
+                session, [m for t in done for m in t.messages])
             times = {m.id: m.time_created for m in real}
             # Fork copies precede the session's own messages, so the first chunk's mark
             # moves past them too.
@@ -306,30 +272,6 @@ class SessionProcessor:
                 self._process_chunk(session, chunk, report, times, storage)
             if not more:
                 return
-
-    def _extract(self, lines: list[TranscriptLine], project_root: str | None,
-                 report: SessionReport) -> ExtractionResult:
-        """Call the extractor; on a context-length error, split the lines and retry.
-
-        A single line that is still too long is parked: it yields no memory, and the
-        reason is counted in the report (``rejected["context_length"]``), so one huge turn
-        never blocks the session's mark.
-        """
-        if self.extractor.name != "rules":
-            report.llm_calls += 1
-        try:
-            return self.extractor.extract(lines, project_root=project_root)
-        except UpstreamError as exc:
-            if exc.kind != "context_length":
-                raise
-            if len(lines) <= 1 or not any(x.role == "user" for x in lines):
-                log.warning("chunk_parked", reason="context_length", lines=len(lines))
-                return ExtractionResult(candidates=(), model="none",
-                                        rejected=(("context_length", ""),))
-            half = len(lines) // 2
-            log.info("chunk_split", reason="context_length", lines=len(lines))
-            return _merge(self._extract(lines[:half], project_root, report),
-                          self._extract(lines[half:], project_root, report))
 
     def _process_chunk(self, session: SessionRow, chunk: Chunk, report: SessionReport,
                        times: dict[str, int], storage: str) -> None:
@@ -346,42 +288,107 @@ class SessionProcessor:
             self._apply(replace(known, first=chunk.first, last=chunk.last, storage=storage),
                         report)
             return
-        lines: list[TranscriptLine] = []
-        for line in chunk.lines:
-            r = redact(line.text)
-            report.redactions.update(r.counts)
-            lines.append(TranscriptLine(line.message_id, line.role, r.text))
-        result = self._extract(lines, session.project_root, report)
-        report.tokens_in += result.tokens_in
-        report.tokens_out += result.tokens_out
+        lines = self.redacted(chunk.lines, report)
+        spent = Spent()
+        try:
+            result = self.chunks.extract(lines, session.project_root, spent)
+        except (ExtractionError, UpstreamError) as exc:
+            self.count_spent(spent, report, failed=exc)
+            if not self._give_up(session, chunk, storage, item_id, lines, exc, report, times):
+                raise
+            return
+        self.count_spent(spent, report)
         for reason, _text in result.rejected:
             report.rejected[reason] += 1
-        item = Item(
-            id=item_id, source_id=src, session_id=session.id, first=chunk.first,
-            last=chunk.last, project_key=session.project_key,
-            project_root=session.project_root, status="extracted",
-            extractor=self.extractor.name, model=result.model,
-            result={
-                "candidates": [
-                    {"content": redact(c.content).text, "type": c.type, "scope": c.scope,
-                     "message_ids": list(c.message_ids), "source": c.source}
-                    for c in result.candidates
-                ],
-                "message_times": {m: times[m] for c in result.candidates
-                                  for m in c.message_ids if m in times},
-            },
-            tokens_in=result.tokens_in, tokens_out=result.tokens_out, storage=storage,
-        )
+        item = self.item_of(item_id, session, chunk.first, chunk.last, storage, result, times,
+                            spent)
         self.state.record_item(item, _now_iso(self.clock()))
         _fault_point("after_record")
         self._apply(item, report)
 
+    def redacted(self, lines: Sequence[TranscriptLine],
+                 report: SessionReport) -> list[TranscriptLine]:
+        """``lines`` with every secret redacted; the redactions are counted in ``report``."""
+        out: list[TranscriptLine] = []
+        for line in lines:
+            r = scrub(line.text)
+            report.redactions.update(r.counts)
+            out.append(TranscriptLine(line.message_id, line.role, r.text))
+        return out
 
-def _merge(a: ExtractionResult, b: ExtractionResult) -> ExtractionResult:
-    return ExtractionResult(candidates=a.candidates + b.candidates,
-                            tokens_in=a.tokens_in + b.tokens_in,
-                            tokens_out=a.tokens_out + b.tokens_out,
-                            model=b.model or a.model, rejected=a.rejected + b.rejected)
+    def count_spent(self, spent: Spent, report: SessionReport, *,
+                    failed: BaseException | None = None) -> None:
+        """Add a chunk's calls and tokens to ``report``; when the chunk ``failed``, record
+        its tokens in the state file (``failed_calls``) for the daily token budget."""
+        report.llm_calls += spent.calls
+        report.tokens_in += spent.tokens_in
+        report.tokens_out += spent.tokens_out
+        if failed is not None:
+            self.state.record_failed_call(failure_kind(failed), spent.tokens_in,
+                                          spent.tokens_out, _now_iso(self.clock()))
+
+    def item_of(self, item_id: str, session: SessionRow, first: tuple[int, str],
+                last: tuple[int, str], storage: str, result: ExtractionResult,
+                times: dict[str, int], spent: Spent | None = None, *,
+                extractor: str | None = None) -> Item:
+        """The outbox item of an extraction ``result`` (memory texts redacted again)."""
+        return Item(
+            id=item_id, source_id=self.source.identity, session_id=session.id, first=first,
+            last=last, project_key=session.project_key,
+            project_root=session.project_root, status="extracted",
+            extractor=extractor or self.extractor.name, model=result.model,
+            result={
+                "candidates": [_candidate(c) for c in result.candidates],
+                "message_times": {m: times[m] for c in result.candidates
+                                  for m in c.message_ids if m in times},
+            },
+            tokens_in=spent.tokens_in if spent else 0,
+            tokens_out=spent.tokens_out if spent else 0, storage=storage,
+        )
+
+    def _give_up(self, session: SessionRow, chunk: Chunk, storage: str, item_id: str,
+                 lines: list[TranscriptLine], exc: Exception, report: SessionReport,
+                 times: dict[str, int]) -> bool:
+        """Count a failure of the chunk; after ``max_identical_failures`` identical ones,
+        give the chunk up (rules capture, record, store, move the mark) and return
+        ``True``. ``False``: the caller re-raises (the mark stays)."""
+        fingerprint = failure_fingerprint(exc)
+        threshold = self.limits.max_identical_failures
+        if fingerprint is None or threshold <= 0:
+            return False
+        src = self.source.identity
+        now = _now_iso(self.clock())
+        stored = self.state.get_mark(src, session.id)
+        failure = ChunkFailure(
+            id=failure_id(src, session.id, storage, chunk.first[1]), source_id=src,
+            session_id=session.id, storage=storage,
+            after=stored if stored is not None and stored.storage == storage else None,
+            first=chunk.first, last=chunk.last, project_key=session.project_key,
+            project_root=session.project_root, fingerprint=fingerprint,
+            reason=failure_reason(exc))
+        failures = self.state.chunk_failed(failure, now)
+        if failures < threshold:
+            return False
+        rules = self.rules.extract(lines, project_root=session.project_root)
+        item = self.item_of(item_id, session, chunk.first, chunk.last, storage, rules, times,
+                            extractor=self.rules.name)
+        self.state.give_up_chunk(failure.id, item, now)
+        log.warning("chunk_given_up", session_id=session.id, failures=failures,
+                    reason=failure.reason, directives=len(rules.candidates),
+                    detail="captured by the rules; `maintain --retry-failed` extracts it "
+                           "again")
+        report.given_up += 1
+        self._apply(item, report)
+        return True
+
+
+def _candidate(c: MemoryCandidate) -> dict[str, Any]:
+    """The recorded form of a candidate: redacted, with the extractor's section or the
+    rules' choice (so both extractors' memories get one)."""
+    content = scrub(c.content).text
+    return {"content": content, "type": c.type, "scope": c.scope,
+            "message_ids": list(c.message_ids), "source": c.source,
+            "section": valid_section(c.section) or section_for(c.type, c.scope, content)}
 
 
 def _fault_point(name: str) -> None:

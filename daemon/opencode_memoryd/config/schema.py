@@ -29,6 +29,7 @@ from opencode_memoryd.config.sections import (
     StateConfig,
     UserConfig,
 )
+from opencode_memoryd.config.summaries import SummariesConfig
 
 __all__ = ["Config"]
 
@@ -71,6 +72,10 @@ class Config(Section):
     dream: DreamConfig = Field(
         default_factory=DreamConfig,
         description="Dreaming: scheduled consolidation of the memory store.",
+    )
+    summaries: SummariesConfig = Field(
+        default_factory=SummariesConfig,
+        description="Session summaries and project briefs: memories about what sessions did.",
     )
     context: ContextConfig = Field(
         default_factory=ContextConfig,

@@ -111,6 +111,17 @@ class ExtractionConfig(Section):
             "extractor; 0 = leave them out. Must be >= 0."
         ),
     )
+    max_identical_failures: int = Field(
+        default=3,
+        ge=0,
+        le=1000,
+        description=(
+            "A chunk of turns whose extraction fails the same way this many times in a row "
+            "(the same refused answer or request; never a timeout or server error) is given "
+            "up: the rules capture its explicit directives, the session moves on, and "
+            "`maintain --retry-failed` extracts it again. 0 = never give up (0-1000)."
+        ),
+    )
 
 
 class LlmConfig(Section):
@@ -153,9 +164,21 @@ class LlmConfig(Section):
     json_mode: Literal["json_schema", "json_object", "none"] = Field(
         default="json_schema",
         description=(
-            'How structured output is requested: "json_schema" (a strict JSON schema), '
-            '"json_object" (any JSON object) or "none" (prompt only, for servers that '
-            "support neither)."
+            'Where structured-output negotiation starts: "json_schema" (a strict JSON '
+            'schema), "json_object" (any JSON object) or "none" (the schema in the prompt '
+            "only). A server that refuses a mode gets the next one; the mode that works is "
+            "remembered per endpoint and model (see `status`)."
+        ),
+    )
+    max_output_tokens: int = Field(
+        default=0,
+        ge=0,
+        le=1_000_000,
+        description=(
+            "Cap on the tokens of one answer (sent as max_tokens). 0 = sized to the "
+            "expected answer: 32 + max_memories_per_chunk x (max_memory_chars / 3 + 40) "
+            "for an extraction (2120 with the defaults), and the like for a dream plan. "
+            "Raise it for models that think aloud before they answer (0-1000000)."
         ),
     )
 

@@ -33,44 +33,24 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Sequence, Set
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 import structlog
 
 from opencode_memoryd.dream.apply import RunWriter, undo_operations, undoable_run, write_order
 from opencode_memoryd.dream.checks import GroupChange, PlanChecker, RetireCap
-from opencode_memoryd.dream.grouping import Grouping, candidate_groups, group_signature
+from opencode_memoryd.dream.grouping import Grouping, candidate_groups
 from opencode_memoryd.dream.model import TRIGGERS, DreamResult, DreamScope, DreamSettings
-from opencode_memoryd.dream.planning import Operation, Planner, plan_of, request_plan, rules_plan
+from opencode_memoryd.dream.planning import Operation, Planner
+from opencode_memoryd.dream.planrun import GroupLoop, Planned
 from opencode_memoryd.dream.terms import SalientTerms
-from opencode_memoryd.errors import DreamError, ExtractionError, MemorydError, UpstreamError
-from opencode_memoryd.models import Memory, iso_utc, scope_project
+from opencode_memoryd.errors import DreamError, MemorydError
+from opencode_memoryd.models import FACT_TYPES, Memory, iso_utc, scope_project
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.store.bm25 import Bm25Encoder
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass
-class _Planned:
-    """What planning a dream produced: the payloads of the memories it rewrites as they
-    are (by id), the memories to write (in
-    :func:`~opencode_memoryd.dream.apply.write_order`), and ``(status, reason)`` when the
-    dream ends before applying anything."""
-
-    before: dict[str, dict[str, Any]] = field(default_factory=dict)
-    writes: list[Memory] = field(default_factory=list)
-    end: tuple[str, str] | None = None
-
-
-def _tally(counts: dict[str, int], change: GroupChange) -> None:
-    counts["merged"] += change.merged
-    counts["superseded"] += change.superseded
-    counts["created"] += change.created
-    counts["updated"] += change.updated
 
 
 class Dreamer:
@@ -237,78 +217,36 @@ class Dreamer:
         return res
 
     def _plan_all(self, res: DreamResult, sc: DreamScope, now: datetime,
-                  project_root: str | None, settled: list[str]) -> _Planned:
+                  project_root: str | None, settled: list[str]) -> Planned:
         """Group, plan and check; fill ``res`` and ``settled`` (the signatures of the
         groups kept whole or rejected by a check)."""
-        active = list(self.store.scroll(sc.filter()))
+        # briefs and session summaries are rewritten from their source, never consolidated
+        active = [m for m in self.store.scroll(sc.filter()) if m.type in FACT_TYPES]
         n_before = len(active)
         res.counts = {"before": n_before, "after": n_before, "merged": 0, "superseded": 0,
                       "created": 0, "updated": 0, "kept": n_before, "rejected_plans": 0,
                       "groups": 0, "groups_deferred": 0, "groups_settled": 0}
         if n_before < 2:
-            return _Planned(end=("skipped", "fewer than two active memories"))
+            return Planned(end=("skipped", "fewer than two active memories"))
         grouping = self.groups(active, sc, self.state.dream_settled(sc.key))
         res.counts["groups"] = len(grouping.groups)
         res.counts["groups_deferred"] = grouping.deferred
         res.counts["groups_settled"] = grouping.settled
         if not grouping.groups:
-            return _Planned(end=("skipped", "no candidate groups"))
-        cap = RetireCap(n_before, self.settings.max_retire_share)
-        plan = _Planned()
-        after: dict[str, Memory] = {}
-        planner_errors: list[str] = []
-        replies = 0
-        stop: str | None = None
-        for group in grouping.groups:
-            ids = [m.id for m in group]
-            refused = stop or cap.used_up()
-            if refused:
-                res.rejected.append({"group": ids, "reason": refused})
-                continue
-            try:
-                if self.planner is None:
-                    ops = rules_plan(group)
-                else:
-                    reply = request_plan(self.planner, group, project_root=project_root,
-                                         max_chars=self.settings.max_chars)
-                    res.model = reply.model
-                    res.tokens_in += reply.tokens_in
-                    res.tokens_out += reply.tokens_out
-                    replies += 1
-                    ops = plan_of(reply)
-            except UpstreamError as exc:
-                planner_errors.append(f"{exc.kind}: {exc}")
-                res.rejected.append({"group": ids, "reason": f"planner failed: {exc.kind}"})
-                stop = f"not planned: the planner failed ({exc.kind})"
-                continue
-            except ExtractionError as exc:
-                res.rejected.append({"group": ids, "reason": f"bad plan: {exc}"})
-                settled.append(group_signature(group))
-                continue
-            change = self.check(group, ops, sc, res.run_id, now, set(after))
-            if isinstance(change, str):
-                res.rejected.append({"group": ids, "reason": change})
-                settled.append(group_signature(group))
-                continue
-            if not change.after:
-                settled.append(group_signature(group))  # kept whole: nothing to do
-            over = cap.admit(change)
-            if over:
-                res.rejected.append({"group": ids, "reason": over})
-                continue
-            plan.before.update(change.before)
-            after.update(change.after)
-            res.operations.extend(change.operations)
-            _tally(res.counts, change)
+            return Planned(end=("skipped", "no candidate groups"))
+        loop = GroupLoop(self.planner, self.check, self.settings, res, sc, now, project_root,
+                         RetireCap(n_before, self.settings.max_retire_share), settled)
+        loop.run(grouping.groups)
+        plan, planner_errors = loop.plan, loop.planner_errors
         c = res.counts
         c["rejected_plans"] = len(res.rejected)
         c["after"] = n_before - c["merged"] - c["superseded"] + c["created"]
         c["kept"] = n_before - c["merged"] - c["superseded"] - c["updated"]
         if planner_errors:
             res.reason = "stopped early: " + planner_errors[0]
-            if not res.operations and replies == 0:
-                return _Planned(end=("failed", "the planner failed: " + planner_errors[0]))
-        plan.writes = write_order(after.values())
+            if not res.operations and loop.replies == 0:
+                return Planned(end=("failed", "the planner failed: " + planner_errors[0]))
+        plan.writes = write_order(loop.after.values())
         return plan
 
     # -- recovery and undo ---------------------------------------------------------------

@@ -47,6 +47,9 @@ class DreamSettings:
         all_pairs_limit: types with at most this many memories are compared pairwise;
             larger ones take their candidate pairs from ``store.search``.
         search_limit: hits per ``store.search`` when looking for candidates.
+        max_output_tokens: cap on one plan's tokens (LLM mode); 0 = sized to the group
+            (:func:`~opencode_memoryd.dream.planning.plan_token_cap`). A plan cut off at
+            the cap is asked again with twice the cap, then planned as two smaller groups.
 
     Raises:
         ValueError: a value out of range.
@@ -62,6 +65,7 @@ class DreamSettings:
     supersede_overlap: float = 0.5
     all_pairs_limit: int = 200
     search_limit: int = 10
+    max_output_tokens: int = 0
 
     def __post_init__(self) -> None:
         if not 0 < self.max_retire_share <= 1:
@@ -77,6 +81,8 @@ class DreamSettings:
                 raise ValueError(f"{name} must be positive")
         if self.all_pairs_limit < 0:
             raise ValueError("all_pairs_limit must not be negative")
+        if self.max_output_tokens < 0:
+            raise ValueError("max_output_tokens must not be negative")
 
 
 @dataclass

@@ -94,7 +94,7 @@ def sd_notify(message: str) -> bool:
 class Daemon(SourceTracking, SessionJobs):
     """The long-running process behind ``opencode-memoryd run``.
 
-    ``state``, ``store``, ``extractor`` and ``service`` exist once :meth:`start` has
+    ``state``, ``store``, ``extractor``, ``summarizer`` and ``service`` exist once :meth:`start` has
     opened them.
 
     Args:
@@ -160,9 +160,11 @@ class Daemon(SourceTracking, SessionJobs):
         self.started_at = self.clock()
         self.state = self.app.open_state()
         self.store = self._open_store()
-        self.extractor = self.app.build_extractor()
+        self.extractor = self.app.build_extractor(modes=self.state)
+        self.summarizer = self.app.build_summarizer(modes=self.state)
         self.service = Service(self.app, self.state, self.store, extractor=self.extractor,
-                               lock_for=self.project_lock, daemon_status=self.status)
+                               lock_for=self.project_lock, daemon_status=self.status,
+                               summarizer=self.summarizer)
         log.info("daemon_started", version=__version__, pid=os.getpid(),
                  mode=self.app.extraction_mode(),
                  quiet_period_seconds=self.cfg.quiet_period_seconds,

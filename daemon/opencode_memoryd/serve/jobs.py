@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from apscheduler.schedulers.background import BackgroundScheduler
 
+    from opencode_memoryd.capture.notes import Summarizer
     from opencode_memoryd.capture.processor import Extractor
     from opencode_memoryd.compose import App
     from opencode_memoryd.config.sections import DaemonConfig
@@ -53,6 +54,7 @@ class SessionJobs:
     state: StateDB
     store: MemoryStore
     extractor: Extractor
+    summarizer: Summarizer
     scheduler: BackgroundScheduler
     stop_event: threading.Event
     clock: Callable[[], datetime]
@@ -137,7 +139,7 @@ class SessionJobs:
         try:
             proc = SessionProcessor(src.db, self.state, self.store, self.extractor,
                                     self.app.limits(), clock=self.clock, raise_fatal=False,
-                                    user_id=self.app.user_id)
+                                    user_id=self.app.user_id, summarizer=self.summarizer)
             report = proc.process(session)
         finally:
             lock.release()
@@ -150,6 +152,12 @@ class SessionJobs:
                 self._retry(source_id, session_id,
                             max(self.cfg.quiet_period_seconds, limits.settle_ms / 1000, 1.0),
                             "turn not finished")
+            elif report.summary_due_ms is not None:
+                # look again once the session has been idle long enough for its summary
+                due = self.state.queue_defer(
+                    source_id, session_id, max(report.summary_due_ms, now_ms + 1000), now_ms,
+                    self.cfg.max_wait_seconds, "summary due")
+                self._arm(source_id, session_id, due)
             else:
                 self.state.queue_done(source_id, session_id, now_ms)
             if report.turns_read:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from opencode_memoryd.models import TranscriptLine
+from opencode_memoryd.redaction.engine import join_split_tokens
 from opencode_memoryd.source.rows import MessageRow, sub_object
 from opencode_memoryd.source.turns import Turn
 
@@ -60,8 +61,27 @@ def human_text(message: MessageRow) -> str:
 
 
 def _short(value: object, limit: int) -> str:
-    s = " ".join(str(value).split())
-    return s if len(s) <= limit else s[: max(limit - 1, 0)] + "…"
+    """``value`` with white space folded, cut to ``limit`` characters (``…`` included).
+
+    A key pasted over two lines is joined first
+    (:func:`~opencode_memoryd.redaction.engine.join_split_tokens`), so that folding does
+    not make two words of it. The cut never falls inside a word: the partly kept word is
+    dropped whole, so that a secret cut in two (whose prefix no redaction rule would
+    know) is never half sent.
+    """
+    raw = str(value)
+    # Only the start matters: a huge tool output is read up to a margin past the limit
+    # (all of it when folding leaves less than the limit, as in a run of blanks).
+    head = raw[: limit * 4 + 4096]
+    s = " ".join(join_split_tokens(head).split())
+    if len(s) <= limit and len(head) < len(raw):
+        s = " ".join(join_split_tokens(raw).split())
+    if len(s) <= limit:
+        return s
+    cut = s[: max(limit - 1, 0)]
+    if s[len(cut)] != " ":  # the cut falls inside a word: drop that word
+        cut = cut[: max(cut.rfind(" "), 0)]
+    return cut.rstrip() + "…"
 
 
 def tool_line(part: Mapping[str, Any], output_chars: int) -> str:

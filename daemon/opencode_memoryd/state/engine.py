@@ -20,8 +20,9 @@ from opencode_memoryd.errors import StateError
 __all__ = ["SCHEMA_VERSION", "StateFile"]
 
 #: The schema this version writes; a file with a higher ``user_version`` is refused.
-#: 2 added ``storage`` to ``marks`` and ``items`` (which OpenCode table a position is in).
-SCHEMA_VERSION = 2
+#: 2 added ``storage`` to ``marks`` and ``items`` (which OpenCode table a position is in);
+#: 3 added ``chunk_failures``, ``failed_calls`` and ``llm_modes``.
+SCHEMA_VERSION = 3
 
 _DDL = [
     """CREATE TABLE IF NOT EXISTS marks (
@@ -99,6 +100,44 @@ _DDL = [
         PRIMARY KEY (scope_key, signature)
     )""",
     "CREATE INDEX IF NOT EXISTS dream_runs_status ON dream_runs (status)",
+    """CREATE TABLE IF NOT EXISTS chunk_failures (
+        id TEXT PRIMARY KEY,
+        source_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        storage TEXT NOT NULL,
+        after_time INTEGER,
+        after_id TEXT,
+        first_time INTEGER NOT NULL,
+        first_id TEXT NOT NULL,
+        last_time INTEGER NOT NULL,
+        last_id TEXT NOT NULL,
+        project_key TEXT NOT NULL,
+        project_root TEXT,
+        fingerprint TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        failures INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        first_failed_at TEXT NOT NULL,
+        last_failed_at TEXT NOT NULL,
+        given_up_at TEXT
+    )""",
+    "CREATE INDEX IF NOT EXISTS chunk_failures_status ON chunk_failures (status, source_id)",
+    """CREATE TABLE IF NOT EXISTS failed_calls (
+        at TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        tokens_in INTEGER NOT NULL DEFAULT 0,
+        tokens_out INTEGER NOT NULL DEFAULT 0
+    )""",
+    "CREATE INDEX IF NOT EXISTS failed_calls_at ON failed_calls (at)",
+    """CREATE TABLE IF NOT EXISTS llm_modes (
+        base_url TEXT NOT NULL,
+        model TEXT NOT NULL,
+        json_mode TEXT NOT NULL,
+        start TEXT NOT NULL,
+        detail TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (base_url, model)
+    )""",
 ]
 
 

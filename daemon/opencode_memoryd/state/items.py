@@ -137,27 +137,23 @@ class OutboxTables(StateFile):
 
     # -- outbox ----------------------------------------------------------------------
 
-    def record_item(self, item: Item, now: str) -> None:
+    def record_item(self, item: Item, now: str, *, settles: str | None = None) -> None:
         """Durably record an extraction result (status ``extracted``) before storing it.
 
-        Recording the same item id again keeps the first result (idempotent).
+        Recording the same item id again keeps the first result (idempotent). In the same
+        transaction, the session's ``failing`` chunk records that start at or before the
+        item's last message are dropped (those turns succeeded), and the record ``settles``
+        names is dropped whatever its status (a given-up chunk extracted again).
         """
         with self._engine.begin() as c:
-            c.execute(
-                text("""INSERT OR IGNORE INTO items (id, source_id, session_id, first_time,
-                          first_id, last_time, last_id, project_key, project_root, status,
-                          extractor, model, result, tokens_in, tokens_out, created_at,
-                          updated_at, storage)
-                        VALUES (:id, :s, :sid, :ft, :fi, :lt, :li, :pk, :pr, 'extracted',
-                          :ex, :model, :result, :ti, :to, :now, :now, :st)"""),
-                {"id": item.id, "s": item.source_id, "sid": item.session_id,
-                 "ft": item.first[0], "fi": item.first[1], "lt": item.last[0],
-                 "li": item.last[1], "pk": item.project_key, "pr": item.project_root,
-                 "ex": item.extractor, "model": item.model,
-                 "result": json.dumps(item.result, sort_keys=True),
-                 "ti": item.tokens_in, "to": item.tokens_out, "now": now,
-                 "st": item.storage},
-            )
+            insert_item(c, item, now)
+            c.execute(text("""DELETE FROM chunk_failures WHERE source_id=:s AND session_id=:sid
+                                AND status='failing' AND storage=:st
+                                AND (first_time, first_id) <= (:lt, :li)"""),
+                      {"s": item.source_id, "sid": item.session_id, "st": item.storage,
+                       "lt": item.last[0], "li": item.last[1]})
+            if settles is not None:
+                c.execute(text("DELETE FROM chunk_failures WHERE id=:id"), {"id": settles})
 
     def complete_item(self, item: Item, now: str) -> None:
         """Mark an item stored and advance its session's mark, in one transaction."""
@@ -206,14 +202,20 @@ class OutboxTables(StateFile):
     # -- totals ----------------------------------------------------------------------
 
     def tokens_since(self, iso: str) -> int:
-        """LLM tokens (in + out) recorded by items created at or after ``iso`` (UTC)."""
+        """LLM tokens (in + out) spent at or after ``iso`` (UTC): those of the items
+        created since, and those of the calls that failed since (``failed_calls``)."""
         with self._engine.begin() as c:
             n = c.execute(text("SELECT coalesce(sum(tokens_in + tokens_out), 0) FROM items "
                                "WHERE created_at >= :t"), {"t": iso}).scalar()
-        return int(n or 0)
+            f = c.execute(text("SELECT coalesce(sum(tokens_in + tokens_out), 0) "
+                               "FROM failed_calls WHERE at >= :t"), {"t": iso}).scalar()
+        return int(n or 0) + int(f or 0)
 
     def counts(self) -> dict[str, int]:
-        """Numbers for ``status``: sessions with marks, items by status, tokens spent."""
+        """Numbers for ``status``: sessions with marks, items by status, tokens spent
+        (``tokens_in``/``tokens_out``: of stored results; ``failed_tokens_in``/
+        ``failed_tokens_out``: of calls that failed), chunks ``failing`` and
+        ``given_up``."""
         with self._engine.begin() as c:
             sessions = c.exec_driver_sql("SELECT count(*) FROM marks").scalar() or 0
             by_status: dict[str, int] = {
@@ -222,13 +224,43 @@ class OutboxTables(StateFile):
             tokens = c.exec_driver_sql(
                 "SELECT coalesce(sum(tokens_in),0), coalesce(sum(tokens_out),0) FROM items"
             ).first()
+            failed = c.exec_driver_sql(
+                "SELECT coalesce(sum(tokens_in),0), coalesce(sum(tokens_out),0) "
+                "FROM failed_calls").first()
+            chunks: dict[str, int] = {
+                str(row[0]): int(row[1]) for row in c.exec_driver_sql(
+                    "SELECT status, count(*) FROM chunk_failures GROUP BY status").all()}
         return {
             "sessions_tracked": int(sessions),
             "items_stored": int(by_status.get("stored", 0)),
             "items_pending": int(by_status.get("extracted", 0)),
             "tokens_in": int(tokens[0]) if tokens else 0,
             "tokens_out": int(tokens[1]) if tokens else 0,
+            "failed_tokens_in": int(failed[0]) if failed else 0,
+            "failed_tokens_out": int(failed[1]) if failed else 0,
+            "chunks_failing": int(chunks.get("failing", 0)),
+            "chunks_given_up": int(chunks.get("given_up", 0)),
         }
+
+
+def insert_item(c: Connection, item: Item, now: str) -> None:
+    """Insert an outbox row (status ``extracted``) in the transaction ``c``; an existing
+    row of the same id is kept as it is."""
+    c.execute(
+        text("""INSERT OR IGNORE INTO items (id, source_id, session_id, first_time,
+                  first_id, last_time, last_id, project_key, project_root, status,
+                  extractor, model, result, tokens_in, tokens_out, created_at,
+                  updated_at, storage)
+                VALUES (:id, :s, :sid, :ft, :fi, :lt, :li, :pk, :pr, 'extracted',
+                  :ex, :model, :result, :ti, :to, :now, :now, :st)"""),
+        {"id": item.id, "s": item.source_id, "sid": item.session_id,
+         "ft": item.first[0], "fi": item.first[1], "lt": item.last[0],
+         "li": item.last[1], "pk": item.project_key, "pr": item.project_root,
+         "ex": item.extractor, "model": item.model,
+         "result": json.dumps(item.result, sort_keys=True),
+         "ti": item.tokens_in, "to": item.tokens_out, "now": now,
+         "st": item.storage},
+    )
 
 
 def _item(r: RowMapping) -> Item:

@@ -17,7 +17,7 @@ from typing import Any, Self
 
 from opencode_memoryd.errors import EmbedderMismatchError, StoreError
 from opencode_memoryd.models import Memory, iso_utc
-from opencode_memoryd.store.api import ALL, Embedder, MemoryFilter
+from opencode_memoryd.store.api import ALL, FIXED_FIELDS, Embedder, MemoryFilter
 from opencode_memoryd.store.bm25 import Bm25Encoder, SparseVector, default_encoder
 from opencode_memoryd.store.meta import (
     check_meta,
@@ -84,6 +84,18 @@ class StoreBase:
         self._closed = False
         self._mismatch: str | None = None
         self._lock = threading.RLock()
+        self._generation = 0
+
+    #: Whether this process is the store's only writer (so :attr:`generation` sees every
+    #: change). True for the embedded store; a server store is shared.
+    single_writer = False
+
+    @property
+    def generation(self) -> int:
+        """A counter of the writes made through this object (upsert, delete, payload
+        updates, re-embedding): equal values mean nothing changed in between, as far as
+        this process wrote."""
+        return self._generation
 
     # -- metadata ---------------------------------------------------------------------
 
@@ -173,6 +185,7 @@ class StoreBase:
             self._require_writable()
             if self._embedder is not embedder:  # re-embedded meanwhile: encode again
                 rows = self._encode(memories, self._embedder)
+            self._generation += 1
             self._upsert_rows(rows)
 
     def get(self, ids: Sequence[str]) -> list[Memory]:
@@ -203,7 +216,30 @@ class StoreBase:
             return
         with self._lock:
             self._require_open()
+            self._generation += 1
             self._delete_ids(wanted)
+
+    def set_fields(self, ids: Sequence[str], fields: dict[str, Any]) -> None:
+        """Set payload ``fields`` of the points with these ids; vectors and the other
+        fields stay as they are (nothing is encoded or embedded). Unknown ids are ignored.
+        Durable on return.
+
+        Raises:
+            ValueError: an id is not a UUID, or a field is one of
+                :data:`~opencode_memoryd.store.api.FIXED_FIELDS` (the id, or the text the
+                vectors are computed from: use :meth:`upsert`).
+            StoreError: the backend failed.
+        """
+        fixed = sorted(FIXED_FIELDS & set(fields))
+        if fixed:
+            raise ValueError(f"set_fields cannot change {', '.join(fixed)}; use upsert")
+        wanted = check_ids(ids)
+        if not wanted or not fields:
+            return
+        with self._lock:
+            self._require_open()
+            self._generation += 1
+            self._set_payload(wanted, dict(fields))
 
     def scroll(self, flt: MemoryFilter | None = None) -> Iterator[Memory]:
         """Yield every memory matching ``flt``, ordered by ``created_at`` then ``id``.
@@ -338,6 +374,9 @@ class StoreBase:
         raise NotImplementedError
 
     def _delete_ids(self, ids: list[str]) -> None:
+        raise NotImplementedError
+
+    def _set_payload(self, ids: list[str], fields: dict[str, Any]) -> None:
         raise NotImplementedError
 
     def _scroll_all(self, flt: MemoryFilter | None) -> Iterator[Memory]:

@@ -69,6 +69,8 @@ class EdgeStore(StoreBase):
             metadata file is missing or unreadable while a shard exists.
     """
 
+    single_writer = True  # Qdrant Edge allows one process at a time
+
     backend = "edge"
 
     def __init__(
@@ -187,6 +189,8 @@ class EdgeStore(StoreBase):
             ]))
         if flt.without_user_id:
             must.append(qe.IsEmptyCondition("user_id"))
+        if flt.without_section:
+            must.append(qe.IsEmptyCondition("section"))
         must_not: list[qe.ConditionType] = []
         if not flt.include_retired:
             must_not.append(qe.FieldCondition("status", match=qe.MatchValue(RETIRED)))
@@ -241,6 +245,16 @@ class EdgeStore(StoreBase):
         point_ids: list[qe.PointId] = list(ids)
         with self._edge("delete"):
             self._shard.update(qe.UpdateOperation.delete_points(point_ids))
+            self._shard.flush()
+
+    def _set_payload(self, ids: list[str], fields: dict[str, Any]) -> None:
+        point_ids: list[qe.PointId] = list(ids)
+        with self._edge("set payload"):
+            existing = {str(r.id) for r in self._shard.retrieve(point_ids, False, False)}
+            point_ids = [i for i in point_ids if str(i) in existing]  # unknown ids: ignored
+            if not point_ids:
+                return
+            self._shard.update(qe.UpdateOperation.set_payload(point_ids, fields))
             self._shard.flush()
 
     def _scroll_all(self, flt: MemoryFilter | None) -> Iterator[Memory]:

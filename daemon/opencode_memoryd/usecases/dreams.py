@@ -11,7 +11,7 @@ import structlog
 
 from opencode_memoryd.dream.dreamer import Dreamer
 from opencode_memoryd.dream.journal import DreamJournal
-from opencode_memoryd.models import parse_iso, scope_project
+from opencode_memoryd.models import FACT_TYPES, parse_iso, scope_project
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.usecases.maintain import LockFor
@@ -39,7 +39,7 @@ def dream_gate(app: AppPort, journal: DreamJournal, store: MemoryStore,
 
     Open when at least ``dream.min_hours_between_dreams`` passed since the scope's last
     dream (journal status ``ok``, not a dry run) and at least ``dream.min_new_memories``
-    memories were added or changed since then.
+    facts (briefs and session summaries do not count) were added or changed since then.
     """
     d = app.config.dream
     entries = (journal.entries(user=True) if project_key is None
@@ -53,8 +53,11 @@ def dream_gate(app: AppPort, journal: DreamJournal, store: MemoryStore,
         if hours < d.min_hours_between_dreams:
             return False, (f"last dream {hours:.1f} h ago; the minimum is "
                            f"{d.min_hours_between_dreams:g} h")
-    flt = (MemoryFilter(scope="user", user_id=app.user_id) if project_key is None
-           else MemoryFilter(project_id=project_key, include_user_scope=False))
+    # facts only: briefs and session summaries are never consolidated
+    flt = (MemoryFilter(scope="user", user_id=app.user_id, types=FACT_TYPES)
+           if project_key is None
+           else MemoryFilter(project_id=project_key, include_user_scope=False,
+                             types=FACT_TYPES))
     new = sum(1 for m in store.scroll(flt) if since is None or m.updated_at > since)
     if new < d.min_new_memories:
         return False, (f"{new} new memories since the last dream; the minimum is "
