@@ -47,6 +47,17 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, s
     return env
 
 
+@pytest.fixture(autouse=True)
+def restore_umask() -> Iterator[None]:
+    """The CLI sets the process umask to 077; give the next test the umask it had."""
+    import os
+
+    old = os.umask(0o022)
+    os.umask(old)
+    yield
+    os.umask(old)
+
+
 @pytest.fixture
 def sample_db(tmp_path: Path) -> Path:
     """A private copy of the real OpenCode 1.18.33 sample database."""

@@ -43,20 +43,31 @@ class OpenCodeWriter:
         self._counter = 0
         self._rng = random.Random(seed)
         self._last_ms = 0
+        self._skew_ms = 0
 
     def close(self) -> None:
         """Close the connection."""
         self.conn.close()
 
     def now_ms(self) -> int:
-        """Strictly increasing milliseconds since the epoch, never ahead of the clock.
+        """Strictly increasing milliseconds since the epoch by the writer's clock (the real
+        one unless :meth:`set_clock` moved it), never ahead of that clock.
 
         A writer faster than one stamp per millisecond waits for the next millisecond, as
         OpenCode's own stamps never run ahead of time: a stamp in the future would make a
         finished turn look unsettled to the reader.
         """
+        if self._skew_ms:
+            self._last_ms = max(int(time.time() * 1000) + self._skew_ms, self._last_ms + 1)
+            return self._last_ms
         self._last_ms = next_ms(self._last_ms)
         return self._last_ms
+
+    def set_clock(self, skew_ms: int) -> None:
+        """Set the writer's clock ``skew_ms`` ahead of (or, negative, behind) the real one,
+        as a machine's clock that is wrong, or corrected: times may go back."""
+        self._skew_ms = skew_ms
+        self._last_ms = 0
 
     def new_id(self, prefix: str, ms: int) -> str:
         """An id in OpenCode's shape: ``prefix_`` + 12 hex + 14 base62."""

@@ -17,7 +17,7 @@ def test_help_and_readme_document_every_exit_code() -> None:
     code, out = cli("--help")
     assert code == 0
     readme = (Path(__file__).parents[1] / "README.md").read_text()
-    for exit_code in ("0", "1", "2", "3", "4", "78", "130"):
+    for exit_code in ("0", "1", "2", "3", "4", "5", "6", "78", "130"):
         assert f"\n  {exit_code} " in out
         assert f"| {exit_code} |" in readme
 
@@ -48,7 +48,7 @@ def test_config_init_writes_once(isolated_env: dict[str, str]) -> None:
     assert code == 0 and path.exists()
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     path.write_text(path.read_text() + "\n# mine\n")
-    assert cli("config", "init")[0] == 1
+    assert cli("config", "init")[0] == 6  # refused
     assert path.read_text().endswith("# mine\n")
     # and the written file is a valid config
     assert cli("status")[0] == 0

@@ -23,7 +23,7 @@ from opencode_memoryd.dream.dreamer import Dreamer
 from opencode_memoryd.dream.journal import DreamJournal
 from opencode_memoryd.dream.model import DreamResult, DreamSettings
 from opencode_memoryd.dream.planning import PLAN_SCHEMA, parse_plan, render_memories
-from opencode_memoryd.errors import DreamError, ExtractionError
+from opencode_memoryd.errors import DreamError, ExtractionError, NotFoundError
 from opencode_memoryd.extract.chat import ChatClient
 from opencode_memoryd.extract.facts import identifiers, missing_identifiers
 from opencode_memoryd.models import Memory, content_hash, point_id
@@ -642,7 +642,7 @@ def test_undo_restores_the_exact_pre_dream_store(store: EdgeStore, state: StateD
     assert state.dream_run(res.run_id)["status"] == "undone"  # type: ignore[index]
     with pytest.raises(DreamError, match="already undone"):
         dreamer.undo(res.run_id)
-    with pytest.raises(DreamError, match="no dream run"):
+    with pytest.raises(NotFoundError, match="no dream run"):
         dreamer.undo("nope")
     # the journal takes both entries (different statuses of one run)
     journal = DreamJournal(tmp_path / "journal.jsonl")

@@ -7,6 +7,7 @@ case: those live in :mod:`opencode_memoryd.usecases` and receive what is built h
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -17,6 +18,14 @@ from typing import TYPE_CHECKING
 import structlog
 
 from opencode_memoryd.config import paths as config_paths
+from opencode_memoryd.disk import (
+    STATE_MIN_FREE_BYTES,
+    STORE_MIN_FREE_BYTES,
+    FreeBytes,
+    free_bytes,
+    make_private,
+    require_free,
+)
 from opencode_memoryd.errors import SourceError
 
 # Adapters are imported where they are built: a command pays only for what it uses (the
@@ -40,12 +49,16 @@ JOURNAL_FILE_NAME = "dream-journal.jsonl"
 
 @dataclass(slots=True)
 class App:
-    """The configured application: paths, settings and lazily built adapters."""
+    """The configured application: paths, settings and lazily built adapters.
+
+    ``free_space`` measures the free bytes where a path lives (injectable for tests).
+    """
 
     config: Config
     env: Mapping[str, str]
     config_path: Path | None = None
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    free_space: FreeBytes = field(default=free_bytes)
     _user_id: str | None = field(default=None, init=False, repr=False)
 
     @property
@@ -142,7 +155,24 @@ class App:
             return ServerStore(url=q.url, api_key=self._secret(q.api_key_env),
                                collection=q.collection, embedder=embedder,
                                timeout_seconds=q.timeout_seconds)
-        return EdgeStore(config_paths.store_dir(self.config, self.env), embedder=embedder)
+        path = config_paths.store_dir(self.config, self.env)
+        if not q.path:  # our own data dir ($XDG_DATA_HOME/opencode-memoryd): 0700
+            with contextlib.suppress(OSError):  # EdgeStore says what is wrong
+                path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            make_private(path.parent, ())
+        return EdgeStore(path, embedder=embedder, free=self.free_space)
+
+    def ensure_space(self) -> None:
+        """Check, before an extraction writes anything, that the state dir and the
+        embedded store's folder have room (:mod:`opencode_memoryd.disk`).
+
+        Raises:
+            DiskFullError: one of them has too little free space (named in the message).
+        """
+        require_free(self.state_dir, STATE_MIN_FREE_BYTES, free=self.free_space)
+        if not self.config.qdrant.url:
+            require_free(config_paths.store_dir(self.config, self.env), STORE_MIN_FREE_BYTES,
+                         free=self.free_space)
 
     def extraction_mode(self) -> str:
         """``llm`` or ``rules``: ``auto`` picks llm when an endpoint is configured."""

@@ -12,14 +12,16 @@
     ├── UpstreamError          the LLM or embedding endpoint failed (``retryable`` flag)
     ├── ExtractionError        the LLM answered something we cannot accept
     │   └── ReplyCutOff        the answer was cut off at the token cap (``finish_reason=length``)
-    ├── DreamError             a dream operation was refused (undo of a run not applied)
+    ├── NotFoundError          no such memory, project or run (exit 5, HTTP 404)
+    ├── RefusedError           refused: it would overwrite or undo what it must not (exit 6)
+    │   ├── DreamError         a dream operation was refused (undo of a run not applied)
+    │   └── InstallRefusedError  install-opencode would change a file it did not write
+    ├── DiskFullError          too little free space to write safely (names the directory)
     ├── AlreadyRunning         another daemon holds the single-instance lock
     ├── ControlError           the control socket cannot be served or reached
     │   └── DaemonUnreachableError  no daemon accepted the connection (safe to do it locally)
     ├── RequestError           a control request's payload is invalid (HTTP 400)
-    ├── NotFoundError          the requested memory, session or run does not exist (HTTP 404)
-    ├── RemoteError            the daemon answered a call with an error
-    └── InstallRefusedError    install-opencode would change a file it did not write
+    └── RemoteError            the daemon answered a call with an error
 """
 
 from __future__ import annotations
@@ -154,8 +156,8 @@ class RequestError(MemorydError):
 
 class NotFoundError(MemorydError):
     """What a use case was asked to act on does not exist: no memory with that id (or
-    none that is active and visible to this user), no project for a folder. Nothing was
-    changed. The control socket answers HTTP 404."""
+    none that is active and visible to this user), no project for a folder, no dream run
+    with that id. Nothing was changed. Exit 5; the control socket answers HTTP 404."""
 
 
 class RemoteError(MemorydError):
@@ -179,11 +181,39 @@ class RemoteError(MemorydError):
         self.status = status
 
 
-class DreamError(MemorydError):
+class RefusedError(MemorydError):
+    """The operation was refused and nothing was changed: it would overwrite a file, or
+    undo or change something it must not (e.g. ``config init`` over an existing file)."""
+
+
+class DreamError(RefusedError):
     """A dream operation was refused (e.g. undoing a run that is not applied)."""
 
 
-class InstallRefusedError(MemorydError):
+class DiskFullError(MemorydError):
+    """Too little free space to write safely; nothing was written.
+
+    Attributes:
+        directory: the directory that lacks space.
+        needed_bytes: the free space required.
+        free_bytes: the free space found.
+    """
+
+    def __init__(self, directory: str, needed_bytes: int, free_bytes: int) -> None:
+        self.directory = directory
+        self.needed_bytes = needed_bytes
+        self.free_bytes = free_bytes
+        super().__init__(
+            f"not enough free space in {directory}: {_mib(free_bytes)} free, "
+            f"{_mib(needed_bytes)} needed; nothing was written (free some space and run "
+            "again)")
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1024 * 1024):.1f} MiB"
+
+
+class InstallRefusedError(RefusedError):
     """``install-opencode``/``uninstall-opencode`` left the user's files as they were.
 
     Raised when a file cannot be parsed (an OpenCode config that is not valid JSONC, or

@@ -35,6 +35,12 @@ the rules extractor, the failure is recorded (``chunk_failures``, status ``given
 the mark moves on, so the session's later turns are not blocked;
 :func:`~opencode_memoryd.capture.retry.retry_given_up` extracts it again on demand. The
 tokens of failed calls are recorded too (``failed_calls``), for the daily token budget.
+
+**The mark and clocks.** A message stamped in the future, or a clock set back, would sort
+every later ``message`` row behind a ``(time_created, id)`` mark for good; so a mark there
+also keeps ``max_rowid``, the largest rowid processed (it grows with every insert whatever
+the clock says), and a message beyond either is unread. Only one both stamped before the
+mark *and* given a reused rowid (a deleted largest rowid, a ``VACUUM``) could be missed.
 """
 
 from __future__ import annotations
@@ -52,10 +58,12 @@ import structlog
 
 from opencode_memoryd.capture.chunks import ChunkExtractor, Extractor, Spent
 from opencode_memoryd.capture.failures import failure_fingerprint, failure_kind, failure_reason
+from opencode_memoryd.capture.marks import max_rowid as rowid_of
+from opencode_memoryd.capture.marks import reconcile_mark
 from opencode_memoryd.capture.notes import SessionNotes, Summarizer
 from opencode_memoryd.capture.report import Limits, SessionReport
 from opencode_memoryd.capture.writer import write_memories
-from opencode_memoryd.errors import ExtractionError, UpstreamError
+from opencode_memoryd.errors import DiskFullError, ExtractionError, SourceError, UpstreamError
 from opencode_memoryd.extract.rules import RulesExtractor
 from opencode_memoryd.extract.sections import section_for, valid_section
 from opencode_memoryd.extract.summarize import RulesSummarizer
@@ -109,11 +117,15 @@ class SessionProcessor:
         extractor: the LLM or rules extractor.
         limits: reader and chunking settings.
         clock: returns the current aware UTC time (injectable for tests).
-        raise_fatal: re-raise ``auth``/``not_found`` upstream errors (every other session
-            would fail the same way); the daemon sets it to ``False`` and pauses instead.
+        raise_fatal: re-raise ``auth``/``not_found`` upstream errors and
+            :class:`DiskFullError` (every other session would fail the same way); the
+            daemon sets it to ``False`` and pauses or retries instead.
         user_id: the identity user-scope memories are written for (``Memory.user_id``).
         summarizer: writes session notes and project briefs
             (:mod:`opencode_memoryd.capture.notes`); rules when ``None``.
+        ensure_space: raises :class:`DiskFullError` when the state dir or the store has
+            too little free space; called before a session's and each chunk's writes (and
+            before the LLM is paid for a chunk that could not be stored).
     """
 
     def __init__(
@@ -128,9 +140,11 @@ class SessionProcessor:
         raise_fatal: bool = True,
         user_id: str | None = None,
         summarizer: Summarizer | None = None,
+        ensure_space: Callable[[], None] = lambda: None,
     ) -> None:
         self.raise_fatal = raise_fatal
         self.user_id = user_id
+        self.ensure_space = ensure_space
         self.source = source
         self.state = state
         self.store = store
@@ -168,14 +182,16 @@ class SessionProcessor:
         """Process every finished, unread turn of one session up to now.
 
         Returns the session's report. Extractor failures (:class:`UpstreamError`,
-        :class:`ExtractionError`) are caught: they end this session's run, leave its mark
-        where it was and are reported in ``error``; :class:`UpstreamError` with kind
-        ``auth`` or ``not_found`` is re-raised, since every other session would fail too.
+        :class:`ExtractionError`), :class:`SourceError` and :class:`DiskFullError` end this
+        session's run, leave its mark where it was and are reported in ``error`` (redacted);
+        ``auth``/``not_found`` and a full disk are re-raised when ``raise_fatal``, since
+        every other session would fail too. Undecodable rows are counted (``corrupt_rows``).
         """
         started = time.perf_counter()
         src = self.source.identity
         report = SessionReport(session.id, session.project_key, session.project_root)
         try:
+            self.ensure_space()
             # 1. finish what a previous run recorded but did not store (crash recovery)
             for item in self.state.pending_items(src, session.id):
                 self._apply(item, report)
@@ -183,46 +199,21 @@ class SessionProcessor:
             self._process_new(session, report)
             self.notes.after_session(session, report, now=self.clock())
         except UpstreamError as exc:
-            report.error = f"{exc.kind}: {exc}"
+            report.error = scrub(f"{exc.kind}: {exc}").text
             report.error_kind = exc.kind
             report.retry_after_seconds = exc.retry_after_seconds
             if exc.kind in ("auth", "not_found") and self.raise_fatal:
                 raise
-        except ExtractionError as exc:
-            report.error = f"bad_reply: {exc}"
-            report.error_kind = "bad_reply"
+        except (ExtractionError, SourceError, DiskFullError) as exc:
+            kind = ("bad_reply" if isinstance(exc, ExtractionError) else
+                    "disk_full" if isinstance(exc, DiskFullError) else "source")
+            report.error, report.error_kind = scrub(f"{kind}: {exc}").text, kind
+            if kind == "disk_full" and self.raise_fatal:
+                raise
         finally:
             report.duration_ms = (time.perf_counter() - started) * 1000
             log.info("session_processed", **report.as_dict())
         return report
-
-    def _reconcile_mark(self, session: SessionRow, storage: str) -> None:
-        """Make the stored mark a position in ``storage``, or drop it.
-
-        A 1.x mark stays as it is (a reverted message may vanish; reading goes on after its
-        position). A mark in ``session_message``, or in another storage than the one the
-        session is read from now, is looked up by message id: found elsewhere, it moves
-        there; not found (the rows were wiped, or the session changed storage without
-        carrying the row over), the session is read again from its start.
-        """
-        src = self.source.identity
-        stored = self.state.get_mark(src, session.id)
-        if stored is None or stored.storage == storage == STORAGE_MESSAGE:
-            return
-        found = self.source.locate(session.id, stored.position[1], storage)
-        if stored.storage == storage and found == stored.position:
-            return
-        now = _now_iso(self.clock())
-        if found is not None:
-            log.info("mark_moved", session_id=session.id, storage=storage,
-                     previous_storage=stored.storage)
-            self.state.replace_mark(src, session.id, Mark(storage, found), now)
-            return
-        log.warning("session_rows_reset", session_id=session.id, storage=storage,
-                    previous_storage=stored.storage,
-                    detail="the last row read is gone: reading the session again from its "
-                           "start (nothing already stored is stored twice)")
-        self.state.replace_mark(src, session.id, None, now)
 
     def _process_new(self, session: SessionRow, report: SessionReport) -> None:
         src = self.source.identity
@@ -233,22 +224,28 @@ class SessionProcessor:
         if end is None:
             return
         storage = report.storage = end.storage
-        self._reconcile_mark(session, storage)
+        reconcile_mark(self.source, self.state, session, storage, self.clock)
         idle = (Idle(session.time_idle, session.time_suspended)
                 if session.table == "session_v2" else None)
         while True:
             stored = self.state.get_mark(src, session.id)
             mark = stored.position if stored is not None and stored.storage == storage else None
+            max_rowid = rowid_of(self.source, self.state, session, storage, mark, self.clock)
             messages = self.source.messages_after(session.id, mark, limit=MESSAGE_BATCH,
-                                                  storage=storage)
+                                                  storage=storage, max_rowid=max_rowid)
             if not messages:
                 return
+            report.corrupt_rows.update(
+                [m.id for m in messages if m.corrupt]
+                + [p.id for m in messages for p in m.parts if p.corrupt])
             full_batch = len(messages) >= MESSAGE_BATCH
             more = full_batch and messages[-1].mark < end.position
             real = drop_fork_copies(messages, session.time_created)
+            top = (max([max_rowid or 0, *(m.rowid for m in messages)])  # ``message`` only
+                   if storage == STORAGE_MESSAGE else None)
             if not real:  # a batch of fork copies only: nothing to read, move past them
                 self.state.set_mark(src, session.id, Mark(storage, messages[-1].mark),
-                                    _now_iso(self.clock()))
+                                    _now_iso(self.clock()), top)
                 if not more:
                     return
                 continue
@@ -269,6 +266,7 @@ class SessionProcessor:
             # moves past them too.
             for chunk in chunk_turns(done, max_tokens=self.limits.max_chunk_tokens,
                                      tool_output_chars=self.limits.tool_output_chars):
+                chunk = replace(chunk, rowid=max(chunk.rowid, max_rowid or 0))
                 self._process_chunk(session, chunk, report, times, storage)
             if not more:
                 return
@@ -278,16 +276,19 @@ class SessionProcessor:
         src = self.source.identity
         report.chunks += 1
         now = self.clock()
+        rowid = chunk.rowid or None  # 0: not a ``message`` chunk
         if not chunk.has_user_text:
-            self.state.set_mark(src, session.id, Mark(storage, chunk.last), _now_iso(now))
+            self.state.set_mark(src, session.id, Mark(storage, chunk.last), _now_iso(now),
+                                rowid)
             return
         item_id = _item_id(src, session.id, chunk, storage)
         known = self.state.get_item(item_id)
         if known is not None:  # the same turns, read again after a reset: no second call
             report.replayed_items += 1
-            self._apply(replace(known, first=chunk.first, last=chunk.last, storage=storage),
-                        report)
+            self._apply(replace(known, first=chunk.first, last=chunk.last, storage=storage,
+                                result={**known.result, "max_rowid": rowid}), report)
             return
+        self.ensure_space()
         lines = self.redacted(chunk.lines, report)
         spent = Spent()
         try:
@@ -301,7 +302,7 @@ class SessionProcessor:
         for reason, _text in result.rejected:
             report.rejected[reason] += 1
         item = self.item_of(item_id, session, chunk.first, chunk.last, storage, result, times,
-                            spent)
+                            spent, max_rowid=rowid)
         self.state.record_item(item, _now_iso(self.clock()))
         _fault_point("after_record")
         self._apply(item, report)
@@ -330,8 +331,9 @@ class SessionProcessor:
     def item_of(self, item_id: str, session: SessionRow, first: tuple[int, str],
                 last: tuple[int, str], storage: str, result: ExtractionResult,
                 times: dict[str, int], spent: Spent | None = None, *,
-                extractor: str | None = None) -> Item:
-        """The outbox item of an extraction ``result`` (memory texts redacted again)."""
+                extractor: str | None = None, max_rowid: int | None = None) -> Item:
+        """The outbox item of an extraction ``result`` (memory texts redacted again); its
+        mark is ``last`` and, in ``message``, ``max_rowid``."""
         return Item(
             id=item_id, source_id=self.source.identity, session_id=session.id, first=first,
             last=last, project_key=session.project_key,
@@ -341,6 +343,7 @@ class SessionProcessor:
                 "candidates": [_candidate(c) for c in result.candidates],
                 "message_times": {m: times[m] for c in result.candidates
                                   for m in c.message_ids if m in times},
+                "max_rowid": max_rowid,
             },
             tokens_in=spent.tokens_in if spent else 0,
             tokens_out=spent.tokens_out if spent else 0, storage=storage,
@@ -371,7 +374,7 @@ class SessionProcessor:
             return False
         rules = self.rules.extract(lines, project_root=session.project_root)
         item = self.item_of(item_id, session, chunk.first, chunk.last, storage, rules, times,
-                            extractor=self.rules.name)
+                            extractor=self.rules.name, max_rowid=chunk.rowid or None)
         self.state.give_up_chunk(failure.id, item, now)
         log.warning("chunk_given_up", session_id=session.id, failures=failures,
                     reason=failure.reason, directives=len(rules.candidates),

@@ -70,6 +70,8 @@ class SessionReport:
     replayed_items: int = 0
     #: chunks given up (captured by the rules after repeated identical failures)
     given_up: int = 0
+    #: ids of the message and part rows that could not be decoded (skipped)
+    corrupt_rows: set[str] = field(default_factory=set)
     error: str | None = None
     error_kind: str | None = None
     retry_after_seconds: float | None = None
@@ -103,6 +105,7 @@ class SessionReport:
             "tokens_out": self.tokens_out,
             "replayed_items": self.replayed_items,
             "given_up": self.given_up,
+            "corrupt_rows": len(self.corrupt_rows),
             "summaries": self.summaries,
             "briefs": self.briefs,
             "error": self.error,

@@ -67,6 +67,9 @@ def cmd_maintain(app: App, args: argparse.Namespace) -> int:
         print(f"mode: {summary['mode']}  sessions: {t['sessions']}  turns read: "
               f"{t['turns_read']}  memories added: {t['added']}  skipped: {t['skipped']}  "
               f"LLM calls: {t['llm_calls']}  tokens in/out: {t['tokens_in']}/{t['tokens_out']}")
+        if t.get("corrupt_rows"):
+            print(f"unreadable rows skipped: {t['corrupt_rows']} (not UTF-8 or not JSON; "
+                  "see the log)")
         if rows:
             print(table(rows, ["session", "turns", "added", "skipped", "llm", "tokens",
                                "redacted", "result"]))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from opencode_memoryd.config.fields import Section
+from opencode_memoryd.config.fields import DAY, Section
 
 
 class SummariesConfig(Section):
@@ -21,9 +21,10 @@ class SummariesConfig(Section):
     idle_seconds: float = Field(
         default=900.0,
         gt=0,
+        le=7 * DAY,
         description=(
             "A session is summarised once it has had no new message for this many seconds "
-            "(it is summarised again if it goes on later). Must be > 0."
+            "(it is summarised again if it goes on later); 0 < x <= 604800 (7 days)."
         ),
     )
     max_chars: int = Field(

@@ -26,6 +26,7 @@ from opencode_memoryd.dream.planning import Operation, Planner, ask_plan, rules_
 from opencode_memoryd.errors import ExtractionError, ReplyCutOff, UpstreamError
 from opencode_memoryd.extract.llm_extractor import ChatReplyLike
 from opencode_memoryd.models import Memory
+from opencode_memoryd.redaction.engine import redact
 
 log = structlog.get_logger(__name__)
 
@@ -71,17 +72,20 @@ class GroupLoop:
         project_root: shown to the planner.
         cap: the retire cap.
         settled: receives the signatures of the groups settled.
+        should_stop: asked before each group; true ends :meth:`run` (``stopped``).
 
     Attributes:
         plan: the accepted ``before`` payloads (``writes`` are filled by the caller).
         after: the memories to write, by id.
         planner_errors: the planner failures met (the first one stops the loop).
         replies: how many plans the planner answered.
+        stopped: :meth:`run` ended early because ``should_stop()`` was true.
     """
 
     def __init__(self, planner: Planner | None, check: Check, settings: DreamSettings,
                  res: DreamResult, sc: DreamScope, now: datetime, project_root: str | None,
-                 cap: RetireCap, settled: list[str]) -> None:
+                 cap: RetireCap, settled: list[str],
+                 should_stop: Callable[[], bool] = lambda: False) -> None:
         self.planner = planner
         self.check = check
         self.settings = settings
@@ -96,10 +100,15 @@ class GroupLoop:
         self.planner_errors: list[str] = []
         self.replies = 0
         self._stop: str | None = None
+        self.should_stop = should_stop
+        self.stopped = False
 
     def run(self, groups: Sequence[Sequence[Memory]]) -> None:
-        """Consider every group, in order."""
+        """Consider every group, in order, until ``should_stop()`` is true."""
         for group in groups:
+            if self.should_stop():
+                self.stopped = True
+                return
             self.consider(list(group))
 
     def _count(self, reply: ChatReplyLike) -> None:
@@ -138,12 +147,12 @@ class GroupLoop:
                 self.settled.append(group_signature(group))
             return all(done)
         except UpstreamError as exc:
-            self.planner_errors.append(f"{exc.kind}: {exc}")
+            self.planner_errors.append(redact(f"{exc.kind}: {exc}").text)
             self._reject(group, f"planner failed: {exc.kind}", settle=False)
             self._stop = f"not planned: the planner failed ({exc.kind})"
             return False
         except ExtractionError as exc:
-            self._reject(group, f"bad plan: {exc}", settle=True)
+            self._reject(group, redact(f"bad plan: {exc}").text, settle=True)
             return True
         change = self.check(group, ops, self.sc, self.res.run_id, self.now, set(self.after))
         if isinstance(change, str):

@@ -12,8 +12,14 @@ deleted, or is replaced by another file (new inode) is reopened without a restar
 Scheduling: each changed session is queued in the state file with its debounce due time
 (:mod:`opencode_memoryd.debounce`) and gets one APScheduler job (id ``session:<db>:<id>``,
 replaced on every change). Jobs run on one worker thread, so one session is never extracted
-twice at once; a per-project lock keeps extractions (and, later, dreams) of one project
-apart, including those asked for through the control endpoint.
+twice at once; dreams run on a thread of their own, so a dream waiting for its model never
+holds back an extraction; a per-project lock keeps an extraction and a dream's writes to
+one project apart, including those asked for through the control endpoint.
+
+Stopping: SIGTERM or SIGINT stops within 10 s at any point. A dream checks the stop signal
+between scopes and between groups; work still running after :data:`SHUTDOWN_GRACE_SECONDS`
+(an LLM call in flight) is abandoned, as by a crash it is built to survive: the process
+exits without waiting for it, and the next start resumes it.
 
 Outages: retryable LLM failures back off per session (honouring ``Retry-After``) behind a
 circuit breaker; 401/403/404 pause all LLM work with a status saying why; a daily token
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import signal
 import socket
@@ -43,6 +50,7 @@ from opencode_memoryd import __version__
 # imported here, before any worker thread starts: a module one thread is importing is seen
 # half-initialised by another
 from opencode_memoryd.compose import DAEMON_INFO_FILE, App
+from opencode_memoryd.disk import PRIVATE_UMASK, make_private
 from opencode_memoryd.errors import AlreadyRunning, MemorydError, StoreInUseError
 from opencode_memoryd.models import iso_utc
 from opencode_memoryd.serve.alerts import Alerts
@@ -59,8 +67,10 @@ log = structlog.get_logger(__name__)
 LOCK_FILE_NAME = "daemon.lock"
 #: How often the main loop wakes at the latest (also the systemd watchdog ping interval).
 MAX_LOOP_SECONDS = 10.0
-#: How long shutdown waits for the extraction in progress before abandoning it.
+#: How long shutdown waits (s, from the signal) for the work in progress before abandoning it.
 SHUTDOWN_GRACE_SECONDS = 7.0
+#: The APScheduler executor (one thread) that runs the dream checks.
+DREAM_EXECUTOR = "dreams"
 #: How long start-up waits (s) for a one-shot command to release the embedded store.
 STORE_WAIT_SECONDS = 60.0
 #: The main loop waits at least this long (s) between two checks of the databases ...
@@ -126,7 +136,8 @@ class Daemon(SourceTracking, SessionJobs):
         self.service: Service
         self.last_dream: dict[str, str] = {}
         self.scheduler = BackgroundScheduler(
-            executors={"default": ThreadPoolExecutor(max_workers=1)},
+            executors={"default": ThreadPoolExecutor(max_workers=1),
+                       DREAM_EXECUTOR: ThreadPoolExecutor(max_workers=1)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
             timezone=UTC,
         )
@@ -152,6 +163,7 @@ class Daemon(SourceTracking, SessionJobs):
                 f"another opencode-memoryd daemon is already running (pid {pid}, lock "
                 f"{path}); stop it first, or use `opencode-memoryd status`") from None
         (state_dir / "daemon.pid").write_text(f"{os.getpid()}\n")
+        make_private(state_dir, ("daemon.*",))
         self._lock = lock
 
     def start(self) -> None:
@@ -213,14 +225,16 @@ class Daemon(SourceTracking, SessionJobs):
         if not self.app.config.dream.enabled:
             return
         self.scheduler.add_job(self._dream_check, "date", args=("catch-up",),
-                               id="dream-catch-up", replace_existing=True)
+                               id="dream-catch-up", replace_existing=True,
+                               executor=DREAM_EXECUTOR)
         self.scheduler.add_job(self._dream_check, "interval", args=("auto",),
                                minutes=self.app.config.dream.check_interval_minutes,
-                               id="dream-check", replace_existing=True)
+                               id="dream-check", replace_existing=True,
+                               executor=DREAM_EXECUTOR)
 
     def _dream_check(self, trigger: str) -> None:
-        """Dream every scope whose gate is open (runs on the single job thread, so never
-        beside an extraction job; the project lock keeps control-endpoint work apart)."""
+        """Dream every scope whose gate is open (on the dream thread; the project lock
+        keeps its writes and an extraction's apart; stops between groups on shutdown)."""
         if self.stop_event.is_set() or self._llm_gate() is not None:
             return
         for outcome in self.service.dream_open_scopes(trigger=trigger,
@@ -286,12 +300,18 @@ class Daemon(SourceTracking, SessionJobs):
             next_check = ended + max(MIN_CHECK_INTERVAL_SECONDS, cost)
             sd_notify("WATCHDOG=1")
 
-    def shutdown(self) -> None:
-        """Stop watching and scheduling; wait briefly for the extraction in progress.
+    def shutdown(self) -> bool:
+        """Stop watching and scheduling; wait briefly for the extraction or dream in
+        progress.
 
-        An extraction still running after the grace period is abandoned: its outbox item
-        (or its unmoved mark) makes the next start resume it.
+        Work still running after the grace period (counted from the call) is abandoned:
+        an extraction's outbox item (or its unmoved mark) makes the next start resume it,
+        a dream still planning changed nothing.
+
+        Returns:
+            Whether work was abandoned (a worker thread is still running).
         """
+        deadline = time.monotonic() + SHUTDOWN_GRACE_SECONDS
         self.stop_event.set()
         self._poke.set()
         sd_notify("STOPPING=1")
@@ -302,7 +322,6 @@ class Daemon(SourceTracking, SessionJobs):
             (self.app.state_dir / DAEMON_INFO_FILE).unlink(missing_ok=True)
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
-        deadline = time.monotonic() + SHUTDOWN_GRACE_SECONDS
         for t in threading.enumerate():
             if t.name.startswith("ThreadPoolExecutor") and t is not threading.current_thread():
                 t.join(timeout=max(0.0, deadline - time.monotonic()))
@@ -318,6 +337,7 @@ class Daemon(SourceTracking, SessionJobs):
             (self.app.state_dir / "daemon.pid").unlink(missing_ok=True)
             self._lock.release()
         log.info("daemon_stopped", abandoned_work=busy)
+        return busy
 
     def status(self) -> dict[str, Any]:
         """What ``status`` shows while the daemon runs (JSON-safe)."""
@@ -352,6 +372,7 @@ def run(app: App) -> int:
         AlreadyRunning: another daemon holds the lock.
         StateError, StoreError, ConfigError: start-up failed.
     """
+    os.umask(PRIVATE_UMASK)  # what the daemon writes is its user's alone
     daemon = Daemon(app)
 
     def _stop(signum: int, _frame: object) -> None:
@@ -365,5 +386,10 @@ def run(app: App) -> int:
         daemon.start()
         daemon.run_forever()
     finally:
-        daemon.shutdown()
+        abandoned = daemon.shutdown()
+    if abandoned:
+        # a worker is still in a call (an LLM answer): the interpreter would wait for it
+        # at exit; its work is crash-safe and resumes at the next start
+        logging.shutdown()
+        os._exit(0)
     return 0

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from opencode_memoryd.capture.processor import SessionProcessor, SessionReport
+from opencode_memoryd.capture.processor import SessionProcessor
+from opencode_memoryd.capture.report import SessionReport
 from opencode_memoryd.debounce import backoff_seconds
 from opencode_memoryd.errors import SourceError
 from opencode_memoryd.models import STORAGE_SESSION_MESSAGE, iso_utc
@@ -24,12 +25,15 @@ if TYPE_CHECKING:
     from opencode_memoryd.capture.notes import Summarizer
     from opencode_memoryd.capture.processor import Extractor
     from opencode_memoryd.compose import App
-    from opencode_memoryd.config.sections import DaemonConfig
+    from opencode_memoryd.config.daemon import DaemonConfig
     from opencode_memoryd.serve.sources import TrackedSource
     from opencode_memoryd.state.db import StateDB
     from opencode_memoryd.store.api import MemoryStore
 
 log = structlog.get_logger(__name__)
+
+#: Seconds between two tries of a session that found the disk full.
+DISK_FULL_RETRY = 60.0
 
 
 def job_id(source_id: str, session_id: str) -> str:
@@ -139,7 +143,8 @@ class SessionJobs:
         try:
             proc = SessionProcessor(src.db, self.state, self.store, self.extractor,
                                     self.app.limits(), clock=self.clock, raise_fatal=False,
-                                    user_id=self.app.user_id, summarizer=self.summarizer)
+                                    user_id=self.app.user_id, summarizer=self.summarizer,
+                                    ensure_space=self.app.ensure_space)
             report = proc.process(session)
         finally:
             lock.release()
@@ -169,9 +174,15 @@ class SessionJobs:
 
     def _handle_failure(self, source_id: str, session_id: str, report: SessionReport) -> None:
         error = report.error or "failed"
-        self.last_error = error
+        previous, self.last_error = self.last_error, error
         kind = report.error_kind
         now = self.clock()
+        if kind == "disk_full":  # the state file may be full too: write nothing, retry
+            if not (previous or "").startswith("disk_full"):  # once, not per session
+                log.error("disk_full", error=report.error, retry_seconds=DISK_FULL_RETRY)
+            self._arm(source_id, session_id, int((now + timedelta(
+                seconds=DISK_FULL_RETRY)).timestamp() * 1000))
+            return
         if kind in ("auth", "not_found"):
             self.pause = Pause(f"LLM endpoint refused the request ({report.error}); fix the "
                                "key or model in the config", now + timedelta(

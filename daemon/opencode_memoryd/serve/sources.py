@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from apscheduler.schedulers.background import BackgroundScheduler
 
     from opencode_memoryd.compose import App
-    from opencode_memoryd.config.sections import DaemonConfig
+    from opencode_memoryd.config.daemon import DaemonConfig
     from opencode_memoryd.serve.alerts import Alerts
     from opencode_memoryd.source.rows import SessionRow
     from opencode_memoryd.state.db import StateDB
@@ -283,20 +283,24 @@ class SourceTracking:
         sweep, a schema change) reads them all, which also finds sessions written with old
         timestamps (``opencode import``) and ``session_message`` rows wiped and rewritten. A
         session seen for the first time is queued only when it has a message after its mark
-        (any message, when it has no mark or a mark in another storage).
+        (any message, when it has no mark or a mark in another storage): in ``message``, a
+        newer ``(time_created, id)`` or a larger rowid than the mark's ``max_rowid``.
         """
         now_ms = int(self.clock().timestamp() * 1000)
         changed = self._changed_sessions(src, full=full)
         first = [s.id for s in changed if s.id not in src.seen]
         marks = self.state.marks(ident, first) if first else {}
         newest = src.db.last_messages(first) if first else {}
+        rowids = self.state.max_rowids(ident, first) if first else {}
+        top_rowids = src.db.max_rowids(list(rowids)) if rowids else {}
         n = 0
         for start in range(0, len(changed), QUEUE_BATCH):
             if self.stop_event.is_set():
                 break  # SIGTERM during a long catch-up: the sweep at next start resumes it
             due_ids = []
             for s in changed[start:start + QUEUE_BATCH]:
-                if s.id not in src.seen and _read_up_to(newest.get(s.id), marks.get(s.id)):
+                if (s.id not in src.seen and _read_up_to(newest.get(s.id), marks.get(s.id))
+                        and top_rowids.get(s.id, 0) <= rowids.get(s.id, 0)):
                     continue  # no message yet, or read up to its newest one already
                 due_ids.append(s.id)
             dues = self.state.queue_touch_many(ident, due_ids, now_ms,

@@ -22,10 +22,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import structlog
+
 from opencode_memoryd.models import STORAGE_MESSAGE, STORAGE_SESSION_MESSAGE
-from opencode_memoryd.source.rows import MessageRow, SessionRow, decode_object, sub_object
+from opencode_memoryd.source.rows import (
+    MessageRow,
+    SessionRow,
+    decode_object,
+    is_utf8,
+    session_from_row,
+    sub_object,
+)
 from opencode_memoryd.source.schema import Query, SchemaInfo
 from opencode_memoryd.source.v2rows import message_from_v2
+
+log = structlog.get_logger(__name__)
 
 #: Rows in a table of unknown shape count as recent writes when this young (ms).
 RECENT_WRITES_MS = 3 * 86_400_000
@@ -69,7 +80,11 @@ def session_rows(query: Query, schema: SchemaInfo, where: Sequence[str],
     if not selects:
         return []
     rows = query(" UNION ALL ".join(selects) + " ORDER BY 6, 1", params)
-    return [SessionRow(*r) for r in rows]
+    out = [s for s in map(session_from_row, rows) if s is not None]
+    if len(out) < len(rows):
+        log.warning("corrupt_session_row", skipped=len(rows) - len(out),
+                    reason="an id is not UTF-8")
+    return out
 
 
 def child_ids(query: Query, schema: SchemaInfo, session_id: str) -> list[str]:
@@ -79,7 +94,8 @@ def child_ids(query: Query, schema: SchemaInfo, session_id: str) -> list[str]:
              if present]
     if not parts:
         return []
-    return [str(r[0]) for r in query(" UNION ".join(parts), {"sid": session_id})]
+    return [str(r[0]) for r in query(" UNION ".join(parts), {"sid": session_id})
+            if is_utf8(str(r[0]))]
 
 
 def storage_of(query: Query, schema: SchemaInfo, session_id: str) -> str:

@@ -219,12 +219,14 @@ def estimate_tokens(text: str) -> int:
 class Chunk:
     """Consecutive turns whose transcript fits one extraction call.
 
-    ``last`` is the high-water mark reached once the chunk is processed.
+    ``last`` is the high-water mark reached once the chunk is processed, ``rowid`` the
+    largest ``message`` rowid among its messages (0 for ``session_message`` rows).
     """
 
     lines: tuple[TranscriptLine, ...]
     first: tuple[int, str]
     last: tuple[int, str]
+    rowid: int = 0
 
     @property
     def has_user_text(self) -> bool:
@@ -246,13 +248,14 @@ def chunk_turns(
     cur_tokens = 0
     first: tuple[int, str] | None = None
     last: tuple[int, str] | None = None
+    rowid = 0
     for turn in turns:
         lines = transcript_lines([turn], tool_output_chars=tool_output_chars)
         cost = sum(estimate_tokens(line.render()) + 1 for line in lines)
         if cur and cur_tokens + cost > max_tokens:
             assert first is not None and last is not None
-            chunks.append(Chunk(tuple(cur), first, last))
-            cur, cur_tokens, first = [], 0, None
+            chunks.append(Chunk(tuple(cur), first, last, rowid))
+            cur, cur_tokens, first, rowid = [], 0, None, 0
         if cost > max_tokens:
             lines = _fit(lines, max_tokens)
             cost = sum(estimate_tokens(line.render()) + 1 for line in lines)
@@ -261,8 +264,9 @@ def chunk_turns(
         cur.extend(lines)
         cur_tokens += cost
         last = turn.last.mark
+        rowid = max([rowid, *(m.rowid for m in turn.messages)])
     if first is not None and last is not None:
-        chunks.append(Chunk(tuple(cur), first, last))
+        chunks.append(Chunk(tuple(cur), first, last, rowid))
     return chunks
 
 

@@ -3,6 +3,11 @@
 Every connection runs in WAL mode with ``synchronous=FULL``, so a returned commit survives
 power loss, and every transaction starts with ``BEGIN IMMEDIATE``, so a writer never fails
 half-way on a lock upgrade. The schema version is kept in ``PRAGMA user_version``.
+
+The folder is made 0700 and the file (with its ``-wal`` and ``-shm``) 0600 on open, also
+when an earlier version left them readable by others. A full disk (``SQLITE_FULL``) is
+raised as :class:`~opencode_memoryd.errors.DiskFullError` naming the folder; the
+transaction it interrupted is rolled back, so nothing is half-written.
 """
 
 from __future__ import annotations
@@ -12,17 +17,19 @@ import sqlite3
 from pathlib import Path
 
 from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, ExceptionContext
 from sqlalchemy.exc import DBAPIError
 
-from opencode_memoryd.errors import StateError
+from opencode_memoryd.disk import STATE_MIN_FREE_BYTES, free_bytes, make_private
+from opencode_memoryd.errors import DiskFullError, StateError
 
 __all__ = ["SCHEMA_VERSION", "StateFile"]
 
 #: The schema this version writes; a file with a higher ``user_version`` is refused.
 #: 2 added ``storage`` to ``marks`` and ``items`` (which OpenCode table a position is in);
-#: 3 added ``chunk_failures``, ``failed_calls`` and ``llm_modes``.
-SCHEMA_VERSION = 3
+#: 3 added ``chunk_failures``, ``failed_calls`` and ``llm_modes``;
+#: 4 added ``max_rowid`` to ``marks`` (the largest ``message`` rowid processed).
+SCHEMA_VERSION = 4
 
 _DDL = [
     """CREATE TABLE IF NOT EXISTS marks (
@@ -32,6 +39,7 @@ _DDL = [
         message_id TEXT NOT NULL,
         updated_at TEXT NOT NULL,
         storage TEXT NOT NULL DEFAULT 'message',
+        max_rowid INTEGER,
         PRIMARY KEY (source_id, session_id)
     )""",
     """CREATE TABLE IF NOT EXISTS items (
@@ -165,6 +173,7 @@ class StateFile:
             os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
         except OSError as exc:
             raise StateError(f"cannot create state file {self.path}: {exc}") from exc
+        make_private(self.path.parent, (self.path.name + "*",))  # as an older version left it
         self._engine: Engine = create_engine(
             f"sqlite:///{self.path}",
             connect_args={"timeout": 30, "check_same_thread": False},
@@ -180,6 +189,13 @@ class StateFile:
         @event.listens_for(self._engine, "begin")
         def _begin(conn: Connection) -> None:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        @event.listens_for(self._engine, "handle_error")
+        def _full(context: ExceptionContext) -> None:
+            orig = context.original_exception
+            if getattr(orig, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+                raise DiskFullError(str(self.path.parent), STATE_MIN_FREE_BYTES,
+                                    free_bytes(self.path.parent)) from orig
 
         try:
             with self._engine.begin() as c:
@@ -203,7 +219,7 @@ class StateFile:
 
 #: Columns added after schema 1, by table: ``(name, DDL)``. Existing rows get the default.
 _ADDED_COLUMNS = {
-    "marks": (("storage", "TEXT NOT NULL DEFAULT 'message'"),),
+    "marks": (("storage", "TEXT NOT NULL DEFAULT 'message'"), ("max_rowid", "INTEGER")),
     "items": (("storage", "TEXT NOT NULL DEFAULT 'message'"),),
 }
 

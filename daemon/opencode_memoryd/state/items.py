@@ -3,7 +3,10 @@
 * ``marks``: the incremental high-water mark per (source database identity, session): the
   position of the last processed row and the OpenCode table it is in (``storage``):
   ``(time_created, id)`` in ``message``, ``(seq, id)`` in ``session_message``; the columns
-  ``time_created``/``message_id`` hold the position whatever the storage.
+  ``time_created``/``message_id`` hold the position whatever the storage. In ``message``
+  the mark also keeps ``max_rowid``, the largest SQLite ``rowid`` of a processed message
+  (``NULL`` in marks written before schema 3): the position and it each only grow,
+  and the reader reads what is beyond either (see :mod:`opencode_memoryd.capture.processor`).
 * ``items``: one row per extracted chunk of turns, written with the extraction result
   *before* anything reaches the store. Status ``extracted`` means the result is recorded
   but not yet stored; ``stored`` means its memories are durably in the store and the
@@ -69,6 +72,27 @@ class OutboxTables(StateFile):
             ).first()
         return Mark(str(row[0]), (int(row[1]), str(row[2]))) if row else None
 
+    def get_max_rowid(self, source_id: str, session_id: str) -> int | None:
+        """The largest ``message`` rowid the session's mark has processed (``None``: not
+        recorded, or no mark)."""
+        return self.max_rowids(source_id, [session_id]).get(session_id)
+
+    def max_rowids(self, source_id: str, session_ids: Sequence[str]) -> dict[str, int]:
+        """The ``max_rowid`` of the marks that have one, by session id."""
+        out: dict[str, int] = {}
+        ids = list(session_ids)
+        with self._engine.begin() as c:
+            for start in range(0, len(ids), 500):
+                batch = ids[start:start + 500]
+                params: dict[str, Any] = {f"i{k}": v for k, v in enumerate(batch)}
+                params["s"] = source_id
+                names = ", ".join(f":i{k}" for k in range(len(batch)))
+                for r in c.execute(text(
+                        "SELECT session_id, max_rowid FROM marks WHERE source_id=:s AND "
+                        f"max_rowid IS NOT NULL AND session_id IN ({names})"), params).all():
+                    out[str(r[0])] = int(r[1])
+        return out
+
     def marks(self, source_id: str,
               session_ids: Sequence[str] | None = None) -> dict[str, Mark]:
         """The marks of a source, by session id.
@@ -98,14 +122,15 @@ class OutboxTables(StateFile):
                     out[str(r[0])] = Mark(str(r[1]), (int(r[2]), str(r[3])))
         return out
 
-    def set_mark(self, source_id: str, session_id: str, mark: Mark, now: str) -> None:
+    def set_mark(self, source_id: str, session_id: str, mark: Mark, now: str,
+                 max_rowid: int | None = None) -> None:
         """Advance a mark (used when a chunk produced nothing to store).
 
-        A mark only moves forward within one storage; a mark in another storage than the
-        stored one replaces it.
+        A mark's position and its ``max_rowid`` each only move forward within one storage;
+        a mark in another storage than the stored one replaces it.
         """
         with self._engine.begin() as c:
-            self._set_mark(c, source_id, session_id, mark, now)
+            self._set_mark(c, source_id, session_id, mark, now, max_rowid)
 
     def replace_mark(self, source_id: str, session_id: str, mark: Mark | None,
                      now: str) -> None:
@@ -120,19 +145,27 @@ class OutboxTables(StateFile):
 
     @staticmethod
     def _set_mark(c: Connection, source_id: str, session_id: str, mark: Mark,
-                  now: str) -> None:
+                  now: str, max_rowid: int | None = None) -> None:
+        moved = ("(excluded.storage != marks.storage OR (excluded.time_created, "
+                 "excluded.message_id) > (marks.time_created, marks.message_id))")
         c.execute(
-            text("""INSERT INTO marks (source_id, session_id, storage, time_created,
-                                       message_id, updated_at)
-                    VALUES (:s, :sid, :st, :t, :m, :now)
-                    ON CONFLICT (source_id, session_id) DO UPDATE SET
-                      storage=excluded.storage, time_created=excluded.time_created,
-                      message_id=excluded.message_id, updated_at=excluded.updated_at
-                    WHERE excluded.storage != marks.storage
-                       OR (excluded.time_created, excluded.message_id)
-                          > (marks.time_created, marks.message_id)"""),
+            text(f"""INSERT INTO marks (source_id, session_id, storage, time_created,
+                                        message_id, updated_at, max_rowid)
+                     VALUES (:s, :sid, :st, :t, :m, :now, :rowid)
+                     ON CONFLICT (source_id, session_id) DO UPDATE SET
+                       storage=excluded.storage,
+                       time_created=CASE WHEN {moved} THEN excluded.time_created
+                                    ELSE marks.time_created END,
+                       message_id=CASE WHEN {moved} THEN excluded.message_id
+                                  ELSE marks.message_id END,
+                       max_rowid=CASE WHEN excluded.storage != marks.storage
+                                 THEN excluded.max_rowid
+                                 ELSE max(coalesce(marks.max_rowid, excluded.max_rowid),
+                                          coalesce(excluded.max_rowid, marks.max_rowid)) END,
+                       updated_at=excluded.updated_at
+                     WHERE {moved} OR excluded.max_rowid > coalesce(marks.max_rowid, -1)"""),
             {"s": source_id, "sid": session_id, "st": mark.storage, "t": mark.position[0],
-             "m": mark.position[1], "now": now},
+             "m": mark.position[1], "now": now, "rowid": max_rowid},
         )
 
     # -- outbox ----------------------------------------------------------------------
@@ -156,12 +189,14 @@ class OutboxTables(StateFile):
                 c.execute(text("DELETE FROM chunk_failures WHERE id=:id"), {"id": settles})
 
     def complete_item(self, item: Item, now: str) -> None:
-        """Mark an item stored and advance its session's mark, in one transaction."""
+        """Mark an item stored and advance its session's mark (to ``item.last`` and the
+        ``max_rowid`` in its result), in one transaction."""
+        rowid = item.result.get("max_rowid")
         with self._engine.begin() as c:
             c.execute(text("UPDATE items SET status='stored', updated_at=:now WHERE id=:id"),
                       {"id": item.id, "now": now})
             self._set_mark(c, item.source_id, item.session_id, Mark(item.storage, item.last),
-                           now)
+                           now, None if rowid is None else int(rowid))
 
     def pending_items(self, source_id: str, session_id: str | None = None) -> list[Item]:
         """Items recorded but not yet stored (crash recovery), oldest first."""

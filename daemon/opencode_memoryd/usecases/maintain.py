@@ -11,7 +11,8 @@ from typing import Any
 import structlog
 
 from opencode_memoryd.capture.notes import Summarizer
-from opencode_memoryd.capture.processor import Extractor, SessionProcessor, SessionReport
+from opencode_memoryd.capture.processor import Extractor, SessionProcessor
+from opencode_memoryd.capture.report import SessionReport
 from opencode_memoryd.capture.retry import retry_given_up
 from opencode_memoryd.models import iso_utc
 from opencode_memoryd.source.rows import SessionRow
@@ -60,6 +61,8 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
         SourceError: no database, or one that cannot be opened (schema errors included).
         UpstreamError: the LLM endpoint refused our credentials or model (kind ``auth``
             or ``not_found``): every session would fail the same way.
+        DiskFullError: the state dir or the store has too little free space; the session
+            at hand stored nothing and its mark did not move.
     """
     run_id = uuid.uuid4().hex[:12]
     mode = app.extraction_mode()
@@ -83,7 +86,8 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
                             "sessions": len(sessions)})
                 proc = SessionProcessor(source, state, store, extractor, app.limits(),
                                         clock=app.clock, user_id=app.user_id,
-                                        summarizer=summarizer)
+                                        summarizer=summarizer,
+                                        ensure_space=app.ensure_space)
                 if retry_failed:
                     retried.extend(_retry(proc, state, sessions, lock_for))
                 for s in (progress(sessions) if progress else sessions):
@@ -126,6 +130,7 @@ def _summary(run_id: str, mode: str, dbs: list[dict[str, Any]],
         "redactions": sum(sum(r["redactions"].values()) for r in rows),
         "given_up": sum(r["given_up"] for r in rows),
         "retried": sum(1 for r in retry_rows if not r["error"]),
+        "corrupt_rows": sum(r["corrupt_rows"] for r in rows),
         "summaries": sum(r["summaries"] for r in rows),
         "briefs": sum(r["briefs"] for r in rows),
         "failed": sum(1 for r in rows + retry_rows if r["error"]),
@@ -163,7 +168,8 @@ def capture_now(app: AppPort, state: StateDB, store: MemoryStore, extractor: Ext
     session, path = newest
     with app.open_source(path) as source:
         proc = SessionProcessor(source, state, store, extractor, app.limits(), clock=app.clock,
-                                user_id=app.user_id, summarizer=summarizer)
+                                user_id=app.user_id, summarizer=summarizer,
+                                ensure_space=app.ensure_space)
         with lock_for(session.project_key):
             report = proc.process(session)
     log.info("capture_now", session_id=session.id, added=report.added)

@@ -114,3 +114,8 @@ class AppPort(Protocol):
     def limits(self) -> Limits:
         """Reader and chunking limits."""
         ...
+
+    def ensure_space(self) -> None:
+        """Raise :class:`~opencode_memoryd.errors.DiskFullError` unless the state dir and
+        the store have room for an extraction's writes."""
+        ...

@@ -165,11 +165,10 @@ class Service:
 
     def dream(self, *, project_key: str | None = None, project_root: str | None = None,
               dry_run: bool = False) -> dict[str, Any]:
-        """A forced dream of one scope (``project_key`` ``None``: the user scope), under
-        the scope's lock; returns its journal entry."""
-        with self.lock_for(project_key or "user"):
-            return dreams.run_dream(self.dreamer, self.journal, project_key, project_root,
-                                    trigger="forced", dry_run=dry_run)
+        """A forced dream of one scope (``project_key`` ``None``: the user scope), applied
+        under the scope's lock; returns its journal entry."""
+        return dreams.run_dream(self.dreamer, self.journal, project_key, project_root,
+                                trigger="forced", dry_run=dry_run, lock_for=self.lock_for)
 
     def undo(self, *, run_id: str) -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.dreams.undo_dream`."""
