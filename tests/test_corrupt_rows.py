@@ -14,10 +14,12 @@ from conftest import cli, cli_json, marks
 from opencode_memoryd.logs import LOG_FILE_NAME
 from opencode_memoryd.models import FACT_TYPES
 
+PY39_FACT = "The data-pipeline service must stay compatible with Python 3.9."
+
 #: The user message behind "Our API base path is /api/v2." and its session.
 API_MSG = "msg_2013c1282001ZlI10YZqYJoGKk"
 API_SESSION = "ses_dfec4032affe4TNn4bUt9e26HR"
-#: The session behind "The data-pipeline service must stay compatible with Python 3.9."
+#: The session behind PY39_FACT
 PY39_SESSION = "ses_dfec3e0e7ffemMTQpWH5L89esM"
 
 
@@ -67,9 +69,8 @@ def test_a_row_that_is_not_utf8_costs_only_its_own_content(
     assert by_session[API_SESSION]["corrupt_rows"] == 1
     assert by_session[PY39_SESSION]["corrupt_rows"] == 1
     # the bad part's directive is lost, and nothing else
-    assert _contents(config_file) == {
-        "We always use pnpm, never npm.",
-        "The data-pipeline service must stay compatible with Python 3.9."}
+    assert _contents(config_file) == {"We always use pnpm, never npm.",
+                                      PY39_FACT}
     # every session's mark moved past its newest message, the bad rows included
     with sqlite3.connect(sample_db) as c:
         newest = _newest_messages(c)
@@ -94,8 +95,7 @@ def test_a_session_that_cannot_be_read_fails_alone(
         assert {s: m for s, m in done.items() if s != API_SESSION} == {
             s: m for s, m in _newest_messages(c).items() if s != API_SESSION}
     assert {"We always use pnpm, never npm.",
-            "The data-pipeline service must stay compatible with Python 3.9."
-            } <= _contents(config_file)
+            PY39_FACT} <= _contents(config_file)
     capsys.readouterr()
     text = (state_db.parent / LOG_FILE_NAME).read_text()
     assert "Traceback" not in text

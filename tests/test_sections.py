@@ -20,6 +20,8 @@ from opencode_memoryd.store.edge import EdgeStore
 from opencode_memoryd.store.server import ServerStore
 from opencode_memoryd.usecases.section_migration import migrate_sections
 
+PY39_FACT = "The data-pipeline service must stay compatible with Python 3.9."
+
 T0 = datetime(2025, 5, 1, 8, 0, tzinfo=UTC)
 
 
@@ -33,7 +35,7 @@ T0 = datetime(2025, 5, 1, 8, 0, tzinfo=UTC)
     ("project", "project", "The runbook is at https://wiki.acme.test/ops.", "reference"),
     ("project", "project", "The API docs live in docs/api.md.", "reference"),
     ("project", "project", "We always use pnpm, never npm.", "conventions"),
-    ("project", "project", "This service must stay compatible with Python 3.9.", "conventions"),
+    ("project", "project", PY39_FACT, "conventions"),
     ("project", "project", "The Postgres 16 migration is halfway done.", "progress"),
     ("project", "project", "The frontend is built with Vite and React 18.", "architecture"),
     ("project", "project", "Our API base path is /api/v2.", "architecture"),
@@ -50,8 +52,7 @@ def test_rules_mode_memories_are_written_with_a_section(sample_db: Path,
              if m["type"] not in ("session-summary", "project-brief")}
     assert facts == {"We always use pnpm, never npm.": "conventions",
                      "Our API base path is /api/v2.": "architecture",
-                     "The data-pipeline service must stay compatible with Python 3.9.":
-                     "conventions"}
+                     PY39_FACT: "conventions"}
     assert all(m["section"] for m in cli_json("--config", str(config_file), "list"))
 
 
