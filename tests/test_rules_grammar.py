@@ -129,6 +129,8 @@ def test_the_project_name_comes_from_the_session_folder() -> None:
     ("Remember: \"never push on Fridays\"", "Never push on Fridays."),
     ("remember that settings.local.py is never committed", "settings.local.py is never committed."),
     ("remember that i prefer yarn", "I prefer yarn."),
+    ("remember that the loop var is `i` and ?i=1 selects it", "The loop var is `i` and ?i=1 "
+     "selects it."),
 ])
 def test_the_stored_text_is_the_fact_alone(text: str, expected: str) -> None:
     assert [f for f, _ in directives(text)] == [expected]

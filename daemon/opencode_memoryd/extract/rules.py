@@ -156,7 +156,7 @@ _DEMONSTRATIVE = re.compile(
     r"\b(this|the\s+current)\s+(repo|repository|project|codebase|code\s+base|service|app"
     r"|application|monorepo|package|library|api|backend|frontend|site|website|server|cli|tool"
     r"|workspace)\b", re.IGNORECASE)
-_LONE_I = re.compile(r"(?<![\w'-])i(?=(?:'(?:m|ve|d|ll))?(?![\w-]))")
+_LONE_I = re.compile(r"(?<![^\s(\"])i(?=(?:'(?:m|ve|d|ll))?(?:[\s,.;:!?)]|$))")
 _IDENTIFIER = re.compile(r"^[`'\".~/]|^\S*[\d_/\\.@#:]\S|^[a-z]+[A-Z]|^[b-df-hj-np-tv-xz]+\b")
 
 
