@@ -195,7 +195,7 @@ def _setup(tmp_path: Path, env: dict[str, str], fake: FakeOpenAI) -> tuple[Path,
     cfg = write_config(tmp_path / "k.toml", f"""
 [opencode]
 settle_seconds = 0.2
-abandoned_turn_seconds = 100000000
+abandoned_turn_seconds = 31536000
 [extraction]
 mode = "llm"
 [llm]
