@@ -149,6 +149,11 @@ def _facts(cfg: Path) -> list[dict[str, Any]]:
             if m["type"] not in ("session-summary", "project-brief")]
 
 
+def _is_extraction(request: RecordedRequest) -> bool:
+    """Whether a chat request asks for memories (not a session summary or a brief)."""
+    return str(request.json["messages"][0]["content"]).startswith("You extract durable")
+
+
 def _items(state_db: Path) -> list[tuple[str, str, float]]:
     """``(first_id, last_id, recorded at (time.time()))`` of every outbox item."""
     with sqlite3.connect(state_db) as c:
@@ -176,8 +181,10 @@ def _check(loop: KillLoop, requests: list[RecordedRequest], items: list[tuple[st
         text = "\n".join(str(m["content"]) for m in f.json["messages"] if m["role"] == "user")
         ids = {mid for mid, _, _ in LINE.findall(text)}
         again_at = r.received_at + wall_offset
-        recorded = [at for fi, la, at in items if (fi in ids or la in ids) and at < again_at]
-        assert recorded == [], "a prompt whose answer was recorded was sent again"
+        if _is_extraction(f):  # its answer's record: the outbox item of those turns
+            recorded = [at for fi, la, at in items
+                        if (fi in ids or la in ids) and at < again_at]
+            assert recorded == [], "a prompt whose answer was recorded was sent again"
         if f.status == 200 and f.answered_at is not None and f.answered_at < sender.died:
             # the answer reached a live process, which died before recording it
             assert sender.died - f.answered_at < RECORD_WINDOW_SECONDS
