@@ -55,6 +55,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -136,8 +137,13 @@ def bench_idle(seconds: float, quiet: float) -> None:
 # -- 2. the big database ---------------------------------------------------------------
 
 
-def build_big_db(dst: Path, n_sessions: int, n_projects: int, seed: int = 7) -> None:
-    """Write ``n_sessions`` one-turn sessions over ``n_projects`` projects into ``dst``."""
+def build_big_db(dst: Path, n_sessions: int, n_projects: int, seed: int = 7, *,
+                 user_text: Callable[[int], str] | None = None,
+                 synthetic: bool = False) -> None:
+    """Write ``n_sessions`` one-turn sessions over ``n_projects`` projects into ``dst``.
+
+    ``user_text(i)`` is the text of session ``i``'s user message (default: a request no
+    rule stores); with ``synthetic`` it is marked ``synthetic`` (no human text)."""
     rng = random.Random(seed)
     tmp = dst.with_name(dst.name + ".building")
     empty_copy(FIXTURE, tmp)
@@ -174,8 +180,13 @@ def build_big_db(dst: Path, n_sessions: int, n_projects: int, seed: int = 7) -> 
         sessions.append((sid, project, sid[-8:], worktree, f"Session {i}", t, t + 4100))
         messages.append((umid, sid, t + 1000, t + 4050, json.dumps(user)))
         messages.append((amid, sid, t + 1500, t + 4000, json.dumps(assistant)))
-        parts.append((new_id("prt", t + 1001), umid, sid, t + 1001, t + 1001, json.dumps(
-            {"type": "text", "text": f"Fix the failing test number {i} in module m{i % 97}"})))
+        text = (user_text(i) if user_text is not None
+                else f"Fix the failing test number {i} in module m{i % 97}")
+        part: dict[str, Any] = {"type": "text", "text": text}
+        if synthetic:
+            part["synthetic"] = True
+        parts.append((new_id("prt", t + 1001), umid, sid, t + 1001, t + 1001,
+                      json.dumps(part)))
         parts.append((new_id("prt", t + 1600), amid, sid, t + 1600, t + 3900, json.dumps(
             {"type": "text", "text": "Done: the test passes now."})))
     conn.execute("BEGIN")
