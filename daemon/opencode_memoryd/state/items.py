@@ -17,12 +17,10 @@ recording and storing replays the recorded result, and storing it twice is harml
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-
-from sqlalchemy import text
-from sqlalchemy.engine import Connection, RowMapping
 
 from opencode_memoryd.models import STORAGE_MESSAGE, Mark
 from opencode_memoryd.state.engine import StateFile
@@ -61,12 +59,12 @@ class OutboxTables(StateFile):
 
     def get_mark(self, source_id: str, session_id: str) -> Mark | None:
         """The session's high-water mark, or ``None`` when nothing was read yet."""
-        with self._engine.begin() as c:
+        with self._read() as c:
             row = c.execute(
-                text("SELECT storage, time_created, message_id FROM marks "
-                     "WHERE source_id=:s AND session_id=:sid"),
+                "SELECT storage, time_created, message_id FROM marks "
+                "WHERE source_id=:s AND session_id=:sid",
                 {"s": source_id, "sid": session_id},
-            ).first()
+            ).fetchone()
         return Mark(str(row[0]), (int(row[1]), str(row[2]))) if row else None
 
     def marks(self, source_id: str,
@@ -92,37 +90,42 @@ class OutboxTables(StateFile):
                 names = ", ".join(f":i{k}" for k in range(len(batch)))
                 queries.append((f"{sql} AND session_id IN ({names})", params))
         out: dict[str, Mark] = {}
-        with self._engine.begin() as c:  # one transaction: one consistent snapshot
+        with self._read() as c:  # one transaction: one consistent snapshot
             for query, query_params in queries:
-                for r in c.execute(text(query), query_params).all():
+                for r in c.execute(query, query_params).fetchall():
                     out[str(r[0])] = Mark(str(r[1]), (int(r[2]), str(r[3])))
         return out
 
     def set_mark(self, source_id: str, session_id: str, mark: Mark, now: str) -> None:
-        """Advance a mark (used when a chunk produced nothing to store).
+        """Advance a mark (used when a chunk produced nothing to store); a light commit.
 
         A mark only moves forward within one storage; a mark in another storage than the
         stored one replaces it.
         """
-        with self._engine.begin() as c:
+        with self._tx(durable=False) as c:
             self._set_mark(c, source_id, session_id, mark, now)
 
     def replace_mark(self, source_id: str, session_id: str, mark: Mark | None,
                      now: str) -> None:
         """Set a mark unconditionally, also backwards; ``None`` deletes it (read from the
         start). Used when the rows a mark points at moved or vanished (an OpenCode
-        migration re-projected or wiped them)."""
-        with self._engine.begin() as c:
-            c.execute(text("DELETE FROM marks WHERE source_id=:s AND session_id=:sid"),
-                      {"s": source_id, "sid": session_id})
-            if mark is not None:
-                self._set_mark(c, source_id, session_id, mark, now)
+        migration re-projected or wiped them). A light commit."""
+        with self._tx(durable=False) as c:
+            self._replace_mark(c, source_id, session_id, mark, now)
+
+    @classmethod
+    def _replace_mark(cls, c: sqlite3.Connection, source_id: str, session_id: str,
+                      mark: Mark | None, now: str) -> None:
+        c.execute("DELETE FROM marks WHERE source_id=:s AND session_id=:sid",
+                  {"s": source_id, "sid": session_id})
+        if mark is not None:
+            cls._set_mark(c, source_id, session_id, mark, now)
 
     @staticmethod
-    def _set_mark(c: Connection, source_id: str, session_id: str, mark: Mark,
+    def _set_mark(c: sqlite3.Connection, source_id: str, session_id: str, mark: Mark,
                   now: str) -> None:
         c.execute(
-            text("""INSERT INTO marks (source_id, session_id, storage, time_created,
+            """INSERT INTO marks (source_id, session_id, storage, time_created,
                                        message_id, updated_at)
                     VALUES (:s, :sid, :st, :t, :m, :now)
                     ON CONFLICT (source_id, session_id) DO UPDATE SET
@@ -130,7 +133,7 @@ class OutboxTables(StateFile):
                       message_id=excluded.message_id, updated_at=excluded.updated_at
                     WHERE excluded.storage != marks.storage
                        OR (excluded.time_created, excluded.message_id)
-                          > (marks.time_created, marks.message_id)"""),
+                          > (marks.time_created, marks.message_id)""",
             {"s": source_id, "sid": session_id, "st": mark.storage, "t": mark.position[0],
              "m": mark.position[1], "now": now},
         )
@@ -142,30 +145,37 @@ class OutboxTables(StateFile):
 
         Recording the same item id again keeps the first result (idempotent).
         """
-        with self._engine.begin() as c:
-            c.execute(
-                text("""INSERT OR IGNORE INTO items (id, source_id, session_id, first_time,
-                          first_id, last_time, last_id, project_key, project_root, status,
-                          extractor, model, result, tokens_in, tokens_out, created_at,
-                          updated_at, storage)
-                        VALUES (:id, :s, :sid, :ft, :fi, :lt, :li, :pk, :pr, 'extracted',
-                          :ex, :model, :result, :ti, :to, :now, :now, :st)"""),
-                {"id": item.id, "s": item.source_id, "sid": item.session_id,
-                 "ft": item.first[0], "fi": item.first[1], "lt": item.last[0],
-                 "li": item.last[1], "pk": item.project_key, "pr": item.project_root,
-                 "ex": item.extractor, "model": item.model,
-                 "result": json.dumps(item.result, sort_keys=True),
-                 "ti": item.tokens_in, "to": item.tokens_out, "now": now,
-                 "st": item.storage},
-            )
+        with self._tx() as c:
+            self._insert_item(c, item, now)
+
+    @staticmethod
+    def _insert_item(c: sqlite3.Connection, item: Item, now: str) -> None:
+        c.execute(
+            """INSERT OR IGNORE INTO items (id, source_id, session_id, first_time,
+                      first_id, last_time, last_id, project_key, project_root, status,
+                      extractor, model, result, tokens_in, tokens_out, created_at,
+                      updated_at, storage)
+                    VALUES (:id, :s, :sid, :ft, :fi, :lt, :li, :pk, :pr, 'extracted',
+                      :ex, :model, :result, :ti, :to, :now, :now, :st)""",
+            {"id": item.id, "s": item.source_id, "sid": item.session_id,
+             "ft": item.first[0], "fi": item.first[1], "lt": item.last[0],
+             "li": item.last[1], "pk": item.project_key, "pr": item.project_root,
+             "ex": item.extractor, "model": item.model,
+             "result": json.dumps(item.result, sort_keys=True),
+             "ti": item.tokens_in, "to": item.tokens_out, "now": now,
+             "st": item.storage},
+        )
 
     def complete_item(self, item: Item, now: str) -> None:
         """Mark an item stored and advance its session's mark, in one transaction."""
-        with self._engine.begin() as c:
-            c.execute(text("UPDATE items SET status='stored', updated_at=:now WHERE id=:id"),
-                      {"id": item.id, "now": now})
-            self._set_mark(c, item.source_id, item.session_id, Mark(item.storage, item.last),
-                           now)
+        with self._tx() as c:
+            self._complete_item(c, item, now)
+
+    @classmethod
+    def _complete_item(cls, c: sqlite3.Connection, item: Item, now: str) -> None:
+        c.execute("UPDATE items SET status='stored', updated_at=:now WHERE id=:id",
+                  {"id": item.id, "now": now})
+        cls._set_mark(c, item.source_id, item.session_id, Mark(item.storage, item.last), now)
 
     def pending_items(self, source_id: str, session_id: str | None = None) -> list[Item]:
         """Items recorded but not yet stored (crash recovery), oldest first."""
@@ -174,15 +184,15 @@ class OutboxTables(StateFile):
         if session_id is not None:
             sql += " AND session_id=:sid"
             params["sid"] = session_id
-        with self._engine.begin() as c:
-            rows = c.execute(text(sql + " ORDER BY last_time, last_id"), params).mappings().all()
+        with self._read() as c:
+            rows = c.execute(sql + " ORDER BY last_time, last_id", params).fetchall()
         return [_item(r) for r in rows]
 
     def get_item(self, item_id: str) -> Item | None:
         """One outbox row by id."""
-        with self._engine.begin() as c:
-            row = c.execute(text("SELECT * FROM items WHERE id=:id"),
-                            {"id": item_id}).mappings().first()
+        with self._read() as c:
+            row = c.execute("SELECT * FROM items WHERE id=:id",
+                            {"id": item_id}).fetchone()
         return _item(row) if row else None
 
     def last_item(self) -> dict[str, Any] | None:
@@ -192,9 +202,9 @@ class OutboxTables(StateFile):
             ``{"session_id", "project_root", "status", "extractor", "model",
             "memories": number of candidates, "updated_at": ISO 8601 UTC}``.
         """
-        with self._engine.begin() as c:
-            row = c.execute(text("SELECT * FROM items ORDER BY updated_at DESC, id DESC "
-                                 "LIMIT 1")).mappings().first()
+        with self._read() as c:
+            row = c.execute("SELECT * FROM items ORDER BY updated_at DESC, id DESC "
+                            "LIMIT 1").fetchone()
         if row is None:
             return None
         item = _item(row)
@@ -207,21 +217,21 @@ class OutboxTables(StateFile):
 
     def tokens_since(self, iso: str) -> int:
         """LLM tokens (in + out) recorded by items created at or after ``iso`` (UTC)."""
-        with self._engine.begin() as c:
-            n = c.execute(text("SELECT coalesce(sum(tokens_in + tokens_out), 0) FROM items "
-                               "WHERE created_at >= :t"), {"t": iso}).scalar()
+        with self._read() as c:
+            n = c.execute("SELECT coalesce(sum(tokens_in + tokens_out), 0) FROM items "
+                          "WHERE created_at >= :t", {"t": iso}).fetchone()[0]
         return int(n or 0)
 
     def counts(self) -> dict[str, int]:
         """Numbers for ``status``: sessions with marks, items by status, tokens spent."""
-        with self._engine.begin() as c:
-            sessions = c.exec_driver_sql("SELECT count(*) FROM marks").scalar() or 0
+        with self._read() as c:
+            sessions = c.execute("SELECT count(*) FROM marks").fetchone()[0] or 0
             by_status: dict[str, int] = {
-                str(row[0]): int(row[1]) for row in c.exec_driver_sql(
-                    "SELECT status, count(*) FROM items GROUP BY status").all()}
-            tokens = c.exec_driver_sql(
+                str(row[0]): int(row[1]) for row in c.execute(
+                    "SELECT status, count(*) FROM items GROUP BY status").fetchall()}
+            tokens = c.execute(
                 "SELECT coalesce(sum(tokens_in),0), coalesce(sum(tokens_out),0) FROM items"
-            ).first()
+            ).fetchone()
         return {
             "sessions_tracked": int(sessions),
             "items_stored": int(by_status.get("stored", 0)),
@@ -231,7 +241,7 @@ class OutboxTables(StateFile):
         }
 
 
-def _item(r: RowMapping) -> Item:
+def _item(r: sqlite3.Row) -> Item:
     return Item(
         id=r["id"], source_id=r["source_id"], session_id=r["session_id"],
         first=(int(r["first_time"]), r["first_id"]), last=(int(r["last_time"]), r["last_id"]),
