@@ -25,6 +25,7 @@ This module imports no Qdrant library: code that only talks to a store depends o
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -140,6 +141,12 @@ class MemoryStore(Protocol):
 
     def delete(self, ids: Sequence[str]) -> None:
         """Delete these ids (unknown ids are ignored); durable when it returns."""
+        ...
+
+    def batch(self) -> AbstractContextManager[None]:
+        """Group the writes of the calling thread: inside, :meth:`upsert` and
+        :meth:`delete` are visible at once and survive a crash of the process, but are
+        made durable (flushed to disk) only once, when the outermost ``batch`` ends."""
         ...
 
     def scroll(self, flt: MemoryFilter | None = None) -> Iterator[Memory]:

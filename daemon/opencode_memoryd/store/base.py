@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, Self
 
@@ -84,6 +85,7 @@ class StoreBase:
         self._closed = False
         self._mismatch: str | None = None
         self._lock = threading.RLock()
+        self._batching = threading.local()  # per thread: depth, wrote
 
     # -- metadata ---------------------------------------------------------------------
 
@@ -154,7 +156,8 @@ class StoreBase:
         """Insert or replace ``memories`` (point id = :attr:`Memory.id`).
 
         Computes the BM25 vector of each ``content`` and, with an embedder, its dense vector
-        (one ``embed`` call for the batch). Durable when it returns.
+        (one ``embed`` call for the batch). Durable when it returns (inside :meth:`batch`:
+        when the batch ends).
 
         Raises:
             ValueError: a memory id is not a UUID.
@@ -175,6 +178,36 @@ class StoreBase:
                 rows = self._encode(memories, self._embedder)
             self._upsert_rows(rows)
 
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group the calling thread's writes: inside, :meth:`upsert` and :meth:`delete`
+        are not flushed one by one; the outermost ``batch`` flushes once on exit (also when
+        the block raised), if anything was written. Other threads' writes are unaffected.
+
+        Raises:
+            StoreError: the final flush failed.
+        """
+        b = self._batching
+        b.depth = getattr(b, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            b.depth -= 1
+            if b.depth == 0 and getattr(b, "wrote", False):
+                b.wrote = False
+                with self._lock:
+                    if not self._closed:
+                        self._flush()
+
+    def _deferring(self) -> bool:
+        """Whether the calling thread is inside :meth:`batch` (its writes are then not
+        flushed one by one); notes that it wrote."""
+        b = self._batching
+        if getattr(b, "depth", 0) > 0:
+            b.wrote = True
+            return True
+        return False
+
     def get(self, ids: Sequence[str]) -> list[Memory]:
         """Return the stored memories with these ids, in the order given (duplicates once,
         missing ids skipped). Retired memories (tombstones) are returned too.
@@ -192,7 +225,8 @@ class StoreBase:
         return [found[i] for i in wanted if i in found]
 
     def delete(self, ids: Sequence[str]) -> None:
-        """Delete the points with these ids; unknown ids are ignored. Durable on return.
+        """Delete the points with these ids; unknown ids are ignored. Durable on return
+        (inside :meth:`batch`: when the batch ends).
 
         Raises:
             ValueError: an id is not a UUID.
