@@ -1,6 +1,7 @@
 """Read-only access to an OpenCode database (``opencode.db``): the 1.x tables and the v2 ones.
 
-The only module in ``source`` that talks SQL through SQLAlchemy: the statements of
+The only module in ``source`` that opens the database (one ``sqlite3`` connection, shared by
+the daemon's threads one statement at a time): the statements of
 :mod:`~opencode_memoryd.source.reader_v2` (v2 tables, the merged session list) and of
 :mod:`~opencode_memoryd.source.lookups` (per-session lookups in either storage) run through
 this module's connection. Rules it keeps, from how SQLite's WAL mode treats readers and from
@@ -40,10 +41,6 @@ from typing import Any
 from urllib.parse import quote
 
 import structlog
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.pool import StaticPool
 
 from opencode_memoryd.errors import SourceError
 from opencode_memoryd.models import STORAGE_SESSION_MESSAGE
@@ -85,26 +82,19 @@ class OpenCodeDB(SessionLookups):
         uri = f"file:{quote(os.path.abspath(self.path))}?mode=ro"
         timeout = max(busy_timeout_ms, 0) / 1000
 
-        def connect() -> sqlite3.Connection:
-            conn = sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False,
-                                   isolation_level=None)
-            return conn
-
-        # One long-lived connection (needed for PRAGMA data_version), autocommit at the
-        # DB-API level: every SELECT is its own short read transaction unless we BEGIN.
-        self._engine: Engine = create_engine(
-            "sqlite://", creator=connect, poolclass=StaticPool
-        )
-        self._conn: Connection | None = None
+        # One long-lived connection (needed for PRAGMA data_version), autocommit: every
+        # SELECT is its own short read transaction unless we BEGIN.
+        self._conn: sqlite3.Connection | None = None
         # one connection, shared by the daemon's threads: one statement at a time
         self._guard = threading.RLock()
         try:
-            self._conn = self._engine.connect()
+            self._conn = sqlite3.connect(uri, uri=True, timeout=timeout,
+                                         check_same_thread=False, isolation_level=None)
             self._cookie = self.schema_cookie()
             self.schema: SchemaInfo = detect_schema(self._rows, self.path)
-        except DBAPIError as exc:
+        except sqlite3.Error as exc:
             self.close()
-            raise SourceError(f"cannot read OpenCode database {self.path}: {exc.orig}") from exc
+            raise SourceError(f"cannot read OpenCode database {self.path}: {exc}") from exc
         except SourceError:  # SourceSchemaError, or a catalogue read that failed
             self.close()
             raise
@@ -113,10 +103,10 @@ class OpenCodeDB(SessionLookups):
 
     def close(self) -> None:
         """Close the connection. Safe to call twice."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-        self._engine.dispose()
+        with self._guard:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
     def __enter__(self) -> OpenCodeDB:
         return self
@@ -125,7 +115,7 @@ class OpenCodeDB(SessionLookups):
         self.close()
 
     @property
-    def conn(self) -> Connection:
+    def conn(self) -> sqlite3.Connection:
         """The open connection; raises :class:`SourceError` once :meth:`close` was called."""
         if self._conn is None:
             raise SourceError(f"OpenCode database {self.path} is closed")
@@ -134,16 +124,15 @@ class OpenCodeDB(SessionLookups):
     def _rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Any]:
         with self._guard:
             try:
-                return list(self.conn.execute(text(sql), dict(params or {})).all())
-            except DBAPIError as exc:
-                raise SourceError(f"reading {self.path} failed: {exc.orig}") from exc
+                return self.conn.execute(sql, params or {}).fetchall()
+            except sqlite3.Error as exc:
+                raise SourceError(f"reading {self.path} failed: {exc}") from exc
 
     @contextmanager
     def _read_transaction(self) -> Iterator[None]:
         """One short, explicit read transaction (consistent snapshot), always ended."""
         with self._guard:
-            raw = self.conn.connection.driver_connection
-            assert raw is not None
+            raw = self.conn
             raw.execute("BEGIN")
             try:
                 yield
