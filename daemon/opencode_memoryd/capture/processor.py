@@ -50,6 +50,7 @@ from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB
 from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.source.transcript import Chunk, chunk_turns
 from opencode_memoryd.source.turns import Idle, drop_fork_copies, finished_prefix, group_turns
+from opencode_memoryd.state.batch import StateBatch
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.state.items import Item
 from opencode_memoryd.store.api import MemoryStore
@@ -161,6 +162,9 @@ class SessionProcessor:
         raise_fatal: re-raise ``auth``/``not_found`` upstream errors (every other session
             would fail the same way); the daemon sets it to ``False`` and pauses instead.
         user_id: the identity user-scope memories are written for (``Memory.user_id``).
+        batch: collect the state writes here instead of committing each (the caller
+            flushes the store, then commits the batch). An answer that cost LLM tokens is
+            still recorded durably at once, so a crash never asks for it again.
     """
 
     def __init__(
@@ -174,11 +178,14 @@ class SessionProcessor:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         raise_fatal: bool = True,
         user_id: str | None = None,
+        batch: StateBatch | None = None,
     ) -> None:
         self.raise_fatal = raise_fatal
         self.user_id = user_id
         self.source = source
         self.state = state
+        #: where marks and items are read and written: the batch, or the state file
+        self.writes: StateDB | StateBatch = batch if batch is not None else state
         self.store = store
         self.extractor = extractor
         self.limits = limits
@@ -197,7 +204,7 @@ class SessionProcessor:
             near_duplicate_similarity=self.limits.near_duplicate_similarity,
             user_id=self.user_id,
         )
-        self.state.complete_item(item, _now_iso(now))
+        self.writes.complete_item(item, _now_iso(now))
         report.added += added
         report.skipped.update(skipped)
 
@@ -214,7 +221,7 @@ class SessionProcessor:
         report = SessionReport(session.id, session.project_key, session.project_root)
         try:
             # 1. finish what a previous run recorded but did not store (crash recovery)
-            for item in self.state.pending_items(src, session.id):
+            for item in self.writes.pending_items(src, session.id):
                 self._apply(item, report)
                 report.replayed_items += 1
             self._process_new(session, report)
@@ -242,7 +249,7 @@ class SessionProcessor:
         carrying the row over), the session is read again from its start.
         """
         src = self.source.identity
-        stored = self.state.get_mark(src, session.id)
+        stored = self.writes.get_mark(src, session.id)
         if stored is None or stored.storage == storage == STORAGE_MESSAGE:
             return
         found = self.source.locate(session.id, stored.position[1], storage)
@@ -252,13 +259,13 @@ class SessionProcessor:
         if found is not None:
             log.info("mark_moved", session_id=session.id, storage=storage,
                      previous_storage=stored.storage)
-            self.state.replace_mark(src, session.id, Mark(storage, found), now)
+            self.writes.replace_mark(src, session.id, Mark(storage, found), now)
             return
         log.warning("session_rows_reset", session_id=session.id, storage=storage,
                     previous_storage=stored.storage,
                     detail="the last row read is gone: reading the session again from its "
                            "start (nothing already stored is stored twice)")
-        self.state.replace_mark(src, session.id, None, now)
+        self.writes.replace_mark(src, session.id, None, now)
 
     def _process_new(self, session: SessionRow, report: SessionReport) -> None:
         src = self.source.identity
@@ -273,7 +280,7 @@ class SessionProcessor:
         idle = (Idle(session.time_idle, session.time_suspended)
                 if session.table == "session_v2" else None)
         while True:
-            stored = self.state.get_mark(src, session.id)
+            stored = self.writes.get_mark(src, session.id)
             mark = stored.position if stored is not None and stored.storage == storage else None
             messages = self.source.messages_after(session.id, mark, limit=MESSAGE_BATCH,
                                                   storage=storage)
@@ -283,7 +290,7 @@ class SessionProcessor:
             more = full_batch and messages[-1].mark < end.position
             real = drop_fork_copies(messages, session.time_created)
             if not real:  # a batch of fork copies only: nothing to read, move past them
-                self.state.set_mark(src, session.id, Mark(storage, messages[-1].mark),
+                self.writes.set_mark(src, session.id, Mark(storage, messages[-1].mark),
                                     _now_iso(self.clock()))
                 if not more:
                     return
@@ -337,10 +344,10 @@ class SessionProcessor:
         report.chunks += 1
         now = self.clock()
         if not chunk.has_user_text:
-            self.state.set_mark(src, session.id, Mark(storage, chunk.last), _now_iso(now))
+            self.writes.set_mark(src, session.id, Mark(storage, chunk.last), _now_iso(now))
             return
         item_id = _item_id(src, session.id, chunk, storage)
-        known = self.state.get_item(item_id)
+        known = self.writes.get_item(item_id)
         if known is not None:  # the same turns, read again after a reset: no second call
             report.replayed_items += 1
             self._apply(replace(known, first=chunk.first, last=chunk.last, storage=storage),
@@ -372,7 +379,10 @@ class SessionProcessor:
             },
             tokens_in=result.tokens_in, tokens_out=result.tokens_out, storage=storage,
         )
-        self.state.record_item(item, _now_iso(self.clock()))
+        if self.extractor.name == "rules":  # free to ask again: may wait for the batch
+            self.writes.record_item(item, _now_iso(self.clock()))
+        else:  # cost tokens: durable before anything else happens
+            self.state.record_item(item, _now_iso(self.clock()))
         _fault_point("after_record")
         self._apply(item, report)
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import structlog
 
+from opencode_memoryd.capture.batching import WriteGroup
 from opencode_memoryd.capture.processor import Extractor, SessionProcessor, SessionReport
 from opencode_memoryd.models import iso_utc
 from opencode_memoryd.source.rows import SessionRow
@@ -35,6 +36,10 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
              progress: Progress | None = None, lock_for: LockFor = no_lock
              ) -> dict[str, Any]:
     """Process every eligible session (of ``directory``'s project, or all) up to now.
+
+    The sessions' marks, rules results and store writes are committed in groups
+    (:class:`~opencode_memoryd.capture.batching.WriteGroup`: the store flushed, then the
+    state file); the run's end is recorded durably after the last group.
 
     Args:
         directory: a normalised folder, or ``None`` for every session.
@@ -67,11 +72,14 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
                 )
                 dbs.append({"path": str(path), "schema": source.schema.describe(),
                             "sessions": len(sessions)})
-                proc = SessionProcessor(source, state, store, extractor, app.limits(),
-                                        clock=app.clock, user_id=app.user_id)
-                for s in (progress(sessions) if progress else sessions):
-                    with lock_for(s.project_key):
-                        reports.append(proc.process(s))
+                with WriteGroup(state, store) as group:
+                    proc = SessionProcessor(source, state, store, extractor, app.limits(),
+                                            clock=app.clock, user_id=app.user_id,
+                                            batch=group.batch)
+                    for s in (progress(sessions) if progress else sessions):
+                        with lock_for(s.project_key):
+                            reports.append(proc.process(s))
+                        group.commit_if_due()
     finally:
         summary = _summary(run_id, mode, dbs, reports)
         state.end_run(run_id, summary["totals"], iso_utc(app.clock()))
