@@ -6,6 +6,24 @@ or, in LLM mode, whose subjects are similar (:class:`~opencode_memoryd.dream.mod
 Edges join in decreasing similarity (Kruskal's order) into union-find sets capped at
 ``max_group_size``. A group an earlier dream settled (kept whole, or rejected its plan) is
 known by its :func:`group_signature` and not planned again until a member changes.
+
+Which pairs are scored at all is decided by prefix filtering (Chaudhuri, Ganti & Kaushik,
+"A Primitive Operator for Similarity Joins in Data Cleaning", ICDE 2006; Bayardo, Ma &
+Srikant, "Scaling Up All Pairs Similarity Search", WWW 2007), which finds every pair that
+can reach a threshold without comparing all pairs:
+
+* near-duplicates: the word similarity (difflib's ratio ``2M / (|a| + |b|)``) is at most
+  the Dice coefficient of the two word multisets, so a pair at or above
+  ``near_duplicate_similarity`` = t shares at least ``t |a| / (2 - t)`` words of ``a``;
+  with words ordered rarest first, such a pair shares a word of both texts' prefixes of
+  ``|a| - ceil(t |a| / (2 - t)) + 1`` words;
+* subjects (LLM mode): a pair at or above ``group_similarity`` = g shares salient terms of
+  at least g times the smaller term mass, so it shares a term of the lighter memory's
+  heaviest terms up to the point where the rest weighs less than g times its mass; each
+  memory looks those terms up in an index of every memory of its type.
+
+The scored pairs are therefore the same as with every pair compared, in time about
+proportional to the number of memories.
 """
 
 from __future__ import annotations
@@ -15,11 +33,10 @@ import math
 from collections.abc import Iterable, Sequence, Set
 from typing import NamedTuple
 
-from opencode_memoryd.dream.model import DreamScope, DreamSettings
+from opencode_memoryd.dream.model import DreamSettings
 from opencode_memoryd.dream.terms import SalientTerms
 from opencode_memoryd.extract.facts import restates, similarity
 from opencode_memoryd.models import Memory, content_hash, normalize_text
-from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 
 #: A candidate pair of memory ids, the smaller id first.
 Pair = tuple[str, str]
@@ -47,26 +64,22 @@ class Grouping(NamedTuple):
     settled: int
 
 
-def candidate_groups(active: Sequence[Memory], sc: DreamScope, settled: Set[str], *,
-                     store: MemoryStore, settings: DreamSettings, terms: SalientTerms,
+def candidate_groups(active: Sequence[Memory], settled: Set[str], *,
+                     settings: DreamSettings, terms: SalientTerms,
                      by_subject: bool) -> Grouping:
     """Group the scope's active memories (see the module docstring).
 
     Args:
         active: the scope's active memories.
-        sc: the scope (candidates of big types come from ``store.search`` in it).
         settled: signatures of the groups an earlier dream settled.
-        store: the memory store, searched for candidates of types with more than
-            ``all_pairs_limit`` memories.
         settings: thresholds and caps.
         terms: the salient-term tokenizer.
         by_subject: LLM mode: memories on a similar subject group too, and near-duplicates
             group without having to restate one another.
     """
-    pairs = _candidate_pairs(active, sc, store, settings)
     sim = _Similarity(active, terms)
     edges: list[tuple[float, str, str]] = []
-    for a, b in pairs:
+    for a, b in _candidate_pairs(active, sim, settings, by_subject=by_subject):
         score = _edge_score(sim, a, b, settings, by_subject=by_subject)
         if score is not None:
             edges.append((score, a, b))
@@ -82,41 +95,72 @@ def _pair(a: str, b: str) -> Pair:
     return (a, b) if a <= b else (b, a)
 
 
-def _all_pairs(ids: Sequence[str]) -> set[Pair]:
-    return {_pair(a, b) for i, a in enumerate(ids) for b in ids[i + 1:]}
-
-
-def _candidate_pairs(active: Sequence[Memory], sc: DreamScope, store: MemoryStore,
-                     settings: DreamSettings) -> set[Pair]:
-    """Pairs of the same type: every pair of a type with at most ``all_pairs_limit``
-    memories; for bigger types, the pairs of equal text plus each memory's search hits."""
-    by_type: dict[str, list[Memory]] = {}
+def _candidate_pairs(active: Sequence[Memory], sim: _Similarity, settings: DreamSettings,
+                     *, by_subject: bool) -> set[Pair]:
+    """Every pair of the same type that may reach a near-duplicate edge, and in LLM mode
+    a subject edge (a superset of the pairs with an edge; see the module docstring)."""
+    by_type: dict[str, list[str]] = {}
     for m in active:
-        by_type.setdefault(m.type, []).append(m)
+        by_type.setdefault(m.type, []).append(m.id)
     pairs: set[Pair] = set()
-    for type_, ms in by_type.items():
-        if len(ms) <= settings.all_pairs_limit:
-            pairs |= _all_pairs([m.id for m in ms])
+    for ids in by_type.values():
+        if len(ids) < 2:
             continue
-        buckets: dict[str, list[str]] = {}
-        for m in ms:
-            buckets.setdefault(content_hash(m.content), []).append(m.id)
-        for ids in buckets.values():
-            pairs |= _all_pairs(ids)
-        pairs |= _search_pairs(ms, sc.filter((type_,)), store, settings.search_limit)
+        pairs |= _word_pairs(ids, sim, settings.near_duplicate_similarity)
+        if by_subject:
+            pairs |= _subject_pairs(ids, sim, settings.group_similarity)
     return pairs
 
 
-def _search_pairs(ms: Sequence[Memory], flt: MemoryFilter, store: MemoryStore,
-                  limit: int) -> set[Pair]:
-    """Each memory paired with its search hits among ``ms`` (the active memories of one
-    type; ``flt`` restricts the search to that type in the scope)."""
-    ids = {m.id for m in ms}
+def _word_pairs(ids: Sequence[str], sim: _Similarity, t: float) -> set[Pair]:
+    """Pairs whose word multisets may have a Dice coefficient of at least ``t``."""
+    tokens: dict[str, list[tuple[str, int]]] = {}
+    df: dict[tuple[str, int], int] = {}
+    for i in ids:
+        seen: dict[str, int] = {}
+        toks = []
+        for w in sim.norm[i].split():  # the k-th occurrence of a word is its own token
+            seen[w] = seen.get(w, 0) + 1
+            toks.append((w, seen[w]))
+        tokens[i] = toks
+        for tok in toks:
+            df[tok] = df.get(tok, 0) + 1
+    index: dict[tuple[str, int], list[str]] = {}
     pairs: set[Pair] = set()
-    for m in ms:
-        for hit, _score in store.search(m.content, flt=flt, limit=limit):
-            if hit.id != m.id and hit.id in ids:
-                pairs.add(_pair(m.id, hit.id))
+    for i in ids:
+        toks = sorted(tokens[i], key=lambda tok: (df[tok], tok))
+        need = math.ceil(t * len(toks) / (2 - t) - 1e-9) if t > 0 else 0
+        prefix = toks[: max(len(toks) - need + 1, 0)] if toks else []
+        if not toks:  # an empty text: only another empty text is alike
+            prefix = [("", 0)]
+        found: set[str] = set()
+        for tok in prefix:
+            found.update(index.get(tok, ()))
+            index.setdefault(tok, []).append(i)
+        pairs.update(_pair(i, j) for j in found)
+    return pairs
+
+
+def _subject_pairs(ids: Sequence[str], sim: _Similarity, g: float) -> set[Pair]:
+    """Pairs that may share salient terms of at least ``g`` times the lighter one's mass
+    (and at least two terms)."""
+    index: dict[int, list[str]] = {}
+    for i in ids:
+        for term in sim.terms[i]:
+            index.setdefault(term, []).append(i)
+    pairs: set[Pair] = set()
+    for i in ids:
+        heavy = sorted(sim.terms[i], key=lambda term: (-sim.weight[term], term))
+        mass = sum(sim.weight[term] for term in heavy)
+        rest = mass
+        found: set[str] = set()
+        for term in heavy:
+            if rest < g * mass or rest <= 0:
+                break
+            rest -= sim.weight[term]
+            found.update(index[term])
+        found.discard(i)
+        pairs.update(_pair(i, j) for j in found)
     return pairs
 
 

@@ -44,9 +44,6 @@ class DreamSettings:
             memories stay as they are).
         supersede_overlap: share of a superseded memory's salient terms the superseding
             memory must share.
-        all_pairs_limit: types with at most this many memories are compared pairwise;
-            larger ones take their candidate pairs from ``store.search``.
-        search_limit: hits per ``store.search`` when looking for candidates.
 
     Raises:
         ValueError: a value out of range.
@@ -60,8 +57,6 @@ class DreamSettings:
     max_chars: int = 300
     min_coverage: float = 1.0
     supersede_overlap: float = 0.5
-    all_pairs_limit: int = 200
-    search_limit: int = 10
 
     def __post_init__(self) -> None:
         if not 0 < self.max_retire_share <= 1:
@@ -72,11 +67,9 @@ class DreamSettings:
                 raise ValueError(f"{name} must be in [0, 1]")
         if self.max_group_size < 2:
             raise ValueError("max_group_size must be at least 2")
-        for name in ("max_groups", "max_chars", "search_limit"):
+        for name in ("max_groups", "max_chars"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive")
-        if self.all_pairs_limit < 0:
-            raise ValueError("all_pairs_limit must not be negative")
 
 
 @dataclass
