@@ -10,10 +10,16 @@ and a periodic sweep re-reads the session list anyway. A database that appears l
 deleted, or is replaced by another file (new inode) is reopened without a restart.
 
 Scheduling: each changed session is queued in the state file with its debounce due time
-(:mod:`opencode_memoryd.debounce`) and gets one APScheduler job (id ``session:<db>:<id>``,
-replaced on every change). Jobs run on one worker thread, so one session is never extracted
-twice at once; a per-project lock keeps extractions (and, later, dreams) of one project
-apart, including those asked for through the control endpoint.
+(:mod:`opencode_memoryd.debounce`). One worker thread (:mod:`opencode_memoryd.serve.jobs`)
+takes the due sessions from the queue, soonest first, and sleeps until the next due time
+or until the main loop queues something; so one session is never extracted twice at once,
+and the queue costs no memory per session beyond its row. A per-project lock keeps
+extractions and dreams of one project apart, including those asked for through the
+control endpoint.
+
+Threads: the main loop (change detection, the periodic full sweep, the watchdog ping), the
+worker (extractions, dream checks), the file watcher and the control server; each sleeps
+until it has something to do.
 
 Outages: retryable LLM failures back off per session (honouring ``Retry-After``) behind a
 circuit breaker; 401/403/404 pause all LLM work with a status saying why; a daily token
@@ -34,8 +40,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import structlog
-from apscheduler.executors.pool import ThreadPoolExecutor
-from apscheduler.schedulers.background import BackgroundScheduler
 from filelock import FileLock, Timeout
 
 from opencode_memoryd import __version__
@@ -67,6 +71,8 @@ STORE_WAIT_SECONDS = 60.0
 MIN_CHECK_INTERVAL_SECONDS = 0.02
 #: ... and at least this many times the duration of the previous check.
 CHECK_COST_FACTOR = 4.0
+#: Sessions listed in ``status`` (``pending_count`` has them all).
+STATUS_PENDING_LIMIT = 20
 
 
 
@@ -125,11 +131,9 @@ class Daemon(SourceTracking, SessionJobs):
         self._control: ControlServer | None = None
         self.service: Service
         self.last_dream: dict[str, str] = {}
-        self.scheduler = BackgroundScheduler(
-            executors={"default": ThreadPoolExecutor(max_workers=1)},
-            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
-            timezone=UTC,
-        )
+        self._work_wake = threading.Event()
+        self._timers = {}
+        self._next_sweep = 0.0
 
     # -- start-up ---------------------------------------------------------------------
 
@@ -155,7 +159,12 @@ class Daemon(SourceTracking, SessionJobs):
         self._lock = lock
 
     def start(self) -> None:
-        """Lock, open state and store, catch up, start watching and scheduling."""
+        """Lock, open state and store, serve commands, start the worker and watching.
+
+        Commands are served as soon as the state file and the store are open; the main
+        loop's first pass (a full one) then queues what changed while the daemon was
+        away, and the worker resumes what was queued before a restart.
+        """
         self.acquire_lock()
         self.started_at = self.clock()
         self.state = self.app.open_state()
@@ -163,23 +172,16 @@ class Daemon(SourceTracking, SessionJobs):
         self.extractor = self.app.build_extractor()
         self.service = Service(self.app, self.state, self.store, extractor=self.extractor,
                                lock_for=self.project_lock, daemon_status=self.status)
+        self._start_control()
         log.info("daemon_started", version=__version__, pid=os.getpid(),
                  mode=self.app.extraction_mode(),
                  quiet_period_seconds=self.cfg.quiet_period_seconds,
                  max_wait_seconds=self.cfg.max_wait_seconds)
-        self.scheduler.start()
-        # re-arm what was queued before a restart; the main loop's first pass (a full
-        # one) catches up on everything else, while status and commands are served
-        for row in self.state.queue():
-            self._arm(row["source_id"], row["session_id"], int(row["due_ms"]))
         self._full_sweep_requested = True
         self._poke.set()
         self._start_watcher()
-        self.scheduler.add_job(self._safety_sweep, "interval",
-                               seconds=self.cfg.sweep_interval_seconds, id="sweep",
-                               replace_existing=True)
         self._start_dreams()
-        self._start_control()
+        self._start_worker()
 
     def _open_store(self) -> MemoryStore:
         """Open the store; while a one-shot command (``list``, ``maintain`` …) started
@@ -206,19 +208,20 @@ class Daemon(SourceTracking, SessionJobs):
     # -- dreams -----------------------------------------------------------------------
 
     def _start_dreams(self) -> None:
-        """Finish dreams a crash interrupted, then schedule the gate check (and catch-up)."""
+        """Finish dreams a crash interrupted, then schedule the gate check (and catch-up)
+        on the worker thread."""
         self.service.recover_dreams()
         if not self.app.config.dream.enabled:
             return
-        self.scheduler.add_job(self._dream_check, "date", args=("catch-up",),
-                               id="dream-catch-up", replace_existing=True)
-        self.scheduler.add_job(self._dream_check, "interval", args=("auto",),
-                               minutes=self.app.config.dream.check_interval_minutes,
-                               id="dream-check", replace_existing=True)
+        self.add_timer("dream-catch-up", functools.partial(self._dream_check, "catch-up"),
+                       interval=None)
+        self.add_timer("dream-check", functools.partial(self._dream_check, "auto"),
+                       interval=self.app.config.dream.check_interval_minutes * 60,
+                       delay=self.app.config.dream.check_interval_minutes * 60)
 
     def _dream_check(self, trigger: str) -> None:
-        """Dream every scope whose gate is open (runs on the single job thread, so never
-        beside an extraction job; the project lock keeps control-endpoint work apart)."""
+        """Dream every scope whose gate is open (runs on the worker thread, so never beside
+        an extraction; the project lock keeps control-endpoint work apart)."""
         if self.stop_event.is_set() or self._llm_gate() is not None:
             return
         for outcome in self.service.dream_open_scopes(trigger=trigger,
@@ -256,10 +259,12 @@ class Daemon(SourceTracking, SessionJobs):
         """
         sd_notify("READY=1\nSTATUS=watching OpenCode databases")
         next_check = 0.0
+        self._next_sweep = time.monotonic() + self.cfg.sweep_interval_seconds
         while not self.stop_event.is_set():
             # never sleep past half of systemd's 60 s watchdog interval
             timeout = (min(self.cfg.poll_interval_seconds, MAX_LOOP_SECONDS)
                        if self._polling else MAX_LOOP_SECONDS)
+            timeout = max(0.0, min(timeout, self._next_sweep - time.monotonic()))
             self._poke.wait(timeout=timeout)
             wait = next_check - time.monotonic()
             if wait > 0 and self.stop_event.wait(wait):
@@ -267,6 +272,9 @@ class Daemon(SourceTracking, SessionJobs):
             self._poke.clear()
             if self.stop_event.is_set():
                 break
+            if time.monotonic() >= self._next_sweep:  # the periodic safety sweep
+                self._full_sweep_requested = True
+                self._next_sweep = time.monotonic() + self.cfg.sweep_interval_seconds
             full, self._full_sweep_requested = self._full_sweep_requested, False
             started = time.monotonic()
             try:
@@ -298,14 +306,11 @@ class Daemon(SourceTracking, SessionJobs):
         if self._control is not None:
             self._control.close(wait_seconds=2)
             (self.app.state_dir / DAEMON_INFO_FILE).unlink(missing_ok=True)
-        if self.scheduler.running:
-            self.scheduler.shutdown(wait=False)
-        deadline = time.monotonic() + SHUTDOWN_GRACE_SECONDS
-        for t in threading.enumerate():
-            if t.name.startswith("ThreadPoolExecutor") and t is not threading.current_thread():
-                t.join(timeout=max(0.0, deadline - time.monotonic()))
-        busy = any(t.name.startswith("ThreadPoolExecutor") and t.is_alive()
-                   for t in threading.enumerate())
+        self._work_wake.set()
+        worker = self._worker
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(timeout=SHUTDOWN_GRACE_SECONDS)
+        busy = worker is not None and worker.is_alive()
         if not busy:
             for src in self._sources.values():
                 src.db.close()
@@ -332,7 +337,8 @@ class Daemon(SourceTracking, SessionJobs):
             "pending": [{"session_id": r["session_id"],
                          "due": iso_utc(datetime.fromtimestamp(r["due_ms"] / 1000, tz=UTC)),
                          "attempts": r["attempts"], "last_error": r["last_error"]}
-                        for r in self.state.queue()],
+                        for r in self.state.queue(limit=STATUS_PENDING_LIMIT)],
+            "pending_count": self.state.queue_size(),
             "last_extraction": self.last_extraction,
             "paused": ({"reason": self.pause.reason, "until": iso_utc(self.pause.until)}
                        if self.pause else None),

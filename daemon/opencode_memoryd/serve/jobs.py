@@ -1,39 +1,44 @@
-"""Session jobs: one debounced APScheduler job per queued session, run on a single worker
-thread; retries with backoff, a circuit breaker, a pause on 401/403/404, and a daily token
-budget."""
+"""Session work: one worker thread takes the due sessions from the state file's queue,
+soonest first, and extracts them in groups (one store flush and one state commit per
+group); retries with backoff, a circuit breaker, a pause on 401/403/404, a daily token
+budget, and the dream checks, run on the same thread (never beside an extraction)."""
 
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from opencode_memoryd.capture.batching import WriteGroup
 from opencode_memoryd.capture.processor import SessionProcessor, SessionReport
 from opencode_memoryd.debounce import backoff_seconds
-from opencode_memoryd.errors import SourceError
+from opencode_memoryd.errors import MemorydError, SourceError
 from opencode_memoryd.models import STORAGE_SESSION_MESSAGE, iso_utc
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from apscheduler.schedulers.background import BackgroundScheduler
-
     from opencode_memoryd.capture.processor import Extractor
     from opencode_memoryd.compose import App
     from opencode_memoryd.config.sections import DaemonConfig
     from opencode_memoryd.serve.sources import TrackedSource
+    from opencode_memoryd.state.batch import StateBatch
     from opencode_memoryd.state.db import StateDB
     from opencode_memoryd.store.api import MemoryStore
 
 log = structlog.get_logger(__name__)
 
-
-def job_id(source_id: str, session_id: str) -> str:
-    """The APScheduler job id of a session."""
-    return f"session:{source_id}:{session_id}"
+#: Due sessions taken from the queue at once (one group of writes at most this big).
+WORK_BATCH = 64
+#: The longest the worker sleeps without looking at the queue (a change it was not told
+#: about, e.g. a clock jump, is noticed by then).
+MAX_IDLE_SECONDS = 60.0
+#: How long the worker waits after an unexpected failure before it looks again.
+WORKER_BACKOFF_SECONDS = 5.0
 
 
 @dataclass
@@ -44,16 +49,15 @@ class Pause:
     until: datetime
 
 
-
 class SessionJobs:
-    """The extraction half of :class:`~opencode_memoryd.serve.daemon.Daemon`."""
+    """The extraction half of :class:`~opencode_memoryd.serve.daemon.Daemon`: the worker
+    thread, its timers (the dream checks) and what it does with one session."""
 
     app: App
     cfg: DaemonConfig
     state: StateDB
     store: MemoryStore
     extractor: Extractor
-    scheduler: BackgroundScheduler
     stop_event: threading.Event
     clock: Callable[[], datetime]
     caught_up: bool
@@ -65,12 +69,81 @@ class SessionJobs:
     _locks_guard: threading.Lock
     _consecutive_failures: int
 
+    _work_wake: threading.Event
+    _worker: threading.Thread | None = None
+    #: timer name -> (next run in monotonic s, interval s or None for once, what to run)
+    _timers: dict[str, tuple[float, float | None, Callable[[], None]]]
 
-    def _arm(self, source_id: str, session_id: str, due_ms: int) -> None:
-        run_date = datetime.fromtimestamp(due_ms / 1000, tz=UTC)
-        self.scheduler.add_job(self._run_session, "date", run_date=run_date,
-                               args=(source_id, session_id),
-                               id=job_id(source_id, session_id), replace_existing=True)
+    # -- the worker thread ------------------------------------------------------------
+
+    def _start_worker(self) -> None:
+        """Start the worker thread (idempotent)."""
+        if self._worker is not None:
+            return
+        self._worker = threading.Thread(target=self._work_loop, name="session-worker",
+                                        daemon=True)
+        self._worker.start()
+
+    def wake_worker(self) -> None:
+        """Tell the worker the queue changed (it looks at it again at once)."""
+        self._work_wake.set()
+
+    def add_timer(self, name: str, run: Callable[[], None], *, interval: float | None,
+                  delay: float = 0.0) -> None:
+        """Call ``run()`` on the worker thread (between two groups of sessions) after
+        ``delay`` seconds, then every ``interval`` seconds (``None``: once). A timer of the
+        same name is replaced."""
+        self._timers[name] = (time.monotonic() + delay, interval, run)
+        self._work_wake.set()
+
+    def _work_loop(self) -> None:
+        while not self.stop_event.is_set():
+            self._work_wake.clear()
+            try:
+                self._run_timers()
+                now_ms = int(self.clock().timestamp() * 1000)
+                due = self.state.queue_due(now_ms, WORK_BATCH)
+                if due:
+                    self._run_due(due)
+                    continue
+                next_due = self.state.queue_next_due()
+            except (MemorydError, OSError) as exc:  # a store or state failure: back off
+                self.last_error = str(exc)
+                log.warning("worker_failed", error=str(exc))
+                self.stop_event.wait(WORKER_BACKOFF_SECONDS)
+                continue
+            except Exception as exc:  # a bug must not end the daemon's extractions
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("worker_crashed")
+                self.stop_event.wait(WORKER_BACKOFF_SECONDS)
+                continue
+            wait = MAX_IDLE_SECONDS
+            if next_due is not None:
+                wait = min(wait, max(0.0, (next_due - now_ms) / 1000))
+            if self._timers:
+                soonest = min(t for t, _, _ in self._timers.values())
+                wait = min(wait, max(0.0, soonest - time.monotonic()))
+            self._work_wake.wait(wait)
+
+    def _run_timers(self) -> None:
+        now = time.monotonic()
+        for name, (when, interval, run) in list(self._timers.items()):
+            if when > now or self.stop_event.is_set():
+                continue
+            if interval is None:
+                del self._timers[name]
+            else:
+                self._timers[name] = (now + interval, interval, run)
+            run()
+
+    def _run_due(self, due: list[tuple[str, str]]) -> None:
+        """Extract the due sessions in one group of writes."""
+        with WriteGroup(self.state, self.store) as group:
+            for source_id, session_id in due:
+                if self.stop_event.is_set():
+                    break  # still queued: the next start resumes it
+                self._run_session(source_id, session_id, group.batch)
+                group.commit_if_due()
 
     def project_lock(self, project_key: str) -> threading.Lock:
         """The lock that keeps work on one project (extraction, dream) serial."""
@@ -81,7 +154,6 @@ class SessionJobs:
         """Run the session's job again in ``delay`` seconds (not counted as a failure)."""
         due = int((self.clock() + timedelta(seconds=delay)).timestamp() * 1000)
         self.state.queue_reschedule(source_id, session_id, due, reason)
-        self._arm(source_id, session_id, due)
 
     def _llm_gate(self) -> float | None:
         """Seconds to wait before LLM work may run, or ``None`` when it may run now."""
@@ -103,9 +175,8 @@ class SessionJobs:
                 return (until - now).total_seconds()
         return None
 
-    def _run_session(self, source_id: str, session_id: str) -> None:
-        if self.stop_event.is_set():
-            return
+    def _run_session(self, source_id: str, session_id: str, batch: StateBatch) -> None:
+        """Extract one due session; its state writes go to ``batch``."""
         src = self._sources.get(source_id)
         if src is None:
             if not self.caught_up:  # re-armed at start, before its database is open
@@ -120,7 +191,7 @@ class SessionJobs:
         try:
             session = src.db.session(session_id)
             if session is None:  # deleted
-                self.state.queue_done(source_id, session_id, now_ms)
+                batch.queue_done(source_id, session_id, now_ms)
                 return
             if src.db.in_flight(session_id, now_ms=now_ms,
                                 abandoned_ms=self.app.limits().abandoned_ms):
@@ -137,7 +208,7 @@ class SessionJobs:
         try:
             proc = SessionProcessor(src.db, self.state, self.store, self.extractor,
                                     self.app.limits(), clock=self.clock, raise_fatal=False,
-                                    user_id=self.app.user_id)
+                                    user_id=self.app.user_id, batch=batch)
             report = proc.process(session)
         finally:
             lock.release()
@@ -151,7 +222,7 @@ class SessionJobs:
                             max(self.cfg.quiet_period_seconds, limits.settle_ms / 1000, 1.0),
                             "turn not finished")
             else:
-                self.state.queue_done(source_id, session_id, now_ms)
+                batch.queue_done(source_id, session_id, now_ms)
             if report.turns_read:
                 self.last_extraction[session.project_key] = {
                     "at": iso_utc(self.clock()), "session_id": session_id,

@@ -26,7 +26,6 @@ import structlog
 
 from opencode_memoryd.errors import SourceError, SourceSchemaError
 from opencode_memoryd.models import STORAGE_MESSAGE, Mark, iso_utc, utc_from_ms
-from opencode_memoryd.serve.jobs import job_id
 from opencode_memoryd.source.discover import source_identity
 from opencode_memoryd.source.reader import OpenCodeDB
 from opencode_memoryd.source.watcher import DbWatcher
@@ -34,8 +33,6 @@ from opencode_memoryd.source.watcher import DbWatcher
 if TYPE_CHECKING:
     from collections.abc import Callable
     from datetime import datetime
-
-    from apscheduler.schedulers.background import BackgroundScheduler
 
     from opencode_memoryd.compose import App
     from opencode_memoryd.config.sections import DaemonConfig
@@ -75,7 +72,6 @@ class SourceTracking:
     app: App
     cfg: DaemonConfig
     state: StateDB
-    scheduler: BackgroundScheduler
     stop_event: threading.Event
     clock: Callable[[], datetime]
     last_error: str | None
@@ -85,7 +81,7 @@ class SourceTracking:
     _poke: threading.Event
     _watcher: DbWatcher | None
     #: provided by :class:`~opencode_memoryd.serve.jobs.SessionJobs`
-    _arm: Callable[[str, str, int], None]
+    wake_worker: Callable[[], None]
 
     def _start_watcher(self) -> None:
         if self._watcher is not None:
@@ -283,7 +279,9 @@ class SourceTracking:
         sweep, a schema change) reads them all, which also finds sessions written with old
         timestamps (``opencode import``) and ``session_message`` rows wiped and rewritten. A
         session seen for the first time is queued only when it has a message after its mark
-        (any message, when it has no mark or a mark in another storage).
+        (any message, when it has no mark or a mark in another storage); one whose session
+        row and newest ``message`` row are older than the quiet period is quiet already, and
+        is due at once (a catch-up does not wait a quiet period for sessions long finished).
         """
         now_ms = int(self.clock().timestamp() * 1000)
         changed = self._changed_sessions(src, full=full)
@@ -295,31 +293,25 @@ class SourceTracking:
             if self.stop_event.is_set():
                 break  # SIGTERM during a long catch-up: the sweep at next start resumes it
             due_ids = []
+            since: dict[str, int] = {}
             for s in changed[start:start + QUEUE_BATCH]:
-                if s.id not in src.seen and _read_up_to(newest.get(s.id), marks.get(s.id)):
-                    continue  # no message yet, or read up to its newest one already
+                if s.id not in src.seen:
+                    last = newest.get(s.id)
+                    if _read_up_to(last, marks.get(s.id)):
+                        continue  # no message yet, or read up to its newest one already
+                    if last is not None and last.storage == STORAGE_MESSAGE:
+                        since[s.id] = min(now_ms, max(s.time_updated, last.position[0]))
                 due_ids.append(s.id)
-            dues = self.state.queue_touch_many(ident, due_ids, now_ms,
-                                               self.cfg.quiet_period_seconds,
-                                               self.cfg.max_wait_seconds)
+            self.state.queue_touch_many(ident, due_ids, now_ms,
+                                        self.cfg.quiet_period_seconds,
+                                        self.cfg.max_wait_seconds, changed_ms=since)
             for s in changed[start:start + QUEUE_BATCH]:  # seen once queued (or skipped)
                 src.seen[s.id] = s.time_updated
                 src.high_water = max(src.high_water or 0, s.time_updated)
-            for sid, due in dues.items():
-                if self.stop_event.is_set():
-                    break  # queued in the state file: the next start re-arms it
-                self._arm(ident, sid, due)
-            n += len(dues)
+            if due_ids:
+                self.wake_worker()
+            n += len(due_ids)
         return n
-
-    def _safety_sweep(self) -> None:
-        """Ask the main loop for a full pass; re-arm queued sessions that lost their job."""
-        for row in self.state.queue():
-            # a re-arm of a running job is a no-op
-            if self.scheduler.get_job(job_id(row["source_id"], row["session_id"])) is None:
-                self._arm(row["source_id"], row["session_id"], int(row["due_ms"]))
-        self._full_sweep_requested = True
-        self._poke.set()
 
 
 def _read_up_to(last: Mark | None, mark: Mark | None) -> bool:
