@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Self
 from opencode_memoryd.state.batch import StateBatch
 
 if TYPE_CHECKING:
+    from opencode_memoryd.capture.processor import SessionReport
     from opencode_memoryd.state.db import StateDB
     from opencode_memoryd.store.api import MemoryStore
 
@@ -25,8 +26,11 @@ __all__ = ["WriteGroup"]
 
 #: A group is committed once it holds this many state writes ...
 MAX_WRITES = 2000
-#: ... or is this old (seconds), whichever comes first.
+#: ... or is this old (seconds) ...
 MAX_SECONDS = 0.5
+#: ... or, once it wrote to the store, this long after its first store write: a store flush
+#: costs tens of milliseconds, so store writes are made durable in groups.
+FLUSH_SECONDS = 0.5
 
 
 class WriteGroup:
@@ -34,24 +38,31 @@ class WriteGroup:
 
     Use as a context manager; the writes are committed on exit (also when the block
     raised: what was done is valid progress) and by :meth:`commit` /
-    :meth:`commit_if_due` in between. One group belongs to one thread.
+    :meth:`commit_if_due` in between. Report each processed session with :meth:`note`.
+    One group belongs to one thread.
 
     Args:
         state: the state file.
         store: the memory store.
-        max_writes: :meth:`commit_if_due` commits at this many state writes ...
-        max_seconds: ... or when the oldest uncommitted write is this old.
+        max_writes: a group is due at this many state writes ...
+        max_seconds: ... or this old (seconds) ...
+        flush_seconds: ... or this long after its first store write.
     """
 
     def __init__(self, state: StateDB, store: MemoryStore, *, max_writes: int = MAX_WRITES,
-                 max_seconds: float = MAX_SECONDS) -> None:
+                 max_seconds: float = MAX_SECONDS,
+                 flush_seconds: float = FLUSH_SECONDS) -> None:
         self.state = state
         self.store = store
         self.batch = StateBatch(state)
         self.max_writes = max_writes
         self.max_seconds = max_seconds
+        self.flush_seconds = flush_seconds
         self._stack: ExitStack | None = None
         self._opened = time.monotonic()
+        self._first_store_write: float | None = None
+        #: sessions noted since the last commit: ``(source id, session id)``
+        self.sessions: set[tuple[str, str]] = set()
         #: commits made (non-empty ones)
         self.commits = 0
 
@@ -59,6 +70,8 @@ class WriteGroup:
         self._stack = ExitStack()
         self._stack.enter_context(self.store.batch())
         self._opened = time.monotonic()
+        self._first_store_write = None
+        self.sessions = set()
 
     def __enter__(self) -> Self:
         self._open()
@@ -74,6 +87,18 @@ class WriteGroup:
         if self.batch.commit():
             self.commits += 1
 
+    def note(self, source_id: str, session_id: str, report: SessionReport | None) -> None:
+        """Note a session done in this group (``report``: what processing it did, if
+        anything; whether it wrote to the store)."""
+        self.sessions.add((source_id, session_id))
+        if report is not None and report.store_writes and self._first_store_write is None:
+            self._first_store_write = time.monotonic()
+
+    @property
+    def wrote_store(self) -> bool:
+        """Whether a session of this group wrote to the store (its commit flushes it)."""
+        return self._first_store_write is not None
+
     def commit(self) -> None:
         """Flush the store, commit the state writes, and go on with an empty group.
 
@@ -83,9 +108,26 @@ class WriteGroup:
         self._close_and_commit()
         self._open()
 
-    def commit_if_due(self) -> None:
-        """:meth:`commit` when the group holds ``max_writes`` writes or is
-        ``max_seconds`` old."""
-        if len(self.batch) >= self.max_writes or (
-                len(self.batch) and time.monotonic() - self._opened >= self.max_seconds):
+    def seconds_until_due(self, *, idle: bool = False) -> float | None:
+        """Seconds until the group is due for a commit (0: now), or ``None`` when it
+        holds nothing.
+
+        Args:
+            idle: the caller has nothing else to do: a group that did not write to the
+                store is due at once (its commit costs no flush).
+        """
+        if not len(self.batch):
+            return None
+        now = time.monotonic()
+        if len(self.batch) >= self.max_writes:
+            return 0.0
+        if self._first_store_write is not None:
+            return max(0.0, self._first_store_write + self.flush_seconds - now)
+        if idle:
+            return 0.0
+        return max(0.0, self._opened + self.max_seconds - now)
+
+    def commit_if_due(self, *, idle: bool = False) -> None:
+        """:meth:`commit` when :meth:`seconds_until_due` is 0."""
+        if self.seconds_until_due(idle=idle) == 0.0:
             self.commit()

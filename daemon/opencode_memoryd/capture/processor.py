@@ -102,6 +102,8 @@ class SessionReport:
     tokens_in: int = 0
     tokens_out: int = 0
     replayed_items: int = 0
+    #: candidates written to the store (new or merged into a memory it holds)
+    store_writes: int = 0
     error: str | None = None
     error_kind: str | None = None
     retry_after_seconds: float | None = None
@@ -207,6 +209,7 @@ class SessionProcessor:
         self.writes.complete_item(item, _now_iso(now))
         report.added += added
         report.skipped.update(skipped)
+        report.store_writes += len(item.result.get("candidates", []))
 
     def process(self, session: SessionRow) -> SessionReport:
         """Process every finished, unread turn of one session up to now.

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from opencode_memoryd.compose import App
     from opencode_memoryd.config.sections import DaemonConfig
     from opencode_memoryd.serve.sources import TrackedSource
-    from opencode_memoryd.state.batch import StateBatch
     from opencode_memoryd.state.db import StateDB
     from opencode_memoryd.store.api import MemoryStore
 
@@ -97,33 +96,67 @@ class SessionJobs:
         self._work_wake.set()
 
     def _work_loop(self) -> None:
-        while not self.stop_event.is_set():
-            self._work_wake.clear()
+        """Take due sessions from the queue, soonest first, into one group of writes;
+        commit the group when it is due (at once when it wrote nothing to the store, else
+        up to :data:`~opencode_memoryd.capture.batching.FLUSH_SECONDS` later, so one store
+        flush serves the sessions of that time); sleep until the next due time, timer,
+        group commit or wake-up."""
+        group = WriteGroup(self.state, self.store)
+        group.__enter__()
+        try:
+            while not self.stop_event.is_set():
+                self._work_wake.clear()
+                wait = self._work_once(group)
+                if wait is None:
+                    continue  # more due work
+                self._work_wake.wait(wait)
+        finally:
             try:
+                group.__exit__(None, None, None)
+            except (MemorydError, OSError) as exc:
+                log.warning("worker_commit_failed", error=str(exc))
+
+    def _work_once(self, group: WriteGroup) -> float | None:
+        """One round of the worker: run due timers and up to :data:`WORK_BATCH` due
+        sessions; return how long to sleep, or ``None`` to go on at once."""
+        try:
+            if any(t <= time.monotonic() for t, _, _ in self._timers.values()):
+                group.commit()  # a dream starts from committed state
                 self._run_timers()
-                now_ms = int(self.clock().timestamp() * 1000)
-                due = self.state.queue_due(now_ms, WORK_BATCH)
-                if due:
-                    self._run_due(due)
-                    continue
-                next_due = self.state.queue_next_due()
-            except (MemorydError, OSError) as exc:  # a store or state failure: back off
-                self.last_error = str(exc)
-                log.warning("worker_failed", error=str(exc))
-                self.stop_event.wait(WORKER_BACKOFF_SECONDS)
-                continue
-            except Exception as exc:  # a bug must not end the daemon's extractions
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                log.exception("worker_crashed")
-                self.stop_event.wait(WORKER_BACKOFF_SECONDS)
-                continue
-            wait = MAX_IDLE_SECONDS
-            if next_due is not None:
-                wait = min(wait, max(0.0, (next_due - now_ms) / 1000))
-            if self._timers:
-                soonest = min(t for t, _, _ in self._timers.values())
-                wait = min(wait, max(0.0, soonest - time.monotonic()))
-            self._work_wake.wait(wait)
+            now_ms = int(self.clock().timestamp() * 1000)
+            head = self.state.queue_head(WORK_BATCH + len(group.sessions))
+            waiting = [(src, sid, due) for src, sid, due in head
+                       if (src, sid) not in group.sessions]
+            due = [(src, sid) for src, sid, at in waiting if at <= now_ms][:WORK_BATCH]
+            for source_id, session_id in due:
+                if self.stop_event.is_set():
+                    break  # still queued: the next start resumes it
+                self._run_session(source_id, session_id, group)
+                group.commit_if_due()
+            if due:
+                return None
+            group.commit_if_due(idle=True)
+        except (MemorydError, OSError) as exc:  # a store or state failure: back off
+            self.last_error = str(exc)
+            log.warning("worker_failed", error=str(exc))
+            return WORKER_BACKOFF_SECONDS
+        except Exception as exc:  # a bug must not end the daemon's extractions
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            log.exception("worker_crashed")
+            return WORKER_BACKOFF_SECONDS
+        wait = MAX_IDLE_SECONDS
+        upcoming = [at for _, _, at in waiting if at > now_ms]
+        if upcoming:
+            wait = min(wait, (min(upcoming) - now_ms) / 1000)
+        elif len(head) == WORK_BATCH + len(group.sessions) and waiting:
+            wait = 0.0  # the head was all in this group; look further at once
+        if self._timers:
+            soonest = min(t for t, _, _ in self._timers.values())
+            wait = min(wait, soonest - time.monotonic())
+        until_commit = group.seconds_until_due(idle=True)
+        if until_commit is not None:
+            wait = min(wait, until_commit)
+        return max(0.0, wait)
 
     def _run_timers(self) -> None:
         now = time.monotonic()
@@ -135,15 +168,6 @@ class SessionJobs:
             else:
                 self._timers[name] = (now + interval, interval, run)
             run()
-
-    def _run_due(self, due: list[tuple[str, str]]) -> None:
-        """Extract the due sessions in one group of writes."""
-        with WriteGroup(self.state, self.store) as group:
-            for source_id, session_id in due:
-                if self.stop_event.is_set():
-                    break  # still queued: the next start resumes it
-                self._run_session(source_id, session_id, group.batch)
-                group.commit_if_due()
 
     def project_lock(self, project_key: str) -> threading.Lock:
         """The lock that keeps work on one project (extraction, dream) serial."""
@@ -175,8 +199,10 @@ class SessionJobs:
                 return (until - now).total_seconds()
         return None
 
-    def _run_session(self, source_id: str, session_id: str, batch: StateBatch) -> None:
-        """Extract one due session; its state writes go to ``batch``."""
+    def _run_session(self, source_id: str, session_id: str, group: WriteGroup) -> None:
+        """Extract one due session; its state writes go to ``group`` (and it is noted
+        there, unless it was rescheduled)."""
+        batch = group.batch
         src = self._sources.get(source_id)
         if src is None:
             if not self.caught_up:  # re-armed at start, before its database is open
@@ -192,6 +218,7 @@ class SessionJobs:
             session = src.db.session(session_id)
             if session is None:  # deleted
                 batch.queue_done(source_id, session_id, now_ms)
+                group.note(source_id, session_id, None)
                 return
             if src.db.in_flight(session_id, now_ms=now_ms,
                                 abandoned_ms=self.app.limits().abandoned_ms):
@@ -223,6 +250,7 @@ class SessionJobs:
                             "turn not finished")
             else:
                 batch.queue_done(source_id, session_id, now_ms)
+                group.note(source_id, session_id, report)
             if report.turns_read:
                 self.last_extraction[session.project_key] = {
                     "at": iso_utc(self.clock()), "session_id": session_id,

@@ -248,6 +248,11 @@ class OpenCodeDB(SessionLookups):
             out = [s for s in out if not s.archived]
         return out
 
+    def session_count(self) -> int:
+        """How many top-level sessions :meth:`sessions` lists (archived ones included),
+        counted without reading them."""
+        return reader_v2.session_count(self._rows, self.schema, ["s.parent_id IS NULL"], {})
+
     def session(self, session_id: str) -> SessionRow | None:
         """One session by id (sub-agents included), or ``None`` when it was deleted."""
         rows = reader_v2.session_rows(self._rows, self.schema, ["s.id = :id"],

@@ -33,14 +33,9 @@ RECENT_WRITES_MS = 3 * 86_400_000
 _TIME_COLUMNS = ("time_updated", "time_created", "updated", "created", "time")
 
 
-def session_rows(query: Query, schema: SchemaInfo, where: Sequence[str],
-                 params: dict[str, Any]) -> list[SessionRow]:
-    """Sessions of ``session_v2`` union ``session`` matching ``where``, oldest first.
-
-    Args:
-        where: SQL conditions on ``s`` (the session row) and ``p`` (its project), ANDed.
-        params: their named parameters.
-    """
+def _session_union(schema: SchemaInfo, where: Sequence[str]) -> str | None:
+    """The ``SELECT … UNION ALL …`` of both session tables matching ``where`` (columns of
+    :class:`SessionRow`), or ``None`` when neither table exists."""
     cond = " AND ".join(where) or "1=1"
     selects = []
     if schema.has_v2_sessions:
@@ -66,10 +61,31 @@ def session_rows(query: Query, schema: SchemaInfo, where: Sequence[str],
                        'session', NULL, NULL
                 FROM session s LEFT JOIN project p ON p.id = s.project_id
                 WHERE {cond}{shadowed}""")
-    if not selects:
+    return " UNION ALL ".join(selects) if selects else None
+
+
+def session_rows(query: Query, schema: SchemaInfo, where: Sequence[str],
+                 params: dict[str, Any]) -> list[SessionRow]:
+    """Sessions of ``session_v2`` union ``session`` matching ``where``, oldest first.
+
+    Args:
+        where: SQL conditions on ``s`` (the session row) and ``p`` (its project), ANDed.
+        params: their named parameters.
+    """
+    union = _session_union(schema, where)
+    if union is None:
         return []
-    rows = query(" UNION ALL ".join(selects) + " ORDER BY 6, 1", params)
+    rows = query(union + " ORDER BY 6, 1", params)
     return [SessionRow(*r) for r in rows]
+
+
+def session_count(query: Query, schema: SchemaInfo, where: Sequence[str],
+                  params: dict[str, Any]) -> int:
+    """How many sessions :func:`session_rows` would return (counted in SQL)."""
+    union = _session_union(schema, where)
+    if union is None:
+        return 0
+    return int(query(f"SELECT count(*) FROM ({union})", params)[0][0])
 
 
 def child_ids(query: Query, schema: SchemaInfo, session_id: str) -> list[str]:

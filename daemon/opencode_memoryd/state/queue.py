@@ -85,19 +85,13 @@ class QueueTable(StateFile):
                   "AND last_change_ms <= :t",
                   {"s": source_id, "sid": session_id, "t": started_ms})
 
-    def queue_due(self, now_ms: int, limit: int) -> list[tuple[str, str]]:
-        """Up to ``limit`` queued sessions due at ``now_ms``, soonest first:
-        ``(source_id, session_id)`` pairs."""
+    def queue_head(self, limit: int) -> list[tuple[str, str, int]]:
+        """The first ``limit`` queued sessions, soonest due first:
+        ``(source_id, session_id, due_ms)``."""
         with self._read() as c:
-            rows = c.execute("SELECT source_id, session_id FROM queue WHERE due_ms <= ? "
-                             "ORDER BY due_ms LIMIT ?", (now_ms, limit)).fetchall()
-        return [(str(r[0]), str(r[1])) for r in rows]
-
-    def queue_next_due(self) -> int | None:
-        """The soonest due time (ms) in the queue, or ``None`` when it is empty."""
-        with self._read() as c:
-            row = c.execute("SELECT min(due_ms) FROM queue").fetchone()
-        return int(row[0]) if row and row[0] is not None else None
+            rows = c.execute("SELECT source_id, session_id, due_ms FROM queue "
+                             "ORDER BY due_ms LIMIT ?", (limit,)).fetchall()
+        return [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
 
     def queue_size(self) -> int:
         """How many sessions are queued."""

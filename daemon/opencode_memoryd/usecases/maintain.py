@@ -20,6 +20,10 @@ from opencode_memoryd.usecases.ports import AppPort
 
 log = structlog.get_logger(__name__)
 
+#: How long (s) ``maintain`` gathers the writes of sessions before committing them (a crash
+#: loses at most this much progress: those turns are read again).
+MAINTAIN_GROUP_SECONDS = 2.0
+
 #: Wraps the session list of one database (a progress bar on a terminal).
 Progress = Callable[[list[SessionRow]], Iterable[SessionRow]]
 #: The daemon's per-project lock factory (held while a session of that project runs).
@@ -72,13 +76,16 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
                 )
                 dbs.append({"path": str(path), "schema": source.schema.describe(),
                             "sessions": len(sessions)})
-                with WriteGroup(state, store) as group:
+                with WriteGroup(state, store, max_seconds=MAINTAIN_GROUP_SECONDS,
+                                flush_seconds=MAINTAIN_GROUP_SECONDS) as group:
                     proc = SessionProcessor(source, state, store, extractor, app.limits(),
                                             clock=app.clock, user_id=app.user_id,
                                             batch=group.batch)
                     for s in (progress(sessions) if progress else sessions):
                         with lock_for(s.project_key):
-                            reports.append(proc.process(s))
+                            report = proc.process(s)
+                        reports.append(report)
+                        group.note(source.identity, s.id, report)
                         group.commit_if_due()
     finally:
         summary = _summary(run_id, mode, dbs, reports)
