@@ -68,7 +68,7 @@ SHUTDOWN_GRACE_SECONDS = 7.0
 #: How long start-up waits (s) for a one-shot command to release the embedded store.
 STORE_WAIT_SECONDS = 60.0
 #: The main loop waits at least this long (s) between two checks of the databases ...
-MIN_CHECK_INTERVAL_SECONDS = 0.02
+MIN_CHECK_INTERVAL_SECONDS = 0.05
 #: ... and at least this many times the duration of the previous check.
 CHECK_COST_FACTOR = 4.0
 #: Sessions listed in ``status`` (``pending_count`` has them all).
@@ -264,8 +264,12 @@ class Daemon(SourceTracking, SessionJobs):
             # never sleep past half of systemd's 60 s watchdog interval
             timeout = (min(self.cfg.poll_interval_seconds, MAX_LOOP_SECONDS)
                        if self._polling else MAX_LOOP_SECONDS)
-            timeout = max(0.0, min(timeout, self._next_sweep - time.monotonic()))
-            self._poke.wait(timeout=timeout)
+            timeout = min(timeout, self._next_sweep - time.monotonic())
+            scan = self.next_update_scan()
+            if scan is not None:
+                timeout = min(timeout, scan - time.monotonic())
+            if timeout > 0:
+                self._poke.wait(timeout=timeout)
             wait = next_check - time.monotonic()
             if wait > 0 and self.stop_event.wait(wait):
                 break
@@ -276,7 +280,7 @@ class Daemon(SourceTracking, SessionJobs):
                 self._full_sweep_requested = True
                 self._next_sweep = time.monotonic() + self.cfg.sweep_interval_seconds
             full, self._full_sweep_requested = self._full_sweep_requested, False
-            started = time.monotonic()
+            started, scanned = time.monotonic(), self.scan_seconds
             try:
                 queued = self.check_sources(full=full)
                 if not self.caught_up and not self.stop_event.is_set():
@@ -287,8 +291,10 @@ class Daemon(SourceTracking, SessionJobs):
                 self.last_error = str(exc)
                 log.warning("check_failed", error=str(exc))
             ended = time.monotonic()
-            # a full sweep (every few minutes) does not hold back the next change
-            cost = 0.0 if full else CHECK_COST_FACTOR * (ended - started)
+            # a full sweep (every few minutes) and a scan for in-place updates (every few
+            # seconds) do not hold back the next change
+            spent = ended - started - (self.scan_seconds - scanned)
+            cost = 0.0 if full else CHECK_COST_FACTOR * spent
             next_check = ended + max(MIN_CHECK_INTERVAL_SECONDS, cost)
             sd_notify("WATCHDOG=1")
 

@@ -18,6 +18,7 @@ written to tables of an unknown shape.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,6 +49,10 @@ log = structlog.get_logger(__name__)
 CHANGE_LOOKBACK_MS = 120_000
 #: Sessions queued per state-file transaction during a check.
 QUEUE_BATCH = 500
+#: Between full sweeps, how often (s) at most the sessions updated in place are looked for
+#: (``time_updated`` has no index: a scan of the session table). Inserts (new sessions,
+#: messages, parts) are seen on every check.
+UPDATE_SCAN_SECONDS = 2.0
 
 
 @dataclass
@@ -64,6 +69,14 @@ class TrackedSource:
     seen_v2_updated: dict[str, int] = field(default_factory=dict)  # -> newest time_updated
     v2_high_water: int | None = None  # newest session_message.time_created seen (ms)
     unknown_rows: dict[str, int] = field(default_factory=dict)  # unknown table -> rows
+    inserts: dict[str, int] | None = None  # table -> newest rowid seen (see inserted_since)
+    update_scan_at: float = 0.0  # when sessions updated in place were last looked for
+    update_scan_pending: bool = False  # a change was seen since then
+
+    def update_scan_due(self) -> float | None:
+        """When (monotonic s) the next scan for in-place updates is due, or ``None`` when
+        no change waits for one."""
+        return self.update_scan_at + UPDATE_SCAN_SECONDS if self.update_scan_pending else None
 
 
 class SourceTracking:
@@ -80,6 +93,9 @@ class SourceTracking:
     _polling: bool
     _poke: threading.Event
     _watcher: DbWatcher | None
+    #: seconds spent scanning for in-place updates (paced on their own, so the main loop
+    #: leaves them out of a check's cost)
+    scan_seconds: float = 0.0
     #: provided by :class:`~opencode_memoryd.serve.jobs.SessionJobs`
     wake_worker: Callable[[], None]
 
@@ -210,7 +226,9 @@ class SourceTracking:
             src = self._sources[ident]
             try:
                 version = src.db.data_version()
-                if version == src.data_version and not full:
+                scan_due = src.update_scan_due()
+                if (version == src.data_version and not full
+                        and (scan_due is None or scan_due > time.monotonic())):
                     continue
                 src.data_version = version
                 again = self._refresh_schema(ident, src)
@@ -222,6 +240,13 @@ class SourceTracking:
                 log.warning("source_read_failed", db=str(src.path), error=str(exc))
         self._alert_no_database(looked, list(paths.values()))
         return queued
+
+    def next_update_scan(self) -> float | None:
+        """When (monotonic s) a database has a scan for in-place updates due (a change was
+        seen since its last one), or ``None``: the main loop checks again by then."""
+        due = [d for d in (s.update_scan_due() for s in self._sources.values())
+               if d is not None]
+        return min(due) if due else None
 
     def _alert_no_database(self, looked: str | None, paths: list[Path]) -> None:
         if self._sources:
@@ -247,10 +272,24 @@ class SourceTracking:
         if not full and src.v2_high_water is not None:
             v2_after = src.v2_high_water - CHANGE_LOOKBACK_MS
         archived = self.app.config.opencode.include_archived
-        rows = src.db.sessions(include_archived=archived, updated_after_ms=after)
+        by_id: dict[str, SessionRow] = {}
+        stamps: dict[str, int] = {}
+        now = time.monotonic()
+        if after is None or src.inserts is None:  # a full read
+            src.inserts = src.db.insert_marks()  # before the read: nothing falls between
+            by_id = {s.id: s for s in src.db.sessions(include_archived=archived)}
+            ids = {sid for sid, s in by_id.items() if src.seen.get(sid) != s.time_updated}
+            src.update_scan_at, src.update_scan_pending = now, False
+        else:  # the sessions rows were inserted for, and now and then those updated
+            ids, src.inserts = src.db.inserted_since(src.inserts)
+            if now - src.update_scan_at >= UPDATE_SCAN_SECONDS:
+                stamps = src.db.session_stamps(after)  # ids and stamps only
+                ids |= {sid for sid, t in stamps.items() if src.seen.get(sid) != t}
+                src.update_scan_at, src.update_scan_pending = now, False
+                self.scan_seconds += time.monotonic() - now
+            else:
+                src.update_scan_pending = True
         act = src.db.activity(v2_after)
-        by_id = {s.id: s for s in rows}
-        ids = {s.id for s in rows if src.seen.get(s.id) != s.time_updated}
         for sid, seq in act.seqs.items():
             upd = act.updated.get(sid)
             if src.seen_seq.get(sid) != seq or (upd is not None
@@ -266,6 +305,9 @@ class SourceTracking:
             for s in src.db.sessions(include_archived=archived,
                                      ids=missing[start:start + QUEUE_BATCH]):
                 by_id[s.id] = s
+        for sid in missing:  # left out (archived) or deleted meanwhile: not read again
+            if sid not in by_id and sid in stamps:  # until it changes
+                src.seen[sid] = stamps[sid]
         return sorted((by_id[i] for i in ids if i in by_id),
                       key=lambda s: (s.time_created, s.id))
 

@@ -248,6 +248,23 @@ class OpenCodeDB(SessionLookups):
             out = [s for s in out if not s.archived]
         return out
 
+    def insert_marks(self) -> dict[str, int]:
+        """Where :meth:`inserted_since` starts: the newest rowid of each table holding
+        sessions, messages and parts."""
+        return reader_v2.insert_marks(self._rows, self.schema)
+
+    def inserted_since(self, marks: Mapping[str, int]) -> tuple[set[str], dict[str, int]]:
+        """The ids of the sessions (sub-agents included) that sessions, messages or parts
+        were inserted for since ``marks``, and the new marks (see
+        :func:`~opencode_memoryd.source.reader_v2.inserted_since`)."""
+        return reader_v2.inserted_since(self._rows, self.schema, marks)
+
+    def session_stamps(self, updated_after_ms: int) -> dict[str, int]:
+        """``{id: time_updated}`` of the top-level sessions updated after
+        ``updated_after_ms`` (archived ones included): what change detection compares
+        between two full reads."""
+        return reader_v2.session_stamps(self._rows, self.schema, updated_after_ms)
+
     def session_count(self) -> int:
         """How many top-level sessions :meth:`sessions` lists (archived ones included),
         counted without reading them."""

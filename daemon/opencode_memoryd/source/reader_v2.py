@@ -18,7 +18,7 @@ OpenCode 1.18.33 and the 2.x layout reported by other readers:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +86,63 @@ def session_count(query: Query, schema: SchemaInfo, where: Sequence[str],
     if union is None:
         return 0
     return int(query(f"SELECT count(*) FROM ({union})", params)[0][0])
+
+
+def session_stamps(query: Query, schema: SchemaInfo, updated_after_ms: int
+                   ) -> dict[str, int]:
+    """``{id: time_updated}`` of the top-level sessions of both session tables updated
+    after ``updated_after_ms`` (``session_v2`` wins for an id in both); two columns only,
+    read on the ``time_updated`` order, for change detection."""
+    out: dict[str, int] = {}
+    for table, present in (("session", schema.has_v1_sessions),
+                           ("session_v2", schema.has_v2_sessions)):
+        if present:
+            out.update((str(r[0]), int(r[1])) for r in query(
+                f"SELECT id, time_updated FROM {table} WHERE time_updated > :after "
+                "AND parent_id IS NULL", {"after": updated_after_ms}))
+    return out
+
+
+#: Tables whose new rows name the session they belong to: ``(table, session id column)``.
+INSERT_TABLES: tuple[tuple[str, str], ...] = (
+    ("session", "id"), ("session_v2", "id"), ("message", "session_id"),
+    ("part", "session_id"))
+
+
+def insert_marks(query: Query, schema: SchemaInfo) -> dict[str, int]:
+    """The newest ``rowid`` of each table of :data:`INSERT_TABLES` that exists (0 when
+    empty): where :func:`inserted_since` starts."""
+    out: dict[str, int] = {}
+    for table, _col in INSERT_TABLES:
+        if table in schema.tables:
+            row = query(f"SELECT max(rowid) FROM {table}")
+            out[table] = int(row[0][0]) if row and row[0][0] is not None else 0
+    return out
+
+
+def inserted_since(query: Query, schema: SchemaInfo, marks: Mapping[str, int]
+                   ) -> tuple[set[str], dict[str, int]]:
+    """The sessions that rows were inserted for since ``marks`` (see :func:`insert_marks`),
+    and the new marks.
+
+    Every table is a rowid table and OpenCode only appends, so new rows have larger rowids
+    and are found on the rowid B-tree without a scan, however big the table; a table that
+    is new since ``marks`` is read from its start. Updates in place (a session's
+    ``time_updated``, a message completed) are not seen here.
+    """
+    touched: set[str] = set()
+    out: dict[str, int] = {}
+    for table, col in INSERT_TABLES:
+        if table not in schema.tables:
+            continue
+        after = marks.get(table, 0)
+        newest = after
+        for rowid, sid in query(f"SELECT rowid, {col} FROM {table} WHERE rowid > :r",
+                                {"r": after}):
+            touched.add(str(sid))
+            newest = max(newest, int(rowid))
+        out[table] = newest
+    return touched, out
 
 
 def child_ids(query: Query, schema: SchemaInfo, session_id: str) -> list[str]:
