@@ -228,9 +228,11 @@ def test_groups_by_text_and_subject(store: EdgeStore, state: StateDB, fake: Fake
 
 
 def test_indexed_candidates_give_the_edges_of_all_pairs() -> None:
-    """Grouping scores only the pairs its prefix filters find; on memories full of
+    """Grouping scores only the pairs its indexes find; on memories full of
     near-duplicates, rewordings, shared subjects and unrelated texts, the edges are
-    exactly those of scoring every pair of the same type, in both modes."""
+    exactly those of scoring every pair of the same type: always in rules mode (prefix
+    filtering finds every near-duplicate), and in LLM mode while no memory has more subject
+    candidates than it is compared with."""
     import random
 
     from opencode_memoryd.dream import grouping
@@ -282,6 +284,13 @@ def test_indexed_candidates_give_the_edges_of_all_pairs() -> None:
         assert len(expected) > 25  # the data has edges to find
         assert edges(found) == expected
         assert len(found) < len(every) / 3  # and most pairs are never scored
+    # LLM mode compares each memory with a bounded number of others by subject
+    small = DreamSettings(max_group_size=2)
+    sim = grouping._Similarity(memories, terms)
+    by_words = grouping._candidate_pairs(memories, sim, small, by_subject=False)
+    by_subject_too = grouping._candidate_pairs(memories, sim, small, by_subject=True)
+    assert 0 < len(by_subject_too - by_words) <= (
+        len(memories) * grouping.SUBJECT_CANDIDATES * small.max_group_size)
 
 
 def test_settled_groups_are_not_planned_again(store: EdgeStore, state: StateDB,
