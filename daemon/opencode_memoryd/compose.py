@@ -132,15 +132,16 @@ class App:
 
     def open_store(self) -> MemoryStore:
         """Open the memory store: Qdrant Edge on disk, or a Qdrant server by URL."""
-        from opencode_memoryd.store.edge import EdgeStore
-        from opencode_memoryd.store.server import ServerStore
-
         q = self.config.qdrant
         embedder = self.build_embedder()
         if q.url:
+            from opencode_memoryd.store.server import ServerStore
+
             return ServerStore(url=q.url, api_key=self._secret(q.api_key_env),
                                collection=q.collection, embedder=embedder,
                                timeout_seconds=q.timeout_seconds)
+        from opencode_memoryd.store.edge import EdgeStore
+
         return EdgeStore(config_paths.store_dir(self.config, self.env), embedder=embedder)
 
     def extraction_mode(self) -> str:

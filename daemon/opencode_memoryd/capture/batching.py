@@ -108,26 +108,31 @@ class WriteGroup:
         self._close_and_commit()
         self._open()
 
-    def seconds_until_due(self, *, idle: bool = False) -> float | None:
+    def seconds_until_due(self, *, idle: bool = False,
+                          flush_seconds: float | None = None) -> float | None:
         """Seconds until the group is due for a commit (0: now), or ``None`` when it
         holds nothing.
 
         Args:
             idle: the caller has nothing else to do: a group that did not write to the
                 store is due at once (its commit costs no flush).
+            flush_seconds: instead of the group's ``flush_seconds`` (a caller with a
+                backlog flushes less often).
         """
+        flush = self.flush_seconds if flush_seconds is None else flush_seconds
         if not len(self.batch):
             return None
         now = time.monotonic()
         if len(self.batch) >= self.max_writes:
             return 0.0
         if self._first_store_write is not None:
-            return max(0.0, self._first_store_write + self.flush_seconds - now)
+            return max(0.0, self._first_store_write + flush - now)
         if idle:
             return 0.0
         return max(0.0, self._opened + self.max_seconds - now)
 
-    def commit_if_due(self, *, idle: bool = False) -> None:
+    def commit_if_due(self, *, idle: bool = False, flush_seconds: float | None = None
+                      ) -> None:
         """:meth:`commit` when :meth:`seconds_until_due` is 0."""
-        if self.seconds_until_due(idle=idle) == 0.0:
+        if self.seconds_until_due(idle=idle, flush_seconds=flush_seconds) == 0.0:
             self.commit()

@@ -36,6 +36,9 @@ WORK_BATCH = 64
 #: The longest the worker sleeps without looking at the queue (a change it was not told
 #: about, e.g. a clock jump, is noticed by then).
 MAX_IDLE_SECONDS = 60.0
+#: While more sessions are due than one round takes (a catch-up), the store is flushed at
+#: most this often (s); otherwise as :data:`~opencode_memoryd.capture.batching.FLUSH_SECONDS`.
+BACKLOG_FLUSH_SECONDS = 2.0
 #: How long the worker waits after an unexpected failure before it looks again.
 WORKER_BACKOFF_SECONDS = 5.0
 
@@ -128,11 +131,13 @@ class SessionJobs:
             waiting = [(src, sid, due) for src, sid, due in head
                        if (src, sid) not in group.sessions]
             due = [(src, sid) for src, sid, at in waiting if at <= now_ms][:WORK_BATCH]
+            # with a backlog (a catch-up), store flushes are spaced further apart
+            flush = BACKLOG_FLUSH_SECONDS if len(due) == WORK_BATCH else None
             for source_id, session_id in due:
                 if self.stop_event.is_set():
                     break  # still queued: the next start resumes it
                 self._run_session(source_id, session_id, group)
-                group.commit_if_due()
+                group.commit_if_due(flush_seconds=flush)
             if due:
                 return None
             group.commit_if_due(idle=True)

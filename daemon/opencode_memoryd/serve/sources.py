@@ -29,6 +29,7 @@ from opencode_memoryd.errors import SourceError, SourceSchemaError
 from opencode_memoryd.models import STORAGE_MESSAGE, Mark, iso_utc, utc_from_ms
 from opencode_memoryd.source.discover import source_identity
 from opencode_memoryd.source.reader import OpenCodeDB
+from opencode_memoryd.source.reader_v2 import Stamp
 from opencode_memoryd.source.watcher import DbWatcher
 
 if TYPE_CHECKING:
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
     from opencode_memoryd.compose import App
     from opencode_memoryd.config.sections import DaemonConfig
     from opencode_memoryd.serve.alerts import Alerts
-    from opencode_memoryd.source.rows import SessionRow
     from opencode_memoryd.state.db import StateDB
 
 log = structlog.get_logger(__name__)
@@ -263,32 +263,38 @@ class SourceTracking:
             self._watcher = None
         self._start_watcher()
 
-    def _changed_sessions(self, src: TrackedSource, *, full: bool) -> list[SessionRow]:
+    def _changed_sessions(self, src: TrackedSource, *, full: bool) -> list[Stamp]:
         """The sessions of one database that changed since they were last seen (see
-        :meth:`_queue_changed`); updates what was seen of ``session_message``."""
+        :meth:`_queue_changed`), as ``(id, time_created, time_updated)``, oldest first;
+        updates what was seen of ``session_message``."""
         after = v2_after = None
         if not full and src.high_water is not None:
             after = src.high_water - CHANGE_LOOKBACK_MS
         if not full and src.v2_high_water is not None:
             v2_after = src.v2_high_water - CHANGE_LOOKBACK_MS
         archived = self.app.config.opencode.include_archived
-        by_id: dict[str, SessionRow] = {}
-        stamps: dict[str, int] = {}
+        by_id: dict[str, Stamp] = {}
+        touched: set[str] = set()
         now = time.monotonic()
         if after is None or src.inserts is None:  # a full read
             src.inserts = src.db.insert_marks()  # before the read: nothing falls between
-            by_id = {s.id: s for s in src.db.sessions(include_archived=archived)}
-            ids = {sid for sid, s in by_id.items() if src.seen.get(sid) != s.time_updated}
+            by_id = {s[0]: s for s in src.db.session_stamps(include_archived=archived)}
             src.update_scan_at, src.update_scan_pending = now, False
         else:  # the sessions rows were inserted for, and now and then those updated
-            ids, src.inserts = src.db.inserted_since(src.inserts)
+            touched, src.inserts = src.db.inserted_since(src.inserts)
             if now - src.update_scan_at >= UPDATE_SCAN_SECONDS:
-                stamps = src.db.session_stamps(after)  # ids and stamps only
-                ids |= {sid for sid, t in stamps.items() if src.seen.get(sid) != t}
+                by_id = {s[0]: s for s in src.db.session_stamps(
+                    updated_after_ms=after, include_archived=archived)}
                 src.update_scan_at, src.update_scan_pending = now, False
                 self.scan_seconds += time.monotonic() - now
             else:
                 src.update_scan_pending = True
+            missing = [sid for sid in touched if sid not in by_id]
+            for start in range(0, len(missing), QUEUE_BATCH):
+                by_id.update((s[0], s) for s in src.db.session_stamps(
+                    ids=missing[start:start + QUEUE_BATCH], include_archived=archived))
+        ids = {sid for sid, s in by_id.items() if src.seen.get(sid) != s[2]}
+        ids |= {sid for sid in touched if sid in by_id}  # an insert is a change
         act = src.db.activity(v2_after)
         for sid, seq in act.seqs.items():
             upd = act.updated.get(sid)
@@ -302,14 +308,9 @@ class SourceTracking:
             src.v2_high_water = max(src.v2_high_water or 0, act.newest_created)
         missing = [sid for sid in ids if sid not in by_id]
         for start in range(0, len(missing), QUEUE_BATCH):
-            for s in src.db.sessions(include_archived=archived,
-                                     ids=missing[start:start + QUEUE_BATCH]):
-                by_id[s.id] = s
-        for sid in missing:  # left out (archived) or deleted meanwhile: not read again
-            if sid not in by_id and sid in stamps:  # until it changes
-                src.seen[sid] = stamps[sid]
-        return sorted((by_id[i] for i in ids if i in by_id),
-                      key=lambda s: (s.time_created, s.id))
+            by_id.update((s[0], s) for s in src.db.session_stamps(
+                ids=missing[start:start + QUEUE_BATCH], include_archived=archived))
+        return sorted((by_id[i] for i in ids if i in by_id), key=lambda s: (s[1], s[0]))
 
     def _queue_changed(self, ident: str, src: TrackedSource, *, full: bool = False) -> int:
         """Queue the sessions of one database that changed since they were last seen.
@@ -327,29 +328,30 @@ class SourceTracking:
         """
         now_ms = int(self.clock().timestamp() * 1000)
         changed = self._changed_sessions(src, full=full)
-        first = [s.id for s in changed if s.id not in src.seen]
-        marks = self.state.marks(ident, first) if first else {}
-        newest = src.db.last_messages(first) if first else {}
         n = 0
         for start in range(0, len(changed), QUEUE_BATCH):
             if self.stop_event.is_set():
                 break  # SIGTERM during a long catch-up: the sweep at next start resumes it
+            batch = changed[start:start + QUEUE_BATCH]
+            first = [sid for sid, _, _ in batch if sid not in src.seen]
+            marks = self.state.marks(ident, first) if first else {}
+            newest = src.db.last_messages(first) if first else {}
             due_ids = []
             since: dict[str, int] = {}
-            for s in changed[start:start + QUEUE_BATCH]:
-                if s.id not in src.seen:
-                    last = newest.get(s.id)
-                    if _read_up_to(last, marks.get(s.id)):
+            for sid, _created, updated in batch:
+                if sid not in src.seen:
+                    last = newest.get(sid)
+                    if _read_up_to(last, marks.get(sid)):
                         continue  # no message yet, or read up to its newest one already
                     if last is not None and last.storage == STORAGE_MESSAGE:
-                        since[s.id] = min(now_ms, max(s.time_updated, last.position[0]))
-                due_ids.append(s.id)
+                        since[sid] = min(now_ms, max(updated, last.position[0]))
+                due_ids.append(sid)
             self.state.queue_touch_many(ident, due_ids, now_ms,
                                         self.cfg.quiet_period_seconds,
                                         self.cfg.max_wait_seconds, changed_ms=since)
-            for s in changed[start:start + QUEUE_BATCH]:  # seen once queued (or skipped)
-                src.seen[s.id] = s.time_updated
-                src.high_water = max(src.high_water or 0, s.time_updated)
+            for sid, _created, updated in batch:  # seen once queued (or skipped)
+                src.seen[sid] = updated
+                src.high_water = max(src.high_water or 0, updated)
             if due_ids:
                 self.wake_worker()
             n += len(due_ids)

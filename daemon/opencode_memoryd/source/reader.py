@@ -259,11 +259,17 @@ class OpenCodeDB(SessionLookups):
         :func:`~opencode_memoryd.source.reader_v2.inserted_since`)."""
         return reader_v2.inserted_since(self._rows, self.schema, marks)
 
-    def session_stamps(self, updated_after_ms: int) -> dict[str, int]:
-        """``{id: time_updated}`` of the top-level sessions updated after
-        ``updated_after_ms`` (archived ones included): what change detection compares
-        between two full reads."""
-        return reader_v2.session_stamps(self._rows, self.schema, updated_after_ms)
+    def session_stamps(self, *, updated_after_ms: int | None = None,
+                       ids: Sequence[str] | None = None, include_archived: bool = True
+                       ) -> list[tuple[str, int, int]]:
+        """``(id, time_created, time_updated)`` of the top-level sessions (updated after
+        ``updated_after_ms``, among ``ids``; archived ones unless excluded): what change
+        detection compares, read without building :class:`SessionRow` values."""
+        if ids is not None and not ids:
+            return []
+        return reader_v2.session_stamps(self._rows, self.schema,
+                                        updated_after_ms=updated_after_ms, ids=ids,
+                                        include_archived=include_archived)
 
     def session_count(self) -> int:
         """How many top-level sessions :meth:`sessions` lists (archived ones included),

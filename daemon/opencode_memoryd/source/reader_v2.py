@@ -88,19 +88,42 @@ def session_count(query: Query, schema: SchemaInfo, where: Sequence[str],
     return int(query(f"SELECT count(*) FROM ({union})", params)[0][0])
 
 
-def session_stamps(query: Query, schema: SchemaInfo, updated_after_ms: int
-                   ) -> dict[str, int]:
-    """``{id: time_updated}`` of the top-level sessions of both session tables updated
-    after ``updated_after_ms`` (``session_v2`` wins for an id in both); two columns only,
-    read on the ``time_updated`` order, for change detection."""
-    out: dict[str, int] = {}
-    for table, present in (("session", schema.has_v1_sessions),
-                           ("session_v2", schema.has_v2_sessions)):
-        if present:
-            out.update((str(r[0]), int(r[1])) for r in query(
-                f"SELECT id, time_updated FROM {table} WHERE time_updated > :after "
-                "AND parent_id IS NULL", {"after": updated_after_ms}))
-    return out
+#: A session as change detection sees it: ``(id, time_created, time_updated)``.
+Stamp = tuple[str, int, int]
+
+
+def session_stamps(query: Query, schema: SchemaInfo, *, updated_after_ms: int | None,
+                   ids: Sequence[str] | None, include_archived: bool) -> list[Stamp]:
+    """The top-level sessions of both session tables as :data:`Stamp` tuples (three
+    columns, no join; ``session_v2`` wins for an id in both), for change detection.
+
+    Args:
+        updated_after_ms: only sessions with ``time_updated`` greater than this.
+        ids: only these sessions.
+        include_archived: keep archived sessions.
+    """
+    out: dict[str, Stamp] = {}
+    for table, present, columns in (
+            ("session", schema.has_v1_sessions, schema.session_columns),
+            ("session_v2", schema.has_v2_sessions, schema.v2_session_columns)):
+        if not present:
+            continue
+        where: list[str] = ["parent_id IS NULL"]
+        params: dict[str, Any] = {}
+        if updated_after_ms is not None:
+            where.append("time_updated > :after")
+            params["after"] = updated_after_ms
+        if ids is not None:
+            params.update({f"id{k}": v for k, v in enumerate(ids)})
+            where.append("id IN (" + ", ".join(f":id{k}" for k in range(len(ids))) + ")")
+        if not include_archived and "time_archived" in columns:
+            where.append("NOT coalesce(time_archived, 0) > 0")
+        if table == "session" and schema.has_v2_sessions:  # shadowed by session_v2
+            where.append("id NOT IN (SELECT id FROM session_v2)")
+        for r in query(f"SELECT id, time_created, time_updated FROM {table} WHERE "
+                       + " AND ".join(where), params):
+            out[str(r[0])] = (str(r[0]), int(r[1]), int(r[2]))
+    return list(out.values())
 
 
 #: Tables whose new rows name the session they belong to: ``(table, session id column)``.
