@@ -28,8 +28,9 @@ __all__ = ["WriteGroup"]
 MAX_WRITES = 2000
 #: ... or is this old (seconds) ...
 MAX_SECONDS = 0.5
-#: ... or, once it wrote to the store, this long after its first store write: a store flush
-#: costs tens of milliseconds, so store writes are made durable in groups.
+#: ... or, once it wrote to the store, as soon as the previous flush is this long ago: a store
+#: flush costs tens of milliseconds (and holds the interpreter), so while sessions keep
+#: coming their store writes are made durable together, at most this often.
 FLUSH_SECONDS = 0.5
 
 
@@ -46,7 +47,8 @@ class WriteGroup:
         store: the memory store.
         max_writes: a group is due at this many state writes ...
         max_seconds: ... or this old (seconds) ...
-        flush_seconds: ... or this long after its first store write.
+        flush_seconds: ... or, when it wrote to the store, once the previous flush is this
+            long ago.
     """
 
     def __init__(self, state: StateDB, store: MemoryStore, *, max_writes: int = MAX_WRITES,
@@ -61,6 +63,7 @@ class WriteGroup:
         self._stack: ExitStack | None = None
         self._opened = time.monotonic()
         self._first_store_write: float | None = None
+        self._last_flush = time.monotonic()
         #: sessions noted since the last commit: ``(source id, session id)``
         self.sessions: set[tuple[str, str]] = set()
         #: commits made (non-empty ones)
@@ -84,6 +87,8 @@ class WriteGroup:
         stack, self._stack = self._stack, None
         if stack is not None:
             stack.close()  # flushes the store when the group wrote to it
+            if self._first_store_write is not None:
+                self._last_flush = time.monotonic()
         if self.batch.commit():
             self.commits += 1
 
@@ -126,7 +131,7 @@ class WriteGroup:
         if len(self.batch) >= self.max_writes:
             return 0.0
         if self._first_store_write is not None:
-            return max(0.0, self._first_store_write + flush - now)
+            return max(0.0, self._last_flush + flush - now)
         if idle:
             return 0.0
         return max(0.0, self._opened + self.max_seconds - now)
