@@ -141,6 +141,8 @@ class SessionJobs:
             if due:
                 return None
             group.commit_if_due(idle=True)
+            if len(waiting) < len(head) and not group.sessions:
+                return None  # committed: the sessions it held may be queued again
         except (MemorydError, OSError) as exc:  # a store or state failure: back off
             self.last_error = str(exc)
             log.warning("worker_failed", error=str(exc))

@@ -204,8 +204,8 @@ class EdgeStore(StoreBase):
         points = [qe.Point(pid, self._vectors(s, d), payload) for pid, payload, s, d in rows]
         with self._edge("upsert"):
             self._shard.update(qe.UpdateOperation.upsert_points(points))
-            if not self._deferring():
-                self._shard.flush()
+        if not self._deferring():
+            self._flush()
 
     def _update_vectors(self, rows: list[Row]) -> None:
         pvs = [qe.PointVectors(pid, self._vectors(s, d)) for pid, _p, s, d in rows]
@@ -242,8 +242,8 @@ class EdgeStore(StoreBase):
         point_ids: list[qe.PointId] = list(ids)
         with self._edge("delete"):
             self._shard.update(qe.UpdateOperation.delete_points(point_ids))
-            if not self._deferring():
-                self._shard.flush()
+        if not self._deferring():
+            self._flush()
 
     def _scroll_all(self, flt: MemoryFilter | None) -> Iterator[Memory]:
         f = self._filter(flt)
