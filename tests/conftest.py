@@ -47,6 +47,17 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, s
     return env
 
 
+@pytest.fixture(autouse=True)
+def restore_umask() -> Iterator[None]:
+    """The CLI sets the process umask to 077; give the next test the umask it had."""
+    import os
+
+    old = os.umask(0o022)
+    os.umask(old)
+    yield
+    os.umask(old)
+
+
 @pytest.fixture
 def sample_db(tmp_path: Path) -> Path:
     """A private copy of the real OpenCode 1.18.33 sample database."""
@@ -133,3 +144,18 @@ def wait_until(pred: Any, timeout: float = 30.0, interval: float = 0.1) -> bool:
             return True
         time.sleep(interval)
     return False
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """After a run that ran ``tests/test_rules_corpus.py``: print the rules extractor's
+    per-category table on the labelled corpus (whatever ``-s``, ``-q`` or ``-n`` say)."""
+    ran = any(getattr(r, "nodeid", "").startswith("tests/test_rules_corpus.py")
+              or "test_rules_corpus.py::" in getattr(r, "nodeid", "")
+              for reports in terminalreporter.stats.values() for r in reports)
+    if not ran:
+        return
+    from rules_scoring import load, score, table
+
+    terminalreporter.write_sep("=", "rules extractor on the labelled corpus")
+    for line in table(score(load())).splitlines():
+        terminalreporter.write_line(line)

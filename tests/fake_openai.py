@@ -15,23 +15,36 @@ Endpoints:
 
 Every request is recorded in :attr:`FakeOpenAI.requests` (path, parsed JSON body, headers).
 
+Like real servers:
+
+* a request carrying ``max_tokens`` (or ``max_completion_tokens``) gets a reply cut to that
+  many tokens (4 characters each) with ``finish_reason: "length"`` when it is longer
+  (``honor_max_tokens=False`` turns this off);
+* with ``reject_json_schema=True`` a request whose ``response_format`` is ``json_schema``
+  is answered HTTP 500 with llama.cpp's server's message (``response_format type must be
+  one of "text" or "json_object", but got: json_schema``), before any queued behaviour;
+  ``reject_json_object=True`` does the same for ``json_object``.
+
 Behaviours:
 
 * ``Reply(obj_or_text, tokens_in=None, tokens_out=None, finish_reason="stop")``: a chat
   completion whose message content is ``obj_or_text`` (JSON-dumped unless it is a ``str``,
   so a test can send garbage). Tokens default to ``len(request body) // 4`` and
   ``len(content) // 4``;
-* ``Status(code, body=None, retry_after=None)``: an error status with an OpenAI-shaped error
-  body (``body`` may be a dict, a str, or ``None`` for a default message);
+* ``Status(code, body=None, retry_after=None, usage=None)``: an error status with an
+  OpenAI-shaped error body (``body`` may be a dict, a str, or ``None`` for a default
+  message); ``usage=(prompt_tokens, completion_tokens)`` adds a ``usage`` object to it (a
+  server that generated before it failed);
 * ``Hang(seconds)``: wait, then answer with the next behaviour in ``then`` (default a
   ``Reply`` from the responder). Closing the server wakes every hung request;
 * ``Raw(obj, status=200)``: send ``obj`` as the JSON body unchanged (e.g. no choices).
 
 Script file format for the separate process: a JSON list whose items are
-``{"reply": <obj or str>, "tokens_in": 5, "tokens_out": 3}``, ``{"status": 500,
-"body": ..., "retry_after": 2}``, ``{"hang": 5}`` or ``{"raw": <obj>}``. The process prints
-``PORT <n>`` on its first stdout line and, with ``--log FILE``, appends each request as one
-JSON line.
+``{"reply": <obj or str>, "tokens_in": 5, "tokens_out": 3, "finish_reason": "length"}``,
+``{"status": 500, "body": ..., "retry_after": 2, "usage": [10, 20]}``, ``{"hang": 5}`` or
+``{"raw": <obj>}``; ``--reject-json-schema`` starts the fake as llama.cpp's server. The
+process prints ``PORT <n>`` on its first stdout line and, with ``--log FILE``, appends each
+request as one JSON line.
 """
 
 from __future__ import annotations
@@ -74,6 +87,7 @@ class Status:
     code: int
     body: Any = None
     retry_after: float | str | None = None
+    usage: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -107,6 +121,11 @@ class RecordedRequest:
     received_at: float = field(default_factory=time.monotonic)
 
 
+#: What llama.cpp's server answers (HTTP 500) to a ``response_format`` it does not support.
+LLAMA_CPP_FORMAT_ERROR = ('response_format type must be one of "text" or "json_object", but '
+                          "got: {}")
+
+
 def default_responder(request_json: dict[str, Any]) -> Any:
     """The answer when no behaviour is queued: no memories."""
     return {"memories": []}
@@ -133,6 +152,9 @@ class FakeOpenAI:
         responder: ``callable(request_json) -> content | Behaviour`` used when the chat queue
             is empty.
         embedding_dims: length of the vectors ``/v1/embeddings`` returns.
+        reject_json_schema: answer a ``json_schema`` request as llama.cpp's server does.
+        reject_json_object: answer a ``json_object`` request the same way.
+        honor_max_tokens: cut replies longer than the request's ``max_tokens``.
     """
 
     def __init__(
@@ -141,9 +163,15 @@ class FakeOpenAI:
         port: int = 0,
         responder: Callable[[dict[str, Any]], Any] = default_responder,
         embedding_dims: int = DEFAULT_EMBEDDING_DIMS,
+        reject_json_schema: bool = False,
+        reject_json_object: bool = False,
+        honor_max_tokens: bool = True,
     ) -> None:
         self.responder = responder
         self.embedding_dims = embedding_dims
+        self.reject_json_schema = reject_json_schema
+        self.reject_json_object = reject_json_object
+        self.honor_max_tokens = honor_max_tokens
         self.requests: list[RecordedRequest] = []
         self.on_request: Callable[[RecordedRequest], None] | None = None
         self._chat: deque[Behaviour] = deque()
@@ -228,8 +256,20 @@ class FakeOpenAI:
         with self._lock:
             return queue.popleft() if queue else None
 
-    def _chat_answer(self, body: dict[str, Any], raw_len: int, first: Any) -> tuple[int, Any, dict]:
-        behaviour = first
+    def _refused_format(self, body: dict[str, Any]) -> Status | None:
+        fmt = body.get("response_format")
+        kind = fmt.get("type") if isinstance(fmt, dict) else None
+        if (kind == "json_schema" and self.reject_json_schema) or (
+                kind == "json_object" and self.reject_json_object):
+            return Status(500, {"error": {"code": 500, "type": "server_error",
+                                          "message": LLAMA_CPP_FORMAT_ERROR.format(kind)}})
+        return None
+
+    def _chat_answer(self, body: dict[str, Any], raw_len: int) -> tuple[int, Any, dict]:
+        refused = self._refused_format(body)
+        if refused is not None:  # refused before the request is queued for generation
+            return _common_answer(refused)
+        behaviour = self._next(self._chat)
         while isinstance(behaviour, Hang):
             if self._stop.wait(behaviour.seconds):
                 return 0, None, {}
@@ -248,6 +288,11 @@ class FakeOpenAI:
             tokens_out = (
                 behaviour.tokens_out if behaviour.tokens_out is not None else len(content) // 4
             )
+            cap = body.get("max_tokens") or body.get("max_completion_tokens")
+            if self.honor_max_tokens and isinstance(cap, int) and len(content) > 4 * cap:
+                content = content[: 4 * cap]
+                tokens_out = cap
+                behaviour = Reply(content, behaviour.tokens_in, cap, "length", behaviour.model)
             return 200, _completion(body, behaviour, content, tokens_in, tokens_out), {}
         return _common_answer(behaviour)
 
@@ -311,6 +356,10 @@ def _common_answer(behaviour: Status | Raw) -> tuple[int, Any, dict]:
     if body is None or isinstance(body, str):
         message = body if isinstance(body, str) else f"fake error {behaviour.code}"
         body = {"error": {"message": message, "type": "fake_error", "code": None}}
+    if behaviour.usage is not None and isinstance(body, dict):
+        tokens_in, tokens_out = behaviour.usage
+        body = {**body, "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
+                                  "total_tokens": tokens_in + tokens_out}}
     return behaviour.code, body, headers
 
 
@@ -356,7 +405,7 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             if not isinstance(body, dict):
                 self._send(400, {"error": {"message": "body is not a JSON object"}}, {})
             elif path.endswith("/chat/completions"):
-                self._send(*fake._chat_answer(body, len(raw), fake._next(fake._chat)))
+                self._send(*fake._chat_answer(body, len(raw)))
             elif path.endswith("/embeddings"):
                 self._send(*fake._embedding_answer(body, fake._next(fake._embed)))
             else:
@@ -371,7 +420,9 @@ def behaviour_from_json(item: dict[str, Any]) -> Behaviour:
         return Reply(item["reply"], item.get("tokens_in"), item.get("tokens_out"),
                      item.get("finish_reason", "stop"))
     if "status" in item:
-        return Status(int(item["status"]), item.get("body"), item.get("retry_after"))
+        usage = item.get("usage")
+        return Status(int(item["status"]), item.get("body"), item.get("retry_after"),
+                      (int(usage[0]), int(usage[1])) if usage else None)
     if "hang" in item:
         then = item.get("then")
         return Hang(float(item["hang"]), behaviour_from_json(then) if then else None)
@@ -388,9 +439,12 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--default", help="JSON content answered when the script is used up")
     parser.add_argument("--dims", type=int, default=DEFAULT_EMBEDDING_DIMS)
     parser.add_argument("--log", help="append each request as one JSON line to this file")
+    parser.add_argument("--reject-json-schema", action="store_true",
+                        help="answer json_schema requests HTTP 500, as llama.cpp's server")
     args = parser.parse_args(list(argv) if argv is not None else None)
 
-    fake = FakeOpenAI(port=args.port, embedding_dims=args.dims)
+    fake = FakeOpenAI(port=args.port, embedding_dims=args.dims,
+                      reject_json_schema=args.reject_json_schema)
     if args.script:
         with open(args.script, encoding="utf-8") as fh:
             fake.script(*(behaviour_from_json(item) for item in json.load(fh)))

@@ -21,6 +21,16 @@ from typing import Any
 _B62 = string.digits + string.ascii_letters
 
 
+def next_ms(last_ms: int) -> int:
+    """The first millisecond since the epoch after ``last_ms`` that is not ahead of the
+    clock (waits for it when the writer is faster than one stamp per millisecond)."""
+    ms = int(time.time() * 1000)
+    while ms <= last_ms:
+        time.sleep((last_ms + 1 - ms) / 1000)
+        ms = int(time.time() * 1000)
+    return ms
+
+
 class OpenCodeWriter:
     """A writer connection to an OpenCode database (a copy, never a user's real one)."""
 
@@ -33,24 +43,31 @@ class OpenCodeWriter:
         self._counter = 0
         self._rng = random.Random(seed)
         self._last_ms = 0
+        self._skew_ms = 0
 
     def close(self) -> None:
         """Close the connection."""
         self.conn.close()
 
     def now_ms(self) -> int:
-        """Strictly increasing milliseconds since the epoch, never ahead of the clock.
+        """Strictly increasing milliseconds since the epoch by the writer's clock (the real
+        one unless :meth:`set_clock` moved it), never ahead of that clock.
 
         A writer faster than one stamp per millisecond waits for the next millisecond, as
         OpenCode's own stamps never run ahead of time: a stamp in the future would make a
         finished turn look unsettled to the reader.
         """
-        ms = int(time.time() * 1000)
-        while ms <= self._last_ms:
-            time.sleep((self._last_ms + 1 - ms) / 1000)
-            ms = int(time.time() * 1000)
-        self._last_ms = ms
-        return ms
+        if self._skew_ms:
+            self._last_ms = max(int(time.time() * 1000) + self._skew_ms, self._last_ms + 1)
+            return self._last_ms
+        self._last_ms = next_ms(self._last_ms)
+        return self._last_ms
+
+    def set_clock(self, skew_ms: int) -> None:
+        """Set the writer's clock ``skew_ms`` ahead of (or, negative, behind) the real one,
+        as a machine's clock that is wrong, or corrected: times may go back."""
+        self._skew_ms = skew_ms
+        self._last_ms = 0
 
     def new_id(self, prefix: str, ms: int) -> str:
         """An id in OpenCode's shape: ``prefix_`` + 12 hex + 14 base62."""
@@ -102,13 +119,16 @@ class OpenCodeWriter:
                      (json.dumps(data), self.now_ms(), mid))
 
     def append_turn(self, sid: str, user_text: str, reply_text: str = "Done.", *,
-                    finish: bool = True, bash: str | None = None) -> dict[str, str]:
+                    finish: bool = True, bash: str | None = None,
+                    bash_output: str = "ok\n") -> dict[str, str]:
         """Write one turn in OpenCode's order; return the ids written.
 
         Returns ``{"user": …, "assistant": …, "reply_part": …}``: the two message ids and
-        the id of the assistant's text part. With ``finish=False`` the assistant message
-        stays in flight (no ``time.completed``), as while the model streams; pass
-        ``reply_part`` to :meth:`stream` to keep streaming into it.
+        the id of the assistant's text part. With ``bash`` the assistant message holds a
+        completed bash tool call of that command, whose output is ``bash_output``. With
+        ``finish=False`` the assistant message stays in flight (no ``time.completed``), as
+        while the model streams; pass ``reply_part`` to :meth:`stream` to keep streaming
+        into it.
         """
         ms = self.now_ms()
         user = {"role": "user", "time": {"created": ms}, "agent": "build",
@@ -132,8 +152,8 @@ class OpenCodeWriter:
                                                          "input": {"command": bash}}})
             self._update_part(tp, {"type": "tool", "tool": "bash", "callID": "c1",
                                    "state": {"status": "completed", "input": {"command": bash},
-                                             "output": "ok\n",
-                                             "metadata": {"output": "ok\n", "exit": 0}}})
+                                             "output": bash_output,
+                                             "metadata": {"output": bash_output, "exit": 0}}})
         text_part = self._insert_part(sid, amid, {"type": "text", "text": ""})
         self._update_part(text_part, {"type": "text", "text": reply_text})
         result = {"user": umid, "assistant": amid, "reply_part": text_part}
@@ -162,6 +182,52 @@ class OpenCodeWriter:
         self._update_message(amid, data)
         data["time"]["completed"] = self.now_ms()
         self._update_message(amid, data)
+
+
+    def append_tool_turn(self, sid: str, user_text: str, tools: list[dict[str, Any]],
+                         reply_text: str = "Done.") -> dict[str, str]:
+        """Write one finished turn whose assistant step ran ``tools``; return the ids.
+
+        Each item of ``tools`` is a part as OpenCode stores it: ``{"tool": "bash",
+        "state": {...}}`` becomes a ``tool`` part (inserted ``pending``, then updated to
+        its final state); ``{"type": "patch", "files": [...]}`` is inserted as is. Returns
+        ``{"user": …, "assistant": …}``.
+        """
+        ms = self.now_ms()
+        user = {"role": "user", "time": {"created": ms}, "agent": "build",
+                "model": {"providerID": "stub", "modelID": "stub-model"}}
+        umid = self._insert_message(sid, user, ms)
+        self._insert_part(sid, umid, {"type": "text", "text": user_text})
+        ams = self.now_ms()
+        assistant: dict[str, Any] = {
+            "role": "assistant", "parentID": umid, "agent": "build", "mode": "build",
+            "modelID": "stub-model", "providerID": "stub", "path": {"cwd": "/", "root": "/"},
+            "cost": 0, "tokens": {"total": 0, "input": 0, "output": 0, "reasoning": 0,
+                                  "cache": {"read": 0, "write": 0}},
+            "time": {"created": ams},
+        }
+        amid = self._insert_message(sid, assistant, ams)
+        self._insert_part(sid, amid, {"type": "step-start", "snapshot": "0" * 40})
+        for i, tool in enumerate(tools):
+            if tool.get("type") == "patch":
+                self._insert_part(sid, amid, dict(tool))
+                continue
+            final = {"type": "tool", "callID": f"call{i}", **tool}
+            state = final.get("state") or {}
+            pid = self._insert_part(sid, amid, dict(final, state={
+                "status": "pending", "input": state.get("input") or {}}))
+            self._update_part(pid, final)
+        text_part = self._insert_part(sid, amid, {"type": "text", "text": ""})
+        self._update_part(text_part, {"type": "text", "text": reply_text})
+        assistant["finish"] = "stop"
+        self._update_message(amid, assistant)
+        self._insert_part(sid, amid, {"type": "step-finish", "reason": "stop"})
+        assistant["time"]["completed"] = self.now_ms()
+        self._update_message(amid, assistant)
+        self._commit("UPDATE session SET time_updated=? WHERE id=?", (self.now_ms(), sid))
+        user["summary"] = {"diffs": []}
+        self._update_message(umid, user)
+        return {"user": umid, "assistant": amid}
 
 
 def empty_copy(fixture: Path, dst: Path) -> None:

@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from opencode_writer import next_ms
+
 _B62 = string.digits + string.ascii_letters
 
 #: ``session_v2`` as captured from OpenCode 2.0.x databases by third-party readers.
@@ -99,12 +101,8 @@ class V2Writer:
 
     def now_ms(self) -> int:
         """Strictly increasing milliseconds, never ahead of the clock."""
-        ms = int(time.time() * 1000)
-        while ms <= self._last_ms:
-            time.sleep((self._last_ms + 1 - ms) / 1000)
-            ms = int(time.time() * 1000)
-        self._last_ms = ms
-        return ms
+        self._last_ms = next_ms(self._last_ms)
+        return self._last_ms
 
     def new_id(self, prefix: str, ms: int) -> str:
         """An id in OpenCode's shape: ``prefix_`` + 12 hex + 14 base62."""

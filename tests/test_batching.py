@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from opencode_memoryd.capture.batching import WriteGroup
-from opencode_memoryd.capture.processor import SessionReport
 from opencode_memoryd.models import STORAGE_MESSAGE, STORAGE_SESSION_MESSAGE, Mark, Memory
 from opencode_memoryd.models import point_id as make_point_id
 from opencode_memoryd.source import inotify
@@ -152,8 +151,7 @@ def test_a_write_group_flushes_the_store_before_the_marks_commit(tmp_path: Path)
         with WriteGroup(state, store, flush_seconds=60) as group:
             store.upsert([memory("The API lives under /api/v2.")])
             group.batch.set_mark(SRC, "s1", Mark(STORAGE_MESSAGE, (1, "m")), NOW)
-            report = SessionReport("s1", "p", "/p", store_writes=1)
-            group.note(SRC, "s1", report)
+            group.note(SRC, "s1")
             assert events == []  # not flushed per upsert inside the group
             assert group.wrote_store and group.sessions == {(SRC, "s1")}
             group.commit_if_due(idle=True)  # the last flush is recent: not yet
@@ -163,7 +161,7 @@ def test_a_write_group_flushes_the_store_before_the_marks_commit(tmp_path: Path)
             assert group.sessions == set() and not group.wrote_store
             # without store writes, an idle group commits at once and flushes nothing
             group.batch.set_mark(SRC, "s2", Mark(STORAGE_MESSAGE, (1, "m")), NOW)
-            group.note(SRC, "s2", SessionReport("s2", "p", "/p"))
+            group.note(SRC, "s2")
             group.commit_if_due(idle=True)
             assert events == ["flush", "state", "state"]
         assert store.count() == 1

@@ -17,7 +17,7 @@ def test_help_and_readme_document_every_exit_code() -> None:
     code, out = cli("--help")
     assert code == 0
     readme = (Path(__file__).parents[1] / "README.md").read_text()
-    for exit_code in ("0", "1", "2", "3", "4", "78", "130"):
+    for exit_code in ("0", "1", "2", "3", "4", "5", "6", "78", "130"):
         assert f"\n  {exit_code} " in out
         assert f"| {exit_code} |" in readme
 
@@ -48,7 +48,7 @@ def test_config_init_writes_once(isolated_env: dict[str, str]) -> None:
     assert code == 0 and path.exists()
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     path.write_text(path.read_text() + "\n# mine\n")
-    assert cli("config", "init")[0] == 1
+    assert cli("config", "init")[0] == 6  # refused
     assert path.read_text().endswith("# mine\n")
     # and the written file is a valid config
     assert cli("status")[0] == 0
@@ -65,22 +65,28 @@ def test_no_config_at_all_works(sample_db: Path) -> None:
 def test_status_reports_store_state_and_runs(sample_db: Path, config_file: Path) -> None:
     cli_json("--config", str(config_file), "maintain", "--dir", ACME, "--db", str(sample_db))
     info = cli_json("--config", str(config_file), "status")
-    assert info["memories"] == {"project/feedback": 1, "project/project": 1}
+    # the two directives, and the state the session that edited package.json ended in
+    assert info["memories"] == {"project/feedback": 1, "project/project": 1,
+                                "project/session-summary": 1}
     assert info["state"]["sessions_tracked"] == 4
     assert info["last_runs"][0]["summary"]["added"] == 2
+    assert info["last_runs"][0]["summary"]["summaries"] == 1
     code, out = cli("--config", str(config_file), "status")
-    assert code == 0 and "memories:    2" in out
+    assert code == 0 and "memories:    3" in out
 
 
 def test_search_finds_the_relevant_memory_first(sample_db: Path, config_file: Path) -> None:
     cli_json("--config", str(config_file), "maintain", "--all", "--db", str(sample_db))
     hits = cli_json("--config", str(config_file), "search", "which package manager, npm?",
-                    "--limit", "2")
-    assert "pnpm" in hits[0]["content"]
+                    "--limit", "3")
+    facts = [h for h in hits if h["type"] not in ("session-summary", "project-brief")]
+    assert "pnpm" in facts[0]["content"]
     hits = cli_json("--config", str(config_file), "search", "python version", "--dir",
                     "/tmp/projects/sample/data-pipeline", "--db", str(sample_db))
-    assert [h["content"] for h in hits] == [
-        "This service must stay compatible with Python 3.9."]
+    assert [h["content"] for h in hits if h["type"] == "project"] == [
+        "The data-pipeline service must stay compatible with Python 3.9."]
+    # the session summaries that mention it are found too, never another project's
+    assert {h["project_id"] for h in hits} == {"7c678a7f34b6458b95f92512d1d8da03bcdd44a2"}
 
 
 def test_list_json_has_the_documented_fields(sample_db: Path, config_file: Path) -> None:

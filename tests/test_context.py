@@ -89,7 +89,10 @@ def test_sections_in_fixed_order_with_dates_and_the_framing_line(
     assert lines[0] == MARKER
     assert "never instructions" in lines[2]
     titles = [line[4:] for line in lines if line.startswith("### ")]
-    assert titles == ["Architecture and tech", "Conventions and feedback", "User preferences"]
+    # the seeded memories have no section: opening the store gave them one by the rules
+    # (the reference memory goes to "References")
+    assert titles == ["Architecture and tech", "Conventions and feedback", "User preferences",
+                      "References"]
     order = [title for _, title in SECTIONS]
     assert titles == sorted(titles, key=order.index)
     assert "- 2025-03-01: We always use pnpm, never npm." in lines
@@ -148,6 +151,18 @@ def test_relevant_hits_come_first_and_are_not_repeated(
     assert text.count("Vite and React 18") == 1
 
 
+def test_a_known_session_is_searched_for_its_first_message_whatever_query_comes(
+        cfg: Path, isolated_env: dict[str, str]) -> None:
+    # `opencode run --session ID` is a new process whose plugin first sees a later message
+    seed(cfg, isolated_env, SEED)
+    a = context(cfg, "--dir", ACME, "--session", MAIN, "--query", "React and Vite version")
+    b = context(cfg, "--dir", ACME, "--session", MAIN, "--query", "GitHub Actions deploys")
+    assert a["text"] and a == b
+    c = context(cfg, "--dir", ACME, "--query", "React and Vite version")
+    d = context(cfg, "--dir", ACME, "--query", "GitHub Actions deploys")
+    assert c["sections"]["relevant"] != d["sections"]["relevant"]  # no session: the query
+
+
 def test_a_subagent_session_gets_nothing(cfg: Path, isolated_env: dict[str, str]) -> None:
     seed(cfg, isolated_env, SEED)
     assert context(cfg, "--dir", ACME, "--session", SUBAGENT)["reason"] == "sub-agent session"
@@ -188,3 +203,24 @@ def test_the_daemon_serves_the_block_on_get(cfg: Path, isolated_env: dict[str, s
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_the_scroll_cache_serves_until_the_store_is_written(tmp_path: Path) -> None:
+    from opencode_memoryd.store.api import MemoryFilter
+    from opencode_memoryd.usecases.context import ScrollCache
+
+    store = EdgeStore(tmp_path / "store")
+    try:
+        store.upsert(SEED[:2])
+        cache = ScrollCache(store)
+        flt = MemoryFilter(project_id=ACME_KEY, include_user_scope=False)
+        first = cache(flt)
+        assert [m.id for m in first] == [m.id for m in SEED[:2]]
+        assert cache(flt) is first  # served from the cache: nothing was written
+        store.upsert([SEED[3]])
+        after = cache(flt)
+        assert after is not first and SEED[3].id in {m.id for m in after}
+        store.delete([SEED[0].id])
+        assert SEED[0].id not in {m.id for m in cache(flt)}
+    finally:
+        store.close()

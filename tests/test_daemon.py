@@ -82,7 +82,7 @@ def test_catch_up_then_tail_new_turns(daemon: subprocess.Popen[str], live_db: Pa
     daemon.send_signal(signal.SIGTERM)
     daemon.communicate(timeout=15)
     assert daemon.returncode == 0
-    memories = cli_json("--config", str(daemon_config), "list")
+    memories = facts(cli_json("--config", str(daemon_config), "list"))
     tagged = [m for m in memories if "tagged" in m["content"]]
     assert len(tagged) == 1 and tagged[0]["message_ids"] == [ids["user"]]
     assert len(memories) == 4
@@ -125,9 +125,9 @@ def test_maintain_search_list_status_go_through_the_running_daemon(
     report = cli_json("--config", str(daemon_config), "maintain", "--all")
     assert report["totals"]["failed"] == 0
     assert wait_until(lambda: "ses_dfec43a4cffe5HkHVz7wUC8pgF" in read_marks(state_db))
-    hits = cli_json("--config", str(daemon_config), "search", "package manager npm")
+    hits = facts(cli_json("--config", str(daemon_config), "search", "package manager npm"))
     assert hits and "pnpm" in hits[0]["content"]
-    assert len(cli_json("--config", str(daemon_config), "list")) == 3
+    assert len(facts(cli_json("--config", str(daemon_config), "list"))) == 3
     info = cli_json("--config", str(daemon_config), "status")
     assert info["daemon"]["running"] is True
     assert info["daemon"]["pid"] == daemon.pid
@@ -170,9 +170,14 @@ def test_database_appearing_later_and_replaced_by_a_new_file(
     finally:
         if proc.poll() is None:
             proc.kill()
-    memories = cli_json("--config", str(daemon_config), "list")
+    memories = facts(cli_json("--config", str(daemon_config), "list"))
     contents = [m["content"] for m in memories]
     assert len(contents) == len(set(contents)) == 4
+
+
+def facts(memories: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The facts among memories (not the session summaries and project briefs)."""
+    return [m for m in memories if m["type"] not in ("session-summary", "project-brief")]
 
 
 def _queue_notes(state_db: Path) -> dict[str, str | None]:

@@ -25,6 +25,10 @@ def _config(tmp_path: Path, fake: FakeOpenAI, extra: str = "") -> Path:
 settle_seconds = 0
 [extraction]
 mode = "llm"
+# extraction alone: the summaries' own model calls are tested in test_summaries.py
+[summaries]
+session_summaries = false
+project_brief = false
 [llm]
 base_url = "{fake.base_url}"
 model = "m"

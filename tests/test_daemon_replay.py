@@ -66,9 +66,13 @@ def _config(tmp_path: Path, fake: FakeOpenAI) -> Path:
     return write_config(tmp_path / "d.toml", f"""
 [opencode]
 settle_seconds = 0.2
-abandoned_turn_seconds = 100000000
+abandoned_turn_seconds = 31536000
 [extraction]
 mode = "llm"
+# extraction alone: the summaries' own model calls are tested in test_summaries.py
+[summaries]
+session_summaries = false
+project_brief = false
 [llm]
 base_url = "{fake.base_url}"
 model = "m"

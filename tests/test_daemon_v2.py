@@ -144,7 +144,8 @@ def test_v2_turns_are_captured_while_a_writer_appends_them(
     assert wait_until(lambda: all(read_marks(state_db).get(k) == v
                                   for k, v in expected.items())), read_marks(state_db)
     _stop(run[0])
-    memories = cli_json("--config", str(cfg_no_sweep), "list")
+    memories = [m for m in cli_json("--config", str(cfg_no_sweep), "list")
+                if m["type"] != "session-summary"]
     cited = sorted(mid for m in memories for mid in m["message_ids"])
     directives = [d["user_message_id"] for d in V2["remember_directives"]]
     assert cited == sorted([*directives, t1["user"], t2["user"], t3["user"]])
@@ -165,7 +166,8 @@ def test_rows_wiped_and_rewritten_under_a_running_daemon_are_stored_once(
     assert wait_until(lambda: read_marks(state_db).get(multi) == renamed[LAST[multi]])
     assert '"session_rows_reset"' in _log(state_db)
     _stop(run[0])
-    memories = cli_json("--config", str(cfg), "list")
+    memories = [m for m in cli_json("--config", str(cfg), "list")
+                if m["type"] != "session-summary"]
     assert len(memories) == 3
     directive = SESSIONS["v2-multiturn"]["turns"][1]["user_message_id"]
     merged = next(m for m in memories if directive in m["message_ids"])
@@ -200,7 +202,8 @@ def test_a_database_upgraded_under_a_running_daemon_is_read_without_a_restart(
     after = cli_json("--config", str(cfg), "status")["daemon"]["databases"][0]["schema"]
     assert "session_message (sessions in session_v2)" in after
     _stop(run[0])
-    memories = cli_json("--config", str(cfg), "list")
+    memories = [m for m in cli_json("--config", str(cfg), "list")
+                if m["type"] != "session-summary"]
     assert [m["message_ids"] for m in memories if "upgrade" in m["content"]] == [
         [turn["user"]]]
     assert len(memories) == 4  # the sample's 3 directives and the new one

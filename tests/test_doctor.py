@@ -5,6 +5,7 @@ file modes and disk space: ``test_doctor_resources.py``."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import sys
 import time
@@ -59,7 +60,8 @@ def test_healthy_sandbox_without_a_daemon(sandbox: Sandbox) -> None:
     assert ("38 migrations, last 20260622202450_simplify_session_input"
             in checks["database"]["detail"])
     assert checks["storage"]["detail"].split(": ", 1)[1].startswith("live storage 1.x")
-    assert "3 points" in checks["embedder"]["detail"]
+    # the 3 directives and the sample's 4 session summaries (2 compactions, 2 session states)
+    assert "7 points" in checks["embedder"]["detail"]
     code, text = sandbox.text()
     lines = text.splitlines()
     assert code == 0
@@ -144,7 +146,8 @@ def test_a_finished_turn_waiting_longer_than_max_wait_is_stuck(sandbox: Sandbox)
     code, checks = sandbox.doctor(cfg)
     assert code == 0  # no daemon runs: a warning
     assert problems(checks) == {**BASELINE, "stuck": "warn"}
-    assert f"{SID} (a finished turn quiet for 1 s)" in checks["stuck"]["detail"]
+    # the age is whole seconds since the turn: 1 s, or more on a loaded machine
+    assert re.search(rf"{SID} \(a finished turn quiet for \d+ s\)", checks["stuck"]["detail"])
     assert "maintain --all" in checks["stuck"]["fix"]
     assert cli("--config", str(cfg), "maintain", "--all")[0] == 0
     assert problems(sandbox.doctor(cfg)[1]) == BASELINE

@@ -110,11 +110,12 @@ def test_loose_file_modes_warn_with_the_chmod_that_fixes_them(sandbox: Sandbox) 
     assert problems(checks) == {**BASELINE, "file-modes": "warn"}
     assert f"{state} (0644)" in checks["file-modes"]["detail"]
     fix = checks["file-modes"]["fix"]
-    # the -wal/-shm files doctor's own read created took the state file's mode; they are
-    # named in the detail, and take the fixed mode when SQLite next creates them
-    assert f"{state}-wal (0644)" in checks["file-modes"]["detail"]
     assert fix == f"chmod 700 {sandbox.store_dir} && chmod 600 {state}"
-    subprocess.run(fix, shell=True, check=True)
+    # doctor looked before opening them; opening them (as any command does) repaired them
+    assert stat.S_IMODE(state.stat().st_mode) == 0o600
+    assert stat.S_IMODE(sandbox.store_dir.stat().st_mode) == 0o700
+    assert problems(sandbox.doctor()[1]) == BASELINE
+    subprocess.run(fix, shell=True, check=True)  # and the fix it gives is harmless
     assert problems(sandbox.doctor()[1]) == BASELINE
 
 
@@ -133,6 +134,8 @@ def test_low_disk_space(sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, free_
     monkeypatch.setattr("shutil.disk_usage", disk_usage)
     got, checks = sandbox.doctor()
     assert got == code
-    assert problems(checks) == {**BASELINE, "disk-space": status}
+    # below the 64 MiB the embedded store needs to open safely, it is not opened
+    store = {"embedder": "skip"} if free_mb < 64 else {}
+    assert problems(checks) == {**BASELINE, **store, "disk-space": status}
     assert f"{free_mb} MB free" in checks["disk-space"]["detail"]
-    assert seen == [str(sandbox.state_dir), str(sandbox.store_dir)]
+    assert seen[-2:] == [str(sandbox.state_dir), str(sandbox.store_dir)]

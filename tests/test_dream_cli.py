@@ -28,6 +28,7 @@ from opencode_memoryd.compose import DAEMON_INFO_FILE, JOURNAL_FILE_NAME, App
 from opencode_memoryd.config.loader import load_config
 from opencode_memoryd.config.paths import state_dir, store_dir
 from opencode_memoryd.dream.journal import DreamJournal
+from opencode_memoryd.extract.sections import section_for
 from opencode_memoryd.logs import LOG_FILE_NAME
 from opencode_memoryd.models import Memory, content_hash, iso_utc, point_id
 from opencode_memoryd.store.api import MemoryFilter
@@ -200,12 +201,14 @@ def _paths(cfg_path: Path, env: dict[str, str]) -> tuple[Path, Path]:
 
 def seed(cfg_path: Path, env: dict[str, str], base: datetime = T0) -> dict[str, Memory]:
     """Write the seed into the store the CLI will open (no daemon may be running); its
-    user-scope memories carry the identity the CLI computes (so nothing is migrated)."""
+    user-scope memories carry the identity the CLI computes and every memory a section (so
+    nothing is migrated)."""
     memories = seed_memories(base)
     me = App(config=load_config(cfg_path, env), env=env).user_id
     for m in memories.values():
         if m.scope == "user":
             m.user_id = me
+        m.section = section_for(m.type, m.scope, m.content)  # as written today: no migration
     store = EdgeStore(_paths(cfg_path, env)[0])
     try:
         store.upsert(list(memories.values()))
@@ -340,12 +343,12 @@ def test_dream_dir_llm_journal_list_and_show(cfg: Path, isolated_env: dict[str, 
     assert run_id in cells and "forced" in cells and "ok" in cells and "13→9" in cells
 
     check_lineage(cfg, run_id)
-    # an unknown id (well-formed or not) is exit 1, not a crash
-    assert cli("--config", str(cfg), "show", str(uuid.uuid4()))[0] == 1
-    assert cli("--config", str(cfg), "show", "not-a-memory-id")[0] == 1
+    # an unknown id (well-formed or not) is exit 5 (not found), not a crash
+    assert cli("--config", str(cfg), "show", str(uuid.uuid4()))[0] == 5
+    assert cli("--config", str(cfg), "show", "not-a-memory-id")[0] == 5
     # a folder no OpenCode session belongs to has nothing to dream
     assert cli("--config", str(cfg), "dream", "--dir", "/tmp/projects/none", "--db",
-               str(sample_db))[0] == 1
+               str(sample_db))[0] == 5
     assert len(journal_lines(cfg, isolated_env)) == 1
 
 
@@ -365,12 +368,12 @@ def test_dry_run_journals_and_changes_nothing(cfg: Path, isolated_env: dict[str,
     assert listed(cfg) == before
     assert show(cfg, ID["NPM_OLD"])["memory"]["status"] == "active"
     assert show(cfg, ID["NPM_OLD"])["lineage"]["superseded_by"] is None
-    assert cli("--config", str(cfg), "show", MERGED_ID)[0] == 1
+    assert cli("--config", str(cfg), "show", MERGED_ID)[0] == 5
     assert journal_lines(cfg, isolated_env) == [entry]
     code, table = cli("--config", str(cfg), "journal")
     assert code == 0 and "ok+dry" in table.splitlines()[-1]
-    # a dry run has nothing to undo
-    assert cli("--config", str(cfg), "dream", "--undo", entry["run_id"])[0] == 1
+    # a dry run has nothing to undo: refused
+    assert cli("--config", str(cfg), "dream", "--undo", entry["run_id"])[0] == 6
     assert store_snapshot(cfg, isolated_env) == before_store
 
 
@@ -415,15 +418,15 @@ def test_undo_restores_exactly_the_pre_dream_store(cfg: Path, isolated_env: dict
     for i in ACME_RETIRED:
         m = show(cfg, i)["memory"]
         assert m["status"] == "active" and m.get("superseded_by") is None, m
-    assert cli("--config", str(cfg), "show", MERGED_ID)[0] == 1
+    assert cli("--config", str(cfg), "show", MERGED_ID)[0] == 5
     # the undo is journaled too (same run, status "undone"), newest first
     journal = cli_json("--config", str(cfg), "journal")
     assert [(e["run_id"], e["status"]) for e in journal] == [(run_id, "undone"),
                                                               (run_id, "ok")]
     assert journal_lines(cfg, isolated_env)[-1] == undo
     # a second undo is refused and changes nothing
-    assert cli("--config", str(cfg), "dream", "--undo", run_id)[0] == 1
-    assert cli("--config", str(cfg), "dream", "--undo", "no-such-run")[0] == 1
+    assert cli("--config", str(cfg), "dream", "--undo", run_id)[0] == 6
+    assert cli("--config", str(cfg), "dream", "--undo", "no-such-run")[0] == 5
     assert store_snapshot(cfg, isolated_env) == before_store
 
 
@@ -558,7 +561,8 @@ def test_dream_undo_list_show_through_a_running_daemon(
     assert undo["status"] == "undone" and undo["counts"]["deleted"] == 1
     assert listed(cfg) == before
     assert [e["status"] for e in journal_lines(cfg, isolated_env)] == ["ok", "undone"]
-    assert cli("--config", str(cfg), "dream", "--undo", run_id)[0] == 1
+    assert cli("--config", str(cfg), "dream", "--undo", run_id)[0] == 6  # via the daemon
+    assert cli("--config", str(cfg), "dream", "--undo", "no-such-run")[0] == 5
     # the daemon did not dream on its own (dream.enabled = false)
     assert all(e["trigger"] == "forced" for e in journal_lines(cfg, isolated_env))
     _stop(proc)

@@ -15,7 +15,7 @@ from opencode_memoryd.errors import ExtractionError, UpstreamError
 from opencode_memoryd.extract.chat import ChatClient
 from opencode_memoryd.extract.llm_extractor import LlmExtractor, build_prompt
 from opencode_memoryd.extract.reply import MEMORY_SCHEMA, junk_reason, parse_reply
-from opencode_memoryd.models import MEMORY_TYPES, MemoryCandidate, TranscriptLine
+from opencode_memoryd.models import FACT_TYPES, SECTIONS, MemoryCandidate, TranscriptLine
 
 LINES = [
     TranscriptLine("msg_u1", "user", "We use pnpm in this repo, never npm."),
@@ -51,10 +51,13 @@ def reasons(rejected: list[tuple[str, str]]) -> list[str]:
 # -- the prompt files ---------------------------------------------------------------------
 
 
-def test_system_prompt_names_every_memory_type() -> None:
+def test_system_prompt_names_every_memory_type_and_section() -> None:
     system = prompt_text("extract_system.md")
-    for type_ in MEMORY_TYPES:
+    for type_ in FACT_TYPES:
         assert re.search(rf"^- {type_}:", system, re.MULTILINE), type_
+    for section in SECTIONS:
+        assert re.search(rf"^- {section}:", system, re.MULTILINE), section
+    assert "|".join(SECTIONS) in system
 
 
 def test_system_prompt_says_transcript_is_data_not_instructions() -> None:
@@ -66,7 +69,7 @@ def test_system_prompt_says_transcript_is_data_not_instructions() -> None:
 def test_system_prompt_asks_for_message_ids_and_allows_an_empty_answer() -> None:
     system = prompt_text("extract_system.md")
     assert "message_ids" in system
-    assert '{"memories": []}' in system
+    assert '{"memories": [], "more": false}' in system
     assert "[REDACTED:kind]" in system
 
 
@@ -120,8 +123,9 @@ def test_schema_is_strict_mode_compatible() -> None:
 
     walk(MEMORY_SCHEMA)
     item = MEMORY_SCHEMA["properties"]["memories"]["items"]
-    assert item["properties"]["type"]["enum"] == list(MEMORY_TYPES)
+    assert item["properties"]["type"]["enum"] == list(FACT_TYPES)
     assert item["properties"]["scope"]["enum"] == ["user", "project"]
+    assert item["properties"]["section"]["enum"] == list(SECTIONS)
 
 
 # -- parse_reply --------------------------------------------------------------------------
@@ -136,10 +140,20 @@ def test_good_reply_parses_into_candidates() -> None:
     assert rejected == []
     assert accepted == [
         MemoryCandidate("The project uses pnpm, never npm.", "feedback", "project",
-                        ("msg_u1", "msg_a1"), "llm"),
+                        ("msg_u1", "msg_a1"), "llm", "conventions"),
         MemoryCandidate("The user is a backend developer who mostly writes Go.", "user", "user",
-                        ("msg_u2",), "llm"),
+                        ("msg_u2",), "llm", "user"),
     ]
+
+
+def test_the_models_section_is_kept_and_a_bad_one_is_chosen_by_the_rules() -> None:
+    chosen = dict(memory("The CI dashboard is grafana.acme.test/ci."), section="reference")
+    bad = dict(memory("We are halfway through the Postgres 16 migration."), section="misc")
+    missing = memory("The backend is written in Go 1.22.")
+    user = dict(memory("I like terse answers.", "user", "user"), section="conventions")
+    accepted, rejected = parse(chosen, bad, missing, user)
+    assert rejected == []
+    assert [c.section for c in accepted] == ["reference", "progress", "architecture", "user"]
 
 
 def test_empty_list_is_the_common_answer() -> None:

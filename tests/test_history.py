@@ -339,7 +339,7 @@ def test_cli_goes_through_a_running_daemon(control: tuple[Path, list[str]],
     got = cli_json("history", "compactions", AUTO, "--db", str(sample_db))
     assert got["compactions"][0]["auto"] is True
     capsys.readouterr()
-    assert cli("history", "messages", "ses_missing", "--db", str(sample_db))[0] == 1
+    assert cli("history", "messages", "ses_missing", "--db", str(sample_db))[0] == 5
     assert "ses_missing" in capsys.readouterr().err
     assert control[1] == ["history_compactions", "history_messages"]
 
@@ -378,7 +378,7 @@ def test_cli_messages_pages_and_compactions(sample_db: Path,
     code, out = cli("history", "compactions", MANUAL, *db)
     assert code == 0 and "manual compaction" in out and "Python 3.9" in out
     capsys.readouterr()
-    assert cli("history", "compactions", "ses_missing", *db)[0] == 1
+    assert cli("history", "compactions", "ses_missing", *db)[0] == 5  # not found
     assert "no OpenCode session 'ses_missing'" in capsys.readouterr().err
     assert cli("history", "messages", AUTO, "--limit", "0", *db)[0] == 2
     assert cli("history", "search", "--dir", ACME, *db)[0] == 2

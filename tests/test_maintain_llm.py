@@ -45,9 +45,13 @@ def fake() -> Iterator[FakeOpenAI]:
 
 @pytest.fixture
 def llm_config(tmp_path: Path, fake: FakeOpenAI) -> Path:
+    # extraction alone: the summaries' own model calls are tested in test_summaries.py
     return write_config(tmp_path / "llm.toml", f"""
 [opencode]
 settle_seconds = 0
+[summaries]
+session_summaries = false
+project_brief = false
 [extraction]
 mode = "llm"
 [llm]
@@ -109,6 +113,13 @@ def test_no_llm_call_for_chunks_without_human_text(sample_db: Path, llm_config: 
 
 SECRET_KEY = "sk-proj-" + "Zq7" * 12 + "T9x"
 SECRET_PW = "Hx9" + "kQ2v" * 4
+# The kinds the black-box attack got through (tests/test_maintain_llm_secrets.py plants
+# every kind of the redaction corpus).
+PROSE_PW = "Tr0ub4dor" + "&3xQ!"
+CLI_PW = "Summer" + "16!vfqk"
+HF_TOKEN = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGh"
+BARE = "Q2x9" + "Lm4Rt7Vb1Nc8Kp3Zw6Hj5Fd0"
+SPLIT = ("sk-ant-api03-" + "Xy7Qw2Er5Ty8Ui1Op4As6Df9Gh3Jk", "0Lz2Xc5Vb8Nm1Qw4Er7Ty0Ui3Op6AA")
 
 
 def test_planted_secrets_never_reach_server_store_or_log(
@@ -118,12 +129,16 @@ def test_planted_secrets_never_reach_server_store_or_log(
     w.append_turn(WEB_CLI, f"remember that the deploy key is {SECRET_KEY} and "
                   f"the db url is postgres://app:{SECRET_PW}@db.acme.test/app",
                   f"Stored OPENAI_API_KEY={SECRET_KEY}", bash=f"export TOKEN={SECRET_KEY}")
+    w.append_turn(WEB_CLI, f"the db password is {PROSE_PW}, and the key is\n{SPLIT[0]}\n"
+                  f"{SPLIT[1]}", f"I used {HF_TOKEN} and set it to {BARE}.",
+                  bash=f"sshpass -p {CLI_PW} ssh deploy@host", bash_output=f"token {HF_TOKEN}")
     w.close()
     code, out = run(llm_config, sample_db, "--json")
     assert code == 0, out
-    assert sum(json.loads(out)["totals"]["redactions"] for _ in [0]) >= 2
+    assert sum(json.loads(out)["totals"]["redactions"] for _ in [0]) >= 8
     wire = json.dumps([r.json for r in fake.requests])
-    assert SECRET_KEY not in wire and SECRET_PW not in wire
+    for secret in (SECRET_KEY, SECRET_PW, PROSE_PW, CLI_PW, HF_TOKEN, BARE, *SPLIT):
+        assert secret not in wire, secret
     assert "[REDACTED" in wire
     listed = json.dumps(cli_json("--config", str(llm_config), "list"))
     assert any("deploy key" in m["content"] for m in json.loads(listed))
@@ -132,8 +147,8 @@ def test_planted_secrets_never_reach_server_store_or_log(
     for f in state_dir.rglob("*"):
         if f.is_file():
             blob = f.read_bytes()
-            assert SECRET_KEY.encode() not in blob, f
-            assert SECRET_PW.encode() not in blob, f
+            for secret in (SECRET_KEY, SECRET_PW, PROSE_PW, CLI_PW, HF_TOKEN, BARE, *SPLIT):
+                assert secret.encode() not in blob, (f, secret)
     store_dir = Path(isolated_env["XDG_DATA_HOME"]) / "opencode-memoryd"
     for f in store_dir.rglob("*"):
         if f.is_file() and f.stat().st_size < 50_000_000:

@@ -188,7 +188,7 @@ FALSE_POSITIVES = [
         ("class-value", "            token = Keyword"),
         ("constant-label", '_SEND_MESSAGE_TOKEN = "send_message"'),
         ("env-var-name", 'key_name = "OPENAI_API_KEY"'),
-        ("pwd-env", "PWD=/home/dev/project"),
+        ("pwd-env", "PWD=/srv/dev/project"),
         ("k8s", "kind: Secret\nmetadata:\n  name: db\nsecretName: my-secret"),
         ("cache-key", "cache_key = 'user:123:profile'"),
         ("primary-key", "id = Column(Integer, primary_key=True)"),

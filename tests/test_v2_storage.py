@@ -24,6 +24,7 @@ from opencode_memoryd.source.transcript import human_text, transcript_lines
 from opencode_memoryd.source.turns import Idle, finished_prefix, group_turns
 from opencode_memoryd.source.v2rows import message_from_v2
 from opencode_memoryd.state.db import StateDB
+from opencode_memoryd.state.engine import SCHEMA_VERSION
 from opencode_writer_v2 import V2Writer, make_synthetic_2x, rewrite_rows
 
 V2_DB = FIXTURES / "opencode-v2-sample.db"
@@ -163,7 +164,12 @@ def test_notes_are_never_human_text_and_never_block_a_turn(
     new = [m for m in cli_json("--config", str(config_file), "list")
            if "release/next" in m["content"]]
     assert [m["message_ids"] for m in new] == [[ids["user"]]]
-    assert len(cli_json("--config", str(config_file), "list")) == 4
+    listed = cli_json("--config", str(config_file), "list")
+    assert len([m for m in listed if m["type"] != "session-summary"]) == 4
+    # the compaction row's summary is kept as the session's summary, never mined
+    [summary] = [m for m in listed if m["type"] == "session-summary"]
+    assert summary["content"] == "remember: summaries restate old facts."
+    assert summary["session_ids"] == [sid]
 
 
 def _v2(kind: str, seq: int, data: dict[str, Any], ms: int = 1_000) -> Any:
@@ -380,4 +386,4 @@ def test_a_state_file_of_schema_1_is_migrated_in_place(tmp_path: Path) -> None:
     finally:
         state.close()
     with sqlite3.connect(path) as c:
-        assert c.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert c.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

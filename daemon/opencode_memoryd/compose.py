@@ -7,6 +7,7 @@ case: those live in :mod:`opencode_memoryd.usecases` and receive what is built h
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -17,14 +18,23 @@ from typing import TYPE_CHECKING
 import structlog
 
 from opencode_memoryd.config import paths as config_paths
+from opencode_memoryd.disk import (
+    STATE_MIN_FREE_BYTES,
+    STORE_MIN_FREE_BYTES,
+    FreeBytes,
+    free_bytes,
+    make_private,
+    require_free,
+)
 from opencode_memoryd.errors import SourceError
 
 # Adapters are imported where they are built: a command pays only for what it uses (the
 # MCP server and a command the daemon serves open no store, database or LLM client).
 if TYPE_CHECKING:
+    from opencode_memoryd.capture.notes import Summarizer
     from opencode_memoryd.capture.processor import Extractor, Limits
     from opencode_memoryd.config.schema import Config
-    from opencode_memoryd.extract.chat import ChatClient
+    from opencode_memoryd.extract.chat import ChatClient, ModeMemory
     from opencode_memoryd.source.reader import OpenCodeDB
     from opencode_memoryd.state.db import StateDB
     from opencode_memoryd.store.api import Embedder, MemoryStore
@@ -39,12 +49,16 @@ JOURNAL_FILE_NAME = "dream-journal.jsonl"
 
 @dataclass(slots=True)
 class App:
-    """The configured application: paths, settings and lazily built adapters."""
+    """The configured application: paths, settings and lazily built adapters.
+
+    ``free_space`` measures the free bytes where a path lives (injectable for tests).
+    """
 
     config: Config
     env: Mapping[str, str]
     config_path: Path | None = None
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    free_space: FreeBytes = field(default=free_bytes)
     _user_id: str | None = field(default=None, init=False, repr=False)
 
     @property
@@ -142,14 +156,32 @@ class App:
                                timeout_seconds=q.timeout_seconds)
         from opencode_memoryd.store.edge import EdgeStore
 
-        return EdgeStore(config_paths.store_dir(self.config, self.env), embedder=embedder)
+        path = config_paths.store_dir(self.config, self.env)
+        if not q.path:  # our own data dir ($XDG_DATA_HOME/opencode-memoryd): 0700
+            with contextlib.suppress(OSError):  # EdgeStore says what is wrong
+                path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            make_private(path.parent, ())
+        return EdgeStore(path, embedder=embedder, free=self.free_space)
+
+    def ensure_space(self) -> None:
+        """Check, before an extraction writes anything, that the state dir and the
+        embedded store's folder have room (:mod:`opencode_memoryd.disk`).
+
+        Raises:
+            DiskFullError: one of them has too little free space (named in the message).
+        """
+        require_free(self.state_dir, STATE_MIN_FREE_BYTES, free=self.free_space)
+        if not self.config.qdrant.url:
+            require_free(config_paths.store_dir(self.config, self.env), STORE_MIN_FREE_BYTES,
+                         free=self.free_space)
 
     def extraction_mode(self) -> str:
         """``llm`` or ``rules``: ``auto`` picks llm when an endpoint is configured."""
         return str(self.config.extraction_mode)
 
-    def build_extractor(self) -> Extractor:
-        """The extractor for :meth:`extraction_mode`."""
+    def build_extractor(self, modes: ModeMemory | None = None) -> Extractor:
+        """The extractor for :meth:`extraction_mode`; its chat client remembers the
+        structured-output mode it negotiates in ``modes`` (the state file)."""
         from opencode_memoryd.extract.rules import RulesExtractor
 
         x = self.config.extraction
@@ -157,32 +189,53 @@ class App:
             return RulesExtractor(max_chars=x.max_memory_chars)
         from opencode_memoryd.extract.llm_extractor import LlmExtractor
 
-        return LlmExtractor(self.build_chat_client(), max_memories=x.max_memories_per_chunk,
-                            max_chars=x.max_memory_chars)
+        return LlmExtractor(self.build_chat_client(modes=modes),
+                            max_memories=x.max_memories_per_chunk,
+                            max_chars=x.max_memory_chars,
+                            max_output_tokens=self.config.llm.max_output_tokens)
+
+    def build_summarizer(self, modes: ModeMemory | None = None) -> Summarizer:
+        """The writer of session summaries and project briefs for
+        :meth:`extraction_mode` (a chat client of its own in llm mode, remembering its
+        negotiated structured-output mode in ``modes``)."""
+        from opencode_memoryd.extract.summarize import LlmSummarizer, RulesSummarizer
+
+        if self.extraction_mode() == "rules":
+            return RulesSummarizer()
+        return LlmSummarizer(self.build_chat_client(modes=modes))
 
     def limits(self) -> Limits:
-        """Reader and chunking limits from the config."""
-        from opencode_memoryd.capture.processor import Limits
+        """Reader, chunking and summary limits from the config."""
+        from opencode_memoryd.capture.report import Limits, NoteSettings
 
-        o, x = self.config.opencode, self.config.extraction
+        o, x, s = self.config.opencode, self.config.extraction, self.config.summaries
         return Limits(
             abandoned_ms=int(o.abandoned_turn_seconds * 1000),
             settle_ms=int(o.settle_seconds * 1000),
             max_chunk_tokens=x.max_chunk_tokens,
             tool_output_chars=x.tool_output_chars,
             near_duplicate_similarity=self.config.dedup.near_duplicate_similarity,
+            max_memory_chars=x.max_memory_chars,
+            max_identical_failures=x.max_identical_failures,
+            notes=NoteSettings(
+                session_summaries=s.session_summaries, project_briefs=s.project_brief,
+                idle_ms=int(s.idle_seconds * 1000), summary_max_chars=s.max_chars,
+                brief_max_chars=s.brief_max_chars, transcript_tokens=x.max_chunk_tokens),
         )
 
-    def build_planner(self) -> ChatClient | None:
-        """The dream planner: a chat client in llm mode, ``None`` in rules mode."""
+    def build_planner(self, modes: ModeMemory | None = None) -> ChatClient | None:
+        """The dream planner: a chat client in llm mode (remembering its negotiated mode
+        in ``modes``), ``None`` in rules mode."""
         if self.extraction_mode() != "llm":
             return None
-        return self.build_chat_client()
+        return self.build_chat_client(modes=modes)
 
     def build_chat_client(self, *, timeout_seconds: float | None = None,
-                          max_retries: int | None = None) -> ChatClient:
+                          max_retries: int | None = None,
+                          modes: ModeMemory | None = None) -> ChatClient:
         """The chat client of ``[llm]``; ``timeout_seconds`` and ``max_retries`` replace
-        the configured ones when given (``doctor`` sends one short request)."""
+        the configured ones when given (``doctor`` sends one short request); ``modes``
+        is where the structured-output mode it negotiates is remembered."""
         from opencode_memoryd.extract.chat import ChatClient
 
         llm = self.config.llm
@@ -190,7 +243,8 @@ class App:
             base_url=llm.base_url, api_key=self._secret(llm.api_key_env), model=llm.model,
             timeout_seconds=llm.timeout_seconds if timeout_seconds is None else timeout_seconds,
             max_retries=llm.max_retries if max_retries is None else max_retries,
-            temperature=llm.temperature, json_mode=llm.json_mode)
+            temperature=llm.temperature, json_mode=llm.json_mode, modes=modes,
+            clock=self.clock)
 
     def daemon_socket(self) -> Path | None:
         """The control socket of a running daemon, from ``daemon.json``, or ``None``."""

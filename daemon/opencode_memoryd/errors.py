@@ -11,14 +11,17 @@
     │   └── EmbedderMismatchError  the store was built with another embedder
     ├── UpstreamError          the LLM or embedding endpoint failed (``retryable`` flag)
     ├── ExtractionError        the LLM answered something we cannot accept
-    ├── DreamError             a dream operation was refused (undo of a run not applied)
+    │   └── ReplyCutOff        the answer was cut off at the token cap (``finish_reason=length``)
+    ├── NotFoundError          no such memory, project or run (exit 5, HTTP 404)
+    ├── RefusedError           refused: it would overwrite or undo what it must not (exit 6)
+    │   ├── DreamError         a dream operation was refused (undo of a run not applied)
+    │   └── InstallRefusedError  install-opencode would change a file it did not write
+    ├── DiskFullError          too little free space to write safely (names the directory)
     ├── AlreadyRunning         another daemon holds the single-instance lock
     ├── ControlError           the control socket cannot be served or reached
     │   └── DaemonUnreachableError  no daemon accepted the connection (safe to do it locally)
     ├── RequestError           a control request's payload is invalid (HTTP 400)
-    ├── NotFoundError          the requested memory, session or run does not exist (HTTP 404)
-    ├── RemoteError            the daemon answered a call with an error
-    └── InstallRefusedError    install-opencode would change a file it did not write
+    └── RemoteError            the daemon answered a call with an error
 """
 
 from __future__ import annotations
@@ -77,6 +80,9 @@ class UpstreamError(MemorydError):
         retryable: whether the same call may succeed later.
         status: the HTTP status code, when there was one.
         retry_after_seconds: the server's ``Retry-After``, when it sent one.
+        tokens_in: prompt tokens the server reported for the failed call (``usage`` in
+            the error body), else 0.
+        tokens_out: completion tokens it reported, else 0.
     """
 
     def __init__(
@@ -87,16 +93,40 @@ class UpstreamError(MemorydError):
         retryable: bool,
         status: int | None = None,
         retry_after_seconds: float | None = None,
+        tokens_in: int = 0,
+        tokens_out: int = 0,
     ) -> None:
         super().__init__(message)
         self.kind = kind
         self.retryable = retryable
         self.status = status
         self.retry_after_seconds = retry_after_seconds
+        self.tokens_in = tokens_in
+        self.tokens_out = tokens_out
 
 
 class ExtractionError(MemorydError):
-    """The LLM's answer was not valid JSON or did not match the memory schema."""
+    """The LLM's answer was not valid JSON or did not match the memory schema.
+
+    Attributes:
+        tokens_in: prompt tokens the refused answer cost (0 when unknown).
+        tokens_out: completion tokens the refused answer cost (0 when unknown).
+        reply_digest: SHA-256 (hex) of the refused answer's text, when there was one: two
+            failures with the same digest got the same answer byte for byte.
+    """
+
+    def __init__(self, message: str, *, tokens_in: int = 0, tokens_out: int = 0,
+                 reply_digest: str | None = None) -> None:
+        super().__init__(message)
+        self.tokens_in = tokens_in
+        self.tokens_out = tokens_out
+        self.reply_digest = reply_digest
+
+
+class ReplyCutOff(ExtractionError):
+    """The answer stopped at the output token cap (``finish_reason=length``) before it was
+    complete: the same request would be cut off again, so the caller asks for less (a
+    smaller chunk, a smaller group) or allows more."""
 
 
 class AlreadyRunning(MemorydError):
@@ -126,8 +156,8 @@ class RequestError(MemorydError):
 
 class NotFoundError(MemorydError):
     """What a use case was asked to act on does not exist: no memory with that id (or
-    none that is active and visible to this user), no project for a folder. Nothing was
-    changed. The control socket answers HTTP 404."""
+    none that is active and visible to this user), no project for a folder, no dream run
+    with that id. Nothing was changed. Exit 5; the control socket answers HTTP 404."""
 
 
 class RemoteError(MemorydError):
@@ -151,11 +181,39 @@ class RemoteError(MemorydError):
         self.status = status
 
 
-class DreamError(MemorydError):
+class RefusedError(MemorydError):
+    """The operation was refused and nothing was changed: it would overwrite a file, or
+    undo or change something it must not (e.g. ``config init`` over an existing file)."""
+
+
+class DreamError(RefusedError):
     """A dream operation was refused (e.g. undoing a run that is not applied)."""
 
 
-class InstallRefusedError(MemorydError):
+class DiskFullError(MemorydError):
+    """Too little free space to write safely; nothing was written.
+
+    Attributes:
+        directory: the directory that lacks space.
+        needed_bytes: the free space required.
+        free_bytes: the free space found.
+    """
+
+    def __init__(self, directory: str, needed_bytes: int, free_bytes: int) -> None:
+        self.directory = directory
+        self.needed_bytes = needed_bytes
+        self.free_bytes = free_bytes
+        super().__init__(
+            f"not enough free space in {directory}: {_mib(free_bytes)} free, "
+            f"{_mib(needed_bytes)} needed; nothing was written (free some space and run "
+            "again)")
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1024 * 1024):.1f} MiB"
+
+
+class InstallRefusedError(RefusedError):
     """``install-opencode``/``uninstall-opencode`` left the user's files as they were.
 
     Raised when a file cannot be parsed (an OpenCode config that is not valid JSONC, or

@@ -1,7 +1,9 @@
 """structlog configuration: JSON lines to a rotating file, a readable console on a terminal.
 
-Every event passes through :func:`_scrub`, which runs secret redaction over every string
-value, so a secret that slipped into an error message still never reaches a log file.
+Every event passes through :func:`_scrub`, which runs secret redaction over every value
+(nested dicts and lists, exceptions and other objects as their text), after the exception
+and stack were rendered to text (``exception``, ``stack``), so a secret quoted by an error
+message or a traceback (SQLite quotes row data) never reaches the log file or the console.
 Events never carry transcript text by design; the scrubber is the second line of defence.
 """
 
@@ -16,16 +18,54 @@ from typing import Any
 
 import structlog
 
+from opencode_memoryd.disk import make_private
 from opencode_memoryd.redaction.engine import redact
 
 LOG_FILE_NAME = "opencode-memoryd.log"
 
 
+def scrub_value(value: Any) -> Any:
+    """``value`` with every secret redacted: strings, the items of dicts, lists and tuples
+    (recursively); numbers, booleans and ``None`` unchanged; any other object (an
+    exception, a path) as its redacted text."""
+    if isinstance(value, str):
+        return redact(value).text
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, dict):
+        return {k: scrub_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [scrub_value(v) for v in value]
+    return redact(str(value)).text
+
+
 def _scrub(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     for key, value in list(event.items()):
-        if isinstance(value, str):
-            event[key] = redact(value).text
+        if not key.startswith("_"):  # structlog's own (_record, _from_structlog)
+            event[key] = scrub_value(value)
     return event
+
+
+class _FileHandler(logging.handlers.RotatingFileHandler):
+    """The log file. A record that cannot be written (the disk is full) is dropped, and the
+    first of a run of such failures is told in one line on stderr: never a traceback."""
+
+    _failing = False
+    _failed_now = False
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        self._failed_now = True
+        if not self._failing:
+            self._failing = True
+            sys.stderr.write(f"opencode-memoryd: cannot write the log file "
+                             f"{self.baseFilename} ({sys.exc_info()[1]}); records are "
+                             "dropped until it can\n")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._failed_now = False
+        super().emit(record)
+        if not self._failed_now:
+            self._failing = False
 
 
 def configure(
@@ -55,6 +95,9 @@ def configure(
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
+        # tracebacks become text here, so the scrubber sees them
+        structlog.processors.StackInfoRenderer(),
+        structlog.processors.format_exc_info,
         _scrub,
     ]
     root = logging.getLogger()
@@ -77,14 +120,13 @@ def configure(
     path: Path | None = None
     if log_dir is not None:
         log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private(log_dir, (LOG_FILE_NAME + "*",))  # also files an older version left
         path = log_dir / LOG_FILE_NAME
-        fh = logging.handlers.RotatingFileHandler(path, maxBytes=max_bytes,
-                                                  backupCount=backups, encoding="utf-8")
+        fh = _FileHandler(path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8")
         fh.setLevel(getattr(logging, level.upper()))
         fh.setFormatter(structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=shared,
             processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                        structlog.processors.format_exc_info,
                         structlog.processors.JSONRenderer()],
         ))
         root.addHandler(fh)

@@ -10,14 +10,29 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, NamedTuple
 
-MemoryType = Literal["user", "feedback", "project", "reference"]
+MemoryType = Literal["user", "feedback", "project", "reference", "project-brief",
+                     "session-summary"]
 Scope = Literal["user", "project"]
 Source = Literal["llm", "rules", "manual"]
 Role = Literal["user", "assistant", "tool"]
 Status = Literal["active", "retired"]
 
-MEMORY_TYPES: tuple[str, ...] = ("user", "feedback", "project", "reference")
+#: Every memory type: the four kinds of fact an extractor or a person states, then the two
+#: kinds opencode-memoryd writes itself: a project's brief (from its README) and a session's
+#: summary (OpenCode's compaction summary, or the state a session ended in).
+MEMORY_TYPES: tuple[str, ...] = ("user", "feedback", "project", "reference", "project-brief",
+                                 "session-summary")
+#: The memory types of facts: what extractors propose and ``add`` accepts.
+FACT_TYPES: tuple[str, ...] = ("user", "feedback", "project", "reference")
+#: The memory types opencode-memoryd writes itself, one per source (a README, a compaction
+#: message, a session): never proposed by an extractor, never consolidated by a dream.
+NOTE_TYPES: tuple[str, ...] = ("project-brief", "session-summary")
 SCOPES: tuple[str, ...] = ("user", "project")
+#: The section of the context block a memory belongs in: the project's brief, its
+#: architecture and tech, conventions and feedback, progress (what was done, where the last
+#: session stopped), the user's preferences, and references (where things are).
+SECTIONS: tuple[str, ...] = ("brief", "architecture", "conventions", "progress", "user",
+                             "reference")
 
 #: Namespace of every point id (UUIDv5), fixed forever: changing it duplicates every memory.
 POINT_NAMESPACE = uuid.UUID("6f0c5d2e-3a51-5b7e-9c1f-0d7a4e2b8c31")
@@ -75,6 +90,8 @@ class MemoryCandidate:
         scope: ``project`` (this project only) or ``user`` (all the user's projects).
         message_ids: the transcript messages the fact comes from (at least one).
         source: which extractor produced it.
+        section: the context-block section the extractor chose (one of :data:`SECTIONS`),
+            or ``""`` to let the rules choose (:mod:`opencode_memoryd.extract.sections`).
     """
 
     content: str
@@ -82,6 +99,7 @@ class MemoryCandidate:
     scope: Scope
     message_ids: tuple[str, ...]
     source: Source
+    section: str = ""
 
 
 @dataclass(slots=True)
@@ -109,9 +127,16 @@ class Memory:
         user_id: whose user-scope memory this is (the user identity of the daemon that
             wrote it); ``None`` for project memories, which everyone writing to the same
             store shares.
+        section: the context-block section it belongs in (one of :data:`SECTIONS`), or
+            ``""`` when none was chosen yet (a payload written before sections existed,
+            until the store's one-time section migration gives it one).
+        basis: what a memory opencode-memoryd wrote itself was made from, so it is made
+            again only when that changes: the content hash of the README of a
+            ``project-brief``, the last message id a session's ``session-summary`` covers;
+            ``None`` for facts.
 
     Payloads written before these fields existed load with the defaults (active, no
-    lineage, no ``user_id``).
+    lineage, no ``user_id``, no section, no basis).
     """
 
     id: str
@@ -134,6 +159,8 @@ class Memory:
     merged_from: list[str] = field(default_factory=list)
     dream_runs: list[str] = field(default_factory=list)
     user_id: str | None = None
+    section: str = ""
+    basis: str | None = None
 
     @property
     def is_active(self) -> bool:
@@ -164,6 +191,8 @@ class Memory:
             "merged_from": list(self.merged_from),
             "dream_runs": list(self.dream_runs),
             "user_id": self.user_id,
+            "section": self.section or None,
+            "basis": self.basis,
         }
 
     @classmethod
@@ -196,6 +225,8 @@ class Memory:
             merged_from=[str(x) for x in p.get("merged_from") or []],  # type: ignore[attr-defined]
             dream_runs=[str(x) for x in p.get("dream_runs") or []],  # type: ignore[attr-defined]
             user_id=_opt_str(p.get("user_id")),
+            section=str(p.get("section") or ""),
+            basis=_opt_str(p.get("basis")),
         )
 
 
@@ -267,6 +298,17 @@ def point_id(scope: Scope, project_id: str | None, type_: str, text: str,
     return str(uuid.uuid5(POINT_NAMESPACE, key))
 
 
+def note_id(project_key: str, type_: str, key: str) -> str:
+    """Deterministic point id (UUIDv5) of a memory opencode-memoryd writes itself.
+
+    One point per source, rewritten in place when the source changes: ``type_``
+    ``project-brief`` with ``key`` ``readme`` (one brief per project);
+    ``session-summary`` with ``key`` ``compaction:<message id>`` (one per compaction
+    summary) or ``session:<session id>`` (the state one session ended in).
+    """
+    return str(uuid.uuid5(POINT_NAMESPACE, f"project:{project_key}|{type_}|{key}"))
+
+
 @dataclass(frozen=True, slots=True)
 class ExtractionResult:
     """What one extractor call produced for one chunk of transcript.
@@ -277,6 +319,9 @@ class ExtractionResult:
         tokens_out: completion tokens reported by the endpoint (0 for rules).
         model: the model name, or ``"rules"``.
         rejected: ``(reason, short text)`` for each proposed memory that was refused.
+        saturated: the answer hit the per-call cap (as many memories proposed as allowed,
+            the model said it had more, or it stopped at the output token cap): the chunk
+            may hold more facts than this answer carries, so the caller splits it.
     """
 
     candidates: tuple[MemoryCandidate, ...]
@@ -284,3 +329,26 @@ class ExtractionResult:
     tokens_out: int = 0
     model: str = "rules"
     rejected: tuple[tuple[str, str], ...] = ()
+    saturated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NegotiatedMode:
+    """The structured-output mode that works with one endpoint and model.
+
+    Attributes:
+        base_url: the endpoint (``llm.base_url``).
+        model: the model name sent.
+        json_mode: ``json_schema``, ``json_object`` or ``none`` (instructions only).
+        start: the configured ``llm.json_mode`` the negotiation started from; a remembered
+            mode applies only while the configuration still names this one.
+        detail: why this mode was chosen (the refusal of the mode before it, or ``works``).
+        updated_at: when it was learnt (ISO 8601 UTC).
+    """
+
+    base_url: str
+    model: str
+    json_mode: str
+    start: str
+    detail: str
+    updated_at: str

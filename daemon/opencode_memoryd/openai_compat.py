@@ -77,6 +77,25 @@ def _server_message(exc: openai.APIStatusError) -> str:
     return message
 
 
+def _usage(exc: openai.APIStatusError) -> tuple[int, int]:
+    """``(prompt_tokens, completion_tokens)`` of a ``usage`` object in an error response (a
+    server that generated before it failed may report them), else ``(0, 0)``."""
+    try:
+        raw = exc.response.json()
+    except (ValueError, AttributeError, TypeError):
+        raw = None
+    usage = raw.get("usage") if isinstance(raw, dict) else None
+    if not isinstance(usage, dict) and isinstance(exc.body, dict):
+        usage = exc.body.get("usage")
+    if not isinstance(usage, dict):
+        return 0, 0
+    out = []
+    for key in ("prompt_tokens", "completion_tokens"):
+        value = usage.get(key)
+        out.append(value if isinstance(value, int) and value > 0 else 0)
+    return out[0], out[1]
+
+
 def _is_context_length(exc: openai.APIStatusError, message: str) -> bool:
     code = getattr(exc, "code", None)
     if code and "context_length" in str(code):
@@ -93,7 +112,8 @@ def map_openai_error(exc: BaseException) -> UpstreamError:
     ``bad_request`` (other 4xx). ``retryable`` is true for rate_limit, server, timeout and
     connection. ``retry_after_seconds`` is set when the response carried ``Retry-After``.
     The message holds the status and at most 200 characters of the server's error message,
-    never the request.
+    never the request. A ``usage`` object in the error body sets ``tokens_in`` and
+    ``tokens_out``.
     """
     if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
         return UpstreamError("request timed out", kind="timeout", retryable=True)
@@ -122,8 +142,10 @@ def map_openai_error(exc: BaseException) -> UpstreamError:
             kind = "bad_request"
         retryable = kind in ("rate_limit", "server", "timeout")
         text = f"HTTP {status} ({kind})" + (f": {message}" if message else "")
+        tokens_in, tokens_out = _usage(exc)
         return UpstreamError(
-            text, kind=kind, retryable=retryable, status=status, retry_after_seconds=retry_after
+            text, kind=kind, retryable=retryable, status=status, retry_after_seconds=retry_after,
+            tokens_in=tokens_in, tokens_out=tokens_out,
         )
     if isinstance(exc, openai.APIResponseValidationError):
         return UpstreamError(

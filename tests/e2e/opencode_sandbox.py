@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Any
 
 from .opencode_install import link_tree
-from .stub_model import ModelRequest, Step, StubModel
+from .stub_model import ModelRequest, Step, StepFn, StubModel
 
 #: The switches the OpenCode fixture generator sets: no update checks, model list fetches,
 #: sharing, LSP downloads, built-in plugins or Claude Code files.
@@ -221,7 +221,7 @@ class OpenCodeSandbox:
             entry["environment"] = dict(environment)
         self.config.setdefault("mcp", {})[name] = entry | options
 
-    def script(self, match: str, *steps: Step) -> None:
+    def script(self, match: str, *steps: Step | StepFn) -> None:
         """Script the model's answers; see :meth:`stub_model.StubModel.script`."""
         self.model.script(match, *steps)
 
@@ -298,8 +298,26 @@ class OpenCodeSandbox:
             parts.append(f"{log.name}:\n" + log.read_text()[-3000:])
         return "\n".join(parts)
 
+    @property
+    def config_file(self) -> Path:
+        """The global config file, ``$XDG_CONFIG_HOME/opencode/opencode.json``."""
+        return self.config_dir / "opencode.json"
+
+    def write_config(self) -> Path:
+        """Write :attr:`config` to :attr:`config_file` (every run does it first); returns
+        the file."""
+        self.config_file.write_text(json.dumps(self.config, indent=2))
+        return self.config_file
+
+    def adopt_config_file(self) -> dict[str, Any]:
+        """Take :attr:`config_file` as it is now (e.g. after an installer edited it) as
+        :attr:`config`, so later runs keep the edit. The file must be plain JSON (an
+        installer's JSONC comments are not kept). Returns the new :attr:`config`."""
+        self.config = json.loads(self.config_file.read_text())
+        return self.config
+
     def _write_config(self) -> None:
-        (self.config_dir / "opencode.json").write_text(json.dumps(self.config, indent=2))
+        self.write_config()
 
     def close(self) -> None:
         """Remove the runtime folder under ``/tmp`` (the rest lives in ``root``)."""

@@ -17,7 +17,8 @@ How a reply is chosen (the same scheme as the OpenCode fixture generator's stub)
 
 So a rule ``script("look it up", call_tool("memoryd_memory", query="pnpm"), reply("Found."))``
 makes the model call the tool on the first request of the turn and answer "Found." once
-OpenCode has sent the tool result back.
+OpenCode has sent the tool result back. A step may also be a function of the request
+(:data:`StepFn`), e.g. to call a tool with an id the previous tool result gave.
 
 Wire format (streaming): a role chunk, the text in small ``delta.content`` chunks, each tool
 call as two ``delta.tool_calls`` chunks (name and first half of the JSON arguments, then the
@@ -32,7 +33,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -56,6 +57,10 @@ class Step:
 
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
+
+
+#: A step computed from the request it answers (e.g. from its last tool message).
+StepFn = Callable[["ModelRequest"], Step]
 
 
 def reply(text: str) -> Step:
@@ -140,7 +145,7 @@ class StubModel:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._rules: dict[str, tuple[Step, ...]] = {}
+        self._rules: dict[str, tuple[Step | StepFn, ...]] = {}
         self._requests: list[ModelRequest] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._server.daemon_threads = True
@@ -157,9 +162,10 @@ class StubModel:
         with self._lock:
             return list(self._requests)
 
-    def script(self, match: str, *steps: Step) -> None:
+    def script(self, match: str, *steps: Step | StepFn) -> None:
         """Answer turns whose last user message contains ``match`` with ``steps``, one per
-        model call of the turn. A later rule with the same ``match`` replaces the earlier one."""
+        model call of the turn (a :data:`StepFn` is called with the request it answers).
+        A later rule with the same ``match`` replaces the earlier one."""
         with self._lock:
             self._rules[match] = steps
 
@@ -172,7 +178,10 @@ class StubModel:
             text = request.user_text
             hits = [m for m in self._rules if m in text]
             steps = self._rules[max(hits, key=len)] if hits else ()
-        return steps[request.step] if request.step < len(steps) else reply(DEFAULT_TEXT)
+        if request.step >= len(steps):
+            return reply(DEFAULT_TEXT)
+        step = steps[request.step]
+        return step if isinstance(step, Step) else step(request)
 
     def __enter__(self) -> StubModel:
         self._thread = threading.Thread(

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Self
 from opencode_memoryd.state.batch import StateBatch
 
 if TYPE_CHECKING:
-    from opencode_memoryd.capture.processor import SessionReport
     from opencode_memoryd.state.db import StateDB
     from opencode_memoryd.store.api import MemoryStore
 
@@ -39,8 +38,7 @@ class WriteGroup:
 
     Use as a context manager; the writes are committed on exit (also when the block
     raised: what was done is valid progress) and by :meth:`commit` /
-    :meth:`commit_if_due` in between. Report each processed session with :meth:`note`.
-    One group belongs to one thread.
+    :meth:`commit_if_due` in between. One group belongs to one thread.
 
     Args:
         state: the state file.
@@ -62,7 +60,6 @@ class WriteGroup:
         self.flush_seconds = flush_seconds
         self._stack: ExitStack | None = None
         self._opened = time.monotonic()
-        self._first_store_write: float | None = None
         self._last_flush = time.monotonic()
         #: sessions noted since the last commit: ``(source id, session id)``
         self.sessions: set[tuple[str, str]] = set()
@@ -73,7 +70,6 @@ class WriteGroup:
         self._stack = ExitStack()
         self._stack.enter_context(self.store.batch())
         self._opened = time.monotonic()
-        self._first_store_write = None
         self.sessions = set()
 
     def __enter__(self) -> Self:
@@ -86,23 +82,22 @@ class WriteGroup:
     def _close_and_commit(self) -> None:
         stack, self._stack = self._stack, None
         if stack is not None:
+            flushed = self.wrote_store
             stack.close()  # flushes the store when the group wrote to it
-            if self._first_store_write is not None:
+            if flushed:
                 self._last_flush = time.monotonic()
         if self.batch.commit():
             self.commits += 1
 
-    def note(self, source_id: str, session_id: str, report: SessionReport | None) -> None:
-        """Note a session done in this group (``report``: what processing it did, if
-        anything; whether it wrote to the store)."""
+    def note(self, source_id: str, session_id: str) -> None:
+        """Note a session done in this group (until the group commits, the caller does not
+        take it again)."""
         self.sessions.add((source_id, session_id))
-        if report is not None and report.store_writes and self._first_store_write is None:
-            self._first_store_write = time.monotonic()
 
     @property
     def wrote_store(self) -> bool:
-        """Whether a session of this group wrote to the store (its commit flushes it)."""
-        return self._first_store_write is not None
+        """Whether this group wrote to the store (its commit flushes it)."""
+        return self.store.pending_flush()
 
     def commit(self) -> None:
         """Flush the store, commit the state writes, and go on with an empty group.
@@ -130,7 +125,7 @@ class WriteGroup:
         now = time.monotonic()
         if len(self.batch) >= self.max_writes:
             return 0.0
-        if self._first_store_write is not None:
+        if self.wrote_store:
             return max(0.0, self._last_flush + flush - now)
         if idle:
             return 0.0

@@ -10,16 +10,37 @@ and idempotent):
    whose row vanished from ``session_message`` (an OpenCode migration wiped the table)
    means re-reading the session from its start, which stores nothing twice: an item
    already recorded for the same turns is reused, and the store merges a fact it holds);
-2. build the transcript, redact it, and ask the extractor (LLM or rules);
+2. build the transcript, strip invisible Unicode and redact it
+   (:func:`~opencode_memoryd.redaction.engine.scrub`), and ask the extractor (LLM or rules);
 3. **record** the result in the state file (status ``extracted``) before touching the store;
 4. write the memories to the store with deterministic point ids and write-time dedup;
 5. mark the item ``stored`` and advance the mark, in one state transaction.
+
+Compaction summaries are stored as the turns holding them are read, and once the session
+is read to its end, its project brief and its own summary are looked at
+(:mod:`opencode_memoryd.capture.notes`).
 
 A crash after 3 replays the recorded result at the next run (no second LLM call); a crash
 after 4 rewrites the same points (no duplicate). An extractor error leaves the mark where
 it was. Memories are written with :func:`~opencode_memoryd.capture.writer.write_memories`,
 which merges provenance into an existing point instead of adding a second one for the same
 (or a near-identical) fact.
+
+A chunk is extracted by :class:`~opencode_memoryd.capture.chunks.ChunkExtractor`, which
+splits it on turn boundaries whenever an answer hits a cap, so no fact is dropped for want
+of room. A chunk whose extraction fails the same way ``max_identical_failures`` times in a
+row (the same refused answer, or the same refused request; never a failure of the endpoint
+itself, such as a timeout or a 5xx) is **given up**: its explicit directives are captured by
+the rules extractor, the failure is recorded (``chunk_failures``, status ``given_up``) and
+the mark moves on, so the session's later turns are not blocked;
+:func:`~opencode_memoryd.capture.retry.retry_given_up` extracts it again on demand. The
+tokens of failed calls are recorded too (``failed_calls``), for the daily token budget.
+
+**The mark and clocks.** A message stamped in the future, or a clock set back, would sort
+every later ``message`` row behind a ``(time_created, id)`` mark for good; so a mark there
+also keeps ``max_rowid``, the largest rowid processed (it grows with every insert whatever
+the clock says), and a message beyond either is unread. Only one both stamped before the
+mark *and* given a reused rowid (a deleted largest rowid, a ``VACUUM``) could be missed.
 """
 
 from __future__ import annotations
@@ -28,30 +49,40 @@ import hashlib
 import os
 import signal
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
+from opencode_memoryd.capture.chunks import ChunkExtractor, Extractor, Spent
+from opencode_memoryd.capture.failures import failure_fingerprint, failure_kind, failure_reason
+from opencode_memoryd.capture.marks import max_rowid as rowid_of
+from opencode_memoryd.capture.marks import reconcile_mark
+from opencode_memoryd.capture.notes import SessionNotes, Summarizer
+from opencode_memoryd.capture.report import Limits, SessionReport
 from opencode_memoryd.capture.writer import write_memories
-from opencode_memoryd.errors import ExtractionError, UpstreamError
+from opencode_memoryd.errors import DiskFullError, ExtractionError, SourceError, UpstreamError
+from opencode_memoryd.extract.rules import RulesExtractor
+from opencode_memoryd.extract.sections import section_for, valid_section
+from opencode_memoryd.extract.summarize import RulesSummarizer
 from opencode_memoryd.models import (
     STORAGE_MESSAGE,
     ExtractionResult,
     Mark,
+    MemoryCandidate,
     TranscriptLine,
     iso_utc,
 )
-from opencode_memoryd.redaction.engine import redact
+from opencode_memoryd.redaction.engine import scrub
 from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB
 from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.source.transcript import Chunk, chunk_turns
 from opencode_memoryd.source.turns import Idle, drop_fork_copies, finished_prefix, group_turns
 from opencode_memoryd.state.batch import StateBatch
 from opencode_memoryd.state.db import StateDB
+from opencode_memoryd.state.failures import ChunkFailure, failure_id
 from opencode_memoryd.state.items import Item
 from opencode_memoryd.store.api import MemoryStore
 
@@ -60,81 +91,7 @@ log = structlog.get_logger(__name__)
 #: Bumped when the transcript or prompt format changes, so old cached items are not reused.
 ITEM_FORMAT = "1"
 
-
-class Extractor(Protocol):
-    """Anything that turns transcript lines into memory candidates."""
-
-    name: str
-
-    def extract(
-        self, lines: Sequence[TranscriptLine], *, project_root: str | None = None
-    ) -> ExtractionResult:
-        """Return the accepted candidates; raise UpstreamError or ExtractionError."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """Reader and chunking settings, from ``[opencode]`` and ``[extraction]``."""
-
-    abandoned_ms: int = 1_800_000
-    settle_ms: int = 2_000
-    max_chunk_tokens: int = 6000
-    tool_output_chars: int = 160
-    near_duplicate_similarity: float = 0.85
-
-
-@dataclass(slots=True)
-class SessionReport:
-    """What processing one session did (counts only: never transcript text)."""
-
-    session_id: str
-    project_key: str
-    project_root: str
-    title_chars: int = 0
-    turns_read: int = 0
-    chunks: int = 0
-    llm_calls: int = 0
-    added: int = 0
-    skipped: Counter[str] = field(default_factory=Counter)
-    rejected: Counter[str] = field(default_factory=Counter)
-    redactions: Counter[str] = field(default_factory=Counter)
-    tokens_in: int = 0
-    tokens_out: int = 0
-    replayed_items: int = 0
-    #: candidates written to the store (new or merged into a memory it holds)
-    store_writes: int = 0
-    error: str | None = None
-    error_kind: str | None = None
-    retry_after_seconds: float | None = None
-    duration_ms: float = 0.0
-    #: the table the session's turns were read from
-    storage: str = STORAGE_MESSAGE
-    #: a turn after the mark is not finished yet (the daemon looks again for v2 sessions,
-    #: whose last writes are in-place updates it may not see)
-    waiting: bool = False
-
-    def as_dict(self) -> dict[str, Any]:
-        """A JSON-safe dict (the log event and ``maintain --json`` row)."""
-        return {
-            "session_id": self.session_id,
-            "project": self.project_key,
-            "project_root": self.project_root,
-            "turns_read": self.turns_read,
-            "chunks": self.chunks,
-            "llm_calls": self.llm_calls,
-            "added": self.added,
-            "skipped": dict(self.skipped),
-            "rejected": dict(self.rejected),
-            "redactions": dict(self.redactions),
-            "tokens_in": self.tokens_in,
-            "tokens_out": self.tokens_out,
-            "replayed_items": self.replayed_items,
-            "error": self.error,
-            "storage": self.storage,
-            "duration_ms": round(self.duration_ms, 1),
-        }
-
+__all__ = ["Extractor", "Limits", "SessionProcessor", "SessionReport"]
 
 def _now_iso(now: datetime) -> str:
     return iso_utc(now)
@@ -161,12 +118,19 @@ class SessionProcessor:
         extractor: the LLM or rules extractor.
         limits: reader and chunking settings.
         clock: returns the current aware UTC time (injectable for tests).
-        raise_fatal: re-raise ``auth``/``not_found`` upstream errors (every other session
-            would fail the same way); the daemon sets it to ``False`` and pauses instead.
+        raise_fatal: re-raise ``auth``/``not_found`` upstream errors and
+            :class:`DiskFullError` (every other session would fail the same way); the
+            daemon sets it to ``False`` and pauses or retries instead.
         user_id: the identity user-scope memories are written for (``Memory.user_id``).
-        batch: collect the state writes here instead of committing each (the caller
-            flushes the store, then commits the batch). An answer that cost LLM tokens is
-            still recorded durably at once, so a crash never asks for it again.
+        summarizer: writes session notes and project briefs
+            (:mod:`opencode_memoryd.capture.notes`); rules when ``None``.
+        ensure_space: raises :class:`DiskFullError` when the state dir or the store has
+            too little free space; called before a session's and each chunk's writes (and
+            before the LLM is paid for a chunk that could not be stored).
+        batch: collect the marks, rules results and their completion here instead of
+            committing each (the caller flushes the store, then commits the batch). An
+            answer that cost LLM tokens is still recorded durably at once, so a crash
+            never asks for it again; failures and given-up chunks are written at once.
     """
 
     def __init__(
@@ -180,10 +144,13 @@ class SessionProcessor:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         raise_fatal: bool = True,
         user_id: str | None = None,
+        summarizer: Summarizer | None = None,
+        ensure_space: Callable[[], None] = lambda: None,
         batch: StateBatch | None = None,
     ) -> None:
         self.raise_fatal = raise_fatal
         self.user_id = user_id
+        self.ensure_space = ensure_space
         self.source = source
         self.state = state
         #: where marks and items are read and written: the batch, or the state file
@@ -192,6 +159,15 @@ class SessionProcessor:
         self.extractor = extractor
         self.limits = limits
         self.clock = clock
+        self.rules = RulesExtractor(max_chars=limits.max_memory_chars)
+        self.chunks = ChunkExtractor(extractor, floor=self.rules)
+        self.notes = SessionNotes(source, self.writes, store, summarizer or RulesSummarizer(),
+                                  limits.notes, tool_output_chars=limits.tool_output_chars)
+
+    def apply_item(self, item: Item, report: SessionReport) -> None:
+        """Write a recorded item's memories to the store, then mark it stored and move the
+        session's mark past it (one state transaction)."""
+        self._apply(item, report)
 
     def _apply(self, item: Item, report: SessionReport) -> None:
         now = self.clock()
@@ -209,66 +185,43 @@ class SessionProcessor:
         self.writes.complete_item(item, _now_iso(now))
         report.added += added
         report.skipped.update(skipped)
-        report.store_writes += len(item.result.get("candidates", []))
 
     def process(self, session: SessionRow) -> SessionReport:
         """Process every finished, unread turn of one session up to now.
 
         Returns the session's report. Extractor failures (:class:`UpstreamError`,
-        :class:`ExtractionError`) are caught: they end this session's run, leave its mark
-        where it was and are reported in ``error``; :class:`UpstreamError` with kind
-        ``auth`` or ``not_found`` is re-raised, since every other session would fail too.
+        :class:`ExtractionError`), :class:`SourceError` and :class:`DiskFullError` end this
+        session's run, leave its mark where it was and are reported in ``error`` (redacted);
+        ``auth``/``not_found`` and a full disk are re-raised when ``raise_fatal``, since
+        every other session would fail too. Undecodable rows are counted (``corrupt_rows``).
         """
         started = time.perf_counter()
         src = self.source.identity
         report = SessionReport(session.id, session.project_key, session.project_root)
         try:
+            self.ensure_space()
             # 1. finish what a previous run recorded but did not store (crash recovery)
             for item in self.writes.pending_items(src, session.id):
                 self._apply(item, report)
                 report.replayed_items += 1
             self._process_new(session, report)
+            self.notes.after_session(session, report, now=self.clock())
         except UpstreamError as exc:
-            report.error = f"{exc.kind}: {exc}"
+            report.error = scrub(f"{exc.kind}: {exc}").text
             report.error_kind = exc.kind
             report.retry_after_seconds = exc.retry_after_seconds
             if exc.kind in ("auth", "not_found") and self.raise_fatal:
                 raise
-        except ExtractionError as exc:
-            report.error = f"bad_reply: {exc}"
-            report.error_kind = "bad_reply"
+        except (ExtractionError, SourceError, DiskFullError) as exc:
+            kind = ("bad_reply" if isinstance(exc, ExtractionError) else
+                    "disk_full" if isinstance(exc, DiskFullError) else "source")
+            report.error, report.error_kind = scrub(f"{kind}: {exc}").text, kind
+            if kind == "disk_full" and self.raise_fatal:
+                raise
         finally:
             report.duration_ms = (time.perf_counter() - started) * 1000
             log.info("session_processed", **report.as_dict())
         return report
-
-    def _reconcile_mark(self, session: SessionRow, storage: str) -> None:
-        """Make the stored mark a position in ``storage``, or drop it.
-
-        A 1.x mark stays as it is (a reverted message may vanish; reading goes on after its
-        position). A mark in ``session_message``, or in another storage than the one the
-        session is read from now, is looked up by message id: found elsewhere, it moves
-        there; not found (the rows were wiped, or the session changed storage without
-        carrying the row over), the session is read again from its start.
-        """
-        src = self.source.identity
-        stored = self.writes.get_mark(src, session.id)
-        if stored is None or stored.storage == storage == STORAGE_MESSAGE:
-            return
-        found = self.source.locate(session.id, stored.position[1], storage)
-        if stored.storage == storage and found == stored.position:
-            return
-        now = _now_iso(self.clock())
-        if found is not None:
-            log.info("mark_moved", session_id=session.id, storage=storage,
-                     previous_storage=stored.storage)
-            self.writes.replace_mark(src, session.id, Mark(storage, found), now)
-            return
-        log.warning("session_rows_reset", session_id=session.id, storage=storage,
-                    previous_storage=stored.storage,
-                    detail="the last row read is gone: reading the session again from its "
-                           "start (nothing already stored is stored twice)")
-        self.writes.replace_mark(src, session.id, None, now)
 
     def _process_new(self, session: SessionRow, report: SessionReport) -> None:
         src = self.source.identity
@@ -279,22 +232,28 @@ class SessionProcessor:
         if end is None:
             return
         storage = report.storage = end.storage
-        self._reconcile_mark(session, storage)
+        reconcile_mark(self.source, self.writes, session, storage, self.clock)
         idle = (Idle(session.time_idle, session.time_suspended)
                 if session.table == "session_v2" else None)
         while True:
             stored = self.writes.get_mark(src, session.id)
             mark = stored.position if stored is not None and stored.storage == storage else None
+            max_rowid = rowid_of(self.source, self.writes, session, storage, mark, self.clock)
             messages = self.source.messages_after(session.id, mark, limit=MESSAGE_BATCH,
-                                                  storage=storage)
+                                                  storage=storage, max_rowid=max_rowid)
             if not messages:
                 return
+            report.corrupt_rows.update(
+                [m.id for m in messages if m.corrupt]
+                + [p.id for m in messages for p in m.parts if p.corrupt])
             full_batch = len(messages) >= MESSAGE_BATCH
             more = full_batch and messages[-1].mark < end.position
             real = drop_fork_copies(messages, session.time_created)
+            top = (max([max_rowid or 0, *(m.rowid for m in messages)])  # ``message`` only
+                   if storage == STORAGE_MESSAGE else None)
             if not real:  # a batch of fork copies only: nothing to read, move past them
                 self.writes.set_mark(src, session.id, Mark(storage, messages[-1].mark),
-                                    _now_iso(self.clock()))
+                                     _now_iso(self.clock()), top)
                 if not more:
                     return
                 continue
@@ -308,93 +267,142 @@ class SessionProcessor:
             if not done:
                 return  # wait for the turn in flight to finish
             report.turns_read += len(done)
+            report.summaries += self.notes.compactions(
+                session, [m for t in done for m in t.messages])
             times = {m.id: m.time_created for m in real}
             # Fork copies precede the session's own messages, so the first chunk's mark
             # moves past them too.
             for chunk in chunk_turns(done, max_tokens=self.limits.max_chunk_tokens,
                                      tool_output_chars=self.limits.tool_output_chars):
+                chunk = replace(chunk, rowid=max(chunk.rowid, max_rowid or 0))
                 self._process_chunk(session, chunk, report, times, storage)
             if not more:
                 return
-
-    def _extract(self, lines: list[TranscriptLine], project_root: str | None,
-                 report: SessionReport) -> ExtractionResult:
-        """Call the extractor; on a context-length error, split the lines and retry.
-
-        A single line that is still too long is parked: it yields no memory, and the
-        reason is counted in the report (``rejected["context_length"]``), so one huge turn
-        never blocks the session's mark.
-        """
-        if self.extractor.name != "rules":
-            report.llm_calls += 1
-        try:
-            return self.extractor.extract(lines, project_root=project_root)
-        except UpstreamError as exc:
-            if exc.kind != "context_length":
-                raise
-            if len(lines) <= 1 or not any(x.role == "user" for x in lines):
-                log.warning("chunk_parked", reason="context_length", lines=len(lines))
-                return ExtractionResult(candidates=(), model="none",
-                                        rejected=(("context_length", ""),))
-            half = len(lines) // 2
-            log.info("chunk_split", reason="context_length", lines=len(lines))
-            return _merge(self._extract(lines[:half], project_root, report),
-                          self._extract(lines[half:], project_root, report))
 
     def _process_chunk(self, session: SessionRow, chunk: Chunk, report: SessionReport,
                        times: dict[str, int], storage: str) -> None:
         src = self.source.identity
         report.chunks += 1
         now = self.clock()
+        rowid = chunk.rowid or None  # 0: not a ``message`` chunk
         if not chunk.has_user_text:
-            self.writes.set_mark(src, session.id, Mark(storage, chunk.last), _now_iso(now))
+            self.writes.set_mark(src, session.id, Mark(storage, chunk.last), _now_iso(now),
+                                 rowid)
             return
         item_id = _item_id(src, session.id, chunk, storage)
         known = self.writes.get_item(item_id)
         if known is not None:  # the same turns, read again after a reset: no second call
             report.replayed_items += 1
-            self._apply(replace(known, first=chunk.first, last=chunk.last, storage=storage),
-                        report)
+            self._apply(replace(known, first=chunk.first, last=chunk.last, storage=storage,
+                                result={**known.result, "max_rowid": rowid}), report)
             return
-        lines: list[TranscriptLine] = []
-        for line in chunk.lines:
-            r = redact(line.text)
-            report.redactions.update(r.counts)
-            lines.append(TranscriptLine(line.message_id, line.role, r.text))
-        result = self._extract(lines, session.project_root, report)
-        report.tokens_in += result.tokens_in
-        report.tokens_out += result.tokens_out
+        self.ensure_space()
+        lines = self.redacted(chunk.lines, report)
+        spent = Spent()
+        try:
+            result = self.chunks.extract(lines, session.project_root, spent)
+        except (ExtractionError, UpstreamError) as exc:
+            self.count_spent(spent, report, failed=exc)
+            if not self._give_up(session, chunk, storage, item_id, lines, exc, report, times):
+                raise
+            return
+        self.count_spent(spent, report)
         for reason, _text in result.rejected:
             report.rejected[reason] += 1
-        item = Item(
-            id=item_id, source_id=src, session_id=session.id, first=chunk.first,
-            last=chunk.last, project_key=session.project_key,
-            project_root=session.project_root, status="extracted",
-            extractor=self.extractor.name, model=result.model,
-            result={
-                "candidates": [
-                    {"content": redact(c.content).text, "type": c.type, "scope": c.scope,
-                     "message_ids": list(c.message_ids), "source": c.source}
-                    for c in result.candidates
-                ],
-                "message_times": {m: times[m] for c in result.candidates
-                                  for m in c.message_ids if m in times},
-            },
-            tokens_in=result.tokens_in, tokens_out=result.tokens_out, storage=storage,
-        )
-        if self.extractor.name == "rules":  # free to ask again: may wait for the batch
-            self.writes.record_item(item, _now_iso(self.clock()))
-        else:  # cost tokens: durable before anything else happens
+        item = self.item_of(item_id, session, chunk.first, chunk.last, storage, result, times,
+                            spent, max_rowid=rowid)
+        if spent.calls:  # tokens paid: durable before anything else happens
             self.state.record_item(item, _now_iso(self.clock()))
+        else:  # the rules answered: free to ask again, so it may wait for the batch
+            self.writes.record_item(item, _now_iso(self.clock()))
         _fault_point("after_record")
         self._apply(item, report)
 
+    def redacted(self, lines: Sequence[TranscriptLine],
+                 report: SessionReport) -> list[TranscriptLine]:
+        """``lines`` with every secret redacted; the redactions are counted in ``report``."""
+        out: list[TranscriptLine] = []
+        for line in lines:
+            r = scrub(line.text)
+            report.redactions.update(r.counts)
+            out.append(TranscriptLine(line.message_id, line.role, r.text))
+        return out
 
-def _merge(a: ExtractionResult, b: ExtractionResult) -> ExtractionResult:
-    return ExtractionResult(candidates=a.candidates + b.candidates,
-                            tokens_in=a.tokens_in + b.tokens_in,
-                            tokens_out=a.tokens_out + b.tokens_out,
-                            model=b.model or a.model, rejected=a.rejected + b.rejected)
+    def count_spent(self, spent: Spent, report: SessionReport, *,
+                    failed: BaseException | None = None) -> None:
+        """Add a chunk's calls and tokens to ``report``; when the chunk ``failed``, record
+        its tokens in the state file (``failed_calls``) for the daily token budget."""
+        report.llm_calls += spent.calls
+        report.tokens_in += spent.tokens_in
+        report.tokens_out += spent.tokens_out
+        if failed is not None:
+            self.state.record_failed_call(failure_kind(failed), spent.tokens_in,
+                                          spent.tokens_out, _now_iso(self.clock()))
+
+    def item_of(self, item_id: str, session: SessionRow, first: tuple[int, str],
+                last: tuple[int, str], storage: str, result: ExtractionResult,
+                times: dict[str, int], spent: Spent | None = None, *,
+                extractor: str | None = None, max_rowid: int | None = None) -> Item:
+        """The outbox item of an extraction ``result`` (memory texts redacted again); its
+        mark is ``last`` and, in ``message``, ``max_rowid``."""
+        return Item(
+            id=item_id, source_id=self.source.identity, session_id=session.id, first=first,
+            last=last, project_key=session.project_key,
+            project_root=session.project_root, status="extracted",
+            extractor=extractor or self.extractor.name, model=result.model,
+            result={
+                "candidates": [_candidate(c) for c in result.candidates],
+                "message_times": {m: times[m] for c in result.candidates
+                                  for m in c.message_ids if m in times},
+                "max_rowid": max_rowid,
+            },
+            tokens_in=spent.tokens_in if spent else 0,
+            tokens_out=spent.tokens_out if spent else 0, storage=storage,
+        )
+
+    def _give_up(self, session: SessionRow, chunk: Chunk, storage: str, item_id: str,
+                 lines: list[TranscriptLine], exc: Exception, report: SessionReport,
+                 times: dict[str, int]) -> bool:
+        """Count a failure of the chunk; after ``max_identical_failures`` identical ones,
+        give the chunk up (rules capture, record, store, move the mark) and return
+        ``True``. ``False``: the caller re-raises (the mark stays)."""
+        fingerprint = failure_fingerprint(exc)
+        threshold = self.limits.max_identical_failures
+        if fingerprint is None or threshold <= 0:
+            return False
+        src = self.source.identity
+        now = _now_iso(self.clock())
+        stored = self.writes.get_mark(src, session.id)
+        failure = ChunkFailure(
+            id=failure_id(src, session.id, storage, chunk.first[1]), source_id=src,
+            session_id=session.id, storage=storage,
+            after=stored if stored is not None and stored.storage == storage else None,
+            first=chunk.first, last=chunk.last, project_key=session.project_key,
+            project_root=session.project_root, fingerprint=fingerprint,
+            reason=failure_reason(exc))
+        failures = self.state.chunk_failed(failure, now)
+        if failures < threshold:
+            return False
+        rules = self.rules.extract(lines, project_root=session.project_root)
+        item = self.item_of(item_id, session, chunk.first, chunk.last, storage, rules, times,
+                            extractor=self.rules.name, max_rowid=chunk.rowid or None)
+        self.state.give_up_chunk(failure.id, item, now)
+        log.warning("chunk_given_up", session_id=session.id, failures=failures,
+                    reason=failure.reason, directives=len(rules.candidates),
+                    detail="captured by the rules; `maintain --retry-failed` extracts it "
+                           "again")
+        report.given_up += 1
+        self._apply(item, report)
+        return True
+
+
+def _candidate(c: MemoryCandidate) -> dict[str, Any]:
+    """The recorded form of a candidate: redacted, with the extractor's section or the
+    rules' choice (so both extractors' memories get one)."""
+    content = scrub(c.content).text
+    return {"content": content, "type": c.type, "scope": c.scope,
+            "message_ids": list(c.message_ids), "source": c.source,
+            "section": valid_section(c.section) or section_for(c.type, c.scope, content)}
 
 
 def _fault_point(name: str) -> None:

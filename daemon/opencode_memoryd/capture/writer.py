@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from opencode_memoryd.extract.facts import restates, similarity
+from opencode_memoryd.extract.sections import section_for, valid_section
 from opencode_memoryd.models import (
     Memory,
     content_hash,
@@ -24,7 +25,7 @@ from opencode_memoryd.models import (
     point_id,
     utc_from_ms,
 )
-from opencode_memoryd.redaction.engine import redact
+from opencode_memoryd.redaction.engine import scrub
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 
 #: Most ``superseded_by`` links :func:`write_memories` follows from a tombstone.
@@ -99,7 +100,10 @@ def write_memory(
     """Write one candidate with write-time dedup (see :func:`write_memories`).
 
     Args:
-        candidate: ``{"content", "type", "scope", "message_ids", "source"}``.
+        candidate: ``{"content", "type", "scope", "message_ids", "source"}`` and optionally
+            ``"section"``: the section the extractor chose; missing or not one of
+            :data:`~opencode_memoryd.models.SECTIONS`, a new memory gets the one
+            :func:`~opencode_memoryd.extract.sections.section_for` chooses.
         session_id: the session it comes from; ``None`` for a manual memory (then
             ``session_id`` of a new memory is ``""`` and ``session_ids`` empty).
         project_key: the project of a ``project``-scope candidate (ignored for ``user``).
@@ -112,7 +116,7 @@ def write_memory(
         StoreError, UpstreamError: from the store (nothing is half-written: each change is
             one upsert).
     """
-    content = redact(str(candidate["content"])).text
+    content = scrub(str(candidate["content"])).text
     scope = candidate["scope"]
     type_ = candidate["type"]
     pkey = None if scope == "user" else project_key
@@ -148,6 +152,7 @@ def write_memory(
         tomb.retired_reason = tomb.retired_by_run = None
         _merge_provenance(tomb, session_id, msg_ids)
         tomb.user_id = tomb.user_id or uid
+        tomb.section = tomb.section or _section(candidate, content)
         tomb.updated_at = now
         store.upsert([tomb])
         return WriteOutcome(tomb, "revived")
@@ -158,10 +163,16 @@ def write_memory(
         project_root=proot, session_id=session_id or "", message_ids=msg_ids,
         source=candidate["source"], created_at=created, updated_at=now,
         session_ids=[session_id] if session_id else [], content_hash=content_hash(content),
-        user_id=uid,
+        user_id=uid, section=_section(candidate, content),
     )
     store.upsert([memory])
     return WriteOutcome(memory, "added")
+
+
+def _section(candidate: Mapping[str, Any], content: str) -> str:
+    """The candidate's section when valid, else the rules' choice."""
+    return (valid_section(candidate.get("section"))
+            or section_for(str(candidate["type"]), str(candidate["scope"]), content))
 
 
 def write_memories(

@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd.errors import (
     DaemonUnreachableError,
+    DreamError,
     MemorydError,
     NotFoundError,
+    RefusedError,
     RemoteError,
     RequestError,
     SourceError,
@@ -125,5 +127,5 @@ _REMOTE_ERRORS: dict[str, Callable[[str], MemorydError]] = {
     "SourceError": SourceError, "SourceSchemaError": SourceError, "StoreError": StoreError,
     "EmbedderMismatchError": StoreError, "StateError": StateError,
     "UpstreamError": _remote_upstream, "NotFoundError": NotFoundError,
-    "RequestError": RequestError,
+    "RequestError": RequestError, "RefusedError": RefusedError, "DreamError": DreamError,
 }

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd.cli.connect import run_use_case
@@ -12,6 +11,7 @@ from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
 from opencode_memoryd.cli.journal_table import render_table
 from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.dream.journal import DreamJournal
+from opencode_memoryd.errors import NotFoundError
 
 if TYPE_CHECKING:
     from opencode_memoryd.compose import App
@@ -42,7 +42,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_dream(app: App, args: argparse.Namespace) -> int:
-    """``dream``: dream (or undo) and print the journal entries and their operations."""
+    """``dream``: dream (or undo) and print the journal entries and their operations.
+
+    Raises:
+        SourceError: ``--dir`` without a readable OpenCode database (exit 4).
+        NotFoundError: no OpenCode project for ``--dir``, or no such run (exit 5).
+        DreamError: the run cannot be undone (exit 6).
+    """
     calls: list[tuple[str, dict[str, Any]]] = []
     if args.undo:
         calls.append(("undo", {"run_id": args.undo}))
@@ -53,11 +59,9 @@ def cmd_dream(app: App, args: argparse.Namespace) -> int:
         directory = normalize_dir(args.dir)
         from opencode_memoryd.usecases.projects import project_keys_for_dir
 
-        keys = sorted(project_keys_for_dir(app, directory, args.db))
+        keys = sorted(project_keys_for_dir(app, directory, args.db, strict=True))
         if not keys:
-            print(f"opencode-memoryd: no OpenCode project found for {directory}",
-                  file=sys.stderr)
-            return EXIT_FAILURE
+            raise NotFoundError(f"no OpenCode project found for {directory}")
         calls += [("dream", {"project_key": k, "project_root": directory,
                              "dry_run": args.dry_run}) for k in keys]
     entries = [run_use_case(app, route, payload) for route, payload in calls]

@@ -8,19 +8,23 @@ EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 EXIT_SOURCE = 4
 EXIT_NOT_FOUND = 5
+EXIT_REFUSED = 6
 EXIT_CONFIG = 78
 EXIT_INTERRUPTED = 130
 
 EXIT_CODES_HELP = """\
 exit codes:
-  0    success
-  1    operational failure: the LLM endpoint or the store failed, or a session could
-       not be processed (its high-water mark did not move; the next run retries it)
+  0    success (also when a reader such as `head` closed the output early)
+  1    operational failure: the LLM endpoint or the store failed, too little disk
+       space, or a session could not be processed (its high-water mark did not
+       move; the next run retries it)
   2    usage error
   3    unexpected internal error (the traceback is in the log file)
   4    OpenCode database missing, unreadable, or of an unrecognised schema
-  5    not found: no memory with that id (or it is already forgotten), no project for
-       the folder given
+  5    not found: no memory with that id (or it is already forgotten), no project
+       for the folder given, no session or dream run with that id
+  6    refused, nothing changed: the file exists (config init), the dream run
+       cannot be undone, or install-opencode would change a file it did not write
   78   configuration error (EX_CONFIG)
   130  interrupted
 """

@@ -3,6 +3,10 @@
 Each command group lives in its own module with a ``register(subparsers)`` that adds its
 parsers and sets ``handler(app, args)`` (commands that need the config) or
 ``without_app(args, env)`` (``config init|path``, the service files).
+
+Every error message is printed redacted (an error can quote row data), the process umask
+is ``077`` (what we write is private), and a reader that closes our output early
+(``| head``) ends the command quietly.
 """
 
 from __future__ import annotations
@@ -34,10 +38,21 @@ from opencode_memoryd.cli.exits import (
     EXIT_FAILURE,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_REFUSED,
     EXIT_SOURCE,
 )
+from opencode_memoryd.cli.render import print_error
 from opencode_memoryd.config.paths import config_path
-from opencode_memoryd.errors import ConfigError, MemorydError, SourceError
+from opencode_memoryd.disk import PRIVATE_UMASK
+from opencode_memoryd.errors import (
+    ConfigError,
+    MemorydError,
+    NotFoundError,
+    RefusedError,
+    SourceError,
+)
 
 if TYPE_CHECKING:
     from opencode_memoryd.compose import App
@@ -106,8 +121,31 @@ def _load_app(args: argparse.Namespace, env: Mapping[str, str]) -> App:
     return app
 
 
+#: The exit code of each error class, most specific first.
+_EXIT_BY_ERROR: tuple[tuple[type[MemorydError], int], ...] = (
+    (ConfigError, EXIT_CONFIG),
+    (SourceError, EXIT_SOURCE),
+    (NotFoundError, EXIT_NOT_FOUND),
+    (RefusedError, EXIT_REFUSED),
+    (MemorydError, EXIT_FAILURE),
+)
+
+
+def _quiet_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null, so the interpreter's final flush
+    does not complain about the closed pipe."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (tests, an IDE)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     """Run the CLI; returns the exit code (see ``--help``)."""
+    os.umask(PRIVATE_UMASK)  # every dir 0700, every file 0600
     env = dict(os.environ if env is None else env)
     try:
         args = _parser().parse_args(argv)
@@ -115,17 +153,17 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         return int(exc.code or 0)
     try:
         if getattr(args, "without_app", None) is not None:
-            return int(args.without_app(args, env))
-        return int(args.handler(_load_app(args, env), args))
-    except ConfigError as exc:
-        print(f"opencode-memoryd: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    except SourceError as exc:
-        print(f"opencode-memoryd: {exc}", file=sys.stderr)
-        return EXIT_SOURCE
+            code = int(args.without_app(args, env))
+        else:
+            code = int(args.handler(_load_app(args, env), args))
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return code
+    except BrokenPipeError:  # `... | head`: the reader has what it wanted
+        _quiet_stdout()
+        return EXIT_OK
     except MemorydError as exc:
-        print(f"opencode-memoryd: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
+        print_error(exc)
+        return next(code for cls, code in _EXIT_BY_ERROR if isinstance(exc, cls))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except Exception:  # a bug: say where the traceback went

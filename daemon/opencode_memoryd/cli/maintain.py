@@ -30,6 +30,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     target.add_argument("--all", action="store_true", help="every project")
     m.add_argument("--db", metavar="PATH", help="OpenCode database (default: discovered)")
     m.add_argument("--json", action="store_true", help="print the report as JSON")
+    m.add_argument("--retry-failed", action="store_true",
+                   help="first extract again the chunks given up after repeated identical "
+                        "failures (see `status`), e.g. after changing the model; the "
+                        "structured-output mode is negotiated again too")
     m.set_defaults(handler=cmd_maintain)
 
 
@@ -45,22 +49,34 @@ def _progress(sessions: list[SessionRow]) -> Iterable[SessionRow]:
 def cmd_maintain(app: App, args: argparse.Namespace) -> int:
     """``maintain``: print a summary line and a table of the sessions that did work."""
     directory = None if args.all else normalize_dir(args.dir)
-    summary = run_use_case(app, "maintain", {"directory": directory, "db": args.db},
-                           progress=_progress if args.all else None)
+    payload: dict[str, object] = {"directory": directory, "db": args.db}
+    if args.retry_failed:
+        payload["retry_failed"] = True
+    summary = run_use_case(app, "maintain", payload, progress=_progress if args.all else None)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
         rows = [
             (r["session_id"], r["turns_read"], r["added"], sum(r["skipped"].values()),
              r["llm_calls"], f"{r['tokens_in']}/{r['tokens_out']}",
-             sum(r["redactions"].values()), r["error"] or "ok")
+             sum(r["redactions"].values()),
+             r["error"] or (f"ok, {r['given_up']} given up" if r.get("given_up") else "ok"))
             for r in summary["sessions"] if r["turns_read"] or r["error"] or r["replayed_items"]
         ]
         t = summary["totals"]
         print(f"mode: {summary['mode']}  sessions: {t['sessions']}  turns read: "
               f"{t['turns_read']}  memories added: {t['added']}  skipped: {t['skipped']}  "
               f"LLM calls: {t['llm_calls']}  tokens in/out: {t['tokens_in']}/{t['tokens_out']}")
+        if t.get("corrupt_rows"):
+            print(f"unreadable rows skipped: {t['corrupt_rows']} (not UTF-8 or not JSON; "
+                  "see the log)")
         if rows:
             print(table(rows, ["session", "turns", "added", "skipped", "llm", "tokens",
                                "redacted", "result"]))
+        if t.get("given_up"):
+            print(f"given up:    {t['given_up']} chunk(s) failed the same way too often and "
+                  "were captured by the rules; `maintain --retry-failed` tries them again")
+        for r in summary.get("retried") or []:
+            print(f"retried:     {r['session_id']}: "
+                  + (f"failed: {r['error']}" if r["error"] else f"+{r['added']} memories"))
     return EXIT_FAILURE if summary["failed"] else EXIT_OK

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
 from opencode_memoryd.errors import NotFoundError, RequestError
-from opencode_memoryd.models import MEMORY_TYPES
+from opencode_memoryd.models import FACT_TYPES
 
 if TYPE_CHECKING:
     from opencode_memoryd.compose import App
@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     where.add_argument("--dir", metavar="DIR", help="a memory of DIR's project")
     where.add_argument("--user", action="store_true",
                        help="a user-scope memory (yours, in every project)")
-    a.add_argument("--type", choices=MEMORY_TYPES, default=None,
+    a.add_argument("--type", choices=FACT_TYPES, default=None,
                    help="user, feedback, project or reference (default: project with "
                         "--dir, user with --user)")
     a.add_argument("--db", metavar="PATH", help="OpenCode database used to resolve --dir")

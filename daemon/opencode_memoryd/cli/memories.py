@@ -8,8 +8,9 @@ import sys
 from typing import TYPE_CHECKING
 
 from opencode_memoryd.cli.connect import run_use_case
-from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from opencode_memoryd.cli.exits import EXIT_OK, EXIT_USAGE
 from opencode_memoryd.cli.render import print_memories
+from opencode_memoryd.errors import NotFoundError
 
 if TYPE_CHECKING:
     from opencode_memoryd.compose import App
@@ -85,11 +86,14 @@ def cmd_search(app: App, args: argparse.Namespace) -> int:
 
 
 def cmd_show(app: App, args: argparse.Namespace) -> int:
-    """``show ID``: one memory and its lineage."""
+    """``show ID``: one memory and its lineage.
+
+    Raises:
+        NotFoundError: no memory has that id (exit 5).
+    """
     shown = run_use_case(app, "show", {"memory_id": args.id})
     if shown is None:
-        print(f"opencode-memoryd: no memory with id {args.id}", file=sys.stderr)
-        return EXIT_FAILURE
+        raise NotFoundError(f"no memory with id {args.id}")
     if args.json:
         print(json.dumps(shown, indent=2))
         return EXIT_OK

@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from typing import Any
+
+
+def print_error(message: object) -> None:
+    """Print ``opencode-memoryd: MESSAGE`` to stderr, secrets redacted (an error can
+    quote a database row)."""
+    from opencode_memoryd.redaction.engine import redact  # only when there is an error
+
+    print(f"opencode-memoryd: {redact(str(message)).text}", file=sys.stderr)
 
 
 def table(rows: Sequence[Sequence[object]], headers: Sequence[str]) -> str:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
+from opencode_memoryd.cli.render import print_error
 from opencode_memoryd.config.paths import config_path
+from opencode_memoryd.errors import RefusedError
 
 if TYPE_CHECKING:
     from opencode_memoryd.compose import App
@@ -44,15 +45,18 @@ def cmd_config_path(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
 
 def cmd_config_init(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    """``config init [PATH]``: write the commented example config (mode 0600)."""
+    """``config init [PATH]``: write the commented example config (mode 0600).
+
+    Raises:
+        RefusedError: the file exists (exit 6); it is left as it was.
+    """
     target = Path(args.path or args.config or config_path(env)).expanduser()
     try:
         from opencode_memoryd.config.loader import init_config
 
         written = init_config(target)
     except FileExistsError:
-        print(f"opencode-memoryd: {target} already exists; not overwritten", file=sys.stderr)
-        return EXIT_FAILURE
+        raise RefusedError(f"{target} already exists; not overwritten") from None
     print(f"wrote {written}")
     return EXIT_OK
 
@@ -78,11 +82,11 @@ def cmd_service(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             return EXIT_OK
         r = service_files.install(dry_run=args.dry_run, env=env)
     except ValueError as exc:
-        print(f"opencode-memoryd: {exc}", file=sys.stderr)
+        print_error(exc)
         return EXIT_FAILURE
-    if args.dry_run:
-        print(f"# would write {r.path}\n{r.content}")
-    else:
-        print(f"wrote {r.path}")
+    if args.dry_run:  # nothing written: nothing to enable yet
+        print(f"# would write {r.path} (dry run: nothing was written)\n{r.content}")
+        return EXIT_OK
+    print(f"wrote {r.path}")
     print(f"enable it with: {r.enable_command}")
     return EXIT_OK

@@ -56,6 +56,21 @@ def _print_daemon(d: dict[str, Any]) -> None:
         print("daemon:      not running")
 
 
+def _print_llm(llm: dict[str, Any], counts: dict[str, Any]) -> None:
+    for m in llm.get("modes", []):
+        print(f"structured:  {m['json_mode']} for {m['base_url']} (model {m['model']})"
+              + ("" if m["detail"] == "works" else f": {m['detail']}"))
+    given_up = int(counts.get("chunks_given_up", 0))
+    if given_up:
+        print(f"WARNING:     {given_up} chunk(s) given up after repeated identical failures "
+              "(captured by the rules only); fix the cause, then run "
+              "`opencode-memoryd maintain --all --retry-failed`")
+        for f in llm.get("given_up", [])[:5]:
+            print(f"             {f['session_id']} ({f['failures']}x): {f['reason']}")
+    if counts.get("chunks_failing"):
+        print(f"failing:     {counts['chunks_failing']} chunk(s) failed and will be retried")
+
+
 def _print_store(info: dict[str, Any]) -> None:
     print(f"config:      {info['config_path']}"
           f"{'' if info['config_file_exists'] else ' (not present: defaults)'}")
@@ -82,8 +97,11 @@ def _print_store(info: dict[str, Any]) -> None:
                                                      sorted(counts.items())) + ")"
                                      if counts else ""))
     s = info["state"]
+    failed_tokens = s.get("failed_tokens_in", 0) + s.get("failed_tokens_out", 0)
     print(f"sessions:    {s['sessions_tracked']} tracked; items stored {s['items_stored']}, "
-          f"pending {s['items_pending']}; tokens in/out {s['tokens_in']}/{s['tokens_out']}")
+          f"pending {s['items_pending']}; tokens in/out {s['tokens_in']}/{s['tokens_out']}"
+          + (f" (+{failed_tokens} in failed calls)" if failed_tokens else ""))
+    _print_llm(info.get("llm") or {}, s)
     for r in info["last_runs"][:1]:
         t = r.get("summary") or {}
         print(f"last run:    {r['started_at']} {r['command']} "

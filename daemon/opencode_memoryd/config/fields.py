@@ -16,7 +16,11 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 from pydantic_core import PydanticCustomError
 
-__all__ = ["CROSS_FIELD_ERROR", "EnvVarName", "PathStr", "Section", "UrlStr"]
+__all__ = ["CROSS_FIELD_ERROR", "DAY", "HOUR", "EnvVarName", "PathStr", "Section", "UrlStr"]
+
+#: Seconds in an hour and in a day, for the upper bounds of durations.
+HOUR = 3600
+DAY = 24 * HOUR
 
 #: The pydantic error type of a cross-field problem; its context holds
 #: ``problems``: ``((dotted key relative to the section, message), ...)``.

@@ -1,8 +1,9 @@
 """The root of the config schema: :class:`Config`, one attribute per TOML section.
 
 Adding a section: define a :class:`~opencode_memoryd.config.fields.Section` subclass in
-:mod:`opencode_memoryd.config.sections` whose fields all have defaults and a
-``description``, then add one field to :class:`Config` with
+:mod:`opencode_memoryd.config.sections` (or a module of its own, as
+:mod:`~opencode_memoryd.config.daemon`) whose fields all have defaults and a
+``description`` (numbers with both bounds), then add one field to :class:`Config` with
 ``Field(default_factory=TheSection, description=...)``. The example file, the docs comments
 and the validation follow from the schema; regenerate ``config.example.toml`` with
 ``python -m opencode_memoryd.config.example config.example.toml``.
@@ -15,11 +16,10 @@ from typing import Literal
 from pydantic import Field
 
 from opencode_memoryd.config.context import ContextConfig
+from opencode_memoryd.config.daemon import DaemonConfig, DreamConfig
 from opencode_memoryd.config.fields import Section
 from opencode_memoryd.config.sections import (
-    DaemonConfig,
     DedupConfig,
-    DreamConfig,
     EmbeddingConfig,
     ExtractionConfig,
     LlmConfig,
@@ -29,6 +29,7 @@ from opencode_memoryd.config.sections import (
     StateConfig,
     UserConfig,
 )
+from opencode_memoryd.config.summaries import SummariesConfig
 
 __all__ = ["Config"]
 
@@ -71,6 +72,10 @@ class Config(Section):
     dream: DreamConfig = Field(
         default_factory=DreamConfig,
         description="Dreaming: scheduled consolidation of the memory store.",
+    )
+    summaries: SummariesConfig = Field(
+        default_factory=SummariesConfig,
+        description="Session summaries and project briefs: memories about what sessions did.",
     )
     context: ContextConfig = Field(
         default_factory=ContextConfig,

@@ -1,7 +1,10 @@
 """The sections of the config file: one frozen model per TOML table, every key defaulted.
 
 Each field carries a ``description``; :mod:`opencode_memoryd.config.example` turns them into
-the comments of ``config.example.toml``. Units are in the key names.
+the comments of ``config.example.toml``. Units are in the key names. Every number has a
+lower and an upper bound, so an absurd value (``1e308`` seconds) is a config error naming
+its key (exit 78) instead of a crash later. ``[daemon]`` and ``[dream]`` are in
+:mod:`opencode_memoryd.config.daemon`, ``[context]`` in :mod:`opencode_memoryd.config.context`.
 """
 
 from __future__ import annotations
@@ -10,12 +13,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from opencode_memoryd.config.fields import EnvVarName, PathStr, Section, UrlStr
+from opencode_memoryd.config.fields import DAY, HOUR, EnvVarName, PathStr, Section, UrlStr
 
 __all__ = [
-    "DaemonConfig",
     "DedupConfig",
-    "DreamConfig",
     "EmbeddingConfig",
     "ExtractionConfig",
     "LlmConfig",
@@ -51,25 +52,28 @@ class OpencodeConfig(Section):
     abandoned_turn_seconds: int = Field(
         default=1800,
         gt=0,
+        le=366 * DAY,
         description=(
             "An assistant message still in flight after this many seconds counts as "
-            "finished (a crashed OpenCode leaves one open forever). Must be > 0."
+            "finished (a crashed OpenCode leaves one open forever). 1 to 31622400 (a year)."
         ),
     )
     settle_seconds: float = Field(
         default=2.0,
         ge=0,
+        le=HOUR,
         description=(
             "A finished turn is read only once it is at least this many seconds old, so "
-            "OpenCode's trailing writes land first. Must be >= 0."
+            "OpenCode's trailing writes land first. 0 to 3600."
         ),
     )
     busy_timeout_ms: int = Field(
         default=3000,
         ge=0,
+        le=60_000,
         description=(
             "How long to wait, in milliseconds, when OpenCode holds the database lock "
-            "(SQLite busy timeout). Must be >= 0."
+            "(SQLite busy timeout). 0 to 60000."
         ),
     )
 
@@ -87,9 +91,10 @@ class ExtractionConfig(Section):
     max_chunk_tokens: int = Field(
         default=6000,
         ge=500,
+        le=1_000_000,
         description=(
             "Transcript budget per LLM call, in tokens; longer sessions are split into "
-            "chunks. Must be >= 500."
+            "chunks. 500 to 1000000."
         ),
     )
     max_memories_per_chunk: int = Field(
@@ -101,14 +106,27 @@ class ExtractionConfig(Section):
     max_memory_chars: int = Field(
         default=400,
         ge=20,
-        description="Longest accepted memory, in characters. Must be >= 20.",
+        le=10_000,
+        description="Longest accepted memory, in characters. 20 to 10000.",
     )
     tool_output_chars: int = Field(
         default=160,
         ge=0,
+        le=100_000,
         description=(
             "Tool outputs are cut to this many characters in the transcript shown to the "
-            "extractor; 0 = leave them out. Must be >= 0."
+            "extractor; 0 = leave them out. 0 to 100000."
+        ),
+    )
+    max_identical_failures: int = Field(
+        default=3,
+        ge=0,
+        le=1000,
+        description=(
+            "A chunk of turns whose extraction fails the same way this many times in a row "
+            "(the same refused answer or request; never a timeout or server error) is given "
+            "up: the rules capture its explicit directives, the session moves on, and "
+            "`maintain --retry-failed` extracts it again. 0 = never give up (0-1000)."
         ),
     )
 
@@ -134,14 +152,16 @@ class LlmConfig(Section):
         ),
     )
     timeout_seconds: float = Field(
-        default=60.0, gt=0, description="Timeout of one LLM call, in seconds. Must be > 0."
+        default=60.0, gt=0, le=HOUR,
+        description="Timeout of one LLM call, in seconds (0 < x <= 3600).",
     )
     max_retries: int = Field(
         default=2,
         ge=0,
+        le=20,
         description=(
             "Retries of a call that failed for a transient reason (rate limit, server "
-            "error, timeout). Must be >= 0."
+            "error, timeout). 0 to 20."
         ),
     )
     temperature: float = Field(
@@ -153,9 +173,21 @@ class LlmConfig(Section):
     json_mode: Literal["json_schema", "json_object", "none"] = Field(
         default="json_schema",
         description=(
-            'How structured output is requested: "json_schema" (a strict JSON schema), '
-            '"json_object" (any JSON object) or "none" (prompt only, for servers that '
-            "support neither)."
+            'Where structured-output negotiation starts: "json_schema" (a strict JSON '
+            'schema), "json_object" (any JSON object) or "none" (the schema in the prompt '
+            "only). A server that refuses a mode gets the next one; the mode that works is "
+            "remembered per endpoint and model (see `status`)."
+        ),
+    )
+    max_output_tokens: int = Field(
+        default=0,
+        ge=0,
+        le=1_000_000,
+        description=(
+            "Cap on the tokens of one answer (sent as max_tokens). 0 = sized to the "
+            "expected answer: 32 + max_memories_per_chunk x (max_memory_chars / 3 + 40) "
+            "for an extraction (2120 with the defaults), and the like for a dream plan. "
+            "Raise it for models that think aloud before they answer (0-1000000)."
         ),
     )
 
@@ -192,13 +224,15 @@ class EmbeddingConfig(Section):
     dimensions: int = Field(
         default=0,
         ge=0,
+        le=65_536,
         description=(
             "Vector size to request from models that can shorten their output; "
-            "0 = take what the endpoint returns."
+            "0 = take what the endpoint returns. At most 65536."
         ),
     )
     timeout_seconds: float = Field(
-        default=30.0, gt=0, description="Timeout of one embedding call, in seconds. Must be > 0."
+        default=30.0, gt=0, le=HOUR,
+        description="Timeout of one embedding call, in seconds (0 < x <= 3600).",
     )
 
     def _cross_field_problems(self) -> list[tuple[str, str]]:
@@ -239,7 +273,8 @@ class QdrantConfig(Section):
         default="memories", min_length=1, description="Name of the collection holding memories."
     )
     timeout_seconds: float = Field(
-        default=10.0, gt=0, description="Timeout of one Qdrant request, in seconds. Must be > 0."
+        default=10.0, gt=0, le=HOUR,
+        description="Timeout of one Qdrant request, in seconds (0 < x <= 3600).",
     )
 
     def _cross_field_problems(self) -> list[tuple[str, str]]:
@@ -284,99 +319,12 @@ class LogConfig(Section):
     file_max_bytes: int = Field(
         default=10 * 1024 * 1024,
         ge=0,
-        description="Size, in bytes, at which the log file is rotated; 0 = never rotate.",
+        le=1024**4,
+        description="Size, in bytes, at which the log file is rotated; 0 = never rotate. "
+                    "At most 1 TiB.",
     )
     file_backups: int = Field(
-        default=5, ge=0, description="Number of rotated log files kept. Must be >= 0."
-    )
-
-
-class DaemonConfig(Section):
-    """``[daemon]``: when ``opencode-memoryd run`` extracts, and how it paces itself."""
-
-    quiet_period_seconds: float = Field(
-        default=60.0,
-        ge=0,
-        description=(
-            "A session is extracted once its last turn is finished and nothing in it "
-            "changed for this long, in seconds (debounce)."
-        ),
-    )
-    max_wait_seconds: float = Field(
-        default=900.0,
-        gt=0,
-        description=(
-            "A session that never goes quiet is still extracted this long, in seconds, "
-            "after its oldest unread finished turn."
-        ),
-    )
-    sweep_interval_seconds: float = Field(
-        default=300.0,
-        gt=0,
-        description=(
-            "Safety sweep: every this many seconds all databases are checked for changes "
-            "that file events missed."
-        ),
-    )
-    poll_interval_seconds: float = Field(
-        default=2.0,
-        gt=0,
-        description=(
-            "How often, in seconds, databases are polled when file events are unavailable "
-            "(network file systems, inotify limits)."
-        ),
-    )
-    daily_token_budget: int = Field(
-        default=0,
-        ge=0,
-        description=(
-            "LLM tokens (prompt + completion) the daemon may spend per UTC day; work past "
-            "it waits for the next day. 0 = no limit."
-        ),
-    )
-    circuit_failure_threshold: int = Field(
-        default=5,
-        ge=1,
-        description=(
-            "Consecutive retryable LLM failures (429, 5xx, timeouts) after which all LLM "
-            "work pauses for circuit_cooldown_seconds."
-        ),
-    )
-    circuit_cooldown_seconds: float = Field(
-        default=300.0,
-        gt=0,
-        description="How long, in seconds, LLM work pauses once the circuit breaker opens.",
-    )
-    auth_pause_seconds: float = Field(
-        default=900.0,
-        gt=0,
-        description=(
-            "After a 401/403/404 from the LLM endpoint, LLM work pauses and is re-probed "
-            "every this many seconds."
-        ),
-    )
-
-
-class DreamConfig(Section):
-    """``[dream]``: periodic consolidation of the store (merges duplicates, retires stale facts)."""
-
-    enabled: bool = Field(default=True, description="Let the daemon dream on its schedule.")
-    check_interval_minutes: float = Field(
-        default=30.0, gt=0,
-        description="How often, in minutes, the daemon checks whether a scope should dream.",
-    )
-    min_hours_between_dreams: float = Field(
-        default=24.0, ge=0,
-        description="A scope dreams at most once per this many hours.",
-    )
-    min_new_memories: int = Field(
-        default=10, ge=0,
-        description="A scope dreams only when at least this many memories were added or "
-                    "changed since its last dream.",
-    )
-    max_retire_share: float = Field(
-        default=0.3, gt=0, le=1,
-        description="No dream retires more than this share of a scope's memories (0 < x <= 1).",
+        default=5, ge=0, le=1000, description="Number of rotated log files kept (0-1000)."
     )
 
 

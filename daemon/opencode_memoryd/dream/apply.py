@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from opencode_memoryd.dream.model import DreamResult, short_text
-from opencode_memoryd.errors import DreamError
+from opencode_memoryd.errors import DreamError, NotFoundError
 from opencode_memoryd.models import Memory
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
@@ -143,13 +143,14 @@ def undoable_run(state: StateDB, run_id: str) -> dict[str, Any]:
     """The ``dream_runs`` row of a run that may be undone.
 
     Raises:
-        DreamError: the run is unknown, a dry run, already undone, not applied (e.g.
-            still ``applying``: recover first), or a later applied dream changed the same
+        NotFoundError: no run has that id.
+        DreamError: the run is a dry run, already undone, not applied (e.g. still
+            ``applying``: recover first), or a later applied dream changed the same
             memories (undo that one first).
     """
     row = state.dream_run(run_id)
     if row is None:
-        raise DreamError(f"no dream run {run_id!r}")
+        raise NotFoundError(f"no dream run {run_id!r}")
     if row["dry_run"]:
         raise DreamError(f"dream run {run_id} was a dry run: it changed nothing to undo")
     if row["status"] == "undone":

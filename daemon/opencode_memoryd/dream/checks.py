@@ -16,9 +16,10 @@ on:
      **and** at least ``min_coverage`` (1.0: all, as the prompt asks "never drop a
      detail") of its salient terms (the stemmed, stopword-free terms of the project's BM25
      tokenizer, :mod:`opencode_memoryd.store.bm25`), so "the metrics worker" cannot be
-     merged away into "the webhook worker"; the text is redacted
-     (:func:`~opencode_memoryd.redaction.engine.redact`), at most ``max_chars``
-     characters, and not junk (:func:`~opencode_memoryd.extract.llm_extractor.junk_reason`);
+     merged away into "the webhook worker"; the text is scrubbed
+     (:func:`~opencode_memoryd.redaction.engine.scrub`: invisible Unicode out, redacted),
+     at most ``max_chars`` characters, and not junk
+     (:func:`~opencode_memoryd.extract.llm_extractor.junk_reason`);
    * *rules-mode duplicates*: the surviving memory's text must hold every content word
      and identifier of each duplicate (:func:`~opencode_memoryd.extract.facts.restates`): "The
      metrics worker runs on Python 3.10." is not a duplicate of "The webhook worker runs
@@ -58,7 +59,7 @@ from opencode_memoryd.dream.terms import SalientTerms
 from opencode_memoryd.extract.facts import missing_identifiers, restates
 from opencode_memoryd.extract.reply import junk_reason
 from opencode_memoryd.models import Memory, content_hash, point_id
-from opencode_memoryd.redaction.engine import redact
+from opencode_memoryd.redaction.engine import scrub
 from opencode_memoryd.store.api import MemoryStore
 
 
@@ -295,7 +296,7 @@ class PlanChecker:
             return _MergeTarget(content=base.content, new_id=base.id)
         if not o.new_content:
             return "new_content is missing"
-        content = " ".join(redact(o.new_content).text.split())
+        content = " ".join(scrub(o.new_content).text.split())
         if len(content) > self.settings.max_chars:
             return f"new_content is longer than {self.settings.max_chars} characters"
         junk = junk_reason(content)
@@ -378,6 +379,7 @@ def _merged_memory(o: Operation, group: Sequence[Memory], target: _MergeTarget,
                                   existing.merged_from if existing else [], retired_ids),
         dream_runs=ordered_union(*(m.dream_runs for m in lineage), [run_id]),
         user_id=oldest.user_id,
+        section=next((m.section for m in lineage if m.section), ""),
     )
 
 

@@ -23,9 +23,12 @@ Accepted changes are applied through a redo log in the state file
 (:mod:`opencode_memoryd.dream.apply`): :meth:`Dreamer.recover` rolls a run left
 ``applying`` forward, and :meth:`Dreamer.undo` writes back what a run changed.
 
-Callers must keep other writers of the scope (extraction) out while a dream applies (the
-daemon's per-project lock); a dream refuses to apply when a touched memory changed while
-it was planning.
+Callers keep other writers of the scope (extraction) out while a dream applies: the
+``apply_lock`` of :meth:`Dreamer.dream` (the daemon's per-project lock) is held from the
+last check to the last write, not while the model plans, so an extraction or a command
+never waits for a dream's LLM calls; a dream refuses to apply when a touched memory
+changed while it was planning. ``should_stop`` is asked between groups: a dream told to
+stop changes nothing and ends ``failed`` (so the gate stays open for the next start).
 """
 
 from __future__ import annotations
@@ -33,44 +36,31 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Sequence, Set
-from dataclasses import dataclass, field
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
-from opencode_memoryd.dream.apply import RunWriter, undo_operations, undoable_run, write_order
+from opencode_memoryd.dream.apply import RunWriter, write_order
 from opencode_memoryd.dream.checks import GroupChange, PlanChecker, RetireCap
-from opencode_memoryd.dream.grouping import Grouping, candidate_groups, group_signature
+from opencode_memoryd.dream.grouping import Grouping, candidate_groups
 from opencode_memoryd.dream.model import TRIGGERS, DreamResult, DreamScope, DreamSettings
-from opencode_memoryd.dream.planning import Operation, Planner, plan_of, request_plan, rules_plan
+from opencode_memoryd.dream.planning import Operation, Planner
+from opencode_memoryd.dream.planrun import GroupLoop, Planned
 from opencode_memoryd.dream.terms import SalientTerms
-from opencode_memoryd.errors import DreamError, ExtractionError, MemorydError, UpstreamError
-from opencode_memoryd.models import Memory, iso_utc, scope_project
+from opencode_memoryd.dream.undo import recover_runs, undo_run
+from opencode_memoryd.errors import MemorydError
+from opencode_memoryd.models import FACT_TYPES, Memory, iso_utc
+from opencode_memoryd.redaction.engine import redact
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.store.bm25 import Bm25Encoder
 
 log = structlog.get_logger(__name__)
 
-
-@dataclass
-class _Planned:
-    """What planning a dream produced: the payloads of the memories it rewrites as they
-    are (by id), the memories to write (in
-    :func:`~opencode_memoryd.dream.apply.write_order`), and ``(status, reason)`` when the
-    dream ends before applying anything."""
-
-    before: dict[str, dict[str, Any]] = field(default_factory=dict)
-    writes: list[Memory] = field(default_factory=list)
-    end: tuple[str, str] | None = None
-
-
-def _tally(counts: dict[str, int], change: GroupChange) -> None:
-    counts["merged"] += change.merged
-    counts["superseded"] += change.superseded
-    counts["created"] += change.created
-    counts["updated"] += change.updated
+#: The reason of a dream ended by ``should_stop`` (the daemon stopping).
+STOPPED = "stopped: the daemon is shutting down; nothing was changed"
 
 
 class Dreamer:
@@ -139,7 +129,9 @@ class Dreamer:
     # -- dreaming ------------------------------------------------------------------------
 
     def dream(self, project_key: str | None, *, project_root: str | None = None,
-              trigger: str = "forced", dry_run: bool = False) -> DreamResult:
+              trigger: str = "forced", dry_run: bool = False,
+              should_stop: Callable[[], bool] = lambda: False,
+              apply_lock: AbstractContextManager[Any] | None = None) -> DreamResult:
         """Consolidate one scope: group, plan, check, then apply (unless ``dry_run``).
 
         Args:
@@ -151,6 +143,10 @@ class Dreamer:
             dry_run: plan and check only; the store is not changed. Counts and operations
                 are those the dream would apply. The run is recorded with status
                 ``planned``.
+            should_stop: asked before each group is planned; true ends the dream at once,
+                ``failed`` with the reason ``stopped``, nothing changed.
+            apply_lock: held while the plan is checked against the store and written
+                (not while planning).
 
         Returns:
             The :class:`~opencode_memoryd.dream.model.DreamResult`: status ``ok``
@@ -187,7 +183,10 @@ class Dreamer:
                               "recovery; nothing was changed")
                 return self._finish(res, t0, "failed")
             settled: list[str] = []
-            plan = self._plan_all(res, sc, started, project_root, settled)
+            plan = self._plan_all(res, sc, started, project_root, settled, should_stop)
+            if plan.end == ("failed", STOPPED):
+                res.status, res.reason = plan.end
+                return self._finish(res, t0, "failed")
             if not dry_run:  # the next dreams of the scope do not plan these again
                 self.state.dream_settle(sc.key, settled, run_id, res.started_at)
             if plan.end is not None:  # skipped or failed before anything was planned
@@ -197,26 +196,28 @@ class Dreamer:
                 return self._finish(res, t0, "planned")
             if not plan.writes:
                 return self._finish(res, t0, "applied")
-            changed = self._writer.changed_since(plan.before, plan.writes)
-            if changed:
-                res.status = "failed"
-                res.reason = (f"{changed} memories changed while the dream was planning; "
-                              "nothing was changed")
-                return self._finish(res, t0, "failed")
-            self._writer.record(res, plan.before, plan.writes)
-            applying = True
-            self._writer.write(plan.writes)
-            return self._finish(res, t0, "applied", expect=("applying",))
+            with apply_lock or nullcontext():
+                changed = self._writer.changed_since(plan.before, plan.writes)
+                if changed:
+                    res.status = "failed"
+                    res.reason = (f"{changed} memories changed while the dream was "
+                                  "planning; nothing was changed")
+                    return self._finish(res, t0, "failed")
+                self._writer.record(res, plan.before, plan.writes)
+                applying = True
+                self._writer.write(plan.writes)
+                return self._finish(res, t0, "applied", expect=("applying",))
         except MemorydError as exc:
             res.status = "failed"
             if applying:
-                res.reason = (f"{type(exc).__name__} while applying: {exc}; the run stays "
+                res.reason = (f"{type(exc).__name__} while applying: {redact(str(exc)).text}; "
+                              "the run stays "
                               "'applying' and is completed by recovery")
                 log.error("dream_apply_failed", run_id=run_id, error=str(exc))
                 res.ended_at = iso_utc(self.clock())
                 res.duration_ms = (time.perf_counter() - t0) * 1000
                 return res
-            res.reason = f"{type(exc).__name__}: {exc}"
+            res.reason = f"{type(exc).__name__}: {redact(str(exc)).text}"
             try:
                 return self._finish(res, t0, "failed", expect=("planned",))
             except MemorydError:
@@ -236,78 +237,41 @@ class Dreamer:
         return res
 
     def _plan_all(self, res: DreamResult, sc: DreamScope, now: datetime,
-                  project_root: str | None, settled: list[str]) -> _Planned:
+                  project_root: str | None, settled: list[str],
+                  should_stop: Callable[[], bool]) -> Planned:
         """Group, plan and check; fill ``res`` and ``settled`` (the signatures of the
-        groups kept whole or rejected by a check)."""
-        active = list(self.store.scroll(sc.filter()))
+        groups kept whole or rejected by a check). Ends ``("failed", STOPPED)`` as soon as
+        ``should_stop()`` is true."""
+        # briefs and session summaries are rewritten from their source, never consolidated
+        active = [m for m in self.store.scroll(sc.filter()) if m.type in FACT_TYPES]
         n_before = len(active)
         res.counts = {"before": n_before, "after": n_before, "merged": 0, "superseded": 0,
                       "created": 0, "updated": 0, "kept": n_before, "rejected_plans": 0,
                       "groups": 0, "groups_deferred": 0, "groups_settled": 0}
         if n_before < 2:
-            return _Planned(end=("skipped", "fewer than two active memories"))
+            return Planned(end=("skipped", "fewer than two active memories"))
         grouping = self.groups(active, self.state.dream_settled(sc.key))
         res.counts["groups"] = len(grouping.groups)
         res.counts["groups_deferred"] = grouping.deferred
         res.counts["groups_settled"] = grouping.settled
         if not grouping.groups:
-            return _Planned(end=("skipped", "no candidate groups"))
-        cap = RetireCap(n_before, self.settings.max_retire_share)
-        plan = _Planned()
-        after: dict[str, Memory] = {}
-        planner_errors: list[str] = []
-        replies = 0
-        stop: str | None = None
-        for group in grouping.groups:
-            ids = [m.id for m in group]
-            refused = stop or cap.used_up()
-            if refused:
-                res.rejected.append({"group": ids, "reason": refused})
-                continue
-            try:
-                if self.planner is None:
-                    ops = rules_plan(group)
-                else:
-                    reply = request_plan(self.planner, group, project_root=project_root,
-                                         max_chars=self.settings.max_chars)
-                    res.model = reply.model
-                    res.tokens_in += reply.tokens_in
-                    res.tokens_out += reply.tokens_out
-                    replies += 1
-                    ops = plan_of(reply)
-            except UpstreamError as exc:
-                planner_errors.append(f"{exc.kind}: {exc}")
-                res.rejected.append({"group": ids, "reason": f"planner failed: {exc.kind}"})
-                stop = f"not planned: the planner failed ({exc.kind})"
-                continue
-            except ExtractionError as exc:
-                res.rejected.append({"group": ids, "reason": f"bad plan: {exc}"})
-                settled.append(group_signature(group))
-                continue
-            change = self.check(group, ops, sc, res.run_id, now, set(after))
-            if isinstance(change, str):
-                res.rejected.append({"group": ids, "reason": change})
-                settled.append(group_signature(group))
-                continue
-            if not change.after:
-                settled.append(group_signature(group))  # kept whole: nothing to do
-            over = cap.admit(change)
-            if over:
-                res.rejected.append({"group": ids, "reason": over})
-                continue
-            plan.before.update(change.before)
-            after.update(change.after)
-            res.operations.extend(change.operations)
-            _tally(res.counts, change)
+            return Planned(end=("skipped", "no candidate groups"))
+        loop = GroupLoop(self.planner, self.check, self.settings, res, sc, now, project_root,
+                         RetireCap(n_before, self.settings.max_retire_share), settled,
+                         should_stop)
+        loop.run(grouping.groups)
+        if loop.stopped:
+            return Planned(end=("failed", STOPPED))
+        plan, planner_errors = loop.plan, loop.planner_errors
         c = res.counts
         c["rejected_plans"] = len(res.rejected)
         c["after"] = n_before - c["merged"] - c["superseded"] + c["created"]
         c["kept"] = n_before - c["merged"] - c["superseded"] - c["updated"]
         if planner_errors:
             res.reason = "stopped early: " + planner_errors[0]
-            if not res.operations and replies == 0:
-                return _Planned(end=("failed", "the planner failed: " + planner_errors[0]))
-        plan.writes = write_order(after.values())
+            if not res.operations and loop.replies == 0:
+                return Planned(end=("failed", "the planner failed: " + planner_errors[0]))
+        plan.writes = write_order(loop.after.values())
         return plan
 
     # -- recovery and undo ---------------------------------------------------------------
@@ -327,26 +291,7 @@ class Dreamer:
         Raises:
             StoreError, StateError: the store or the state file failed (run again).
         """
-        done: list[str] = []
-        now = iso_utc(self.clock())
-        for row in self.state.dream_runs(statuses=("planned", "applying", "undoing"),
-                                         newest_first=False):
-            rid = row["id"]
-            if row["status"] == "planned":
-                if row["ended_at"] is None:
-                    self.state.dream_finish(rid, "failed", now=now, expect=("planned",),
-                                            reason="interrupted while planning; nothing "
-                                                   "was changed")
-                continue
-            if row["status"] == "applying":
-                writes = self._writer.roll_forward(row, now)
-                log.warning("dream_rolled_forward", run_id=rid, writes=writes)
-            else:
-                self._writer.restore(row)
-                self.state.dream_mark_undo(rid, "undone", now, expect=("undoing",))
-                log.warning("dream_undo_completed", run_id=rid)
-            done.append(rid)
-        return done
+        return recover_runs(self._writer, self.state, iso_utc(self.clock()))
 
     def result_of(self, run_id: str) -> DreamResult | None:
         """The recorded result of a run (as planned or finished), or ``None``."""
@@ -367,39 +312,12 @@ class Dreamer:
             (active memories of the scope).
 
         Raises:
-            DreamError: the run is unknown, a dry run, already undone, not applied (e.g.
-                still ``applying``: run :meth:`recover`), or a later applied dream changed
-                the same memories (undo that one first).
+            NotFoundError: no run has that id.
+            DreamError: the run is a dry run, already undone, not applied (e.g. still
+                ``applying``: run :meth:`recover`), or a later applied dream changed the
+                same memories (undo that one first).
             StoreError, StateError: the store or state file failed; the run stays
                 ``undoing`` and :meth:`recover` (or another ``undo``) completes it.
         """
-        row = undoable_run(self.state, run_id)
-        started = self.clock()
-        t0 = time.perf_counter()
-        if row["status"] == "applied" and not self.state.dream_mark_undo(
-                run_id, "undoing", iso_utc(started), expect=("applied",)):
-            raise DreamError(f"dream run {run_id} changed status meanwhile; try again")
-        sc = DreamScope.of(scope_project(row["scope_key"]), self.user_id)
-        drifted = self._writer.drifted(row)
-        n_before = self.store.count(sc.filter())
-        restored, deleted = self._writer.restore(row)
-        ended = self.clock()
-        self.state.dream_mark_undo(run_id, "undone", iso_utc(ended), expect=("undoing",))
-        prior = row.get("result") or {}
-        reason = "undone"
-        if drifted:
-            reason += (f"; {drifted} of its memories had changed since the dream, and those "
-                       "changes were discarded")
-        res = DreamResult(
-            run_id=run_id, trigger=row["trigger"], dry_run=False, scope=sc.scope,
-            project_key=sc.project_id, project_root=row["project_root"], status="undone",
-            reason=reason, started_at=iso_utc(started), ended_at=iso_utc(ended),
-            counts={"restored": restored, "deleted": len(deleted), "before": n_before,
-                    "after": self.store.count(sc.filter())},
-            operations=undo_operations(row, deleted),
-            model=prior.get("model"), mode=prior.get("mode", "rules"), action="undo",
-            duration_ms=(time.perf_counter() - t0) * 1000,
-        )
-        log.info("dream_undone", run_id=run_id, restored=restored, deleted=len(deleted),
-                 drifted=drifted)
-        return res
+        return undo_run(self._writer, self.store, self.state, run_id, self.clock,
+                        self.user_id)

@@ -44,6 +44,9 @@ class DreamSettings:
             memories stay as they are).
         supersede_overlap: share of a superseded memory's salient terms the superseding
             memory must share.
+        max_output_tokens: cap on one plan's tokens (LLM mode); 0 = sized to the group
+            (:func:`~opencode_memoryd.dream.planning.plan_token_cap`). A plan cut off at
+            the cap is asked again with twice the cap, then planned as two smaller groups.
 
     Raises:
         ValueError: a value out of range.
@@ -57,6 +60,7 @@ class DreamSettings:
     max_chars: int = 300
     min_coverage: float = 1.0
     supersede_overlap: float = 0.5
+    max_output_tokens: int = 0
 
     def __post_init__(self) -> None:
         if not 0 < self.max_retire_share <= 1:
@@ -70,6 +74,8 @@ class DreamSettings:
         for name in ("max_groups", "max_chars"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive")
+        if self.max_output_tokens < 0:
+            raise ValueError("max_output_tokens must not be negative")
 
 
 @dataclass

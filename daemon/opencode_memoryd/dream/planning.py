@@ -10,18 +10,24 @@ proposal: :mod:`opencode_memoryd.dream.checks` decides whether it is applied.
 from __future__ import annotations
 
 import functools
+import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from string import Template
 from typing import Any, Protocol
 
-from opencode_memoryd.errors import ExtractionError
+import structlog
+
+from opencode_memoryd.errors import ExtractionError, ReplyCutOff
 from opencode_memoryd.extract.facts import restates
 from opencode_memoryd.extract.llm_extractor import ChatReplyLike
 from opencode_memoryd.extract.reply import load_json_list
 from opencode_memoryd.models import Memory, iso_utc
+from opencode_memoryd.redaction.engine import scrub
+
+log = structlog.get_logger(__name__)
 
 #: The schema name sent with ``json_schema`` mode.
 SCHEMA_NAME = "dream_plan"
@@ -58,8 +64,17 @@ class Planner(Protocol):
     """A chat endpoint that answers JSON (:class:`~opencode_memoryd.extract.chat.ChatClient`)."""
 
     def complete_json(
-        self, *, system: str, user: str, schema: dict[str, Any], schema_name: str
+        self, *, system: str, user: str, schema: dict[str, Any], schema_name: str,
+        max_tokens: int | None = None,
     ) -> ChatReplyLike: ...
+
+
+def plan_token_cap(group_size: int, max_chars: int) -> int:
+    """The output token cap that fits the plan of a group of ``group_size`` memories: per
+    member a merged text of ``max_chars`` characters (a third as many tokens) plus 60
+    tokens of operation JSON (ids, reason), plus 64 for the object. A group of 8 with the
+    default 300 characters: 1,344 tokens."""
+    return 64 + group_size * (math.ceil(max_chars / 3) + 60)
 
 
 @dataclass
@@ -92,12 +107,14 @@ def _prompt_file(name: str) -> str:
 def render_memories(memories: Sequence[Memory]) -> str:
     """The memory block of the prompt: ``[id] (type, created_at) content`` per line.
 
-    Line breaks inside a text are folded to spaces and ``<memories>`` tags are escaped
+    Each text is scrubbed (:func:`~opencode_memoryd.redaction.engine.scrub`: invisible
+    Unicode stripped, secrets redacted, for memories stored before either rule existed),
+    line breaks are folded to spaces and ``<memories>`` tags are escaped
     (``&lt;memories>``), so a text can neither pose as another memory nor close the block.
     """
     out = []
     for m in memories:
-        text = _DELIMITER.sub(r"&lt;\1", " ".join(m.content.split()))
+        text = _DELIMITER.sub(r"&lt;\1", " ".join(scrub(m.content).text.split()))
         out.append(f"[{m.id}] ({m.type}, {iso_utc(m.created_at)}) {text}")
     return "\n".join(out)
 
@@ -152,36 +169,66 @@ def parse_plan(content: str) -> list[Operation]:
         ops.append(Operation(op=op, memory_ids=ids,
                              new_content=new if new and new.strip() else None,
                              superseded_ids=sup,
-                             reason=" ".join(str(reason).split())[:_REASON_CHARS]))
+                             reason=" ".join(scrub(str(reason)).text.split())[:_REASON_CHARS]))
     return ops
 
 
 def request_plan(planner: Planner, group: Sequence[Memory], *, project_root: str | None,
-                 max_chars: int) -> ChatReplyLike:
-    """Ask ``planner`` for the plan of one group (:func:`build_prompt`, :data:`PLAN_SCHEMA`).
+                 max_chars: int, max_tokens: int | None = None) -> ChatReplyLike:
+    """Ask ``planner`` for the plan of one group (:func:`build_prompt`, :data:`PLAN_SCHEMA`),
+    the answer capped at ``max_tokens`` (``None``: no cap sent).
 
     Raises:
         UpstreamError: the chat endpoint failed.
     """
     system, user = build_prompt(group, project_root=project_root, max_chars=max_chars)
     return planner.complete_json(system=system, user=user, schema=PLAN_SCHEMA,
-                                 schema_name=SCHEMA_NAME)
+                                 schema_name=SCHEMA_NAME, max_tokens=max_tokens)
 
 
 def plan_of(reply: ChatReplyLike) -> list[Operation]:
     """The operations of a planner's reply (:func:`parse_plan`).
 
     Raises:
-        ExtractionError: the reply is not a plan; the message says when the answer was
-            cut off (``finish_reason`` ``length``).
+        ReplyCutOff: the reply stopped at the token cap (``finish_reason`` ``length``)
+            before it was a complete plan.
+        ExtractionError: the reply is not a plan.
     """
     try:
         return parse_plan(reply.content)
     except ExtractionError as exc:
         if reply.finish_reason == "length":
-            raise ExtractionError(f"{exc}; the answer was cut off (finish_reason=length)"
-                                  ) from exc
+            raise ReplyCutOff(f"{exc}; the answer was cut off (finish_reason=length)",
+                              tokens_in=reply.tokens_in, tokens_out=reply.tokens_out
+                              ) from exc
         raise
+
+
+def ask_plan(planner: Planner, group: Sequence[Memory], *, project_root: str | None,
+             max_chars: int, max_tokens: int,
+             on_reply: Callable[[ChatReplyLike], None]) -> list[Operation]:
+    """The plan of one group, asked with the cap ``max_tokens`` (0:
+    :func:`plan_token_cap`); a plan cut off at the cap is asked once more with twice the
+    cap. ``on_reply`` sees every reply (to count its tokens).
+
+    Raises:
+        ReplyCutOff: the plan was cut off at both caps (the caller may plan a smaller
+            group).
+        ExtractionError: a reply is not a plan.
+        UpstreamError: the chat endpoint failed.
+    """
+    cap = max_tokens or plan_token_cap(len(group), max_chars)
+    for attempt in (cap, 2 * cap):
+        reply = request_plan(planner, group, project_root=project_root, max_chars=max_chars,
+                             max_tokens=attempt)
+        on_reply(reply)
+        try:
+            return plan_of(reply)
+        except ReplyCutOff:
+            log.info("dream_plan_cut_off", members=len(group), max_tokens=attempt)
+            if attempt != cap:
+                raise
+    raise AssertionError("unreachable")
 
 
 def rules_plan(group: Sequence[Memory]) -> list[Operation]:

@@ -1,12 +1,17 @@
 """LLM extraction: build the prompt for a chunk of transcript, ask the model, gate the answer.
 
 The transcript given here must already be redacted. The answer is parsed and every proposed
-memory checked by :mod:`opencode_memoryd.extract.reply`.
+memory checked by :mod:`opencode_memoryd.extract.reply`. The answer is capped at
+:func:`reply_token_cap` tokens unless the configuration says otherwise; an answer that hit a
+cap (as many memories as allowed, ``"more": true``, or the token cap) is marked
+``saturated`` so that the caller splits the chunk rather than lose facts.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import math
 import re
 from collections.abc import Sequence
 from importlib import resources
@@ -15,9 +20,10 @@ from typing import Any, Protocol
 
 import structlog
 
-from opencode_memoryd.errors import ExtractionError
-from opencode_memoryd.extract.reply import MEMORY_SCHEMA, SCHEMA_NAME, parse_reply
+from opencode_memoryd.errors import ExtractionError, ReplyCutOff
+from opencode_memoryd.extract.reply import MEMORY_SCHEMA, SCHEMA_NAME, parse_reply, said_more
 from opencode_memoryd.models import ExtractionResult, TranscriptLine
+from opencode_memoryd.redaction.engine import redact
 
 log = structlog.get_logger(__name__)
 
@@ -54,8 +60,17 @@ class ChatModel(Protocol):
     """
 
     def complete_json(
-        self, *, system: str, user: str, schema: dict[str, Any], schema_name: str
+        self, *, system: str, user: str, schema: dict[str, Any], schema_name: str,
+        max_tokens: int | None = None,
     ) -> ChatReplyLike: ...
+
+
+def reply_token_cap(max_memories: int, max_chars: int) -> int:
+    """The output token cap that fits ``max_memories`` memories of ``max_chars``
+    characters: per memory a third of its characters (dense text runs near 3-4 characters
+    per token) plus 40 tokens of JSON (type, scope, message ids), plus 32 for the object.
+    With the defaults (12 memories, 400 characters): 2,120 tokens."""
+    return 32 + max_memories * (math.ceil(max_chars / 3) + 40)
 
 
 @functools.cache
@@ -108,6 +123,7 @@ class LlmExtractor:
         chat: the chat endpoint (``ChatClient`` or any :class:`ChatModel`).
         max_memories: most memories accepted per call.
         max_chars: longest accepted memory, in characters.
+        max_output_tokens: the cap on the answer's tokens; 0 = :func:`reply_token_cap`.
 
     Attributes:
         name: ``"llm"`` (the extractor's name in reports and logs).
@@ -115,12 +131,15 @@ class LlmExtractor:
 
     name = "llm"
 
-    def __init__(self, chat: ChatModel, *, max_memories: int, max_chars: int) -> None:
-        if max_memories < 1 or max_chars < 1:
-            raise ValueError("max_memories and max_chars must be positive")
+    def __init__(self, chat: ChatModel, *, max_memories: int, max_chars: int,
+                 max_output_tokens: int = 0) -> None:
+        if max_memories < 1 or max_chars < 1 or max_output_tokens < 0:
+            raise ValueError("max_memories and max_chars must be positive, "
+                             "max_output_tokens not negative")
         self.chat = chat
         self.max_memories = max_memories
         self.max_chars = max_chars
+        self.max_output_tokens = max_output_tokens or reply_token_cap(max_memories, max_chars)
 
     def extract(
         self, lines: Sequence[TranscriptLine], *, project_root: str | None = None
@@ -128,12 +147,16 @@ class LlmExtractor:
         """Extract memories from ``lines`` (already redacted).
 
         A chunk without any user line makes no call (no memory could be accepted) and yields
-        an empty result with model ``"none"`` and zero tokens.
+        an empty result with model ``"none"`` and zero tokens. The result is ``saturated``
+        when the model proposed ``max_memories`` memories or more, said it had more, or
+        stopped at the token cap. Each refused proposal is logged at debug level with its
+        reason and its first 80 characters, redacted (``memory_refused``).
 
         Raises:
             UpstreamError: the endpoint failed (from the chat client).
-            ExtractionError: the answer is missing, not JSON, or of the wrong shape; the
-                message says when the answer was cut off (``finish_reason=length``).
+            ReplyCutOff: the answer stopped at the token cap before it was complete JSON.
+            ExtractionError: the answer is missing, not JSON, or of the wrong shape. Both
+                carry the call's tokens and a digest of the answer.
         """
         if not any(line.role == "user" for line in lines):
             return ExtractionResult(candidates=(), model="none")
@@ -142,24 +165,35 @@ class LlmExtractor:
             max_chars=self.max_chars,
         )
         reply = self.chat.complete_json(
-            system=system, user=user, schema=MEMORY_SCHEMA, schema_name=SCHEMA_NAME
+            system=system, user=user, schema=MEMORY_SCHEMA, schema_name=SCHEMA_NAME,
+            max_tokens=self.max_output_tokens,
         )
+        cut_off = reply.finish_reason == "length"
         try:
             accepted, rejected = parse_reply(
                 reply.content, lines=lines, max_memories=self.max_memories,
                 max_chars=self.max_chars,
             )
         except ExtractionError as exc:
-            if reply.finish_reason == "length":
-                raise ExtractionError(f"{exc}; the answer was cut off (finish_reason=length)") \
-                    from exc
-            raise
+            digest = hashlib.sha256(reply.content.encode("utf-8", "replace")).hexdigest()
+            if cut_off:
+                raise ReplyCutOff(
+                    f"{exc}; the answer was cut off at {self.max_output_tokens} tokens "
+                    "(finish_reason=length)", tokens_in=reply.tokens_in,
+                    tokens_out=reply.tokens_out, reply_digest=digest) from exc
+            raise ExtractionError(str(exc), tokens_in=reply.tokens_in,
+                                  tokens_out=reply.tokens_out, reply_digest=digest) from exc
+        proposed = len(accepted) + len(rejected)
+        saturated = proposed >= self.max_memories or cut_off or said_more(reply.content)
+        for reason, short in rejected:
+            log.debug("memory_refused", reason=reason, proposed=redact(short).text)
         log.debug("extraction.parsed", accepted=len(accepted), rejected=len(rejected),
-                  reasons=sorted({reason for reason, _ in rejected}))
+                  reasons=sorted({reason for reason, _ in rejected}), saturated=saturated)
         return ExtractionResult(
             candidates=tuple(accepted),
             tokens_in=reply.tokens_in,
             tokens_out=reply.tokens_out,
             model=reply.model,
             rejected=tuple(rejected),
+            saturated=saturated,
         )

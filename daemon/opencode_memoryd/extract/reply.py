@@ -17,9 +17,11 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from opencode_memoryd.errors import ExtractionError
+from opencode_memoryd.extract.sections import section_for, valid_section
 from opencode_memoryd.models import (
-    MEMORY_TYPES,
+    FACT_TYPES,
     SCOPES,
+    SECTIONS,
     MemoryCandidate,
     MemoryType,
     Scope,
@@ -40,16 +42,18 @@ MEMORY_SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "properties": {
                     "content": {"type": "string"},
-                    "type": {"type": "string", "enum": list(MEMORY_TYPES)},
+                    "type": {"type": "string", "enum": list(FACT_TYPES)},
                     "scope": {"type": "string", "enum": list(SCOPES)},
+                    "section": {"type": "string", "enum": list(SECTIONS)},
                     "message_ids": {"type": "array", "items": {"type": "string"}},
                 },
-                "required": ["content", "type", "scope", "message_ids"],
+                "required": ["content", "type", "scope", "section", "message_ids"],
                 "additionalProperties": False,
             },
-        }
+        },
+        "more": {"type": "boolean"},
     },
-    "required": ["memories"],
+    "required": ["memories", "more"],
     "additionalProperties": False,
 }
 
@@ -71,11 +75,15 @@ _PATH_TOKEN = re.compile(
 )
 
 
-def load_json_list(content: str, key: str, what: str = "the answer") -> list[Any]:
-    """Decode a model's JSON reply (a ```json fence tolerated) and return ``reply[key]``.
+def load_json_object(content: str, what: str = "the answer") -> dict[str, Any]:
+    """Decode a model's JSON reply into an object.
+
+    Tolerated around the object: a Markdown code fence (```json … ```), and, when the
+    text is not JSON as it is, prose before the first ``{`` and after the last ``}`` (a
+    model asked for JSON by instructions alone often adds a sentence).
 
     Raises:
-        ExtractionError: not JSON, or not an object whose ``key`` is a list.
+        ExtractionError: no JSON object can be read.
     """
     text = content.strip()
     fenced = _FENCE.match(text)
@@ -83,12 +91,40 @@ def load_json_list(content: str, key: str, what: str = "the answer") -> list[Any
         text = fenced.group(1).strip()
     try:
         data = json.loads(text)
-    except ValueError as exc:
-        raise ExtractionError(f"{what} is not JSON ({len(content)} chars)") from exc
-    items = data.get(key) if isinstance(data, dict) else None
+    except ValueError:
+        start, end = text.find("{"), text.rfind("}")
+        data = None
+        if 0 <= start < end:
+            try:
+                data = json.loads(text[start:end + 1])
+            except ValueError:
+                data = None
+        if data is None:
+            raise ExtractionError(f"{what} is not JSON ({len(content)} chars)") from None
+    if not isinstance(data, dict):
+        raise ExtractionError(f"{what} is not a JSON object")
+    return data
+
+
+def load_json_list(content: str, key: str, what: str = "the answer") -> list[Any]:
+    """Decode a model's JSON reply (:func:`load_json_object`) and return ``reply[key]``.
+
+    Raises:
+        ExtractionError: not JSON, or not an object whose ``key`` is a list.
+    """
+    items = load_json_object(content, what).get(key)
     if not isinstance(items, list):
         raise ExtractionError(f'{what} is not an object with a "{key}" list')
     return items
+
+
+def said_more(content: str) -> bool:
+    """Whether the answer says the chunk held more memories than it carries
+    (``"more": true``); ``False`` when it says nothing or is not JSON."""
+    try:
+        return load_json_object(content).get("more") is True
+    except ExtractionError:
+        return False
 
 
 def _load(content: str) -> list[Any]:
@@ -134,7 +170,7 @@ def _check_item(
         return None, "empty content", short
     if len(content) > max_chars:
         return None, "too long", short
-    if type_ not in MEMORY_TYPES:
+    if type_ not in FACT_TYPES:
         return None, "unknown type", short
     if scope not in SCOPES:
         return None, "unknown scope", short
@@ -150,8 +186,13 @@ def _check_item(
         return None, f"junk: {reason}", short
     if type_ == "project":
         scope = "project"  # a fact about this project never applies to every project
-    # both were checked against MEMORY_TYPES and SCOPES above
-    candidate = MemoryCandidate(content, cast(MemoryType, type_), cast(Scope, scope), ids, "llm")
+    # a missing or unknown section is not a reason to lose the fact: the rules choose one
+    section = valid_section(item.get("section")) or section_for(type_, scope, content)
+    if scope == "user":
+        section = "user"  # a user-scope memory is a user preference wherever it is shown
+    # both were checked against FACT_TYPES and SCOPES above
+    candidate = MemoryCandidate(content, cast(MemoryType, type_), cast(Scope, scope), ids, "llm",
+                                section)
     return candidate, "", short
 
 
@@ -166,9 +207,11 @@ def parse_reply(
 
     ``content`` must be a JSON object ``{"memories": [...]}``, optionally inside a Markdown
     code fence. Each memory is validated against ``lines`` (see the module docstring);
-    whitespace in its content is collapsed. Duplicates (same :func:`normalize_text`) and
-    memories beyond ``max_memories`` are rejected. Memory type ``project`` always gets scope
-    ``project``.
+    whitespace in its content is collapsed. Its ``section`` must be one of
+    :data:`~opencode_memoryd.models.SECTIONS`; a missing or unknown one is chosen by
+    :func:`~opencode_memoryd.extract.sections.section_for` instead (the fact is kept).
+    Duplicates (same :func:`normalize_text`) and memories beyond ``max_memories`` are
+    rejected. Memory type ``project`` always gets scope ``project``.
 
     Returns:
         ``(accepted, rejected)``; ``rejected`` holds ``(reason, first 80 chars of content)``.

@@ -1,17 +1,43 @@
-"""The rules extractor: explicit "remember …" directives, no LLM at all.
+"""The rules extractor: explicit directives in human text, no LLM at all.
 
-It reads only human text (``user`` transcript lines) and captures sentences that hold an
-explicit directive: *remember (that) …*, *please remember: …*, *keep in mind (that) …*,
-*note for the future: …*, *for future reference, …*, *don't forget (that) …*,
-*from now on(,) always/never …*. The stored fact is the sentence without its trigger words;
-a directive said to hold for all the user's projects gets user scope.
+It reads only human text (``user`` transcript lines: the sub-agent prompts, assistant
+text, tool output and compaction summaries are left out upstream, in
+:mod:`opencode_memoryd.source.transcript`). A message is cut into sentences
+(:mod:`opencode_memoryd.extract.segment`), each sentence is read by a small grammar
+(:mod:`opencode_memoryd.extract.grammar`), and the readings of one message are put
+together here:
+
+- a trigger anywhere in a sentence: "remember that X", "X, keep that in mind", "make a
+  note: X", "one more thing to keep in mind: X", "from now on always X", "X going
+  forward", "for future reference, X";
+- an anaphoric trigger on its own ("Please remember that.") stores the sentence it points
+  at: the previous sentence of the same message (all items of the list before it for
+  "these" / "them", two sentences for "both"), or the next one when nothing precedes a
+  "remember this"; a list head ("Things to remember:") stores the items that follow. A
+  trigger with nothing to point at is never stored alone;
+- a retraction ("forget that", "scratch that", "no need to remember that") drops what the
+  previous sentence stored; negated, reported, quoted, temporary and questioned directives
+  and first-person promises store nothing;
+- scope is ``user`` when the sentence (or a sentence of its own right after it: "This
+  applies to all my projects.") says the fact holds for all the user's projects, or when
+  the fact is about the person ("I prefer …", "my name is …") and names no project;
+- the stored text (:func:`finish`) is the fact without trigger words, filler and scope
+  phrase. "this repo / service / project …" in a project memory becomes "the <project>
+  repo / service / project …" (the project folder's name), so the memory still says what
+  it is about when it is read in another session.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
+from opencode_memoryd.extract import grammar, segment
+from opencode_memoryd.extract import lexicon as lx
+from opencode_memoryd.extract.clauses import is_clause
+from opencode_memoryd.extract.facts import content_words, identifiers
 from opencode_memoryd.models import (
     ExtractionResult,
     MemoryCandidate,
@@ -21,82 +47,232 @@ from opencode_memoryd.models import (
     normalize_text,
 )
 
-_TRIGGER = re.compile(
-    r"""^\s*(?:(?:please|pls|also|and|ok(?:ay)?|so|hey)[\s,]+)*
-    (?:
-        (?:always\s+)?remember(?:\s+this)?(?:\s+that)?\s*[:,\-\u2013]?\s+
-      | keep\s+in\s+mind(?:\s+that)?\s*[:,\-\u2013]?\s+
-      | note\s+for\s+(?:the\s+)?future\s*[:,\-\u2013]?\s+
-      | for\s+future\s+reference\s*[:,\-\u2013]?\s+
-      | (?:do\s+not|don'?t)\s+forget(?:\s+that)?\s*[:,\-\u2013]?\s+
-      | (?:from\s+now\s+on|going\s+forward|in\s+(?:the\s+)?future)\s*[:,\-\u2013]?\s+
-          (?=(?:always|never|(?:please\s+)?(?:use|do|don'?t|avoid|prefer|make|keep|run|write)\b))
-    )
-    (?P<fact>.+)$""",
-    re.IGNORECASE | re.VERBOSE | re.DOTALL,
-)
-
-_USER_SCOPE = re.compile(
-    r"""[\s,;:]*\b(?:
-        (?:for|in|across)\s+(?:all|every|each)\s+(?:of\s+)?(?:my|our|the)?\s*(?:projects?|repos?|repositories|codebases?)
-      | (?:everywhere|globally|in\s+general|regardless\s+of\s+(?:the\s+)?project)
-    )\b[\s,;:]*""",
-    re.IGNORECASE | re.VERBOSE,
-)
-
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
-_URL = re.compile(r"https?://\S+")
-_FEEDBACK = re.compile(r"\b(always|never|don'?t|do not|avoid|prefer|instead of|must not)\b",
-                       re.IGNORECASE)
-_ABOUT_USER = re.compile(r"^\s*(i|i'm|i am|my)\b", re.IGNORECASE)
+#: Words that carry no fact on their own: a memory made only of these (and stopwords) is junk.
+TRIGGER_WORDS = frozenset([
+    "remember", "remembering", "memorize", "memorise", "keep", "mind", "forget", "note",
+    "notes", "noted", "please", "pls", "plz", "thanks", "thank", "also", "btw", "future",
+    "reference", "later", "ok", "okay", "important", "something", "thing", "worth", "memory",
+    "save", "store", "bear", "make", "mental", "next", "time", "going", "forward", "one",
+    "yes", "yeah", "sure", "got",
+])
 
 
-def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
+@dataclass(slots=True)
+class _Out:
+    origin: int
+    fact: grammar.Fact
+    scope: Scope
+    sources: set[int] = field(default_factory=set)
 
 
-def _clean(fact: str) -> str:
-    fact = fact.strip().strip("\"'` ").strip()
-    fact = re.sub(r"\s+", " ", fact)
-    fact = fact.rstrip(" ,;:")
-    if not fact:
-        return ""
-    fact = fact[0].upper() + fact[1:]
-    if fact[-1] not in ".!?":
-        fact += "."
-    return fact
+def _antecedents(units: list[segment.Unit], readings: list[grammar.Reading], i: int,
+                 count: int, step: int) -> list[int]:
+    """The sentences an anaphor at ``i`` points at, looking back (``step`` -1) or ahead
+    (+1): up to ``count`` contiguous statements, or the whole run of list items."""
+
+    def usable(k: int) -> bool:
+        return 0 <= k < len(units) and units[k].kind == "sentence" and readings[k].statement
+
+    j = i + step
+    if not usable(j):
+        return []
+    in_list = units[j].item
+    if in_list and (step > 0 or count > 1):
+        count = len(units)
+    run = [j]
+    k = j + step
+    while len(run) < count and usable(k) and units[k].item == in_list:
+        run.append(k)
+        k += step
+    return sorted(run)
 
 
-def _classify(fact: str, scope: Scope) -> MemoryType:
-    if _URL.search(fact):
+def _read_message(text: str) -> list[_Out]:
+    units = segment.units(text)
+    readings = [grammar.read(u) for u in units]
+    out: list[_Out] = []
+    for i, r in enumerate(readings):
+        if r.retract:
+            out = [o for o in out if o.origin != i - 1 and i - 1 not in o.sources]
+        if r.scope_note:
+            for o in out:
+                if o.origin == i - 1 or i - 1 in o.sources:
+                    o.scope = "user"
+        out += [_Out(i, f, r.scope) for f in r.facts]
+        if r.anaphor is not None:
+            _resolve_anaphor(units, readings, i, out)
+        if r.list_head:
+            for j in _antecedents(units, readings, i, len(units), +1):
+                _point(out, i, j, readings)
+    return out
+
+
+def _resolve_anaphor(units: list[segment.Unit], readings: list[grammar.Reading], i: int,
+                     out: list[_Out]) -> None:
+    r = readings[i]
+    back = _antecedents(units, readings, i, r.plural, -1)
+    if not back and i > 0 and readings[i - 1].facts:  # "Remember that X. Keep that in mind."
+        if r.scope == "user":
+            for o in out:
+                if o.origin == i - 1:
+                    o.scope = "user"
+        return
+    if not back and r.anaphor == "either":
+        back = _antecedents(units, readings, i, r.plural, +1)
+    for j in back:
+        _point(out, i, j, readings)
+
+
+_PREAMBLE = re.compile(
+    r"^\s*[^:]{0,50}?\b(?:tell(?:ing)?\s+you|told\s+you|i\s+said|repeat|for\s+the\s+last\s+time"
+    r"|once\s+again|again|before\s+you\s+start|quick\s+(?:note|reminder)|fyi|context|background"
+    r"|heads\s+up|reminder|ps|nb|note|important|the\s+cause|the\s+reason|the\s+problem"
+    r"|the\s+issue)\b[^:]{0,30}:\s+(?=\S)", re.IGNORECASE)
+
+
+def _point(out: list[_Out], i: int, j: int, readings: list[grammar.Reading]) -> None:
+    scope: Scope = "user" if "user" in (readings[i].scope, readings[j].scope) else "project"
+    text = readings[j].text
+    if (x := _PREAMBLE.match(text)) and is_clause(text[x.end():]) and "//" not in x.group(0):
+        text = text[x.end():]  # "Before you start: our rule is …" -> "our rule is …"
+    out.append(_Out(i, grammar.Fact(text), scope, {j}))
+
+
+# --- the stored text ----------------------------------------------------------------------
+
+_LEAD_FILLER = re.compile(
+    r"^(?:\s*(?:plea+se+|pls|plz|also|and|but|so|oh+|ok(?:ay)?|hey|hi|btw|by\s+the\s+way|just"
+    r"|then|well|alright|yes|yeah|sure|thanks|thank\s+you|actually|basically|though|fyi|anyway"
+    r"|important|note|personally|here'?s\s+the\s+thing)\b[\s,:;!.\-\u2014\u2013]*)+",
+    re.IGNORECASE)
+_SYMBOLS_END = re.compile(r"[\s\u2600-\u27bf\U0001f300-\U0001faff\ufe0f]+$")
+_TRAIL_FILLER = re.compile(
+    r"(?:[\s,;:]+(?:plea+se+|pls|plz|thanks|thank\s+you|thx|ty|ok(?:ay)?|alright|too|as\s+well))*"
+    r"[\s,;:(\-\u2014\u2013]*$", re.IGNORECASE)
+_REPEATED_PUNCT = re.compile(r"([,;:!?.])(?:\s*\1)+")
+_SPACE_PUNCT = re.compile(r"\s+([,;:!?.)])(?=\s|$)")
+_END = re.compile(r"[.!]+$")
+_DEMONSTRATIVE = re.compile(
+    r"\b(this|the\s+current)\s+(repo|repository|project|codebase|code\s+base|service|app"
+    r"|application|monorepo|package|library|api|backend|frontend|site|website|server|cli|tool"
+    r"|workspace)\b", re.IGNORECASE)
+_LONE_I = re.compile(r"(?<![^\s(\"])i(?=(?:'(?:m|ve|d|ll))?(?:[\s,.;:!?)]|$))")
+_IDENTIFIER = re.compile(r"^[`'\".~/]|^\S*[\d_/\\.@#:]\S|^[a-z]+[A-Z]|^[b-df-hj-np-tv-xz]+\b")
+
+
+def _unwrap(s: str) -> str:
+    for q in ('"', "'", "`"):
+        core = s.rstrip(".!")
+        if len(core) > 2 and core[0] == q and core[-1] == q and q not in core[1:-1]:
+            return core[1:-1] + s[len(core):]
+    return s
+
+
+def finish(fact: grammar.Fact, *, project: str | None, scope: Scope) -> str | None:
+    """The memory text of a fact, or ``None`` when nothing durable is left.
+
+    Filler before and after the fact is dropped, "remember to X" becomes "X" and
+    "remember not to X" "Do not X"; a fact wholly in quotes loses them; "this repo /
+    service …" becomes "the <project> repo / service …" in a project-scope memory when
+    ``project`` (the project folder's name) is known; the first letter is capitalised
+    unless the fact opens with an identifier; it ends with a full stop. Refused (``None``):
+    a question, a first-person promise, and junk (fewer than two content words besides
+    trigger words: "That.").
+    """
+    s = " ".join(fact.text.split())
+    s = _LEAD_FILLER.sub("", s)
+    cut = max(0, len(s) - 120)
+    s = (s[:cut] + _TRAIL_FILLER.sub("", s[cut:])).strip()
+    s = _unwrap(_SYMBOLS_END.sub("", s)).strip()
+    if s.endswith(")") and s.count(")") > s.count("("):
+        s = s[:-1].rstrip()  # "(for future reference: X)"
+    if not s or s.endswith("?") or lx.PROMISE.match(s):
+        return None
+    if fact.how == "not_to":
+        s = "Do not " + s
+    elif fact.how == "never_to":
+        s = "Never " + s
+    s = _REPEATED_PUNCT.sub(r"\1", _SPACE_PUNCT.sub(r"\1", s))
+    s = s.replace("()", "").replace("( ", "(").strip()
+    if project and scope == "project":
+        s = _DEMONSTRATIVE.sub(lambda x: ("The" if x.group(1)[0] == "T" else "the")
+                               + f" {project} {x.group(2)}", s)
+    s = _LONE_I.sub("I", s)
+    if s[:1].islower() and not _IDENTIFIER.match(s):
+        s = s[0].upper() + s[1:]
+    s = _END.sub("", s).rstrip(" ,;:") + "."
+    return None if is_junk(s) else s
+
+
+def is_junk(text: str) -> bool:
+    """Whether a memory text says nothing: fewer than two content words once trigger and
+    filler words (:data:`TRIGGER_WORDS`) are left out ("That.", "Keep it in mind.")."""
+    return len((content_words(text) - TRIGGER_WORDS) | identifiers(text)) < 2
+
+
+# --- scope and type -----------------------------------------------------------------------
+
+_ABOUT_USER = re.compile(
+    r"^(?!i'?ll\b|i\s+will\b|i\s+(?:want|need|'?d\s+like|would\s+like|expect)\s+you\b)"
+    r"(?:i|i'm|i\s+am|i've|i'd|my\s+(?:name|timezone|time\s+zone|e-?mail|handle|username"
+    r"|user\s+name|github|gitlab|role|title|job|pronouns|native|first|mother|preferred"
+    r"|preferences?|keyboard|editor|ide|os|operating|shell|terminal|machine|laptop|computer"
+    r"|setup|background|location|working|work\s+hours|company|employer|languages?|stack))\b",
+    re.IGNORECASE)
+_URL = re.compile(r"https?://\S+|\bwww\.\S+|[\w.+-]+@[\w-]+\.[\w.-]+")
+_REFERENCE = re.compile(r"\b(?:dashboards?|runbooks?|wiki|handbook|playbook|channel|board)\b",
+                        re.IGNORECASE)
+_FEEDBACK = re.compile(r"\b(?:always|never|don'?t|do\s+not|avoid|prefer|instead\s+of|rather\s+than"
+                       r"|must\s+not|you\s+should|i\s+(?:want|expect|need)\s+you)\b", re.IGNORECASE)
+
+
+def about_user(text: str, project: str | None) -> bool:
+    """Whether a fact is about the person ("I prefer …", "my timezone is …") and names no
+    project ("this repo", "here", the project's name)."""
+    if not _ABOUT_USER.match(text) or lx.PROJECT_REF.search(text):
+        return False
+    return not (project and project.lower() in text.lower())
+
+
+def classify(text: str, scope: Scope) -> MemoryType:
+    """The memory type of a fact: ``reference`` (a URL, an address, a dashboard or
+    runbook), ``feedback`` (how to work: an imperative, always/never/prefer/avoid …),
+    ``user`` (about the person, or user scope), else ``project``."""
+    if _URL.search(text) or _REFERENCE.search(text):
         return "reference"
-    if _FEEDBACK.search(fact):
+    words = text.split(maxsplit=1)
+    imperative = (len(words) == 2 and words[0].lower() in lx.IMPERATIVE
+                  and not is_clause(words[1]))
+    if imperative or _FEEDBACK.search(text):
         return "feedback"
-    if scope == "user" or _ABOUT_USER.search(fact):
+    if scope == "user" or _ABOUT_USER.match(text):
         return "user"
     return "project"
 
 
-def directives(text: str) -> list[tuple[str, Scope]]:
+def directives(text: str, *, project: str | None = None) -> list[tuple[str, Scope]]:
     """Find the explicit directives in one human message.
 
+    Args:
+        text: the message as the user wrote it.
+        project: the project folder's name, used for "this repo / service …".
+
     Returns:
-        ``(fact, scope)`` for each directive sentence: the fact without its trigger words,
-        capitalised and ending with a full stop; scope ``user`` when the sentence says it
-        holds for all the user's projects, else ``project``.
+        ``(fact, scope)`` for each directive, in message order, each fact once: the
+        memory text (:func:`finish`) and ``user`` or ``project`` scope.
     """
     out: list[tuple[str, Scope]] = []
-    for sentence in _sentences(text):
-        m = _TRIGGER.match(sentence)
-        if not m:
+    seen: set[str] = set()
+    for o in _read_message(text):
+        fact = finish(o.fact, project=project, scope=o.scope)
+        if fact is None:
             continue
-        fact = m.group("fact")
-        scope: Scope = "project"
-        if _USER_SCOPE.search(fact):
-            scope = "user"
-            fact = _USER_SCOPE.sub(" ", fact)
-        fact = _clean(fact)
-        if len(normalize_text(fact)) >= 3:
+        scope: Scope = "user" if o.scope == "user" or about_user(fact, project) else "project"
+        if scope == "user" and o.scope == "project":
+            fact = finish(o.fact, project=None, scope="user") or fact
+        key = normalize_text(fact)
+        if key not in seen:
+            seen.add(key)
             out.append((fact, scope))
     return out
 
@@ -116,15 +292,16 @@ class RulesExtractor:
     def extract(
         self, lines: Sequence[TranscriptLine], *, project_root: str | None = None
     ) -> ExtractionResult:
-        """Return one candidate per directive found in the ``user`` lines of ``lines``."""
-        del project_root  # the rules need no context
+        """Return one candidate per directive found in the ``user`` lines of ``lines``;
+        ``project_root`` (the session's folder) names the project in "this repo …"."""
+        project = posixpath.basename(project_root.rstrip("/\\")) if project_root else None
         seen: set[str] = set()
         accepted: list[MemoryCandidate] = []
         rejected: list[tuple[str, str]] = []
         for line in lines:
             if line.role != "user":
                 continue
-            for fact, scope in directives(line.text):
+            for fact, scope in directives(line.text, project=project or None):
                 if len(fact) > self.max_chars:
                     rejected.append(("too_long", fact[:60]))
                     continue
@@ -134,7 +311,7 @@ class RulesExtractor:
                     continue
                 seen.add(key)
                 accepted.append(MemoryCandidate(
-                    content=fact, type=_classify(fact, scope), scope=scope,
+                    content=fact, type=classify(fact, scope), scope=scope,
                     message_ids=(line.message_id,), source="rules",
                 ))
         return ExtractionResult(candidates=tuple(accepted), model="rules",

@@ -19,26 +19,46 @@ Where the rules come from
   ``scan_line`` (which mutates process-wide settings) nor its network verifiers. Its JWT
   validity check and heuristic filters (UUIDs, templated values, sequential strings) and
   its Shannon-entropy calculators are reused as plain functions.
-* Shapes it lacks are our own rules, with prefixes and lengths learned from the gitleaks
-  rule set (``cmd/generate/config/rules/*.go``): Anthropic, Google, Hugging Face, Groq,
-  LangSmith, GitHub fine-grained PATs, current OpenAI keys, npm ``npm_`` tokens, Stripe
-  keys longer than the 24 characters detect-secrets expects, and whole PEM blocks.
-* Context rules are ours: ``Authorization`` headers, ``curl -u``, ``.netrc``, CLI flags,
-  assignments (``password=…``, ``"token": "…"``, ``export FOO_TOKEN=…``) and high-entropy
-  strings right after a key word.
+* Shapes it lacks are our own rules (:mod:`~opencode_memoryd.redaction.tokens`), with
+  prefixes and lengths learned from the gitleaks rule set
+  (``cmd/generate/config/rules/*.go``): Anthropic, Google, Hugging Face, Groq, LangSmith,
+  GitHub fine-grained PATs, current OpenAI keys, npm ``npm_`` tokens, Stripe keys of any
+  length and webhook secrets, Mailgun, Discord webhooks, signed-URL signatures, some
+  twenty more vendors by prefix (Shopify, DigitalOcean, Vault, Tailscale, …), and whole
+  PEM blocks.
+* Context rules are ours (:mod:`~opencode_memoryd.redaction.rules`): passwords in URLs
+  (any characters, up to the last ``@``), ``Authorization`` headers, command lines
+  (``mysql -p…``, ``sshpass -p``, ``curl -u``, ``redis-cli -a``, ``--password=…``,
+  ``echo … | sudo -S`` …), ``.netrc``, assignments (``password=…``, ``"token": "…"``,
+  ``export FOO_TOKEN=…``, values holding ``& % # ! $ @``), ``<password>`` elements,
+  passwords stated in prose in several languages ("the db password is …", "pw: …",
+  "das Passwort ist …"), high-entropy strings right after a key word, and bare
+  high-entropy strings with no key word at all (hex only when the words around do not
+  say hash or id).
+* A key pasted over two lines is found whole (:mod:`~opencode_memoryd.redaction.split`).
 
-Left alone on purpose: git SHAs, UUIDs, paths, URLs without credentials, base64 data such
-as inline images (unless a key word names it), versions, colours, identifiers, numbers,
-and placeholder values (``<your-password>``, ``${API_KEY}``, ``os.environ["API_KEY"]``).
+Left alone on purpose: git SHAs, UUIDs, content hashes, integrity strings, paths, URLs
+without credentials, base64 data such as inline images and public keys (unless a key word
+names it), versions, colours, identifiers, numbers, object ids of APIs (``msg_…``), and
+placeholder values (``<your-password>``, ``${API_KEY}``, ``os.environ["API_KEY"]``).
+``tests/redaction_corpus.py`` and ``tests/redaction_negatives.py`` are the corpora that
+measure both (``bench/redaction_corpus.py`` prints recall per kind and false positives).
 
 Layout
 ------
-This module is the public surface: :func:`redact`, :class:`Redacted`, :data:`KINDS`,
-:func:`placeholder`, :func:`merge_counts` and :class:`RedactionCounter`. Behind it:
-:mod:`~opencode_memoryd.redaction.rules` (the rule table),
-:mod:`~opencode_memoryd.redaction.finders` (rules that need code),
+This module is the public surface: :func:`redact`, :func:`scrub` (invisible Unicode
+stripped, then redacted: for text bound to a model or the store), :class:`Redacted`,
+:data:`KINDS`, :func:`placeholder`, :func:`merge_counts` and :class:`RedactionCounter`.
+Behind it: :mod:`~opencode_memoryd.redaction.rules` (the rule table, context rules as
+data), :mod:`~opencode_memoryd.redaction.tokens` (token shapes as data),
+:mod:`~opencode_memoryd.redaction.finders` (headers, assignments, entropy after a key
+word, private-key blocks), :mod:`~opencode_memoryd.redaction.cli` (command lines),
+:mod:`~opencode_memoryd.redaction.prose` (passwords in prose),
+:mod:`~opencode_memoryd.redaction.bare` (bare high-entropy strings),
+:mod:`~opencode_memoryd.redaction.split` (keys split over lines),
 :mod:`~opencode_memoryd.redaction.heuristics` (is a value a secret?),
-:mod:`~opencode_memoryd.redaction.scan` (rule type, regex finders, span merging) and
+:mod:`~opencode_memoryd.redaction.scan` (rule type, regex finders, span merging),
+:mod:`~opencode_memoryd.redaction.unicode` (invisible characters) and
 :mod:`~opencode_memoryd.redaction.plugins` (everything taken from detect-secrets).
 """
 
@@ -50,6 +70,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from opencode_memoryd.redaction.scan import apply_rules
+from opencode_memoryd.redaction.split import find_joins, join
+from opencode_memoryd.redaction.unicode import strip_invisible
 
 if TYPE_CHECKING:
     from opencode_memoryd.redaction.scan import Rule
@@ -58,9 +80,11 @@ __all__ = [
     "KINDS",
     "Redacted",
     "RedactionCounter",
+    "join_split_tokens",
     "merge_counts",
     "placeholder",
     "redact",
+    "scrub",
 ]
 
 #: Every kind :func:`redact` can report, i.e. every ``X`` in ``[REDACTED:X]``.
@@ -98,6 +122,33 @@ KINDS: frozenset[str] = frozenset(
         "telegram_bot_token",
         "twilio_key",
         "jwt",
+        "mailgun_api_key",
+        "discord_webhook",
+        "signature",
+        "shopify_token",
+        "digitalocean_token",
+        "databricks_token",
+        "linear_api_key",
+        "notion_token",
+        "postman_api_key",
+        "vault_token",
+        "age_secret_key",
+        "tailscale_key",
+        "grafana_token",
+        "doppler_token",
+        "replicate_token",
+        "supabase_token",
+        "newrelic_key",
+        "square_token",
+        "pulumi_token",
+        "xai_api_key",
+        "perplexity_api_key",
+        "atlassian_token",
+        "sentry_token",
+        "heroku_token",
+        "dropbox_token",
+        "mapbox_token",
+        "flyio_token",
         # context
         "url_password",
         "bearer_token",
@@ -246,3 +297,41 @@ def redact(text: str) -> Redacted:
 
     scrubbed, counts = apply_rules(text, _rules or _load_rules())
     return Redacted(scrubbed, counts)
+
+
+def scrub(text: str) -> Redacted:
+    """Clean text bound for a model or the store: strip invisible Unicode, then redact.
+
+    Invisible characters (:func:`~opencode_memoryd.redaction.unicode.strip_invisible`: tag
+    characters, zero-width characters, bidi controls) go first, so that an instruction
+    spelled in tag characters never reaches a model and a secret split by a zero-width
+    space is still found whole.
+
+    Args:
+        text: any text.
+
+    Returns:
+        As :func:`redact`, for the text without invisible characters.
+
+    Raises:
+        TypeError: ``text`` is not a ``str``.
+    """
+    return redact(strip_invisible(text))
+
+
+def join_split_tokens(text: str) -> str:
+    """``text`` with the line breaks inside keys pasted over two lines removed.
+
+    The breaks :func:`redact` itself looks through
+    (:func:`~opencode_memoryd.redaction.split.find_joins`): a line ending in a random-looking
+    run of token characters, the next starting with one. Call it before folding white
+    space (a tool output shown on one line), so that the two halves of a key do not
+    become two words, each too short to be recognised.
+
+    Raises:
+        TypeError: ``text`` is not a ``str``.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"join_split_tokens() expects str, not {type(text).__name__}")
+    joins = find_joins(text)
+    return join(text, joins) if joins else text

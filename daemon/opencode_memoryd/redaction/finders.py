@@ -2,7 +2,6 @@
 
 * whole PEM and PuTTY private-key blocks (header, body and footer);
 * ``Authorization`` headers and ``Bearer`` tokens;
-* ``curl -u``, ``.netrc`` lines and CLI flags such as ``--password X``;
 * assignments (``password=…``, ``"token": "…"``, ``export FOO_TOKEN=…``), reported with the
   kind the assigned name implies;
 * high-entropy strings right after a key word.
@@ -24,11 +23,15 @@ from opencode_memoryd.redaction.heuristics import (
     IDENT_RE,
     high_entropy,
     ident_start,
+    in_url,
     is_placeholder,
+    looks_like_path,
     looks_like_reference,
     mixed_case,
     names_secret,
+    password_like,
     random_looking,
+    random_symbols,
     segments,
     word_start,
 )
@@ -76,7 +79,7 @@ def find_private_keys(src: ScanText) -> Iterator[tuple[int, int]]:
 
 
 # --------------------------------------------------------------------------------------
-# Headers and command lines
+# Headers
 # --------------------------------------------------------------------------------------
 
 _BEARER_RE = NoCase(r"bearer[ \t]+(?P<v>[a-z0-9._~+/=-]+)")
@@ -84,15 +87,6 @@ _AUTH_HEADER_RE = NoCase(
     r"authorization[\"']?[ \t]*[:=][ \t]*[\"']?(?P<scheme>basic|token|bot)[ \t]+"
     r"(?P<v>[a-z0-9._~+/=-]+)"
 )
-_CURL_USER_RE = re.compile(r"-(?:u|-user)[ \t]+[\"']?[^\s:\"'-][^\s:\"']*:(?P<v>[^\s\"'@]+)")
-_NETRC_RE = re.compile(r"machine[ \t]+\S+(?:[ \t]+login[ \t]+\S+)?[ \t]+password[ \t]+(?P<v>\S+)")
-_CLI_FLAG_RE = NoCase(
-    r"--(?:password|passwd|pass|token|api-key|apikey|secret|client-secret|auth-token|"
-    r"access-token|private-key|secret-key)[ \t]+"
-    r"(?:(?P<q>[\"'])(?P<qv>[^\"'\n]+)(?P=q)|(?P<v>[^\s\"'`-][^\s\"'`]*))"
-)
-
-
 def find_bearer(src: ScanText) -> Iterator[tuple[int, int]]:
     """``Bearer <token>`` anywhere (headers, curl, code, logs)."""
     for m in _BEARER_RE.finditer(src):
@@ -116,27 +110,6 @@ def find_auth_header(kind: str) -> Finder:
     return find
 
 
-def find_cli(src: ScanText) -> Iterator[tuple[int, int]]:
-    """``curl -u user:pass``, ``.netrc`` lines, ``--password X`` / ``--token X`` flags."""
-    text = src.text
-    for m in _CURL_USER_RE.finditer(text):
-        v = m.group("v")
-        if word_start(text, m.start(), "-") and len(v) >= 3 and not is_placeholder(v):
-            yield m.span("v")
-    for m in _NETRC_RE.finditer(text):
-        if word_start(text, m.start()) and not is_placeholder(m.group("v")):
-            yield m.span("v")
-    for m in _CLI_FLAG_RE.finditer(src):
-        g = "qv" if m.start("qv") >= 0 else "v"
-        v = group_text(src, m, g)
-        if (
-            word_start(text, m.start(), "-")
-            and random_looking(v, 6)
-            and not looks_like_reference(v)
-        ):
-            yield m.span(g)
-
-
 # --------------------------------------------------------------------------------------
 # Assignments: password=…, "token": "…", export FOO_TOKEN=…, api_key: …
 # --------------------------------------------------------------------------------------
@@ -158,13 +131,17 @@ _ASSIGN_RE = NoCase(
     r"(?:[_.-]?(?:value|val|str|plain|plaintext|raw|b64))?"
     r"(?![a-z0-9])"
     r"(?:\\?[\"'`])?\]?"  # end of a quoted or subscripted name
-    r"[ \t]*(?P<op>:=|=>|=(?![=>~])|:(?![:/]))[ \t]*"
+    r"[ \t]*(?P<op>:=|=>|=(?![>~])(?!=[\s=])|:(?![:/]))[ \t]*"  # KEY==x: the value is =x
     r"(?:"
-    r"(?:[rbu]{1,2}(?=[\"']))?(?P<q>\\?[\"'`])(?P<qv>[^\"'`\\\r\n]*)(?P=q)"
-    r"|(?P<uv>[^\s\"'`,;&\\]+)"
+    r"(?:[rbu]{1,2}(?=[\"']))?(?P<q>\\?[\"'`])(?P<qv>[^\"'`\\\r\n]*)(?:(?P=q)|(?=\r?\n|\\n))"
+    # unquoted: up to a blank or quote; "&", "," and ";" belong to the value unless they
+    # separate the next name=value pair (a query string, a connection string).
+    r"|(?P<uv>(?:[,;&]+(?![a-z_][a-z0-9_.\[\]-]*=))?"
+    r"[^\s\"'`,;&\\]+(?:[,;&]+(?![a-z_][a-z0-9_.\[\]-]*=|\s|$)[^\s\"'`,;&\\]+)*)"
+    r"|(?P<ev>[^\s\"'`]+)"  # anything: taken only for NAME=value (environment style)
     r")"
 )
-_PROSE_OK_RE = re.compile(r"[ \t]*(?:$|#|//|/\*|--|[,;})\]|]|\\[nrt])", re.MULTILINE)
+_PROSE_OK_RE = re.compile(r"[ \t]*(?:$|#|//|/\*|--|[,;})\]|\"']|\\[nrt])", re.MULTILINE)
 
 
 def assignment_kind(name: str) -> str | None:
@@ -208,13 +185,17 @@ def assigned_value_ok(kind: str, value: str, quoted: bool) -> bool:
 
     Passwords need 4 characters, other kinds 8 and a digit or 16 mixed-case characters.
     Placeholders, code, paths, URLs and names of other variables are rejected; a quoted
-    value must hold no white space, an unquoted one must not read as a reference.
+    value must hold no white space (a password may hold two blanks if it has a digit or
+    symbol: ``"p@ss w0rd"``), an unquoted one must not read as a reference. Brackets
+    mean code, unless the value is long and random (Django's ``SECRET_KEY``).
     """
     if len(value) < (4 if kind == "password" else 8) or is_placeholder(value):
         return False
-    if any(c in value for c in "()[]{}") or "://" in value or DOTTED_RE.match(value):
-        return False  # code, a regex, a URL, attribute access
-    if value.startswith(("/", "./", "../", "~/")) or value[1:3] == ":\\":
+    if any(c in value for c in "()[]{}") and not random_symbols(value):
+        return False  # code, a regex
+    if "://" in value or DOTTED_RE.match(value) or value.endswith(":"):
+        return False  # a URL, attribute access, a label ("pass :paramref:`x`")
+    if looks_like_path(value):
         return False  # a path
     if IDENT_RE.match(value) and (CONST_RE.match(value) or names_secret(value)):
         return False  # names another variable: API_KEY, user_password, my_token
@@ -223,8 +204,19 @@ def assigned_value_ok(kind: str, value: str, quoted: bool) -> bool:
         # Tokens and keys are random; "receive_message" or "__root__" are labels.
         return False
     if quoted:
-        return not any(c.isspace() for c in value)
+        blanks = sum(c.isspace() for c in value)
+        return not blanks or (kind == "password" and blanks <= 2 and password_like(value)
+                              and value.strip() == value)
     return not looks_like_reference(value)
+
+
+def _env_value_end(text: str, end: int) -> int:
+    """The end of an environment-style value: the next blank, quote or backslash (an
+    escaped ``\\n`` inside JSON)."""
+    n = len(text)
+    while end < n and not text[end].isspace() and text[end] not in "\"'`\\":
+        end += 1
+    return end
 
 
 def find_assignments(src: ScanText) -> Iterator[tuple[int, int, str]]:
@@ -240,20 +232,30 @@ def find_assignments(src: ScanText) -> Iterator[tuple[int, int, str]]:
         name = text[ident_start(text, m.start()) : m.end()]
         name = re.split(r"[^A-Za-z0-9_.-]", name, maxsplit=1)[0]
         kind = assignment_kind(name)
-        if kind is None:
+        if kind is None or (group_text(src, m, "op") == ":" and in_url(text, m.start())):
             continue
         if m.start("qv") >= 0:
             start, end = m.span("qv")
             if assigned_value_ok(kind, text[start:end], quoted=True):
                 yield start, end, kind
             continue
-        value = group_text(src, m, "uv")
-        start, end = m.span("uv")
+        # NAME=value with no blanks: an environment variable, whose value is all of it.
+        env = (CONST_RE.match(name.lstrip("-")) is not None and group_text(src, m, "op") == "="
+               and m.end("op") - m.start("op") == 1 and text[m.start("op") - 1] not in " \t"
+               and text[m.end("op") : m.end("op") + 1] not in (" ", "\t"))
+        if m.start("ev") >= 0 and not env:
+            continue
+        g = "ev" if m.start("ev") >= 0 else "uv"
+        value = group_text(src, m, g)
+        start, end = m.span(g)
         # Unbalanced closers at the end belong to the surrounding code: f(password=x)
         while value and value[-1] in ")]}" and value.count(value[-1]) > value.count(
             {")": "(", "]": "[", "}": "{"}[value[-1]]
         ):
             value, end = value[:-1], end - 1
+        if env:
+            end = _env_value_end(text, end)  # NAME=value: all of it, "&R=9^…" included
+            value = text[start:end]
         if not assigned_value_ok(kind, value, quoted=False):
             continue
         op = group_text(src, m, "op")
@@ -284,6 +286,7 @@ _HE_NOT_SECRET = frozenset(
     {
         "sha", "sha1", "sha256", "sha384", "sha512", "md5", "hash", "digest", "checksum",
         "fingerprint", "commit", "etag", "id", "ids", "public", "publishable", "integrity",
+        "recv", "gpg", "pgp", "thumbprint",
     }
 )
 _HE_RE = NoCase(

@@ -17,6 +17,14 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from opencode_memoryd.redaction.split import (
+    continuation_end,
+    cut_points,
+    find_joins,
+    join,
+    to_original,
+)
+
 #: An existing placeholder; spans touching one are never redacted again.
 PLACEHOLDER_RE = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
 
@@ -28,6 +36,8 @@ P_URL = 20  # passwords in URLs
 P_HEADER = 25  # Authorization headers and CLI credentials
 P_ASSIGN = 30  # password=…, "token": "…"
 P_ENTROPY = 40  # high-entropy strings after a key word
+P_PROSE = 45  # passwords stated in prose
+P_BARE = 50  # high-entropy strings without a key word
 
 
 class ScanText:
@@ -36,21 +46,56 @@ class ScanText:
     Case-insensitive rules are written in lower case and run case-sensitively on ``low``,
     which is several times faster than ``re.IGNORECASE`` on the original. That needs
     ``low`` to have the same indices as ``text``; ``str.lower`` keeps lengths except for
-    a few characters (``"İ".lower()`` has two), so when lengths differ the rules fall back
-    to ``re.IGNORECASE`` on ``text``. Spans always index ``text``.
+    ``"İ"`` (its lower case has two characters), which is folded to ``"i"`` first. Should
+    lengths still differ (a future Unicode version), the rules fall back to
+    ``re.IGNORECASE`` on ``text``. Spans always index ``text``.
 
     Attributes:
         text: the original text.
         low: ``text.lower()``.
         aligned: whether ``low`` has the same length (hence the same indices) as ``text``.
+        covered: set by :func:`apply_rules` before the rules of priority :data:`P_BARE`
+            run: the sorted, merged spans the other rules found.
     """
 
-    __slots__ = ("aligned", "low", "text")
+    __slots__ = ("_windows", "aligned", "covered", "low", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.low = text.lower()
+        # "İ" (U+0130) is the only character whose lower case is two characters long;
+        # folding it to "i" first keeps the indices of ``low`` those of ``text``.
+        self.low = (text.replace("\u0130", "i") if "\u0130" in text else text).lower()
         self.aligned = len(self.low) == len(text)
+        self.covered: list[tuple[int, int]] = []
+        self._windows: dict[tuple[tuple[str, ...], int, int], list[tuple[int, int]]] = {}
+
+    def windows(self, needles: tuple[str, ...], before: int, after: int) -> list[tuple[int, int]]:
+        """Merged ``(start, end)`` windows around each occurrence of a needle in ``low``.
+
+        Each window runs from ``before`` characters before an occurrence to ``after``
+        characters after its start (clipped to the text); overlapping windows merge.
+        Rules that only match near a key word run their regex in these windows instead of
+        over the whole text (``str.find`` is much faster than a regex alternation).
+        Results are cached per ``(needles, before, after)``.
+        """
+        key = (needles, before, after)
+        cached = self._windows.get(key)
+        if cached is not None:
+            return cached
+        n = len(self.low)
+        merged = _merged((max(0, i - before), min(n, i + after))
+                         for i in self.positions(needles))
+        self._windows[key] = merged
+        return merged
+
+    def positions(self, needles: Iterable[str]) -> Iterator[int]:
+        """Every index of ``low`` where one of ``needles`` starts (unordered)."""
+        low = self.low
+        for needle in needles:
+            i = low.find(needle)
+            while i >= 0:
+                yield i
+                i = low.find(needle, i + 1)
 
 
 class NoCase:
@@ -133,7 +178,7 @@ def regex_finder(
     *,
     group: int | str = 0,
     inner: re.Pattern[str] | None = None,
-    left_boundary: bool = False,
+    left_boundary: bool | frozenset[str] = False,
     right_boundary: bool = False,
     extend: bool = False,
     check: Callable[[str], bool] | None = None,
@@ -145,8 +190,9 @@ def regex_finder(
         pattern: the regex; a :class:`NoCase` pattern is matched case-insensitively.
         group: which group is the secret (0 = whole match).
         inner: narrow the match to the first match of this regex inside it.
-        left_boundary: reject matches preceded by an ASCII letter or digit (so a shape
-            inside a longer base64 or hex run does not count).
+        left_boundary: reject matches preceded by an ASCII letter or digit (or, given a
+            set, by one of its characters), so that a shape inside a longer base64 or
+            hex run does not count.
         right_boundary: reject matches followed by an ASCII letter or digit.
         extend: grow the end over token characters (``A-Za-z0-9_-``), so a prefix rule
             covers a longer real token entirely.
@@ -158,6 +204,8 @@ def regex_finder(
         A finder yielding non-overlapping ``(start, end)`` spans in text order. Values
         containing a run of eight equal characters (masks) are skipped.
     """
+
+    left_chars = left_boundary if isinstance(left_boundary, frozenset) else _ALNUM
 
     def matches(src: ScanText) -> Iterator[re.Match[str]]:
         if isinstance(pattern, NoCase):
@@ -182,7 +230,7 @@ def regex_finder(
                 if im is None:
                     continue
                 start, end = im.span()
-            if left_boundary and start > 0 and text[start - 1] in _ALNUM:
+            if left_boundary and start > 0 and text[start - 1] in left_chars:
                 continue
             if extend:
                 n = len(text)
@@ -223,12 +271,28 @@ def lines_containing(low: str, needles: tuple[str, ...]) -> list[tuple[int, int]
     return merged
 
 
+def _merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted spans with overlapping ones merged."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            if end > out[-1][1]:
+                out[-1] = (out[-1][0], end)
+        else:
+            out.append((start, end))
+    return out
+
+
 def apply_rules(text: str, rules: Sequence[Rule]) -> tuple[str, dict[str, int]]:
     """Run ``rules`` over ``text`` and replace what they find with placeholders.
 
-    Spans that overlap an existing ``[REDACTED:…]`` placeholder are dropped. Overlapping
-    spans merge into one span covering them all, named after the finding with the lowest
-    priority number (then the longest).
+    The rules see the text with the line breaks inside split tokens removed
+    (:func:`~opencode_memoryd.redaction.split.find_joins`); their spans are mapped back, so
+    a span over such a break also removes the break. Spans that overlap an existing
+    ``[REDACTED:…]`` placeholder are dropped. Overlapping spans merge into one span covering
+    them all, named after the finding with the lowest priority number (then the longest),
+    and a span ending where its value goes on next line grows over that line
+    (:func:`~opencode_memoryd.redaction.split.continuation_end`).
 
     Args:
         text: a non-empty text.
@@ -238,30 +302,50 @@ def apply_rules(text: str, rules: Sequence[Rule]) -> tuple[str, dict[str, int]]:
         ``(scrubbed text, {kind: replaced spans})``, keys sorted; ``(text, {})`` (the same
         string) when nothing was found.
     """
-    src = ScanText(text)
+    joins = find_joins(text)
+    spans = _find_all(ScanText(join(text, joins) if joins else text), rules)
+    if not spans:
+        return text, {}
+    if joins:
+        cuts = cut_points(joins)
+        spans = [(*to_original(joins, cuts, s, e), p, k) for s, e, p, k in spans]
+    spans = _without_placeholders(text, spans)
+    if not spans:
+        return text, {}
+    return _replace(text, spans)
+
+
+def _find_all(src: ScanText, rules: Sequence[Rule]) -> list[tuple[int, int, int, str]]:
+    """Every finding of every rule as ``(start, end, priority, kind)``."""
     spans: list[tuple[int, int, int, str]] = []
     for rule in rules:
         if not rule.may_match(src):
             continue
+        if rule.priority >= P_BARE and not src.covered and spans:
+            src.covered = _merged((s, e) for s, e, _, _ in spans)
         for found in rule.find(src):
             kind = found[2] if len(found) == 3 else rule.kind
             spans.append((found[0], found[1], rule.priority, kind))
-    if not spans:
-        return text, {}
+    return spans
 
-    # Placeholders from an earlier pass are never redacted again.
+
+def _without_placeholders(text: str, spans: list[tuple[int, int, int, str]]
+                          ) -> list[tuple[int, int, int, str]]:
+    """``spans`` without those overlapping a placeholder of an earlier pass."""
     protected = [m.span() for m in PLACEHOLDER_RE.finditer(text)]
-    if protected:
-        starts = [s for s, _ in protected]
+    if not protected:
+        return spans
+    starts = [s for s, _ in protected]
 
-        def overlaps_placeholder(start: int, end: int) -> bool:
-            i = bisect.bisect_right(starts, end - 1) - 1
-            return i >= 0 and protected[i][1] > start
+    def overlaps_placeholder(start: int, end: int) -> bool:
+        i = bisect.bisect_right(starts, end - 1) - 1
+        return i >= 0 and protected[i][1] > start
 
-        spans = [s for s in spans if not overlaps_placeholder(s[0], s[1])]
-        if not spans:
-            return text, {}
+    return [s for s in spans if not overlaps_placeholder(s[0], s[1])]
 
+
+def _replace(text: str, spans: list[tuple[int, int, int, str]]) -> tuple[str, dict[str, int]]:
+    """Merge overlapping spans (continuations included) and replace them with placeholders."""
     spans.sort()
     out: list[str] = []
     counts: dict[str, int] = {}
@@ -271,12 +355,17 @@ def apply_rules(text: str, rules: Sequence[Rule]) -> tuple[str, dict[str, int]]:
         start, end, best_priority, best_kind = spans[i]
         best_len = end - start
         i += 1
-        while i < len(spans) and spans[i][0] < end:
-            s, e, p, k = spans[i]
-            if (p, -(e - s)) < (best_priority, -best_len):
-                best_priority, best_kind, best_len = p, k, e - s
-            end = max(end, e)
-            i += 1
+        while True:
+            while i < len(spans) and spans[i][0] < end:
+                s, e, p, k = spans[i]
+                if (p, -(e - s)) < (best_priority, -best_len):
+                    best_priority, best_kind, best_len = p, k, e - s
+                end = max(end, e)
+                i += 1
+            more = continuation_end(text, end)
+            if more == end:
+                break
+            end = more
         out.append(text[pos:start])
         out.append(f"[REDACTED:{best_kind}]")
         counts[best_kind] = counts.get(best_kind, 0) + 1

@@ -13,13 +13,19 @@ Scheduling: each changed session is queued in the state file with its debounce d
 (:mod:`opencode_memoryd.debounce`). One worker thread (:mod:`opencode_memoryd.serve.jobs`)
 takes the due sessions from the queue, soonest first, and sleeps until the next due time
 or until the main loop queues something; so one session is never extracted twice at once,
-and the queue costs no memory per session beyond its row. A per-project lock keeps
-extractions and dreams of one project apart, including those asked for through the
-control endpoint.
+and the queue costs no memory per session beyond its row. Dreams run on a thread of their
+own, so a dream waiting for its model never holds back an extraction; a per-project lock
+keeps an extraction and a dream's writes to one project apart, including those asked for
+through the control endpoint.
 
 Threads: the main loop (change detection, the periodic full sweep, the watchdog ping), the
-worker (extractions, dream checks), the file watcher and the control server; each sleeps
-until it has something to do.
+worker (extractions), the dream thread, the file watcher and the control server; each
+sleeps until it has something to do.
+
+Stopping: SIGTERM or SIGINT stops within 10 s at any point. A dream checks the stop signal
+between scopes and between groups; work still running after :data:`SHUTDOWN_GRACE_SECONDS`
+(an LLM call in flight) is abandoned, as by a crash it is built to survive: the process
+exits without waiting for it, and the next start resumes it.
 
 Outages: retryable LLM failures back off per session (honouring ``Retry-After``) behind a
 circuit breaker; 401/403/404 pause all LLM work with a status saying why; a daily token
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import signal
 import socket
@@ -47,6 +54,7 @@ from opencode_memoryd import __version__
 # imported here, before any worker thread starts: a module one thread is importing is seen
 # half-initialised by another
 from opencode_memoryd.compose import DAEMON_INFO_FILE, App
+from opencode_memoryd.disk import PRIVATE_UMASK, make_private
 from opencode_memoryd.errors import AlreadyRunning, MemorydError, StoreInUseError
 from opencode_memoryd.models import iso_utc
 from opencode_memoryd.serve.alerts import Alerts
@@ -63,7 +71,7 @@ log = structlog.get_logger(__name__)
 LOCK_FILE_NAME = "daemon.lock"
 #: How often the main loop wakes at the latest (also the systemd watchdog ping interval).
 MAX_LOOP_SECONDS = 10.0
-#: How long shutdown waits for the extraction in progress before abandoning it.
+#: How long shutdown waits (s, from the signal) for the work in progress before abandoning it.
 SHUTDOWN_GRACE_SECONDS = 7.0
 #: How long start-up waits (s) for a one-shot command to release the embedded store.
 STORE_WAIT_SECONDS = 60.0
@@ -100,7 +108,7 @@ def sd_notify(message: str) -> bool:
 class Daemon(SourceTracking, SessionJobs):
     """The long-running process behind ``opencode-memoryd run``.
 
-    ``state``, ``store``, ``extractor`` and ``service`` exist once :meth:`start` has
+    ``state``, ``store``, ``extractor``, ``summarizer`` and ``service`` exist once :meth:`start` has
     opened them.
 
     Args:
@@ -132,7 +140,8 @@ class Daemon(SourceTracking, SessionJobs):
         self.service: Service
         self.last_dream: dict[str, str] = {}
         self._work_wake = threading.Event()
-        self._timers = {}
+        self._held = {}
+        self._dreamer_thread: threading.Thread | None = None
         self._next_sweep = 0.0
 
     # -- start-up ---------------------------------------------------------------------
@@ -156,6 +165,7 @@ class Daemon(SourceTracking, SessionJobs):
                 f"another opencode-memoryd daemon is already running (pid {pid}, lock "
                 f"{path}); stop it first, or use `opencode-memoryd status`") from None
         (state_dir / "daemon.pid").write_text(f"{os.getpid()}\n")
+        make_private(state_dir, ("daemon.*",))
         self._lock = lock
 
     def start(self) -> None:
@@ -169,9 +179,11 @@ class Daemon(SourceTracking, SessionJobs):
         self.started_at = self.clock()
         self.state = self.app.open_state()
         self.store = self._open_store()
-        self.extractor = self.app.build_extractor()
+        self.extractor = self.app.build_extractor(modes=self.state)
+        self.summarizer = self.app.build_summarizer(modes=self.state)
         self.service = Service(self.app, self.state, self.store, extractor=self.extractor,
-                               lock_for=self.project_lock, daemon_status=self.status)
+                               lock_for=self.project_lock, daemon_status=self.status,
+                               summarizer=self.summarizer)
         self._start_control()
         log.info("daemon_started", version=__version__, pid=os.getpid(),
                  mode=self.app.extraction_mode(),
@@ -213,15 +225,28 @@ class Daemon(SourceTracking, SessionJobs):
         self.service.recover_dreams()
         if not self.app.config.dream.enabled:
             return
-        self.add_timer("dream-catch-up", functools.partial(self._dream_check, "catch-up"),
-                       interval=None)
-        self.add_timer("dream-check", functools.partial(self._dream_check, "auto"),
-                       interval=self.app.config.dream.check_interval_minutes * 60,
-                       delay=self.app.config.dream.check_interval_minutes * 60)
+        self._dreamer_thread = threading.Thread(target=self._dream_loop, name="dreams",
+                                                daemon=True)
+        self._dreamer_thread.start()
+
+    def _dream_loop(self) -> None:
+        """The dream thread: a catch-up check at once, then one every
+        ``dream.check_interval_minutes``; asleep in between."""
+        interval = self.app.config.dream.check_interval_minutes * 60
+        trigger = "catch-up"
+        while not self.stop_event.is_set():
+            try:
+                self._dream_check(trigger)
+            except Exception as exc:  # a bug must not end the dream checks
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("dream_check_crashed")
+            trigger = "auto"
+            if self.stop_event.wait(interval):
+                return
 
     def _dream_check(self, trigger: str) -> None:
-        """Dream every scope whose gate is open (runs on the worker thread, so never beside
-        an extraction; the project lock keeps control-endpoint work apart)."""
+        """Dream every scope whose gate is open (on the dream thread; the project lock
+        keeps its writes and an extraction's apart; stops between groups on shutdown)."""
         if self.stop_event.is_set() or self._llm_gate() is not None:
             return
         for outcome in self.service.dream_open_scopes(trigger=trigger,
@@ -298,12 +323,18 @@ class Daemon(SourceTracking, SessionJobs):
             next_check = ended + max(MIN_CHECK_INTERVAL_SECONDS, cost)
             sd_notify("WATCHDOG=1")
 
-    def shutdown(self) -> None:
-        """Stop watching and scheduling; wait briefly for the extraction in progress.
+    def shutdown(self) -> bool:
+        """Stop watching and scheduling; wait briefly for the extraction or dream in
+        progress.
 
-        An extraction still running after the grace period is abandoned: its outbox item
-        (or its unmoved mark) makes the next start resume it.
+        Work still running after the grace period (counted from the call) is abandoned:
+        an extraction's outbox item (or its unmoved mark) makes the next start resume it,
+        a dream still planning changed nothing.
+
+        Returns:
+            Whether work was abandoned (a worker thread is still running).
         """
+        deadline = time.monotonic() + SHUTDOWN_GRACE_SECONDS
         self.stop_event.set()
         self._poke.set()
         sd_notify("STOPPING=1")
@@ -313,10 +344,11 @@ class Daemon(SourceTracking, SessionJobs):
             self._control.close(wait_seconds=2)
             (self.app.state_dir / DAEMON_INFO_FILE).unlink(missing_ok=True)
         self._work_wake.set()
-        worker = self._worker
-        if worker is not None and worker is not threading.current_thread():
-            worker.join(timeout=SHUTDOWN_GRACE_SECONDS)
-        busy = worker is not None and worker.is_alive()
+        threads = [t for t in (self._worker, self._dreamer_thread)
+                   if t is not None and t is not threading.current_thread()]
+        for t in threads:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+        busy = any(t.is_alive() for t in threads)
         if not busy:
             for src in self._sources.values():
                 src.db.close()
@@ -327,6 +359,7 @@ class Daemon(SourceTracking, SessionJobs):
             (self.app.state_dir / "daemon.pid").unlink(missing_ok=True)
             self._lock.release()
         log.info("daemon_stopped", abandoned_work=busy)
+        return busy
 
     def status(self) -> dict[str, Any]:
         """What ``status`` shows while the daemon runs (JSON-safe)."""
@@ -362,6 +395,7 @@ def run(app: App) -> int:
         AlreadyRunning: another daemon holds the lock.
         StateError, StoreError, ConfigError: start-up failed.
     """
+    os.umask(PRIVATE_UMASK)  # what the daemon writes is its user's alone
     daemon = Daemon(app)
 
     def _stop(signum: int, _frame: object) -> None:
@@ -375,5 +409,10 @@ def run(app: App) -> int:
         daemon.start()
         daemon.run_forever()
     finally:
-        daemon.shutdown()
+        abandoned = daemon.shutdown()
+    if abandoned:
+        # a worker is still in a call (an LLM answer): the interpreter would wait for it
+        # at exit; its work is crash-safe and resumes at the next start
+        logging.shutdown()
+        os._exit(0)
     return 0

@@ -1,12 +1,11 @@
 """Session work: one worker thread takes the due sessions from the state file's queue,
 soonest first, and extracts them in groups (one store flush and one state commit per
 group); retries with backoff, a circuit breaker, a pause on 401/403/404, a daily token
-budget, and the dream checks, run on the same thread (never beside an extraction)."""
+budget, and a wait of its own while the disk is full."""
 
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -14,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from opencode_memoryd.capture.batching import WriteGroup
-from opencode_memoryd.capture.processor import SessionProcessor, SessionReport
+from opencode_memoryd.capture.processor import SessionProcessor
+from opencode_memoryd.capture.report import SessionReport
 from opencode_memoryd.debounce import backoff_seconds
 from opencode_memoryd.errors import MemorydError, SourceError
 from opencode_memoryd.models import STORAGE_SESSION_MESSAGE, iso_utc
@@ -22,9 +22,10 @@ from opencode_memoryd.models import STORAGE_SESSION_MESSAGE, iso_utc
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from opencode_memoryd.capture.notes import Summarizer
     from opencode_memoryd.capture.processor import Extractor
     from opencode_memoryd.compose import App
-    from opencode_memoryd.config.sections import DaemonConfig
+    from opencode_memoryd.config.daemon import DaemonConfig
     from opencode_memoryd.serve.sources import TrackedSource
     from opencode_memoryd.state.db import StateDB
     from opencode_memoryd.store.api import MemoryStore
@@ -41,6 +42,8 @@ MAX_IDLE_SECONDS = 60.0
 BACKLOG_FLUSH_SECONDS = 2.0
 #: How long the worker waits after an unexpected failure before it looks again.
 WORKER_BACKOFF_SECONDS = 5.0
+#: Seconds between two tries of a session that found the disk full.
+DISK_FULL_RETRY = 60.0
 
 
 @dataclass
@@ -53,13 +56,14 @@ class Pause:
 
 class SessionJobs:
     """The extraction half of :class:`~opencode_memoryd.serve.daemon.Daemon`: the worker
-    thread, its timers (the dream checks) and what it does with one session."""
+    thread and what it does with one session."""
 
     app: App
     cfg: DaemonConfig
     state: StateDB
     store: MemoryStore
     extractor: Extractor
+    summarizer: Summarizer
     stop_event: threading.Event
     clock: Callable[[], datetime]
     caught_up: bool
@@ -73,8 +77,8 @@ class SessionJobs:
 
     _work_wake: threading.Event
     _worker: threading.Thread | None = None
-    #: timer name -> (next run in monotonic s, interval s or None for once, what to run)
-    _timers: dict[str, tuple[float, float | None, Callable[[], None]]]
+    #: sessions held back in memory (nothing written: the disk is full) -> until (ms)
+    _held: dict[tuple[str, str], int]
 
     # -- the worker thread ------------------------------------------------------------
 
@@ -90,20 +94,12 @@ class SessionJobs:
         """Tell the worker the queue changed (it looks at it again at once)."""
         self._work_wake.set()
 
-    def add_timer(self, name: str, run: Callable[[], None], *, interval: float | None,
-                  delay: float = 0.0) -> None:
-        """Call ``run()`` on the worker thread (between two groups of sessions) after
-        ``delay`` seconds, then every ``interval`` seconds (``None``: once). A timer of the
-        same name is replaced."""
-        self._timers[name] = (time.monotonic() + delay, interval, run)
-        self._work_wake.set()
-
     def _work_loop(self) -> None:
         """Take due sessions from the queue, soonest first, into one group of writes;
         commit the group when it is due (at once when it wrote nothing to the store, else
         up to :data:`~opencode_memoryd.capture.batching.FLUSH_SECONDS` later, so one store
-        flush serves the sessions of that time); sleep until the next due time, timer,
-        group commit or wake-up."""
+        flush serves the sessions of that time); sleep until the next due time, group
+        commit or wake-up."""
         group = WriteGroup(self.state, self.store)
         group.__enter__()
         try:
@@ -120,16 +116,17 @@ class SessionJobs:
                 log.warning("worker_commit_failed", error=str(exc))
 
     def _work_once(self, group: WriteGroup) -> float | None:
-        """One round of the worker: run due timers and up to :data:`WORK_BATCH` due
-        sessions; return how long to sleep, or ``None`` to go on at once."""
+        """One round of the worker: up to :data:`WORK_BATCH` due sessions; return how
+        long to sleep, or ``None`` to go on at once."""
         try:
-            if any(t <= time.monotonic() for t, _, _ in self._timers.values()):
-                group.commit()  # a dream starts from committed state
-                self._run_timers()
             now_ms = int(self.clock().timestamp() * 1000)
-            head = self.state.queue_head(WORK_BATCH + len(group.sessions))
+            for key, until in list(self._held.items()):
+                if until <= now_ms:
+                    del self._held[key]
+            skip = len(group.sessions) + len(self._held)
+            head = self.state.queue_head(WORK_BATCH + skip)
             waiting = [(src, sid, due) for src, sid, due in head
-                       if (src, sid) not in group.sessions]
+                       if (src, sid) not in group.sessions and (src, sid) not in self._held]
             due = [(src, sid) for src, sid, at in waiting if at <= now_ms][:WORK_BATCH]
             # with a backlog (a catch-up), store flushes are spaced further apart
             flush = BACKLOG_FLUSH_SECONDS if len(due) == WORK_BATCH else None
@@ -140,8 +137,9 @@ class SessionJobs:
                 group.commit_if_due(flush_seconds=flush)
             if due:
                 return None
+            had = bool(group.sessions)
             group.commit_if_due(idle=True)
-            if len(waiting) < len(head) and not group.sessions:
+            if had and not group.sessions:
                 return None  # committed: the sessions it held may be queued again
         except (MemorydError, OSError) as exc:  # a store or state failure: back off
             self.last_error = str(exc)
@@ -155,26 +153,12 @@ class SessionJobs:
         upcoming = [at for _, _, at in waiting if at > now_ms]
         if upcoming:
             wait = min(wait, (min(upcoming) - now_ms) / 1000)
-        elif len(head) == WORK_BATCH + len(group.sessions) and waiting:
-            wait = 0.0  # the head was all in this group; look further at once
-        if self._timers:
-            soonest = min(t for t, _, _ in self._timers.values())
-            wait = min(wait, soonest - time.monotonic())
+        if self._held:
+            wait = min(wait, (min(self._held.values()) - now_ms) / 1000)
         until_commit = group.seconds_until_due(idle=True)
         if until_commit is not None:
             wait = min(wait, until_commit)
         return max(0.0, wait)
-
-    def _run_timers(self) -> None:
-        now = time.monotonic()
-        for name, (when, interval, run) in list(self._timers.items()):
-            if when > now or self.stop_event.is_set():
-                continue
-            if interval is None:
-                del self._timers[name]
-            else:
-                self._timers[name] = (now + interval, interval, run)
-            run()
 
     def project_lock(self, project_key: str) -> threading.Lock:
         """The lock that keeps work on one project (extraction, dream) serial."""
@@ -182,7 +166,7 @@ class SessionJobs:
             return self._project_locks.setdefault(project_key, threading.Lock())
 
     def _retry(self, source_id: str, session_id: str, delay: float, reason: str) -> None:
-        """Run the session's job again in ``delay`` seconds (not counted as a failure)."""
+        """Take the session again in ``delay`` seconds (not counted as a failure)."""
         due = int((self.clock() + timedelta(seconds=delay)).timestamp() * 1000)
         self.state.queue_reschedule(source_id, session_id, due, reason)
 
@@ -206,9 +190,10 @@ class SessionJobs:
                 return (until - now).total_seconds()
         return None
 
-    def _run_session(self, source_id: str, session_id: str, group: WriteGroup) -> None:
+    def _run_session(self, source_id: str, session_id: str, group: WriteGroup
+                     ) -> None:
         """Extract one due session; its state writes go to ``group`` (and it is noted
-        there, unless it was rescheduled)."""
+        there, unless it was rescheduled or held)."""
         batch = group.batch
         src = self._sources.get(source_id)
         if src is None:
@@ -225,7 +210,7 @@ class SessionJobs:
             session = src.db.session(session_id)
             if session is None:  # deleted
                 batch.queue_done(source_id, session_id, now_ms)
-                group.note(source_id, session_id, None)
+                group.note(source_id, session_id)
                 return
             if src.db.in_flight(session_id, now_ms=now_ms,
                                 abandoned_ms=self.app.limits().abandoned_ms):
@@ -242,7 +227,8 @@ class SessionJobs:
         try:
             proc = SessionProcessor(src.db, self.state, self.store, self.extractor,
                                     self.app.limits(), clock=self.clock, raise_fatal=False,
-                                    user_id=self.app.user_id, batch=batch)
+                                    user_id=self.app.user_id, summarizer=self.summarizer,
+                                    ensure_space=self.app.ensure_space, batch=batch)
             report = proc.process(session)
         finally:
             lock.release()
@@ -255,9 +241,14 @@ class SessionJobs:
                 self._retry(source_id, session_id,
                             max(self.cfg.quiet_period_seconds, limits.settle_ms / 1000, 1.0),
                             "turn not finished")
+            elif report.summary_due_ms is not None:
+                # look again once the session has been idle long enough for its summary
+                self.state.queue_defer(
+                    source_id, session_id, max(report.summary_due_ms, now_ms + 1000), now_ms,
+                    self.cfg.max_wait_seconds, "summary due")
             else:
                 batch.queue_done(source_id, session_id, now_ms)
-                group.note(source_id, session_id, report)
+                group.note(source_id, session_id)
             if report.turns_read:
                 self.last_extraction[session.project_key] = {
                     "at": iso_utc(self.clock()), "session_id": session_id,
@@ -267,9 +258,15 @@ class SessionJobs:
 
     def _handle_failure(self, source_id: str, session_id: str, report: SessionReport) -> None:
         error = report.error or "failed"
-        self.last_error = error
+        previous, self.last_error = self.last_error, error
         kind = report.error_kind
         now = self.clock()
+        if kind == "disk_full":  # the state file may be full too: write nothing, retry
+            if not (previous or "").startswith("disk_full"):  # once, not per session
+                log.error("disk_full", error=report.error, retry_seconds=DISK_FULL_RETRY)
+            self._held[(source_id, session_id)] = int((now + timedelta(
+                seconds=DISK_FULL_RETRY)).timestamp() * 1000)
+            return
         if kind in ("auth", "not_found"):
             self.pause = Pause(f"LLM endpoint refused the request ({report.error}); fix the "
                                "key or model in the config", now + timedelta(

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from opencode_memoryd import __version__
-from opencode_memoryd.errors import DaemonUnreachableError
+from opencode_memoryd.errors import ControlError, DaemonUnreachableError
 from opencode_memoryd.serve.mcp_tool import (
     DESCRIPTION,
     INPUT_SCHEMA,
@@ -32,15 +32,23 @@ from opencode_memoryd.serve.mcp_tool import (
 #: found the same way as by the CLI).
 SOCKET_ENV_VAR = "OPENCODE_MEMORYD_SOCKET"
 TOOL_NAME = "memory"
+#: How long (s) a daemon has to answer a ping before a call is sent to it.
+PING_SECONDS = 3.0
 
 
 def daemon_caller(find_socket: Callable[[], Path | None], env: Mapping[str, str]
                   ) -> Callable[[str, dict[str, Any]], Any]:
     """A function that calls a daemon route, resolving the socket on every call.
 
+    The daemon is pinged first (:data:`PING_SECONDS`), so a daemon that accepts
+    connections but answers nothing (stopped with SIGSTOP, stuck) costs the agent seconds,
+    not the client's whole timeout.
+
     Raises (from the returned function):
-        DaemonUnreachableError: no daemon runs (no socket, or nobody answers on it).
-        RemoteError, ControlError: see :meth:`ControlClient.call`.
+        DaemonUnreachableError: no daemon runs (no socket, or nobody accepts on it).
+        ControlError: the daemon accepts connections but does not answer a ping; and
+            see :meth:`ControlClient.call`.
+        RemoteError: see :meth:`ControlClient.call`.
     """
     from opencode_memoryd.serve.control_client import ControlClient
 
@@ -50,9 +58,25 @@ def daemon_caller(find_socket: Callable[[], Path | None], env: Mapping[str, str]
         if sock is None:
             raise DaemonUnreachableError("no daemon.json in the state dir")
         with ControlClient(sock, timeout_seconds=120) as client:
+            if client.ping(timeout=PING_SECONDS) is None and _accepts(sock):
+                raise ControlError(f"the daemon on {sock} accepts connections but did not "
+                                   f"answer within {PING_SECONDS:g} s (stuck or stopped?)")
             return client.call(route, payload)
 
     return call
+
+
+def _accepts(sock: Path) -> bool:
+    """Whether something accepts connections on the Unix socket ``sock``."""
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(PING_SECONDS)
+        try:
+            probe.connect(str(sock))
+        except OSError:
+            return False
+    return True
 
 
 def serve(call: Callable[[str, dict[str, Any]], Any], directory: str) -> None:

@@ -22,6 +22,8 @@ from opencode_memoryd.errors import ControlError, DaemonUnreachableError, Remote
 
 #: Memory types a manual memory may have.
 MEMORY_TYPES = ("feedback", "project", "reference", "user")
+#: The scopes a memory may have.
+SCOPES = ("project", "user")
 
 #: The tool's input schema (kept small: it is sent with every model request).
 INPUT_SCHEMA: dict[str, Any] = {
@@ -33,7 +35,7 @@ INPUT_SCHEMA: dict[str, Any] = {
         "query": {"type": "string", "description": "search / history-search: what to find"},
         "content": {"type": "string", "description": "add: the fact, one sentence"},
         "type": {"type": "string", "enum": list(MEMORY_TYPES)},
-        "scope": {"type": "string", "enum": ["project", "user"]},
+        "scope": {"type": "string", "enum": list(SCOPES)},
         "id": {"type": "string",
                "description": "forget: memory id; messages / compactions: session id"},
         "limit": {"type": "integer", "minimum": 1, "maximum": 100},
@@ -100,6 +102,15 @@ def _need(args: Mapping[str, Any], key: str, mode: str) -> Any:
     return value
 
 
+def _choice(args: Mapping[str, Any], key: str, allowed: tuple[str, ...]) -> str | None:
+    value = args.get(key)
+    if value is None or value == "":
+        return None
+    if value not in allowed:
+        raise ToolError(f"`{key}` must be one of {', '.join(allowed)}, not {value!r}")
+    return str(value)
+
+
 def _limit(args: Mapping[str, Any], default: int) -> int:
     value = args.get("limit", default)
     if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 100:
@@ -121,6 +132,9 @@ def dispatch(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str,
         with a message that says what to do.
     """
     mode = str(args.get("mode") or "")
+    if not mode:
+        return {"success": False, "error": "`mode` is required: one of "
+                                           + ", ".join(_HANDLERS)}
     handler = _HANDLERS.get(mode)
     if handler is None:
         return {"success": False, "error": f"unknown mode {mode!r}; use one of: "
@@ -139,28 +153,32 @@ def dispatch(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str,
 
 def _search(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str, Any]:
     query = _need(args, "query", "search")
+    scope = _choice(args, "scope", SCOPES)
     hits = call("search", {"query": query, "directory": directory,
                            "limit": _limit(args, 10)})
-    if args.get("scope") in ("user", "project"):
-        hits = [h for h in hits if h.get("scope") == args["scope"]]
+    if scope:
+        hits = [h for h in hits if h.get("scope") == scope]
     return {"results": _hits(hits), "count": len(hits)}
 
 
 def _add(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str, Any]:
-    scope = args.get("scope") or "project"
-    kind = args.get("type") or ("user" if scope == "user" else "project")
-    done = call("add", {"content": _need(args, "content", "add"), "type": kind,
-                        "scope": scope, "directory": directory})
+    content = _need(args, "content", "add")
+    scope = _choice(args, "scope", SCOPES) or "project"
+    kind = _choice(args, "type", MEMORY_TYPES) or ("user" if scope == "user" else "project")
+    done = call("add", {"content": content, "type": kind, "scope": scope,
+                        "directory": directory})
     return {"memory": _memory(done["memory"]), "status": done.get("status", "added")}
 
 
 def _list(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str, Any]:
-    scope = args.get("scope")
+    scope = _choice(args, "scope", SCOPES)
+    kind = _choice(args, "type", MEMORY_TYPES)
+    limit = _limit(args, 20)
     rows = call("list", {"user": True} if scope == "user" else {"directory": directory})
-    if args.get("type"):
-        rows = [r for r in rows if r.get("type") == args["type"]]
+    if kind:
+        rows = [r for r in rows if r.get("type") == kind]
     rows = sorted(rows, key=lambda r: (str(r.get("updated_at")), str(r.get("id"))),
-                  reverse=True)[: _limit(args, 20)]
+                  reverse=True)[:limit]
     return {"memories": [_memory(r) for r in rows], "count": len(rows)}
 
 

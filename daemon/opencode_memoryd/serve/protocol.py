@@ -32,7 +32,7 @@ Status codes:
 404     ``NotFound``: no such route, or :class:`~.errors.NotFoundError` raised by a
         handler (the session, memory or run asked for does not exist)
 405     ``MethodNotAllowed``: e.g. ``GET`` on a handler route
-409     :class:`~.errors.EmbedderMismatchError`
+409     :class:`~.errors.EmbedderMismatchError`, :class:`~.errors.RefusedError`
 411     ``LengthRequired``: chunked bodies are not accepted
 413     ``RequestTooLarge``: the body exceeds ``max_body_bytes`` (1 MiB by default)
 500     any other :class:`~.errors.MemorydError` (its own type and message), or
@@ -67,6 +67,7 @@ from opencode_memoryd.errors import (
     EmbedderMismatchError,
     ExtractionError,
     NotFoundError,
+    RefusedError,
     RequestError,
     UpstreamError,
 )
@@ -93,6 +94,8 @@ _STATUS_BY_ERROR: tuple[tuple[type[BaseException], int], ...] = (
     (NotFoundError, 404),
     (UpstreamError, 502),
     (ExtractionError, 502),
+    (NotFoundError, 404),
+    (RefusedError, 409),
 )
 
 

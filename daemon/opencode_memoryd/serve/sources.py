@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from opencode_memoryd.compose import App
-    from opencode_memoryd.config.sections import DaemonConfig
+    from opencode_memoryd.config.daemon import DaemonConfig
     from opencode_memoryd.serve.alerts import Alerts
     from opencode_memoryd.state.db import StateDB
 
@@ -322,9 +322,11 @@ class SourceTracking:
         sweep, a schema change) reads them all, which also finds sessions written with old
         timestamps (``opencode import``) and ``session_message`` rows wiped and rewritten. A
         session seen for the first time is queued only when it has a message after its mark
-        (any message, when it has no mark or a mark in another storage); one whose session
-        row and newest ``message`` row are older than the quiet period is quiet already, and
-        is due at once (a catch-up does not wait a quiet period for sessions long finished).
+        (any message, when it has no mark or a mark in another storage): in ``message``, a
+        newer ``(time_created, id)`` or a larger rowid than the mark's ``max_rowid``. One
+        whose session row and newest ``message`` row are older than the quiet period is
+        quiet already, and is due at once (a catch-up does not wait a quiet period for
+        sessions long finished).
         """
         now_ms = int(self.clock().timestamp() * 1000)
         changed = self._changed_sessions(src, full=full)
@@ -338,10 +340,13 @@ class SourceTracking:
             newest = src.db.last_messages(first) if first else {}
             due_ids = []
             since: dict[str, int] = {}
+            rowids = self.state.max_rowids(ident, first) if first else {}
+            top_rowids = src.db.max_rowids(list(rowids)) if rowids else {}
             for sid, _created, updated in batch:
                 if sid not in src.seen:
                     last = newest.get(sid)
-                    if _read_up_to(last, marks.get(sid)):
+                    if (_read_up_to(last, marks.get(sid))
+                            and top_rowids.get(sid, 0) <= rowids.get(sid, 0)):
                         continue  # no message yet, or read up to its newest one already
                     if last is not None and last.storage == STORAGE_MESSAGE:
                         since[sid] = min(now_ms, max(updated, last.position[0]))

@@ -6,7 +6,7 @@ never both (2.x copies 1.x rows under the same ids). These lookups answer in tha
 where a session is read from, the position of its newest row, where one message is, and
 whether a turn is still in flight. Each is one or two indexed statements, run through the
 reader's connection (``_rows``); :class:`~opencode_memoryd.source.reader.OpenCodeDB`
-inherits them.
+inherits them, and :meth:`SessionLookups.table_activity` (a diagnostic for ``doctor``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from opencode_memoryd.models import STORAGE_MESSAGE, STORAGE_SESSION_MESSAGE, Mark
 from opencode_memoryd.source import reader_v2
-from opencode_memoryd.source.rows import SessionRow, decode_object, sub_object
+from opencode_memoryd.source.rows import SessionRow, decode_object, is_utf8, sub_object
 from opencode_memoryd.source.schema import SchemaInfo
 
 
@@ -70,8 +70,35 @@ class SessionLookups:
                         ORDER BY time_created DESC, id DESC LIMIT 1)""",
                 params,
             )
-            out.update({r[0]: Mark(STORAGE_MESSAGE, (int(r[1]), str(r[2]))) for r in rows})
+            out.update({r[0]: Mark(STORAGE_MESSAGE, (int(r[1]), str(r[2]))) for r in rows
+                        if is_utf8(str(r[2]))})
         return out
+
+    def max_rowids(self, session_ids: Sequence[str]) -> dict[str, int]:
+        """The largest ``message`` rowid of each session (sessions without 1.x messages are
+        left out); one index range per session, no message body read."""
+        if not self.schema.has_v1_messages:
+            return {}
+        out: dict[str, int] = {}
+        ids = list(session_ids)
+        for start in range(0, len(ids), 500):
+            batch = ids[start:start + 500]
+            values = ", ".join(f"(:i{k})" for k in range(len(batch)))
+            rows = self._rows(f"""WITH ids(sid) AS (VALUES {values}) SELECT ids.sid,
+                (SELECT max(rowid) FROM message WHERE session_id = ids.sid) FROM ids""",
+                              {f"i{k}": sid for k, sid in enumerate(batch)})
+            out.update({r[0]: int(r[1]) for r in rows if r[1] is not None})
+        return out
+
+    def rowid_through(self, session_id: str, position: tuple[int, str]) -> int:
+        """The largest rowid of the session's ``message`` rows at or before ``position``
+        (``(time_created, id)``; 0 when none): what a mark recorded without a rowid
+        stands for."""
+        rows = self._rows(
+            """SELECT max(rowid) FROM message WHERE session_id = :sid
+               AND (time_created < :t OR (time_created = :t AND id <= :mid))""",
+            {"sid": session_id, "t": position[0], "mid": position[1]})
+        return int(rows[0][0] or 0) if rows else 0
 
     def locate(self, session_id: str, message_id: str, storage: str) -> tuple[int, str] | None:
         """The position of one message of a session in ``storage``, or ``None`` when it is
@@ -120,3 +147,37 @@ class SessionLookups:
                     if isinstance(created, int | float) and now_ms - created < abandoned_ms:
                         return True
         return False
+
+    # -- diagnostics -----------------------------------------------------------------
+
+    def table_activity(self, tables: Sequence[str], since_ms: int
+                       ) -> dict[str, tuple[int, int | None]]:
+        """How many rows of each table were created after ``since_ms``, and the newest one.
+
+        For ``doctor``, never the daemon's loop: one full scan of each table (most have no
+        ``time_created`` index). Tables that are absent, or have no ``time_created``
+        column, are left out.
+
+        Args:
+            tables: table names, such as
+                :data:`~opencode_memoryd.source.schema.CONVERSATION_TABLES`; only names
+                of existing tables reach the SQL text.
+            since_ms: a time in ms since the epoch.
+
+        Returns:
+            ``{table: (rows created after since_ms, newest time_created in ms or None)}``.
+
+        Raises:
+            SourceError: a read failed.
+        """
+        present = {r[0] for r in self._rows("SELECT name FROM sqlite_master WHERE type='table'")}
+        out: dict[str, tuple[int, int | None]] = {}
+        for table in tables:
+            if table not in present or "time_created" not in {
+                    r[1] for r in self._rows(f"PRAGMA table_info({table})")}:
+                continue
+            n, newest = self._rows(
+                f'SELECT coalesce(sum(time_created > :t), 0), max(time_created) FROM "{table}"',
+                {"t": since_ms})[0]
+            out[table] = (int(n), int(newest) if newest is not None else None)
+        return out

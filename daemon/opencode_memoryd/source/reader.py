@@ -20,7 +20,12 @@ how OpenCode opens the file
   when it has rows there, else ``message``/``part``;
 * the schema is detected when the database is opened and again whenever SQLite's schema
   cookie changes (:meth:`OpenCodeDB.refresh_schema`): an OpenCode upgrade adds tables under a
-  running daemon.
+  running daemon;
+* text is decoded value by value: a value that is not UTF-8 never fails a query (SQLite
+  keeps whatever bytes a writer gave it). A message or part whose ``data`` is not UTF-8 is
+  flagged ``corrupt`` (and logged), a session's title or folder is repaired with U+FFFD, a
+  session whose id is not UTF-8 is left out, and a message whose id is not UTF-8 fails the
+  read of its own session (its position cannot be recorded as a mark).
 
 Which tables and columns are required is decided in :mod:`opencode_memoryd.source.schema`;
 the rows returned are the plain values of :mod:`opencode_memoryd.source.rows`.
@@ -52,7 +57,10 @@ from opencode_memoryd.source.rows import (
     MessageRow,
     PartRow,
     SessionRow,
+    clean_text,
     decode_object,
+    decode_text,
+    is_utf8,
 )
 from opencode_memoryd.source.schema import SchemaInfo, detect_schema
 
@@ -83,13 +91,15 @@ class OpenCodeDB(SessionLookups):
         timeout = max(busy_timeout_ms, 0) / 1000
 
         # One long-lived connection (needed for PRAGMA data_version), autocommit: every
-        # SELECT is its own short read transaction unless we BEGIN.
+        # SELECT is its own short read transaction unless we BEGIN. Text is decoded row by
+        # row (a value that is not UTF-8 is marked, not fatal).
         self._conn: sqlite3.Connection | None = None
         # one connection, shared by the daemon's threads: one statement at a time
         self._guard = threading.RLock()
         try:
             self._conn = sqlite3.connect(uri, uri=True, timeout=timeout,
                                          check_same_thread=False, isolation_level=None)
+            self._conn.text_factory = decode_text
             self._cookie = self.schema_cookie()
             self.schema: SchemaInfo = detect_schema(self._rows, self.path)
         except sqlite3.Error as exc:
@@ -127,6 +137,9 @@ class OpenCodeDB(SessionLookups):
                 return self.conn.execute(sql, params or {}).fetchall()
             except sqlite3.Error as exc:
                 raise SourceError(f"reading {self.path} failed: {exc}") from exc
+            except UnicodeEncodeError as exc:  # a parameter that came from a bad row
+                raise SourceError(f"reading {self.path} failed: a value is not UTF-8 "
+                                  f"({exc.reason})") from exc
 
     @contextmanager
     def _read_transaction(self) -> Iterator[None]:
@@ -291,8 +304,13 @@ class OpenCodeDB(SessionLookups):
         *,
         limit: int = MESSAGE_BATCH,
         storage: str | None = None,
+        max_rowid: int | None = None,
     ) -> list[MessageRow]:
         """Read up to ``limit`` messages of a session after a high-water mark, with parts.
+
+        In ``message``, a row is after the mark when its ``(time_created, id)`` is larger,
+        or its ``rowid`` is larger than ``max_rowid``: a message written later with a
+        smaller time (a clock set back, or an earlier row stamped in the future) is read.
 
         Args:
             session_id: the session.
@@ -301,11 +319,17 @@ class OpenCodeDB(SessionLookups):
                 ``session_message``), or ``None`` for the start of the session.
             limit: the most messages returned; call again from the last one for more.
             storage: the table to read; :meth:`storage_of` the session when ``None``.
+            max_rowid: in ``message``, the largest rowid already processed (``None``:
+                only ``mark`` counts).
 
         Returns:
             Messages in ``(time_created, id)`` (``message``) or ``seq``
             (``session_message``) order, each with its parts. Messages and parts come from
-            one consistent snapshot; the read transaction is closed on return.
+            one consistent snapshot; the read transaction is closed on return. A row whose
+            ``data`` cannot be decoded is flagged ``corrupt``.
+
+        Raises:
+            SourceError: the read failed, or a message's id is not UTF-8.
         """
         if (storage or self.storage_of(session_id)) == STORAGE_SESSION_MESSAGE:
             return reader_v2.messages_after(self._rows, session_id, mark, limit)
@@ -315,7 +339,11 @@ class OpenCodeDB(SessionLookups):
         cond = ""
         if mark is not None:
             params["t"], params["mid"] = mark
-            cond = "AND (time_created > :t OR (time_created = :t AND id > :mid))"
+            after = "time_created > :t OR (time_created = :t AND id > :mid)"
+            if max_rowid is not None:
+                params["rowid"] = max_rowid
+                after += " OR rowid > :rowid"
+            cond = f"AND ({after})"
         return self._messages(f"session_id = :sid {cond} ORDER BY time_created, id "
                               "LIMIT :limit", params)
 
@@ -343,15 +371,20 @@ class OpenCodeDB(SessionLookups):
         try:
             with self._read_transaction():
                 rows = self._rows(
-                    "SELECT id, session_id, time_created, time_updated, data FROM message "
-                    f"WHERE {where}", params)
+                    "SELECT id, session_id, time_created, time_updated, data, rowid "
+                    f"FROM message WHERE {where}", params)
                 messages: list[MessageRow] = []
                 for r in rows:
+                    if not is_utf8(r[0]):
+                        raise SourceError(
+                            f"reading {self.path} failed: message {clean_text(r[0])!r} of "
+                            f"session {r[1]} (created at {r[2]}) has an id that is not "
+                            "UTF-8; the session cannot be read past it")
                     data, corrupt = decode_object(r[4])
                     if corrupt:
                         log.warning("corrupt_message_row", message_id=r[0], session_id=r[1])
                     messages.append(MessageRow(r[0], r[1], int(r[2]), int(r[3]), data,
-                                               corrupt=corrupt))
+                                               corrupt=corrupt, rowid=int(r[5])))
                 self._attach_parts(messages)
         except sqlite3.Error as exc:  # raised by BEGIN/COMMIT on the raw connection
             raise SourceError(f"reading {self.path} failed: {exc}") from exc
@@ -369,42 +402,8 @@ class OpenCodeDB(SessionLookups):
             ):
                 data, corrupt = decode_object(raw)
                 if corrupt:
-                    log.warning("corrupt_part_row", part_id=pid, message_id=mid)
-                by_id[mid].parts.append(PartRow(pid, data))
-
-    # -- diagnostics -----------------------------------------------------------------
-
-    def table_activity(self, tables: Sequence[str], since_ms: int
-                       ) -> dict[str, tuple[int, int | None]]:
-        """How many rows of each table were created after ``since_ms``, and the newest one.
-
-        For ``doctor``, never the daemon's loop: one full scan of each table (most have no
-        ``time_created`` index). Tables that are absent, or have no ``time_created``
-        column, are left out.
-
-        Args:
-            tables: table names, such as
-                :data:`~opencode_memoryd.source.schema.CONVERSATION_TABLES`; only names
-                of existing tables reach the SQL text.
-            since_ms: a time in ms since the epoch.
-
-        Returns:
-            ``{table: (rows created after since_ms, newest time_created in ms or None)}``.
-
-        Raises:
-            SourceError: a read failed.
-        """
-        present = {r[0] for r in self._rows("SELECT name FROM sqlite_master WHERE type='table'")}
-        out: dict[str, tuple[int, int | None]] = {}
-        for table in tables:
-            if table not in present or "time_created" not in {
-                    r[1] for r in self._rows(f"PRAGMA table_info({table})")}:
-                continue
-            n, newest = self._rows(
-                f'SELECT coalesce(sum(time_created > :t), 0), max(time_created) FROM "{table}"',
-                {"t": since_ms})[0]
-            out[table] = (int(n), int(newest) if newest is not None else None)
-        return out
+                    log.warning("corrupt_part_row", part_id=clean_text(pid), message_id=mid)
+                by_id[mid].parts.append(PartRow(clean_text(pid), data, corrupt))
 
 
 def _chunks(items: list[str], size: int) -> Iterable[list[str]]:

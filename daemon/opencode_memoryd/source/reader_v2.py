@@ -22,10 +22,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import structlog
+
 from opencode_memoryd.models import STORAGE_MESSAGE, STORAGE_SESSION_MESSAGE
-from opencode_memoryd.source.rows import MessageRow, SessionRow, decode_object, sub_object
+from opencode_memoryd.source.rows import (
+    MessageRow,
+    SessionRow,
+    decode_object,
+    is_utf8,
+    session_from_row,
+    sub_object,
+)
 from opencode_memoryd.source.schema import Query, SchemaInfo
 from opencode_memoryd.source.v2rows import message_from_v2
+
+log = structlog.get_logger(__name__)
 
 #: Rows in a table of unknown shape count as recent writes when this young (ms).
 RECENT_WRITES_MS = 3 * 86_400_000
@@ -76,7 +87,11 @@ def session_rows(query: Query, schema: SchemaInfo, where: Sequence[str],
     if union is None:
         return []
     rows = query(union + " ORDER BY 6, 1", params)
-    return [SessionRow(*r) for r in rows]
+    out = [s for s in map(session_from_row, rows) if s is not None]
+    if len(out) < len(rows):
+        log.warning("corrupt_session_row", skipped=len(rows) - len(out),
+                    reason="an id is not UTF-8")
+    return out
 
 
 def session_count(query: Query, schema: SchemaInfo, where: Sequence[str],
@@ -122,7 +137,8 @@ def session_stamps(query: Query, schema: SchemaInfo, *, updated_after_ms: int | 
             where.append("id NOT IN (SELECT id FROM session_v2)")
         for r in query(f"SELECT id, time_created, time_updated FROM {table} WHERE "
                        + " AND ".join(where), params):
-            out[str(r[0])] = (str(r[0]), int(r[1]), int(r[2]))
+            if is_utf8(r[0]):  # an id that is not UTF-8 cannot be looked up again
+                out[str(r[0])] = (str(r[0]), int(r[1]), int(r[2]))
     return list(out.values())
 
 
@@ -162,7 +178,8 @@ def inserted_since(query: Query, schema: SchemaInfo, marks: Mapping[str, int]
         newest = after
         for rowid, sid in query(f"SELECT rowid, {col} FROM {table} WHERE rowid > :r",
                                 {"r": after}):
-            touched.add(str(sid))
+            if isinstance(sid, str) and is_utf8(sid):
+                touched.add(sid)
             newest = max(newest, int(rowid))
         out[table] = newest
     return touched, out
@@ -175,7 +192,8 @@ def child_ids(query: Query, schema: SchemaInfo, session_id: str) -> list[str]:
              if present]
     if not parts:
         return []
-    return [str(r[0]) for r in query(" UNION ".join(parts), {"sid": session_id})]
+    return [str(r[0]) for r in query(" UNION ".join(parts), {"sid": session_id})
+            if is_utf8(str(r[0]))]
 
 
 def storage_of(query: Query, schema: SchemaInfo, session_id: str) -> str:

@@ -5,14 +5,17 @@ tables and for the v2 ``session_message`` table alike (a v2 row is mapped onto
 :class:`MessageRow` by :mod:`opencode_memoryd.source.v2rows`), so turns, transcripts and
 the session processor never see how a row was stored. Times are integer milliseconds since
 the Unix epoch, as OpenCode writes them. ``message.data`` and ``part.data`` hold OpenCode's
-JSON; a row whose JSON cannot be decoded is kept with ``{}`` and flagged, never dropped, so a
-high-water mark can move past it.
+JSON; a row whose JSON cannot be decoded (not JSON, not an object, or not UTF-8 text) is
+kept with ``{}`` and flagged ``corrupt``, never dropped, so a high-water mark can move past
+it: one bad row costs its own content only. Text that is not valid UTF-8 arrives from the
+reader with its bad bytes as lone surrogates (``surrogateescape``); :func:`is_utf8` tells,
+:func:`clean_text` repairs names.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,10 +74,12 @@ class SessionRow:
 
 @dataclass(frozen=True, slots=True)
 class PartRow:
-    """One row of ``part``: ``data`` is the decoded JSON (``{}`` for a corrupt row)."""
+    """One row of ``part``: ``data`` is the decoded JSON (``{}`` and ``corrupt`` for a row
+    that could not be decoded)."""
 
     id: str
     data: Mapping[str, Any]
+    corrupt: bool = False
 
 
 @dataclass(slots=True)
@@ -84,7 +89,8 @@ class MessageRow:
 
     ``data`` is the decoded JSON; ``corrupt`` is set when it could not be decoded, in which
     case the message is treated as having no content. ``kind`` (the ``type`` column) and
-    ``seq`` are set for ``session_message`` rows only.
+    ``seq`` are set for ``session_message`` rows only. ``rowid`` is a ``message`` row's
+    SQLite rowid: it grows with every insert, whatever clock stamped ``time_created``.
     """
 
     id: str
@@ -96,6 +102,7 @@ class MessageRow:
     corrupt: bool = False
     kind: str | None = None
     seq: int | None = None
+    rowid: int = 0
 
     @property
     def role(self) -> str:
@@ -120,6 +127,45 @@ class MessageRow:
         return (self.time_created, self.id)
 
 
+def decode_text(raw: bytes) -> str:
+    """SQLite TEXT to ``str``, one value at a time (the reader's ``text_factory``): bytes
+    that are not UTF-8 become lone surrogates instead of failing the whole query."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", "surrogateescape")
+
+
+def session_from_row(values: Sequence[Any]) -> SessionRow | None:
+    """A query row in :class:`SessionRow` order as a session; ``None`` when one of its ids
+    is not UTF-8 (it cannot be looked up again). Its folder, title and worktree are
+    repaired (:func:`clean_text`)."""
+    if not all(is_utf8(v) for v in values[:3] if isinstance(v, str)):
+        return None
+    row = list(values)
+    for i in (3, 4, 8):
+        if isinstance(row[i], str):
+            row[i] = clean_text(row[i])
+    return SessionRow(*row)
+
+
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` came from valid UTF-8 (holds no lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def clean_text(text: str) -> str:
+    """``text`` with each byte that was not UTF-8 replaced by U+FFFD (for names and
+    folders shown to people; never for ids, which must match the database)."""
+    if is_utf8(text):
+        return text
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def decode_object(raw: object) -> tuple[dict[str, Any], bool]:
     """Decode a ``data`` column holding a JSON object.
 
@@ -128,8 +174,10 @@ def decode_object(raw: object) -> tuple[dict[str, Any], bool]:
 
     Returns:
         ``(object, corrupt)``: the decoded object and ``False``, or ``({}, True)`` when the
-        value is not JSON or not a JSON object. Never raises.
+        value is not UTF-8 text, not JSON or not a JSON object. Never raises.
     """
+    if isinstance(raw, str) and not is_utf8(raw):
+        return {}, True
     try:
         value = json.loads(raw) if isinstance(raw, str | bytes) else None
     except (ValueError, TypeError):

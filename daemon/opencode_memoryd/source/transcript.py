@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from opencode_memoryd.models import TranscriptLine
+from opencode_memoryd.redaction.engine import join_split_tokens
 from opencode_memoryd.source.rows import MessageRow, sub_object
 from opencode_memoryd.source.turns import Turn
 
@@ -60,8 +61,27 @@ def human_text(message: MessageRow) -> str:
 
 
 def _short(value: object, limit: int) -> str:
-    s = " ".join(str(value).split())
-    return s if len(s) <= limit else s[: max(limit - 1, 0)] + "…"
+    """``value`` with white space folded, cut to ``limit`` characters (``…`` included).
+
+    A key pasted over two lines is joined first
+    (:func:`~opencode_memoryd.redaction.engine.join_split_tokens`), so that folding does
+    not make two words of it. The cut never falls inside a word: the partly kept word is
+    dropped whole, so that a secret cut in two (whose prefix no redaction rule would
+    know) is never half sent.
+    """
+    raw = str(value)
+    # Only the start matters: a huge tool output is read up to a margin past the limit
+    # (all of it when folding leaves less than the limit, as in a run of blanks).
+    head = raw[: limit * 4 + 4096]
+    s = " ".join(join_split_tokens(head).split())
+    if len(s) <= limit and len(head) < len(raw):
+        s = " ".join(join_split_tokens(raw).split())
+    if len(s) <= limit:
+        return s
+    cut = s[: max(limit - 1, 0)]
+    if s[len(cut)] != " ":  # the cut falls inside a word: drop that word
+        cut = cut[: max(cut.rfind(" "), 0)]
+    return cut.rstrip() + "…"
 
 
 def tool_line(part: Mapping[str, Any], output_chars: int) -> str:
@@ -199,12 +219,14 @@ def estimate_tokens(text: str) -> int:
 class Chunk:
     """Consecutive turns whose transcript fits one extraction call.
 
-    ``last`` is the high-water mark reached once the chunk is processed.
+    ``last`` is the high-water mark reached once the chunk is processed, ``rowid`` the
+    largest ``message`` rowid among its messages (0 for ``session_message`` rows).
     """
 
     lines: tuple[TranscriptLine, ...]
     first: tuple[int, str]
     last: tuple[int, str]
+    rowid: int = 0
 
     @property
     def has_user_text(self) -> bool:
@@ -226,13 +248,14 @@ def chunk_turns(
     cur_tokens = 0
     first: tuple[int, str] | None = None
     last: tuple[int, str] | None = None
+    rowid = 0
     for turn in turns:
         lines = transcript_lines([turn], tool_output_chars=tool_output_chars)
         cost = sum(estimate_tokens(line.render()) + 1 for line in lines)
         if cur and cur_tokens + cost > max_tokens:
             assert first is not None and last is not None
-            chunks.append(Chunk(tuple(cur), first, last))
-            cur, cur_tokens, first = [], 0, None
+            chunks.append(Chunk(tuple(cur), first, last, rowid))
+            cur, cur_tokens, first, rowid = [], 0, None, 0
         if cost > max_tokens:
             lines = _fit(lines, max_tokens)
             cost = sum(estimate_tokens(line.render()) + 1 for line in lines)
@@ -241,8 +264,9 @@ def chunk_turns(
         cur.extend(lines)
         cur_tokens += cost
         last = turn.last.mark
+        rowid = max([rowid, *(m.rowid for m in turn.messages)])
     if first is not None and last is not None:
-        chunks.append(Chunk(tuple(cur), first, last))
+        chunks.append(Chunk(tuple(cur), first, last, rowid))
     return chunks
 
 

@@ -31,12 +31,6 @@ __all__ = ["StateBatch"]
 _NO_MARK = Mark("", (0, ""))
 
 
-def _ahead(new: Mark, old: Mark | None) -> bool:
-    """Whether ``new`` replaces ``old`` by the forward-only rule of ``set_mark``."""
-    return (old is None or old == _NO_MARK or new.storage != old.storage
-            or new.position > old.position)
-
-
 class StateBatch:
     """Deferred state writes with read-your-writes; the same methods as the
     :class:`~opencode_memoryd.state.db.StateDB` calls they stand for.
@@ -51,6 +45,7 @@ class StateBatch:
         self.state = state
         self._ops: list[BatchOp] = []
         self._marks: dict[tuple[str, str], Mark] = {}
+        self._rowids: dict[tuple[str, str], int | None] = {}
         self._items: dict[str, Item] = {}  # recorded or completed here, by id
 
     def __len__(self) -> int:
@@ -65,6 +60,13 @@ class StateBatch:
         if got is None:
             return self.state.get_mark(source_id, session_id)
         return None if got == _NO_MARK else got
+
+    def get_max_rowid(self, source_id: str, session_id: str) -> int | None:
+        """The mark's ``max_rowid`` as it will be once committed."""
+        key = (source_id, session_id)
+        if key in self._rowids:
+            return self._rowids[key]
+        return self.state.get_max_rowid(source_id, session_id)
 
     def get_item(self, item_id: str) -> Item | None:
         """An outbox row as it will be once committed."""
@@ -83,33 +85,48 @@ class StateBatch:
 
     # -- writes ----------------------------------------------------------------------
 
-    def set_mark(self, source_id: str, session_id: str, mark: Mark, now: str) -> None:
-        """:meth:`StateDB.set_mark`, deferred."""
+    def _move(self, source_id: str, session_id: str, mark: Mark,
+              max_rowid: int | None) -> None:
+        """The overlay of ``set_mark``: position and ``max_rowid`` only grow within one
+        storage; another storage replaces both."""
         key = (source_id, session_id)
-        if _ahead(mark, self.get_mark(source_id, session_id)):
+        old = self.get_mark(source_id, session_id)
+        rowid = self.get_max_rowid(source_id, session_id) if old is not None else None
+        if old is None or mark.storage != old.storage:
+            self._marks[key], self._rowids[key] = mark, max_rowid
+            return
+        if mark.position > old.position:
             self._marks[key] = mark
-        self._ops.append(("mark", source_id, session_id, mark, now))
+        if max_rowid is not None and (rowid is None or max_rowid > rowid):
+            self._rowids[key] = max_rowid
+
+    def set_mark(self, source_id: str, session_id: str, mark: Mark, now: str,
+                 max_rowid: int | None = None) -> None:
+        """:meth:`StateDB.set_mark`, deferred."""
+        self._move(source_id, session_id, mark, max_rowid)
+        self._ops.append(("mark", source_id, session_id, mark, now, max_rowid))
 
     def replace_mark(self, source_id: str, session_id: str, mark: Mark | None,
                      now: str) -> None:
         """:meth:`StateDB.replace_mark`, deferred."""
-        self._marks[(source_id, session_id)] = mark if mark is not None else _NO_MARK
+        key = (source_id, session_id)
+        self._marks[key] = mark if mark is not None else _NO_MARK
+        self._rowids[key] = None
         self._ops.append(("replace_mark", source_id, session_id, mark, now))
 
-    def record_item(self, item: Item, now: str) -> None:
+    def record_item(self, item: Item, now: str, *, settles: str | None = None) -> None:
         """:meth:`StateDB.record_item`, deferred (so *not* durable on return: for results
         that are free to make again)."""
         if self.get_item(item.id) is None:
             self._items[item.id] = replace(item, status="extracted")
-        self._ops.append(("record", item, now))
+        self._ops.append(("record", item, now, settles))
 
     def complete_item(self, item: Item, now: str) -> None:
         """:meth:`StateDB.complete_item`, deferred."""
         self._items[item.id] = replace(item, status="stored")
-        key = (item.source_id, item.session_id)
-        mark = Mark(item.storage, item.last)
-        if _ahead(mark, self.get_mark(*key)):
-            self._marks[key] = mark
+        rowid = item.result.get("max_rowid")
+        self._move(item.source_id, item.session_id, Mark(item.storage, item.last),
+                   None if rowid is None else int(rowid))
         self._ops.append(("complete", item, now))
 
     def queue_done(self, source_id: str, session_id: str, started_ms: int) -> None:
@@ -123,12 +140,13 @@ class StateBatch:
         how many writes were committed.
 
         Raises:
-            StateError: the state file could not be written (the batch is kept).
+            DiskFullError: the disk is full (the batch is kept; nothing of it is written).
         """
         n = len(self._ops)
         if n:
             self.state.apply_batch(self._ops)
         self._ops = []
         self._marks.clear()
+        self._rowids.clear()
         self._items.clear()
         return n

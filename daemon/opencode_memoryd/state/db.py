@@ -8,6 +8,10 @@ one class per group of tables:
 * :class:`~opencode_memoryd.state.queue.QueueTable`: the daemon's work queue (``queue``);
 * :class:`~opencode_memoryd.state.runs.RunTables`: ``maintain`` runs (``runs``) and dream
   runs (``dream_runs``, ``dream_settled``);
+* :class:`~opencode_memoryd.state.failures.FailureTables`: chunks whose extraction keeps
+  failing (``chunk_failures``) and the tokens of failed calls (``failed_calls``);
+* :class:`~opencode_memoryd.state.llm.LlmModeTable`: the structured-output mode that works
+  per LLM endpoint and model (``llm_modes``);
 
 all on one :class:`~opencode_memoryd.state.engine.StateFile` (engine, PRAGMAs, schema).
 """
@@ -17,7 +21,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from opencode_memoryd.state.failures import FailureTables
 from opencode_memoryd.state.items import OutboxTables
+from opencode_memoryd.state.llm import LlmModeTable
 from opencode_memoryd.state.queue import QueueTable
 from opencode_memoryd.state.runs import RunTables
 
@@ -29,7 +35,7 @@ __all__ = ["BatchOp", "StateDB"]
 BatchOp = tuple[Any, ...]
 
 
-class StateDB(OutboxTables, QueueTable, RunTables):
+class StateDB(OutboxTables, QueueTable, RunTables, FailureTables, LlmModeTable):
     """The state file (``state.db``), opened and migrated.
 
     Durable commits (``synchronous=FULL`` in WAL mode) survive power loss: the outbox's
@@ -62,7 +68,7 @@ class StateDB(OutboxTables, QueueTable, RunTables):
                 elif kind == "replace_mark":
                     self._replace_mark(c, *op[1:])
                 elif kind == "record":
-                    self._insert_item(c, *op[1:])
+                    self._record_item(c, *op[1:])
                 elif kind == "complete":
                     self._complete_item(c, *op[1:])
                 elif kind == "queue_done":

@@ -8,6 +8,11 @@ no fsync; a power loss may take back the newest light commits, but in WAL mode n
 older commit without the newer ones). Light commits hold only progress that can be derived
 again from OpenCode's database (see :class:`~opencode_memoryd.state.db.StateDB`). The
 schema version is kept in ``PRAGMA user_version``.
+
+The folder is made 0700 and the file (with its ``-wal`` and ``-shm``) 0600 on open, also
+when an earlier version left them readable by others. A full disk (``SQLITE_FULL``) is
+raised as :class:`~opencode_memoryd.errors.DiskFullError` naming the folder; the
+transaction it interrupted is rolled back, so nothing is half-written.
 """
 
 from __future__ import annotations
@@ -19,13 +24,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from opencode_memoryd.errors import StateError
+from opencode_memoryd.disk import STATE_MIN_FREE_BYTES, free_bytes, make_private
+from opencode_memoryd.errors import DiskFullError, StateError
 
 __all__ = ["SCHEMA_VERSION", "StateFile"]
 
 #: The schema this version writes; a file with a higher ``user_version`` is refused.
-#: 2 added ``storage`` to ``marks`` and ``items`` (which OpenCode table a position is in).
-SCHEMA_VERSION = 2
+#: 2 added ``storage`` to ``marks`` and ``items`` (which OpenCode table a position is in);
+#: 3 added ``chunk_failures``, ``failed_calls`` and ``llm_modes``;
+#: 4 added ``max_rowid`` to ``marks`` (the largest ``message`` rowid processed).
+SCHEMA_VERSION = 4
 
 _DDL = [
     """CREATE TABLE IF NOT EXISTS marks (
@@ -35,6 +43,7 @@ _DDL = [
         message_id TEXT NOT NULL,
         updated_at TEXT NOT NULL,
         storage TEXT NOT NULL DEFAULT 'message',
+        max_rowid INTEGER,
         PRIMARY KEY (source_id, session_id)
     )""",
     """CREATE TABLE IF NOT EXISTS items (
@@ -104,6 +113,44 @@ _DDL = [
     )""",
     "CREATE INDEX IF NOT EXISTS dream_runs_status ON dream_runs (status)",
     "CREATE INDEX IF NOT EXISTS queue_due ON queue (due_ms)",
+    """CREATE TABLE IF NOT EXISTS chunk_failures (
+        id TEXT PRIMARY KEY,
+        source_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        storage TEXT NOT NULL,
+        after_time INTEGER,
+        after_id TEXT,
+        first_time INTEGER NOT NULL,
+        first_id TEXT NOT NULL,
+        last_time INTEGER NOT NULL,
+        last_id TEXT NOT NULL,
+        project_key TEXT NOT NULL,
+        project_root TEXT,
+        fingerprint TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        failures INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        first_failed_at TEXT NOT NULL,
+        last_failed_at TEXT NOT NULL,
+        given_up_at TEXT
+    )""",
+    "CREATE INDEX IF NOT EXISTS chunk_failures_status ON chunk_failures (status, source_id)",
+    """CREATE TABLE IF NOT EXISTS failed_calls (
+        at TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        tokens_in INTEGER NOT NULL DEFAULT 0,
+        tokens_out INTEGER NOT NULL DEFAULT 0
+    )""",
+    "CREATE INDEX IF NOT EXISTS failed_calls_at ON failed_calls (at)",
+    """CREATE TABLE IF NOT EXISTS llm_modes (
+        base_url TEXT NOT NULL,
+        model TEXT NOT NULL,
+        json_mode TEXT NOT NULL,
+        start TEXT NOT NULL,
+        detail TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (base_url, model)
+    )""",
 ]
 
 
@@ -135,6 +182,7 @@ class StateFile:
             os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
         except OSError as exc:
             raise StateError(f"cannot create state file {self.path}: {exc}") from exc
+        make_private(self.path.parent, (self.path.name + "*",))  # as an older version left it
         try:
             with self._tx() as c:
                 version = c.execute("PRAGMA user_version").fetchone()[0] or 0
@@ -204,12 +252,22 @@ class StateFile:
                 try:
                     yield conn
                 except BaseException:
-                    conn.execute("ROLLBACK")
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
                     raise
                 conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._raise_full(exc)
+                raise
             finally:
                 if not durable:  # the pooled connection goes back durable
                     conn.execute("PRAGMA synchronous=FULL")
+
+    def _raise_full(self, exc: sqlite3.Error) -> None:
+        """Raise :class:`DiskFullError` for ``SQLITE_FULL`` (else return)."""
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+            raise DiskFullError(str(self.path.parent), STATE_MIN_FREE_BYTES,
+                                free_bytes(self.path.parent)) from exc
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -224,7 +282,7 @@ class StateFile:
 
 #: Columns added after schema 1, by table: ``(name, DDL)``. Existing rows get the default.
 _ADDED_COLUMNS = {
-    "marks": (("storage", "TEXT NOT NULL DEFAULT 'message'"),),
+    "marks": (("storage", "TEXT NOT NULL DEFAULT 'message'"), ("max_rowid", "INTEGER")),
     "items": (("storage", "TEXT NOT NULL DEFAULT 'message'"),),
 }
 

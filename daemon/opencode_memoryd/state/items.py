@@ -3,7 +3,10 @@
 * ``marks``: the incremental high-water mark per (source database identity, session): the
   position of the last processed row and the OpenCode table it is in (``storage``):
   ``(time_created, id)`` in ``message``, ``(seq, id)`` in ``session_message``; the columns
-  ``time_created``/``message_id`` hold the position whatever the storage.
+  ``time_created``/``message_id`` hold the position whatever the storage. In ``message``
+  the mark also keeps ``max_rowid``, the largest SQLite ``rowid`` of a processed message
+  (``NULL`` in marks written before schema 3): the position and it each only grow,
+  and the reader reads what is beyond either (see :mod:`opencode_memoryd.capture.processor`).
 * ``items``: one row per extracted chunk of turns, written with the extraction result
   *before* anything reaches the store. Status ``extracted`` means the result is recorded
   but not yet stored; ``stored`` means its memories are durably in the store and the
@@ -62,10 +65,31 @@ class OutboxTables(StateFile):
         with self._read() as c:
             row = c.execute(
                 "SELECT storage, time_created, message_id FROM marks "
-                "WHERE source_id=:s AND session_id=:sid",
+                     "WHERE source_id=:s AND session_id=:sid",
                 {"s": source_id, "sid": session_id},
             ).fetchone()
         return Mark(str(row[0]), (int(row[1]), str(row[2]))) if row else None
+
+    def get_max_rowid(self, source_id: str, session_id: str) -> int | None:
+        """The largest ``message`` rowid the session's mark has processed (``None``: not
+        recorded, or no mark)."""
+        return self.max_rowids(source_id, [session_id]).get(session_id)
+
+    def max_rowids(self, source_id: str, session_ids: Sequence[str]) -> dict[str, int]:
+        """The ``max_rowid`` of the marks that have one, by session id."""
+        out: dict[str, int] = {}
+        ids = list(session_ids)
+        with self._read() as c:
+            for start in range(0, len(ids), 500):
+                batch = ids[start:start + 500]
+                params: dict[str, Any] = {f"i{k}": v for k, v in enumerate(batch)}
+                params["s"] = source_id
+                names = ", ".join(f":i{k}" for k in range(len(batch)))
+                for r in c.execute(
+                        "SELECT session_id, max_rowid FROM marks WHERE source_id=:s AND "
+                        f"max_rowid IS NOT NULL AND session_id IN ({names})", params).fetchall():
+                    out[str(r[0])] = int(r[1])
+        return out
 
     def marks(self, source_id: str,
               session_ids: Sequence[str] | None = None) -> dict[str, Mark]:
@@ -96,14 +120,15 @@ class OutboxTables(StateFile):
                     out[str(r[0])] = Mark(str(r[1]), (int(r[2]), str(r[3])))
         return out
 
-    def set_mark(self, source_id: str, session_id: str, mark: Mark, now: str) -> None:
+    def set_mark(self, source_id: str, session_id: str, mark: Mark, now: str,
+                 max_rowid: int | None = None) -> None:
         """Advance a mark (used when a chunk produced nothing to store); a light commit.
 
-        A mark only moves forward within one storage; a mark in another storage than the
-        stored one replaces it.
+        A mark's position and its ``max_rowid`` each only move forward within one storage;
+        a mark in another storage than the stored one replaces it.
         """
         with self._tx(durable=False) as c:
-            self._set_mark(c, source_id, session_id, mark, now)
+            self._set_mark(c, source_id, session_id, mark, now, max_rowid)
 
     def replace_mark(self, source_id: str, session_id: str, mark: Mark | None,
                      now: str) -> None:
@@ -123,59 +148,67 @@ class OutboxTables(StateFile):
 
     @staticmethod
     def _set_mark(c: sqlite3.Connection, source_id: str, session_id: str, mark: Mark,
-                  now: str) -> None:
+                  now: str, max_rowid: int | None = None) -> None:
+        moved = ("(excluded.storage != marks.storage OR (excluded.time_created, "
+                 "excluded.message_id) > (marks.time_created, marks.message_id))")
         c.execute(
-            """INSERT INTO marks (source_id, session_id, storage, time_created,
-                                       message_id, updated_at)
-                    VALUES (:s, :sid, :st, :t, :m, :now)
-                    ON CONFLICT (source_id, session_id) DO UPDATE SET
-                      storage=excluded.storage, time_created=excluded.time_created,
-                      message_id=excluded.message_id, updated_at=excluded.updated_at
-                    WHERE excluded.storage != marks.storage
-                       OR (excluded.time_created, excluded.message_id)
-                          > (marks.time_created, marks.message_id)""",
+            f"""INSERT INTO marks (source_id, session_id, storage, time_created,
+                                        message_id, updated_at, max_rowid)
+                     VALUES (:s, :sid, :st, :t, :m, :now, :rowid)
+                     ON CONFLICT (source_id, session_id) DO UPDATE SET
+                       storage=excluded.storage,
+                       time_created=CASE WHEN {moved} THEN excluded.time_created
+                                    ELSE marks.time_created END,
+                       message_id=CASE WHEN {moved} THEN excluded.message_id
+                                  ELSE marks.message_id END,
+                       max_rowid=CASE WHEN excluded.storage != marks.storage
+                                 THEN excluded.max_rowid
+                                 ELSE max(coalesce(marks.max_rowid, excluded.max_rowid),
+                                          coalesce(excluded.max_rowid, marks.max_rowid)) END,
+                       updated_at=excluded.updated_at
+                     WHERE {moved} OR excluded.max_rowid > coalesce(marks.max_rowid, -1)""",
             {"s": source_id, "sid": session_id, "st": mark.storage, "t": mark.position[0],
-             "m": mark.position[1], "now": now},
+             "m": mark.position[1], "now": now, "rowid": max_rowid},
         )
 
     # -- outbox ----------------------------------------------------------------------
 
-    def record_item(self, item: Item, now: str) -> None:
+    def record_item(self, item: Item, now: str, *, settles: str | None = None) -> None:
         """Durably record an extraction result (status ``extracted``) before storing it.
 
-        Recording the same item id again keeps the first result (idempotent).
+        Recording the same item id again keeps the first result (idempotent). In the same
+        transaction, the session's ``failing`` chunk records that start at or before the
+        item's last message are dropped (those turns succeeded), and the record ``settles``
+        names is dropped whatever its status (a given-up chunk extracted again).
         """
         with self._tx() as c:
-            self._insert_item(c, item, now)
+            self._record_item(c, item, now, settles)
 
     @staticmethod
-    def _insert_item(c: sqlite3.Connection, item: Item, now: str) -> None:
-        c.execute(
-            """INSERT OR IGNORE INTO items (id, source_id, session_id, first_time,
-                      first_id, last_time, last_id, project_key, project_root, status,
-                      extractor, model, result, tokens_in, tokens_out, created_at,
-                      updated_at, storage)
-                    VALUES (:id, :s, :sid, :ft, :fi, :lt, :li, :pk, :pr, 'extracted',
-                      :ex, :model, :result, :ti, :to, :now, :now, :st)""",
-            {"id": item.id, "s": item.source_id, "sid": item.session_id,
-             "ft": item.first[0], "fi": item.first[1], "lt": item.last[0],
-             "li": item.last[1], "pk": item.project_key, "pr": item.project_root,
-             "ex": item.extractor, "model": item.model,
-             "result": json.dumps(item.result, sort_keys=True),
-             "ti": item.tokens_in, "to": item.tokens_out, "now": now,
-             "st": item.storage},
-        )
+    def _record_item(c: sqlite3.Connection, item: Item, now: str,
+                     settles: str | None = None) -> None:
+        insert_item(c, item, now)
+        c.execute("""DELETE FROM chunk_failures WHERE source_id=:s AND session_id=:sid
+                       AND status='failing' AND storage=:st
+                       AND (first_time, first_id) <= (:lt, :li)""",
+                  {"s": item.source_id, "sid": item.session_id, "st": item.storage,
+                   "lt": item.last[0], "li": item.last[1]})
+        if settles is not None:
+            c.execute("DELETE FROM chunk_failures WHERE id=:id", {"id": settles})
 
     def complete_item(self, item: Item, now: str) -> None:
-        """Mark an item stored and advance its session's mark, in one transaction."""
+        """Mark an item stored and advance its session's mark (to ``item.last`` and the
+        ``max_rowid`` in its result), in one transaction."""
         with self._tx() as c:
             self._complete_item(c, item, now)
 
     @classmethod
     def _complete_item(cls, c: sqlite3.Connection, item: Item, now: str) -> None:
+        rowid = item.result.get("max_rowid")
         c.execute("UPDATE items SET status='stored', updated_at=:now WHERE id=:id",
                   {"id": item.id, "now": now})
-        cls._set_mark(c, item.source_id, item.session_id, Mark(item.storage, item.last), now)
+        cls._set_mark(c, item.source_id, item.session_id, Mark(item.storage, item.last),
+                      now, None if rowid is None else int(rowid))
 
     def pending_items(self, source_id: str, session_id: str | None = None) -> list[Item]:
         """Items recorded but not yet stored (crash recovery), oldest first."""
@@ -204,7 +237,7 @@ class OutboxTables(StateFile):
         """
         with self._read() as c:
             row = c.execute("SELECT * FROM items ORDER BY updated_at DESC, id DESC "
-                            "LIMIT 1").fetchone()
+                                 "LIMIT 1").fetchone()
         if row is None:
             return None
         item = _item(row)
@@ -216,14 +249,20 @@ class OutboxTables(StateFile):
     # -- totals ----------------------------------------------------------------------
 
     def tokens_since(self, iso: str) -> int:
-        """LLM tokens (in + out) recorded by items created at or after ``iso`` (UTC)."""
+        """LLM tokens (in + out) spent at or after ``iso`` (UTC): those of the items
+        created since, and those of the calls that failed since (``failed_calls``)."""
         with self._read() as c:
             n = c.execute("SELECT coalesce(sum(tokens_in + tokens_out), 0) FROM items "
-                          "WHERE created_at >= :t", {"t": iso}).fetchone()[0]
-        return int(n or 0)
+                               "WHERE created_at >= :t", {"t": iso}).fetchone()[0]
+            f = c.execute("SELECT coalesce(sum(tokens_in + tokens_out), 0) "
+                               "FROM failed_calls WHERE at >= :t", {"t": iso}).fetchone()[0]
+        return int(n or 0) + int(f or 0)
 
     def counts(self) -> dict[str, int]:
-        """Numbers for ``status``: sessions with marks, items by status, tokens spent."""
+        """Numbers for ``status``: sessions with marks, items by status, tokens spent
+        (``tokens_in``/``tokens_out``: of stored results; ``failed_tokens_in``/
+        ``failed_tokens_out``: of calls that failed), chunks ``failing`` and
+        ``given_up``."""
         with self._read() as c:
             sessions = c.execute("SELECT count(*) FROM marks").fetchone()[0] or 0
             by_status: dict[str, int] = {
@@ -232,13 +271,43 @@ class OutboxTables(StateFile):
             tokens = c.execute(
                 "SELECT coalesce(sum(tokens_in),0), coalesce(sum(tokens_out),0) FROM items"
             ).fetchone()
+            failed = c.execute(
+                "SELECT coalesce(sum(tokens_in),0), coalesce(sum(tokens_out),0) "
+                "FROM failed_calls").fetchone()
+            chunks: dict[str, int] = {
+                str(row[0]): int(row[1]) for row in c.execute(
+                    "SELECT status, count(*) FROM chunk_failures GROUP BY status").fetchall()}
         return {
             "sessions_tracked": int(sessions),
             "items_stored": int(by_status.get("stored", 0)),
             "items_pending": int(by_status.get("extracted", 0)),
             "tokens_in": int(tokens[0]) if tokens else 0,
             "tokens_out": int(tokens[1]) if tokens else 0,
+            "failed_tokens_in": int(failed[0]) if failed else 0,
+            "failed_tokens_out": int(failed[1]) if failed else 0,
+            "chunks_failing": int(chunks.get("failing", 0)),
+            "chunks_given_up": int(chunks.get("given_up", 0)),
         }
+
+
+def insert_item(c: sqlite3.Connection, item: Item, now: str) -> None:
+    """Insert an outbox row (status ``extracted``) in the transaction ``c``; an existing
+    row of the same id is kept as it is."""
+    c.execute(
+        """INSERT OR IGNORE INTO items (id, source_id, session_id, first_time,
+                  first_id, last_time, last_id, project_key, project_root, status,
+                  extractor, model, result, tokens_in, tokens_out, created_at,
+                  updated_at, storage)
+                VALUES (:id, :s, :sid, :ft, :fi, :lt, :li, :pk, :pr, 'extracted',
+                  :ex, :model, :result, :ti, :to, :now, :now, :st)""",
+        {"id": item.id, "s": item.source_id, "sid": item.session_id,
+         "ft": item.first[0], "fi": item.first[1], "lt": item.last[0],
+         "li": item.last[1], "pk": item.project_key, "pr": item.project_root,
+         "ex": item.extractor, "model": item.model,
+         "result": json.dumps(item.result, sort_keys=True),
+         "ti": item.tokens_in, "to": item.tokens_out, "now": now,
+         "st": item.storage},
+    )
 
 
 def _item(r: sqlite3.Row) -> Item:

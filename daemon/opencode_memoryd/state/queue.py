@@ -62,6 +62,38 @@ class QueueTable(StateFile):
                       "WHERE source_id=:s AND session_id=:sid",
                       {"s": source_id, "sid": session_id, "d": due_ms, "e": note[:500] or None})
 
+    def queue_defer(self, source_id: str, session_id: str, due_ms: int, now_ms: int,
+                    max_wait_seconds: float, note: str) -> int:
+        """Keep a session queued until ``due_ms`` for work that waits on time rather than on
+        a change (its summary, once it has been idle long enough); a light commit.
+
+        Its max-wait clock is set to end at ``due_ms`` (``first_change_ms = due_ms -
+        max_wait``), so it counts as waiting too long only once ``due_ms`` has passed, and
+        a change before then is still extracted after the quiet period (``last_change_ms``
+        is ``now_ms``). A session that is not queued is queued; one that changed after
+        ``now_ms`` (the start of the run that asks) is left as it is: it is due sooner.
+
+        Returns:
+            The session's due time now (ms): ``due_ms``, or the sooner one it kept.
+        """
+        first = due_ms - int(max_wait_seconds * 1000)
+        with self._tx(durable=False) as c:
+            c.execute("""INSERT INTO queue (source_id, session_id, first_change_ms,
+                           last_change_ms, due_ms, last_error)
+                         VALUES (:s, :sid, :f, :l, :d, :e)
+                         ON CONFLICT (source_id, session_id) DO UPDATE SET
+                           first_change_ms=excluded.first_change_ms,
+                           last_change_ms=excluded.last_change_ms,
+                           due_ms=excluded.due_ms, last_error=excluded.last_error,
+                           attempts=0
+                         WHERE queue.last_change_ms <= excluded.last_change_ms""",
+                      {"s": source_id, "sid": session_id, "f": first, "l": now_ms,
+                       "d": due_ms, "e": note[:500] or None})
+            row = c.execute("SELECT due_ms FROM queue WHERE source_id=:s AND "
+                            "session_id=:sid", {"s": source_id, "sid": session_id}
+                            ).fetchone()
+        return int(row[0]) if row and row[0] is not None else due_ms
+
     def queue_failed(self, source_id: str, session_id: str, error: str) -> int:
         """Count a failed attempt of a queued session; return its attempt count."""
         with self._tx(durable=False) as c:

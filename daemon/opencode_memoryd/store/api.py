@@ -35,10 +35,14 @@ from opencode_memoryd.models import MEMORY_TYPES, SCOPES, Memory
 SPARSE_NAME = "bm25"
 #: Name of the dense vector of every point, present when the store has an embedder.
 DENSE_NAME = "dense"
-#: Payload fields with a keyword index (filters use only these). ``status`` and ``user_id``
-#: are indexed in stores created since tombstones and user identities exist; older stores
-#: filter on them without an index.
-KEYWORD_FIELDS: tuple[str, ...] = ("scope", "project_id", "type", "status", "user_id")
+#: Payload fields with a keyword index (filters use only these). ``status``, ``user_id`` and
+#: ``section`` are indexed in stores created since tombstones, user identities and sections
+#: exist; older stores filter on them without an index.
+KEYWORD_FIELDS: tuple[str, ...] = ("scope", "project_id", "type", "status", "user_id",
+                                   "section")
+#: Payload fields :meth:`MemoryStore.set_fields` refuses: they are the point's identity or
+#: what its vectors are computed from.
+FIXED_FIELDS: frozenset[str] = frozenset({"id", "content", "content_hash"})
 #: The ``status`` payload value of a tombstone (see :class:`~opencode_memoryd.models.Memory`).
 RETIRED = "retired"
 
@@ -83,6 +87,8 @@ class MemoryFilter:
             shared). ``None``: every user's (internal use: migration, maintenance).
         without_user_id: only memories that have no ``user_id`` (user-scope memories
             written before user identities existed, and project memories).
+        without_section: only memories that have no ``section`` (written before sections
+            existed).
 
     A ``None`` filter means ``MemoryFilter()``: every active memory.
 
@@ -101,6 +107,7 @@ class MemoryFilter:
     include_retired: bool = False
     user_id: str | None = None
     without_user_id: bool = False
+    without_section: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "types", tuple(self.types))
@@ -143,10 +150,21 @@ class MemoryStore(Protocol):
         """Delete these ids (unknown ids are ignored); durable when it returns."""
         ...
 
+    def set_fields(self, ids: Sequence[str], fields: dict[str, Any]) -> None:
+        """Set payload fields of the points with these ids (unknown ids are ignored),
+        their vectors and other fields untouched: no re-encoding, no embedder call. Raises
+        ``ValueError`` for a field of :data:`FIXED_FIELDS`. Durable when it returns."""
+        ...
+
     def batch(self) -> AbstractContextManager[None]:
-        """Group the writes of the calling thread: inside, :meth:`upsert` and
-        :meth:`delete` are visible at once and survive a crash of the process, but are
-        made durable (flushed to disk) only once, when the outermost ``batch`` ends."""
+        """Group the writes of the calling thread: inside, :meth:`upsert`,
+        :meth:`set_fields` and :meth:`delete` are visible at once and survive a crash of
+        the process, but are made durable (flushed to disk) only once, when the outermost
+        ``batch`` ends."""
+        ...
+
+    def pending_flush(self) -> bool:
+        """Whether the calling thread's :meth:`batch` holds writes not yet flushed."""
         ...
 
     def scroll(self, flt: MemoryFilter | None = None) -> Iterator[Memory]:
@@ -182,6 +200,7 @@ __all__ = [
     "ACTIVE",
     "ALL",
     "DENSE_NAME",
+    "FIXED_FIELDS",
     "KEYWORD_FIELDS",
     "RETIRED",
     "SPARSE_NAME",

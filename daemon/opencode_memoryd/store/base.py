@@ -12,13 +12,13 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, Self
 
 from opencode_memoryd.errors import EmbedderMismatchError, StoreError
 from opencode_memoryd.models import Memory, iso_utc
-from opencode_memoryd.store.api import ALL, Embedder, MemoryFilter
+from opencode_memoryd.store.api import ALL, FIXED_FIELDS, Embedder, MemoryFilter
+from opencode_memoryd.store.batching import WriteBatching
 from opencode_memoryd.store.bm25 import Bm25Encoder, SparseVector, default_encoder
 from opencode_memoryd.store.meta import (
     check_meta,
@@ -60,7 +60,7 @@ def _sort_key(m: Memory) -> tuple[datetime, str]:
     return (m.created_at, m.id)
 
 
-class StoreBase:
+class StoreBase(WriteBatching):
     """Shared logic: metadata checks, encoding, the public methods. Adapters supply the
     primitives (the methods below that raise :class:`NotImplementedError`), ``backend``,
     ``count``, ``info`` and ``close``.
@@ -85,7 +85,18 @@ class StoreBase:
         self._closed = False
         self._mismatch: str | None = None
         self._lock = threading.RLock()
-        self._batching = threading.local()  # per thread: depth, wrote
+        self._generation = 0
+
+    #: Whether this process is the store's only writer (so :attr:`generation` sees every
+    #: change). True for the embedded store; a server store is shared.
+    single_writer = False
+
+    @property
+    def generation(self) -> int:
+        """A counter of the writes made through this object (upsert, delete, payload
+        updates, re-embedding): equal values mean nothing changed in between, as far as
+        this process wrote."""
+        return self._generation
 
     # -- metadata ---------------------------------------------------------------------
 
@@ -176,37 +187,8 @@ class StoreBase:
             self._require_writable()
             if self._embedder is not embedder:  # re-embedded meanwhile: encode again
                 rows = self._encode(memories, self._embedder)
+            self._generation += 1
             self._upsert_rows(rows)
-
-    @contextmanager
-    def batch(self) -> Iterator[None]:
-        """Group the calling thread's writes: inside, :meth:`upsert` and :meth:`delete`
-        are not flushed one by one; the outermost ``batch`` flushes once on exit (also when
-        the block raised), if anything was written. Other threads' writes are unaffected.
-
-        Raises:
-            StoreError: the final flush failed.
-        """
-        b = self._batching
-        b.depth = getattr(b, "depth", 0) + 1
-        try:
-            yield
-        finally:
-            b.depth -= 1
-            if b.depth == 0 and getattr(b, "wrote", False):
-                b.wrote = False
-                with self._lock:
-                    if not self._closed:
-                        self._flush()
-
-    def _deferring(self) -> bool:
-        """Whether the calling thread is inside :meth:`batch` (its writes are then not
-        flushed one by one); notes that it wrote."""
-        b = self._batching
-        if getattr(b, "depth", 0) > 0:
-            b.wrote = True
-            return True
-        return False
 
     def get(self, ids: Sequence[str]) -> list[Memory]:
         """Return the stored memories with these ids, in the order given (duplicates once,
@@ -237,7 +219,30 @@ class StoreBase:
             return
         with self._lock:
             self._require_open()
+            self._generation += 1
             self._delete_ids(wanted)
+
+    def set_fields(self, ids: Sequence[str], fields: dict[str, Any]) -> None:
+        """Set payload ``fields`` of the points with these ids; vectors and the other
+        fields stay as they are (nothing is encoded or embedded). Unknown ids are ignored.
+        Durable on return.
+
+        Raises:
+            ValueError: an id is not a UUID, or a field is one of
+                :data:`~opencode_memoryd.store.api.FIXED_FIELDS` (the id, or the text the
+                vectors are computed from: use :meth:`upsert`).
+            StoreError: the backend failed.
+        """
+        fixed = sorted(FIXED_FIELDS & set(fields))
+        if fixed:
+            raise ValueError(f"set_fields cannot change {', '.join(fixed)}; use upsert")
+        wanted = check_ids(ids)
+        if not wanted or not fields:
+            return
+        with self._lock:
+            self._require_open()
+            self._generation += 1
+            self._set_payload(wanted, dict(fields))
 
     def scroll(self, flt: MemoryFilter | None = None) -> Iterator[Memory]:
         """Yield every memory matching ``flt``, ordered by ``created_at`` then ``id``.
@@ -372,6 +377,9 @@ class StoreBase:
         raise NotImplementedError
 
     def _delete_ids(self, ids: list[str]) -> None:
+        raise NotImplementedError
+
+    def _set_payload(self, ids: list[str], fields: dict[str, Any]) -> None:
         raise NotImplementedError
 
     def _scroll_all(self, flt: MemoryFilter | None) -> Iterator[Memory]:

@@ -1,6 +1,12 @@
 """The embedded memory store: a Qdrant Edge shard in-process (``qdrant-edge-py``).
 
 Apart from :mod:`opencode_memoryd.store.bm25`, the only module that imports ``qdrant_edge``.
+
+The store's folder is 0700 and its files 0600 (repaired on open). Qdrant Edge writes its
+segments through memory-mapped sparse files, and a write that finds the disk full kills
+the process with ``SIGBUS``; so every write first checks the free space
+(:func:`~opencode_memoryd.disk.require_free`, :data:`~opencode_memoryd.disk.STORE_MIN_FREE_BYTES`)
+and raises :class:`~opencode_memoryd.errors.DiskFullError` instead, before anything changed.
 """
 
 from __future__ import annotations
@@ -13,6 +19,13 @@ from typing import Any
 
 import qdrant_edge as qe
 
+from opencode_memoryd.disk import (
+    STORE_MIN_FREE_BYTES,
+    FreeBytes,
+    free_bytes,
+    make_private,
+    require_free,
+)
 from opencode_memoryd.errors import MemorydError, StoreError, StoreInUseError
 from opencode_memoryd.models import Memory
 from opencode_memoryd.store.api import (
@@ -61,13 +74,18 @@ class EdgeStore(StoreBase):
         allow_mismatch: open even when the store was built with another embedder or other
             BM25 settings — to call :meth:`reembed`. Until then upserts raise
             :class:`EmbedderMismatchError` and search uses only the vectors still valid.
+        free: the free-space probe (injectable for tests).
 
     Raises:
+        DiskFullError: the folder's disk has too little free space to open the store
+            (every write raises it too, before writing anything).
         EmbedderMismatchError: the store was built with another embedder (name or
             dimensions, or one vs none) or other BM25 settings.
         StoreError: another process holds the store; the directory is unusable; the
             metadata file is missing or unreadable while a shard exists.
     """
+
+    single_writer = True  # Qdrant Edge allows one process at a time
 
     backend = "edge"
 
@@ -78,18 +96,22 @@ class EdgeStore(StoreBase):
         *,
         bm25: Bm25Encoder | None = None,
         allow_mismatch: bool = False,
+        free: FreeBytes = free_bytes,
     ) -> None:
         super().__init__(embedder, bm25, allow_mismatch)
         self.path = Path(path).expanduser()
         self._meta_path = self.path / EDGE_META_FILE
         self._shard_path = self.path / EDGE_SHARD_DIR
         self._shard_or_none: qe.EdgeShard | None = None
+        self._free = free
+        self._require_space()  # opening fills preallocated pages too
+        shard_exists = self._shard_path.is_dir() and any(self._shard_path.iterdir())
         try:
             self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as e:
             raise StoreError(f"cannot create memory store directory {self.path}: {e}") from e
+        make_private(self.path, (EDGE_META_FILE, EDGE_SHARD_DIR))
 
-        shard_exists = self._shard_path.is_dir() and any(self._shard_path.iterdir())
         if self._meta_path.exists():
             self._meta = read_meta_file(self._meta_path)
         elif shard_exists:
@@ -113,6 +135,10 @@ class EdgeStore(StoreBase):
     def _where(self) -> str:
         return str(self.path)
 
+    def _require_space(self) -> None:
+        """Raise :class:`DiskFullError` unless a write cannot run out of space."""
+        require_free(self.path, STORE_MIN_FREE_BYTES, free=self._free)
+
     @property
     def _shard(self) -> qe.EdgeShard:
         shard = self._shard_or_none
@@ -121,6 +147,7 @@ class EdgeStore(StoreBase):
         return shard
 
     def _write_meta(self, meta: dict[str, Any]) -> None:
+        self._require_space()
         write_meta_file(self._meta_path, meta)
 
     def _create_shard(self) -> qe.EdgeShard:
@@ -187,6 +214,8 @@ class EdgeStore(StoreBase):
             ]))
         if flt.without_user_id:
             must.append(qe.IsEmptyCondition("user_id"))
+        if flt.without_section:
+            must.append(qe.IsEmptyCondition("section"))
         must_not: list[qe.ConditionType] = []
         if not flt.include_retired:
             must_not.append(qe.FieldCondition("status", match=qe.MatchValue(RETIRED)))
@@ -202,6 +231,7 @@ class EdgeStore(StoreBase):
 
     def _upsert_rows(self, rows: list[Row]) -> None:
         points = [qe.Point(pid, self._vectors(s, d), payload) for pid, payload, s, d in rows]
+        self._require_space()
         with self._edge("upsert"):
             self._shard.update(qe.UpdateOperation.upsert_points(points))
         if not self._deferring():
@@ -209,10 +239,12 @@ class EdgeStore(StoreBase):
 
     def _update_vectors(self, rows: list[Row]) -> None:
         pvs = [qe.PointVectors(pid, self._vectors(s, d)) for pid, _p, s, d in rows]
+        self._require_space()
         with self._edge("re-embedding"):
             self._shard.update(qe.UpdateOperation.update_vectors(pvs))
 
     def _reset_dense(self, embedder: Embedder | None) -> None:
+        self._require_space()
         with self._edge("dropping the dense vector"):
             try:
                 self._shard.update(qe.UpdateOperation.delete_vector_name(DENSE_NAME))
@@ -240,8 +272,20 @@ class EdgeStore(StoreBase):
 
     def _delete_ids(self, ids: list[str]) -> None:
         point_ids: list[qe.PointId] = list(ids)
+        self._require_space()
         with self._edge("delete"):
             self._shard.update(qe.UpdateOperation.delete_points(point_ids))
+        if not self._deferring():
+            self._flush()
+
+    def _set_payload(self, ids: list[str], fields: dict[str, Any]) -> None:
+        point_ids: list[qe.PointId] = list(ids)
+        with self._edge("set payload"):
+            existing = {str(r.id) for r in self._shard.retrieve(point_ids, False, False)}
+            point_ids = [i for i in point_ids if str(i) in existing]  # unknown ids: ignored
+            if not point_ids:
+                return
+            self._shard.update(qe.UpdateOperation.set_payload(point_ids, fields))
         if not self._deferring():
             self._flush()
 
@@ -320,6 +364,7 @@ class EdgeStore(StoreBase):
         """
         with self._lock:
             self._require_open()
+            self._require_space()
             with self._edge("optimize"):
                 changed = bool(self._shard.optimize())
                 self._shard.flush()

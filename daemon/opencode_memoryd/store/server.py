@@ -191,6 +191,8 @@ class ServerStore(StoreBase):
             ]))
         if flt.without_user_id:
             must.append(m.IsEmptyCondition(is_empty=m.PayloadField(key="user_id")))
+        if flt.without_section:
+            must.append(m.IsEmptyCondition(is_empty=m.PayloadField(key="section")))
         must_not: list[Any] = []
         if not flt.include_retired:
             must_not.append(m.FieldCondition(key="status", match=m.MatchValue(value=RETIRED)))
@@ -246,6 +248,15 @@ class ServerStore(StoreBase):
         with self._call("delete"):
             self._client.delete(self.collection,
                                 points_selector=m.PointIdsList(points=list(ids)), wait=True)
+
+    def _set_payload(self, ids: list[str], fields: dict[str, Any]) -> None:
+        with self._call("set payload"):
+            found = self._client.retrieve(self.collection, ids=list(ids), with_payload=False,
+                                          with_vectors=False)
+            known: list[Any] = [str(r.id) for r in found]  # unknown ids: ignored
+            if known:
+                self._client.set_payload(self.collection, payload=fields, points=known,
+                                         wait=True)
 
     def _scroll_all(self, flt: MemoryFilter | None) -> Iterator[Memory]:
         f = self._filter(flt)

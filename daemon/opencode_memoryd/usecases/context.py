@@ -15,29 +15,37 @@ Shape (sections in this fixed order; empty ones left out)::
     ### Conventions and feedback
     ### Progress and last session
     ### User preferences
+    ### References
     ### Relevant to the task
 
     - 2026-11-20: <memory text>
 
+Each memory is shown in its own section (``Memory.section``, chosen when it was written;
+:func:`section_of`). Of a project's session summaries only the newest is a candidate: it is
+where the last session stopped (older ones can still come up as relevant to the task).
+
 Selection: the entries are chosen most important first (:data:`PRIORITY`: conventions and
-feedback, then user preferences, then the brief, progress and architecture; newer before
-older inside each), until ``[context] max_entries`` entries or ``max_chars`` characters are
-used. Search hits for the query (the session's first user message) come first, at most
-``relevant_entries`` of them, because they are about the task at hand. The same store, scope
-and query always give the same bytes (ties are broken by memory id). An empty selection gives
-an empty string, with no header; so does a sub-agent session (its parent already has the
-block) and a directory with no known project.
+feedback, then user preferences, then the brief, progress, architecture and references;
+newer before older inside each), until ``[context] max_entries`` entries or ``max_chars``
+characters are used. Search hits for the query (the session's first user message) come
+first, at most ``relevant_entries`` of them, because they are about the task at hand. The
+same store, scope and query always give the same bytes (ties are broken by memory id). An
+empty selection gives an empty string, with no header; so does a sub-agent session (its
+parent already has the block) and a directory with no known project.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.errors import SourceError
+from opencode_memoryd.extract.sections import section_for
 from opencode_memoryd.models import Memory
+from opencode_memoryd.source.transcript import human_text
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.usecases.ports import AppPort
 from opencode_memoryd.usecases.projects import project_keys_for_dir, resolve_dir
@@ -55,20 +63,17 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("conventions", "Conventions and feedback"),
     ("progress", "Progress and last session"),
     ("user", "User preferences"),
+    ("reference", "References"),
     ("relevant", "Relevant to the task"),
 )
 #: The order in which the budget is spent (most important first).
-PRIORITY: tuple[str, ...] = ("conventions", "user", "brief", "progress", "architecture")
-#: The section of a project memory by type, when its payload names none.
-_SECTION_BY_TYPE = {
-    "feedback": "conventions",
-    "user": "conventions",
-    "project": "architecture",
-    "reference": "architecture",
-    "project-brief": "brief",
-    "session-summary": "progress",
-}
-_SECTION_KEYS = {key for key, _ in SECTIONS}
+PRIORITY: tuple[str, ...] = ("conventions", "user", "brief", "progress", "architecture",
+                             "reference")
+_SECTION_KEYS = set(PRIORITY)
+#: Messages read from the start of a session to find its first user message.
+FIRST_READ = 20
+#: The longest query searched for "Relevant to the task", in characters.
+MAX_QUERY_CHARS = 2000
 
 
 @dataclass(frozen=True)
@@ -97,13 +102,29 @@ class ContextBlock:
 
 
 def section_of(memory: Memory) -> str:
-    """The section a memory belongs in: user scope → ``user``; else by its type."""
+    """The section a memory belongs in: user scope → ``user``; else its ``section``; a
+    memory with none yet (a store not migrated) → the rules' choice
+    (:func:`~opencode_memoryd.extract.sections.section_for`)."""
     if memory.scope == "user":
         return "user"
-    section = getattr(memory, "section", None)
-    if isinstance(section, str) and section in _SECTION_KEYS:
-        return section
-    return _SECTION_BY_TYPE.get(memory.type, "architecture")
+    if memory.section in _SECTION_KEYS:
+        return memory.section
+    return section_for(memory.type, memory.scope, memory.content)
+
+
+def newest_summaries_only(memories: Iterable[Memory]) -> list[Memory]:
+    """``memories`` with every ``session-summary`` but the newest of each project left out
+    (newest by ``updated_at``, ties by id); the order is kept."""
+    memories = list(memories)
+    newest: dict[str | None, Memory] = {}
+    for m in memories:
+        if m.type != "session-summary":
+            continue
+        best = newest.get(m.project_id)
+        if best is None or (m.updated_at, m.id) > (best.updated_at, best.id):
+            newest[m.project_id] = m
+    keep = {m.id for m in newest.values()}
+    return [m for m in memories if m.type != "session-summary" or m.id in keep]
 
 
 def _line(memory: Memory) -> str:
@@ -169,21 +190,36 @@ def render(chosen: dict[str, list[Memory]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _is_subagent(app: AppPort, session_id: str) -> bool:
-    """Whether OpenCode's database knows ``session_id`` as a sub-agent (task) session."""
+@dataclass(frozen=True)
+class _SessionFacts:
+    """What OpenCode's database says about a session: whether it is a sub-agent, and the
+    human text of its first user message (``""`` when unknown)."""
+
+    is_subagent: bool = False
+    first_message: str = ""
+
+
+def _session_facts(app: AppPort, session_id: str) -> _SessionFacts:
+    """Look ``session_id`` up in OpenCode's databases (unknown: the defaults)."""
     try:
         paths = app.database_paths()
     except SourceError:
-        return False
+        return _SessionFacts()
     for path in paths:
         try:
             with app.open_source(path) as db:
                 row = db.session(session_id)
+                if row is None:
+                    continue
+                if row.is_subagent:
+                    return _SessionFacts(is_subagent=True)
+                first = next((m for m in db.messages_after(session_id, None, limit=FIRST_READ)
+                              if m.role == "user"), None)
         except SourceError:
             continue
-        if row is not None:
-            return row.is_subagent
-    return False
+        text = human_text(first) if first else ""
+        return _SessionFacts(first_message=text[:MAX_QUERY_CHARS])
+    return _SessionFacts()
 
 
 def project_keys(app: AppPort, store: MemoryStore, directory: str | None,
@@ -201,9 +237,40 @@ def project_keys(app: AppPort, store: MemoryStore, directory: str | None,
     return sorted(keys)
 
 
+class ScrollCache:
+    """The memories of a filter, read once and kept until the store is written.
+
+    Only for a store this process writes alone (``store.single_writer``: the embedded
+    store, owned by the daemon), whose ``generation`` counter changes with every write;
+    a shared server store is read every time. Thread-safe.
+    """
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+        self._lock = threading.Lock()
+        self._generation = -1
+        self._cached: dict[MemoryFilter, list[Memory]] = {}
+
+    def __call__(self, flt: MemoryFilter) -> list[Memory]:
+        """The active memories matching ``flt`` (``store.scroll`` order)."""
+        generation = int(getattr(self._store, "generation", -1))
+        with self._lock:
+            if generation != self._generation:
+                self._cached.clear()
+                self._generation = generation
+            hit = self._cached.get(flt)
+        if hit is None:
+            hit = list(self._store.scroll(flt))
+            with self._lock:
+                if self._generation == generation:  # no write began since: keep it
+                    self._cached[flt] = hit
+        return hit
+
+
 def build_context(app: AppPort, store: MemoryStore, *, directory: str | None = None,
                   project: str | None = None, session: str | None = None,
-                  query: str | None = None, user_filter: MemoryFilter | None = None
+                  query: str | None = None, user_filter: MemoryFilter | None = None,
+                  scroll: Callable[[MemoryFilter], Sequence[Memory]] | None = None
                   ) -> ContextBlock:
     """The context block of a session.
 
@@ -211,21 +278,29 @@ def build_context(app: AppPort, store: MemoryStore, *, directory: str | None = N
         directory: the session's folder (OpenCode's ``directory``).
         project: OpenCode's project id, used when no session of ``directory`` is known yet.
         session: the session id; a sub-agent session gets an empty block.
-        query: the session's first user message, for "Relevant to the task".
+        query: the task, for "Relevant to the task". When OpenCode's database knows
+            ``session``, the human text of its first user message is used instead, so
+            every process that asks for the session's block (``opencode run --session``
+            starts a new one, whose plugin first sees a later message) gets the same bytes.
         user_filter: the user-scope memories to include (default: this user's).
+        scroll: reads a filter's memories (default ``store.scroll``; the daemon passes a
+            :class:`ScrollCache`).
 
     Returns:
         The block (``text`` ``""`` with a ``reason`` when there is nothing to give).
     """
-    if session and _is_subagent(app, session):
+    facts = _session_facts(app, session) if session else _SessionFacts()
+    if facts.is_subagent:
         return ContextBlock("", {}, [], "sub-agent session")
+    query = facts.first_message or query
     keys = project_keys(app, store, directory, project)
     cfg = app.config.context
     user_flt = user_filter or MemoryFilter(scope="user", user_id=app.user_id)
     flts = [MemoryFilter(project_id=k, include_user_scope=False) for k in keys] + [user_flt]
     candidates: dict[str, Memory] = {}
+    read = scroll or store.scroll
     for flt in flts:
-        for m in store.scroll(flt):
+        for m in read(flt):
             candidates.setdefault(m.id, m)
     if not candidates:
         return ContextBlock("", {}, keys, "no memories for this project or user")
@@ -238,8 +313,8 @@ def build_context(app: AppPort, store: MemoryStore, *, directory: str | None = N
                     hits[m.id] = (m, score)
         ranked = sorted(hits.values(), key=lambda h: (-h[1], h[0].id))
         relevant = [m for m, _ in ranked[: cfg.relevant_entries]]
-    chosen = select(list(candidates.values()), relevant, max_chars=cfg.max_chars,
-                    max_entries=cfg.max_entries)
+    chosen = select(newest_summaries_only(candidates.values()), relevant,
+                    max_chars=cfg.max_chars, max_entries=cfg.max_entries)
     text = render(chosen)
     return ContextBlock(text, {k: [m.id for m in v] for k, v in chosen.items() if v}, keys,
                         None if text else "nothing fits the budget")

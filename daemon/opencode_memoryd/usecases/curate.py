@@ -9,7 +9,7 @@ import structlog
 
 from opencode_memoryd.capture.writer import write_memory
 from opencode_memoryd.errors import NotFoundError, RequestError
-from opencode_memoryd.models import MEMORY_TYPES, SCOPES, Memory
+from opencode_memoryd.models import FACT_TYPES, SCOPES, Memory
 from opencode_memoryd.redaction.engine import redact
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.maintain import LockFor, no_lock
@@ -101,8 +101,8 @@ def add_memory(app: AppPort, store: MemoryStore, *, content: object, type_: obje
             a project scope without ``directory``, or a folder of several projects.
         NotFoundError: no project found for ``directory``.
     """
-    if type_ not in MEMORY_TYPES:
-        raise RequestError(f"add: unknown type {type_!r}; use one of {', '.join(MEMORY_TYPES)}")
+    if type_ not in FACT_TYPES:
+        raise RequestError(f"add: unknown type {type_!r}; use one of {', '.join(FACT_TYPES)}")
     if scope not in SCOPES:
         raise RequestError(f"add: unknown scope {scope!r}; use `project` (with the project's "
                            "folder) or `user`")

@@ -11,7 +11,7 @@ import structlog
 
 from opencode_memoryd.dream.dreamer import Dreamer
 from opencode_memoryd.dream.journal import DreamJournal
-from opencode_memoryd.models import parse_iso, scope_project
+from opencode_memoryd.models import FACT_TYPES, parse_iso, scope_project
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.usecases.maintain import LockFor
@@ -38,14 +38,16 @@ def dream_gate(app: AppPort, journal: DreamJournal, store: MemoryStore,
     """Whether a scope's dream gate is open, and why not.
 
     Open when at least ``dream.min_hours_between_dreams`` passed since the scope's last
-    dream (journal status ``ok``, not a dry run) and at least ``dream.min_new_memories``
-    memories were added or changed since then.
+    dream (journal status ``ok``, or ``skipped``: nothing to consolidate then is a dream
+    done; not a dry run, not a failed or interrupted one) and at least
+    ``dream.min_new_memories`` facts (briefs and session summaries do not count) were
+    added or changed since then.
     """
     d = app.config.dream
     entries = (journal.entries(user=True) if project_key is None
                else journal.entries(project_key=project_key))
-    last = next((e for e in entries if e.get("status") == "ok" and not e.get("dry_run")),
-                None)
+    last = next((e for e in entries if e.get("status") in ("ok", "skipped")
+                 and not e.get("dry_run") and e.get("action", "dream") == "dream"), None)
     since = None
     if last is not None:
         since = parse_iso(str(last.get("ended_at") or last.get("started_at")))
@@ -53,8 +55,11 @@ def dream_gate(app: AppPort, journal: DreamJournal, store: MemoryStore,
         if hours < d.min_hours_between_dreams:
             return False, (f"last dream {hours:.1f} h ago; the minimum is "
                            f"{d.min_hours_between_dreams:g} h")
-    flt = (MemoryFilter(scope="user", user_id=app.user_id) if project_key is None
-           else MemoryFilter(project_id=project_key, include_user_scope=False))
+    # facts only: briefs and session summaries are never consolidated
+    flt = (MemoryFilter(scope="user", user_id=app.user_id, types=FACT_TYPES)
+           if project_key is None
+           else MemoryFilter(project_id=project_key, include_user_scope=False,
+                             types=FACT_TYPES))
     new = sum(1 for m in store.scroll(flt) if since is None or m.updated_at > since)
     if new < d.min_new_memories:
         return False, (f"{new} new memories since the last dream; the minimum is "
@@ -63,11 +68,18 @@ def dream_gate(app: AppPort, journal: DreamJournal, store: MemoryStore,
 
 
 def run_dream(dreamer: Dreamer, journal: DreamJournal, project_key: str | None,
-              project_root: str | None, *, trigger: str, dry_run: bool = False
-              ) -> dict[str, Any]:
-    """Dream one scope and append the result to the journal; return the journal entry."""
+              project_root: str | None, *, trigger: str, dry_run: bool = False,
+              lock_for: LockFor | None = None,
+              should_stop: Callable[[], bool] = lambda: False) -> dict[str, Any]:
+    """Dream one scope and append the result to the journal; return the journal entry.
+
+    ``lock_for(scope)`` is held while the dream applies (not while it plans), so work on
+    the scope waits seconds, never for the model; ``should_stop`` ends it between groups.
+    """
+    scope = project_key or "user"
     result = dreamer.dream(project_key, project_root=project_root, trigger=trigger,
-                           dry_run=dry_run)
+                           dry_run=dry_run, should_stop=should_stop,
+                           apply_lock=lock_for(scope) if lock_for else None)
     entry = dict(result.to_journal())
     journal.append(entry)
     log.info("dream_finished", run_id=entry.get("run_id"), status=entry.get("status"),
@@ -129,7 +141,8 @@ def dream_open_scopes(app: AppPort, dreamer: Dreamer, journal: DreamJournal,
 
     Args:
         trigger: ``auto`` or ``catch-up`` (journaled).
-        should_stop: checked before each scope; true ends the pass early.
+        should_stop: checked before each scope and each group; true ends the pass (a
+            dream it interrupts changes nothing and is journaled ``failed``).
     """
     outcomes: list[ScopeDream] = []
     for project_key, project_root in dream_scopes(store, app.user_id).items():
@@ -141,9 +154,8 @@ def dream_open_scopes(app: AppPort, dreamer: Dreamer, journal: DreamJournal,
             log.debug("dream_gate_closed", project=scope, reason=why)
             continue
         try:
-            with lock_for(scope):
-                entry = run_dream(dreamer, journal, project_key, project_root,
-                                  trigger=trigger)
+            entry = run_dream(dreamer, journal, project_key, project_root, trigger=trigger,
+                              lock_for=lock_for, should_stop=should_stop)
         except Exception as exc:  # one scope's failure must not end the others' dreams
             log.exception("dream_crashed", project=scope)
             outcomes.append(ScopeDream(scope, None, f"dream of {scope}: {exc}"))

@@ -11,7 +11,10 @@ from typing import Any
 import structlog
 
 from opencode_memoryd.capture.batching import WriteGroup
-from opencode_memoryd.capture.processor import Extractor, SessionProcessor, SessionReport
+from opencode_memoryd.capture.notes import Summarizer
+from opencode_memoryd.capture.processor import Extractor, SessionProcessor
+from opencode_memoryd.capture.report import SessionReport
+from opencode_memoryd.capture.retry import retry_given_up
 from opencode_memoryd.models import iso_utc
 from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.state.db import StateDB
@@ -37,7 +40,8 @@ def no_lock(_project_key: str) -> AbstractContextManager[None]:
 
 def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extractor, *,
              directory: str | None, db: str | None = None,
-             progress: Progress | None = None, lock_for: LockFor = no_lock
+             progress: Progress | None = None, lock_for: LockFor = no_lock,
+             retry_failed: bool = False, summarizer: Summarizer | None = None
              ) -> dict[str, Any]:
     """Process every eligible session (of ``directory``'s project, or all) up to now.
 
@@ -50,23 +54,36 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
         db: ``--db PATH``, else the configured or discovered databases.
         progress: wraps each database's session list.
         lock_for: held per session's project, so this never overlaps the daemon's jobs.
+        retry_failed: first forget the negotiated structured-output modes, then extract
+            again every given-up chunk of the selected sessions
+            (:func:`~opencode_memoryd.capture.retry.retry_given_up`), e.g. after changing
+            the model.
+        summarizer: writes session summaries and project briefs (rules when ``None``).
 
     Returns:
         ``{"run_id", "mode", "databases": [{"path", "schema", "sessions"}],
-        "sessions": [SessionReport dicts], "totals": {...}, "failed": int}``.
+        "sessions": [SessionReport dicts], "retried": [SessionReport dicts of the
+        given-up chunks extracted again], "totals": {...}, "failed": int}``. ``failed``
+        counts the sessions and retries that ended in an error.
 
     Raises:
         SourceError: no database, or one that cannot be opened (schema errors included).
         UpstreamError: the LLM endpoint refused our credentials or model (kind ``auth``
             or ``not_found``): every session would fail the same way.
+        DiskFullError: the state dir or the store has too little free space; the session
+            at hand stored nothing and its mark did not move.
     """
     run_id = uuid.uuid4().hex[:12]
     mode = app.extraction_mode()
     log.info("maintain_started", run_id=run_id, mode=mode, directory=directory or "(all)")
     paths = app.database_paths(db)
     reports: list[SessionReport] = []
+    retried: list[SessionReport] = []
     dbs: list[dict[str, Any]] = []
     state.start_run(run_id, "maintain", iso_utc(app.clock()))
+    if retry_failed:
+        forgotten = state.forget_llm_modes()
+        log.info("llm_modes_forgotten", count=forgotten)
     try:
         for path in paths:
             with app.open_source(path) as source:
@@ -80,23 +97,40 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
                                 flush_seconds=MAINTAIN_GROUP_SECONDS) as group:
                     proc = SessionProcessor(source, state, store, extractor, app.limits(),
                                             clock=app.clock, user_id=app.user_id,
-                                            batch=group.batch)
+                                            summarizer=summarizer,
+                                            ensure_space=app.ensure_space, batch=group.batch)
+                    if retry_failed:
+                        retried.extend(_retry(proc, state, sessions, lock_for))
                     for s in (progress(sessions) if progress else sessions):
                         with lock_for(s.project_key):
-                            report = proc.process(s)
-                        reports.append(report)
-                        group.note(source.identity, s.id, report)
+                            reports.append(proc.process(s))
                         group.commit_if_due()
     finally:
-        summary = _summary(run_id, mode, dbs, reports)
+        summary = _summary(run_id, mode, dbs, reports, retried)
         state.end_run(run_id, summary["totals"], iso_utc(app.clock()))
     log.info("maintain_finished", run_id=run_id, **summary["totals"])
     return summary
 
 
+def _retry(proc: SessionProcessor, state: StateDB, sessions: list[SessionRow],
+           lock_for: LockFor) -> list[SessionReport]:
+    """Extract the given-up chunks of ``sessions`` (of ``proc``'s database) again."""
+    by_id = {s.id: s for s in sessions}
+    out = []
+    for failure in state.chunk_failures(status="given_up", source_id=proc.source.identity):
+        session = by_id.get(failure.session_id)
+        if session is None:
+            continue
+        with lock_for(session.project_key):
+            out.append(retry_given_up(proc, session, failure))
+    return out
+
+
 def _summary(run_id: str, mode: str, dbs: list[dict[str, Any]],
-             reports: list[SessionReport]) -> dict[str, Any]:
+             reports: list[SessionReport],
+             retried: list[SessionReport] | None = None) -> dict[str, Any]:
     rows = [r.as_dict() for r in reports]
+    retry_rows = [r.as_dict() for r in retried or []]
     totals = {
         "sessions": len(rows),
         "turns_read": sum(r["turns_read"] for r in rows),
@@ -106,14 +140,23 @@ def _summary(run_id: str, mode: str, dbs: list[dict[str, Any]],
         "tokens_in": sum(r["tokens_in"] for r in rows),
         "tokens_out": sum(r["tokens_out"] for r in rows),
         "redactions": sum(sum(r["redactions"].values()) for r in rows),
-        "failed": sum(1 for r in rows if r["error"]),
+        "given_up": sum(r["given_up"] for r in rows),
+        "retried": sum(1 for r in retry_rows if not r["error"]),
+        "corrupt_rows": sum(r["corrupt_rows"] for r in rows),
+        "summaries": sum(r["summaries"] for r in rows),
+        "briefs": sum(r["briefs"] for r in rows),
+        "failed": sum(1 for r in rows + retry_rows if r["error"]),
     }
+    for r in retry_rows:
+        for key in ("llm_calls", "added", "tokens_in", "tokens_out"):
+            totals[key] += r[key]
     return {"run_id": run_id, "mode": mode, "databases": dbs, "sessions": rows,
-            "totals": totals, "failed": totals["failed"]}
+            "retried": retry_rows, "totals": totals, "failed": totals["failed"]}
 
 
 def capture_now(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extractor, *,
-                directory: str, lock_for: LockFor = no_lock) -> dict[str, Any]:
+                directory: str, lock_for: LockFor = no_lock,
+                summarizer: Summarizer | None = None) -> dict[str, Any]:
     """Extract the newest top-level session of ``directory``'s project now.
 
     The quiet period is skipped, the finished-turn rule is not: a turn still in flight is
@@ -136,7 +179,9 @@ def capture_now(app: AppPort, state: StateDB, store: MemoryStore, extractor: Ext
         return {"session_id": None, "reason": f"no OpenCode session found for {directory}"}
     session, path = newest
     with app.open_source(path) as source:
-        proc = SessionProcessor(source, state, store, extractor, app.limits(), clock=app.clock)
+        proc = SessionProcessor(source, state, store, extractor, app.limits(), clock=app.clock,
+                                user_id=app.user_id, summarizer=summarizer,
+                                ensure_space=app.ensure_space)
         with lock_for(session.project_key):
             report = proc.process(session)
     log.info("capture_now", session_id=session.id, added=report.added)

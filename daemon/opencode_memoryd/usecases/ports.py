@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from opencode_memoryd.capture.notes import Summarizer
     from opencode_memoryd.capture.processor import Extractor, Limits
     from opencode_memoryd.config.schema import Config
     from opencode_memoryd.dream.planning import Planner
-    from opencode_memoryd.extract.chat import ChatClient
+    from opencode_memoryd.extract.chat import ChatClient, ModeMemory
     from opencode_memoryd.source.reader import OpenCodeDB
     from opencode_memoryd.state.db import StateDB
     from opencode_memoryd.store.api import MemoryStore
@@ -85,16 +86,24 @@ class AppPort(Protocol):
         """Open the memory store."""
         ...
 
-    def build_extractor(self) -> Extractor:
-        """The extractor of the configured mode."""
+    def build_extractor(self, modes: ModeMemory | None = None) -> Extractor:
+        """The extractor of the configured mode (its chat client remembers the negotiated
+        structured-output mode in ``modes``)."""
+        ...
+
+    def build_summarizer(self, modes: ModeMemory | None = None) -> Summarizer:
+        """The writer of session summaries and project briefs (rules or LLM; its chat
+        client remembers the negotiated structured-output mode in ``modes``)."""
         ...
 
     def build_chat_client(self, *, timeout_seconds: float | None = None,
-                          max_retries: int | None = None) -> ChatClient:
-        """The chat client of ``[llm]``, optionally with another timeout and retry count."""
+                          max_retries: int | None = None,
+                          modes: ModeMemory | None = None) -> ChatClient:
+        """The chat client of ``[llm]``, optionally with another timeout and retry count,
+        remembering its negotiated structured-output mode in ``modes``."""
         ...
 
-    def build_planner(self) -> Planner | None:
+    def build_planner(self, modes: ModeMemory | None = None) -> Planner | None:
         """The dream planner (an LLM chat client), or ``None`` in rules mode."""
         ...
 
@@ -104,4 +113,9 @@ class AppPort(Protocol):
 
     def limits(self) -> Limits:
         """Reader and chunking limits."""
+        ...
+
+    def ensure_space(self) -> None:
+        """Raise :class:`~opencode_memoryd.errors.DiskFullError` unless the state dir and
+        the store have room for an extraction's writes."""
         ...

@@ -16,13 +16,17 @@ from opencode_memoryd.usecases.ports import AppPort
 log = structlog.get_logger(__name__)
 
 
-def _db_projects(app: AppPort, directory: str, db_override: str | None) -> dict[str, str]:
+def _db_projects(app: AppPort, directory: str, db_override: str | None, *,
+                 strict: bool = False) -> dict[str, str]:
     """Project key -> project root of the sessions ``directory`` selects in the databases
-    (none when no database is found; an unreadable one is logged and skipped)."""
+    (none when no database is found; an unreadable one is logged and skipped; both raise
+    :class:`SourceError` instead when ``strict``)."""
     found: dict[str, str] = {}
     try:
         paths = app.database_paths(db_override)
     except SourceError:
+        if strict:
+            raise
         return found
     for path in paths:
         try:
@@ -30,24 +34,30 @@ def _db_projects(app: AppPort, directory: str, db_override: str | None) -> dict[
                 for s in db.sessions(directory=directory, include_subagents=True):
                     found.setdefault(s.project_key, s.project_root)
         except SourceError as exc:
+            if strict:
+                raise
             log.warning("source_unreadable", db=str(path), error=str(exc))
     return found
 
 
-def project_keys_for_dir(app: AppPort, directory: str, db_override: str | None = None
-                         ) -> set[str]:
+def project_keys_for_dir(app: AppPort, directory: str, db_override: str | None = None,
+                         *, strict: bool = False) -> set[str]:
     """The memory scopes (project keys) of the sessions ``--dir DIR`` selects in the
     OpenCode databases only (no store fallback: see :func:`resolve_dir`).
 
     Args:
         directory: a normalised folder (:func:`normalize_dir`).
         db_override: ``--db PATH``, else the configured or discovered databases.
+        strict: raise instead of skipping a database that is missing or unreadable.
 
     Returns:
         The project keys; empty when no database is found or none has a session there.
         An unreadable database is logged and skipped.
+
+    Raises:
+        SourceError: only with ``strict``: no database, or one that cannot be read.
     """
-    return set(_db_projects(app, directory, db_override))
+    return set(_db_projects(app, directory, db_override, strict=strict))
 
 
 def store_projects(store: MemoryStore) -> dict[str, list[str]]:

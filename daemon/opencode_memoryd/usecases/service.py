@@ -19,6 +19,7 @@ from typing import Any
 
 import structlog
 
+from opencode_memoryd.capture.notes import Summarizer
 from opencode_memoryd.capture.processor import Extractor
 from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.dream.dreamer import Dreamer
@@ -34,9 +35,10 @@ from opencode_memoryd.usecases import (
     identity,
     memories,
     profile,
+    section_migration,
     status,
 )
-from opencode_memoryd.usecases.context import build_context
+from opencode_memoryd.usecases.context import ScrollCache, build_context
 from opencode_memoryd.usecases.maintain import LockFor, Progress, capture_now, maintain, no_lock
 from opencode_memoryd.usecases.ports import AppPort
 from opencode_memoryd.usecases.projects import resolve_dir
@@ -60,19 +62,23 @@ class Service:
         state: the open state file.
         store: the open memory store.
         extractor: the extractor to use; built from ``app`` on first use when ``None``.
+        summarizer: the writer of session summaries and project briefs; built from
+            ``app`` on first use when ``None``.
         lock_for: per-project lock factory (the daemon's; no locking for one-shot commands).
         progress: wraps each database's session list in ``maintain`` (a progress bar).
         daemon_status: the running daemon's own status, merged into :meth:`status` as
             ``daemon``; ``None`` reports ``{"running": False}``.
 
     On construction, user-scope memories written before user identities existed become
-    this user's (:meth:`migrate_user_scope`; one count when there is nothing to do).
+    this user's (:meth:`migrate_user_scope`), and memories written before sections existed
+    get one (:meth:`migrate_sections`); one count each when there is nothing to do.
     """
 
     def __init__(self, app: AppPort, state: StateDB, store: MemoryStore, *,
                  extractor: Extractor | None = None, lock_for: LockFor = no_lock,
                  progress: Progress | None = None,
-                 daemon_status: Callable[[], dict[str, Any]] | None = None) -> None:
+                 daemon_status: Callable[[], dict[str, Any]] | None = None,
+                 summarizer: Summarizer | None = None) -> None:
         self.app = app
         self.state = state
         self.store = store
@@ -81,15 +87,28 @@ class Service:
         self.progress = progress
         self.daemon_status = daemon_status
         self._extractor = extractor
+        self._summarizer = summarizer
+        # the embedded store has one writer (this process): its memories per filter can be
+        # kept between context requests until the next write
+        self._scroll_cache = (ScrollCache(store) if getattr(store, "single_writer", False)
+                              else None)
         self._dreamer: Dreamer | None = None
         self.migrate_user_scope()
+        self.migrate_sections()
 
     @property
     def extractor(self) -> Extractor:
         """The extractor of the configured mode (built on first use)."""
         if self._extractor is None:
-            self._extractor = self.app.build_extractor()
+            self._extractor = self.app.build_extractor(modes=self.state)
         return self._extractor
+
+    @property
+    def summarizer(self) -> Summarizer:
+        """The writer of session summaries and project briefs (built on first use)."""
+        if self._summarizer is None:
+            self._summarizer = self.app.build_summarizer(modes=self.state)
+        return self._summarizer
 
     @property
     def dreamer(self) -> Dreamer:
@@ -100,19 +119,25 @@ class Service:
             settings = DreamSettings(
                 max_retire_share=cfg.dream.max_retire_share,
                 near_duplicate_similarity=cfg.dedup.near_duplicate_similarity,
+                max_output_tokens=cfg.llm.max_output_tokens,
             )
-            self._dreamer = Dreamer(self.store, self.state, planner=self.app.build_planner(),
+            self._dreamer = Dreamer(self.store, self.state,
+                                    planner=self.app.build_planner(modes=self.state),
                                     settings=settings, clock=self.app.clock,
                                     user_id=self.app.user_id)
         return self._dreamer
 
     # -- the routes -------------------------------------------------------------------
 
-    def maintain(self, *, directory: str | None, db: str | None = None) -> dict[str, Any]:
+    def maintain(self, *, directory: str | None, db: str | None = None,
+                 retry_failed: bool = False) -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.maintain.maintain`."""
+        if not isinstance(retry_failed, bool):
+            raise RequestError("maintain: `retry_failed` must be true or false")
         return maintain(self.app, self.state, self.store, self.extractor,
                         directory=directory, db=db, progress=self.progress,
-                        lock_for=self.lock_for)
+                        lock_for=self.lock_for, retry_failed=retry_failed,
+                        summarizer=self.summarizer)
 
     def list(self, *, user: bool = False, directory: str | None = None,
              db: str | None = None, include_retired: bool = False
@@ -140,11 +165,10 @@ class Service:
 
     def dream(self, *, project_key: str | None = None, project_root: str | None = None,
               dry_run: bool = False) -> dict[str, Any]:
-        """A forced dream of one scope (``project_key`` ``None``: the user scope), under
-        the scope's lock; returns its journal entry."""
-        with self.lock_for(project_key or "user"):
-            return dreams.run_dream(self.dreamer, self.journal, project_key, project_root,
-                                    trigger="forced", dry_run=dry_run)
+        """A forced dream of one scope (``project_key`` ``None``: the user scope), applied
+        under the scope's lock; returns its journal entry."""
+        return dreams.run_dream(self.dreamer, self.journal, project_key, project_root,
+                                trigger="forced", dry_run=dry_run, lock_for=self.lock_for)
 
     def undo(self, *, run_id: str) -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.dreams.undo_dream`."""
@@ -184,12 +208,14 @@ class Service:
         """
         del worktree
         return build_context(self.app, self.store, directory=directory, project=project,
-                             session=session, query=query).to_dict()
+                             session=session, query=query,
+                             scroll=self._scroll_cache).to_dict()
 
     def capture_now(self, *, directory: str) -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.maintain.capture_now`."""
         return capture_now(self.app, self.state, self.store, self.extractor,
-                           directory=normalize_dir(directory), lock_for=self.lock_for)
+                           directory=normalize_dir(directory), lock_for=self.lock_for,
+                           summarizer=self.summarizer)
 
     def history_sessions(self, *, directory: str, limit: int = 20, db: str | None = None
                          ) -> builtins.list[dict[str, Any]]:
@@ -227,6 +253,20 @@ class Service:
                 return identity.migrate_user_scope(self.store, self.app.user_id)
         except MemorydError as exc:
             log.warning("user_scope_migration_failed", error=str(exc))
+            return 0
+
+    def migrate_sections(self) -> int:
+        """Give memories written before sections existed a section
+        (:func:`opencode_memoryd.usecases.section_migration.migrate_sections`). A store
+        error is logged, not raised: the next open retries.
+
+        Returns:
+            The number of memories given a section (0 on error).
+        """
+        try:
+            return section_migration.migrate_sections(self.store)
+        except MemorydError as exc:
+            log.warning("section_migration_failed", error=str(exc))
             return 0
 
     def recover_dreams(self) -> builtins.list[str]:

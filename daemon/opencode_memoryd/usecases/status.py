@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from opencode_memoryd.errors import SourceError
@@ -22,7 +23,11 @@ def status_info(app: AppPort, state: StateDB, store: MemoryStore) -> dict[str, A
         "databases": [{"path", "schema", "sessions", "unread_tables"} | {"path", "error"}],
         "databases_error"?, "store": {...}, "user_id": this user's identity,
         "memories": {"scope/type": count} (user scope: this user's only),
-        "state": {...}, "last_runs": [...]}``.
+        "state": {...}, "llm": {"modes": [{"base_url", "model", "json_mode", "start",
+        "detail", "updated_at"}], "given_up": [failure dicts, at most 10]},
+        "last_runs": [...]}``. ``llm.modes`` are the structured-output modes negotiated
+        per endpoint and model; ``llm.given_up`` the chunks given up after repeated
+        identical failures (``state.chunks_given_up`` counts them all).
     """
     info: dict[str, Any] = {
         "config_path": str(app.config_path) if app.config_path else None,
@@ -55,5 +60,9 @@ def status_info(app: AppPort, state: StateDB, store: MemoryStore) -> dict[str, A
                 counts[f"{scope}/{type_}"] = n
     info["memories"] = counts
     info["state"] = state.counts()
+    info["llm"] = {
+        "modes": [asdict(m) for m in state.llm_modes()],
+        "given_up": [f.as_dict() for f in state.chunk_failures(status="given_up", limit=10)],
+    }
     info["last_runs"] = state.last_runs(5)
     return info

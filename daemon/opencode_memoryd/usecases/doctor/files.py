@@ -59,7 +59,8 @@ def file_modes_check(ctx: Context) -> Check:
         commands.append("chmod 600 " + " ".join(shlex.quote(str(p)) for p in to_fix))
     return Check("file-modes", WARN,
                  "readable by other users: " + ", ".join(
-                     str(_loose(p)) for p in loose_dirs + loose_files),
+                     str(_loose(p)) for p in loose_dirs + loose_files)
+                 + " (opening them, as any command does, makes them private again)",
                  " && ".join(commands))
 
 

@@ -1,8 +1,10 @@
-"""``llm-key`` and ``llm-endpoint``: in llm mode, the API key variable is set and the
-endpoint answers one tiny JSON request with the configured model.
+"""``llm-key``, ``llm-endpoint`` and ``llm-given-up``: in llm mode, the API key variable is
+set, the endpoint answers one tiny JSON request with the configured model, and no chunk
+of turns was given up after repeated identical failures.
 
-The request goes through the same chat client capture uses (same ``json_mode``), with a
-short timeout and no retry; it costs a few tokens.
+The request goes through the same chat client capture uses (the same structured-output
+negotiation, remembered in the state file when it exists), with a short timeout and no
+retry; it costs a few tokens. The check names the structured-output mode that works.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ from __future__ import annotations
 import json
 import time
 
-from opencode_memoryd.errors import ExtractionError, UpstreamError
+from opencode_memoryd.errors import ExtractionError, MemorydError, UpstreamError
+from opencode_memoryd.extract.llm_extractor import reply_token_cap
 from opencode_memoryd.usecases.doctor.model import FAIL, OK, SKIP, WARN, Check, Context
 
 PROBE_SYSTEM = "You are a health check. Answer with a JSON object only."
@@ -32,10 +35,26 @@ _FIXES = {
 
 
 def llm_checks(ctx: Context) -> list[Check]:
-    """``llm-key`` then ``llm-endpoint``; one ``llm`` skip outside llm mode."""
+    """``llm-key``, ``llm-endpoint`` and ``llm-given-up``; one ``llm`` skip outside llm
+    mode."""
     if ctx.app.extraction_mode() != "llm":
         return [Check("llm", SKIP, "rules mode: no LLM endpoint is used")]
-    return [key_check(ctx), endpoint_check(ctx)]
+    return [key_check(ctx), endpoint_check(ctx), given_up_check(ctx)]
+
+
+def given_up_check(ctx: Context) -> Check:
+    """Whether chunks of turns were given up after repeated identical failures."""
+    state = ctx.state()
+    given_up = state.chunk_failures(status="given_up") if state is not None else []
+    if not given_up:
+        return Check("llm-given-up", OK, "no chunk of turns was given up")
+    first = given_up[0]
+    return Check("llm-given-up", WARN,
+                 f"{len(given_up)} chunk(s) of turns failed the same way too often and were "
+                 f"captured by the rules only; e.g. session {first.session_id}: "
+                 f"{first.reason}",
+                 "fix the cause (llm.model, llm.max_output_tokens, llm.json_mode), then run "
+                 "`opencode-memoryd maintain --all --retry-failed`")
 
 
 def key_check(ctx: Context) -> Check:
@@ -55,11 +74,19 @@ def endpoint_check(ctx: Context) -> Check:
     llm = ctx.app.config.llm
     timeout = min(llm.timeout_seconds, ctx.probes.llm_timeout_seconds)
     where = f"{llm.base_url} (model {llm.model})"
-    client = ctx.app.build_chat_client(timeout_seconds=timeout, max_retries=0)
+    try:
+        modes = ctx.state()
+    except MemorydError:  # the state file's own check reports it
+        modes = None
+    client = ctx.app.build_chat_client(timeout_seconds=timeout, max_retries=0, modes=modes)
+    x = ctx.app.config.extraction
+    cap = llm.max_output_tokens or reply_token_cap(x.max_memories_per_chunk,
+                                                   x.max_memory_chars)
     started = time.monotonic()
     try:
         reply = client.complete_json(system=PROBE_SYSTEM, user=PROBE_USER,
-                                     schema=PROBE_SCHEMA, schema_name="health_check")
+                                     schema=PROBE_SCHEMA, schema_name="health_check",
+                                     max_tokens=cap)
     except UpstreamError as exc:
         fix = _FIXES.get(exc.kind, "check llm.base_url, llm.model and llm.json_mode")
         return Check("llm-endpoint", FAIL, f"{where}: {exc.kind}: {exc}",
@@ -71,6 +98,9 @@ def endpoint_check(ctx: Context) -> Check:
     finally:
         client.close()
     ms = (time.monotonic() - started) * 1000
+    mode = client.json_mode
+    structured = f"structured output: {mode}" + (
+        "" if mode == llm.json_mode else f", since the endpoint refused {llm.json_mode}")
     try:
         answer = json.loads(reply.content)
     except ValueError:
@@ -81,4 +111,4 @@ def endpoint_check(ctx: Context) -> Check:
                      'set llm.json_mode = "json_object" (or "none"), or choose a model '
                      "that follows JSON schemas")
     return Check("llm-endpoint", OK, f"{where} answered in {ms:.0f} ms "
-                                     f"(model {reply.model})")
+                                     f"(model {reply.model}; {structured})")

@@ -57,8 +57,11 @@ def run_checks(app: AppPort, probes: Probes,
     ctx = Context(app, probes)
     out: list[Check] = []
     try:
+        # the file modes first: opening the state file or the store repairs them
+        early = {name: guarded(name, partial(check, ctx)) for name, check in checks
+                 if name == "file-modes"}
         for name, check in checks:
-            out.extend(guarded(name, partial(check, ctx)))
+            out.extend(early.get(name) or guarded(name, partial(check, ctx)))
     finally:
         ctx.close()
     return out

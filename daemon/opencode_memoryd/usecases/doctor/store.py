@@ -12,6 +12,7 @@ from typing import Any
 
 from opencode_memoryd.config.paths import store_dir
 from opencode_memoryd.errors import (
+    DiskFullError,
     EmbedderMismatchError,
     StoreError,
     StoreInUseError,
@@ -40,6 +41,8 @@ def embedder_check(ctx: Context) -> Check:
         store = ctx.app.open_store()
     except EmbedderMismatchError as exc:
         return Check("embedder", FAIL, str(exc).split(". Its vectors", 1)[0], _MISMATCH_FIX)
+    except DiskFullError as exc:  # the disk-space check says what to do
+        return Check("embedder", SKIP, f"the store was not opened: {exc}")
     except StoreInUseError:
         return Check("embedder", WARN, "the store is held by another opencode-memoryd "
                                        "process, so it could not be checked",

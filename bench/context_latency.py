@@ -1,0 +1,248 @@
+"""Latency of the context block through the daemon's socket, as the OpenCode plugin asks for it.
+
+For each store size (``--sizes``, default 1k and 10k memories) a store is seeded with the
+realistic memories of ``bench/dream_scale.py`` (10 projects of Zipf-like sizes, the user
+scope ~8%, project/reference/feedback/user types, duplicates and superseded facts, dates over
+six months) in a throw-away HOME. A copy of ``tests/fixtures/opencode-sample.db`` gets one
+OpenCode session in the biggest project's folder and one in the smallest's (their first user
+message is the task), so the daemon resolves folders and sessions exactly as for a real
+OpenCode. Then ``opencode-memoryd run`` starts as a real child process and, after a few
+warm-up requests, ``GET /v1/context?directory&session&project&worktree&query`` is sent
+``--requests`` times per case over the Unix socket with a fresh connection each time
+(``httpx`` with the ``uds`` transport; the plugin's Bun ``fetch`` also connects per
+request). Cases: the biggest project with the plugin's query (the session's first message),
+the same with no session and no query (no search: "Relevant to the task" is skipped), and
+the smallest project with its query.
+
+Printed per size and case: p50 / p95 / p99 / max milliseconds (goal: p95 <= 20 ms), the
+block's characters and entries; the store's seeding time. With ``--profile`` (default on
+when a p95 misses 20 ms) the daemon is stopped and the same use case runs in this process
+over the same store, timed by phase (OpenCode database look-ups for the session and for the
+folder's project, store scrolls, store searches, selection and rendering), then the top
+functions of a ``cProfile`` run by cumulative time.
+
+Run: ``.venv/bin/python bench/context_latency.py [--sizes 1000,10000] [--requests 200]
+[--profile]``. Nothing leaves 127.0.0.1; asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "daemon"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import httpx  # noqa: E402
+
+from _daemon_common import FIXTURE, Daemon, Sandbox, pct  # noqa: E402
+from dream_scale import build_memories, seed_store  # noqa: E402
+from opencode_memoryd.compose import App  # noqa: E402
+from opencode_memoryd.config.loader import load_config  # noqa: E402
+from opencode_memoryd.config.paths import store_dir  # noqa: E402
+from opencode_memoryd.usecases import context as context_mod  # noqa: E402
+from opencode_memoryd.usecases.service import open_local  # noqa: E402
+from opencode_writer import OpenCodeWriter  # noqa: E402
+
+GOAL_P95_MS = 20.0
+WARMUP = 10
+TASKS = {  # the first user message of each session: the plugin's query
+    "big": "the checkout tests fail after the PostgreSQL upgrade, which port does it use",
+    "small": "where is the runbook for the ledger incidents",
+}
+
+
+def percentile_line(values: list[float]) -> str:
+    return (f"p50 {pct(values, 0.5):6.1f}  p95 {pct(values, 0.95):6.1f}  "
+            f"p99 {pct(values, 0.99):6.1f}  max {max(values):6.1f} ms")
+
+
+class Setup:
+    """A seeded store, an OpenCode database with two sessions, and the config."""
+
+    def __init__(self, root: Path, size: int, seed: int) -> None:
+        self.box = Sandbox(root, "")
+        seeded = build_memories(size, seed=seed, projects=10, dup_share=0.1, sup_share=0.05)
+        projects = sorted((k for k in seeded.scope_sizes if k), key=seeded.scope_sizes.get)
+        self.keys = {"big": projects[-1], "small": projects[0]}
+        self.scope_sizes = seeded.scope_sizes
+        self.roots = {name: str(seeded.roots[key]) for name, key in self.keys.items()}
+        db = self.box.opencode_db
+        shutil.copyfile(FIXTURE, db)
+        writer = OpenCodeWriter(db)
+        self.sessions = {}
+        try:
+            for name, key in self.keys.items():
+                sid = writer.new_session(project_id=key, directory=self.roots[name],
+                                         worktree=self.roots[name], title=f"{name} task")
+                writer.append_turn(sid, TASKS[name], "Looking into it.")
+                self.sessions[name] = sid
+        finally:
+            writer.close()
+        self.box.config.write_text(f'[opencode]\nsettle_seconds = 0\ndb_paths = ["{db}"]\n'
+                                   '[extraction]\nmode = "rules"\n'
+                                   '[daemon]\nquiet_period_seconds = 3600\n')
+        self.env = self.box.full_env() | {"PYTHONPATH": str(ROOT / "daemon")}
+        cfg = load_config(self.box.config, self.env)
+        self.app = App(config=cfg, env=self.env)
+        t = time.perf_counter()
+        seed_store(store_dir(cfg, self.env), seeded.memories)
+        self.seed_seconds = time.perf_counter() - t
+
+    def params(self, case: str) -> dict[str, str]:
+        name = "small" if case == "small" else "big"
+        with_task = case != "big, no session or query"
+        return {"directory": self.roots[name],
+                "session": self.sessions[name] if with_task else "",
+                "project": self.keys[name], "worktree": self.roots[name],
+                "query": TASKS[name] if with_task else ""}
+
+
+CASES = ("big, plugin request", "big, no session or query", "small")
+
+
+@contextmanager
+def running_daemon(setup: Setup) -> Iterator[Path]:
+    # this checkout's code (PYTHONPATH), unlike Sandbox.start_daemon
+    err = setup.box.stderr_path.open("ab")
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "opencode_memoryd", "--config",
+                                 str(setup.box.config), "run"], env=setup.env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+    finally:
+        err.close()
+    daemon = Daemon(proc, setup.box)
+    try:
+        daemon.wait_ready()  # serving, and its start-up pass over the databases done
+        info = setup.box.state_dir / "daemon.json"
+        yield Path(json.loads(info.read_text())["socket"])
+    finally:
+        daemon.stop()
+
+
+def measure(sock: Path, params: dict[str, str], n: int) -> tuple[list[float], dict[str, Any]]:
+    url = "http://opencode-memoryd/v1/context?" + urlencode(params)
+    times: list[float] = []
+    result: dict[str, Any] = {}
+    for i in range(WARMUP + n):
+        with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock)),
+                          trust_env=False) as http:
+            t = time.perf_counter()
+            r = http.get(url, timeout=30)
+            ms = (time.perf_counter() - t) * 1000
+        r.raise_for_status()
+        result = r.json()["result"]
+        if i >= WARMUP:
+            times.append(ms)
+    return times, result
+
+
+def phases(setup: Setup, params: dict[str, str], n: int) -> None:
+    """Time ``build_context`` in this process by phase, then cProfile it."""
+    spent: dict[str, float] = defaultdict(float)
+
+    def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[name] += time.perf_counter() - t
+        return wrapper
+
+    originals = {name: getattr(context_mod, name)
+                 for name in ("_session_facts", "project_keys", "select", "render")}
+    labels = {"_session_facts": "OpenCode db: the session (sub-agent? first message)",
+              "project_keys": "OpenCode db: the folder's project",
+              "select": "select (budget)", "render": "render"}
+    with open_local(setup.app) as service:
+        store = service.store
+        scroll, search = store.scroll, store.search
+        try:
+            for name, fn in originals.items():
+                setattr(context_mod, name, timed(labels[name], fn))
+            store.scroll = timed(  # type: ignore[method-assign]
+                "store: scroll the scopes", lambda *a, **k: list(scroll(*a, **k)))
+            store.search = timed("store: search (relevant)", search)  # type: ignore[method-assign]
+            kwargs = {k: (v or None) for k, v in params.items()}
+            service.context(**kwargs)  # warm
+            spent.clear()
+            t = time.perf_counter()
+            for _ in range(n):
+                service.context(**kwargs)
+            total = time.perf_counter() - t
+            print(f"    in-process build_context: {total / n * 1000:.1f} ms per call, of which")
+            for name, seconds in sorted(spent.items(), key=lambda x: -x[1]):
+                print(f"      {seconds / n * 1000:7.2f} ms  {name}")
+            rest = total - sum(spent.values())
+            print(f"      {rest / n * 1000:7.2f} ms  the rest (filters, merging, JSON dict)")
+        finally:
+            for name, fn in originals.items():
+                setattr(context_mod, name, fn)
+            store.scroll, store.search = scroll, search  # type: ignore[method-assign]
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(n):
+            service.context(**{k: (v or None) for k, v in params.items()})
+        prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(18)
+    lines = [line for line in out.getvalue().splitlines() if line.strip()][-19:]
+    print("    cProfile, cumulative (all calls of the loop):")
+    for line in lines:
+        print("      " + line[:150])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="1000,10000")
+    ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--profile", action="store_true",
+                    help="profile every size (default: only a size whose p95 misses 20 ms)")
+    args = ap.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    print(f"context block through the socket, {args.requests} requests per case "
+          f"(+{WARMUP} warm-up), goal p95 <= {GOAL_P95_MS:.0f} ms")
+    for size in sizes:
+        root = Path(tempfile.mkdtemp(prefix="ctx-bench-"))
+        try:
+            setup = Setup(root, size, args.seed)
+            big, small = (setup.scope_sizes[setup.keys[k]] for k in ("big", "small"))
+            print(f"\n{size} memories (seeded in {setup.seed_seconds:.1f} s): biggest project "
+                  f"{big}, smallest {small}, user scope {setup.scope_sizes[None]}")
+            missed = []
+            with running_daemon(setup) as sock:
+                for case in CASES:
+                    times, result = measure(sock, setup.params(case), args.requests)
+                    print(f"  {case:26} {percentile_line(times)}  block {result['chars']} "
+                          f"chars, {result['entries']} entries")
+                    if pct(times, 0.95) > GOAL_P95_MS:
+                        missed.append(case)
+            if missed or args.profile:
+                case = missed[0] if missed else CASES[0]
+                print(f"  where the time goes ({case}):")
+                phases(setup, setup.params(case), max(20, args.requests // 10))
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

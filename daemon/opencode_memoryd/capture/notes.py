@@ -1,0 +1,264 @@
+"""The memories opencode-memoryd writes about sessions and projects (never user statements).
+
+Three kinds, each one point with a deterministic id (:func:`~opencode_memoryd.models.
+note_id`) rewritten in place when its source changes, redacted and size-capped:
+
+* **compaction summaries** (type ``session-summary``): each summary OpenCode writes when
+  it compacts a top-level session becomes one memory of the project, condensed to one
+  paragraph (:func:`~opencode_memoryd.extract.digest.condense_summary`); provenance: the
+  session and the summary message. Written as the turn holding it is read; a memory that
+  already exists for that message (even one the user forgot) is left as it is.
+* **session notes** (type ``session-summary``, one per session): when a top-level session
+  is read to its end, has been idle for ``idle_ms`` and did not end with a compaction, the
+  state it ended in (rules mode: files changed, commands still failing,
+  :mod:`opencode_memoryd.source.activity`) or a short summary of what it did (LLM mode).
+  ``basis`` is the last message it covers: written again only when the session went on.
+  Not idle long enough yet: the report says when it will be (``summary_due_ms``).
+* **project briefs** (type ``project-brief``, one per project): on first sight of a git
+  project whose worktree exists on this machine, its README's first substantive paragraph
+  (rules) or a short summary of its README and manifests (LLM), read under the rules of
+  :mod:`opencode_memoryd.source.worktree`; ``basis`` is the README's content hash, so the
+  brief is made again only when the README changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Protocol
+
+import structlog
+
+from opencode_memoryd.capture.report import NoteSettings, SessionReport
+from opencode_memoryd.extract.digest import cap, condense_summary
+from opencode_memoryd.extract.summarize import Summary
+from opencode_memoryd.models import (
+    STORAGE_MESSAGE,
+    Memory,
+    TranscriptLine,
+    content_hash,
+    note_id,
+    utc_from_ms,
+)
+from opencode_memoryd.redaction.engine import scrub
+from opencode_memoryd.source.activity import (
+    compaction_summaries,
+    render_state,
+    session_activity,
+)
+from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB
+from opencode_memoryd.source.rows import MessageRow, SessionRow
+from opencode_memoryd.source.transcript import estimate_tokens, transcript_lines
+from opencode_memoryd.source.turns import drop_fork_copies, group_turns
+from opencode_memoryd.source.worktree import find_readme, read_manifests, shareable
+from opencode_memoryd.state.batch import StateBatch
+from opencode_memoryd.state.db import StateDB
+from opencode_memoryd.store.api import MemoryStore
+
+log = structlog.get_logger(__name__)
+
+
+class Summarizer(Protocol):
+    """Writes session summaries and project briefs (rules or LLM;
+    :mod:`opencode_memoryd.extract.summarize`)."""
+
+    name: str
+
+    def session_summary(self, lines: Sequence[TranscriptLine], state: str, *,
+                        max_chars: int) -> Summary:
+        """A summary of a session from its transcript tail and its rendered state."""
+        ...
+
+    def project_brief(self, readme: str, manifests: Mapping[str, str], *,
+                      max_chars: int) -> Summary:
+        """A project's brief from its README and manifest files."""
+        ...
+
+
+def _tail(lines: list[TranscriptLine], max_tokens: int) -> list[TranscriptLine]:
+    """The last lines of ``lines`` that fit ``max_tokens`` (estimated)."""
+    out: list[TranscriptLine] = []
+    used = 0
+    for line in reversed(lines):
+        cost = estimate_tokens(line.render()) + 1
+        if used + cost > max_tokens:
+            break
+        out.append(line)
+        used += cost
+    return out[::-1]
+
+
+class SessionNotes:
+    """Writes the three kinds of note for one source database (see the module docstring).
+
+    Args:
+        source: the open OpenCode database.
+        state: our state file, or the batch of writes in progress (for the session's
+            mark as it will be).
+        store: the memory store.
+        summarizer: rules or LLM.
+        settings: what to write.
+        tool_output_chars: tool output kept per transcript line of an LLM summary.
+    """
+
+    def __init__(self, source: OpenCodeDB, state: StateDB | StateBatch, store: MemoryStore,
+                 summarizer: Summarizer, settings: NoteSettings, *,
+                 tool_output_chars: int = 160) -> None:
+        self.source = source
+        self.state = state
+        self.store = store
+        self.summarizer = summarizer
+        self.settings = settings
+        self.tool_output_chars = tool_output_chars
+        self._briefs_checked: set[str] = set()
+
+    def _count(self, report: SessionReport, s: Summary) -> None:
+        report.llm_calls += s.llm_calls
+        report.tokens_in += s.tokens_in
+        report.tokens_out += s.tokens_out
+
+    # -- compaction summaries ------------------------------------------------------------
+
+    def compactions(self, session: SessionRow, messages: Sequence[MessageRow]) -> int:
+        """Store each compaction summary among ``messages`` of a top-level session;
+        return how many were new."""
+        if not self.settings.session_summaries or session.is_subagent:
+            return 0
+        added = 0
+        for m, text in compaction_summaries(messages):
+            pid = note_id(session.project_key, "session-summary", f"compaction:{m.id}")
+            if self.store.get([pid]):
+                continue  # stored before (a re-read), or forgotten by the user: keep it so
+            content = condense_summary(scrub(text).text,
+                                       max_chars=self.settings.summary_max_chars)
+            if not content:
+                continue
+            self.store.upsert([self._memory(pid, session, content, [m.id], "rules", m.id,
+                                            created_ms=m.time_created,
+                                            updated_ms=m.time_updated)])
+            added += 1
+            log.info("compaction_summary_stored", session_id=session.id, message_id=m.id,
+                     chars=len(content))
+        return added
+
+    def _memory(self, pid: str, session: SessionRow, content: str, message_ids: list[str],
+                source: str, basis: str, *, created_ms: int, updated_ms: int) -> Memory:
+        return Memory(
+            id=pid, content=content, type="session-summary", scope="project",
+            project_id=session.project_key, project_root=session.project_root,
+            session_id=session.id, message_ids=message_ids,
+            source="llm" if source == "llm" else "rules",
+            created_at=utc_from_ms(created_ms), updated_at=utc_from_ms(updated_ms),
+            session_ids=[session.id], content_hash=content_hash(content),
+            section="progress", basis=basis)
+
+    # -- the end of a session ------------------------------------------------------------
+
+    def after_session(self, session: SessionRow, report: SessionReport, *,
+                      now: datetime) -> None:
+        """The project brief, then the session's note (see the module docstring)."""
+        if session.is_subagent:
+            return
+        if self.settings.project_briefs:
+            report.briefs += self.brief(session, report, now=now)
+        if self.settings.session_summaries:
+            self.session_end(session, report, now=now)
+
+    def _read_to_end(self, session: SessionRow, storage: str) -> list[MessageRow]:
+        out: list[MessageRow] = []
+        mark: tuple[int, str] | None = None
+        while True:
+            batch = self.source.messages_after(session.id, mark, limit=MESSAGE_BATCH,
+                                               storage=storage)
+            out += batch
+            if len(batch) < MESSAGE_BATCH:
+                return drop_fork_copies(out, session.time_created)
+            mark = batch[-1].mark
+
+    def session_end(self, session: SessionRow, report: SessionReport, *,
+                    now: datetime) -> None:
+        """Write the session's note when it is read to its end and idle for good; else
+        set ``report.summary_due_ms`` when it will be idle long enough."""
+        end = self.source.last_messages([session.id]).get(session.id)
+        mark = self.state.get_mark(self.source.identity, session.id)
+        if end is None or mark is None or mark.storage != end.storage:
+            return
+        if (end.position > mark.position if end.storage == STORAGE_MESSAGE
+                else end.position != mark.position):
+            return  # a turn is still unread
+        pid = note_id(session.project_key, "session-summary", f"session:{session.id}")
+        existing = self.store.get([pid])
+        if existing and (existing[0].basis == end.position[1] or not existing[0].is_active):
+            return  # written for this very end already, or forgotten by the user
+        messages = self._read_to_end(session, end.storage)
+        act = session_activity(messages)
+        if not act.last_message_id or act.ended_with_compaction:
+            return
+        if self.summarizer.name == "rules" and not act.has_state:
+            return  # nothing changed, nothing failed: the rules have nothing to tell
+        now_ms = int(now.timestamp() * 1000)
+        due = act.last_activity_ms + self.settings.idle_ms
+        if now_ms < due:
+            report.summary_due_ms = due
+            return
+        state = scrub(render_state(act, title=session.title, root=session.project_root,
+                                    max_chars=self.settings.summary_max_chars)).text
+        lines: list[TranscriptLine] = []
+        if self.summarizer.name != "rules":
+            raw = transcript_lines(group_turns(messages),
+                                   tool_output_chars=self.tool_output_chars)
+            lines = _tail([TranscriptLine(x.message_id, x.role, scrub(x.text).text)
+                           for x in raw], self.settings.transcript_tokens)
+        s = self.summarizer.session_summary(lines, state,
+                                            max_chars=self.settings.summary_max_chars)
+        self._count(report, s)
+        content = cap(scrub(s.text).text, self.settings.summary_max_chars)
+        if not content:
+            return
+        self.store.upsert([self._memory(pid, session, content, [act.last_message_id],
+                                        s.source, act.last_message_id,
+                                        created_ms=session.time_created,
+                                        updated_ms=act.last_activity_ms)])
+        report.summaries += 1
+        log.info("session_note_stored", session_id=session.id, source=s.source,
+                 chars=len(content), files=len(act.files), failing=len(act.failing))
+
+    # -- project briefs ------------------------------------------------------------------
+
+    def brief(self, session: SessionRow, report: SessionReport, *, now: datetime) -> int:
+        """Write or refresh the project's brief (once per project per instance); return 1
+        when it was written."""
+        key = session.project_key
+        if session.project_id == "global" or key in self._briefs_checked:
+            return 0
+        self._briefs_checked.add(key)
+        readme = find_readme(session.project_root)
+        if readme is None:
+            return 0
+        pid = note_id(key, "project-brief", "readme")
+        existing = self.store.get([pid])
+        if existing and existing[0].basis == readme.sha256:
+            return 0  # the README did not change (or the user forgot the brief of it)
+        if not shareable(session.project_root, [readme]):
+            log.info("project_brief_skipped", project=key, reason="not in git or ignored")
+            return 0
+        manifests: dict[str, str] = {}
+        if self.summarizer.name != "rules":
+            manifests = {f.name: scrub(f.text).text
+                         for f in read_manifests(session.project_root)}
+        s = self.summarizer.project_brief(scrub(readme.text).text, manifests,
+                                          max_chars=self.settings.brief_max_chars)
+        self._count(report, s)
+        content = cap(scrub(s.text).text, self.settings.brief_max_chars)
+        if not content:
+            return 0
+        created = existing[0].created_at if existing else now
+        self.store.upsert([Memory(
+            id=pid, content=content, type="project-brief", scope="project", project_id=key,
+            project_root=session.project_root, session_id=session.id, message_ids=[],
+            source="llm" if s.source == "llm" else "rules", created_at=created,
+            updated_at=now, session_ids=[session.id], content_hash=content_hash(content),
+            section="brief", basis=readme.sha256)])
+        log.info("project_brief_stored", project=key, source=s.source, chars=len(content),
+                 readme=readme.name)
+        return 1

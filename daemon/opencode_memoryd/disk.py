@@ -1,0 +1,120 @@
+"""The files we write: private modes, and enough free space before writing.
+
+**Privacy.** Memories, marks, logs and the journal are readable by their owner only: the
+CLI and the daemon run with the umask :data:`PRIVATE_UMASK` (new folders 0700, new files
+0600), and :func:`make_private` repairs what an earlier version left readable (called by
+the store and the state file on open, and for the log file).
+
+**Free space.** Qdrant Edge maps its segment files into memory as sparse files and fills
+them as points are written; on a full disk the kernel answers a write to such a page with
+``SIGBUS``, which kills the process without a word. So opening the embedded store and
+every write to it first check that :data:`STORE_MIN_FREE_BYTES` are free
+(:func:`require_free`) and raise :class:`~opencode_memoryd.errors.DiskFullError`
+otherwise. Measured with qdrant-edge-py 0.9 on tmpfs: creating a shard allocates 8.1 MiB
+(its preallocated files are 166 MB sparse: two 32 MiB WAL files, a 32 MiB payload page,
+a 32 MiB BM25 page and the payload indexes); opening it again the first time fills
+another 20 MiB (28.2 MiB in all; it died with SIGBUS with 8 MiB free); one write of a
+chunk's memories at most 96 KiB (7,200 memories of 2 KB: 21 MiB in all). SQLite reports a
+full disk cleanly (``SQLITE_FULL``), so the state file needs only
+:data:`STATE_MIN_FREE_BYTES` for its WAL and the log lines around a write.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from opencode_memoryd.errors import DiskFullError
+
+__all__ = [
+    "PRIVATE_UMASK",
+    "STATE_MIN_FREE_BYTES",
+    "STORE_MIN_FREE_BYTES",
+    "FreeBytes",
+    "free_bytes",
+    "make_private",
+    "require_free",
+]
+
+#: The process umask of the CLI and the daemon: nothing for group or others.
+PRIVATE_UMASK = 0o077
+#: Free space (bytes) the embedded store needs to open and before any write: three times
+#: the most an open was measured to fill (20 MiB), far above one write (96 KiB).
+STORE_MIN_FREE_BYTES = 64 * 1024 * 1024
+#: Free space (bytes) the state dir needs before an extraction: the state file's WAL
+#: pages and log lines.
+STATE_MIN_FREE_BYTES = 4 * 1024 * 1024
+
+#: Free bytes of the file system holding a path (injectable for tests).
+FreeBytes = Callable[[Path], int]
+
+_DIR_MODE = 0o700
+_FILE_MODE = 0o600
+
+
+def free_bytes(path: Path) -> int:
+    """Free bytes (for an unprivileged user) on the file system that holds ``path``; a
+    path that does not exist yet is measured at its nearest existing ancestor."""
+    p = Path(path).absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return shutil.disk_usage(p).free
+
+
+def require_free(directory: Path, needed: int, *, free: FreeBytes = free_bytes) -> None:
+    """Raise unless ``needed`` bytes are free where ``directory`` lives.
+
+    Raises:
+        DiskFullError: fewer bytes are free; the message names ``directory``, the space
+            needed and the space free.
+    """
+    have = free(directory)
+    if have < needed:
+        raise DiskFullError(str(directory), needed, have)
+
+
+def _chmod(path: Path, mode: int) -> bool:
+    try:
+        st = path.lstat()
+        if stat.S_ISLNK(st.st_mode) or st.st_uid != os.getuid():
+            return False  # never follow a link, never touch another user's file
+        if stat.S_IMODE(st.st_mode) == mode:
+            return False
+        path.chmod(mode)
+    except OSError:
+        return False
+    return True
+
+
+def make_private(directory: Path, patterns: Iterable[str] = ("*",)) -> int:
+    """Make ``directory`` 0700 and what its ``patterns`` match private: folders 0700 (and
+    everything below them), files 0600. Links and other users' files are left alone;
+    errors are ignored (the folder may be read-only, the caller finds out when it writes).
+
+    Args:
+        directory: an existing folder of ours.
+        patterns: glob patterns of the entries to fix, relative to ``directory``
+            (``("*",)``: all of them).
+
+    Returns:
+        The number of modes changed.
+    """
+    directory = Path(directory)
+    changed = int(_chmod(directory, _DIR_MODE))
+    for pattern in patterns:
+        for entry in directory.glob(pattern):
+            if entry.is_symlink():
+                continue
+            if not entry.is_dir():
+                changed += _chmod(entry, _FILE_MODE)
+                continue
+            changed += _chmod(entry, _DIR_MODE)
+            for root, dirs, files in os.walk(entry):
+                for d in dirs:
+                    changed += _chmod(Path(root, d), _DIR_MODE)
+                for f in files:
+                    changed += _chmod(Path(root, f), _FILE_MODE)
+    return changed

@@ -1,0 +1,115 @@
+"""Word-level tests of the rules grammar: is this a clause, a rule, a verb first?
+
+Small heuristics on English word shapes, no parser: a complement that holds no subject
+pronoun, auxiliary, negation or verb-like word is a noun phrase ("remember that bug from
+last week"), not a fact; a clause after "from now on" is a rule when it opens with an
+imperative or a rule word, and not when it describes a change ("the file is smaller").
+"""
+
+from __future__ import annotations
+
+import re
+
+from opencode_memoryd.extract import lexicon as lx
+
+_WORDS = re.compile(r"[a-z][a-z']*|\S", re.IGNORECASE)
+#: Words ending in -s that are no verbs.
+_NOT_VERB_S = frozenset([
+    "this", "was", "has", "is", "its", "his", "us", "does", "yes", "plus", "thus", "less",
+    "class", "process", "access", "address", "status", "always", "sometimes", "perhaps",
+    "unless", "across", "ours", "yours",
+])
+#: Base-form verbs that make a clause after a subject ("builds use make").
+_VERB_HINT = frozenset([
+    "use", "need", "run", "go", "live", "have", "want", "like", "work", "require", "depend",
+    "take", "come", "belong", "expect", "support", "stay", "hold", "mean", "contain",
+    "include", "break", "fail", "happen", "get", "build", "deploy", "own", "talk", "call",
+])
+#: Words that may follow a verb in -s ("gets wiped", "needs the build").
+_AFTER_VERB = frozenset([
+    "the", "a", "an", "on", "in", "at", "to", "about", "every", "all", "only", "with", "from",
+    "for", "up", "out", "no", "by", "under", "over", "into", "through",
+])
+#: Subject pronouns that make a clause wherever they stand.
+_PERSONS = frozenset(["i", "we", "you", "they", "he", "she"])
+#: Words that open a relative clause inside a noun phrase.
+_RELATIVE = frozenset(["where", "which", "who", "whom", "whose", "when", "that", "if"])
+_FILLER_START = re.compile(
+    r"^(?:\s*(?:plea+se+|pls|plz|also|and|but|so|oh+|ok(?:ay)?|hey|btw|by\s+the\s+way|just|now"
+    r"|then|well|alright|yes|yeah|sure|thanks|actually|basically|though)\b[\s,:;!.]*)*",
+    re.IGNORECASE)
+
+
+def words(text: str) -> list[str]:
+    """The lowercase words of ``text``, a clitic split off ("i'm" -> "i", "'m")."""
+    out: list[str] = []
+    for w in _WORDS.findall(text.lower()):
+        head, _, clitic = w.partition("'")
+        out += [head, "'" + clitic] if clitic and head else [w]
+    return out
+
+
+def is_clause(text: str) -> bool:
+    """Whether ``text`` reads as a clause (it has a subject pronoun first, an auxiliary, a
+    negation, or a word that looks like a verb), not a bare noun phrase: "remember that
+    bug from last week" holds none, and neither does "the edge case where the list is
+    empty" (its only verb is in a relative clause)."""
+    ws = words(text)
+    if not ws:
+        return False
+    if ws[0] in lx.SUBJECTS or any(
+            w in _PERSONS and i + 1 < len(ws) and ws[i + 1][:1].isalpha()
+            for i, w in enumerate(ws)):
+        return True  # "we use pnpm", "in this repo we merge"
+    for i, w in enumerate(ws):
+        verb = (w in lx.AUX or (i > 0 and w in _VERB_HINT)
+                or (len(w) > 3 and w.endswith(("s", "ed")) and w not in _NOT_VERB_S))
+        if w in _RELATIVE and i > 0:
+            return False
+        if verb:
+            return True
+    return False
+
+
+def first_word(text: str) -> str:
+    """The first word of ``text``, lowercase (``""`` when there is none)."""
+    x = re.search(r"[A-Za-z][\w'-]*", text)
+    return x.group(0).lower() if x else ""
+
+
+def strip_filler(text: str) -> str:
+    """``text`` without the filler words it opens with ("ok so please …")."""
+    x = _FILLER_START.match(text)
+    return text[x.end():] if x else text
+
+
+def is_rule(clause: str, *, strong: bool) -> bool:
+    """Whether a clause after an adverbial trigger states a rule.
+
+    ``strong`` adverbials ("from now on", "going forward") accept a clause opening with an
+    imperative, a rule opener ("always", "don't", "you should", "I want …") or a subject of
+    the team ("we", "all new endpoints"), and any other clause that is no comparison ("the
+    file is smaller") and does not open with "it" / "there"; weak ones ("in the future",
+    "next time") only an imperative or a rule opener. A promise ("I'll …") is no rule."""
+    c = strip_filler(clause).strip()
+    if not c or lx.PROMISE.match(c) or c.endswith("?"):
+        return False
+    if first_word(c) in lx.IMPERATIVE or lx.RULE_OPENER.match(c):
+        return True
+    if not strong:
+        return False
+    if lx.COMPARATIVE.search(c):
+        return False  # "the tests should be faster now": a change described
+    return bool(lx.TEAM_OPENER.match(c) or lx.MODAL.search(c)) or not lx.EXPLETIVE.match(c)
+
+
+def verb_first(text: str) -> bool:
+    """Whether ``text`` opens with a verb (it continues a clause cut by a parenthetical:
+    "The API, remember, *is* versioned"), not with a subject of its own."""
+    ws = [w.lower() for w in re.findall(r"[A-Za-z][\w'-]*|\d+", text)[:2]]
+    if not ws:
+        return False
+    if ws[0] in lx.AUX:
+        return True
+    return (len(ws[0]) > 3 and ws[0].endswith("s") and ws[0] not in _NOT_VERB_S
+            and len(ws) > 1 and (ws[1] in _AFTER_VERB or ws[1].isdigit()))

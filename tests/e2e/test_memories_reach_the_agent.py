@@ -1,0 +1,316 @@
+"""Memories reach the agent, in the genuine OpenCode: the plugin's context block, the
+``memoryd_memory`` MCP tool, OpenCode without its daemon, and extraction that never mines
+what we gave the agent.
+
+Each test runs a real ``opencode-memoryd run`` on a store seeded with memories of the
+sandbox's project (its OpenCode project id is the root-commit hash), wires OpenCode up with
+the real ``opencode-memoryd install-opencode``, and reads what OpenCode sent to the stand-in
+model.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fake_openai import FakeOpenAI
+from opencode_memoryd.models import Memory
+
+from .memoryd_side import Memoryd, memory
+from .opencode_sandbox import OpenCodeSandbox, RunResult
+from .stub_model import ModelRequest, Step, call_tool, content_text, reply
+
+pytestmark = pytest.mark.slow
+
+STANDINS = Path(__file__).parent / "standins"
+MARKER = "<!-- opencode-memoryd context -->"
+TOOL = "memoryd_memory"
+WHEN = datetime(2026, 1, 10, 9, 0, tzinfo=UTC)
+PNPM = "Always use pnpm, never npm, in this repository."
+PORT = "The API server listens on port 8787."
+# Worded as a directive, so the rules extractor would store "Deploys happen only on
+# Tuesdays." if it ever mined the block or a tool result as a user statement.
+TUESDAYS = "Remember that deploys happen only on Tuesdays."
+BRITISH = "I prefer answers in British English."
+ELSEWHERE = "The billing service is written in Go 1.22."
+# Added through the tool, worded as a directive for the same reason as TUESDAYS.
+STAGING = "Keep in mind that the staging database is called heron-staging."
+
+
+def seeds(sandbox: OpenCodeSandbox) -> list[Memory]:
+    """The store's memories: three of the sandbox project, one user-scope, one of another
+    project."""
+    pid, root = sandbox.project_id, sandbox.project
+    return [
+        memory(PNPM, type_="feedback", project=pid, root=root, when=WHEN),
+        memory(PORT, project=pid, root=root, when=WHEN),
+        memory(TUESDAYS, project=pid, root=root, when=WHEN),
+        memory(BRITISH, type_="user", scope="user", when=WHEN),
+        memory(ELSEWHERE, project="0" * 40, root="/elsewhere", when=WHEN),
+    ]
+
+
+@pytest.fixture
+def memoryd(opencode_sandbox: OpenCodeSandbox) -> Iterator[Memoryd]:
+    """A running daemon on a seeded store, installed into the sandbox's OpenCode."""
+    side = Memoryd(opencode_sandbox)
+    side.seed(seeds(opencode_sandbox))
+    side.start()
+    side.install_opencode()
+    try:
+        yield side
+    finally:
+        side.close()
+
+
+def block_of(request: ModelRequest) -> str | None:
+    """The context block a request carries (a system message starting with the marker)."""
+    found = [text for text in request.system if text.startswith(MARKER)]
+    assert len(found) <= 1, found
+    return found[0] if found else None
+
+
+def tool_results(request: ModelRequest) -> list[dict[str, Any]]:
+    """The results of the ``memoryd_memory`` calls the request carries, in order: the
+    tool's JSON, or ``{"text": ...}`` when OpenCode sent something else."""
+    calls = {c["id"]: c["function"]["name"] for m in request.messages
+             for c in m.get("tool_calls") or []}
+    results = []
+    for m in request.messages:
+        if m.get("role") == "tool" and calls.get(m.get("tool_call_id")) == TOOL:
+            text = content_text(m.get("content"))
+            try:
+                results.append(json.loads(text))
+            except ValueError:
+                results.append({"text": text})
+    return results
+
+
+def last_result(request: ModelRequest) -> dict[str, Any]:
+    """The result of the last ``memoryd_memory`` call the request carries."""
+    results = tool_results(request)
+    assert results, request.messages
+    return results[-1]
+
+
+def forget_the_first_hit(request: ModelRequest) -> Step:
+    """The model's next step: forget the best hit of the search it just made."""
+    return call_tool(TOOL, mode="forget", id=last_result(request)["results"][0]["id"])
+
+
+def test_the_block_is_in_every_request_of_a_session_and_never_in_the_title_request(
+        opencode_sandbox: OpenCodeSandbox, memoryd: Memoryd) -> None:
+    sandbox = opencode_sandbox
+
+    first = sandbox.run("which package manager should I use here")
+    second = sandbox.run("and which port does the API listen on", session=first.session_id)
+
+    assert first.session_id and second.session_id == first.session_id
+    chat = first.chat_requests + second.chat_requests
+    assert len(chat) == 2 and [len(r.system) for r in chat] == [2, 2]
+    block = block_of(chat[0])
+    assert block is not None, chat[0].system
+    assert block_of(chat[1]) == block  # byte for byte: the cached prefix stays valid
+    for text in (PNPM, PORT, TUESDAYS, BRITISH):
+        assert f"- 2026-01-10: {text}" in block
+    assert ELSEWHERE not in block
+    relevant = block[block.index("### Relevant to the task"):]
+    assert PNPM in relevant  # the query was the session's first message
+    # what the daemon serves for that session is what OpenCode sent
+    served = memoryd.cli_json("context", "--dir", str(sandbox.project),
+                              "--session", first.session_id,
+                              "--query", "which package manager should I use here")
+    assert served["text"] == block
+    titles = [r for r in sandbox.requests if r.is_title]
+    assert len(titles) == 1
+    assert all(MARKER not in text for text in titles[0].system)
+
+
+def test_the_memory_tool_searches_adds_and_forgets(
+        opencode_sandbox: OpenCodeSandbox, memoryd: Memoryd) -> None:
+    sandbox = opencode_sandbox
+    ids = {m.content: m.id for m in seeds(sandbox)}
+    sandbox.script("look up the package manager",
+                   call_tool(TOOL, mode="search", query="package manager pnpm npm"),
+                   reply("pnpm it is."))
+    sandbox.script("save the staging fact",
+                   call_tool(TOOL, mode="add", content=STAGING, type="project"),
+                   call_tool(TOOL, mode="search", query="staging database name"),
+                   reply("Saved."))
+    sandbox.script("drop the port fact",
+                   call_tool(TOOL, mode="search", query="which port does the API server use"),
+                   forget_the_first_hit,
+                   call_tool(TOOL, mode="search", query="which port does the API server use"),
+                   reply("Forgotten."))
+
+    looked = sandbox.run("look up the package manager")
+    chat = looked.chat_requests
+    if TOOL not in chat[0].tool_names:
+        pytest.fail(f"{TOOL} not offered; opencode mcp list:\n{sandbox.cli('mcp', 'list').stdout}")
+    assert chat[0].tool_names.count(TOOL) == 1
+    assert block_of(chat[0]) is not None and block_of(chat[1]) == block_of(chat[0])
+    found = last_result(chat[1])
+    assert found["success"] is True
+    best = found["results"][0]
+    assert (best["id"], best["content"], best["similarity"]) == (ids[PNPM], PNPM, 100)
+    assert {"type", "scope", "createdAt"} <= set(best)
+    assert looked.text == "pnpm it is."
+
+    saved = sandbox.run("save the staging fact")
+    added, searched = tool_results(saved.chat_requests[-1])
+    assert added["success"] is True and added["memory"]["content"] == STAGING
+    assert searched["results"][0]["id"] == added["memory"]["id"]
+    assert searched["results"][0]["content"] == STAGING
+
+    dropped = sandbox.run("drop the port fact")
+    first, forgot, again = tool_results(dropped.chat_requests[-1])
+    assert first["results"][0]["id"] == ids[PORT]
+    assert forgot["success"] is True and forgot["forgotten"]["id"] == ids[PORT]
+    assert ids[PORT] not in [hit["id"] for hit in again["results"]]
+    assert dropped.text == "Forgotten."
+    stored = memoryd.memories()
+    assert stored[ids[PORT]]["status"] == "retired"
+    assert stored[ids[PORT]]["retired_reason"] == "forgotten"
+    assert stored[added["memory"]["id"]]["source"] == "manual"
+    active = {m["id"] for m in memoryd.cli_json("list")}
+    assert ids[PORT] not in active and added["memory"]["id"] in active
+
+
+def test_the_memory_tool_shows_the_real_session_history(
+        opencode_sandbox: OpenCodeSandbox, memoryd: Memoryd) -> None:
+    sandbox = opencode_sandbox
+    earlier = sandbox.run("how do I run the unit tests")
+
+    def read_it(request: ModelRequest) -> Step:
+        listed = last_result(request)["sessions"]
+        return call_tool(TOOL, mode="messages", id=listed[-1]["id"])
+
+    sandbox.script("what did we talk about",
+                   call_tool(TOOL, mode="sessions"), read_it, reply("We talked about tests."))
+    now = sandbox.run("what did we talk about")
+
+    listed, messages = tool_results(now.chat_requests[-1])
+    assert listed["success"] is True and messages["success"] is True
+    ids = [s["id"] for s in listed["sessions"]]
+    assert set(ids) == {earlier.session_id, now.session_id}
+    assert ids[-1] == earlier.session_id  # newest first
+    assert "how do I run the unit tests" in json.dumps(messages)
+    assert now.text == "We talked about tests."
+
+
+def hook_times(log: Path, run: RunResult) -> list[dict[str, Any]]:
+    """The hook timer's lines for ``run``'s chat requests (see ``hook_timer_plugin.js``)."""
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    return [t for t in lines if t["session"] == run.session_id and t["model"] == "stub-coder"]
+
+
+def test_opencode_answers_when_the_daemon_is_stopped_or_frozen(
+        opencode_sandbox: OpenCodeSandbox, memoryd: Memoryd, tmp_path: Path) -> None:
+    sandbox = opencode_sandbox
+    timer = tmp_path / "hook-timer.jsonl"
+    sandbox.config["plugin"] = [(STANDINS / "hook_timer_plugin.js").as_uri()]
+    sandbox.env["HOOK_TIMER_LOG"] = str(timer)
+    sandbox.script("hello", call_tool(TOOL, mode="search", query="pnpm"), reply("Still here."))
+    up = sandbox.run("hello while it runs")
+    memoryd.pause()  # SIGSTOP: the socket accepts connections, nobody answers
+    try:
+        frozen = sandbox.run("hello while it is frozen")
+    finally:
+        memoryd.resume()
+    memoryd.stop()
+    stopped = sandbox.run("hello while it is stopped")
+
+    (up_first, up_next), (frozen_first, _), (stopped_first, _) = (
+        hook_times(timer, run) for run in (up, frozen, stopped))
+    print(f"our system hook on the first request: daemon up {up_first['ms']:.0f} ms "
+          f"(next request {up_next['ms']:.0f} ms), frozen {frozen_first['ms']:.0f} ms, "
+          f"stopped {stopped_first['ms']:.0f} ms; runs {up.seconds:.1f} s, "
+          f"{frozen.seconds:.1f} s, {stopped.seconds:.1f} s")
+    # the timer ran before our plugin, which added the block after it
+    assert (up_first["before"], up_first["after"]) == (1, 2)
+    assert block_of(up.chat_requests[0]) is not None
+    assert last_result(up.chat_requests[1])["success"] is True
+    for run in (frozen, stopped):
+        assert run.text == "Still here."
+        assert [len(r.system) for r in run.chat_requests] == [1, 1]  # no block, no error
+    assert 1000 <= frozen_first["ms"] <= 2000  # it waited for the frozen daemon, then gave up
+    assert stopped_first["ms"] <= 2000
+    frozen_error = last_result(frozen.chat_requests[1])
+    assert frozen_error["success"] is False and "did not answer" in frozen_error["error"]
+    stopped_error = last_result(stopped.chat_requests[1])
+    assert stopped_error["success"] is False
+    assert "systemctl --user start opencode-memoryd" in stopped_error["error"]
+    assert "opencode-memoryd run" in stopped_error["error"]
+
+
+def test_extraction_stores_nothing_from_the_block_or_the_tool_results(
+        opencode_sandbox: OpenCodeSandbox, memoryd: Memoryd) -> None:
+    sandbox = opencode_sandbox
+    before = memoryd.memories()
+    sandbox.script("anything about deploys",
+                   call_tool(TOOL, mode="search", query="when do deploys happen"),
+                   reply("Found it."))
+    sandbox.script("save the staging fact",
+                   call_tool(TOOL, mode="add", content=STAGING, type="project"),
+                   reply("Saved."))
+    asked = sandbox.run("anything about deploys")
+    saved = sandbox.run("save the staging fact")
+    told = sandbox.run("Remember that the CI runs on Buildkite.")  # the one user directive
+    # what extraction must not mine was really there, worded as directives
+    assert TUESDAYS in (block_of(asked.chat_requests[0]) or "")
+    assert TUESDAYS in json.dumps(last_result(asked.chat_requests[1]))
+    added = last_result(saved.chat_requests[1])
+    assert added["success"] is True and added["memory"]["content"] == STAGING
+
+    memoryd.cli("maintain", "--dir", str(sandbox.project), "--db", str(sandbox.db_path))
+
+    sessions = {asked.session_id, saved.session_id, told.session_id}
+    assert sessions <= memoryd.marked_sessions()  # every session was read
+    after = memoryd.memories()
+    new = sorted((m["source"], m["content"], m["session_id"])
+                 for i, m in after.items() if i not in before)
+    assert [n[:2] for n in new] == [("manual", STAGING), ("rules", "The CI runs on Buildkite.")]
+    assert new[1][2] == told.session_id
+    assert {i: after[i] for i in before} == before  # nothing merged into the old ones
+
+
+def test_the_extraction_llm_never_sees_the_block_or_the_tool_results(
+        opencode_sandbox: OpenCodeSandbox, memoryd: Memoryd, tmp_path: Path) -> None:
+    sandbox = opencode_sandbox
+    sandbox.script("anything about deploys",
+                   call_tool("bash", command="echo other-tool-output", description="Echo"),
+                   call_tool(TOOL, mode="search", query="when do deploys happen"),
+                   call_tool(TOOL, mode="list"),
+                   reply("Found it."))
+    asked = sandbox.run("anything about deploys")
+    assert TUESDAYS in (block_of(asked.chat_requests[0]) or "")
+    assert "other-tool-output" in json.dumps(asked.chat_requests[-1].messages)
+    assert all(TUESDAYS in json.dumps(r) for r in tool_results(asked.chat_requests[-1]))
+    memoryd.stop()
+
+    with FakeOpenAI() as fake:
+        llm = Memoryd(sandbox, mode="llm", name="memoryd-llm", config=f"""
+[state]
+dir = "{tmp_path / 'llm-state'}"
+
+[qdrant]
+path = "{tmp_path / 'llm-store'}"
+
+[llm]
+base_url = "{fake.base_url}"
+model = "extractor"
+max_retries = 0
+""")
+        llm.cli("maintain", "--dir", str(sandbox.project), "--db", str(sandbox.db_path))
+        prompts = json.dumps(fake.chat_requests)
+
+    assert asked.session_id in llm.marked_sessions()
+    assert "anything about deploys" in prompts  # the transcript was sent,
+    assert "other-tool-output" in prompts  # with other tools' results
+    for given in (MARKER, TUESDAYS, "Tuesdays", PNPM, PORT, BRITISH, TOOL):
+        assert given not in prompts, given

@@ -1,0 +1,109 @@
+"""The pure parts of summaries and briefs: README paragraphs, condensed compaction summaries,
+caps, which failed commands count as fixed, and the daemon queue's deferred summaries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from opencode_memoryd.extract.digest import cap, condense_summary, first_paragraph
+from opencode_memoryd.source.activity import command_key, session_activity
+from opencode_memoryd.source.rows import MessageRow, PartRow
+from opencode_memoryd.state.db import StateDB
+
+
+@pytest.mark.parametrize(("readme", "paragraph"), [
+    ("# T\n\n![logo](x.png)\n\nA tiny tool that syncs calendars between two providers "
+     "every hour.\n", "A tiny tool that syncs calendars between two providers every hour."),
+    ("<!-- a comment\nspanning lines -->\n<div align=center>\n<h1>X</h1>\n</div>\n\n"
+     "X renders Markdown notes to static HTML pages with a search index built in.",
+     "X renders Markdown notes to static HTML pages with a search index built in."),
+    ("Title\n=====\n\n.. image:: a.png\n\nThe library parses ISO 8601 dates and durations "
+     "with :func:`parse` and no dependencies.\n",
+     "The library parses ISO 8601 dates and durations with parse and no dependencies."),
+    ("# Y\n\nShort tagline.\n\n```sh\nnpm install y and then run it like this please\n```\n"
+     "\n- a list item is not a paragraph either, however long it may be\n\n"
+     "| a | table | row | with | many | cells | here | too |\n\n"
+     "Y is a **fast** `HTTP` router for [Deno](https://deno.land) with typed params.",
+     "Y is a fast HTTP router for Deno with typed params."),
+    ("# Only headings\n\n## And badges\n\n[![a](b)](c) [![d](e)](f)\n", ""),
+])
+def test_first_paragraph_skips_what_is_not_prose(readme: str, paragraph: str) -> None:
+    assert first_paragraph(readme, max_chars=600) == paragraph
+
+
+def test_identifiers_keep_their_underscores() -> None:
+    text = "The parse_iso_date helper and `__init__` hooks are the public API of this package."
+    assert first_paragraph(text, max_chars=600) == text.replace("`", "")
+
+
+def test_cap_cuts_at_a_sentence_or_a_word() -> None:
+    text = "One sentence here. Two sentences here. Three sentences here."
+    assert cap(text, 100) == text
+    assert cap(text, 45) == "One sentence here. Two sentences here."
+    assert cap("word " * 30, 20) == "word word word word…"
+    assert len(cap("x" * 50, 10)) <= 10
+
+
+def test_condense_summary_reads_headings_and_bullets() -> None:
+    text = ("## Goal\n- Ship the importer\n\n## Instructions\n- Keep Python 3.9\n- No new deps\n"
+            "\n## Work State\n### Completed\n- Parser done\n### Blocked\n- (none)\n")
+    assert condense_summary(text, max_chars=500) == (
+        "Goal: Ship the importer. Instructions: Keep Python 3.9; No new deps. "
+        "Completed: Parser done.")
+
+
+@pytest.mark.parametrize(("command", "key"), [
+    ("pytest tests/test_a.py -x", ("pytest", "tests/test_a.py")),
+    ("cd web && CI=1 pnpm test --run", ("pnpm", "test")),
+    ("make", ("make", "")),
+    ("echo 'unbalanced", ("echo", "'unbalanced")),
+])
+def test_command_key(command: str, key: tuple[str, str]) -> None:
+    assert command_key(command) == key
+
+
+def _bash(command: str, code: int) -> PartRow:
+    return PartRow(f"p{command}{code}", {"type": "tool", "tool": "bash", "state": {
+        "status": "completed", "input": {"command": command}, "metadata": {"exit": code}}})
+
+
+def _reply(i: int, *parts: PartRow) -> MessageRow:
+    return MessageRow(f"msg_{i:02d}", "ses_x", i, i, {"role": "assistant", "parentID": "u"},
+                      list(parts))
+
+
+def test_a_failure_is_fixed_only_by_a_later_success_of_the_same_check() -> None:
+    act = session_activity([
+        MessageRow("msg_00", "ses_x", 0, 0, {"role": "user"},
+                   [PartRow("t", {"type": "text", "text": "fix it"})]),
+        _reply(1, _bash("pytest tests/a.py", 1), _bash("pytest tests/b.py", 1),
+               _bash("ruff check .", 1)),
+        _reply(2, _bash("pytest tests/a.py -x", 0), _bash("ruff check . --fix", 0),
+               _bash("pytest tests/b.py", 2)),
+        _reply(3, PartRow("err", {"type": "tool", "tool": "bash", "state": {
+            "status": "error", "input": {"command": "npm run build"}, "error": "killed"}})),
+    ])
+    assert [(f.command, f.exit) for f in act.failing] == [("pytest tests/b.py", 2),
+                                                           ("npm run build", None)]
+    assert act.last_request == "fix it" and act.last_message_id == "msg_03"
+    assert not act.ended_with_compaction
+
+
+def test_a_deferred_summary_is_due_later_and_never_counts_as_waiting_too_long(
+        tmp_path: Path) -> None:
+    state = StateDB(tmp_path / "state.db")
+    try:
+        state.queue_touch_many("src", ["a", "b"], 1_000, 60, 900)
+        state.queue_touch_many("src", ["b"], 5_000, 60, 900)  # changed during the run
+        assert state.queue_defer("src", "a", 2_000_000, 2_000, 900, "summary due") == 2_000_000
+        assert state.queue_defer("src", "b", 2_000_000, 2_000, 900, "summary due") == 65_000
+        rows = {r["session_id"]: r for r in state.queue()}
+        assert rows["a"]["first_change_ms"] == 2_000_000 - 900_000
+        assert rows["a"]["last_error"] == "summary due"
+        # a change before it is due is extracted after the quiet period, as ever
+        state.queue_touch_many("src", ["a"], 10_000, 60, 900)
+        assert {r["session_id"]: r["due_ms"] for r in state.queue()}["a"] == 70_000
+    finally:
+        state.close()

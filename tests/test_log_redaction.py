@@ -1,0 +1,70 @@
+"""Secrets quoted by errors never reach the log file, the console or the CLI's stderr:
+tracebacks, exception objects, nested fields, other libraries' log records."""
+
+from __future__ import annotations
+
+import io
+import logging
+import sqlite3
+from pathlib import Path
+
+import pytest
+import structlog
+
+from conftest import cli
+from opencode_memoryd import logs
+
+TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+
+
+def sqlite_error_quoting_a_row(tmp_path: Path) -> sqlite3.Error:
+    """A real SQLite error whose message quotes row data (a column that is not UTF-8)."""
+    db = tmp_path / "rows.db"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE part (data TEXT)")
+        raw = f'{{"text": "my token is {TOKEN}"}}'.encode() + b"\xff"
+        c.execute(f"INSERT INTO part VALUES (CAST(x'{raw.hex()}' AS TEXT))")
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute("SELECT data FROM part").fetchall()
+    except sqlite3.Error as exc:
+        assert TOKEN in str(exc)  # the premise: SQLite quotes the row
+        return exc
+    finally:
+        conn.close()
+    raise AssertionError("the row decoded")
+
+
+def test_exceptions_and_every_field_are_redacted_in_the_log_file_and_console(
+        tmp_path: Path) -> None:
+    error = sqlite_error_quoting_a_row(tmp_path)
+    console = io.StringIO()
+    path = logs.configure(log_dir=tmp_path / "state", level="debug", console_level="debug",
+                          stream=console)
+    assert path is not None
+    log = structlog.get_logger("test")
+    try:
+        raise RuntimeError(f"reading failed: {error}") from error
+    except RuntimeError:
+        log.exception("read_failed")  # the traceback quotes the message twice
+        logging.getLogger("apscheduler.executors").error("Job raised", exc_info=True)
+    log.warning("read_failed", error=error, details={"errors": [str(error)], "n": 1})
+    logging.getLogger("some.library").warning("failed: %s", error)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    written = path.read_text()
+    shown = console.getvalue()
+    assert "Traceback" in written and "sqlite3.OperationalError" in written
+    assert written.count("[REDACTED:github_token]") >= 6
+    assert TOKEN not in written
+    assert TOKEN not in shown and "[REDACTED:github_token]" in shown
+    assert TOKEN[:12] not in written + shown  # not even a prefix
+
+
+def test_errors_printed_by_the_cli_are_redacted(config_file: Path, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / TOKEN / "opencode.db"
+    assert cli("--config", str(config_file), "maintain", "--all", "--db", str(missing))[0] == 4
+    err = capsys.readouterr().err
+    assert "OpenCode database not found" in err and "[REDACTED:github_token]" in err
+    assert TOKEN not in err
