@@ -39,10 +39,23 @@ def scrub_value(value: Any) -> Any:
     return redact(str(value)).text
 
 
+#: Fields that hold our own identifiers, never a secret: an OpenCode project id is the hash
+#: of a repository's root commit, which bare high-entropy detection would otherwise hide.
+_ID_FIELDS = frozenset({"project", "project_id", "project_key", "scope_key"})
+_HEXISH = frozenset("0123456789abcdef")
+
+
+def _is_project_id(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 40 and set(value) <= _HEXISH
+
+
 def _scrub(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     for key, value in list(event.items()):
-        if not key.startswith("_"):  # structlog's own (_record, _from_structlog)
-            event[key] = scrub_value(value)
+        if key.startswith("_"):  # structlog's own (_record, _from_structlog)
+            continue
+        if key in _ID_FIELDS and _is_project_id(value):
+            continue
+        event[key] = scrub_value(value)
     return event
 
 

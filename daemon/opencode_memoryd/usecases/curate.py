@@ -10,7 +10,7 @@ import structlog
 from opencode_memoryd.capture.writer import write_memory
 from opencode_memoryd.errors import NotFoundError, RequestError
 from opencode_memoryd.models import FACT_TYPES, SCOPES, Memory
-from opencode_memoryd.redaction.engine import redact
+from opencode_memoryd.redaction.engine import scrub
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.maintain import LockFor, no_lock
 from opencode_memoryd.usecases.ports import AppPort
@@ -35,7 +35,7 @@ def _check_text(app: AppPort, content: object) -> tuple[str, dict[str, int]]:
     if not text:
         raise RequestError("add: `content` is empty; give the fact to remember in one or "
                            "two sentences")
-    red = redact(text)
+    red = scrub(text)
     most = app.config.extraction.max_memory_chars
     if len(red.text) > most:
         raise RequestError(f"add: `content` is {len(red.text)} characters long; the most is "

@@ -29,7 +29,7 @@ import structlog
 from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.errors import NotFoundError, RequestError, SourceError
 from opencode_memoryd.models import iso_utc, utc_from_ms
-from opencode_memoryd.redaction.engine import redact
+from opencode_memoryd.redaction.engine import scrub
 from opencode_memoryd.source import history as queries
 from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.source.transcript import readable
@@ -117,7 +117,7 @@ def _iso(ms: int) -> str:
 def _clean(text: str, limit: int) -> tuple[str, bool]:
     """Redacted, then cut to ``limit`` characters (cutting after redaction never leaves
     half a secret unrecognised)."""
-    red = redact(text).text
+    red = scrub(text).text
     if len(red) <= limit:
         return red, False
     return red[: limit - 1] + "…", True
@@ -126,7 +126,7 @@ def _clean(text: str, limit: int) -> tuple[str, bool]:
 def session_info(s: SessionRow) -> dict[str, Any]:
     """A session as JSON: ``{id, title (redacted), directory, project_id, created,
     updated (ISO 8601 UTC), parent_id, archived}``."""
-    return {"id": s.id, "title": redact(s.title).text, "directory": s.directory,
+    return {"id": s.id, "title": scrub(s.title).text, "directory": s.directory,
             "project_id": s.project_id, "created": _iso(s.time_created),
             "updated": _iso(s.time_updated), "parent_id": s.parent_id,
             "archived": s.archived}
@@ -299,13 +299,13 @@ def search(app: AppPort, *, query: str, directory: str, limit: int = 20,
                                                 max_rows=SEARCH_MAX_ROWS):
                 if part.message_id in hits:
                     continue
-                text = redact(part.text).text
+                text = scrub(part.text).text
                 low = text.lower()
                 if not all(t in low for t in terms):
                     continue
                 hits[part.message_id] = (part.time_created, {
                     "session_id": part.session_id,
-                    "session_title": redact(part.session_title).text,
+                    "session_title": scrub(part.session_title).text,
                     "message_id": part.message_id, "role": part.role,
                     "kind": "summary" if part.summary else "text",
                     "time": _iso(part.time_created), "snippet": _snippet(text, terms)})
