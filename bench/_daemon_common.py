@@ -13,6 +13,7 @@ import json
 import math
 import os
 import signal
+import socket
 import sqlite3
 import statistics
 import subprocess
@@ -94,6 +95,8 @@ class Sandbox:
         env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENV}
         env.update(self.env)
         env["PATH"] = os.environ.get("PATH", "/usr/bin:/bin")
+        # the daemon under test is this checkout's, whatever the environment installed
+        env["PYTHONPATH"] = str(ROOT / "daemon")
         return env
 
     def cli(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -312,3 +315,39 @@ def daemon_info(box: Sandbox) -> dict[str, Any]:
         return json.loads((box.state_dir / "daemon.json").read_text())
     except (OSError, ValueError):
         return {}
+
+
+def control_call(sock: Path, route: str, payload: dict[str, Any] | None = None, *,
+                 timeout: float = 5.0) -> tuple[int, Any]:
+    """``POST /v1/<route>`` on the daemon's control socket (plain HTTP/1.1 over the Unix
+    socket, no client library); return ``(status code, decoded JSON body)``.
+
+    Raises:
+        OSError: nothing listens there, or no answer within ``timeout`` seconds.
+    """
+    body = json.dumps(payload or {}).encode()
+    request = (f"POST /v1/{route} HTTP/1.1\r\nHost: opencode-memoryd\r\n"
+               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+               "Connection: close\r\n\r\n").encode() + body
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(str(sock))
+        s.sendall(request)
+        chunks = []
+        while True:
+            got = s.recv(65536)
+            if not got:
+                break
+            chunks.append(got)
+    raw = b"".join(chunks)
+    head, _, rest = raw.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    return status, json.loads(rest) if rest else None
+
+
+def peak_rss_mb(pid: int) -> float:
+    """Peak resident memory of a running process, in MiB (VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")

@@ -55,6 +55,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,9 @@ from _daemon_common import (
     Sandbox,
     StateReader,
     TimedWriter,
+    control_call,
+    daemon_info,
+    pct,
     poll,
     summary_ms,
 )
@@ -112,8 +116,11 @@ def bench_idle(seconds: float, quiet: float) -> None:
         d.check_alive()
         cpu, wall = d.cpu_seconds() - cpu0, time.monotonic() - t0
         ctx = d.context_switches() - ctx0
-        print(f"  CPU {cpu:.2f} s over {wall:.1f} s = {100 * cpu / wall:.2f} % of one core; "
-              f"{ctx / wall:.0f} wake-ups/s; {d.threads()} threads; RSS {d.rss_mb():.0f} MiB")
+        share, rate = 100 * cpu / wall, ctx / wall
+        print(f"  CPU {cpu:.2f} s over {wall:.1f} s = {share:.2f} % of one core (goal <= 0.1 %: "
+              f"{'met' if share <= 0.1 else 'NOT met'}); {rate:.1f} wake-ups/s (goal <= 5: "
+              f"{'met' if rate <= 5 else 'NOT met'}); {d.threads()} threads; "
+              f"RSS {d.rss_mb():.0f} MiB")
         code, stop_s = d.stop()
         print(f"  SIGTERM -> exit code {code} after {stop_s:.2f} s")
         # a restart with nothing new: does the daemon skip the sessions it has read?
@@ -136,8 +143,13 @@ def bench_idle(seconds: float, quiet: float) -> None:
 # -- 2. the big database ---------------------------------------------------------------
 
 
-def build_big_db(dst: Path, n_sessions: int, n_projects: int, seed: int = 7) -> None:
-    """Write ``n_sessions`` one-turn sessions over ``n_projects`` projects into ``dst``."""
+def build_big_db(dst: Path, n_sessions: int, n_projects: int, seed: int = 7, *,
+                 user_text: Callable[[int], str] | None = None,
+                 synthetic: bool = False) -> None:
+    """Write ``n_sessions`` one-turn sessions over ``n_projects`` projects into ``dst``.
+
+    ``user_text(i)`` is the text of session ``i``'s user message (default: a request no
+    rule stores); with ``synthetic`` it is marked ``synthetic`` (no human text)."""
     rng = random.Random(seed)
     tmp = dst.with_name(dst.name + ".building")
     empty_copy(FIXTURE, tmp)
@@ -174,8 +186,13 @@ def build_big_db(dst: Path, n_sessions: int, n_projects: int, seed: int = 7) -> 
         sessions.append((sid, project, sid[-8:], worktree, f"Session {i}", t, t + 4100))
         messages.append((umid, sid, t + 1000, t + 4050, json.dumps(user)))
         messages.append((amid, sid, t + 1500, t + 4000, json.dumps(assistant)))
-        parts.append((new_id("prt", t + 1001), umid, sid, t + 1001, t + 1001, json.dumps(
-            {"type": "text", "text": f"Fix the failing test number {i} in module m{i % 97}"})))
+        text = (user_text(i) if user_text is not None
+                else f"Fix the failing test number {i} in module m{i % 97}")
+        part: dict[str, Any] = {"type": "text", "text": text}
+        if synthetic:
+            part["synthetic"] = True
+        parts.append((new_id("prt", t + 1001), umid, sid, t + 1001, t + 1001,
+                      json.dumps(part)))
         parts.append((new_id("prt", t + 1600), amid, sid, t + 1600, t + 3900, json.dumps(
             {"type": "text", "text": "Done: the test passes now."})))
     conn.execute("BEGIN")
@@ -226,18 +243,23 @@ def bench_catch_up(big: Path, n: int, seconds: float, quiet: float,
         copy_db(big, box.opencode_db)
         d = box.start_daemon()
         reader = StateReader(box.state_db)
-        info = box.state_dir / "daemon.json"
         ready_at = done_at = serving_at = None
         samples: list[tuple[float, int, int, float]] = []
         end = time.monotonic() + seconds
         while time.monotonic() < end:
+            while serving_at is None and time.monotonic() < end:  # the first command served
+                d.check_alive()
+                sock = daemon_info(box).get("socket")
+                try:
+                    if sock and control_call(Path(sock), "status", timeout=30)[0] == 200:
+                        serving_at = time.monotonic() - d.started
+                except OSError:
+                    time.sleep(0.01)
             time.sleep(1)
             d.check_alive()
             t = time.monotonic() - d.started
             queued, marked = reader.queue_len(), reader.marks_count()
             samples.append((t, max(queued, 0) + marked, marked, d.cpu_seconds()))
-            if serving_at is None and info.exists():
-                serving_at = t
             if ready_at is None and d.caught_up():
                 ready_at = t
             if ready_at is not None and queued == 0:
@@ -245,7 +267,8 @@ def bench_catch_up(big: Path, n: int, seconds: float, quiet: float,
                 break
         t, seen, marked, cpu = samples[-1]
         print(f"  after {t:.0f} s: {seen} sessions queued so far, {marked} extracted (marks); "
-              f"serving commands: {f'{serving_at:.1f} s' if serving_at else 'not yet'}; "
+              f"first command answered: {f'{serving_at:.2f} s' if serving_at else 'not yet'} "
+              f"(goal <= 1 s: {'met' if serving_at and serving_at <= 1 else 'NOT met'}); "
               f"first full pass done: "
               f"{f'{ready_at:.1f} s' if ready_at else 'not yet'}; CPU {cpu:.1f} s "
               f"({100 * cpu / t:.0f} % of one core); RSS {d.rss_mb():.0f} MiB")
@@ -386,6 +409,21 @@ def bench_stream(big: Path, n: int, args: argparse.Namespace) -> None:
                     return
 
         window_start_iso = iso_utc(datetime.now(UTC))
+        # when each (session, message) mark became visible in the state file (committed)
+        visible: dict[tuple[str, str], float] = {}
+        stop_marks = threading.Event()
+        marks_reader = StateReader(box.state_db)
+        readers.append(marks_reader)
+
+        def watch_marks() -> None:
+            while not stop_marks.wait(0.05):
+                for sid, mid in marks_reader.query(
+                        "SELECT session_id, message_id FROM marks WHERE updated_at >= ?",
+                        (window_start_iso,)):
+                    visible.setdefault((sid, mid), time.time())
+
+        marks_thread = threading.Thread(target=watch_marks, daemon=True)
+        marks_thread.start()
         cpu0, t0 = d.cpu_seconds(), time.monotonic()
         timeline.append((t0, cpu0))
         sampler = threading.Thread(target=sample, daemon=True)
@@ -431,8 +469,12 @@ def bench_stream(big: Path, n: int, args: argparse.Namespace) -> None:
         print(f"  commit -> session marked dirty under this load (one probed write at a time, "
               f"queue polled every 5 ms): {summary_ms(probe_lat)}; not seen in 30 s: "
               f"{probe_missed[0]}")
+        p95 = pct(probe_lat, 0.95) * 1000 if probe_lat else float("nan")
+        print(f"    goal: p95 <= 200 ms: {p95:.0f} ms, {'met' if p95 <= 200 else 'NOT met'}")
+        share = 100 * cpu_window / wall
         print(f"  daemon CPU over the window: {cpu_window:.2f} s = "
-              f"{100 * cpu_window / wall:.0f} % of one core; RSS {d.rss_mb():.0f} MiB")
+              f"{share:.1f} % of one core (goal <= 10 %: {'met' if share <= 10 else 'NOT met'})"
+              f"; RSS {d.rss_mb():.0f} MiB")
         buckets = []
         for a, b in zip(timeline[::5], timeline[5::5], strict=False):
             buckets.append(f"{100 * (b[1] - a[1]) / (b[0] - a[0]):.0f}")
@@ -475,6 +517,16 @@ def bench_stream(big: Path, n: int, args: argparse.Namespace) -> None:
         lat = [parse_iso(done[sid]) - written[sid][1] for sid in done]
         print("  last write of a session's last turn -> its mark's updated_at (daemon clock "
               f"when it began storing), among those extracted: {summary_ms(lat)}")
+        stop_marks.set()
+        marks_thread.join()
+        seen = [visible[(sid, mid)] - at for sid, (mid, at) in written.items()
+                if (sid, mid) in visible]
+        print("  last write of a session's last turn -> its mark committed (visible in the "
+              f"state file, polled every 50 ms): {summary_ms(seen)}")
+        p95 = pct(seen, 0.95) if seen else float("nan")
+        print(f"    goal: p95 <= quiet period + 2 s = {quiet + 2:g} s: {p95:.2f} s, "
+              f"{'met' if p95 <= quiet + 2 and len(seen) == len(written) else 'NOT met'}"
+              f" ({len(seen)}/{len(written)} stored)")
         code, stop_s = d.stop()
         print(f"  SIGTERM -> exit code {code} after {stop_s:.2f} s")
         if code != 0:

@@ -227,29 +227,88 @@ def test_settings_validation() -> None:
 
 def test_groups_by_text_and_subject(store: EdgeStore, state: StateDB, fake: FakeOpenAI
                                     ) -> None:
-    from opencode_memoryd.dream.model import DreamScope as _Scope
-
     active = list(store.scroll(SCOPE))
     llm = Dreamer(store, state, planner=chat(fake))
-    groups, deferred, settled = llm.groups(active, _Scope("project", ACME))
+    groups, deferred, settled = llm.groups(active)
     got = [{m.id for m in g} for g in groups]
     assert got == [{NPM_OLD.id, NPM_NEW.id}, {TESTS_1.id, TESTS_2.id, TESTS_3.id},
                    {API_1.id, API_2.id}]
     assert deferred == 0 and settled == 0
-    # the same groups when the candidates come from store.search instead of all pairs
-    via_search = Dreamer(store, state, planner=chat(fake),
-                         settings=DreamSettings(all_pairs_limit=0))
-    assert [{m.id for m in g} for g in via_search.groups(active, _Scope("project", ACME))[0]
-            ] == got
     # rules mode: near-duplicates only
     rules = Dreamer(store, state)
-    assert [{m.id for m in g} for g in rules.groups(active, _Scope("project", ACME))[0]] == [
+    assert [{m.id for m in g} for g in rules.groups(active)[0]] == [
         {TESTS_1.id, TESTS_2.id, TESTS_3.id}]
     # size and count caps
     small = Dreamer(store, state, planner=chat(fake),
                     settings=DreamSettings(max_group_size=2, max_groups=2))
-    groups, deferred, _ = small.groups(active, _Scope("project", ACME))
+    groups, deferred, _ = small.groups(active)
     assert len(groups) == 2 and all(len(g) == 2 for g in groups) and deferred == 1
+
+
+def test_indexed_candidates_give_the_edges_of_all_pairs() -> None:
+    """Grouping scores only the pairs its indexes find; on memories full of
+    near-duplicates, rewordings, shared subjects and unrelated texts, the edges are
+    exactly those of scoring every pair of the same type: always in rules mode (prefix
+    filtering finds every near-duplicate), and in LLM mode while no memory has more subject
+    candidates than it is compared with."""
+    import random
+
+    from opencode_memoryd.dream import grouping
+    from opencode_memoryd.dream.terms import SalientTerms
+
+    rng = random.Random(5)
+    words = ("gateway", "billing", "port", "cache", "worker", "queue", "deploy", "staging",
+             "redis", "postgres", "token", "retry", "timeout", "schema", "index", "the",
+             "uses", "on", "with", "never", "api", "v2", "/srv/app", "pnpm", "npm",
+             *(f"module{i}" for i in range(300)))
+    texts: list[str] = []
+    for _ in range(160):
+        if texts and rng.random() < 0.5:
+            base = rng.choice(texts).split()
+            k = rng.randrange(len(base))
+            op = rng.randrange(3)
+            if op == 0:
+                base[k] = rng.choice(words)
+            elif op == 1:
+                base.insert(k, rng.choice(words))
+            elif len(base) > 1:
+                del base[k]
+            texts.append(" ".join(base))
+        else:
+            texts.append(" ".join(rng.choice(words) for _ in range(rng.randrange(1, 16))))
+    memories = [mem(t + ("." if i % 3 else ""), minutes=i, session="ses_x", msg=f"msg_{i}",
+                    type_=("project", "reference")[i % 2], id_=str(uuid.UUID(int=i + 1)))
+                for i, t in enumerate(texts)]
+    terms = SalientTerms()
+    for by_subject in (False, True):
+        settings = DreamSettings()
+        sim = grouping._Similarity(memories, terms)
+        every = {grouping._pair(a.id, b.id) for a in memories for b in memories
+                 if a.id < b.id and a.type == b.type}
+
+        def edges(pairs: set[tuple[str, str]], *, by_subject: bool = by_subject,
+                  sim: grouping._Similarity = sim,
+                  settings: DreamSettings = settings) -> set[tuple[str, str, float]]:
+            out = set()
+            for a, b in pairs:
+                score = grouping._edge_score(sim, a, b, settings, by_subject=by_subject)
+                if score is not None:
+                    out.add((a, b, score))
+            return out
+
+        found = grouping._candidate_pairs(memories, sim, settings, by_subject=by_subject)
+        assert found <= every
+        expected = edges(every)
+        assert len(expected) > 25  # the data has edges to find
+        assert edges(found) == expected
+        assert len(found) < len(every) / 3  # and most pairs are never scored
+    # LLM mode compares each memory with a bounded number of others by subject
+    small = DreamSettings(max_group_size=2)
+    sim = grouping._Similarity(memories, terms)
+    by_words = grouping._candidate_pairs(memories, sim, small, by_subject=False)
+    by_subject_too = grouping._candidate_pairs(memories, sim, small, by_subject=True)
+    assert 0 < len(by_subject_too - by_words) <= (
+        len(memories) * grouping.SUBJECT_CANDIDATES * small.max_group_size)
 
 
 def test_settled_groups_are_not_planned_again(store: EdgeStore, state: StateDB,

@@ -147,15 +147,16 @@ class App:
 
     def open_store(self) -> MemoryStore:
         """Open the memory store: Qdrant Edge on disk, or a Qdrant server by URL."""
-        from opencode_memoryd.store.edge import EdgeStore
-        from opencode_memoryd.store.server import ServerStore
-
         q = self.config.qdrant
         embedder = self.build_embedder()
         if q.url:
+            from opencode_memoryd.store.server import ServerStore
+
             return ServerStore(url=q.url, api_key=self._secret(q.api_key_env),
                                collection=q.collection, embedder=embedder,
                                timeout_seconds=q.timeout_seconds)
+        from opencode_memoryd.store.edge import EdgeStore
+
         path = config_paths.store_dir(self.config, self.env)
         if not q.path:  # our own data dir ($XDG_DATA_HOME/opencode-memoryd): 0700
             with contextlib.suppress(OSError):  # EdgeStore says what is wrong

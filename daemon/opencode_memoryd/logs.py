@@ -146,7 +146,7 @@ def configure(
         ))
         root.addHandler(fh)
     for noisy in ("httpx", "httpx2", "httpcore", "httpcore2", "openai", "urllib3",
-                  "apscheduler", "watchfiles"):
+                  "watchfiles"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
     structlog.configure(

@@ -15,6 +15,7 @@ import structlog
 from opencode_memoryd.models import STORAGE_MESSAGE, Mark, iso_utc
 from opencode_memoryd.source.reader import OpenCodeDB
 from opencode_memoryd.source.rows import SessionRow
+from opencode_memoryd.state.batch import StateBatch
 from opencode_memoryd.state.db import StateDB
 
 log = structlog.get_logger(__name__)
@@ -22,8 +23,8 @@ log = structlog.get_logger(__name__)
 __all__ = ["max_rowid", "reconcile_mark"]
 
 
-def reconcile_mark(source: OpenCodeDB, state: StateDB, session: SessionRow, storage: str,
-                   clock: Callable[[], datetime]) -> None:
+def reconcile_mark(source: OpenCodeDB, state: StateDB | StateBatch, session: SessionRow,
+                   storage: str, clock: Callable[[], datetime]) -> None:
     """Make the stored mark a position in ``storage``, or drop it.
 
     A 1.x mark stays as it is (a reverted message may vanish; reading goes on after its
@@ -52,8 +53,9 @@ def reconcile_mark(source: OpenCodeDB, state: StateDB, session: SessionRow, stor
     state.replace_mark(src, session.id, None, now)
 
 
-def max_rowid(source: OpenCodeDB, state: StateDB, session: SessionRow, storage: str,
-              mark: tuple[int, str] | None, clock: Callable[[], datetime]) -> int | None:
+def max_rowid(source: OpenCodeDB, state: StateDB | StateBatch, session: SessionRow,
+              storage: str, mark: tuple[int, str] | None,
+              clock: Callable[[], datetime]) -> int | None:
     """The ``message`` rowid the session's mark has read up to (``None`` in another
     storage, or with no mark). A mark recorded before rowids were kept gets (and keeps)
     the one it stands for: the largest rowid at or before its position

@@ -51,6 +51,7 @@ from opencode_memoryd.source.rows import MessageRow, SessionRow
 from opencode_memoryd.source.transcript import estimate_tokens, transcript_lines
 from opencode_memoryd.source.turns import drop_fork_copies, group_turns
 from opencode_memoryd.source.worktree import find_readme, read_manifests, shareable
+from opencode_memoryd.state.batch import StateBatch
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 
@@ -92,14 +93,15 @@ class SessionNotes:
 
     Args:
         source: the open OpenCode database.
-        state: our state file (for the session's mark).
+        state: our state file, or the batch of writes in progress (for the session's
+            mark as it will be).
         store: the memory store.
         summarizer: rules or LLM.
         settings: what to write.
         tool_output_chars: tool output kept per transcript line of an LLM summary.
     """
 
-    def __init__(self, source: OpenCodeDB, state: StateDB, store: MemoryStore,
+    def __init__(self, source: OpenCodeDB, state: StateDB | StateBatch, store: MemoryStore,
                  summarizer: Summarizer, settings: NoteSettings, *,
                  tool_output_chars: int = 160) -> None:
         self.source = source

@@ -80,6 +80,7 @@ from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB
 from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.source.transcript import Chunk, chunk_turns
 from opencode_memoryd.source.turns import Idle, drop_fork_copies, finished_prefix, group_turns
+from opencode_memoryd.state.batch import StateBatch
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.state.failures import ChunkFailure, failure_id
 from opencode_memoryd.state.items import Item
@@ -126,6 +127,10 @@ class SessionProcessor:
         ensure_space: raises :class:`DiskFullError` when the state dir or the store has
             too little free space; called before a session's and each chunk's writes (and
             before the LLM is paid for a chunk that could not be stored).
+        batch: collect the marks, rules results and their completion here instead of
+            committing each (the caller flushes the store, then commits the batch). An
+            answer that cost LLM tokens is still recorded durably at once, so a crash
+            never asks for it again; failures and given-up chunks are written at once.
     """
 
     def __init__(
@@ -141,19 +146,22 @@ class SessionProcessor:
         user_id: str | None = None,
         summarizer: Summarizer | None = None,
         ensure_space: Callable[[], None] = lambda: None,
+        batch: StateBatch | None = None,
     ) -> None:
         self.raise_fatal = raise_fatal
         self.user_id = user_id
         self.ensure_space = ensure_space
         self.source = source
         self.state = state
+        #: where marks and items are read and written: the batch, or the state file
+        self.writes: StateDB | StateBatch = batch if batch is not None else state
         self.store = store
         self.extractor = extractor
         self.limits = limits
         self.clock = clock
         self.rules = RulesExtractor(max_chars=limits.max_memory_chars)
         self.chunks = ChunkExtractor(extractor, floor=self.rules)
-        self.notes = SessionNotes(source, state, store, summarizer or RulesSummarizer(),
+        self.notes = SessionNotes(source, self.writes, store, summarizer or RulesSummarizer(),
                                   limits.notes, tool_output_chars=limits.tool_output_chars)
 
     def apply_item(self, item: Item, report: SessionReport) -> None:
@@ -174,7 +182,7 @@ class SessionProcessor:
             near_duplicate_similarity=self.limits.near_duplicate_similarity,
             user_id=self.user_id,
         )
-        self.state.complete_item(item, _now_iso(now))
+        self.writes.complete_item(item, _now_iso(now))
         report.added += added
         report.skipped.update(skipped)
 
@@ -193,7 +201,7 @@ class SessionProcessor:
         try:
             self.ensure_space()
             # 1. finish what a previous run recorded but did not store (crash recovery)
-            for item in self.state.pending_items(src, session.id):
+            for item in self.writes.pending_items(src, session.id):
                 self._apply(item, report)
                 report.replayed_items += 1
             self._process_new(session, report)
@@ -224,13 +232,13 @@ class SessionProcessor:
         if end is None:
             return
         storage = report.storage = end.storage
-        reconcile_mark(self.source, self.state, session, storage, self.clock)
+        reconcile_mark(self.source, self.writes, session, storage, self.clock)
         idle = (Idle(session.time_idle, session.time_suspended)
                 if session.table == "session_v2" else None)
         while True:
-            stored = self.state.get_mark(src, session.id)
+            stored = self.writes.get_mark(src, session.id)
             mark = stored.position if stored is not None and stored.storage == storage else None
-            max_rowid = rowid_of(self.source, self.state, session, storage, mark, self.clock)
+            max_rowid = rowid_of(self.source, self.writes, session, storage, mark, self.clock)
             messages = self.source.messages_after(session.id, mark, limit=MESSAGE_BATCH,
                                                   storage=storage, max_rowid=max_rowid)
             if not messages:
@@ -244,8 +252,8 @@ class SessionProcessor:
             top = (max([max_rowid or 0, *(m.rowid for m in messages)])  # ``message`` only
                    if storage == STORAGE_MESSAGE else None)
             if not real:  # a batch of fork copies only: nothing to read, move past them
-                self.state.set_mark(src, session.id, Mark(storage, messages[-1].mark),
-                                    _now_iso(self.clock()), top)
+                self.writes.set_mark(src, session.id, Mark(storage, messages[-1].mark),
+                                     _now_iso(self.clock()), top)
                 if not more:
                     return
                 continue
@@ -278,11 +286,11 @@ class SessionProcessor:
         now = self.clock()
         rowid = chunk.rowid or None  # 0: not a ``message`` chunk
         if not chunk.has_user_text:
-            self.state.set_mark(src, session.id, Mark(storage, chunk.last), _now_iso(now),
-                                rowid)
+            self.writes.set_mark(src, session.id, Mark(storage, chunk.last), _now_iso(now),
+                                 rowid)
             return
         item_id = _item_id(src, session.id, chunk, storage)
-        known = self.state.get_item(item_id)
+        known = self.writes.get_item(item_id)
         if known is not None:  # the same turns, read again after a reset: no second call
             report.replayed_items += 1
             self._apply(replace(known, first=chunk.first, last=chunk.last, storage=storage,
@@ -303,7 +311,10 @@ class SessionProcessor:
             report.rejected[reason] += 1
         item = self.item_of(item_id, session, chunk.first, chunk.last, storage, result, times,
                             spent, max_rowid=rowid)
-        self.state.record_item(item, _now_iso(self.clock()))
+        if spent.calls:  # tokens paid: durable before anything else happens
+            self.state.record_item(item, _now_iso(self.clock()))
+        else:  # the rules answered: free to ask again, so it may wait for the batch
+            self.writes.record_item(item, _now_iso(self.clock()))
         _fault_point("after_record")
         self._apply(item, report)
 
@@ -361,7 +372,7 @@ class SessionProcessor:
             return False
         src = self.source.identity
         now = _now_iso(self.clock())
-        stored = self.state.get_mark(src, session.id)
+        stored = self.writes.get_mark(src, session.id)
         failure = ChunkFailure(
             id=failure_id(src, session.id, storage, chunk.first[1]), source_id=src,
             session_id=session.id, storage=storage,

@@ -43,7 +43,7 @@ def _print_daemon(d: dict[str, Any]) -> None:
             print("catching up: the first pass over the databases is still running")
         if d.get("paused"):
             print(f"paused:      {d['paused']['reason']} (until {d['paused']['until']})")
-        print(f"pending:     {len(d['pending'])} session(s)"
+        print(f"pending:     {d.get('pending_count', len(d['pending']))} session(s)"
               + "".join(f"\n             {p['session_id']} due {p['due']}"
                         + (f" ({p['last_error']})" if p.get("last_error") else "")
                         for p in d["pending"][:10]))

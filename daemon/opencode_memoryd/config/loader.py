@@ -29,7 +29,6 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from opencode_memoryd.config.example import render_example
 from opencode_memoryd.config.fields import CROSS_FIELD_ERROR
 from opencode_memoryd.config.paths import (
     CONFIG_ENV_VAR,
@@ -225,6 +224,8 @@ def init_config(path: Path) -> Path:
         FileExistsError: ``path`` already exists (file, directory or dangling symlink).
         OSError: the directory or file cannot be created or written.
     """
+    from opencode_memoryd.config.example import render_example  # only `config init` needs it
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:

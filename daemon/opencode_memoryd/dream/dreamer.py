@@ -116,13 +116,12 @@ class Dreamer:
         :mod:`~opencode_memoryd.dream.checks`)."""
         return self._checker.shares_subject(old, new)
 
-    def groups(self, active: Sequence[Memory], sc: DreamScope,
-               settled: Set[str] = frozenset()) -> Grouping:
+    def groups(self, active: Sequence[Memory], settled: Set[str] = frozenset()) -> Grouping:
         """Candidate groups of the scope's active memories
         (:func:`~opencode_memoryd.dream.grouping.candidate_groups`; subject groups in LLM
         mode only), leaving out those whose signature is in ``settled``."""
-        return candidate_groups(active, sc, settled, store=self.store, settings=self.settings,
-                                terms=self._terms, by_subject=self.planner is not None)
+        return candidate_groups(active, settled, settings=self.settings, terms=self._terms,
+                                by_subject=self.planner is not None)
 
     def check(self, group: Sequence[Memory], ops: Sequence[Operation], sc: DreamScope,
               run_id: str, now: datetime, produced: set[str]) -> GroupChange | str:
@@ -258,7 +257,7 @@ class Dreamer:
                       "groups": 0, "groups_deferred": 0, "groups_settled": 0}
         if n_before < 2:
             return Planned(end=("skipped", "fewer than two active memories"))
-        grouping = self.groups(active, sc, self.state.dream_settled(sc.key))
+        grouping = self.groups(active, self.state.dream_settled(sc.key))
         res.counts["groups"] = len(grouping.groups)
         res.counts["groups_deferred"] = grouping.deferred
         res.counts["groups_settled"] = grouping.settled

@@ -6,6 +6,27 @@ or, in LLM mode, whose subjects are similar (:class:`~opencode_memoryd.dream.mod
 Edges join in decreasing similarity (Kruskal's order) into union-find sets capped at
 ``max_group_size``. A group an earlier dream settled (kept whole, or rejected its plan) is
 known by its :func:`group_signature` and not planned again until a member changes.
+
+Which pairs are scored at all is decided with inverted indexes, never by comparing all
+pairs:
+
+* near-duplicates, exactly, by prefix filtering (Chaudhuri, Ganti & Kaushik, "A Primitive
+  Operator for Similarity Joins in Data Cleaning", ICDE 2006; Bayardo, Ma & Srikant,
+  "Scaling Up All Pairs Similarity Search", WWW 2007): the word similarity (difflib's ratio
+  ``2M / (|a| + |b|)``) is at most the Dice coefficient of the two word multisets, so a
+  pair at or above ``near_duplicate_similarity`` = t shares at least ``t |a| / (2 - t)``
+  words of ``a``; with words ordered rarest first, it shares a word of both texts'
+  prefixes of ``|a| - ceil(t |a| / (2 - t)) + 1`` words, and the shorter text has at least
+  ``t / (2 - t)`` times the words of the longer. Every such pair is found;
+* subjects (LLM mode): a pair at or above ``group_similarity`` = g shares salient terms of
+  at least g times the lighter memory's term mass, so it shares one of the lighter one's
+  heaviest terms, those that make up all but g of its mass. Each memory is paired with
+  the memories holding those terms, heaviest term first, at most
+  ``SUBJECT_CANDIDATES * max_group_size`` of them (a group holds ``max_group_size``
+  members at most, and its edges are taken strongest first).
+
+Scoring is cheap first: word overlap (a set intersection) before difflib, content words
+before :func:`~opencode_memoryd.extract.facts.restates`.
 """
 
 from __future__ import annotations
@@ -15,14 +36,16 @@ import math
 from collections.abc import Iterable, Sequence, Set
 from typing import NamedTuple
 
-from opencode_memoryd.dream.model import DreamScope, DreamSettings
+from opencode_memoryd.dream.model import DreamSettings
 from opencode_memoryd.dream.terms import SalientTerms
-from opencode_memoryd.extract.facts import restates, similarity
+from opencode_memoryd.extract.facts import content_words, restates, similarity
 from opencode_memoryd.models import Memory, content_hash, normalize_text
-from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 
 #: A candidate pair of memory ids, the smaller id first.
 Pair = tuple[str, str]
+#: In LLM mode each memory is scored against at most this many times ``max_group_size``
+#: memories found by its subject (a group holds at most ``max_group_size`` - 1 others).
+SUBJECT_CANDIDATES = 2
 
 
 def group_signature(group: Sequence[Memory]) -> str:
@@ -47,26 +70,22 @@ class Grouping(NamedTuple):
     settled: int
 
 
-def candidate_groups(active: Sequence[Memory], sc: DreamScope, settled: Set[str], *,
-                     store: MemoryStore, settings: DreamSettings, terms: SalientTerms,
+def candidate_groups(active: Sequence[Memory], settled: Set[str], *,
+                     settings: DreamSettings, terms: SalientTerms,
                      by_subject: bool) -> Grouping:
     """Group the scope's active memories (see the module docstring).
 
     Args:
         active: the scope's active memories.
-        sc: the scope (candidates of big types come from ``store.search`` in it).
         settled: signatures of the groups an earlier dream settled.
-        store: the memory store, searched for candidates of types with more than
-            ``all_pairs_limit`` memories.
         settings: thresholds and caps.
         terms: the salient-term tokenizer.
         by_subject: LLM mode: memories on a similar subject group too, and near-duplicates
             group without having to restate one another.
     """
-    pairs = _candidate_pairs(active, sc, store, settings)
     sim = _Similarity(active, terms)
     edges: list[tuple[float, str, str]] = []
-    for a, b in pairs:
+    for a, b in _candidate_pairs(active, sim, settings, by_subject=by_subject):
         score = _edge_score(sim, a, b, settings, by_subject=by_subject)
         if score is not None:
             edges.append((score, a, b))
@@ -82,42 +101,85 @@ def _pair(a: str, b: str) -> Pair:
     return (a, b) if a <= b else (b, a)
 
 
-def _all_pairs(ids: Sequence[str]) -> set[Pair]:
-    return {_pair(a, b) for i, a in enumerate(ids) for b in ids[i + 1:]}
-
-
-def _candidate_pairs(active: Sequence[Memory], sc: DreamScope, store: MemoryStore,
-                     settings: DreamSettings) -> set[Pair]:
-    """Pairs of the same type: every pair of a type with at most ``all_pairs_limit``
-    memories; for bigger types, the pairs of equal text plus each memory's search hits."""
-    by_type: dict[str, list[Memory]] = {}
+def _candidate_pairs(active: Sequence[Memory], sim: _Similarity, settings: DreamSettings,
+                     *, by_subject: bool) -> set[Pair]:
+    """Every pair of the same type that may reach a near-duplicate edge, and in LLM mode
+    a subject edge (a superset of the pairs with an edge; see the module docstring)."""
+    by_type: dict[str, list[str]] = {}
     for m in active:
-        by_type.setdefault(m.type, []).append(m)
+        by_type.setdefault(m.type, []).append(m.id)
     pairs: set[Pair] = set()
-    for type_, ms in by_type.items():
-        if len(ms) <= settings.all_pairs_limit:
-            pairs |= _all_pairs([m.id for m in ms])
+    for ids in by_type.values():
+        if len(ids) < 2:
             continue
-        buckets: dict[str, list[str]] = {}
-        for m in ms:
-            buckets.setdefault(content_hash(m.content), []).append(m.id)
-        for ids in buckets.values():
-            pairs |= _all_pairs(ids)
-        pairs |= _search_pairs(ms, sc.filter((type_,)), store, settings.search_limit)
+        pairs |= _word_pairs(ids, sim, settings.near_duplicate_similarity)
+        if by_subject:
+            pairs |= _subject_pairs(ids, sim, settings.group_similarity,
+                                    SUBJECT_CANDIDATES * settings.max_group_size)
     return pairs
 
 
-def _search_pairs(ms: Sequence[Memory], flt: MemoryFilter, store: MemoryStore,
-                  limit: int) -> set[Pair]:
-    """Each memory paired with its search hits among ``ms`` (the active memories of one
-    type; ``flt`` restricts the search to that type in the scope)."""
-    ids = {m.id for m in ms}
+def _word_pairs(ids: Sequence[str], sim: _Similarity, t: float) -> set[Pair]:
+    """Pairs whose word multisets may have a Dice coefficient of at least ``t``."""
+    df: dict[tuple[str, int], int] = {}
+    for i in ids:
+        for tok in sim.tokens[i]:
+            df[tok] = df.get(tok, 0) + 1
+    index: dict[tuple[str, int], list[str]] = {}
     pairs: set[Pair] = set()
-    for m in ms:
-        for hit, _score in store.search(m.content, flt=flt, limit=limit):
-            if hit.id != m.id and hit.id in ids:
-                pairs.add(_pair(m.id, hit.id))
+    for i in sorted(ids, key=lambda i: len(sim.tokens[i])):  # shorter texts first
+        toks = sorted(sim.tokens[i], key=lambda tok: (df[tok], tok))
+        need = math.ceil(t * len(toks) / (2 - t) - 1e-9) if t > 0 else 0
+        prefix = toks[: max(len(toks) - need + 1, 0)] if toks else [("", 0)]
+        # a shorter text of length l pairs only when l >= t/(2-t) * len (length filter)
+        shortest = t * len(toks) / (2 - t) - 1e-9
+        found: set[str] = set()
+        for tok in prefix:
+            for j in index.get(tok, ()):
+                if len(sim.tokens[j]) >= shortest:
+                    found.add(j)
+            index.setdefault(tok, []).append(i)
+        pairs.update(_pair(i, j) for j in found
+                     if sim.overlap(i, j) >= t or (not toks and not sim.tokens[j]))
     return pairs
+
+
+def _subject_pairs(ids: Sequence[str], sim: _Similarity, g: float, cap: int) -> set[Pair]:
+    """Pairs that may share salient terms of at least ``g`` times the lighter one's mass
+    (and at least two terms): each memory with up to ``cap`` memories that hold one of its
+    heaviest terms, heaviest term first."""
+    index: dict[int, list[str]] = {}
+    for i in ids:
+        for term in sim.terms[i]:
+            index.setdefault(term, []).append(i)
+    pairs: set[Pair] = set()
+    for i in ids:
+        heavy = sorted(sim.terms[i], key=lambda term: (-sim.weight[term], term))
+        mass = sim.mass[i]
+        rest = mass
+        found: dict[str, None] = {}
+        for term in heavy:
+            if rest < g * mass or rest <= 0 or len(found) >= cap:
+                break
+            rest -= sim.weight[term]
+            for j in index[term]:
+                if j != i:
+                    found[j] = None
+                    if len(found) >= cap:
+                        break
+        pairs.update(_pair(i, j) for j in found)
+    return pairs
+
+
+def _word_tokens(norm: str) -> list[tuple[str, int]]:
+    """The words of a normalised text as a set-like list: the k-th occurrence of a word is
+    the token ``(word, k)``, so the overlap of two token sets is that of the multisets."""
+    seen: dict[str, int] = {}
+    out = []
+    for w in norm.split():
+        seen[w] = seen.get(w, 0) + 1
+        out.append((w, seen[w]))
+    return out
 
 
 class _Similarity:
@@ -126,23 +188,37 @@ class _Similarity:
     def __init__(self, active: Sequence[Memory], terms: SalientTerms) -> None:
         self.content = {m.id: m.content for m in active}
         self.norm = {m.id: normalize_text(m.content) for m in active}
+        self.tokens = {i: _word_tokens(n) for i, n in self.norm.items()}
+        self.token_set = {i: frozenset(t) for i, t in self.tokens.items()}
         self.terms = {m.id: terms(m.content) for m in active}
+        self.content_words = {m.id: content_words(m.content) for m in active}
         df: dict[int, int] = {}
         for ts in self.terms.values():
             for t in ts:
                 df[t] = df.get(t, 0) + 1
         n = max(len(active), 1)
         self.weight = {t: math.log(1 + n / d) for t, d in df.items()}
+        self.mass = {i: self._mass(ts) for i, ts in self.terms.items()}
 
     def text(self, a: str, b: str) -> float:
         """Word similarity of the normalised texts (1.0 when equal)."""
         na, nb = self.norm[a], self.norm[b]
         return 1.0 if na == nb else similarity(na, nb)
 
+    def overlap(self, a: str, b: str) -> float:
+        """Word overlap: the Dice coefficient of the two texts' word multisets, in [0, 1].
+        At least :meth:`text` (difflib's ratio counts the shared words that also match in
+        order), and cheap: one set intersection."""
+        total = len(self.tokens[a]) + len(self.tokens[b])
+        if total == 0:
+            return 1.0
+        return 2 * len(self.token_set[a] & self.token_set[b]) / total
+
     def restates_either(self, a: str, b: str) -> bool:
         """Whether one text says all the other says."""
         ta, tb = self.content[a], self.content[b]
-        return restates(ta, tb) or restates(tb, ta)
+        wa, wb = self.content_words[a], self.content_words[b]
+        return (wa <= wb and restates(ta, tb)) or (wb <= wa and restates(tb, ta))
 
     def subject(self, a: str, b: str) -> float:
         """IDF-weighted overlap coefficient of the salient terms; 0.0 with fewer than two
@@ -150,9 +226,7 @@ class _Similarity:
         shared = self.terms[a] & self.terms[b]
         if len(shared) < 2:
             return 0.0
-        wa = self._mass(self.terms[a])
-        wb = self._mass(self.terms[b])
-        return self._mass(shared) / min(wa, wb)
+        return self._mass(shared) / min(self.mass[a], self.mass[b])
 
     def _mass(self, terms: Iterable[int]) -> float:
         return sum(self.weight[t] for t in terms)
@@ -162,17 +236,24 @@ def _edge_score(sim: _Similarity, a: str, b: str, settings: DreamSettings, *,
                 by_subject: bool) -> float | None:
     """The weight of the edge between ``a`` and ``b``, or ``None`` for no edge.
 
-    Near-duplicates score ``1 + text similarity`` (they join first); subject edges score
-    the larger of subject and text similarity.
+    Near-duplicates (text similarity at least ``near_duplicate_similarity``) score
+    ``1 + text similarity`` (they join first); subject edges score the larger of subject
+    similarity and word overlap (:meth:`_Similarity.overlap`). The word overlap bounds the
+    text similarity from above, so difflib runs only for pairs that may be near-duplicates.
     """
-    text_sim = sim.text(a, b)
-    if text_sim >= settings.near_duplicate_similarity:
-        # rules mode: only texts one of which says all the other says
-        return 1.0 + text_sim if by_subject or sim.restates_either(a, b) else None
-    if not by_subject:
-        return None
+    near = settings.near_duplicate_similarity
+    overlap = sim.overlap(a, b)
+    if not by_subject:  # rules mode: only texts one of which says all the other says
+        if overlap < near or not sim.restates_either(a, b):
+            return None
+        text_sim = sim.text(a, b)
+        return 1.0 + text_sim if text_sim >= near else None
+    if overlap >= near:
+        text_sim = sim.text(a, b)
+        if text_sim >= near:
+            return 1.0 + text_sim
     subject = sim.subject(a, b)
-    return max(subject, text_sim) if subject >= settings.group_similarity else None
+    return max(subject, overlap) if subject >= settings.group_similarity else None
 
 
 class _UnionFind:

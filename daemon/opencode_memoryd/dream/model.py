@@ -44,9 +44,6 @@ class DreamSettings:
             memories stay as they are).
         supersede_overlap: share of a superseded memory's salient terms the superseding
             memory must share.
-        all_pairs_limit: types with at most this many memories are compared pairwise;
-            larger ones take their candidate pairs from ``store.search``.
-        search_limit: hits per ``store.search`` when looking for candidates.
         max_output_tokens: cap on one plan's tokens (LLM mode); 0 = sized to the group
             (:func:`~opencode_memoryd.dream.planning.plan_token_cap`). A plan cut off at
             the cap is asked again with twice the cap, then planned as two smaller groups.
@@ -63,8 +60,6 @@ class DreamSettings:
     max_chars: int = 300
     min_coverage: float = 1.0
     supersede_overlap: float = 0.5
-    all_pairs_limit: int = 200
-    search_limit: int = 10
     max_output_tokens: int = 0
 
     def __post_init__(self) -> None:
@@ -76,11 +71,9 @@ class DreamSettings:
                 raise ValueError(f"{name} must be in [0, 1]")
         if self.max_group_size < 2:
             raise ValueError("max_group_size must be at least 2")
-        for name in ("max_groups", "max_chars", "search_limit"):
+        for name in ("max_groups", "max_chars"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive")
-        if self.all_pairs_limit < 0:
-            raise ValueError("all_pairs_limit must not be negative")
         if self.max_output_tokens < 0:
             raise ValueError("max_output_tokens must not be negative")
 

@@ -67,11 +67,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from opencode_memoryd.redaction.rules import RULES
 from opencode_memoryd.redaction.scan import apply_rules
 from opencode_memoryd.redaction.split import find_joins, join
 from opencode_memoryd.redaction.unicode import strip_invisible
+
+if TYPE_CHECKING:
+    from opencode_memoryd.redaction.scan import Rule
 
 __all__ = [
     "KINDS",
@@ -251,8 +254,21 @@ class RedactionCounter:
             return counts
 
 
-# Every rule reports a known kind (the assignment rule's other kinds are in KINDS too).
-assert all(rule.kind in KINDS for rule in RULES), [r.kind for r in RULES if r.kind not in KINDS]
+_rules: tuple[Rule, ...] | None = None
+
+
+def _load_rules() -> tuple[Rule, ...]:
+    """The rule table, imported on first use: it compiles many patterns and takes
+    detect-secrets' plugins, which a process that never redacts need not load."""
+    global _rules
+    if _rules is None:
+        from opencode_memoryd.redaction.rules import RULES
+
+        # Every rule reports a known kind (the assignment rule's others are in KINDS too).
+        assert all(rule.kind in KINDS for rule in RULES), [
+            r.kind for r in RULES if r.kind not in KINDS]
+        _rules = tuple(RULES)
+    return _rules
 
 
 def redact(text: str) -> Redacted:
@@ -279,7 +295,7 @@ def redact(text: str) -> Redacted:
     if not text:
         return Redacted(text, {})
 
-    scrubbed, counts = apply_rules(text, RULES)
+    scrubbed, counts = apply_rules(text, _rules or _load_rules())
     return Redacted(scrubbed, counts)
 
 

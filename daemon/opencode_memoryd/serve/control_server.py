@@ -1,11 +1,16 @@
 """The control socket's server: binds the Unix socket privately, serves in a thread, and
-closes gracefully (see :mod:`opencode_memoryd.serve.protocol` for the wire protocol)."""
+closes gracefully (see :mod:`opencode_memoryd.serve.protocol` for the wire protocol).
+
+The serving thread sleeps in ``select`` until a connection arrives or :meth:`ControlServer.close`
+wakes it through a pipe: an idle daemon's control socket costs no wake-ups.
+"""
 
 from __future__ import annotations
 
 import errno
 import fcntl
 import os
+import selectors
 import socket
 import socketserver
 import stat
@@ -78,6 +83,7 @@ class ControlServer:
         self._closing = False
         self._active = 0
         self._cond = threading.Condition()
+        self._wake: tuple[int, int] | None = None  # (read end, write end) of the stop pipe
 
     @property
     def lock_path(self) -> Path:
@@ -124,9 +130,9 @@ class ControlServer:
             raise
         self._server = server
         self._closing = False
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.2},
-            name="memoryd-control", daemon=True)
+        self._wake = os.pipe()
+        self._thread = threading.Thread(target=self._serve, args=(server, self._wake[0]),
+                                        name="memoryd-control", daemon=True)
         self._thread.start()
         log.info("control.listening", path=str(path))
 
@@ -142,9 +148,13 @@ class ControlServer:
             return
         with self._cond:
             self._closing = True
-        if thread is not None:
-            server.shutdown()
+        if thread is not None and self._wake is not None:
+            os.write(self._wake[1], b"x")
             thread.join()
+        if self._wake is not None:
+            for fd in self._wake:
+                os.close(fd)
+            self._wake = None
         self._unlink_own_socket()
         server.server_close()
         deadline = time.monotonic() + wait_seconds
@@ -168,6 +178,31 @@ class ControlServer:
         self.close()
 
     # -- internals -------------------------------------------------------------------
+
+    @staticmethod
+    def _serve(server: ControlHTTPServer, wake_fd: int) -> None:
+        """Accept connections until ``wake_fd`` is readable; each request is handled on
+        its own thread (``ThreadingMixIn``), as ``serve_forever`` would, without its
+        periodic wake-ups."""
+        with selectors.DefaultSelector() as sel:
+            sel.register(server, selectors.EVENT_READ)
+            sel.register(wake_fd, selectors.EVENT_READ)
+            while True:
+                ready = sel.select()
+                if any(key.fd == wake_fd for key, _ in ready):
+                    return
+                try:
+                    request, address = server.get_request()
+                except OSError:
+                    continue
+                try:
+                    server.process_request(request, address)
+                except Exception:
+                    server.handle_error(request, address)
+                    server.shutdown_request(request)
+                except BaseException:
+                    server.shutdown_request(request)
+                    raise
 
     def _unlink_own_socket(self) -> None:
         try:

@@ -10,11 +10,17 @@ and a periodic sweep re-reads the session list anyway. A database that appears l
 deleted, or is replaced by another file (new inode) is reopened without a restart.
 
 Scheduling: each changed session is queued in the state file with its debounce due time
-(:mod:`opencode_memoryd.debounce`) and gets one APScheduler job (id ``session:<db>:<id>``,
-replaced on every change). Jobs run on one worker thread, so one session is never extracted
-twice at once; dreams run on a thread of their own, so a dream waiting for its model never
-holds back an extraction; a per-project lock keeps an extraction and a dream's writes to
-one project apart, including those asked for through the control endpoint.
+(:mod:`opencode_memoryd.debounce`). One worker thread (:mod:`opencode_memoryd.serve.jobs`)
+takes the due sessions from the queue, soonest first, and sleeps until the next due time
+or until the main loop queues something; so one session is never extracted twice at once,
+and the queue costs no memory per session beyond its row. Dreams run on a thread of their
+own, so a dream waiting for its model never holds back an extraction; a per-project lock
+keeps an extraction and a dream's writes to one project apart, including those asked for
+through the control endpoint.
+
+Threads: the main loop (change detection, the periodic full sweep, the watchdog ping), the
+worker (extractions), the dream thread, the file watcher and the control server; each
+sleeps until it has something to do.
 
 Stopping: SIGTERM or SIGINT stops within 10 s at any point. A dream checks the stop signal
 between scopes and between groups; work still running after :data:`SHUTDOWN_GRACE_SECONDS`
@@ -41,8 +47,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import structlog
-from apscheduler.executors.pool import ThreadPoolExecutor
-from apscheduler.schedulers.background import BackgroundScheduler
 from filelock import FileLock, Timeout
 
 from opencode_memoryd import __version__
@@ -69,14 +73,14 @@ LOCK_FILE_NAME = "daemon.lock"
 MAX_LOOP_SECONDS = 10.0
 #: How long shutdown waits (s, from the signal) for the work in progress before abandoning it.
 SHUTDOWN_GRACE_SECONDS = 7.0
-#: The APScheduler executor (one thread) that runs the dream checks.
-DREAM_EXECUTOR = "dreams"
 #: How long start-up waits (s) for a one-shot command to release the embedded store.
 STORE_WAIT_SECONDS = 60.0
 #: The main loop waits at least this long (s) between two checks of the databases ...
-MIN_CHECK_INTERVAL_SECONDS = 0.02
+MIN_CHECK_INTERVAL_SECONDS = 0.05
 #: ... and at least this many times the duration of the previous check.
 CHECK_COST_FACTOR = 4.0
+#: Sessions listed in ``status`` (``pending_count`` has them all).
+STATUS_PENDING_LIMIT = 20
 
 
 
@@ -135,12 +139,10 @@ class Daemon(SourceTracking, SessionJobs):
         self._control: ControlServer | None = None
         self.service: Service
         self.last_dream: dict[str, str] = {}
-        self.scheduler = BackgroundScheduler(
-            executors={"default": ThreadPoolExecutor(max_workers=1),
-                       DREAM_EXECUTOR: ThreadPoolExecutor(max_workers=1)},
-            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
-            timezone=UTC,
-        )
+        self._work_wake = threading.Event()
+        self._held = {}
+        self._dreamer_thread: threading.Thread | None = None
+        self._next_sweep = 0.0
 
     # -- start-up ---------------------------------------------------------------------
 
@@ -167,7 +169,12 @@ class Daemon(SourceTracking, SessionJobs):
         self._lock = lock
 
     def start(self) -> None:
-        """Lock, open state and store, catch up, start watching and scheduling."""
+        """Lock, open state and store, serve commands, start the worker and watching.
+
+        Commands are served as soon as the state file and the store are open; the main
+        loop's first pass (a full one) then queues what changed while the daemon was
+        away, and the worker resumes what was queued before a restart.
+        """
         self.acquire_lock()
         self.started_at = self.clock()
         self.state = self.app.open_state()
@@ -177,23 +184,16 @@ class Daemon(SourceTracking, SessionJobs):
         self.service = Service(self.app, self.state, self.store, extractor=self.extractor,
                                lock_for=self.project_lock, daemon_status=self.status,
                                summarizer=self.summarizer)
+        self._start_control()
         log.info("daemon_started", version=__version__, pid=os.getpid(),
                  mode=self.app.extraction_mode(),
                  quiet_period_seconds=self.cfg.quiet_period_seconds,
                  max_wait_seconds=self.cfg.max_wait_seconds)
-        self.scheduler.start()
-        # re-arm what was queued before a restart; the main loop's first pass (a full
-        # one) catches up on everything else, while status and commands are served
-        for row in self.state.queue():
-            self._arm(row["source_id"], row["session_id"], int(row["due_ms"]))
         self._full_sweep_requested = True
         self._poke.set()
         self._start_watcher()
-        self.scheduler.add_job(self._safety_sweep, "interval",
-                               seconds=self.cfg.sweep_interval_seconds, id="sweep",
-                               replace_existing=True)
         self._start_dreams()
-        self._start_control()
+        self._start_worker()
 
     def _open_store(self) -> MemoryStore:
         """Open the store; while a one-shot command (``list``, ``maintain`` …) started
@@ -220,17 +220,29 @@ class Daemon(SourceTracking, SessionJobs):
     # -- dreams -----------------------------------------------------------------------
 
     def _start_dreams(self) -> None:
-        """Finish dreams a crash interrupted, then schedule the gate check (and catch-up)."""
+        """Finish dreams a crash interrupted, then schedule the gate check (and catch-up)
+        on the worker thread."""
         self.service.recover_dreams()
         if not self.app.config.dream.enabled:
             return
-        self.scheduler.add_job(self._dream_check, "date", args=("catch-up",),
-                               id="dream-catch-up", replace_existing=True,
-                               executor=DREAM_EXECUTOR)
-        self.scheduler.add_job(self._dream_check, "interval", args=("auto",),
-                               minutes=self.app.config.dream.check_interval_minutes,
-                               id="dream-check", replace_existing=True,
-                               executor=DREAM_EXECUTOR)
+        self._dreamer_thread = threading.Thread(target=self._dream_loop, name="dreams",
+                                                daemon=True)
+        self._dreamer_thread.start()
+
+    def _dream_loop(self) -> None:
+        """The dream thread: a catch-up check at once, then one every
+        ``dream.check_interval_minutes``; asleep in between."""
+        interval = self.app.config.dream.check_interval_minutes * 60
+        trigger = "catch-up"
+        while not self.stop_event.is_set():
+            try:
+                self._dream_check(trigger)
+            except Exception as exc:  # a bug must not end the dream checks
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("dream_check_crashed")
+            trigger = "auto"
+            if self.stop_event.wait(interval):
+                return
 
     def _dream_check(self, trigger: str) -> None:
         """Dream every scope whose gate is open (on the dream thread; the project lock
@@ -272,19 +284,28 @@ class Daemon(SourceTracking, SessionJobs):
         """
         sd_notify("READY=1\nSTATUS=watching OpenCode databases")
         next_check = 0.0
+        self._next_sweep = time.monotonic() + self.cfg.sweep_interval_seconds
         while not self.stop_event.is_set():
             # never sleep past half of systemd's 60 s watchdog interval
             timeout = (min(self.cfg.poll_interval_seconds, MAX_LOOP_SECONDS)
                        if self._polling else MAX_LOOP_SECONDS)
-            self._poke.wait(timeout=timeout)
+            timeout = min(timeout, self._next_sweep - time.monotonic())
+            scan = self.next_update_scan()
+            if scan is not None:
+                timeout = min(timeout, scan - time.monotonic())
+            if timeout > 0:
+                self._poke.wait(timeout=timeout)
             wait = next_check - time.monotonic()
             if wait > 0 and self.stop_event.wait(wait):
                 break
             self._poke.clear()
             if self.stop_event.is_set():
                 break
+            if time.monotonic() >= self._next_sweep:  # the periodic safety sweep
+                self._full_sweep_requested = True
+                self._next_sweep = time.monotonic() + self.cfg.sweep_interval_seconds
             full, self._full_sweep_requested = self._full_sweep_requested, False
-            started = time.monotonic()
+            started, scanned = time.monotonic(), self.scan_seconds
             try:
                 queued = self.check_sources(full=full)
                 if not self.caught_up and not self.stop_event.is_set():
@@ -295,8 +316,10 @@ class Daemon(SourceTracking, SessionJobs):
                 self.last_error = str(exc)
                 log.warning("check_failed", error=str(exc))
             ended = time.monotonic()
-            # a full sweep (every few minutes) does not hold back the next change
-            cost = 0.0 if full else CHECK_COST_FACTOR * (ended - started)
+            # a full sweep (every few minutes) and a scan for in-place updates (every few
+            # seconds) do not hold back the next change
+            spent = ended - started - (self.scan_seconds - scanned)
+            cost = 0.0 if full else CHECK_COST_FACTOR * spent
             next_check = ended + max(MIN_CHECK_INTERVAL_SECONDS, cost)
             sd_notify("WATCHDOG=1")
 
@@ -320,13 +343,12 @@ class Daemon(SourceTracking, SessionJobs):
         if self._control is not None:
             self._control.close(wait_seconds=2)
             (self.app.state_dir / DAEMON_INFO_FILE).unlink(missing_ok=True)
-        if self.scheduler.running:
-            self.scheduler.shutdown(wait=False)
-        for t in threading.enumerate():
-            if t.name.startswith("ThreadPoolExecutor") and t is not threading.current_thread():
-                t.join(timeout=max(0.0, deadline - time.monotonic()))
-        busy = any(t.name.startswith("ThreadPoolExecutor") and t.is_alive()
-                   for t in threading.enumerate())
+        self._work_wake.set()
+        threads = [t for t in (self._worker, self._dreamer_thread)
+                   if t is not None and t is not threading.current_thread()]
+        for t in threads:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+        busy = any(t.is_alive() for t in threads)
         if not busy:
             for src in self._sources.values():
                 src.db.close()
@@ -354,7 +376,8 @@ class Daemon(SourceTracking, SessionJobs):
             "pending": [{"session_id": r["session_id"],
                          "due": iso_utc(datetime.fromtimestamp(r["due_ms"] / 1000, tz=UTC)),
                          "attempts": r["attempts"], "last_error": r["last_error"]}
-                        for r in self.state.queue()],
+                        for r in self.state.queue(limit=STATUS_PENDING_LIMIT)],
+            "pending_count": self.state.queue_size(),
             "last_extraction": self.last_extraction,
             "paused": ({"reason": self.pause.reason, "until": iso_utc(self.pause.until)}
                        if self.pause else None),

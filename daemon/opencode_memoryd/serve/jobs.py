@@ -1,26 +1,26 @@
-"""Session jobs: one debounced APScheduler job per queued session, run on a single worker
-thread; retries with backoff, a circuit breaker, a pause on 401/403/404, and a daily token
-budget."""
+"""Session work: one worker thread takes the due sessions from the state file's queue,
+soonest first, and extracts them in groups (one store flush and one state commit per
+group); retries with backoff, a circuit breaker, a pause on 401/403/404, a daily token
+budget, and a wait of its own while the disk is full."""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from opencode_memoryd.capture.batching import WriteGroup
 from opencode_memoryd.capture.processor import SessionProcessor
 from opencode_memoryd.capture.report import SessionReport
 from opencode_memoryd.debounce import backoff_seconds
-from opencode_memoryd.errors import SourceError
+from opencode_memoryd.errors import MemorydError, SourceError
 from opencode_memoryd.models import STORAGE_SESSION_MESSAGE, iso_utc
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-
-    from apscheduler.schedulers.background import BackgroundScheduler
 
     from opencode_memoryd.capture.notes import Summarizer
     from opencode_memoryd.capture.processor import Extractor
@@ -32,13 +32,18 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
+#: Due sessions taken from the queue at once (one group of writes at most this big).
+WORK_BATCH = 64
+#: The longest the worker sleeps without looking at the queue (a change it was not told
+#: about, e.g. a clock jump, is noticed by then).
+MAX_IDLE_SECONDS = 60.0
+#: While more sessions are due than one round takes (a catch-up), the store is flushed at
+#: most this often (s); otherwise as :data:`~opencode_memoryd.capture.batching.FLUSH_SECONDS`.
+BACKLOG_FLUSH_SECONDS = 2.0
+#: How long the worker waits after an unexpected failure before it looks again.
+WORKER_BACKOFF_SECONDS = 5.0
 #: Seconds between two tries of a session that found the disk full.
 DISK_FULL_RETRY = 60.0
-
-
-def job_id(source_id: str, session_id: str) -> str:
-    """The APScheduler job id of a session."""
-    return f"session:{source_id}:{session_id}"
 
 
 @dataclass
@@ -49,9 +54,9 @@ class Pause:
     until: datetime
 
 
-
 class SessionJobs:
-    """The extraction half of :class:`~opencode_memoryd.serve.daemon.Daemon`."""
+    """The extraction half of :class:`~opencode_memoryd.serve.daemon.Daemon`: the worker
+    thread and what it does with one session."""
 
     app: App
     cfg: DaemonConfig
@@ -59,7 +64,6 @@ class SessionJobs:
     store: MemoryStore
     extractor: Extractor
     summarizer: Summarizer
-    scheduler: BackgroundScheduler
     stop_event: threading.Event
     clock: Callable[[], datetime]
     caught_up: bool
@@ -71,12 +75,90 @@ class SessionJobs:
     _locks_guard: threading.Lock
     _consecutive_failures: int
 
+    _work_wake: threading.Event
+    _worker: threading.Thread | None = None
+    #: sessions held back in memory (nothing written: the disk is full) -> until (ms)
+    _held: dict[tuple[str, str], int]
 
-    def _arm(self, source_id: str, session_id: str, due_ms: int) -> None:
-        run_date = datetime.fromtimestamp(due_ms / 1000, tz=UTC)
-        self.scheduler.add_job(self._run_session, "date", run_date=run_date,
-                               args=(source_id, session_id),
-                               id=job_id(source_id, session_id), replace_existing=True)
+    # -- the worker thread ------------------------------------------------------------
+
+    def _start_worker(self) -> None:
+        """Start the worker thread (idempotent)."""
+        if self._worker is not None:
+            return
+        self._worker = threading.Thread(target=self._work_loop, name="session-worker",
+                                        daemon=True)
+        self._worker.start()
+
+    def wake_worker(self) -> None:
+        """Tell the worker the queue changed (it looks at it again at once)."""
+        self._work_wake.set()
+
+    def _work_loop(self) -> None:
+        """Take due sessions from the queue, soonest first, into one group of writes;
+        commit the group when it is due (at once when it wrote nothing to the store, else
+        up to :data:`~opencode_memoryd.capture.batching.FLUSH_SECONDS` later, so one store
+        flush serves the sessions of that time); sleep until the next due time, group
+        commit or wake-up."""
+        group = WriteGroup(self.state, self.store)
+        group.__enter__()
+        try:
+            while not self.stop_event.is_set():
+                self._work_wake.clear()
+                wait = self._work_once(group)
+                if wait is None:
+                    continue  # more due work
+                self._work_wake.wait(wait)
+        finally:
+            try:
+                group.__exit__(None, None, None)
+            except (MemorydError, OSError) as exc:
+                log.warning("worker_commit_failed", error=str(exc))
+
+    def _work_once(self, group: WriteGroup) -> float | None:
+        """One round of the worker: up to :data:`WORK_BATCH` due sessions; return how
+        long to sleep, or ``None`` to go on at once."""
+        try:
+            now_ms = int(self.clock().timestamp() * 1000)
+            for key, until in list(self._held.items()):
+                if until <= now_ms:
+                    del self._held[key]
+            skip = len(group.sessions) + len(self._held)
+            head = self.state.queue_head(WORK_BATCH + skip)
+            waiting = [(src, sid, due) for src, sid, due in head
+                       if (src, sid) not in group.sessions and (src, sid) not in self._held]
+            due = [(src, sid) for src, sid, at in waiting if at <= now_ms][:WORK_BATCH]
+            # with a backlog (a catch-up), store flushes are spaced further apart
+            flush = BACKLOG_FLUSH_SECONDS if len(due) == WORK_BATCH else None
+            for source_id, session_id in due:
+                if self.stop_event.is_set():
+                    break  # still queued: the next start resumes it
+                self._run_session(source_id, session_id, group)
+                group.commit_if_due(flush_seconds=flush)
+            if due:
+                return None
+            had = bool(group.sessions)
+            group.commit_if_due(idle=True)
+            if had and not group.sessions:
+                return None  # committed: the sessions it held may be queued again
+        except (MemorydError, OSError) as exc:  # a store or state failure: back off
+            self.last_error = str(exc)
+            log.warning("worker_failed", error=str(exc))
+            return WORKER_BACKOFF_SECONDS
+        except Exception as exc:  # a bug must not end the daemon's extractions
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            log.exception("worker_crashed")
+            return WORKER_BACKOFF_SECONDS
+        wait = MAX_IDLE_SECONDS
+        upcoming = [at for _, _, at in waiting if at > now_ms]
+        if upcoming:
+            wait = min(wait, (min(upcoming) - now_ms) / 1000)
+        if self._held:
+            wait = min(wait, (min(self._held.values()) - now_ms) / 1000)
+        until_commit = group.seconds_until_due(idle=True)
+        if until_commit is not None:
+            wait = min(wait, until_commit)
+        return max(0.0, wait)
 
     def project_lock(self, project_key: str) -> threading.Lock:
         """The lock that keeps work on one project (extraction, dream) serial."""
@@ -84,10 +166,9 @@ class SessionJobs:
             return self._project_locks.setdefault(project_key, threading.Lock())
 
     def _retry(self, source_id: str, session_id: str, delay: float, reason: str) -> None:
-        """Run the session's job again in ``delay`` seconds (not counted as a failure)."""
+        """Take the session again in ``delay`` seconds (not counted as a failure)."""
         due = int((self.clock() + timedelta(seconds=delay)).timestamp() * 1000)
         self.state.queue_reschedule(source_id, session_id, due, reason)
-        self._arm(source_id, session_id, due)
 
     def _llm_gate(self) -> float | None:
         """Seconds to wait before LLM work may run, or ``None`` when it may run now."""
@@ -109,9 +190,11 @@ class SessionJobs:
                 return (until - now).total_seconds()
         return None
 
-    def _run_session(self, source_id: str, session_id: str) -> None:
-        if self.stop_event.is_set():
-            return
+    def _run_session(self, source_id: str, session_id: str, group: WriteGroup
+                     ) -> None:
+        """Extract one due session; its state writes go to ``group`` (and it is noted
+        there, unless it was rescheduled or held)."""
+        batch = group.batch
         src = self._sources.get(source_id)
         if src is None:
             if not self.caught_up:  # re-armed at start, before its database is open
@@ -126,7 +209,8 @@ class SessionJobs:
         try:
             session = src.db.session(session_id)
             if session is None:  # deleted
-                self.state.queue_done(source_id, session_id, now_ms)
+                batch.queue_done(source_id, session_id, now_ms)
+                group.note(source_id, session_id)
                 return
             if src.db.in_flight(session_id, now_ms=now_ms,
                                 abandoned_ms=self.app.limits().abandoned_ms):
@@ -144,7 +228,7 @@ class SessionJobs:
             proc = SessionProcessor(src.db, self.state, self.store, self.extractor,
                                     self.app.limits(), clock=self.clock, raise_fatal=False,
                                     user_id=self.app.user_id, summarizer=self.summarizer,
-                                    ensure_space=self.app.ensure_space)
+                                    ensure_space=self.app.ensure_space, batch=batch)
             report = proc.process(session)
         finally:
             lock.release()
@@ -159,12 +243,12 @@ class SessionJobs:
                             "turn not finished")
             elif report.summary_due_ms is not None:
                 # look again once the session has been idle long enough for its summary
-                due = self.state.queue_defer(
+                self.state.queue_defer(
                     source_id, session_id, max(report.summary_due_ms, now_ms + 1000), now_ms,
                     self.cfg.max_wait_seconds, "summary due")
-                self._arm(source_id, session_id, due)
             else:
-                self.state.queue_done(source_id, session_id, now_ms)
+                batch.queue_done(source_id, session_id, now_ms)
+                group.note(source_id, session_id)
             if report.turns_read:
                 self.last_extraction[session.project_key] = {
                     "at": iso_utc(self.clock()), "session_id": session_id,
@@ -180,8 +264,8 @@ class SessionJobs:
         if kind == "disk_full":  # the state file may be full too: write nothing, retry
             if not (previous or "").startswith("disk_full"):  # once, not per session
                 log.error("disk_full", error=report.error, retry_seconds=DISK_FULL_RETRY)
-            self._arm(source_id, session_id, int((now + timedelta(
-                seconds=DISK_FULL_RETRY)).timestamp() * 1000))
+            self._held[(source_id, session_id)] = int((now + timedelta(
+                seconds=DISK_FULL_RETRY)).timestamp() * 1000)
             return
         if kind in ("auth", "not_found"):
             self.pause = Pause(f"LLM endpoint refused the request ({report.error}); fix the "

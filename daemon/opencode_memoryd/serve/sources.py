@@ -18,6 +18,7 @@ written to tables of an unknown shape.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,21 +27,18 @@ import structlog
 
 from opencode_memoryd.errors import SourceError, SourceSchemaError
 from opencode_memoryd.models import STORAGE_MESSAGE, Mark, iso_utc, utc_from_ms
-from opencode_memoryd.serve.jobs import job_id
 from opencode_memoryd.source.discover import source_identity
 from opencode_memoryd.source.reader import OpenCodeDB
+from opencode_memoryd.source.reader_v2 import Stamp
 from opencode_memoryd.source.watcher import DbWatcher
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from datetime import datetime
 
-    from apscheduler.schedulers.background import BackgroundScheduler
-
     from opencode_memoryd.compose import App
     from opencode_memoryd.config.daemon import DaemonConfig
     from opencode_memoryd.serve.alerts import Alerts
-    from opencode_memoryd.source.rows import SessionRow
     from opencode_memoryd.state.db import StateDB
 
 log = structlog.get_logger(__name__)
@@ -51,6 +49,10 @@ log = structlog.get_logger(__name__)
 CHANGE_LOOKBACK_MS = 120_000
 #: Sessions queued per state-file transaction during a check.
 QUEUE_BATCH = 500
+#: Between full sweeps, how often (s) at most the sessions updated in place are looked for
+#: (``time_updated`` has no index: a scan of the session table). Inserts (new sessions,
+#: messages, parts) are seen on every check.
+UPDATE_SCAN_SECONDS = 2.0
 
 
 @dataclass
@@ -67,6 +69,14 @@ class TrackedSource:
     seen_v2_updated: dict[str, int] = field(default_factory=dict)  # -> newest time_updated
     v2_high_water: int | None = None  # newest session_message.time_created seen (ms)
     unknown_rows: dict[str, int] = field(default_factory=dict)  # unknown table -> rows
+    inserts: dict[str, int] | None = None  # table -> newest rowid seen (see inserted_since)
+    update_scan_at: float = 0.0  # when sessions updated in place were last looked for
+    update_scan_pending: bool = False  # a change was seen since then
+
+    def update_scan_due(self) -> float | None:
+        """When (monotonic s) the next scan for in-place updates is due, or ``None`` when
+        no change waits for one."""
+        return self.update_scan_at + UPDATE_SCAN_SECONDS if self.update_scan_pending else None
 
 
 class SourceTracking:
@@ -75,7 +85,6 @@ class SourceTracking:
     app: App
     cfg: DaemonConfig
     state: StateDB
-    scheduler: BackgroundScheduler
     stop_event: threading.Event
     clock: Callable[[], datetime]
     last_error: str | None
@@ -84,8 +93,11 @@ class SourceTracking:
     _polling: bool
     _poke: threading.Event
     _watcher: DbWatcher | None
+    #: seconds spent scanning for in-place updates (paced on their own, so the main loop
+    #: leaves them out of a check's cost)
+    scan_seconds: float = 0.0
     #: provided by :class:`~opencode_memoryd.serve.jobs.SessionJobs`
-    _arm: Callable[[str, str, int], None]
+    wake_worker: Callable[[], None]
 
     def _start_watcher(self) -> None:
         if self._watcher is not None:
@@ -214,7 +226,9 @@ class SourceTracking:
             src = self._sources[ident]
             try:
                 version = src.db.data_version()
-                if version == src.data_version and not full:
+                scan_due = src.update_scan_due()
+                if (version == src.data_version and not full
+                        and (scan_due is None or scan_due > time.monotonic())):
                     continue
                 src.data_version = version
                 again = self._refresh_schema(ident, src)
@@ -226,6 +240,13 @@ class SourceTracking:
                 log.warning("source_read_failed", db=str(src.path), error=str(exc))
         self._alert_no_database(looked, list(paths.values()))
         return queued
+
+    def next_update_scan(self) -> float | None:
+        """When (monotonic s) a database has a scan for in-place updates due (a change was
+        seen since its last one), or ``None``: the main loop checks again by then."""
+        due = [d for d in (s.update_scan_due() for s in self._sources.values())
+               if d is not None]
+        return min(due) if due else None
 
     def _alert_no_database(self, looked: str | None, paths: list[Path]) -> None:
         if self._sources:
@@ -242,19 +263,39 @@ class SourceTracking:
             self._watcher = None
         self._start_watcher()
 
-    def _changed_sessions(self, src: TrackedSource, *, full: bool) -> list[SessionRow]:
+    def _changed_sessions(self, src: TrackedSource, *, full: bool) -> list[Stamp]:
         """The sessions of one database that changed since they were last seen (see
-        :meth:`_queue_changed`); updates what was seen of ``session_message``."""
+        :meth:`_queue_changed`), as ``(id, time_created, time_updated)``, oldest first;
+        updates what was seen of ``session_message``."""
         after = v2_after = None
         if not full and src.high_water is not None:
             after = src.high_water - CHANGE_LOOKBACK_MS
         if not full and src.v2_high_water is not None:
             v2_after = src.v2_high_water - CHANGE_LOOKBACK_MS
         archived = self.app.config.opencode.include_archived
-        rows = src.db.sessions(include_archived=archived, updated_after_ms=after)
+        by_id: dict[str, Stamp] = {}
+        touched: set[str] = set()
+        now = time.monotonic()
+        if after is None or src.inserts is None:  # a full read
+            src.inserts = src.db.insert_marks()  # before the read: nothing falls between
+            by_id = {s[0]: s for s in src.db.session_stamps(include_archived=archived)}
+            src.update_scan_at, src.update_scan_pending = now, False
+        else:  # the sessions rows were inserted for, and now and then those updated
+            touched, src.inserts = src.db.inserted_since(src.inserts)
+            if now - src.update_scan_at >= UPDATE_SCAN_SECONDS:
+                by_id = {s[0]: s for s in src.db.session_stamps(
+                    updated_after_ms=after, include_archived=archived)}
+                src.update_scan_at, src.update_scan_pending = now, False
+                self.scan_seconds += time.monotonic() - now
+            else:
+                src.update_scan_pending = True
+            missing = [sid for sid in touched if sid not in by_id]
+            for start in range(0, len(missing), QUEUE_BATCH):
+                by_id.update((s[0], s) for s in src.db.session_stamps(
+                    ids=missing[start:start + QUEUE_BATCH], include_archived=archived))
+        ids = {sid for sid, s in by_id.items() if src.seen.get(sid) != s[2]}
+        ids |= {sid for sid in touched if sid in by_id}  # an insert is a change
         act = src.db.activity(v2_after)
-        by_id = {s.id: s for s in rows}
-        ids = {s.id for s in rows if src.seen.get(s.id) != s.time_updated}
         for sid, seq in act.seqs.items():
             upd = act.updated.get(sid)
             if src.seen_seq.get(sid) != seq or (upd is not None
@@ -267,11 +308,9 @@ class SourceTracking:
             src.v2_high_water = max(src.v2_high_water or 0, act.newest_created)
         missing = [sid for sid in ids if sid not in by_id]
         for start in range(0, len(missing), QUEUE_BATCH):
-            for s in src.db.sessions(include_archived=archived,
-                                     ids=missing[start:start + QUEUE_BATCH]):
-                by_id[s.id] = s
-        return sorted((by_id[i] for i in ids if i in by_id),
-                      key=lambda s: (s.time_created, s.id))
+            by_id.update((s[0], s) for s in src.db.session_stamps(
+                ids=missing[start:start + QUEUE_BATCH], include_archived=archived))
+        return sorted((by_id[i] for i in ids if i in by_id), key=lambda s: (s[1], s[0]))
 
     def _queue_changed(self, ident: str, src: TrackedSource, *, full: bool = False) -> int:
         """Queue the sessions of one database that changed since they were last seen.
@@ -284,46 +323,44 @@ class SourceTracking:
         timestamps (``opencode import``) and ``session_message`` rows wiped and rewritten. A
         session seen for the first time is queued only when it has a message after its mark
         (any message, when it has no mark or a mark in another storage): in ``message``, a
-        newer ``(time_created, id)`` or a larger rowid than the mark's ``max_rowid``.
+        newer ``(time_created, id)`` or a larger rowid than the mark's ``max_rowid``. One
+        whose session row and newest ``message`` row are older than the quiet period is
+        quiet already, and is due at once (a catch-up does not wait a quiet period for
+        sessions long finished).
         """
         now_ms = int(self.clock().timestamp() * 1000)
         changed = self._changed_sessions(src, full=full)
-        first = [s.id for s in changed if s.id not in src.seen]
-        marks = self.state.marks(ident, first) if first else {}
-        newest = src.db.last_messages(first) if first else {}
-        rowids = self.state.max_rowids(ident, first) if first else {}
-        top_rowids = src.db.max_rowids(list(rowids)) if rowids else {}
         n = 0
         for start in range(0, len(changed), QUEUE_BATCH):
             if self.stop_event.is_set():
                 break  # SIGTERM during a long catch-up: the sweep at next start resumes it
+            batch = changed[start:start + QUEUE_BATCH]
+            first = [sid for sid, _, _ in batch if sid not in src.seen]
+            marks = self.state.marks(ident, first) if first else {}
+            newest = src.db.last_messages(first) if first else {}
             due_ids = []
-            for s in changed[start:start + QUEUE_BATCH]:
-                if (s.id not in src.seen and _read_up_to(newest.get(s.id), marks.get(s.id))
-                        and top_rowids.get(s.id, 0) <= rowids.get(s.id, 0)):
-                    continue  # no message yet, or read up to its newest one already
-                due_ids.append(s.id)
-            dues = self.state.queue_touch_many(ident, due_ids, now_ms,
-                                               self.cfg.quiet_period_seconds,
-                                               self.cfg.max_wait_seconds)
-            for s in changed[start:start + QUEUE_BATCH]:  # seen once queued (or skipped)
-                src.seen[s.id] = s.time_updated
-                src.high_water = max(src.high_water or 0, s.time_updated)
-            for sid, due in dues.items():
-                if self.stop_event.is_set():
-                    break  # queued in the state file: the next start re-arms it
-                self._arm(ident, sid, due)
-            n += len(dues)
+            since: dict[str, int] = {}
+            rowids = self.state.max_rowids(ident, first) if first else {}
+            top_rowids = src.db.max_rowids(list(rowids)) if rowids else {}
+            for sid, _created, updated in batch:
+                if sid not in src.seen:
+                    last = newest.get(sid)
+                    if (_read_up_to(last, marks.get(sid))
+                            and top_rowids.get(sid, 0) <= rowids.get(sid, 0)):
+                        continue  # no message yet, or read up to its newest one already
+                    if last is not None and last.storage == STORAGE_MESSAGE:
+                        since[sid] = min(now_ms, max(updated, last.position[0]))
+                due_ids.append(sid)
+            self.state.queue_touch_many(ident, due_ids, now_ms,
+                                        self.cfg.quiet_period_seconds,
+                                        self.cfg.max_wait_seconds, changed_ms=since)
+            for sid, _created, updated in batch:  # seen once queued (or skipped)
+                src.seen[sid] = updated
+                src.high_water = max(src.high_water or 0, updated)
+            if due_ids:
+                self.wake_worker()
+            n += len(due_ids)
         return n
-
-    def _safety_sweep(self) -> None:
-        """Ask the main loop for a full pass; re-arm queued sessions that lost their job."""
-        for row in self.state.queue():
-            # a re-arm of a running job is a no-op
-            if self.scheduler.get_job(job_id(row["source_id"], row["session_id"])) is None:
-                self._arm(row["source_id"], row["session_id"], int(row["due_ms"]))
-        self._full_sweep_requested = True
-        self._poke.set()
 
 
 def _read_up_to(last: Mark | None, mark: Mark | None) -> bool:

@@ -1,6 +1,7 @@
 """Read-only access to an OpenCode database (``opencode.db``): the 1.x tables and the v2 ones.
 
-The only module in ``source`` that talks SQL through SQLAlchemy: the statements of
+The only module in ``source`` that opens the database (one ``sqlite3`` connection, shared by
+the daemon's threads one statement at a time): the statements of
 :mod:`~opencode_memoryd.source.reader_v2` (v2 tables, the merged session list) and of
 :mod:`~opencode_memoryd.source.lookups` (per-session lookups in either storage) run through
 this module's connection. Rules it keeps, from how SQLite's WAL mode treats readers and from
@@ -45,10 +46,6 @@ from typing import Any
 from urllib.parse import quote
 
 import structlog
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.pool import StaticPool
 
 from opencode_memoryd.errors import SourceError
 from opencode_memoryd.models import STORAGE_SESSION_MESSAGE
@@ -93,27 +90,21 @@ class OpenCodeDB(SessionLookups):
         uri = f"file:{quote(os.path.abspath(self.path))}?mode=ro"
         timeout = max(busy_timeout_ms, 0) / 1000
 
-        def connect() -> sqlite3.Connection:
-            conn = sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False,
-                                   isolation_level=None)
-            conn.text_factory = decode_text
-            return conn
-
-        # One long-lived connection (needed for PRAGMA data_version), autocommit at the
-        # DB-API level: every SELECT is its own short read transaction unless we BEGIN.
-        self._engine: Engine = create_engine(
-            "sqlite://", creator=connect, poolclass=StaticPool
-        )
-        self._conn: Connection | None = None
+        # One long-lived connection (needed for PRAGMA data_version), autocommit: every
+        # SELECT is its own short read transaction unless we BEGIN. Text is decoded row by
+        # row (a value that is not UTF-8 is marked, not fatal).
+        self._conn: sqlite3.Connection | None = None
         # one connection, shared by the daemon's threads: one statement at a time
         self._guard = threading.RLock()
         try:
-            self._conn = self._engine.connect()
+            self._conn = sqlite3.connect(uri, uri=True, timeout=timeout,
+                                         check_same_thread=False, isolation_level=None)
+            self._conn.text_factory = decode_text
             self._cookie = self.schema_cookie()
             self.schema: SchemaInfo = detect_schema(self._rows, self.path)
-        except DBAPIError as exc:
+        except sqlite3.Error as exc:
             self.close()
-            raise SourceError(f"cannot read OpenCode database {self.path}: {exc.orig}") from exc
+            raise SourceError(f"cannot read OpenCode database {self.path}: {exc}") from exc
         except SourceError:  # SourceSchemaError, or a catalogue read that failed
             self.close()
             raise
@@ -122,10 +113,10 @@ class OpenCodeDB(SessionLookups):
 
     def close(self) -> None:
         """Close the connection. Safe to call twice."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-        self._engine.dispose()
+        with self._guard:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
     def __enter__(self) -> OpenCodeDB:
         return self
@@ -134,7 +125,7 @@ class OpenCodeDB(SessionLookups):
         self.close()
 
     @property
-    def conn(self) -> Connection:
+    def conn(self) -> sqlite3.Connection:
         """The open connection; raises :class:`SourceError` once :meth:`close` was called."""
         if self._conn is None:
             raise SourceError(f"OpenCode database {self.path} is closed")
@@ -143,9 +134,9 @@ class OpenCodeDB(SessionLookups):
     def _rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Any]:
         with self._guard:
             try:
-                return list(self.conn.execute(text(sql), dict(params or {})).all())
-            except DBAPIError as exc:
-                raise SourceError(f"reading {self.path} failed: {exc.orig}") from exc
+                return self.conn.execute(sql, params or {}).fetchall()
+            except sqlite3.Error as exc:
+                raise SourceError(f"reading {self.path} failed: {exc}") from exc
             except UnicodeEncodeError as exc:  # a parameter that came from a bad row
                 raise SourceError(f"reading {self.path} failed: a value is not UTF-8 "
                                   f"({exc.reason})") from exc
@@ -154,8 +145,7 @@ class OpenCodeDB(SessionLookups):
     def _read_transaction(self) -> Iterator[None]:
         """One short, explicit read transaction (consistent snapshot), always ended."""
         with self._guard:
-            raw = self.conn.connection.driver_connection
-            assert raw is not None
+            raw = self.conn
             raw.execute("BEGIN")
             try:
                 yield
@@ -270,6 +260,34 @@ class OpenCodeDB(SessionLookups):
         if not include_archived:
             out = [s for s in out if not s.archived]
         return out
+
+    def insert_marks(self) -> dict[str, int]:
+        """Where :meth:`inserted_since` starts: the newest rowid of each table holding
+        sessions, messages and parts."""
+        return reader_v2.insert_marks(self._rows, self.schema)
+
+    def inserted_since(self, marks: Mapping[str, int]) -> tuple[set[str], dict[str, int]]:
+        """The ids of the sessions (sub-agents included) that sessions, messages or parts
+        were inserted for since ``marks``, and the new marks (see
+        :func:`~opencode_memoryd.source.reader_v2.inserted_since`)."""
+        return reader_v2.inserted_since(self._rows, self.schema, marks)
+
+    def session_stamps(self, *, updated_after_ms: int | None = None,
+                       ids: Sequence[str] | None = None, include_archived: bool = True
+                       ) -> list[tuple[str, int, int]]:
+        """``(id, time_created, time_updated)`` of the top-level sessions (updated after
+        ``updated_after_ms``, among ``ids``; archived ones unless excluded): what change
+        detection compares, read without building :class:`SessionRow` values."""
+        if ids is not None and not ids:
+            return []
+        return reader_v2.session_stamps(self._rows, self.schema,
+                                        updated_after_ms=updated_after_ms, ids=ids,
+                                        include_archived=include_archived)
+
+    def session_count(self) -> int:
+        """How many top-level sessions :meth:`sessions` lists (archived ones included),
+        counted without reading them."""
+        return reader_v2.session_count(self._rows, self.schema, ["s.parent_id IS NULL"], {})
 
     def session(self, session_id: str) -> SessionRow | None:
         """One session by id (sub-agents included), or ``None`` when it was deleted."""

@@ -18,7 +18,7 @@ OpenCode 1.18.33 and the 2.x layout reported by other readers:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,14 +44,9 @@ RECENT_WRITES_MS = 3 * 86_400_000
 _TIME_COLUMNS = ("time_updated", "time_created", "updated", "created", "time")
 
 
-def session_rows(query: Query, schema: SchemaInfo, where: Sequence[str],
-                 params: dict[str, Any]) -> list[SessionRow]:
-    """Sessions of ``session_v2`` union ``session`` matching ``where``, oldest first.
-
-    Args:
-        where: SQL conditions on ``s`` (the session row) and ``p`` (its project), ANDed.
-        params: their named parameters.
-    """
+def _session_union(schema: SchemaInfo, where: Sequence[str]) -> str | None:
+    """The ``SELECT … UNION ALL …`` of both session tables matching ``where`` (columns of
+    :class:`SessionRow`), or ``None`` when neither table exists."""
     cond = " AND ".join(where) or "1=1"
     selects = []
     if schema.has_v2_sessions:
@@ -77,14 +72,117 @@ def session_rows(query: Query, schema: SchemaInfo, where: Sequence[str],
                        'session', NULL, NULL
                 FROM session s LEFT JOIN project p ON p.id = s.project_id
                 WHERE {cond}{shadowed}""")
-    if not selects:
+    return " UNION ALL ".join(selects) if selects else None
+
+
+def session_rows(query: Query, schema: SchemaInfo, where: Sequence[str],
+                 params: dict[str, Any]) -> list[SessionRow]:
+    """Sessions of ``session_v2`` union ``session`` matching ``where``, oldest first.
+
+    Args:
+        where: SQL conditions on ``s`` (the session row) and ``p`` (its project), ANDed.
+        params: their named parameters.
+    """
+    union = _session_union(schema, where)
+    if union is None:
         return []
-    rows = query(" UNION ALL ".join(selects) + " ORDER BY 6, 1", params)
+    rows = query(union + " ORDER BY 6, 1", params)
     out = [s for s in map(session_from_row, rows) if s is not None]
     if len(out) < len(rows):
         log.warning("corrupt_session_row", skipped=len(rows) - len(out),
                     reason="an id is not UTF-8")
     return out
+
+
+def session_count(query: Query, schema: SchemaInfo, where: Sequence[str],
+                  params: dict[str, Any]) -> int:
+    """How many sessions :func:`session_rows` would return (counted in SQL)."""
+    union = _session_union(schema, where)
+    if union is None:
+        return 0
+    return int(query(f"SELECT count(*) FROM ({union})", params)[0][0])
+
+
+#: A session as change detection sees it: ``(id, time_created, time_updated)``.
+Stamp = tuple[str, int, int]
+
+
+def session_stamps(query: Query, schema: SchemaInfo, *, updated_after_ms: int | None,
+                   ids: Sequence[str] | None, include_archived: bool) -> list[Stamp]:
+    """The top-level sessions of both session tables as :data:`Stamp` tuples (three
+    columns, no join; ``session_v2`` wins for an id in both), for change detection.
+
+    Args:
+        updated_after_ms: only sessions with ``time_updated`` greater than this.
+        ids: only these sessions.
+        include_archived: keep archived sessions.
+    """
+    out: dict[str, Stamp] = {}
+    for table, present, columns in (
+            ("session", schema.has_v1_sessions, schema.session_columns),
+            ("session_v2", schema.has_v2_sessions, schema.v2_session_columns)):
+        if not present:
+            continue
+        where: list[str] = ["parent_id IS NULL"]
+        params: dict[str, Any] = {}
+        if updated_after_ms is not None:
+            where.append("time_updated > :after")
+            params["after"] = updated_after_ms
+        if ids is not None:
+            params.update({f"id{k}": v for k, v in enumerate(ids)})
+            where.append("id IN (" + ", ".join(f":id{k}" for k in range(len(ids))) + ")")
+        if not include_archived and "time_archived" in columns:
+            where.append("NOT coalesce(time_archived, 0) > 0")
+        if table == "session" and schema.has_v2_sessions:  # shadowed by session_v2
+            where.append("id NOT IN (SELECT id FROM session_v2)")
+        for r in query(f"SELECT id, time_created, time_updated FROM {table} WHERE "
+                       + " AND ".join(where), params):
+            if is_utf8(r[0]):  # an id that is not UTF-8 cannot be looked up again
+                out[str(r[0])] = (str(r[0]), int(r[1]), int(r[2]))
+    return list(out.values())
+
+
+#: Tables whose new rows name the session they belong to: ``(table, session id column)``.
+INSERT_TABLES: tuple[tuple[str, str], ...] = (
+    ("session", "id"), ("session_v2", "id"), ("message", "session_id"),
+    ("part", "session_id"))
+
+
+def insert_marks(query: Query, schema: SchemaInfo) -> dict[str, int]:
+    """The newest ``rowid`` of each table of :data:`INSERT_TABLES` that exists (0 when
+    empty): where :func:`inserted_since` starts."""
+    out: dict[str, int] = {}
+    for table, _col in INSERT_TABLES:
+        if table in schema.tables:
+            row = query(f"SELECT max(rowid) FROM {table}")
+            out[table] = int(row[0][0]) if row and row[0][0] is not None else 0
+    return out
+
+
+def inserted_since(query: Query, schema: SchemaInfo, marks: Mapping[str, int]
+                   ) -> tuple[set[str], dict[str, int]]:
+    """The sessions that rows were inserted for since ``marks`` (see :func:`insert_marks`),
+    and the new marks.
+
+    Every table is a rowid table and OpenCode only appends, so new rows have larger rowids
+    and are found on the rowid B-tree without a scan, however big the table; a table that
+    is new since ``marks`` is read from its start. Updates in place (a session's
+    ``time_updated``, a message completed) are not seen here.
+    """
+    touched: set[str] = set()
+    out: dict[str, int] = {}
+    for table, col in INSERT_TABLES:
+        if table not in schema.tables:
+            continue
+        after = marks.get(table, 0)
+        newest = after
+        for rowid, sid in query(f"SELECT rowid, {col} FROM {table} WHERE rowid > :r",
+                                {"r": after}):
+            if isinstance(sid, str) and is_utf8(sid):
+                touched.add(sid)
+            newest = max(newest, int(rowid))
+        out[table] = newest
+    return touched, out
 
 
 def child_ids(query: Query, schema: SchemaInfo, session_id: str) -> list[str]:

@@ -20,6 +20,9 @@ all on one :class:`~opencode_memoryd.state.engine.StateFile` (engine, PRAGMAs, s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from opencode_memoryd.state.failures import FailureTables
 from opencode_memoryd.state.items import OutboxTables
 from opencode_memoryd.state.llm import LlmModeTable
@@ -27,13 +30,24 @@ from opencode_memoryd.state.queue import QueueTable
 from opencode_memoryd.state.replies import ReplyTable
 from opencode_memoryd.state.runs import RunTables
 
-__all__ = ["StateDB"]
+__all__ = ["BatchOp", "StateDB"]
+
+#: One deferred write of a :class:`~opencode_memoryd.state.batch.StateBatch`: its kind
+#: (``mark``, ``replace_mark``, ``record``, ``complete``, ``queue_done``) and the arguments
+#: of the :class:`StateDB` method of the same effect.
+BatchOp = tuple[Any, ...]
 
 
 class StateDB(OutboxTables, QueueTable, RunTables, FailureTables, LlmModeTable, ReplyTable):
     """The state file (``state.db``), opened and migrated.
 
-    Commits use ``synchronous=FULL`` in WAL mode, so a returned commit survives power loss.
+    Durable commits (``synchronous=FULL`` in WAL mode) survive power loss: the outbox's
+    recorded results (:meth:`record_item`, :meth:`complete_item`), runs and dream runs.
+    Progress that can be derived again from OpenCode's database commits light (no fsync):
+    marks moved without an item, the queue, and batches (:meth:`apply_batch`). A power loss
+    may take back the newest light commits (never an older commit without the newer ones),
+    which only means reading those turns again: the start-up pass queues every session
+    read short of its newest message, and storing a result twice adds nothing.
 
     Args:
         path: the SQLite file; parent folders are created (mode 0700).
@@ -41,3 +55,26 @@ class StateDB(OutboxTables, QueueTable, RunTables, FailureTables, LlmModeTable, 
     Raises:
         StateError: the file cannot be created, opened or migrated.
     """
+
+    def apply_batch(self, ops: Sequence[BatchOp]) -> None:
+        """Apply the deferred writes of a :class:`~opencode_memoryd.state.batch.StateBatch`
+        in order, in one light transaction (all or nothing).
+
+        Raises:
+            ValueError: an unknown kind of write (nothing is written).
+        """
+        with self._tx(durable=False) as c:
+            for op in ops:
+                kind = op[0]
+                if kind == "mark":
+                    self._set_mark(c, *op[1:])
+                elif kind == "replace_mark":
+                    self._replace_mark(c, *op[1:])
+                elif kind == "record":
+                    self._record_item(c, *op[1:])
+                elif kind == "complete":
+                    self._complete_item(c, *op[1:])
+                elif kind == "queue_done":
+                    self._queue_done(c, *op[1:])
+                else:
+                    raise ValueError(f"unknown batched state write {kind!r}")

@@ -1,8 +1,13 @@
-"""The state file itself: the SQLAlchemy engine, its PRAGMAs, the DDL and the migration.
+"""The state file itself: its connections (plain ``sqlite3``), PRAGMAs, DDL and migration.
 
-Every connection runs in WAL mode with ``synchronous=FULL``, so a returned commit survives
-power loss, and every transaction starts with ``BEGIN IMMEDIATE``, so a writer never fails
-half-way on a lock upgrade. The schema version is kept in ``PRAGMA user_version``.
+Every connection runs in WAL mode. Every write transaction starts with ``BEGIN IMMEDIATE``,
+so a writer never fails half-way on a lock upgrade; reads run in a deferred transaction (one
+consistent snapshot, no lock held against writers). A write transaction is *durable*
+(``synchronous=FULL``: the commit survives power loss) or *light* (``synchronous=NORMAL``:
+no fsync; a power loss may take back the newest light commits, but in WAL mode never an
+older commit without the newer ones). Light commits hold only progress that can be derived
+again from OpenCode's database (see :class:`~opencode_memoryd.state.db.StateDB`). The
+schema version is kept in ``PRAGMA user_version``.
 
 The folder is made 0700 and the file (with its ``-wal`` and ``-shm``) 0600 on open, also
 when an earlier version left them readable by others. A full disk (``SQLITE_FULL``) is
@@ -14,11 +19,10 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-
-from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Connection, Engine, ExceptionContext
-from sqlalchemy.exc import DBAPIError
 
 from opencode_memoryd.disk import STATE_MIN_FREE_BYTES, free_bytes, make_private
 from opencode_memoryd.errors import DiskFullError, StateError
@@ -109,6 +113,7 @@ _DDL = [
         PRIMARY KEY (scope_key, signature)
     )""",
     "CREATE INDEX IF NOT EXISTS dream_runs_status ON dream_runs (status)",
+    "CREATE INDEX IF NOT EXISTS queue_due ON queue (due_ms)",
     """CREATE TABLE IF NOT EXISTS chunk_failures (
         id TEXT PRIMARY KEY,
         source_id TEXT NOT NULL,
@@ -159,7 +164,8 @@ class StateFile:
     """An open state file, created and migrated to :data:`SCHEMA_VERSION` on open.
 
     The base of :class:`~opencode_memoryd.state.db.StateDB`; the table classes add their
-    operations on :attr:`_engine`.
+    operations with :meth:`_tx` (write) and :meth:`_read` (read). Connections are pooled
+    (one per thread using the file at a time), so the object may be shared by threads.
 
     Args:
         path: the SQLite file, created with mode 0600; parent folders are created (mode
@@ -172,6 +178,9 @@ class StateFile:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        self._idle: list[sqlite3.Connection] = []
+        self._pool_lock = threading.Lock()
+        self._closed = False
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             # created empty (a valid SQLite file) with mode 0600; SQLite gives its -wal and
@@ -180,47 +189,101 @@ class StateFile:
         except OSError as exc:
             raise StateError(f"cannot create state file {self.path}: {exc}") from exc
         make_private(self.path.parent, (self.path.name + "*",))  # as an older version left it
-        self._engine: Engine = create_engine(
-            f"sqlite:///{self.path}",
-            connect_args={"timeout": 30, "check_same_thread": False},
-        )
-
-        @event.listens_for(self._engine, "connect")
-        def _pragmas(dbapi_conn: sqlite3.Connection, _rec: object) -> None:
-            dbapi_conn.isolation_level = None  # we BEGIN explicitly
-            dbapi_conn.execute("PRAGMA journal_mode=WAL")
-            dbapi_conn.execute("PRAGMA synchronous=FULL")
-            dbapi_conn.execute("PRAGMA busy_timeout=30000")
-
-        @event.listens_for(self._engine, "begin")
-        def _begin(conn: Connection) -> None:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-        @event.listens_for(self._engine, "handle_error")
-        def _full(context: ExceptionContext) -> None:
-            orig = context.original_exception
-            if getattr(orig, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
-                raise DiskFullError(str(self.path.parent), STATE_MIN_FREE_BYTES,
-                                    free_bytes(self.path.parent)) from orig
-
         try:
-            with self._engine.begin() as c:
-                version = c.exec_driver_sql("PRAGMA user_version").scalar() or 0
+            with self._tx() as c:
+                version = c.execute("PRAGMA user_version").fetchone()[0] or 0
                 if version > SCHEMA_VERSION:
                     raise StateError(
                         f"state file {self.path} was written by a newer opencode-memoryd "
                         f"(schema {version} > {SCHEMA_VERSION})"
                     )
-                for ddl in _DDL:
-                    c.exec_driver_sql(ddl)
+                for statement in _DDL:
+                    c.execute(statement)
                 _add_missing_columns(c)
-                c.exec_driver_sql(f"PRAGMA user_version={SCHEMA_VERSION}")
-        except DBAPIError as exc:
-            raise StateError(f"cannot open state file {self.path}: {exc.orig}") from exc
+                c.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except sqlite3.Error as exc:
+            self.close()
+            raise StateError(f"cannot open state file {self.path}: {exc}") from exc
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False,
+                               isolation_level=None)  # we BEGIN explicitly
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA busy_timeout=30000")
+        return conn
+
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        """A connection of the pool for the calling thread's use (returned afterwards)."""
+        with self._pool_lock:
+            if self._closed:
+                raise StateError(f"state file {self.path} is closed")
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self._connect()
+        try:
+            yield conn
+        finally:
+            if conn.in_transaction:  # an error inside BEGIN … COMMIT handling
+                conn.rollback()
+            with self._pool_lock:
+                if self._closed:
+                    conn.close()
+                else:
+                    self._idle.append(conn)
 
     def close(self) -> None:
-        """Release the connection pool."""
-        self._engine.dispose()
+        """Close the pooled connections (ones in use close when they are returned)."""
+        with self._pool_lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    @contextmanager
+    def _tx(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on error).
+
+        Args:
+            durable: ``True``: ``synchronous=FULL``, the commit survives power loss;
+                ``False``: ``synchronous=NORMAL``, no fsync (see the module docstring).
+        """
+        with self._connection() as conn:
+            if not durable:
+                conn.execute("PRAGMA synchronous=NORMAL")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._raise_full(exc)
+                raise
+            finally:
+                if not durable:  # the pooled connection goes back durable
+                    conn.execute("PRAGMA synchronous=FULL")
+
+    def _raise_full(self, exc: sqlite3.Error) -> None:
+        """Raise :class:`DiskFullError` for ``SQLITE_FULL`` (else return)."""
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+            raise DiskFullError(str(self.path.parent), STATE_MIN_FREE_BYTES,
+                                free_bytes(self.path.parent)) from exc
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction (deferred ``BEGIN``: a consistent snapshot)."""
+        with self._connection() as conn:
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.execute("COMMIT")
 
 
 #: Columns added after schema 1, by table: ``(name, DDL)``. Existing rows get the default.
@@ -230,10 +293,10 @@ _ADDED_COLUMNS = {
 }
 
 
-def _add_missing_columns(c: Connection) -> None:
+def _add_missing_columns(c: sqlite3.Connection) -> None:
     """Migrate a file of an older schema in place (``ALTER TABLE … ADD COLUMN``)."""
     for table, columns in _ADDED_COLUMNS.items():
-        have = {str(r[1]) for r in c.exec_driver_sql(f"PRAGMA table_info({table})").all()}
+        have = {str(r[1]) for r in c.execute(f"PRAGMA table_info({table})").fetchall()}
         for name, ddl in columns:
             if name not in have:
-                c.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {name} {ddl}")
+                c.execute(f"ALTER TABLE {table} ADD COLUMN {name} {ddl}")

@@ -19,11 +19,9 @@ calls (``failed_calls``).
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 from dataclasses import dataclass
 from typing import Any
-
-from sqlalchemy import text
-from sqlalchemy.engine import RowMapping
 
 from opencode_memoryd.models import Mark
 from opencode_memoryd.state.engine import StateFile
@@ -104,9 +102,9 @@ class FailureTables(StateFile):
         """
         reason = " ".join(failure.reason.split())[:REASON_CHARS]
         after = failure.after
-        with self._engine.begin() as c:
+        with self._tx() as c:
             c.execute(
-                text("""INSERT INTO chunk_failures (id, source_id, session_id, storage,
+                """INSERT INTO chunk_failures (id, source_id, session_id, storage,
                           after_time, after_id, first_time, first_id, last_time, last_id,
                           project_key, project_root, fingerprint, reason, failures, status,
                           first_failed_at, last_failed_at)
@@ -118,7 +116,7 @@ class FailureTables(StateFile):
                           fingerprint = excluded.fingerprint, reason = excluded.reason,
                           last_failed_at = excluded.last_failed_at,
                           after_time = excluded.after_time, after_id = excluded.after_id,
-                          last_time = excluded.last_time, last_id = excluded.last_id"""),
+                          last_time = excluded.last_time, last_id = excluded.last_id""",
                 {"id": failure.id, "s": failure.source_id, "sid": failure.session_id,
                  "st": failure.storage,
                  "at": after.position[0] if after else None,
@@ -128,18 +126,18 @@ class FailureTables(StateFile):
                  "pr": failure.project_root, "fp": failure.fingerprint, "reason": reason,
                  "now": now},
             )
-            n = c.execute(text("SELECT failures FROM chunk_failures WHERE id=:id"),
-                          {"id": failure.id}).scalar()
+            n = c.execute("SELECT failures FROM chunk_failures WHERE id=:id",
+                          {"id": failure.id}).fetchone()[0]
         return int(n or 0)
 
     def give_up_chunk(self, failure_id: str, item: Item, now: str) -> None:
         """Give a chunk up: record ``item`` (what the rules captured from it; stored and
         the mark moved by :meth:`complete_item` as usual) and mark its failure row
         ``given_up``, in one transaction."""
-        with self._engine.begin() as c:
+        with self._tx() as c:
             insert_item(c, item, now)
-            c.execute(text("UPDATE chunk_failures SET status='given_up', given_up_at=:now "
-                           "WHERE id=:id"), {"id": failure_id, "now": now})
+            c.execute("UPDATE chunk_failures SET status='given_up', given_up_at=:now "
+                           "WHERE id=:id", {"id": failure_id, "now": now})
 
     def chunk_failures(self, *, status: str | None = None, source_id: str | None = None,
                        limit: int | None = None) -> list[ChunkFailure]:
@@ -157,8 +155,8 @@ class FailureTables(StateFile):
         if limit is not None:
             sql += " LIMIT :limit"
             params["limit"] = int(limit)
-        with self._engine.begin() as c:
-            rows = c.execute(text(sql), params).mappings().all()
+        with self._read() as c:
+            rows = c.execute(sql, params).fetchall()
         return [_failure(r) for r in rows]
 
     def record_failed_call(self, kind: str, tokens_in: int, tokens_out: int,
@@ -167,14 +165,14 @@ class FailureTables(StateFile):
         ``bad_reply``); nothing is written when both counts are 0."""
         if tokens_in <= 0 and tokens_out <= 0:
             return
-        with self._engine.begin() as c:
-            c.execute(text("INSERT INTO failed_calls (at, kind, tokens_in, tokens_out) "
-                           "VALUES (:at, :kind, :ti, :to)"),
+        with self._tx() as c:
+            c.execute("INSERT INTO failed_calls (at, kind, tokens_in, tokens_out) "
+                           "VALUES (:at, :kind, :ti, :to)",
                       {"at": now, "kind": kind, "ti": max(tokens_in, 0),
                        "to": max(tokens_out, 0)})
 
 
-def _failure(r: RowMapping) -> ChunkFailure:
+def _failure(r: sqlite3.Row) -> ChunkFailure:
     after = (Mark(str(r["storage"]), (int(r["after_time"]), str(r["after_id"])))
              if r["after_id"] is not None else None)
     return ChunkFailure(

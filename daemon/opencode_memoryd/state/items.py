@@ -20,12 +20,10 @@ recording and storing replays the recorded result, and storing it twice is harml
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-
-from sqlalchemy import text
-from sqlalchemy.engine import Connection, RowMapping
 
 from opencode_memoryd.models import STORAGE_MESSAGE, Mark
 from opencode_memoryd.state.engine import StateFile
@@ -64,12 +62,12 @@ class OutboxTables(StateFile):
 
     def get_mark(self, source_id: str, session_id: str) -> Mark | None:
         """The session's high-water mark, or ``None`` when nothing was read yet."""
-        with self._engine.begin() as c:
+        with self._read() as c:
             row = c.execute(
-                text("SELECT storage, time_created, message_id FROM marks "
-                     "WHERE source_id=:s AND session_id=:sid"),
+                "SELECT storage, time_created, message_id FROM marks "
+                     "WHERE source_id=:s AND session_id=:sid",
                 {"s": source_id, "sid": session_id},
-            ).first()
+            ).fetchone()
         return Mark(str(row[0]), (int(row[1]), str(row[2]))) if row else None
 
     def get_max_rowid(self, source_id: str, session_id: str) -> int | None:
@@ -81,15 +79,15 @@ class OutboxTables(StateFile):
         """The ``max_rowid`` of the marks that have one, by session id."""
         out: dict[str, int] = {}
         ids = list(session_ids)
-        with self._engine.begin() as c:
+        with self._read() as c:
             for start in range(0, len(ids), 500):
                 batch = ids[start:start + 500]
                 params: dict[str, Any] = {f"i{k}": v for k, v in enumerate(batch)}
                 params["s"] = source_id
                 names = ", ".join(f":i{k}" for k in range(len(batch)))
-                for r in c.execute(text(
+                for r in c.execute(
                         "SELECT session_id, max_rowid FROM marks WHERE source_id=:s AND "
-                        f"max_rowid IS NOT NULL AND session_id IN ({names})"), params).all():
+                        f"max_rowid IS NOT NULL AND session_id IN ({names})", params).fetchall():
                     out[str(r[0])] = int(r[1])
         return out
 
@@ -116,40 +114,45 @@ class OutboxTables(StateFile):
                 names = ", ".join(f":i{k}" for k in range(len(batch)))
                 queries.append((f"{sql} AND session_id IN ({names})", params))
         out: dict[str, Mark] = {}
-        with self._engine.begin() as c:  # one transaction: one consistent snapshot
+        with self._read() as c:  # one transaction: one consistent snapshot
             for query, query_params in queries:
-                for r in c.execute(text(query), query_params).all():
+                for r in c.execute(query, query_params).fetchall():
                     out[str(r[0])] = Mark(str(r[1]), (int(r[2]), str(r[3])))
         return out
 
     def set_mark(self, source_id: str, session_id: str, mark: Mark, now: str,
                  max_rowid: int | None = None) -> None:
-        """Advance a mark (used when a chunk produced nothing to store).
+        """Advance a mark (used when a chunk produced nothing to store); a light commit.
 
         A mark's position and its ``max_rowid`` each only move forward within one storage;
         a mark in another storage than the stored one replaces it.
         """
-        with self._engine.begin() as c:
+        with self._tx(durable=False) as c:
             self._set_mark(c, source_id, session_id, mark, now, max_rowid)
 
     def replace_mark(self, source_id: str, session_id: str, mark: Mark | None,
                      now: str) -> None:
         """Set a mark unconditionally, also backwards; ``None`` deletes it (read from the
         start). Used when the rows a mark points at moved or vanished (an OpenCode
-        migration re-projected or wiped them)."""
-        with self._engine.begin() as c:
-            c.execute(text("DELETE FROM marks WHERE source_id=:s AND session_id=:sid"),
-                      {"s": source_id, "sid": session_id})
-            if mark is not None:
-                self._set_mark(c, source_id, session_id, mark, now)
+        migration re-projected or wiped them). A light commit."""
+        with self._tx(durable=False) as c:
+            self._replace_mark(c, source_id, session_id, mark, now)
+
+    @classmethod
+    def _replace_mark(cls, c: sqlite3.Connection, source_id: str, session_id: str,
+                      mark: Mark | None, now: str) -> None:
+        c.execute("DELETE FROM marks WHERE source_id=:s AND session_id=:sid",
+                  {"s": source_id, "sid": session_id})
+        if mark is not None:
+            cls._set_mark(c, source_id, session_id, mark, now)
 
     @staticmethod
-    def _set_mark(c: Connection, source_id: str, session_id: str, mark: Mark,
+    def _set_mark(c: sqlite3.Connection, source_id: str, session_id: str, mark: Mark,
                   now: str, max_rowid: int | None = None) -> None:
         moved = ("(excluded.storage != marks.storage OR (excluded.time_created, "
                  "excluded.message_id) > (marks.time_created, marks.message_id))")
         c.execute(
-            text(f"""INSERT INTO marks (source_id, session_id, storage, time_created,
+            f"""INSERT INTO marks (source_id, session_id, storage, time_created,
                                         message_id, updated_at, max_rowid)
                      VALUES (:s, :sid, :st, :t, :m, :now, :rowid)
                      ON CONFLICT (source_id, session_id) DO UPDATE SET
@@ -163,7 +166,7 @@ class OutboxTables(StateFile):
                                  ELSE max(coalesce(marks.max_rowid, excluded.max_rowid),
                                           coalesce(excluded.max_rowid, marks.max_rowid)) END,
                        updated_at=excluded.updated_at
-                     WHERE {moved} OR excluded.max_rowid > coalesce(marks.max_rowid, -1)"""),
+                     WHERE {moved} OR excluded.max_rowid > coalesce(marks.max_rowid, -1)""",
             {"s": source_id, "sid": session_id, "st": mark.storage, "t": mark.position[0],
              "m": mark.position[1], "now": now, "rowid": max_rowid},
         )
@@ -178,25 +181,34 @@ class OutboxTables(StateFile):
         item's last message are dropped (those turns succeeded), and the record ``settles``
         names is dropped whatever its status (a given-up chunk extracted again).
         """
-        with self._engine.begin() as c:
-            insert_item(c, item, now)
-            c.execute(text("""DELETE FROM chunk_failures WHERE source_id=:s AND session_id=:sid
-                                AND status='failing' AND storage=:st
-                                AND (first_time, first_id) <= (:lt, :li)"""),
-                      {"s": item.source_id, "sid": item.session_id, "st": item.storage,
-                       "lt": item.last[0], "li": item.last[1]})
-            if settles is not None:
-                c.execute(text("DELETE FROM chunk_failures WHERE id=:id"), {"id": settles})
+        with self._tx() as c:
+            self._record_item(c, item, now, settles)
+
+    @staticmethod
+    def _record_item(c: sqlite3.Connection, item: Item, now: str,
+                     settles: str | None = None) -> None:
+        insert_item(c, item, now)
+        c.execute("""DELETE FROM chunk_failures WHERE source_id=:s AND session_id=:sid
+                       AND status='failing' AND storage=:st
+                       AND (first_time, first_id) <= (:lt, :li)""",
+                  {"s": item.source_id, "sid": item.session_id, "st": item.storage,
+                   "lt": item.last[0], "li": item.last[1]})
+        if settles is not None:
+            c.execute("DELETE FROM chunk_failures WHERE id=:id", {"id": settles})
 
     def complete_item(self, item: Item, now: str) -> None:
         """Mark an item stored and advance its session's mark (to ``item.last`` and the
         ``max_rowid`` in its result), in one transaction."""
+        with self._tx() as c:
+            self._complete_item(c, item, now)
+
+    @classmethod
+    def _complete_item(cls, c: sqlite3.Connection, item: Item, now: str) -> None:
         rowid = item.result.get("max_rowid")
-        with self._engine.begin() as c:
-            c.execute(text("UPDATE items SET status='stored', updated_at=:now WHERE id=:id"),
-                      {"id": item.id, "now": now})
-            self._set_mark(c, item.source_id, item.session_id, Mark(item.storage, item.last),
-                           now, None if rowid is None else int(rowid))
+        c.execute("UPDATE items SET status='stored', updated_at=:now WHERE id=:id",
+                  {"id": item.id, "now": now})
+        cls._set_mark(c, item.source_id, item.session_id, Mark(item.storage, item.last),
+                      now, None if rowid is None else int(rowid))
 
     def pending_items(self, source_id: str, session_id: str | None = None) -> list[Item]:
         """Items recorded but not yet stored (crash recovery), oldest first."""
@@ -205,15 +217,15 @@ class OutboxTables(StateFile):
         if session_id is not None:
             sql += " AND session_id=:sid"
             params["sid"] = session_id
-        with self._engine.begin() as c:
-            rows = c.execute(text(sql + " ORDER BY last_time, last_id"), params).mappings().all()
+        with self._read() as c:
+            rows = c.execute(sql + " ORDER BY last_time, last_id", params).fetchall()
         return [_item(r) for r in rows]
 
     def get_item(self, item_id: str) -> Item | None:
         """One outbox row by id."""
-        with self._engine.begin() as c:
-            row = c.execute(text("SELECT * FROM items WHERE id=:id"),
-                            {"id": item_id}).mappings().first()
+        with self._read() as c:
+            row = c.execute("SELECT * FROM items WHERE id=:id",
+                            {"id": item_id}).fetchone()
         return _item(row) if row else None
 
     def last_item(self) -> dict[str, Any] | None:
@@ -223,9 +235,9 @@ class OutboxTables(StateFile):
             ``{"session_id", "project_root", "status", "extractor", "model",
             "memories": number of candidates, "updated_at": ISO 8601 UTC}``.
         """
-        with self._engine.begin() as c:
-            row = c.execute(text("SELECT * FROM items ORDER BY updated_at DESC, id DESC "
-                                 "LIMIT 1")).mappings().first()
+        with self._read() as c:
+            row = c.execute("SELECT * FROM items ORDER BY updated_at DESC, id DESC "
+                                 "LIMIT 1").fetchone()
         if row is None:
             return None
         item = _item(row)
@@ -239,11 +251,11 @@ class OutboxTables(StateFile):
     def tokens_since(self, iso: str) -> int:
         """LLM tokens (in + out) spent at or after ``iso`` (UTC): those of the items
         created since, and those of the calls that failed since (``failed_calls``)."""
-        with self._engine.begin() as c:
-            n = c.execute(text("SELECT coalesce(sum(tokens_in + tokens_out), 0) FROM items "
-                               "WHERE created_at >= :t"), {"t": iso}).scalar()
-            f = c.execute(text("SELECT coalesce(sum(tokens_in + tokens_out), 0) "
-                               "FROM failed_calls WHERE at >= :t"), {"t": iso}).scalar()
+        with self._read() as c:
+            n = c.execute("SELECT coalesce(sum(tokens_in + tokens_out), 0) FROM items "
+                               "WHERE created_at >= :t", {"t": iso}).fetchone()[0]
+            f = c.execute("SELECT coalesce(sum(tokens_in + tokens_out), 0) "
+                               "FROM failed_calls WHERE at >= :t", {"t": iso}).fetchone()[0]
         return int(n or 0) + int(f or 0)
 
     def counts(self) -> dict[str, int]:
@@ -251,20 +263,20 @@ class OutboxTables(StateFile):
         (``tokens_in``/``tokens_out``: of stored results; ``failed_tokens_in``/
         ``failed_tokens_out``: of calls that failed), chunks ``failing`` and
         ``given_up``."""
-        with self._engine.begin() as c:
-            sessions = c.exec_driver_sql("SELECT count(*) FROM marks").scalar() or 0
+        with self._read() as c:
+            sessions = c.execute("SELECT count(*) FROM marks").fetchone()[0] or 0
             by_status: dict[str, int] = {
-                str(row[0]): int(row[1]) for row in c.exec_driver_sql(
-                    "SELECT status, count(*) FROM items GROUP BY status").all()}
-            tokens = c.exec_driver_sql(
+                str(row[0]): int(row[1]) for row in c.execute(
+                    "SELECT status, count(*) FROM items GROUP BY status").fetchall()}
+            tokens = c.execute(
                 "SELECT coalesce(sum(tokens_in),0), coalesce(sum(tokens_out),0) FROM items"
-            ).first()
-            failed = c.exec_driver_sql(
+            ).fetchone()
+            failed = c.execute(
                 "SELECT coalesce(sum(tokens_in),0), coalesce(sum(tokens_out),0) "
-                "FROM failed_calls").first()
+                "FROM failed_calls").fetchone()
             chunks: dict[str, int] = {
-                str(row[0]): int(row[1]) for row in c.exec_driver_sql(
-                    "SELECT status, count(*) FROM chunk_failures GROUP BY status").all()}
+                str(row[0]): int(row[1]) for row in c.execute(
+                    "SELECT status, count(*) FROM chunk_failures GROUP BY status").fetchall()}
         return {
             "sessions_tracked": int(sessions),
             "items_stored": int(by_status.get("stored", 0)),
@@ -278,16 +290,16 @@ class OutboxTables(StateFile):
         }
 
 
-def insert_item(c: Connection, item: Item, now: str) -> None:
+def insert_item(c: sqlite3.Connection, item: Item, now: str) -> None:
     """Insert an outbox row (status ``extracted``) in the transaction ``c``; an existing
     row of the same id is kept as it is."""
     c.execute(
-        text("""INSERT OR IGNORE INTO items (id, source_id, session_id, first_time,
+        """INSERT OR IGNORE INTO items (id, source_id, session_id, first_time,
                   first_id, last_time, last_id, project_key, project_root, status,
                   extractor, model, result, tokens_in, tokens_out, created_at,
                   updated_at, storage)
                 VALUES (:id, :s, :sid, :ft, :fi, :lt, :li, :pk, :pr, 'extracted',
-                  :ex, :model, :result, :ti, :to, :now, :now, :st)"""),
+                  :ex, :model, :result, :ti, :to, :now, :now, :st)""",
         {"id": item.id, "s": item.source_id, "sid": item.session_id,
          "ft": item.first[0], "fi": item.first[1], "lt": item.last[0],
          "li": item.last[1], "pk": item.project_key, "pr": item.project_root,
@@ -298,7 +310,7 @@ def insert_item(c: Connection, item: Item, now: str) -> None:
     )
 
 
-def _item(r: RowMapping) -> Item:
+def _item(r: sqlite3.Row) -> Item:
     return Item(
         id=r["id"], source_id=r["source_id"], session_id=r["session_id"],
         first=(int(r["first_time"]), r["first_id"]), last=(int(r["last_time"]), r["last_id"]),

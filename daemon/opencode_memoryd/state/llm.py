@@ -7,8 +7,7 @@ working), so a later run does not pay the refused requests again.
 
 from __future__ import annotations
 
-from sqlalchemy import text
-from sqlalchemy.engine import RowMapping
+import sqlite3
 
 from opencode_memoryd.models import NegotiatedMode
 from opencode_memoryd.state.engine import StateFile
@@ -22,38 +21,38 @@ class LlmModeTable(StateFile):
 
     def llm_mode(self, base_url: str, model: str) -> NegotiatedMode | None:
         """The mode remembered for ``(base_url, model)``, or ``None``."""
-        with self._engine.begin() as c:
-            row = c.execute(text("SELECT * FROM llm_modes WHERE base_url=:u AND model=:m"),
-                            {"u": base_url, "m": model}).mappings().first()
+        with self._read() as c:
+            row = c.execute("SELECT * FROM llm_modes WHERE base_url=:u AND model=:m",
+                            {"u": base_url, "m": model}).fetchone()
         return _mode(row) if row else None
 
     def remember_llm_mode(self, mode: NegotiatedMode) -> None:
         """Remember ``mode`` for its ``(base_url, model)``, replacing what was there."""
-        with self._engine.begin() as c:
-            c.execute(text("""INSERT INTO llm_modes (base_url, model, json_mode, start, detail,
+        with self._tx() as c:
+            c.execute("""INSERT INTO llm_modes (base_url, model, json_mode, start, detail,
                                                      updated_at)
                               VALUES (:u, :m, :j, :s, :d, :t)
                               ON CONFLICT (base_url, model) DO UPDATE SET
                                 json_mode=excluded.json_mode, start=excluded.start,
-                                detail=excluded.detail, updated_at=excluded.updated_at"""),
+                                detail=excluded.detail, updated_at=excluded.updated_at""",
                       {"u": mode.base_url, "m": mode.model, "j": mode.json_mode,
                        "s": mode.start, "d": mode.detail[:300], "t": mode.updated_at})
 
     def llm_modes(self) -> list[NegotiatedMode]:
         """Every remembered mode, newest first."""
-        with self._engine.begin() as c:
-            rows = c.execute(text("SELECT * FROM llm_modes ORDER BY updated_at DESC, "
-                                  "base_url, model")).mappings().all()
+        with self._read() as c:
+            rows = c.execute("SELECT * FROM llm_modes ORDER BY updated_at DESC, "
+                                  "base_url, model").fetchall()
         return [_mode(r) for r in rows]
 
     def forget_llm_modes(self) -> int:
         """Forget every remembered mode (the next call negotiates again); returns how
         many were forgotten."""
-        with self._engine.begin() as c:
-            n = c.execute(text("DELETE FROM llm_modes")).rowcount
+        with self._tx() as c:
+            n = c.execute("DELETE FROM llm_modes").rowcount
         return int(n or 0)
 
 
-def _mode(r: RowMapping) -> NegotiatedMode:
+def _mode(r: sqlite3.Row) -> NegotiatedMode:
     return NegotiatedMode(base_url=r["base_url"], model=r["model"], json_mode=r["json_mode"],
                           start=r["start"], detail=r["detail"], updated_at=r["updated_at"])

@@ -7,10 +7,9 @@ loses no pending work. Times are ms since the epoch; the due time follows
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import Mapping, Sequence
 from typing import Any
-
-from sqlalchemy import text
 
 from opencode_memoryd.debounce import Pending
 from opencode_memoryd.state.engine import StateFile
@@ -22,44 +21,51 @@ class QueueTable(StateFile):
     """The ``queue`` operations of :class:`~opencode_memoryd.state.db.StateDB`."""
 
     def queue_touch_many(self, source_id: str, session_ids: Sequence[str], now_ms: int,
-                         quiet_seconds: float, max_wait_seconds: float) -> dict[str, int]:
-        """Record a change of each session at ``now_ms``, in one transaction (one fsync);
-        return each session's new due time (ms).
+                         quiet_seconds: float, max_wait_seconds: float, *,
+                         changed_ms: Mapping[str, int] | None = None) -> None:
+        """Record a change of each session, in one light transaction.
 
         The first change of a pending session starts its max-wait clock; later changes
-        only push the quiet period (see :mod:`opencode_memoryd.debounce`).
+        only push the quiet period (see :mod:`opencode_memoryd.debounce`: the due time is
+        ``min(last change + quiet, first change + max wait)``). A light commit: after a
+        power loss the start-up pass queues again every session read short of its newest
+        message.
+
+        Args:
+            now_ms: when the changes were seen (ms).
+            changed_ms: for some sessions, when they last changed, if earlier than
+                ``now_ms`` (a session found quiet already is due sooner); the others
+                changed at ``now_ms``.
         """
-        out: dict[str, int] = {}
-        with self._engine.begin() as c:
-            for session_id in session_ids:
-                row = c.execute(text("SELECT first_change_ms, last_change_ms FROM queue "
-                                     "WHERE source_id=:s AND session_id=:sid"),
-                                {"s": source_id, "sid": session_id}).first()
-                pending = (Pending(int(row[0]), int(row[1])).touched(now_ms) if row
-                           else Pending(now_ms, now_ms))
-                due = pending.due_ms(quiet_seconds=quiet_seconds,
-                                     max_wait_seconds=max_wait_seconds)
-                c.execute(text("""INSERT INTO queue (source_id, session_id, first_change_ms,
-                                    last_change_ms, due_ms) VALUES (:s, :sid, :f, :l, :d)
-                                  ON CONFLICT (source_id, session_id) DO UPDATE SET
-                                    last_change_ms=excluded.last_change_ms,
-                                    due_ms=excluded.due_ms"""),
-                          {"s": source_id, "sid": session_id, "f": pending.first_change_ms,
-                           "l": pending.last_change_ms, "d": due})
-                out[session_id] = due
-        return out
+        if not session_ids:
+            return
+        quiet_ms, wait_ms = int(quiet_seconds * 1000), int(max_wait_seconds * 1000)
+        rows = []
+        for sid in session_ids:
+            at = min(now_ms, (changed_ms or {}).get(sid, now_ms))
+            due = Pending(at, at).due_ms(quiet_seconds=quiet_seconds,
+                                         max_wait_seconds=max_wait_seconds)
+            rows.append({"s": source_id, "sid": sid, "n": at, "d": due, "q": quiet_ms,
+                         "w": wait_ms})
+        with self._tx(durable=False) as c:
+            c.executemany("""INSERT INTO queue (source_id, session_id, first_change_ms,
+                                last_change_ms, due_ms) VALUES (:s, :sid, :n, :n, :d)
+                              ON CONFLICT (source_id, session_id) DO UPDATE SET
+                                last_change_ms=max(last_change_ms, excluded.last_change_ms),
+                                due_ms=min(max(last_change_ms, excluded.last_change_ms) + :q,
+                                           first_change_ms + :w)""", rows)
 
     def queue_reschedule(self, source_id: str, session_id: str, due_ms: int, note: str) -> None:
-        """Move a queued session's due time (a wait, not a failure)."""
-        with self._engine.begin() as c:
-            c.execute(text("UPDATE queue SET due_ms=:d, last_error=:e "
-                           "WHERE source_id=:s AND session_id=:sid"),
+        """Move a queued session's due time (a wait, not a failure); a light commit."""
+        with self._tx(durable=False) as c:
+            c.execute("UPDATE queue SET due_ms=:d, last_error=:e "
+                      "WHERE source_id=:s AND session_id=:sid",
                       {"s": source_id, "sid": session_id, "d": due_ms, "e": note[:500] or None})
 
     def queue_defer(self, source_id: str, session_id: str, due_ms: int, now_ms: int,
                     max_wait_seconds: float, note: str) -> int:
         """Keep a session queued until ``due_ms`` for work that waits on time rather than on
-        a change (its summary, once it has been idle long enough).
+        a change (its summary, once it has been idle long enough); a light commit.
 
         Its max-wait clock is set to end at ``due_ms`` (``first_change_ms = due_ms -
         max_wait``), so it counts as waiting too long only once ``due_ms`` has passed, and
@@ -71,44 +77,69 @@ class QueueTable(StateFile):
             The session's due time now (ms): ``due_ms``, or the sooner one it kept.
         """
         first = due_ms - int(max_wait_seconds * 1000)
-        with self._engine.begin() as c:
-            c.execute(text("""INSERT INTO queue (source_id, session_id, first_change_ms,
-                                last_change_ms, due_ms, last_error)
-                              VALUES (:s, :sid, :f, :l, :d, :e)
-                              ON CONFLICT (source_id, session_id) DO UPDATE SET
-                                first_change_ms=excluded.first_change_ms,
-                                last_change_ms=excluded.last_change_ms,
-                                due_ms=excluded.due_ms, last_error=excluded.last_error,
-                                attempts=0
-                              WHERE queue.last_change_ms <= excluded.last_change_ms"""),
+        with self._tx(durable=False) as c:
+            c.execute("""INSERT INTO queue (source_id, session_id, first_change_ms,
+                           last_change_ms, due_ms, last_error)
+                         VALUES (:s, :sid, :f, :l, :d, :e)
+                         ON CONFLICT (source_id, session_id) DO UPDATE SET
+                           first_change_ms=excluded.first_change_ms,
+                           last_change_ms=excluded.last_change_ms,
+                           due_ms=excluded.due_ms, last_error=excluded.last_error,
+                           attempts=0
+                         WHERE queue.last_change_ms <= excluded.last_change_ms""",
                       {"s": source_id, "sid": session_id, "f": first, "l": now_ms,
                        "d": due_ms, "e": note[:500] or None})
-            due = c.execute(text("SELECT due_ms FROM queue WHERE source_id=:s AND "
-                                 "session_id=:sid"), {"s": source_id, "sid": session_id}
-                            ).scalar()
-        return int(due if due is not None else due_ms)
+            row = c.execute("SELECT due_ms FROM queue WHERE source_id=:s AND "
+                            "session_id=:sid", {"s": source_id, "sid": session_id}
+                            ).fetchone()
+        return int(row[0]) if row and row[0] is not None else due_ms
 
     def queue_failed(self, source_id: str, session_id: str, error: str) -> int:
         """Count a failed attempt of a queued session; return its attempt count."""
-        with self._engine.begin() as c:
-            c.execute(text("UPDATE queue SET attempts=attempts+1, last_error=:e "
-                           "WHERE source_id=:s AND session_id=:sid"),
+        with self._tx(durable=False) as c:
+            c.execute("UPDATE queue SET attempts=attempts+1, last_error=:e "
+                      "WHERE source_id=:s AND session_id=:sid",
                       {"s": source_id, "sid": session_id, "e": error[:500]})
-            n = c.execute(text("SELECT attempts FROM queue WHERE source_id=:s AND "
-                               "session_id=:sid"), {"s": source_id, "sid": session_id}).scalar()
-        return int(n or 1)
+            row = c.execute("SELECT attempts FROM queue WHERE source_id=:s AND "
+                            "session_id=:sid", {"s": source_id, "sid": session_id}).fetchone()
+        return int(row[0]) if row and row[0] else 1
 
     def queue_done(self, source_id: str, session_id: str, started_ms: int) -> None:
-        """Remove a session from the queue unless it changed again after ``started_ms``."""
-        with self._engine.begin() as c:
-            c.execute(text("DELETE FROM queue WHERE source_id=:s AND session_id=:sid "
-                           "AND last_change_ms <= :t"),
-                      {"s": source_id, "sid": session_id, "t": started_ms})
+        """Remove a session from the queue unless it changed again after ``started_ms``;
+        a light commit."""
+        with self._tx(durable=False) as c:
+            self._queue_done(c, source_id, session_id, started_ms)
 
-    def queue(self) -> list[dict[str, Any]]:
-        """Every queued session, soonest first: the row as a dict (``source_id``,
-        ``session_id``, ``first_change_ms``, ``last_change_ms``, ``due_ms``, ``attempts``,
-        ``last_error``)."""
-        with self._engine.begin() as c:
-            rows = c.execute(text("SELECT * FROM queue ORDER BY due_ms")).mappings().all()
+    @staticmethod
+    def _queue_done(c: sqlite3.Connection, source_id: str, session_id: str,
+                    started_ms: int) -> None:
+        c.execute("DELETE FROM queue WHERE source_id=:s AND session_id=:sid "
+                  "AND last_change_ms <= :t",
+                  {"s": source_id, "sid": session_id, "t": started_ms})
+
+    def queue_head(self, limit: int) -> list[tuple[str, str, int]]:
+        """The first ``limit`` queued sessions, soonest due first:
+        ``(source_id, session_id, due_ms)``."""
+        with self._read() as c:
+            rows = c.execute("SELECT source_id, session_id, due_ms FROM queue "
+                             "ORDER BY due_ms LIMIT ?", (limit,)).fetchall()
+        return [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
+
+    def queue_size(self) -> int:
+        """How many sessions are queued."""
+        with self._read() as c:
+            row = c.execute("SELECT count(*) FROM queue").fetchone()
+        return int(row[0])
+
+    def queue(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """Queued sessions, soonest first (all, or the first ``limit``): the row as a dict
+        (``source_id``, ``session_id``, ``first_change_ms``, ``last_change_ms``, ``due_ms``,
+        ``attempts``, ``last_error``)."""
+        sql = "SELECT * FROM queue ORDER BY due_ms"
+        params: dict[str, Any] = {}
+        if limit is not None:
+            sql += " LIMIT :l"
+            params["l"] = int(limit)
+        with self._read() as c:
+            rows = c.execute(sql, params).fetchall()
         return [dict(r) for r in rows]

@@ -15,8 +15,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import text
-
 from opencode_memoryd.state.engine import StateFile
 
 __all__ = ["ReplyTable"]
@@ -28,27 +26,26 @@ class ReplyTable(StateFile):
     def recorded_reply(self, key: str) -> dict[str, Any] | None:
         """The answer recorded under ``key`` (the dict given to :meth:`record_reply`), or
         ``None``."""
-        with self._engine.begin() as c:
-            raw = c.execute(text("SELECT reply FROM llm_replies WHERE key=:k"),
-                            {"k": key}).scalar()
-        return dict(json.loads(raw)) if raw is not None else None
+        with self._read() as c:
+            row = c.execute("SELECT reply FROM llm_replies WHERE key=:k", {"k": key}).fetchone()
+        return dict(json.loads(row[0])) if row is not None else None
 
     def record_reply(self, key: str, reply: Mapping[str, Any], now: str) -> None:
         """Durably record an answer (a JSON-safe mapping) under ``key``, replacing any."""
-        with self._engine.begin() as c:
-            c.execute(text("INSERT OR REPLACE INTO llm_replies (key, reply, created_at) "
-                           "VALUES (:k, :r, :n)"),
+        with self._tx() as c:
+            c.execute("INSERT OR REPLACE INTO llm_replies (key, reply, created_at) "
+                      "VALUES (:k, :r, :n)",
                       {"k": key, "r": json.dumps(dict(reply), sort_keys=True), "n": now})
 
     def forget_replies(self, keys: Sequence[str] = (), *, before: str | None = None) -> int:
         """Delete the answers under ``keys``, and every answer recorded before ``before``;
         return how many were deleted."""
         deleted = 0
-        with self._engine.begin() as c:
+        with self._tx() as c:
             for key in dict.fromkeys(keys):
-                deleted += c.execute(text("DELETE FROM llm_replies WHERE key=:k"),
+                deleted += c.execute("DELETE FROM llm_replies WHERE key=:k",
                                      {"k": key}).rowcount
             if before is not None:
-                deleted += c.execute(text("DELETE FROM llm_replies WHERE created_at < :b"),
+                deleted += c.execute("DELETE FROM llm_replies WHERE created_at < :b",
                                      {"b": before}).rowcount
         return deleted

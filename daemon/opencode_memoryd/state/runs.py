@@ -14,12 +14,9 @@ Times named ``now`` are ISO 8601 UTC strings.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
-
-from sqlalchemy import text
-from sqlalchemy.engine import RowMapping
-from sqlalchemy.exc import DBAPIError
 
 from opencode_memoryd.errors import StateError
 from opencode_memoryd.state.engine import StateFile
@@ -44,22 +41,22 @@ class RunTables(StateFile):
 
     def start_run(self, run_id: str, command: str, now: str) -> None:
         """Record the start of a run."""
-        with self._engine.begin() as c:
-            c.execute(text("INSERT INTO runs (id, command, started_at) VALUES (:i, :c, :n)"),
+        with self._tx() as c:
+            c.execute("INSERT INTO runs (id, command, started_at) VALUES (:i, :c, :n)",
                       {"i": run_id, "c": command, "n": now})
 
     def end_run(self, run_id: str, summary: Mapping[str, Any], now: str) -> None:
         """Record the end of a run with its summary (counts only, never transcript text)."""
-        with self._engine.begin() as c:
-            c.execute(text("UPDATE runs SET ended_at=:n, summary=:s WHERE id=:i"),
+        with self._tx() as c:
+            c.execute("UPDATE runs SET ended_at=:n, summary=:s WHERE id=:i",
                       {"i": run_id, "n": now, "s": json.dumps(summary, sort_keys=True)})
 
     def last_runs(self, limit: int = 5) -> list[dict[str, Any]]:
         """The newest runs, newest first, with decoded summaries."""
-        with self._engine.begin() as c:
-            rows = c.execute(text("SELECT * FROM runs ORDER BY started_at DESC LIMIT :l"),
-                             {"l": limit}).mappings().all()
-        return [{**r, "summary": json.loads(r["summary"]) if r["summary"] else None}
+        with self._read() as c:
+            rows = c.execute("SELECT * FROM runs ORDER BY started_at DESC LIMIT :l",
+                             {"l": limit}).fetchall()
+        return [{**dict(r), "summary": json.loads(r["summary"]) if r["summary"] else None}
                 for r in rows]
 
     # -- dream runs ------------------------------------------------------------------
@@ -72,16 +69,16 @@ class RunTables(StateFile):
             StateError: a run with this id exists, or the state file cannot be written.
         """
         try:
-            with self._engine.begin() as c:
+            with self._tx() as c:
                 c.execute(
-                    text("""INSERT INTO dream_runs (id, scope_key, project_root, "trigger",
+                    """INSERT INTO dream_runs (id, scope_key, project_root, "trigger",
                               dry_run, status, started_at)
-                            VALUES (:i, :k, :r, :t, :d, 'planned', :n)"""),
+                            VALUES (:i, :k, :r, :t, :d, 'planned', :n)""",
                     {"i": run_id, "k": scope_key, "r": project_root, "t": trigger,
                      "d": int(dry_run), "n": now},
                 )
-        except DBAPIError as exc:
-            raise StateError(f"cannot record dream run {run_id}: {exc.orig}") from exc
+        except sqlite3.Error as exc:
+            raise StateError(f"cannot record dream run {run_id}: {exc}") from exc
 
     def dream_applying(self, run_id: str, *, before: list[dict[str, Any]],
                        after: list[dict[str, Any]], counts: Mapping[str, Any],
@@ -96,11 +93,11 @@ class RunTables(StateFile):
         Raises:
             StateError: the run is unknown or not ``planned``.
         """
-        with self._engine.begin() as c:
+        with self._tx() as c:
             n = c.execute(
-                text("""UPDATE dream_runs SET status='applying', "before"=:b, "after"=:a,
+                """UPDATE dream_runs SET status='applying', "before"=:b, "after"=:a,
                           counts=:c, model=:m, tokens_in=:ti, tokens_out=:to, result=:r
-                        WHERE id=:i AND status='planned'"""),
+                        WHERE id=:i AND status='planned'""",
                 {"i": run_id, "b": json.dumps(before, sort_keys=True),
                  "r": json.dumps(dict(result), sort_keys=True) if result is not None else None,
                  "a": json.dumps(after, sort_keys=True),
@@ -147,8 +144,8 @@ class RunTables(StateFile):
             names = [f":e{i}" for i in range(len(expect))]
             sql += f" AND status IN ({', '.join(names)})"
             params.update({f"e{i}": e for i, e in enumerate(expect)})
-        with self._engine.begin() as c:
-            return c.execute(text(sql), params).rowcount == 1
+        with self._tx() as c:
+            return c.execute(sql, params).rowcount == 1
 
     def dream_mark_undo(self, run_id: str, status: str, now: str, *,
                         expect: tuple[str, ...]) -> bool:
@@ -159,17 +156,17 @@ class RunTables(StateFile):
         names = [f":e{i}" for i in range(len(expect))]
         params: dict[str, Any] = {"i": run_id, "s": status, "n": now}
         params.update({f"e{i}": e for i, e in enumerate(expect)})
-        with self._engine.begin() as c:
+        with self._tx() as c:
             return c.execute(
-                text(f"UPDATE dream_runs SET status=:s, undone_at=:n WHERE id=:i "
-                     f"AND status IN ({', '.join(names)})"), params).rowcount == 1
+                f"UPDATE dream_runs SET status=:s, undone_at=:n WHERE id=:i "
+                f"AND status IN ({', '.join(names)})", params).rowcount == 1
 
     def dream_settled(self, scope_key: str) -> set[str]:
         """Signatures of the candidate groups of a scope that a dream already settled
         (planned "keep", or a plan rejected by a check)."""
-        with self._engine.begin() as c:
-            rows = c.execute(text("SELECT signature FROM dream_settled WHERE scope_key=:k"),
-                             {"k": scope_key}).all()
+        with self._read() as c:
+            rows = c.execute("SELECT signature FROM dream_settled WHERE scope_key=:k",
+                             {"k": scope_key}).fetchall()
         return {str(r[0]) for r in rows}
 
     def dream_settle(self, scope_key: str, signatures: Sequence[str], run_id: str,
@@ -177,11 +174,11 @@ class RunTables(StateFile):
         """Record group signatures as settled by ``run_id`` (idempotent)."""
         if not signatures:
             return
-        with self._engine.begin() as c:
-            c.execute(text("INSERT OR IGNORE INTO dream_settled (scope_key, signature, "
-                           "run_id, settled_at) VALUES (:k, :s, :r, :now)"),
-                      [{"k": scope_key, "s": sig, "r": run_id, "now": now}
-                       for sig in signatures])
+        with self._tx() as c:
+            c.executemany("INSERT OR IGNORE INTO dream_settled (scope_key, signature, "
+                          "run_id, settled_at) VALUES (:k, :s, :r, :now)",
+                          [{"k": scope_key, "s": sig, "r": run_id, "now": now}
+                           for sig in signatures])
 
     def dream_run(self, run_id: str) -> dict[str, Any] | None:
         """One dream run with its JSON columns decoded, or ``None``.
@@ -191,9 +188,9 @@ class RunTables(StateFile):
         counts (dict), model, tokens_in, tokens_out, result (dict or None), seq`` (``seq``:
         insertion order, increasing).
         """
-        with self._engine.begin() as c:
-            row = c.execute(text("SELECT rowid AS seq, * FROM dream_runs WHERE id=:i"),
-                            {"i": run_id}).mappings().first()
+        with self._read() as c:
+            row = c.execute("SELECT rowid AS seq, * FROM dream_runs WHERE id=:i",
+                            {"i": run_id}).fetchone()
         return _dream_row(row) if row else None
 
     def dream_runs(self, *, scope_key: str | None = None,
@@ -219,23 +216,23 @@ class RunTables(StateFile):
         if limit is not None:
             sql += " LIMIT :l"
             params["l"] = int(limit)
-        with self._engine.begin() as c:
-            rows = c.execute(text(sql), params).mappings().all()
+        with self._read() as c:
+            rows = c.execute(sql, params).fetchall()
         return [_dream_row(r) for r in rows]
 
     def last_dream(self, scope_key: str) -> dict[str, Any] | None:
         """The newest dream of a scope that was not a dry run and did not fail
         (``applied``, ``skipped``, ``undone``, …), or ``None`` — for scheduling."""
-        with self._engine.begin() as c:
+        with self._read() as c:
             row = c.execute(
-                text("""SELECT rowid AS seq, * FROM dream_runs WHERE scope_key=:k
+                """SELECT rowid AS seq, * FROM dream_runs WHERE scope_key=:k
                           AND dry_run=0 AND status NOT IN ('failed', 'planned')
-                        ORDER BY rowid DESC LIMIT 1"""),
-                {"k": scope_key}).mappings().first()
+                        ORDER BY rowid DESC LIMIT 1""",
+                {"k": scope_key}).fetchone()
         return _dream_row(row) if row else None
 
 
-def _dream_row(r: RowMapping) -> dict[str, Any]:
+def _dream_row(r: sqlite3.Row) -> dict[str, Any]:
     row = dict(r)
     row["dry_run"] = bool(row["dry_run"])
     for key in _DREAM_JSON:

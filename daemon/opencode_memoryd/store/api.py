@@ -25,6 +25,7 @@ This module imports no Qdrant library: code that only talks to a store depends o
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -153,6 +154,17 @@ class MemoryStore(Protocol):
         """Set payload fields of the points with these ids (unknown ids are ignored),
         their vectors and other fields untouched: no re-encoding, no embedder call. Raises
         ``ValueError`` for a field of :data:`FIXED_FIELDS`. Durable when it returns."""
+        ...
+
+    def batch(self) -> AbstractContextManager[None]:
+        """Group the writes of the calling thread: inside, :meth:`upsert`,
+        :meth:`set_fields` and :meth:`delete` are visible at once and survive a crash of
+        the process, but are made durable (flushed to disk) only once, when the outermost
+        ``batch`` ends."""
+        ...
+
+    def pending_flush(self) -> bool:
+        """Whether the calling thread's :meth:`batch` holds writes not yet flushed."""
         ...
 
     def scroll(self, flt: MemoryFilter | None = None) -> Iterator[Memory]:

@@ -18,6 +18,7 @@ from typing import Any, Self
 from opencode_memoryd.errors import EmbedderMismatchError, StoreError
 from opencode_memoryd.models import Memory, iso_utc
 from opencode_memoryd.store.api import ALL, FIXED_FIELDS, Embedder, MemoryFilter
+from opencode_memoryd.store.batching import WriteBatching
 from opencode_memoryd.store.bm25 import Bm25Encoder, SparseVector, default_encoder
 from opencode_memoryd.store.meta import (
     check_meta,
@@ -59,7 +60,7 @@ def _sort_key(m: Memory) -> tuple[datetime, str]:
     return (m.created_at, m.id)
 
 
-class StoreBase:
+class StoreBase(WriteBatching):
     """Shared logic: metadata checks, encoding, the public methods. Adapters supply the
     primitives (the methods below that raise :class:`NotImplementedError`), ``backend``,
     ``count``, ``info`` and ``close``.
@@ -166,7 +167,8 @@ class StoreBase:
         """Insert or replace ``memories`` (point id = :attr:`Memory.id`).
 
         Computes the BM25 vector of each ``content`` and, with an embedder, its dense vector
-        (one ``embed`` call for the batch). Durable when it returns.
+        (one ``embed`` call for the batch). Durable when it returns (inside :meth:`batch`:
+        when the batch ends).
 
         Raises:
             ValueError: a memory id is not a UUID.
@@ -205,7 +207,8 @@ class StoreBase:
         return [found[i] for i in wanted if i in found]
 
     def delete(self, ids: Sequence[str]) -> None:
-        """Delete the points with these ids; unknown ids are ignored. Durable on return.
+        """Delete the points with these ids; unknown ids are ignored. Durable on return
+        (inside :meth:`batch`: when the batch ends).
 
         Raises:
             ValueError: an id is not a UUID.

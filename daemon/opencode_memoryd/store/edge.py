@@ -234,7 +234,8 @@ class EdgeStore(StoreBase):
         self._require_space()
         with self._edge("upsert"):
             self._shard.update(qe.UpdateOperation.upsert_points(points))
-            self._shard.flush()
+        if not self._deferring():
+            self._flush()
 
     def _update_vectors(self, rows: list[Row]) -> None:
         pvs = [qe.PointVectors(pid, self._vectors(s, d)) for pid, _p, s, d in rows]
@@ -274,7 +275,8 @@ class EdgeStore(StoreBase):
         self._require_space()
         with self._edge("delete"):
             self._shard.update(qe.UpdateOperation.delete_points(point_ids))
-            self._shard.flush()
+        if not self._deferring():
+            self._flush()
 
     def _set_payload(self, ids: list[str], fields: dict[str, Any]) -> None:
         point_ids: list[qe.PointId] = list(ids)
@@ -284,7 +286,8 @@ class EdgeStore(StoreBase):
             if not point_ids:
                 return
             self._shard.update(qe.UpdateOperation.set_payload(point_ids, fields))
-            self._shard.flush()
+        if not self._deferring():
+            self._flush()
 
     def _scroll_all(self, flt: MemoryFilter | None) -> Iterator[Memory]:
         f = self._filter(flt)

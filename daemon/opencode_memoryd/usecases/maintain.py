@@ -10,6 +10,7 @@ from typing import Any
 
 import structlog
 
+from opencode_memoryd.capture.batching import WriteGroup
 from opencode_memoryd.capture.notes import Summarizer
 from opencode_memoryd.capture.processor import Extractor, SessionProcessor
 from opencode_memoryd.capture.report import SessionReport
@@ -21,6 +22,10 @@ from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.ports import AppPort
 
 log = structlog.get_logger(__name__)
+
+#: How long (s) ``maintain`` gathers the writes of sessions before committing them (a crash
+#: loses at most this much progress: those turns are read again).
+MAINTAIN_GROUP_SECONDS = 2.0
 
 #: Wraps the session list of one database (a progress bar on a terminal).
 Progress = Callable[[list[SessionRow]], Iterable[SessionRow]]
@@ -39,6 +44,10 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
              retry_failed: bool = False, summarizer: Summarizer | None = None
              ) -> dict[str, Any]:
     """Process every eligible session (of ``directory``'s project, or all) up to now.
+
+    The sessions' marks, rules results and store writes are committed in groups
+    (:class:`~opencode_memoryd.capture.batching.WriteGroup`: the store flushed, then the
+    state file); the run's end is recorded durably after the last group.
 
     Args:
         directory: a normalised folder, or ``None`` for every session.
@@ -84,15 +93,18 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
                 )
                 dbs.append({"path": str(path), "schema": source.schema.describe(),
                             "sessions": len(sessions)})
-                proc = SessionProcessor(source, state, store, extractor, app.limits(),
-                                        clock=app.clock, user_id=app.user_id,
-                                        summarizer=summarizer,
-                                        ensure_space=app.ensure_space)
-                if retry_failed:
-                    retried.extend(_retry(proc, state, sessions, lock_for))
-                for s in (progress(sessions) if progress else sessions):
-                    with lock_for(s.project_key):
-                        reports.append(proc.process(s))
+                with WriteGroup(state, store, max_seconds=MAINTAIN_GROUP_SECONDS,
+                                flush_seconds=MAINTAIN_GROUP_SECONDS) as group:
+                    proc = SessionProcessor(source, state, store, extractor, app.limits(),
+                                            clock=app.clock, user_id=app.user_id,
+                                            summarizer=summarizer,
+                                            ensure_space=app.ensure_space, batch=group.batch)
+                    if retry_failed:
+                        retried.extend(_retry(proc, state, sessions, lock_for))
+                    for s in (progress(sessions) if progress else sessions):
+                        with lock_for(s.project_key):
+                            reports.append(proc.process(s))
+                        group.commit_if_due()
     finally:
         summary = _summary(run_id, mode, dbs, reports, retried)
         state.end_run(run_id, summary["totals"], iso_utc(app.clock()))

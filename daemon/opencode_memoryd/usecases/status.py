@@ -6,6 +6,7 @@ from dataclasses import asdict
 from typing import Any
 
 from opencode_memoryd.errors import SourceError
+from opencode_memoryd.models import MEMORY_TYPES, SCOPES
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.usecases.ports import AppPort
@@ -41,7 +42,7 @@ def status_info(app: AppPort, state: StateDB, store: MemoryStore) -> dict[str, A
                 with app.open_source(path) as db:
                     now_ms = int(app.clock().timestamp() * 1000)
                     dbs.append({"path": str(path), "schema": db.schema.describe(),
-                                "sessions": len(db.sessions()),
+                                "sessions": db.session_count(),
                                 "unread_tables": [t.name for t in db.unknown_tables()
                                                   if t.recent(now_ms)]})
             except SourceError as exc:
@@ -52,9 +53,11 @@ def status_info(app: AppPort, state: StateDB, store: MemoryStore) -> dict[str, A
     info["store"] = store.info()
     info["user_id"] = app.user_id
     counts: dict[str, int] = {}
-    for m in store.scroll(MemoryFilter(user_id=app.user_id)):
-        key = f"{m.scope}/{m.type}"
-        counts[key] = counts.get(key, 0) + 1
+    for scope in SCOPES:
+        for type_ in MEMORY_TYPES:
+            n = store.count(MemoryFilter(user_id=app.user_id, scope=scope, types=(type_,)))
+            if n:
+                counts[f"{scope}/{type_}"] = n
     info["memories"] = counts
     info["state"] = state.counts()
     info["llm"] = {

@@ -42,7 +42,8 @@ def daemon_check(ctx: Context) -> Check:
                                      "or `opencode-memoryd maintain` is run", _START)
     d = probe.status.get("daemon") or {}
     detail = (f"running (pid {d.get('pid')}, since {d.get('since')}, "
-              f"{d.get('change_detection')}); {len(d.get('pending') or [])} session(s) "
+              f"{d.get('change_detection')}); "
+              f"{d.get('pending_count', len(d.get('pending') or []))} session(s) "
               "pending" + ("; catching up" if d.get("catching_up") else "")
               + (f"; last error: {d['last_error']}" if d.get("last_error") else ""))
     paused = d.get("paused")

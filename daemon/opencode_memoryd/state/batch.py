@@ -1,0 +1,152 @@
+"""Batched state writes: the progress of many sessions in one transaction.
+
+Extracting a session ends in a few small state writes (its mark, its outbox item, its queue
+row). Committing each on its own costs a commit per chunk; a :class:`StateBatch` collects
+them in memory, answers reads with them applied (a session's mark and items as they will
+be), and writes them all in one light transaction (:meth:`StateDB.apply_batch`) when
+:meth:`StateBatch.commit` is called.
+
+What a batch holds is progress that can be made again from OpenCode's database: a crash
+before the commit leaves the marks where they were, so those turns are read again, the rules
+extractor answers the same, an item recorded durably beforehand (an LLM answer,
+:meth:`StateDB.record_item`) is replayed instead of asked again, and the store merges what
+it holds already. The caller flushes the store before committing, so a mark is never
+durable before the memories it covers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from opencode_memoryd.models import Mark
+
+if TYPE_CHECKING:
+    from opencode_memoryd.state.db import BatchOp, StateDB
+    from opencode_memoryd.state.items import Item
+
+__all__ = ["StateBatch"]
+
+#: Marks a batch knows to be absent (deleted by :meth:`StateBatch.replace_mark`).
+_NO_MARK = Mark("", (0, ""))
+
+
+class StateBatch:
+    """Deferred state writes with read-your-writes; the same methods as the
+    :class:`~opencode_memoryd.state.db.StateDB` calls they stand for.
+
+    Not thread-safe: one batch belongs to one thread.
+
+    Args:
+        state: the state file the batch is committed to.
+    """
+
+    def __init__(self, state: StateDB) -> None:
+        self.state = state
+        self._ops: list[BatchOp] = []
+        self._marks: dict[tuple[str, str], Mark] = {}
+        self._rowids: dict[tuple[str, str], int | None] = {}
+        self._items: dict[str, Item] = {}  # recorded or completed here, by id
+
+    def __len__(self) -> int:
+        """Writes waiting for :meth:`commit`."""
+        return len(self._ops)
+
+    # -- reads -----------------------------------------------------------------------
+
+    def get_mark(self, source_id: str, session_id: str) -> Mark | None:
+        """The session's mark as it will be once committed."""
+        got = self._marks.get((source_id, session_id))
+        if got is None:
+            return self.state.get_mark(source_id, session_id)
+        return None if got == _NO_MARK else got
+
+    def get_max_rowid(self, source_id: str, session_id: str) -> int | None:
+        """The mark's ``max_rowid`` as it will be once committed."""
+        key = (source_id, session_id)
+        if key in self._rowids:
+            return self._rowids[key]
+        return self.state.get_max_rowid(source_id, session_id)
+
+    def get_item(self, item_id: str) -> Item | None:
+        """An outbox row as it will be once committed."""
+        return self._items.get(item_id) or self.state.get_item(item_id)
+
+    def pending_items(self, source_id: str, session_id: str) -> list[Item]:
+        """The session's items recorded but not stored, as they will be once committed."""
+        out = {i.id: i for i in self.state.pending_items(source_id, session_id)}
+        for item in self._items.values():
+            if item.source_id == source_id and item.session_id == session_id:
+                if item.status == "extracted":
+                    out[item.id] = item
+                else:
+                    out.pop(item.id, None)
+        return sorted(out.values(), key=lambda i: i.last)
+
+    # -- writes ----------------------------------------------------------------------
+
+    def _move(self, source_id: str, session_id: str, mark: Mark,
+              max_rowid: int | None) -> None:
+        """The overlay of ``set_mark``: position and ``max_rowid`` only grow within one
+        storage; another storage replaces both."""
+        key = (source_id, session_id)
+        old = self.get_mark(source_id, session_id)
+        rowid = self.get_max_rowid(source_id, session_id) if old is not None else None
+        if old is None or mark.storage != old.storage:
+            self._marks[key], self._rowids[key] = mark, max_rowid
+            return
+        if mark.position > old.position:
+            self._marks[key] = mark
+        if max_rowid is not None and (rowid is None or max_rowid > rowid):
+            self._rowids[key] = max_rowid
+
+    def set_mark(self, source_id: str, session_id: str, mark: Mark, now: str,
+                 max_rowid: int | None = None) -> None:
+        """:meth:`StateDB.set_mark`, deferred."""
+        self._move(source_id, session_id, mark, max_rowid)
+        self._ops.append(("mark", source_id, session_id, mark, now, max_rowid))
+
+    def replace_mark(self, source_id: str, session_id: str, mark: Mark | None,
+                     now: str) -> None:
+        """:meth:`StateDB.replace_mark`, deferred."""
+        key = (source_id, session_id)
+        self._marks[key] = mark if mark is not None else _NO_MARK
+        self._rowids[key] = None
+        self._ops.append(("replace_mark", source_id, session_id, mark, now))
+
+    def record_item(self, item: Item, now: str, *, settles: str | None = None) -> None:
+        """:meth:`StateDB.record_item`, deferred (so *not* durable on return: for results
+        that are free to make again)."""
+        if self.get_item(item.id) is None:
+            self._items[item.id] = replace(item, status="extracted")
+        self._ops.append(("record", item, now, settles))
+
+    def complete_item(self, item: Item, now: str) -> None:
+        """:meth:`StateDB.complete_item`, deferred."""
+        self._items[item.id] = replace(item, status="stored")
+        rowid = item.result.get("max_rowid")
+        self._move(item.source_id, item.session_id, Mark(item.storage, item.last),
+                   None if rowid is None else int(rowid))
+        self._ops.append(("complete", item, now))
+
+    def queue_done(self, source_id: str, session_id: str, started_ms: int) -> None:
+        """:meth:`StateDB.queue_done`, deferred (evaluated at commit time)."""
+        self._ops.append(("queue_done", source_id, session_id, started_ms))
+
+    # -- commit ----------------------------------------------------------------------
+
+    def commit(self) -> int:
+        """Write every deferred change in one light transaction and start empty; return
+        how many writes were committed.
+
+        Raises:
+            DiskFullError: the disk is full (the batch is kept; nothing of it is written).
+        """
+        n = len(self._ops)
+        if n:
+            self.state.apply_batch(self._ops)
+        self._ops = []
+        self._marks.clear()
+        self._rowids.clear()
+        self._items.clear()
+        return n
