@@ -19,8 +19,8 @@ keeps an extraction and a dream's writes to one project apart, including those a
 through the control endpoint.
 
 Threads: the main loop (change detection, the periodic full sweep, the watchdog ping), the
-worker (extractions), the dream thread, the file watcher and the control server; each
-sleeps until it has something to do.
+worker (extractions), the dream thread, the file watcher, the control server and, with
+``[web] enabled``, the web page's server; each sleeps until it has something to do.
 
 Stopping: SIGTERM or SIGINT stops within 10 s at any point. A dream checks the stop signal
 between scopes and between groups; work still running after :data:`SHUTDOWN_GRACE_SECONDS`
@@ -44,7 +44,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from filelock import FileLock, Timeout
@@ -65,6 +65,9 @@ from opencode_memoryd.serve.sources import SourceTracking, TrackedSource
 from opencode_memoryd.source.watcher import DbWatcher
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.service import GET_ROUTES, ROUTES, Service, call
+
+if TYPE_CHECKING:
+    from opencode_memoryd.web.server import WebServer
 
 log = structlog.get_logger(__name__)
 
@@ -137,6 +140,7 @@ class Daemon(SourceTracking, SessionJobs):
         self._lock: FileLock | None = None
         self._watcher: DbWatcher | None = None
         self._control: ControlServer | None = None
+        self._web: WebServer | None = None
         self.service: Service
         self.last_dream: dict[str, str] = {}
         self._work_wake = threading.Event()
@@ -185,6 +189,10 @@ class Daemon(SourceTracking, SessionJobs):
                                lock_for=self.project_lock, daemon_status=self.status,
                                summarizer=self.summarizer)
         self._start_control()
+        if self.app.config.web.enabled:  # the web framework is imported only when served
+            from opencode_memoryd.web.server import start_web
+
+            self._web = start_web(self.service, self.app.config.web, self.app.state_dir)
         log.info("daemon_started", version=__version__, pid=os.getpid(),
                  mode=self.app.extraction_mode(),
                  quiet_period_seconds=self.cfg.quiet_period_seconds,
@@ -343,6 +351,8 @@ class Daemon(SourceTracking, SessionJobs):
         if self._control is not None:
             self._control.close(wait_seconds=2)
             (self.app.state_dir / DAEMON_INFO_FILE).unlink(missing_ok=True)
+        if self._web is not None:
+            self._web.stop()
         self._work_wake.set()
         threads = [t for t in (self._worker, self._dreamer_thread)
                    if t is not None and t is not threading.current_thread()]
@@ -385,6 +395,7 @@ class Daemon(SourceTracking, SessionJobs):
             "last_dream": self.last_dream,
             "last_error": self.last_error,
             "alerts": self.alerts.active(),
+            "web": self._web.url if self._web is not None else None,
         }
 
 
