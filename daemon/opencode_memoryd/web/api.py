@@ -55,15 +55,16 @@ def error_response(exc: BaseException) -> JSONResponse:
     return fail(500, "internal error; the daemon's log has the details")
 
 
-async def call(fn: Callable[..., Any], status: int = 200, **kwargs: Any) -> JSONResponse:
-    """Run a (blocking) use case in a worker thread; its result or error as an envelope."""
+async def call(fn: Callable[..., Any], code: int = 200, /, **kwargs: Any) -> JSONResponse:
+    """Run a (blocking) use case in a worker thread; its result (status ``code``) or error
+    as an envelope."""
     try:
         data = await run_in_threadpool(fn, **kwargs)
     except Exception as exc:
         if not isinstance(exc, MemorydError):
             log.exception("web.handler_crashed", use_case=getattr(fn, "__name__", None))
         return error_response(exc)
-    return ok(data, status)
+    return ok(data, code)
 
 
 def query_int(q: Mapping[str, str], name: str, default: int) -> int:
