@@ -130,7 +130,7 @@ async function loadMemories() {
   renderRows(rows, Boolean(q));
   const first = total ? state.offset + 1 : 0;
   const last = Math.min(state.offset + rows.length, total);
-  $("page-info").textContent = q ? `${total} results for “${q}”` : `${first}–${last} of ${total}`;
+  $("page-info").textContent = q ? `${total} result${total === 1 ? "" : "s"} for “${q}”` : `${first}–${last} of ${total}`;
   $("result-count").textContent = $("page-info").textContent;
   $("prev").disabled = Boolean(q) || state.offset === 0;
   $("next").disabled = Boolean(q) || state.offset + state.limit >= total;
@@ -295,7 +295,7 @@ function renderEntry(e) {
       el("tbody", {}, ops.map((op) => el("tr", {},
         el("td", { class: "op-" + op.op, text: op.op }),
         el("td", {}, list(op.texts, (t) => t)),
-        el("td", { text: op.new_text || "" }),
+        el("td", { text: op.new_text || (op.new_id ? "kept as " + op.new_id.slice(0, 8) : "") }),
         el("td", { text: op.reason || "" }))))) : null,
     (e.rejected || []).length ? el("div", { class: "rejected" }, "Rejected:",
       list(e.rejected, (r) => `${(r.group || []).length} memories: ${r.reason}`)) : null);
@@ -353,3 +353,5 @@ async function main() {
 }
 
 document.addEventListener("DOMContentLoaded", main);
+// an address with a new token pasted into this tab: start again with it
+window.addEventListener("hashchange", () => { if (/token=/.test(location.hash)) location.reload(); });
