@@ -7,7 +7,7 @@ and ``WATCHDOG=1`` from its main loop.
 Change detection (:mod:`opencode_memoryd.serve.sources`): watchfiles events on each database folder
 are a latency hint; every wake-up confirms with ``PRAGMA data_version`` before any query,
 and a periodic sweep re-reads the session list anyway. A database that appears later, is
-deleted, or is replaced by another file (new inode) is reopened without a restart.
+deleted, or replaced (new inode) is reopened without a restart.
 
 Scheduling: each changed session is queued in the state file with its debounce due time
 (:mod:`opencode_memoryd.debounce`). One worker thread (:mod:`opencode_memoryd.serve.jobs`)
@@ -18,18 +18,16 @@ own, so a dream waiting for its model never holds back an extraction; a per-proj
 keeps an extraction and a dream's writes to one project apart, including those asked for
 through the control endpoint.
 
-Threads: the main loop (change detection, the periodic full sweep, the watchdog ping), the
-worker (extractions), the dream thread, the file watcher, the control server and, with
-``[web] enabled``, the web page's server; each sleeps until it has something to do.
+Threads: the main loop (change detection, sweeps, watchdog pings), the worker, the dreams,
+the file watcher, the control server and the web page (``[web] enabled``), each asleep.
 
 Stopping: SIGTERM or SIGINT stops within 10 s at any point. A dream checks the stop signal
 between scopes and between groups; work still running after :data:`SHUTDOWN_GRACE_SECONDS`
 (an LLM call in flight) is abandoned, as by a crash it is built to survive: the process
 exits without waiting for it, and the next start resumes it.
 
-Outages: retryable LLM failures back off per session (honouring ``Retry-After``) behind a
-circuit breaker; 401/403/404 pause all LLM work with a status saying why; a daily token
-budget defers work instead of spending past it.
+Outages: retryable LLM failures back off per session (``Retry-After``) behind a circuit
+breaker; 401/403/404 pause LLM work with a status saying why; a token budget defers work.
 """
 
 from __future__ import annotations
@@ -44,7 +42,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 from filelock import FileLock, Timeout
@@ -62,12 +60,10 @@ from opencode_memoryd.serve.control_server import ControlServer
 from opencode_memoryd.serve.jobs import Pause, SessionJobs
 from opencode_memoryd.serve.protocol import socket_path
 from opencode_memoryd.serve.sources import SourceTracking, TrackedSource
+from opencode_memoryd.serve.web_host import WebPage, start_web_page
 from opencode_memoryd.source.watcher import DbWatcher
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.service import GET_ROUTES, ROUTES, Service, call
-
-if TYPE_CHECKING:
-    from opencode_memoryd.web.server import WebServer
 
 log = structlog.get_logger(__name__)
 
@@ -84,8 +80,6 @@ MIN_CHECK_INTERVAL_SECONDS = 0.05
 CHECK_COST_FACTOR = 4.0
 #: Sessions listed in ``status`` (``pending_count`` has them all).
 STATUS_PENDING_LIMIT = 20
-
-
 
 
 def sd_notify(message: str) -> bool:
@@ -140,7 +134,7 @@ class Daemon(SourceTracking, SessionJobs):
         self._lock: FileLock | None = None
         self._watcher: DbWatcher | None = None
         self._control: ControlServer | None = None
-        self._web: WebServer | None = None
+        self._web: WebPage | None = None
         self.service: Service
         self.last_dream: dict[str, str] = {}
         self._work_wake = threading.Event()
@@ -189,10 +183,7 @@ class Daemon(SourceTracking, SessionJobs):
                                lock_for=self.project_lock, daemon_status=self.status,
                                summarizer=self.summarizer)
         self._start_control()
-        if self.app.config.web.enabled:  # the web framework is imported only when served
-            from opencode_memoryd.web.server import start_web
-
-            self._web = start_web(self.service, self.app.config.web, self.app.state_dir)
+        self._web = start_web_page(self.service, self.app)
         log.info("daemon_started", version=__version__, pid=os.getpid(),
                  mode=self.app.extraction_mode(),
                  quiet_period_seconds=self.cfg.quiet_period_seconds,
