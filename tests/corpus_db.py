@@ -3,8 +3,7 @@
 :func:`build` copies a real OpenCode 1.18.33 database (``tests/fixtures/opencode-sample.db``)
 and adds one project (:data:`~rules_scoring.PROJECT_ROOT`, the project the corpus is labelled
 for) with one session per corpus case. Each session holds one turn with the row shapes the
-real OpenCode writes (``tests/fixtures/opencode-sample.db``; docs/opencode-db.md in the
-shared docs):
+real OpenCode 1.18 writes (as in ``tests/fixtures/opencode-sample.db``):
 
 1. the user message (``role: user``, ``summary.diffs``) and its text part: the case's message;
 2. an assistant step that ends in a tool call (``finish: "tool-calls"``): ``step-start``, a
