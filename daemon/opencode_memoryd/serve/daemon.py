@@ -352,6 +352,8 @@ class Daemon(SourceTracking, SessionJobs):
         if not busy:
             for src in self._sources.values():
                 src.db.close()
+            if getattr(self, "service", None) is not None:
+                self.service.close()
             for opened in (getattr(self, "store", None), getattr(self, "state", None)):
                 if opened is not None:  # start() may have failed before opening it
                     opened.close()
