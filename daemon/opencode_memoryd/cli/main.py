@@ -19,19 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from opencode_memoryd import __version__
-from opencode_memoryd.cli import (
-    context,
-    doctor,
-    dreams,
-    history,
-    maintain,
-    manage,
-    mcp,
-    memories,
-    opencode_setup,
-    setup,
-    status,
-)
 from opencode_memoryd.cli.exits import (
     EXIT_CODES_HELP,
     EXIT_CONFIG,
@@ -60,6 +47,20 @@ if TYPE_CHECKING:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from opencode_memoryd.cli import (
+        context,
+        doctor,
+        dreams,
+        history,
+        maintain,
+        manage,
+        mcp,
+        memories,
+        opencode_setup,
+        setup,
+        status,
+    )
+
     p = argparse.ArgumentParser(
         prog="opencode-memoryd",
         description="Turn OpenCode sessions into durable memories in Qdrant.",
@@ -147,6 +148,19 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     """Run the CLI; returns the exit code (see ``--help``)."""
     os.umask(PRIVATE_UMASK)  # every dir 0700, every file 0600
     env = dict(os.environ if env is None else env)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        from opencode_memoryd.cli.thin import fast_path
+
+        fast = fast_path(argv, env)
+        if fast is not None:
+            sys.stdout.flush()
+            return fast
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
     try:
         args = _parser().parse_args(argv)
     except SystemExit as exc:

@@ -60,7 +60,8 @@ from opencode_memoryd.models import iso_utc
 from opencode_memoryd.serve.alerts import Alerts
 from opencode_memoryd.serve.control_server import ControlServer
 from opencode_memoryd.serve.jobs import Pause, SessionJobs
-from opencode_memoryd.serve.protocol import socket_path
+from opencode_memoryd.serve.mcp_host import MCPHost, in_process_caller
+from opencode_memoryd.serve.protocol import mcp_socket_path, socket_path
 from opencode_memoryd.serve.sources import SourceTracking, TrackedSource
 from opencode_memoryd.source.watcher import DbWatcher
 from opencode_memoryd.store.api import MemoryStore
@@ -137,6 +138,7 @@ class Daemon(SourceTracking, SessionJobs):
         self._lock: FileLock | None = None
         self._watcher: DbWatcher | None = None
         self._control: ControlServer | None = None
+        self._mcp: MCPHost | None = None
         self.service: Service
         self.last_dream: dict[str, str] = {}
         self._work_wake = threading.Event()
@@ -265,6 +267,16 @@ class Daemon(SourceTracking, SessionJobs):
         self._control.start()
         info = {"pid": os.getpid(), "socket": str(path),
                 "started_at": iso_utc(self.started_at or self.clock())}
+        # the MCP server OpenCode talks to through `opencode-memoryd mcp` (a relay)
+        mcp = MCPHost(mcp_socket_path(path),
+                      in_process_caller(functools.partial(call, self.service)))
+        try:
+            mcp.start()
+        except OSError as exc:  # the relays fall back to their own server
+            log.warning("mcp_socket_unavailable", error=str(exc))
+        else:
+            self._mcp = mcp
+            info["mcp_socket"] = str(mcp.path)
         tmp = app.state_dir / (DAEMON_INFO_FILE + ".tmp")
         tmp.write_text(json.dumps(info))
         os.replace(tmp, app.state_dir / DAEMON_INFO_FILE)
@@ -340,6 +352,8 @@ class Daemon(SourceTracking, SessionJobs):
         sd_notify("STOPPING=1")
         if self._watcher is not None:
             self._watcher.stop()
+        if self._mcp is not None:
+            self._mcp.close()
         if self._control is not None:
             self._control.close(wait_seconds=2)
             (self.app.state_dir / DAEMON_INFO_FILE).unlink(missing_ok=True)
