@@ -2,7 +2,10 @@
 
 ``opencode-memoryd mcp`` (started by OpenCode for every directory it opens) becomes a relay
 to the daemon's MCP server (:mod:`opencode_memoryd.serve.mcp_relay`) after reading only the
-state dir from the config file (:mod:`opencode_memoryd.config.light`). Anything this
+state dir from the config file (:mod:`opencode_memoryd.config.light`). The read-only
+commands a running daemon serves (:data:`THIN_COMMANDS`) parse their own arguments and ask
+the daemon with a :class:`ThinApp`, which loads the full config only if the daemon goes
+away meanwhile (the command then runs locally, as it would have). Anything this
 module cannot decide cheaply (a ``--help``, an option it does not know, a config file it
 cannot read, a daemon too old to host MCP) goes the full way (:func:`fast_path` returns
 ``None``), which reports problems as before.
@@ -10,24 +13,32 @@ cannot read, a daemon too old to host MCP) goes the full way (:func:`fast_path` 
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from opencode_memoryd.config.light import daemon_info, light_state_dir
 
+if TYPE_CHECKING:
+    from opencode_memoryd.compose import App
+
+#: Commands served by a running daemon without loading the config schema: module, name.
+THIN_COMMANDS = {"search": "memories", "list": "memories", "status": "status",
+                 "context": "context"}
 #: Overrides the daemon's control socket (the MCP socket is found beside it).
 SOCKET_ENV_VAR = "OPENCODE_MEMORYD_SOCKET"
 
 
-@dataclass(frozen=True)
 class Line:
     """A command line split before ``argparse``: the global options and the rest."""
 
-    config: str | None
-    verbose: bool
-    command: str
-    rest: list[str]
+    def __init__(self, config: str | None, verbose: bool, command: str,
+                 rest: list[str]) -> None:
+        self.config = config
+        self.verbose = verbose
+        self.command = command
+        self.rest = rest
 
 
 def split(argv: Sequence[str]) -> Line | None:
@@ -94,4 +105,70 @@ def fast_path(argv: Sequence[str], env: Mapping[str, str]) -> int | None:
         from opencode_memoryd.serve.mcp_relay import run
 
         return run(find)
+    if line.command in THIN_COMMANDS and not {"-h", "--help"} & set(line.rest):
+        return _served(line, env)
     return None
+
+
+class _Unsure(Exception):
+    """The short parser met something the full one should report."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _Unsure(message)
+
+
+class ThinApp:
+    """What a served command's handler gets instead of the full application: the
+    daemon's socket, and :meth:`load` for the full one.
+
+    Args:
+        state_dir: the state dir (from the config file alone).
+        socket: the daemon's control socket (from ``daemon.json``).
+        line: the command line, for :meth:`load`.
+        env: the environment.
+    """
+
+    def __init__(self, state_dir: Path, socket: Path, line: Line,
+                 env: Mapping[str, str]) -> None:
+        self.state_dir = state_dir
+        self._socket = socket
+        self._line = line
+        self._env = env
+
+    def daemon_socket(self) -> Path | None:
+        """The control socket of the running daemon."""
+        return self._socket
+
+    def load(self) -> App:
+        """The full application (config validated, logging set up).
+
+        Raises:
+            ConfigError: the config file is invalid.
+        """
+        from opencode_memoryd.cli.main import load_app
+
+        return load_app(self._line.config, self._line.command, self._line.verbose,
+                        self._env)
+
+
+def _served(line: Line, env: Mapping[str, str]) -> int | None:
+    """Run a :data:`THIN_COMMANDS` command with a :class:`ThinApp` when a daemon runs."""
+    state = state_dir_of(line, env)
+    if state is None:
+        return None
+    sock = daemon_info(state).get("socket")
+    if not isinstance(sock, str) or not sock:
+        return None
+    import importlib
+
+    module: Any = importlib.import_module(f"opencode_memoryd.cli.{THIN_COMMANDS[line.command]}")
+    parser = _Parser(prog="opencode-memoryd", add_help=False)
+    module.register(parser.add_subparsers(dest="command"))
+    try:
+        args = parser.parse_args([line.command, *line.rest])
+    except _Unsure:
+        return None
+    app: Any = ThinApp(state, Path(sock), line, env)
+    return int(args.handler(app, args))
