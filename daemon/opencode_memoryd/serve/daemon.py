@@ -39,7 +39,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -60,7 +59,8 @@ from opencode_memoryd.models import iso_utc
 from opencode_memoryd.serve.alerts import Alerts
 from opencode_memoryd.serve.control_server import ControlServer
 from opencode_memoryd.serve.jobs import Pause, SessionJobs
-from opencode_memoryd.serve.mcp_host import MCPHost, in_process_caller
+from opencode_memoryd.serve.mcp_host import MCPHost, start_host
+from opencode_memoryd.serve.notify import sd_notify
 from opencode_memoryd.serve.protocol import mcp_socket_path, socket_path
 from opencode_memoryd.serve.sources import SourceTracking, TrackedSource
 from opencode_memoryd.source.watcher import DbWatcher
@@ -82,28 +82,6 @@ MIN_CHECK_INTERVAL_SECONDS = 0.05
 CHECK_COST_FACTOR = 4.0
 #: Sessions listed in ``status`` (``pending_count`` has them all).
 STATUS_PENDING_LIMIT = 20
-
-
-
-
-def sd_notify(message: str) -> bool:
-    """Send a systemd notification (``READY=1``, ``WATCHDOG=1``, ``STATUS=…``).
-
-    Implements the documented datagram protocol of ``sd_notify(3)`` on ``$NOTIFY_SOCKET``
-    (a path, or an abstract socket when it starts with ``@``). Returns ``False`` when not
-    run by systemd.
-    """
-    addr = os.environ.get("NOTIFY_SOCKET")
-    if not addr:
-        return False
-    target = "\0" + addr[1:] if addr.startswith("@") else addr
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
-            s.connect(target)
-            s.sendall(message.encode())
-    except OSError:
-        return False
-    return True
 
 
 class Daemon(SourceTracking, SessionJobs):
@@ -138,7 +116,7 @@ class Daemon(SourceTracking, SessionJobs):
         self._lock: FileLock | None = None
         self._watcher: DbWatcher | None = None
         self._control: ControlServer | None = None
-        self._mcp: MCPHost | None = None
+        self._mcp: MCPHost | None = None  # the hosted MCP server
         self.service: Service
         self.last_dream: dict[str, str] = {}
         self._work_wake = threading.Event()
@@ -268,15 +246,9 @@ class Daemon(SourceTracking, SessionJobs):
         info = {"pid": os.getpid(), "socket": str(path),
                 "started_at": iso_utc(self.started_at or self.clock())}
         # the MCP server OpenCode talks to through `opencode-memoryd mcp` (a relay)
-        mcp = MCPHost(mcp_socket_path(path),
-                      in_process_caller(functools.partial(call, self.service)))
-        try:
-            mcp.start()
-        except OSError as exc:  # the relays fall back to their own server
-            log.warning("mcp_socket_unavailable", error=str(exc))
-        else:
-            self._mcp = mcp
-            info["mcp_socket"] = str(mcp.path)
+        self._mcp = start_host(mcp_socket_path(path), functools.partial(call, self.service))
+        if self._mcp is not None:
+            info["mcp_socket"] = str(self._mcp.path)
         tmp = app.state_dir / (DAEMON_INFO_FILE + ".tmp")
         tmp.write_text(json.dumps(info))
         os.replace(tmp, app.state_dir / DAEMON_INFO_FILE)

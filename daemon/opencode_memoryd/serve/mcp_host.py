@@ -176,3 +176,15 @@ class MCPHost:
             with self._lock:
                 self._open.discard(conn)
             conn.close()
+
+
+def start_host(path: Path, run: Callable[[str, dict[str, Any]], Any]) -> MCPHost | None:
+    """Serve MCP on ``path`` with the use cases ``run(route, payload)``; ``None`` (logged)
+    when the socket cannot be bound: the relays then answer without a daemon's server."""
+    host = MCPHost(path, in_process_caller(run))
+    try:
+        host.start()
+    except OSError as exc:
+        log.warning("mcp_socket_unavailable", error=str(exc))
+        return None
+    return host
