@@ -7,9 +7,12 @@ process. Each run spawns the command OpenCode's config would run (``<venv>/bin/o
 mcp``, this checkout's code first on ``PYTHONPATH``) in a throw-away HOME, writes one
 JSON-RPC ``initialize`` request on its stdin at once (the newline-delimited stdio framing of
 MCP) and times until the answer line arrives; then it sends ``notifications/initialized``,
-closes stdin and waits for the exit. No daemon runs: ``initialize`` must not need one.
+closes stdin and waits for the exit. First with no daemon (``initialize`` must not need
+one: the relay answers it itself), then with a running daemon (``opencode-memoryd run``
+on a copy of the sample OpenCode database), whose SDK server answers through the relay.
 
-Printed: p50 / p95 / max over ``--runs`` runs (goal p95 <= 300 ms), and a breakdown:
+Printed: p50 / p95 / max over ``--runs`` runs of each (goal p95 <= 300 ms), and a
+breakdown:
 
 * the bare interpreter (``python -c pass``) and ``python -S -c pass``;
 * importing the ``mcp`` SDK parts the server uses (``mcp.server.lowlevel``,
@@ -37,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _daemon_common import home_dirs, pct  # noqa: E402
+from _daemon_common import FIXTURE, Sandbox, home_dirs, pct  # noqa: E402
 
 GOAL_P95_MS = 300.0
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -123,6 +126,19 @@ def main(argv: list[str] | None = None) -> int:
               f"({' '.join(cmd[:1])} ...): p50 {pct(times, 0.5):.0f} ms, "
               f"p95 {pct(times, 0.95):.0f} ms, max {max(times):.0f} ms "
               f"(goal p95 <= {GOAL_P95_MS:.0f} ms)")
+        box = Sandbox(root / "with-daemon", "[extraction]\nmode = \"rules\"\n")
+        box.opencode_db.write_bytes(FIXTURE.read_bytes())
+        daemon = box.start_daemon()
+        try:
+            daemon.wait_ready()
+            denv = {**box.full_env(), "OPENCODE_MEMORYD_CONFIG": str(box.config)}
+            one_start(cmd, denv, cwd)
+            times = [one_start(cmd, denv, cwd)[0] * 1000 for _ in range(args.runs)]
+        finally:
+            daemon.stop()
+            daemon.kill()
+        print(f"  the same with a daemon running: p50 {pct(times, 0.5):.0f} ms, "
+              f"p95 {pct(times, 0.95):.0f} ms, max {max(times):.0f} ms")
         py = sys.executable
         print("breakdown (p50 wall time of a fresh interpreter):")
         print(f"  python -c pass                      {wall([py, '-c', 'pass'], env, 5):6.0f} ms")

@@ -7,8 +7,6 @@ does not serve yet) is waited for, up to :data:`DAEMON_START_WAIT_SECONDS`.
 from __future__ import annotations
 
 import os
-import re
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -50,7 +48,11 @@ def run_use_case(app: App, route: str, payload: dict[str, Any], *,
     served, result = via_daemon(app, route, payload)
     if served:
         return result
+    from opencode_memoryd.cli.thin import ThinApp
     from opencode_memoryd.usecases.service import call, open_local
+
+    if isinstance(app, ThinApp):  # the daemon went away: the full config after all
+        app = app.load()
 
     with open_local(app, progress=progress) as service:
         if route in ("dream", "undo"):
@@ -67,17 +69,16 @@ def via_daemon(app: App, name: str, payload: dict[str, Any]) -> tuple[bool, Any]
     sock = app.daemon_socket() or _wait_for_starting_daemon(app)
     if sock is None:
         return False, None
-    from opencode_memoryd.serve.control_client import ControlClient
+    from opencode_memoryd.serve import raw_client
 
-    with ControlClient(sock) as client:
-        if client.ping() is None:
-            return False, None
-        try:
-            return True, client.call(name, payload)
-        except DaemonUnreachableError:
-            return False, None
-        except RemoteError as exc:
-            raise _REMOTE_ERRORS.get(exc.type, MemorydError)(str(exc)) from exc
+    if raw_client.ping(sock) is None:
+        return False, None
+    try:
+        return True, raw_client.call(sock, name, payload)
+    except DaemonUnreachableError:
+        return False, None
+    except RemoteError as exc:
+        raise _REMOTE_ERRORS.get(exc.type, MemorydError)(str(exc)) from exc
 
 
 def _daemon_starting(app: App) -> int | None:
@@ -88,6 +89,9 @@ def _daemon_starting(app: App) -> int | None:
         os.kill(pid, 0)
     except (OSError, ValueError):
         return None
+    import re
+    import subprocess
+
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd.cli.connect import via_daemon
 from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
-from opencode_memoryd.compose import App
 from opencode_memoryd.errors import MemorydError
-from opencode_memoryd.serve.protocol import socket_path
-from opencode_memoryd.usecases.doctor.model import DaemonProbe, Probes
-from opencode_memoryd.usecases.doctor.runner import doctor
+
+# the checks are imported when `doctor` runs: `--help` and the other commands need none
+if TYPE_CHECKING:
+    from opencode_memoryd.compose import App
+    from opencode_memoryd.usecases.doctor.model import DaemonProbe
 
 _WIDTH = 16
 
@@ -37,6 +38,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def probe_daemon(app: App) -> DaemonProbe:
     """Ask a running daemon for its ``status`` (it owns the embedded store)."""
+    from opencode_memoryd.usecases.doctor.model import DaemonProbe
+
     sock = app.daemon_socket()
     named = str(sock) if sock is not None else None
     try:
@@ -50,6 +53,10 @@ def probe_daemon(app: App) -> DaemonProbe:
 
 def cmd_doctor(app: App, args: argparse.Namespace) -> int:
     """``doctor``: run every check, print them, exit 1 when one failed."""
+    from opencode_memoryd.serve.protocol import socket_path
+    from opencode_memoryd.usecases.doctor.model import Probes
+    from opencode_memoryd.usecases.doctor.runner import doctor
+
     probes = Probes(socket=socket_path(app.state_dir, app.env), daemon=probe_daemon(app))
     result = doctor(app, probes)
     if args.json:

@@ -10,7 +10,6 @@ from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
 from opencode_memoryd.cli.journal_table import render_table
 from opencode_memoryd.config.paths import normalize_dir
-from opencode_memoryd.dream.journal import DreamJournal
 from opencode_memoryd.errors import NotFoundError
 
 if TYPE_CHECKING:
@@ -80,6 +79,8 @@ def cmd_dream(app: App, args: argparse.Namespace) -> int:
 
 def cmd_journal(app: App, args: argparse.Namespace) -> int:
     """``journal``: the dream journal, newest first (read from the file, never the store)."""
+    from opencode_memoryd.dream.journal import DreamJournal
+
     journal = DreamJournal(app.journal_path)
     if args.dir:
         from opencode_memoryd.usecases.projects import project_keys_for_dir

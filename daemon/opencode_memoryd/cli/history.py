@@ -16,7 +16,7 @@ from opencode_memoryd.cli.connect import via_daemon
 from opencode_memoryd.cli.exits import EXIT_OK
 from opencode_memoryd.cli.render import print_json, table
 from opencode_memoryd.models import parse_iso
-from opencode_memoryd.usecases import history
+from opencode_memoryd.usecases import limits
 
 if TYPE_CHECKING:
     from opencode_memoryd.compose import App
@@ -52,7 +52,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("--dir", metavar="DIR", default=os.curdir,
                    help="the project folder (default: the current folder)")
     s.add_argument("--limit", type=_whole(1), default=20, metavar="N",
-                   help=f"sessions (default 20, at most {history.MAX_SESSIONS})")
+                   help=f"sessions (default 20, at most {limits.MAX_SESSIONS})")
     common(s, "a JSON array")
     s.set_defaults(handler=cmd_sessions)
 
@@ -61,7 +61,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     m.add_argument("--offset", type=_whole(0), default=0, metavar="N",
                    help="messages to skip (default 0)")
     m.add_argument("--limit", type=_whole(1), default=50, metavar="N",
-                   help=f"messages (default 50, at most {history.MAX_MESSAGES})")
+                   help=f"messages (default 50, at most {limits.MAX_MESSAGES})")
     common(m, "the page as JSON")
     m.set_defaults(handler=cmd_messages)
 
@@ -71,7 +71,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     q.add_argument("--dir", metavar="DIR", default=os.curdir,
                    help="the project folder (default: the current folder)")
     q.add_argument("--limit", type=_whole(1), default=20, metavar="N",
-                   help=f"hits (default 20, at most {history.MAX_HITS})")
+                   help=f"hits (default 20, at most {limits.MAX_HITS})")
     common(q, "a JSON array")
     q.set_defaults(handler=cmd_search)
 
@@ -82,10 +82,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     c.set_defaults(handler=cmd_compactions)
 
 
-def _run(app: App, route: str, local: Callable[..., Any], payload: dict[str, Any]) -> Any:
-    """The running daemon's answer, else the use case run here (no store is opened)."""
+def _run(app: App, route: str, local: str, payload: dict[str, Any]) -> Any:
+    """The running daemon's answer, else the use case ``local`` of
+    :mod:`opencode_memoryd.usecases.history` run here (no store is opened)."""
     served, result = via_daemon(app, route, payload)
-    return result if served else local(app, **payload)
+    if served:
+        return result
+    from opencode_memoryd.usecases import history
+
+    return getattr(history, local)(app, **payload)
 
 
 def _when(iso: str) -> str:
@@ -94,7 +99,7 @@ def _when(iso: str) -> str:
 
 def cmd_sessions(app: App, args: argparse.Namespace) -> int:
     """``history sessions``: the project's recent sessions, newest first."""
-    rows = _run(app, "history_sessions", history.sessions,
+    rows = _run(app, "history_sessions", "sessions",
                 {"directory": args.dir, "limit": args.limit, "db": args.db})
     if args.json:
         print_json(rows)
@@ -116,7 +121,7 @@ def _header(session: dict[str, Any]) -> str:
 
 def cmd_messages(app: App, args: argparse.Namespace) -> int:
     """``history messages SESSION_ID``: one page of the session as text."""
-    page = _run(app, "history_messages", history.messages,
+    page = _run(app, "history_messages", "messages",
                 {"session_id": args.session_id, "offset": args.offset, "limit": args.limit,
                  "db": args.db})
     if args.json:
@@ -137,7 +142,7 @@ def cmd_messages(app: App, args: argparse.Namespace) -> int:
 
 def cmd_search(app: App, args: argparse.Namespace) -> int:
     """``history search QUERY``: matching messages, newest first."""
-    hits = _run(app, "history_search", history.search,
+    hits = _run(app, "history_search", "search",
                 {"query": args.query, "directory": args.dir, "limit": args.limit,
                  "db": args.db})
     if args.json:
@@ -155,7 +160,7 @@ def cmd_search(app: App, args: argparse.Namespace) -> int:
 
 def cmd_compactions(app: App, args: argparse.Namespace) -> int:
     """``history compactions SESSION_ID``: checkpoints and summaries, oldest first."""
-    got = _run(app, "history_compactions", history.compactions,
+    got = _run(app, "history_compactions", "compactions",
                {"session_id": args.session_id, "db": args.db})
     if args.json:
         print_json(got)

@@ -19,20 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from opencode_memoryd import __version__
-from opencode_memoryd.cli import (
-    context,
-    doctor,
-    dreams,
-    history,
-    maintain,
-    manage,
-    mcp,
-    memories,
-    opencode_setup,
-    setup,
-    status,
-    web,
-)
 from opencode_memoryd.cli.exits import (
     EXIT_CODES_HELP,
     EXIT_CONFIG,
@@ -61,6 +47,21 @@ if TYPE_CHECKING:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from opencode_memoryd.cli import (
+        context,
+        doctor,
+        dreams,
+        history,
+        maintain,
+        manage,
+        mcp,
+        memories,
+        opencode_setup,
+        setup,
+        status,
+        web,
+    )
+
     p = argparse.ArgumentParser(
         prog="opencode-memoryd",
         description="Turn OpenCode sessions into durable memories in Qdrant.",
@@ -101,6 +102,17 @@ def _cmd_run(app: App, args: argparse.Namespace) -> int:
 
 
 def _load_app(args: argparse.Namespace, env: Mapping[str, str]) -> App:
+    return load_app(args.config, args.command, args.verbose, env)
+
+
+def load_app(config_file: str | None, command: str, verbose: bool,
+             env: Mapping[str, str]) -> App:
+    """The application of ``--config`` (else the default config file), with logging set
+    up for ``command``.
+
+    Raises:
+        ConfigError: the config file is missing (when named) or invalid.
+    """
     # imported here: `--help` and a usage error need none of it
     import structlog
 
@@ -108,17 +120,17 @@ def _load_app(args: argparse.Namespace, env: Mapping[str, str]) -> App:
     from opencode_memoryd.compose import App
     from opencode_memoryd.config.loader import load_config
 
-    explicit = Path(args.config).expanduser() if args.config else None
+    explicit = Path(config_file).expanduser() if config_file else None
     config = load_config(explicit, env)
     app = App(config=config, env=env, config_path=explicit or config_path(env))
     logs.configure(
         log_dir=app.state_dir,
         level=config.log.level,
-        console_level="info" if args.verbose or args.command == "run" else "warning",
+        console_level="info" if verbose or command == "run" else "warning",
         max_bytes=config.log.file_max_bytes,
         backups=config.log.file_backups,
     )
-    structlog.get_logger(__name__).info("command_started", command=args.command,
+    structlog.get_logger(__name__).info("command_started", command=command,
                                         version=__version__, config=str(app.config_path))
     return app
 
@@ -149,15 +161,20 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     """Run the CLI; returns the exit code (see ``--help``)."""
     os.umask(PRIVATE_UMASK)  # every dir 0700, every file 0600
     env = dict(os.environ if env is None else env)
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = _parser().parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    try:
-        if getattr(args, "without_app", None) is not None:
-            code = int(args.without_app(args, env))
-        else:
-            code = int(args.handler(_load_app(args, env), args))
+        from opencode_memoryd.cli.thin import fast_path
+
+        code = fast_path(argv, env)  # `mcp` and the commands a running daemon serves
+        if code is None:
+            try:
+                args = _parser().parse_args(argv)
+            except SystemExit as exc:
+                return int(exc.code or 0)
+            if getattr(args, "without_app", None) is not None:
+                code = int(args.without_app(args, env))
+            else:
+                code = int(args.handler(_load_app(args, env), args))
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return code
     except BrokenPipeError:  # `... | head`: the reader has what it wanted

@@ -37,7 +37,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -58,7 +57,9 @@ from opencode_memoryd.models import iso_utc
 from opencode_memoryd.serve.alerts import Alerts
 from opencode_memoryd.serve.control_server import ControlServer
 from opencode_memoryd.serve.jobs import Pause, SessionJobs
-from opencode_memoryd.serve.protocol import socket_path
+from opencode_memoryd.serve.mcp_host import MCPHost, start_host
+from opencode_memoryd.serve.notify import sd_notify
+from opencode_memoryd.serve.protocol import mcp_socket_path, socket_path
 from opencode_memoryd.serve.sources import SourceTracking, TrackedSource
 from opencode_memoryd.serve.web_host import WebPage, start_web_page
 from opencode_memoryd.source.watcher import DbWatcher
@@ -80,26 +81,6 @@ MIN_CHECK_INTERVAL_SECONDS = 0.05
 CHECK_COST_FACTOR = 4.0
 #: Sessions listed in ``status`` (``pending_count`` has them all).
 STATUS_PENDING_LIMIT = 20
-
-
-def sd_notify(message: str) -> bool:
-    """Send a systemd notification (``READY=1``, ``WATCHDOG=1``, ``STATUS=…``).
-
-    Implements the documented datagram protocol of ``sd_notify(3)`` on ``$NOTIFY_SOCKET``
-    (a path, or an abstract socket when it starts with ``@``). Returns ``False`` when not
-    run by systemd.
-    """
-    addr = os.environ.get("NOTIFY_SOCKET")
-    if not addr:
-        return False
-    target = "\0" + addr[1:] if addr.startswith("@") else addr
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
-            s.connect(target)
-            s.sendall(message.encode())
-    except OSError:
-        return False
-    return True
 
 
 class Daemon(SourceTracking, SessionJobs):
@@ -135,6 +116,7 @@ class Daemon(SourceTracking, SessionJobs):
         self._watcher: DbWatcher | None = None
         self._control: ControlServer | None = None
         self._web: WebPage | None = None
+        self._mcp: MCPHost | None = None  # the hosted MCP server
         self.service: Service
         self.last_dream: dict[str, str] = {}
         self._work_wake = threading.Event()
@@ -264,6 +246,10 @@ class Daemon(SourceTracking, SessionJobs):
         self._control.start()
         info = {"pid": os.getpid(), "socket": str(path),
                 "started_at": iso_utc(self.started_at or self.clock())}
+        # the MCP server OpenCode talks to through `opencode-memoryd mcp` (a relay)
+        self._mcp = start_host(mcp_socket_path(path), functools.partial(call, self.service))
+        if self._mcp is not None:
+            info["mcp_socket"] = str(self._mcp.path)
         tmp = app.state_dir / (DAEMON_INFO_FILE + ".tmp")
         tmp.write_text(json.dumps(info))
         os.replace(tmp, app.state_dir / DAEMON_INFO_FILE)
@@ -339,6 +325,8 @@ class Daemon(SourceTracking, SessionJobs):
         sd_notify("STOPPING=1")
         if self._watcher is not None:
             self._watcher.stop()
+        if self._mcp is not None:
+            self._mcp.close()
         if self._control is not None:
             self._control.close(wait_seconds=2)
             (self.app.state_dir / DAEMON_INFO_FILE).unlink(missing_ok=True)
@@ -353,6 +341,8 @@ class Daemon(SourceTracking, SessionJobs):
         if not busy:
             for src in self._sources.values():
                 src.db.close()
+            if getattr(self, "service", None) is not None:
+                self.service.close()
             for opened in (getattr(self, "store", None), getattr(self, "state", None)):
                 if opened is not None:  # start() may have failed before opening it
                     opened.close()

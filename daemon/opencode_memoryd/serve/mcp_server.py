@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from opencode_memoryd import __version__
 from opencode_memoryd.errors import ControlError, DaemonUnreachableError
@@ -24,6 +24,7 @@ from opencode_memoryd.serve.mcp_tool import (
     DESCRIPTION,
     INPUT_SCHEMA,
     INSTRUCTIONS,
+    TOOL_NAME,
     dispatch,
     to_text,
 )
@@ -31,7 +32,6 @@ from opencode_memoryd.serve.mcp_tool import (
 #: Overrides the daemon's socket (``install-opencode`` does not need it: the state dir is
 #: found the same way as by the CLI).
 SOCKET_ENV_VAR = "OPENCODE_MEMORYD_SOCKET"
-TOOL_NAME = "memory"
 #: How long (s) a daemon has to answer a ping before a call is sent to it.
 PING_SECONDS = 3.0
 
@@ -79,12 +79,28 @@ def _accepts(sock: Path) -> bool:
     return True
 
 
-def serve(call: Callable[[str, dict[str, Any]], Any], directory: str) -> None:
-    """Serve MCP on stdin/stdout until the client closes stdin.
+def preload() -> None:
+    """Import the SDK parts :func:`serve` uses (the daemon does it once, before its first
+    MCP session, so no session waits for the import).
+
+    Raises:
+        ImportError: the ``mcp`` SDK is not installed.
+    """
+    import anyio  # noqa: F401
+    import mcp.server.lowlevel
+    import mcp.server.stdio  # noqa: F401
+    import mcp_types  # noqa: F401
+
+
+def serve(call: Callable[[str, dict[str, Any]], Any], directory: str,
+          streams: tuple[IO[str], IO[str]] | None = None) -> None:
+    """Serve MCP until the client closes its end.
 
     Args:
-        call: calls a daemon route (:func:`daemon_caller`).
+        call: calls a daemon route (:func:`daemon_caller`, or the daemon's own service).
         directory: the session's directory (OpenCode starts the server there).
+        streams: ``(input, output)`` text streams of newline-delimited JSON-RPC (the
+            daemon passes a relay's connection); default stdin/stdout.
     """
     import anyio
     import mcp_types as types
@@ -112,7 +128,9 @@ def serve(call: Callable[[str, dict[str, Any]], Any], directory: str) -> None:
                                  on_call_tool=call_tool)
 
     async def main() -> None:
-        async with stdio_server() as (read_stream, write_stream):
+        wrapped = (anyio.wrap_file(streams[0]), anyio.wrap_file(streams[1])) if streams else (
+            None, None)
+        async with stdio_server(*wrapped) as (read_stream, write_stream):
             await server.run(read_stream, write_stream,
                              server.create_initialization_options())
 

@@ -20,6 +20,8 @@ from typing import Any
 
 from opencode_memoryd.errors import ControlError, DaemonUnreachableError, RemoteError
 
+#: The one tool's name.
+TOOL_NAME = "memory"
 #: Memory types a manual memory may have.
 MEMORY_TYPES = ("feedback", "project", "reference", "user")
 #: The scopes a memory may have.

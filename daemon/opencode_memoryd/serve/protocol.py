@@ -73,6 +73,8 @@ from opencode_memoryd.errors import (
 )
 
 SOCKET_NAME = "control.sock"
+#: The MCP socket's file name, beside the control socket.
+MCP_SOCKET_NAME = "mcp.sock"
 RUNTIME_SUBDIR = "opencode-memoryd"
 BASE_URL = "http://opencode-memoryd"
 MAX_BODY_BYTES = 1024 * 1024
@@ -132,6 +134,15 @@ def socket_path(state_dir: Path, env: Mapping[str, str] | None = None) -> Path:
         path = (Path(tempfile.gettempdir()) / f"opencode-memoryd-{os.getuid()}"
                 / f"{digest}.sock")
     return path
+
+
+def mcp_socket_path(control: Path) -> Path:
+    """The MCP socket next to the control socket ``control`` (see
+    :mod:`opencode_memoryd.serve.mcp_host`): ``mcp.sock`` beside ``control.sock``, else
+    ``<control stem>-mcp.sock`` (a shortened socket path)."""
+    if control.name == SOCKET_NAME:
+        return control.with_name(MCP_SOCKET_NAME)
+    return control.with_name(control.stem + "-mcp.sock")
 
 
 def error_status(exc: BaseException) -> int:

@@ -38,8 +38,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.errors import SourceError
@@ -49,6 +50,9 @@ from opencode_memoryd.source.transcript import human_text
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.usecases.ports import AppPort
 from opencode_memoryd.usecases.projects import project_keys_for_dir, resolve_dir
+
+if TYPE_CHECKING:
+    from opencode_memoryd.source.reader import OpenCodeDB
 
 #: The block's first line: the plugin and the extractor recognise injected text by it.
 MARKER = "<!-- opencode-memoryd context -->"
@@ -191,7 +195,7 @@ def render(chosen: dict[str, list[Memory]]) -> str:
 
 
 @dataclass(frozen=True)
-class _SessionFacts:
+class SessionFacts:
     """What OpenCode's database says about a session: whether it is a sub-agent, and the
     human text of its first user message (``""`` when unknown)."""
 
@@ -199,37 +203,53 @@ class _SessionFacts:
     first_message: str = ""
 
 
-def _session_facts(app: AppPort, session_id: str) -> _SessionFacts:
-    """Look ``session_id`` up in OpenCode's databases (unknown: the defaults)."""
-    try:
-        paths = app.database_paths()
-    except SourceError:
-        return _SessionFacts()
-    for path in paths:
+def read_session_facts(dbs: Iterable[OpenCodeDB], session_id: str) -> SessionFacts:
+    """Look ``session_id`` up in the open databases ``dbs`` (unknown: the defaults; a
+    database that fails to answer is skipped)."""
+    for db in dbs:
         try:
-            with app.open_source(path) as db:
-                row = db.session(session_id)
-                if row is None:
-                    continue
-                if row.is_subagent:
-                    return _SessionFacts(is_subagent=True)
-                first = next((m for m in db.messages_after(session_id, None, limit=FIRST_READ)
-                              if m.role == "user"), None)
+            row = db.session(session_id)
+            if row is None:
+                continue
+            if row.is_subagent:
+                return SessionFacts(is_subagent=True)
+            first = next((m for m in db.messages_after(session_id, None, limit=FIRST_READ)
+                          if m.role == "user"), None)
         except SourceError:
             continue
         text = human_text(first) if first else ""
-        return _SessionFacts(first_message=text[:MAX_QUERY_CHARS])
-    return _SessionFacts()
+        return SessionFacts(first_message=text[:MAX_QUERY_CHARS])
+    return SessionFacts()
+
+
+def _session_facts(app: AppPort, session_id: str) -> SessionFacts:
+    """Look ``session_id`` up in OpenCode's databases, opened for this look-up."""
+    try:
+        paths = app.database_paths()
+    except SourceError:
+        return SessionFacts()
+    with ExitStack() as stack:
+        dbs = []
+        for path in paths:
+            try:
+                dbs.append(stack.enter_context(app.open_source(path)))
+            except SourceError:
+                continue
+        return read_session_facts(dbs, session_id)
 
 
 def project_keys(app: AppPort, store: MemoryStore, directory: str | None,
-                 project: str | None) -> list[str]:
+                 project: str | None, *,
+                 keys_of_dir: Callable[[str], set[str]] | None = None) -> list[str]:
     """The project scopes of a session: from OpenCode's sessions in ``directory``, else the
     OpenCode project id the plugin passed (not ``global``, which is no project), else the
-    store's own project roots containing ``directory``."""
+    store's own project roots containing ``directory``. ``keys_of_dir`` gives a normalised
+    folder's OpenCode project keys (default: the databases opened for this look-up)."""
     keys: set[str] = set()
     if directory:
-        keys = project_keys_for_dir(app, normalize_dir(directory))
+        folder = normalize_dir(directory)
+        keys = (keys_of_dir(folder) if keys_of_dir is not None
+                else project_keys_for_dir(app, folder))
     if not keys and project and project != "global":
         keys = {project}
     if not keys and directory:
@@ -270,8 +290,9 @@ class ScrollCache:
 def build_context(app: AppPort, store: MemoryStore, *, directory: str | None = None,
                   project: str | None = None, session: str | None = None,
                   query: str | None = None, user_filter: MemoryFilter | None = None,
-                  scroll: Callable[[MemoryFilter], Sequence[Memory]] | None = None
-                  ) -> ContextBlock:
+                  scroll: Callable[[MemoryFilter], Sequence[Memory]] | None = None,
+                  facts_of: Callable[[str], SessionFacts] | None = None,
+                  keys_of_dir: Callable[[str], set[str]] | None = None) -> ContextBlock:
     """The context block of a session.
 
     Args:
@@ -285,15 +306,23 @@ def build_context(app: AppPort, store: MemoryStore, *, directory: str | None = N
         user_filter: the user-scope memories to include (default: this user's).
         scroll: reads a filter's memories (default ``store.scroll``; the daemon passes a
             :class:`ScrollCache`).
+        facts_of: a session's :class:`SessionFacts` (default: read from the databases,
+            opened for this call); the daemon keeps them
+            (:class:`~opencode_memoryd.usecases.context_cache.ContextCache`).
+        keys_of_dir: a normalised folder's OpenCode project keys (see
+            :func:`project_keys`).
 
     Returns:
         The block (``text`` ``""`` with a ``reason`` when there is nothing to give).
     """
-    facts = _session_facts(app, session) if session else _SessionFacts()
+    if not session:
+        facts = SessionFacts()
+    else:
+        facts = facts_of(session) if facts_of is not None else _session_facts(app, session)
     if facts.is_subagent:
         return ContextBlock("", {}, [], "sub-agent session")
     query = facts.first_message or query
-    keys = project_keys(app, store, directory, project)
+    keys = project_keys(app, store, directory, project, keys_of_dir=keys_of_dir)
     cfg = app.config.context
     user_flt = user_filter or MemoryFilter(scope="user", user_id=app.user_id)
     flts = [MemoryFilter(project_id=k, include_user_scope=False) for k in keys] + [user_flt]

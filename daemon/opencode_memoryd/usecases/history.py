@@ -33,6 +33,7 @@ from opencode_memoryd.redaction.engine import scrub
 from opencode_memoryd.source import history as queries
 from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.source.transcript import readable
+from opencode_memoryd.usecases import limits
 from opencode_memoryd.usecases.ports import AppPort
 from opencode_memoryd.usecases.projects import project_keys_for_dir
 
@@ -42,9 +43,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 #: Upper bounds of ``limit`` (a larger one is lowered to these, not refused).
-MAX_SESSIONS = 200
-MAX_MESSAGES = 200
-MAX_HITS = 100
+MAX_SESSIONS, MAX_MESSAGES, MAX_HITS = limits.MAX_SESSIONS, limits.MAX_MESSAGES, limits.MAX_HITS
 MAX_COMPACTIONS = 100
 #: Longest message text returned, in characters (after redaction), and a summary's.
 MESSAGE_TEXT_CHARS = 4000

@@ -40,7 +40,7 @@ from opencode_memoryd.usecases import (
     section_migration,
     status,
 )
-from opencode_memoryd.usecases.context import ScrollCache, build_context
+from opencode_memoryd.usecases.context_cache import ContextCache
 from opencode_memoryd.usecases.maintain import LockFor, Progress, capture_now, maintain, no_lock
 from opencode_memoryd.usecases.ports import AppPort
 from opencode_memoryd.usecases.projects import resolve_dir
@@ -91,10 +91,8 @@ class Service:
         self.daemon_status = daemon_status
         self._extractor = extractor
         self._summarizer = summarizer
-        # the embedded store has one writer (this process): its memories per filter can be
-        # kept between context requests until the next write
-        self._scroll_cache = (ScrollCache(store) if getattr(store, "single_writer", False)
-                              else None)
+        # OpenCode connections, session look-ups and blocks kept between context requests
+        self._context = ContextCache(app, store)
         self._dreamer: Dreamer | None = None
         self.migrate_user_scope()
         self.migrate_sections()
@@ -243,9 +241,8 @@ class Service:
             :meth:`~opencode_memoryd.usecases.context.ContextBlock.to_dict`.
         """
         del worktree
-        return build_context(self.app, self.store, directory=directory, project=project,
-                             session=session, query=query,
-                             scroll=self._scroll_cache).to_dict()
+        return self._context.context(directory=directory, session=session, project=project,
+                                     query=query)
 
     def capture_now(self, *, directory: str) -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.maintain.capture_now`."""
@@ -305,6 +302,11 @@ class Service:
             log.warning("section_migration_failed", error=str(exc))
             return 0
 
+    def close(self) -> None:
+        """Release what the use cases keep open between calls (OpenCode connections);
+        the state file and the store stay open (their opener closes them)."""
+        self._context.close()
+
     def recover_dreams(self) -> builtins.list[str]:
         """See :func:`opencode_memoryd.usecases.dreams.recover_dreams`."""
         return dreams.recover_dreams(self.dreamer, self.journal)
@@ -349,7 +351,11 @@ def open_local(app: AppPort, *, progress: Progress | None = None) -> Iterator[Se
     try:
         store = app.open_store()
         try:
-            yield Service(app, state, store, progress=progress)
+            service = Service(app, state, store, progress=progress)
+            try:
+                yield service
+            finally:
+                service.close()
         finally:
             store.close()
     finally:

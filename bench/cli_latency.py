@@ -1,0 +1,78 @@
+"""Wall time of the commands a running daemon serves, against a bare interpreter.
+
+In a throw-away HOME (rules mode, a copy of ``tests/fixtures/opencode-sample.db``) each
+command runs ``--runs`` times as ``python -m opencode_memoryd --config CFG ...`` and the
+median wall time is printed with its ratio to ``python -c pass`` on the same machine:
+``--help``, then ``search``, ``list``, ``status`` and ``context`` first with no daemon
+(goal: <= 1 s each), then with ``opencode-memoryd run`` serving them (goal: <= 3x
+``python -c pass``). The interpreter's own start-up is in both.
+
+Run: ``.venv/bin/python bench/cli_latency.py [--runs 15]``. Asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _daemon_common import FIXTURE, Sandbox
+
+CONFIG = "[extraction]\nmode = \"rules\"\n"
+COMMANDS: list[list[str]] = [["search", "pnpm"], ["list"], ["status"],
+                             ["context", "--dir", "/nowhere/project"]]
+
+
+def median_ms(argv: list[str], env: dict[str, str], runs: int) -> float:
+    """Median wall milliseconds of running ``argv`` to completion."""
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run(argv, env=env, capture_output=True, check=False)
+        times.append((time.perf_counter() - t) * 1000)
+    return statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=15)
+    args = ap.parse_args(argv)
+    root = Path(tempfile.mkdtemp(prefix="ocm-cli-"))
+    try:
+        box = Sandbox(root, CONFIG)
+        shutil.copyfile(FIXTURE, box.opencode_db)
+        env = box.full_env()
+        base = [sys.executable, "-m", "opencode_memoryd", "--config", str(box.config)]
+        bare = median_ms([sys.executable, "-c", "pass"], env, args.runs)
+        print(f"python -c pass: median {bare:.0f} ms ({args.runs} runs each)")
+
+        def row(label: str, cmd: list[str], goal: str) -> None:
+            ms = median_ms(base + cmd, env, args.runs)
+            print(f"  {label:34} {ms:7.0f} ms  {ms / bare:5.1f}x   ({goal})")
+
+        row("--help", ["--help"], "<= 3x")
+        print("no daemon:")
+        for cmd in COMMANDS:
+            row(" ".join(cmd), cmd, "<= 1 s")
+        daemon = box.start_daemon()
+        try:
+            daemon.wait_ready()
+            print("served by a running daemon:")
+            for cmd in COMMANDS:
+                row(" ".join(cmd), cmd, "<= 3x")
+        finally:
+            daemon.stop()
+            daemon.kill()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

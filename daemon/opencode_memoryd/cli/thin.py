@@ -1,0 +1,174 @@
+"""The CLI's fast paths: what runs before the full command line and config are loaded.
+
+``opencode-memoryd mcp`` (started by OpenCode for every directory it opens) becomes a relay
+to the daemon's MCP server (:mod:`opencode_memoryd.serve.mcp_relay`) after reading only the
+state dir from the config file (:mod:`opencode_memoryd.config.light`). The read-only
+commands a running daemon serves (:data:`THIN_COMMANDS`) parse their own arguments and ask
+the daemon with a :class:`ThinApp`, which loads the full config only if the daemon goes
+away meanwhile (the command then runs locally, as it would have). Anything this
+module cannot decide cheaply (a ``--help``, an option it does not know, a config file it
+cannot read, a daemon too old to host MCP) goes the full way (:func:`fast_path` returns
+``None``), which reports problems as before.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from opencode_memoryd.config.light import daemon_info, light_state_dir
+
+if TYPE_CHECKING:
+    from opencode_memoryd.compose import App
+
+#: Commands served by a running daemon without loading the config schema: module, name.
+THIN_COMMANDS = {"search": "memories", "list": "memories", "status": "status",
+                 "context": "context"}
+#: Overrides the daemon's control socket (the MCP socket is found beside it).
+SOCKET_ENV_VAR = "OPENCODE_MEMORYD_SOCKET"
+
+
+class Line:
+    """A command line split before ``argparse``: the global options and the rest."""
+
+    def __init__(self, config: str | None, verbose: bool, command: str,
+                 rest: list[str]) -> None:
+        self.config = config
+        self.verbose = verbose
+        self.command = command
+        self.rest = rest
+
+
+def split(argv: Sequence[str]) -> Line | None:
+    """The global options (``--config PATH``, ``-v``) and the command with its arguments;
+    ``None`` for anything else before the command (``--help``, ``--version``, a typo)."""
+    config: str | None = None
+    verbose = False
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--config" and i + 1 < len(argv):
+            config, i = argv[i + 1], i + 2
+        elif arg.startswith("--config="):
+            config, i = arg.split("=", 1)[1], i + 1
+        elif arg in ("-v", "--verbose"):
+            verbose, i = True, i + 1
+        elif arg.startswith("-"):
+            return None
+        else:
+            return Line(config, verbose, arg, list(argv[i + 1:]))
+    return None
+
+
+def state_dir_of(line: Line, env: Mapping[str, str]) -> Path | None:
+    """The state dir for ``line``'s config (``None``: ask the full config)."""
+    from opencode_memoryd.config.paths import expand_home
+
+    explicit = expand_home(line.config, env) if line.config else None
+    return light_state_dir(explicit, env)
+
+
+def mcp_socket_finder(state_dir: Path, env: Mapping[str, str]) -> tuple[bool, object]:
+    """``(usable, find)``: ``find()`` gives the running daemon's MCP socket or ``None``;
+    ``usable`` is false when a daemon runs that hosts no MCP server (an older version)."""
+    override = env.get(SOCKET_ENV_VAR)
+    if override:
+        from opencode_memoryd.serve.protocol import mcp_socket_path
+
+        fixed = mcp_socket_path(Path(override))
+        return True, lambda: fixed
+    info = daemon_info(state_dir)
+    if info.get("socket") and not info.get("mcp_socket"):
+        return False, None
+
+    def find() -> Path | None:
+        found = daemon_info(state_dir).get("mcp_socket")
+        return Path(found) if isinstance(found, str) and found else None
+
+    return True, find
+
+
+def fast_path(argv: Sequence[str], env: Mapping[str, str]) -> int | None:
+    """Run the command here when it has a fast path; ``None``: take the full way."""
+    line = split(argv)
+    if line is None:
+        return None
+    if line.command == "mcp" and not line.rest:
+        state = state_dir_of(line, env)
+        if state is None:
+            return None
+        usable, find = mcp_socket_finder(state, env)
+        if not usable or not callable(find):
+            return None
+        from opencode_memoryd.serve.mcp_relay import run
+
+        return run(find)
+    if line.command in THIN_COMMANDS and not {"-h", "--help"} & set(line.rest):
+        return _served(line, env)
+    return None
+
+
+class _Unsure(Exception):
+    """The short parser met something the full one should report."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _Unsure(message)
+
+
+class ThinApp:
+    """What a served command's handler gets instead of the full application: the
+    daemon's socket, and :meth:`load` for the full one.
+
+    Args:
+        state_dir: the state dir (from the config file alone).
+        socket: the daemon's control socket (from ``daemon.json``).
+        line: the command line, for :meth:`load`.
+        env: the environment.
+    """
+
+    def __init__(self, state_dir: Path, socket: Path, line: Line,
+                 env: Mapping[str, str]) -> None:
+        self.state_dir = state_dir
+        self._socket = socket
+        self._line = line
+        self._env = env
+
+    def daemon_socket(self) -> Path | None:
+        """The control socket of the running daemon."""
+        return self._socket
+
+    def load(self) -> App:
+        """The full application (config validated, logging set up).
+
+        Raises:
+            ConfigError: the config file is invalid.
+        """
+        from opencode_memoryd.cli.main import load_app
+
+        return load_app(self._line.config, self._line.command, self._line.verbose,
+                        self._env)
+
+
+def _served(line: Line, env: Mapping[str, str]) -> int | None:
+    """Run a :data:`THIN_COMMANDS` command with a :class:`ThinApp` when a daemon runs."""
+    state = state_dir_of(line, env)
+    if state is None:
+        return None
+    sock = daemon_info(state).get("socket")
+    if not isinstance(sock, str) or not sock:
+        return None
+    import importlib
+
+    module: Any = importlib.import_module(f"opencode_memoryd.cli.{THIN_COMMANDS[line.command]}")
+    parser = _Parser(prog="opencode-memoryd", add_help=False)
+    module.register(parser.add_subparsers(dest="command"))
+    try:
+        args = parser.parse_args([line.command, *line.rest])
+    except _Unsure:
+        return None
+    app: Any = ThinApp(state, Path(sock), line, env)
+    return int(args.handler(app, args))

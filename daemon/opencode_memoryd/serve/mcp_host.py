@@ -1,0 +1,190 @@
+"""The MCP server hosted by the daemon: one SDK session per ``opencode-memoryd mcp`` relay.
+
+OpenCode starts ``opencode-memoryd mcp`` for every directory it opens and waits for the
+``initialize`` answer; importing the ``mcp`` SDK takes most of a second, so the SDK's
+server (:func:`opencode_memoryd.serve.mcp_server.serve`) runs here, in the daemon, which
+imports it once, and the ``mcp`` process is a small relay
+(:mod:`opencode_memoryd.serve.mcp_relay`) between OpenCode's stdio and this socket.
+
+Wire: the relay connects to
+:func:`~opencode_memoryd.serve.protocol.mcp_socket_path` (next to the control socket, mode
+0600 in a 0700 folder, recorded as ``mcp_socket`` in ``daemon.json``) and sends one JSON
+line, ``{"cwd": "<the relay's working directory>"}``; then the connection carries MCP's
+newline-delimited JSON-RPC both ways until the relay closes its end. The tool calls run
+the daemon's use cases directly (no control-socket round trip); an error a use case
+raises reaches the tool as a :class:`~opencode_memoryd.errors.RemoteError`, exactly as
+it would over the control socket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import selectors
+import socket
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from opencode_memoryd.errors import MemorydError, RemoteError
+from opencode_memoryd.serve.protocol import GENERIC_MESSAGE, error_status
+
+log = structlog.get_logger(__name__)
+
+#: How long (s) a relay has to send its first line.
+HELLO_SECONDS = 10.0
+#: The longest first line accepted, in bytes.
+MAX_HELLO_BYTES = 65536
+
+
+def in_process_caller(run: Callable[[str, dict[str, Any]], Any]
+                      ) -> Callable[[str, dict[str, Any]], Any]:
+    """Wrap ``run(route, payload)`` (the daemon's use cases) so its errors look as they do
+    through the control socket.
+
+    Raises (from the returned function):
+        RemoteError: the use case failed (``type`` = its error class, or
+            ``InternalError`` for a bug, whose details stay in the log).
+    """
+    def call(route: str, payload: dict[str, Any]) -> Any:
+        try:
+            return run(route, payload)
+        except MemorydError as exc:
+            raise RemoteError(str(exc), type=type(exc).__name__,
+                              kind=getattr(exc, "kind", None),
+                              status=error_status(exc)) from exc
+        except Exception as exc:
+            log.exception("mcp.handler_crashed", route=route)
+            raise RemoteError(GENERIC_MESSAGE, type="InternalError", status=500) from exc
+
+    return call
+
+
+class MCPHost:
+    """Accepts relays on a Unix socket and serves each an MCP session on its own thread.
+
+    Args:
+        path: the socket file (its folder exists and is private: the control server's).
+        call: runs a use case (:func:`in_process_caller`).
+
+    The SDK is imported on the accepting thread before the first connection is taken, so
+    the daemon's start is not delayed by it and a relay that connects meanwhile waits.
+    """
+
+    def __init__(self, path: Path, call: Callable[[str, dict[str, Any]], Any]) -> None:
+        self.path = path
+        self._call = call
+        self._listener: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self._wake: tuple[int, int] | None = None
+        self._lock = threading.Lock()
+        self._open: set[socket.socket] = set()
+
+    def start(self) -> None:
+        """Bind the socket (a leftover file is replaced: the caller holds the daemon's
+        lock) and start accepting.
+
+        Raises:
+            OSError: the socket cannot be bound.
+        """
+        self.path.unlink(missing_ok=True)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o077)
+        try:
+            listener.bind(str(self.path))
+        except OSError:
+            listener.close()
+            raise
+        finally:
+            os.umask(old)
+        os.chmod(self.path, 0o600)
+        listener.listen(32)
+        self._listener = listener
+        self._wake = os.pipe()
+        self._thread = threading.Thread(target=self._accept, name="memoryd-mcp", daemon=True)
+        self._thread.start()
+        log.info("mcp.listening", path=str(self.path))
+
+    def close(self) -> None:
+        """Stop accepting, end the open sessions and remove the socket file."""
+        if self._listener is None or self._wake is None:
+            return
+        os.write(self._wake[1], b"x")
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        for fd in self._wake:
+            os.close(fd)
+        self._listener.close()
+        self._listener = self._wake = None
+        self.path.unlink(missing_ok=True)
+        with self._lock:
+            conns = list(self._open)
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+
+    def _accept(self) -> None:
+        assert self._listener is not None and self._wake is not None
+        try:
+            from opencode_memoryd.serve.mcp_server import preload
+
+            preload()
+        except ImportError:
+            log.exception("mcp.sdk_unavailable")
+            return
+        with selectors.DefaultSelector() as sel:
+            sel.register(self._listener, selectors.EVENT_READ)
+            sel.register(self._wake[0], selectors.EVENT_READ)
+            while True:
+                ready = sel.select()
+                if any(key.fd == self._wake[0] for key, _ in ready):
+                    return
+                try:
+                    conn, _ = self._listener.accept()
+                except OSError:
+                    continue
+                threading.Thread(target=self._session, args=(conn,), name="memoryd-mcp-session",
+                                 daemon=True).start()
+
+    def _session(self, conn: socket.socket) -> None:
+        from opencode_memoryd.serve.mcp_server import serve
+
+        with self._lock:
+            self._open.add(conn)
+        try:
+            conn.settimeout(HELLO_SECONDS)
+            reader = conn.makefile("rb")
+            hello = json.loads(reader.readline(MAX_HELLO_BYTES))
+            cwd = hello.get("cwd") if isinstance(hello, dict) else None
+            if not isinstance(cwd, str) or not os.path.isabs(cwd):
+                log.warning("mcp.bad_hello")
+                return
+            conn.settimeout(None)
+            text_in = io.TextIOWrapper(reader, encoding="utf-8", errors="replace")
+            text_out = io.TextIOWrapper(conn.makefile("wb"), encoding="utf-8")
+            serve(self._call, cwd, (text_in, text_out))
+        except (OSError, ValueError) as exc:
+            log.info("mcp.session_ended", error=str(exc))
+        except Exception:
+            log.exception("mcp.session_crashed")
+        finally:
+            with self._lock:
+                self._open.discard(conn)
+            conn.close()
+
+
+def start_host(path: Path, run: Callable[[str, dict[str, Any]], Any]) -> MCPHost | None:
+    """Serve MCP on ``path`` with the use cases ``run(route, payload)``; ``None`` (logged)
+    when the socket cannot be bound: the relays then answer without a daemon's server."""
+    host = MCPHost(path, in_process_caller(run))
+    try:
+        host.start()
+    except OSError as exc:
+        log.warning("mcp_socket_unavailable", error=str(exc))
+        return None
+    return host

@@ -1,0 +1,91 @@
+"""A minimal client of the control socket for one-shot commands: one HTTP/1.1 request per
+connection written by hand over the Unix socket (the daemon closes each connection after
+its answer), so a command the daemon serves imports no HTTP library. Same errors as
+:class:`~opencode_memoryd.serve.control_client.ControlClient`."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+from opencode_memoryd.errors import ControlError, DaemonUnreachableError, RemoteError
+
+
+def _exchange(path: Path, method: str, route: str, body: bytes, timeout: float
+              ) -> tuple[int, Any]:
+    """Send one request; return ``(status, decoded JSON body or None)``.
+
+    Raises:
+        DaemonUnreachableError: nothing accepts connections on ``path``.
+        ControlError: no (complete) answer within ``timeout`` seconds.
+    """
+    head = (f"{method} /v1/{route} HTTP/1.1\r\nHost: opencode-memoryd\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+            "Connection: close\r\n\r\n").encode()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(min(5.0, timeout))
+        try:
+            s.connect(str(path))
+        except OSError as exc:
+            raise DaemonUnreachableError(
+                f"no opencode-memoryd daemon answers on {path}: {exc}") from exc
+        s.settimeout(timeout)
+        chunks = []
+        try:
+            s.sendall(head + body)
+            while True:
+                got = s.recv(65536)
+                if not got:
+                    break
+                chunks.append(got)
+        except TimeoutError as exc:
+            raise ControlError(
+                f"the daemon on {path} did not answer /v1/{route} in time") from exc
+        except OSError as exc:
+            raise ControlError(f"calling /v1/{route} on {path} failed: {exc}") from exc
+    raw = b"".join(chunks)
+    top, _, rest = raw.partition(b"\r\n\r\n")
+    try:
+        status = int(top.split(b" ", 2)[1])
+    except (IndexError, ValueError) as exc:
+        raise ControlError(f"malformed answer from the daemon on {path}") from exc
+    try:
+        data = json.loads(rest) if rest else None
+    except ValueError:
+        data = None
+    return status, data
+
+
+def ping(path: Path, timeout: float = 1.0) -> int | None:
+    """The daemon's pid, or ``None`` when no daemon answers within ``timeout`` seconds
+    (never raises for that)."""
+    try:
+        status, data = _exchange(path, "GET", "ping", b"", timeout)
+        pid = data["result"]["pid"] if status == 200 else None
+    except (ControlError, DaemonUnreachableError, KeyError, TypeError):
+        return None
+    return pid if isinstance(pid, int) and not isinstance(pid, bool) else None
+
+
+def call(path: Path, route: str, payload: dict[str, Any], *, timeout: float = 600) -> Any:
+    """Run the daemon's route ``route`` with ``payload``; return its result.
+
+    Raises:
+        RemoteError: the daemon answered with an error.
+        DaemonUnreachableError: no daemon accepted the connection.
+        ControlError: a timeout, a broken connection or a malformed answer.
+    """
+    body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    status, data = _exchange(path, "POST", route, body, timeout)
+    if status == 200:
+        if not isinstance(data, dict) or "result" not in data:
+            raise ControlError(f"malformed answer from the daemon on {path}")
+        return data["result"]
+    error = data.get("error") if isinstance(data, dict) else None
+    if not isinstance(error, dict) or not isinstance(error.get("type"), str):
+        raise ControlError(f"unexpected HTTP {status} from the daemon on {path}")
+    kind = error.get("kind")
+    raise RemoteError(str(error.get("message", "")), type=error["type"],
+                      kind=kind if isinstance(kind, str) else None, status=status)
