@@ -4,15 +4,21 @@ For each store size (``--sizes``, default 1k and 10k memories) a store is seeded
 realistic memories of ``bench/dream_scale.py`` (10 projects of Zipf-like sizes, the user
 scope ~8%, project/reference/feedback/user types, duplicates and superseded facts, dates over
 six months) in a throw-away HOME. A copy of ``tests/fixtures/opencode-sample.db`` gets one
-OpenCode session in the biggest project's folder and one in the smallest's (their first user
+OpenCode session in the biggest project's folder and one in the smallest's, and one more
+session of the biggest project per request of the "new session" case (their first user
 message is the task), so the daemon resolves folders and sessions exactly as for a real
 OpenCode. Then ``opencode-memoryd run`` starts as a real child process and, after a few
 warm-up requests, ``GET /v1/context?directory&session&project&worktree&query`` is sent
 ``--requests`` times per case over the Unix socket with a fresh connection each time
 (``httpx`` with the ``uds`` transport; the plugin's Bun ``fetch`` also connects per
 request). Cases: the biggest project with the plugin's query (the session's first message),
-the same with no session and no query (no search: "Relevant to the task" is skipped), and
-the smallest project with its query.
+asked again and again for one session (the daemon's kept block); a new session of the
+biggest project at every request, each with its own first message (what the plugin really
+sends: one request per session, so nothing kept for that session helps); the biggest project
+with no session and no query (no search: "Relevant to the task" is skipped); and the
+smallest project with its query. The daemon runs with ``[dream] enabled = false``: a dream
+over 10k memories holds the interpreter for seconds, and this bench measures serving, not
+dreaming (``bench/dream_scale.py`` measures dreams).
 
 Printed per size and case: p50 / p95 / p99 / max milliseconds (goal: p95 <= 20 ms), the
 block's characters and entries; the store's seeding time. With ``--profile`` (default on
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import io
 import json
 import pstats
@@ -76,7 +83,7 @@ def percentile_line(values: list[float]) -> str:
 class Setup:
     """A seeded store, an OpenCode database with two sessions, and the config."""
 
-    def __init__(self, root: Path, size: int, seed: int) -> None:
+    def __init__(self, root: Path, size: int, seed: int, fresh: int = 0) -> None:
         self.box = Sandbox(root, "")
         seeded = build_memories(size, seed=seed, projects=10, dup_share=0.1, sup_share=0.05)
         projects = sorted((k for k in seeded.scope_sizes if k), key=seeded.scope_sizes.get)
@@ -87,17 +94,26 @@ class Setup:
         shutil.copyfile(FIXTURE, db)
         writer = OpenCodeWriter(db)
         self.sessions = {}
+        self.fresh: list[tuple[str, str]] = []  # (session id, first message), one a request
         try:
             for name, key in self.keys.items():
                 sid = writer.new_session(project_id=key, directory=self.roots[name],
                                          worktree=self.roots[name], title=f"{name} task")
                 writer.append_turn(sid, TASKS[name], "Looking into it.")
                 self.sessions[name] = sid
+            for i in range(fresh):
+                task = f"{FRESH_TASKS[i % len(FRESH_TASKS)]} (ticket {1000 + i})"
+                sid = writer.new_session(project_id=self.keys["big"],
+                                         directory=self.roots["big"],
+                                         worktree=self.roots["big"], title=f"task {i}")
+                writer.append_turn(sid, task, "Looking into it.")
+                self.fresh.append((sid, task))
         finally:
             writer.close()
         self.box.config.write_text(f'[opencode]\nsettle_seconds = 0\ndb_paths = ["{db}"]\n'
                                    '[extraction]\nmode = "rules"\n'
-                                   '[daemon]\nquiet_period_seconds = 3600\n')
+                                   '[daemon]\nquiet_period_seconds = 3600\n'
+                                   '[dream]\nenabled = false\n')
         self.env = self.box.full_env() | {"PYTHONPATH": str(ROOT / "daemon")}
         cfg = load_config(self.box.config, self.env)
         self.app = App(config=cfg, env=self.env)
@@ -105,8 +121,12 @@ class Setup:
         seed_store(store_dir(cfg, self.env), seeded.memories)
         self.seed_seconds = time.perf_counter() - t
 
-    def params(self, case: str) -> dict[str, str]:
+    def params(self, case: str, i: int = 0) -> dict[str, str]:
         name = "small" if case == "small" else "big"
+        if case == FRESH_CASE:
+            sid, task = self.fresh[i]
+            return {"directory": self.roots[name], "session": sid, "project": self.keys[name],
+                    "worktree": self.roots[name], "query": task}
         with_task = case != "big, no session or query"
         return {"directory": self.roots[name],
                 "session": self.sessions[name] if with_task else "",
@@ -114,7 +134,16 @@ class Setup:
                 "query": TASKS[name] if with_task else ""}
 
 
-CASES = ("big, plugin request", "big, no session or query", "small")
+FRESH_CASE = "big, a new session each"
+CASES = ("big, plugin request", FRESH_CASE, "big, no session or query", "small")
+#: first messages of the fresh sessions (a ticket number makes each one differ)
+FRESH_TASKS = (
+    "the checkout tests fail after the PostgreSQL upgrade, which port does it use",
+    "how do we deploy the billing service to staging",
+    "add a retry to the webhook consumer, what is our convention for backoff",
+    "why does the nightly import job time out",
+    "rename the ledger module and keep the public API stable",
+)
 
 
 @contextmanager
@@ -136,11 +165,12 @@ def running_daemon(setup: Setup) -> Iterator[Path]:
         daemon.stop()
 
 
-def measure(sock: Path, params: dict[str, str], n: int) -> tuple[list[float], dict[str, Any]]:
-    url = "http://opencode-memoryd/v1/context?" + urlencode(params)
+def measure(sock: Path, params: Callable[[int], dict[str, str]], n: int
+            ) -> tuple[list[float], dict[str, Any]]:
     times: list[float] = []
     result: dict[str, Any] = {}
     for i in range(WARMUP + n):
+        url = "http://opencode-memoryd/v1/context?" + urlencode(params(i))
         with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock)),
                           trust_env=False) as http:
             t = time.perf_counter()
@@ -223,14 +253,15 @@ def main(argv: list[str] | None = None) -> int:
     for size in sizes:
         root = Path(tempfile.mkdtemp(prefix="ctx-bench-"))
         try:
-            setup = Setup(root, size, args.seed)
+            setup = Setup(root, size, args.seed, fresh=WARMUP + args.requests)
             big, small = (setup.scope_sizes[setup.keys[k]] for k in ("big", "small"))
             print(f"\n{size} memories (seeded in {setup.seed_seconds:.1f} s): biggest project "
                   f"{big}, smallest {small}, user scope {setup.scope_sizes[None]}")
             missed = []
             with running_daemon(setup) as sock:
                 for case in CASES:
-                    times, result = measure(sock, setup.params(case), args.requests)
+                    times, result = measure(sock, functools.partial(setup.params, case),
+                                            args.requests)
                     print(f"  {case:26} {percentile_line(times)}  block {result['chars']} "
                           f"chars, {result['entries']} entries")
                     if pct(times, 0.95) > GOAL_P95_MS:
