@@ -20,13 +20,15 @@ recording and storing replays the recorded result, and storing it twice is harml
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd.models import STORAGE_MESSAGE, Mark
 from opencode_memoryd.state.engine import StateFile
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection, RowMapping
 
 __all__ = ["Item", "OutboxTables"]
 
@@ -63,7 +65,7 @@ class OutboxTables(StateFile):
     def get_mark(self, source_id: str, session_id: str) -> Mark | None:
         """The session's high-water mark, or ``None`` when nothing was read yet."""
         with self._read() as c:
-            row = c.execute(
+            row = c.exec_driver_sql(
                 "SELECT storage, time_created, message_id FROM marks "
                      "WHERE source_id=:s AND session_id=:sid",
                 {"s": source_id, "sid": session_id},
@@ -85,7 +87,7 @@ class OutboxTables(StateFile):
                 params: dict[str, Any] = {f"i{k}": v for k, v in enumerate(batch)}
                 params["s"] = source_id
                 names = ", ".join(f":i{k}" for k in range(len(batch)))
-                for r in c.execute(
+                for r in c.exec_driver_sql(
                         "SELECT session_id, max_rowid FROM marks WHERE source_id=:s AND "
                         f"max_rowid IS NOT NULL AND session_id IN ({names})", params).fetchall():
                     out[str(r[0])] = int(r[1])
@@ -116,7 +118,7 @@ class OutboxTables(StateFile):
         out: dict[str, Mark] = {}
         with self._read() as c:  # one transaction: one consistent snapshot
             for query, query_params in queries:
-                for r in c.execute(query, query_params).fetchall():
+                for r in c.exec_driver_sql(query, query_params).fetchall():
                     out[str(r[0])] = Mark(str(r[1]), (int(r[2]), str(r[3])))
         return out
 
@@ -139,19 +141,19 @@ class OutboxTables(StateFile):
             self._replace_mark(c, source_id, session_id, mark, now)
 
     @classmethod
-    def _replace_mark(cls, c: sqlite3.Connection, source_id: str, session_id: str,
+    def _replace_mark(cls, c: Connection, source_id: str, session_id: str,
                       mark: Mark | None, now: str) -> None:
-        c.execute("DELETE FROM marks WHERE source_id=:s AND session_id=:sid",
+        c.exec_driver_sql("DELETE FROM marks WHERE source_id=:s AND session_id=:sid",
                   {"s": source_id, "sid": session_id})
         if mark is not None:
             cls._set_mark(c, source_id, session_id, mark, now)
 
     @staticmethod
-    def _set_mark(c: sqlite3.Connection, source_id: str, session_id: str, mark: Mark,
+    def _set_mark(c: Connection, source_id: str, session_id: str, mark: Mark,
                   now: str, max_rowid: int | None = None) -> None:
         moved = ("(excluded.storage != marks.storage OR (excluded.time_created, "
                  "excluded.message_id) > (marks.time_created, marks.message_id))")
-        c.execute(
+        c.exec_driver_sql(
             f"""INSERT INTO marks (source_id, session_id, storage, time_created,
                                         message_id, updated_at, max_rowid)
                      VALUES (:s, :sid, :st, :t, :m, :now, :rowid)
@@ -185,16 +187,16 @@ class OutboxTables(StateFile):
             self._record_item(c, item, now, settles)
 
     @staticmethod
-    def _record_item(c: sqlite3.Connection, item: Item, now: str,
+    def _record_item(c: Connection, item: Item, now: str,
                      settles: str | None = None) -> None:
         insert_item(c, item, now)
-        c.execute("""DELETE FROM chunk_failures WHERE source_id=:s AND session_id=:sid
+        c.exec_driver_sql("""DELETE FROM chunk_failures WHERE source_id=:s AND session_id=:sid
                        AND status='failing' AND storage=:st
                        AND (first_time, first_id) <= (:lt, :li)""",
                   {"s": item.source_id, "sid": item.session_id, "st": item.storage,
                    "lt": item.last[0], "li": item.last[1]})
         if settles is not None:
-            c.execute("DELETE FROM chunk_failures WHERE id=:id", {"id": settles})
+            c.exec_driver_sql("DELETE FROM chunk_failures WHERE id=:id", {"id": settles})
 
     def complete_item(self, item: Item, now: str) -> None:
         """Mark an item stored and advance its session's mark (to ``item.last`` and the
@@ -203,9 +205,9 @@ class OutboxTables(StateFile):
             self._complete_item(c, item, now)
 
     @classmethod
-    def _complete_item(cls, c: sqlite3.Connection, item: Item, now: str) -> None:
+    def _complete_item(cls, c: Connection, item: Item, now: str) -> None:
         rowid = item.result.get("max_rowid")
-        c.execute("UPDATE items SET status='stored', updated_at=:now WHERE id=:id",
+        c.exec_driver_sql("UPDATE items SET status='stored', updated_at=:now WHERE id=:id",
                   {"id": item.id, "now": now})
         cls._set_mark(c, item.source_id, item.session_id, Mark(item.storage, item.last),
                       now, None if rowid is None else int(rowid))
@@ -218,14 +220,15 @@ class OutboxTables(StateFile):
             sql += " AND session_id=:sid"
             params["sid"] = session_id
         with self._read() as c:
-            rows = c.execute(sql + " ORDER BY last_time, last_id", params).fetchall()
+            rows = c.exec_driver_sql(sql + " ORDER BY last_time, last_id",
+                                     params).mappings().all()
         return [_item(r) for r in rows]
 
     def get_item(self, item_id: str) -> Item | None:
         """One outbox row by id."""
         with self._read() as c:
-            row = c.execute("SELECT * FROM items WHERE id=:id",
-                            {"id": item_id}).fetchone()
+            row = c.exec_driver_sql("SELECT * FROM items WHERE id=:id",
+                            {"id": item_id}).mappings().fetchone()
         return _item(row) if row else None
 
     def last_item(self) -> dict[str, Any] | None:
@@ -236,8 +239,8 @@ class OutboxTables(StateFile):
             "memories": number of candidates, "updated_at": ISO 8601 UTC}``.
         """
         with self._read() as c:
-            row = c.execute("SELECT * FROM items ORDER BY updated_at DESC, id DESC "
-                                 "LIMIT 1").fetchone()
+            row = c.exec_driver_sql("SELECT * FROM items ORDER BY updated_at DESC, id DESC "
+                                 "LIMIT 1").mappings().fetchone()
         if row is None:
             return None
         item = _item(row)
@@ -252,10 +255,10 @@ class OutboxTables(StateFile):
         """LLM tokens (in + out) spent at or after ``iso`` (UTC): those of the items
         created since, and those of the calls that failed since (``failed_calls``)."""
         with self._read() as c:
-            n = c.execute("SELECT coalesce(sum(tokens_in + tokens_out), 0) FROM items "
-                               "WHERE created_at >= :t", {"t": iso}).fetchone()[0]
-            f = c.execute("SELECT coalesce(sum(tokens_in + tokens_out), 0) "
-                               "FROM failed_calls WHERE at >= :t", {"t": iso}).fetchone()[0]
+            n = c.exec_driver_sql("SELECT coalesce(sum(tokens_in + tokens_out), 0) FROM items "
+                               "WHERE created_at >= :t", {"t": iso}).scalar_one()
+            f = c.exec_driver_sql("SELECT coalesce(sum(tokens_in + tokens_out), 0) "
+                               "FROM failed_calls WHERE at >= :t", {"t": iso}).scalar_one()
         return int(n or 0) + int(f or 0)
 
     def counts(self) -> dict[str, int]:
@@ -264,18 +267,18 @@ class OutboxTables(StateFile):
         ``failed_tokens_out``: of calls that failed), chunks ``failing`` and
         ``given_up``."""
         with self._read() as c:
-            sessions = c.execute("SELECT count(*) FROM marks").fetchone()[0] or 0
+            sessions = c.exec_driver_sql("SELECT count(*) FROM marks").scalar_one() or 0
             by_status: dict[str, int] = {
-                str(row[0]): int(row[1]) for row in c.execute(
+                str(row[0]): int(row[1]) for row in c.exec_driver_sql(
                     "SELECT status, count(*) FROM items GROUP BY status").fetchall()}
-            tokens = c.execute(
+            tokens = c.exec_driver_sql(
                 "SELECT coalesce(sum(tokens_in),0), coalesce(sum(tokens_out),0) FROM items"
             ).fetchone()
-            failed = c.execute(
+            failed = c.exec_driver_sql(
                 "SELECT coalesce(sum(tokens_in),0), coalesce(sum(tokens_out),0) "
                 "FROM failed_calls").fetchone()
             chunks: dict[str, int] = {
-                str(row[0]): int(row[1]) for row in c.execute(
+                str(row[0]): int(row[1]) for row in c.exec_driver_sql(
                     "SELECT status, count(*) FROM chunk_failures GROUP BY status").fetchall()}
         return {
             "sessions_tracked": int(sessions),
@@ -290,10 +293,10 @@ class OutboxTables(StateFile):
         }
 
 
-def insert_item(c: sqlite3.Connection, item: Item, now: str) -> None:
+def insert_item(c: Connection, item: Item, now: str) -> None:
     """Insert an outbox row (status ``extracted``) in the transaction ``c``; an existing
     row of the same id is kept as it is."""
-    c.execute(
+    c.exec_driver_sql(
         """INSERT OR IGNORE INTO items (id, source_id, session_id, first_time,
                   first_id, last_time, last_id, project_key, project_root, status,
                   extractor, model, result, tokens_in, tokens_out, created_at,
@@ -310,7 +313,7 @@ def insert_item(c: sqlite3.Connection, item: Item, now: str) -> None:
     )
 
 
-def _item(r: sqlite3.Row) -> Item:
+def _item(r: RowMapping) -> Item:
     return Item(
         id=r["id"], source_id=r["source_id"], session_id=r["session_id"],
         first=(int(r["first_time"]), r["first_id"]), last=(int(r["last_time"]), r["last_id"]),
