@@ -164,12 +164,16 @@ class OpenCodeDB(SessionLookups):
     def _read_transaction(self) -> Iterator[None]:
         """One short, explicit read transaction (consistent snapshot), always ended."""
         with self._guard:
-            conn = self.conn
-            conn.exec_driver_sql("BEGIN")
+            # transaction control on the driver connection: the engine runs in autocommit
+            # mode (SQLAlchemy keeps no transaction), and BEGIN/COMMIT need no result object
+            raw = self.conn.connection.driver_connection
+            if not isinstance(raw, sqlite3.Connection):  # pragma: no cover - StaticPool
+                raise SourceError(f"OpenCode database {self.path} is closed")
+            raw.execute("BEGIN")
             try:
                 yield
             finally:
-                conn.exec_driver_sql("COMMIT")
+                raw.execute("COMMIT")
 
     def select(self, sql: str, params: Mapping[str, Any] | None = None
                ) -> list[tuple[Any, ...]]:

@@ -230,6 +230,11 @@ class StateFile:
         """One write transaction (``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on error)
         on one pooled connection.
 
+        The transaction control (``BEGIN``, ``COMMIT``, ``ROLLBACK`` and the
+        ``synchronous`` level) goes to the driver connection directly: the engine runs in
+        autocommit mode, so SQLAlchemy keeps no transaction of its own, and a control
+        statement needs no result object.
+
         Args:
             durable: ``True``: ``synchronous=FULL``, the commit survives power loss;
                 ``False``: ``synchronous=NORMAL``, no fsync (see the module docstring).
@@ -238,41 +243,56 @@ class StateFile:
             DiskFullError: SQLite reported ``SQLITE_FULL`` (nothing was written).
         """
         with self._engine.connect() as conn:
-            if not durable:
-                conn.exec_driver_sql("PRAGMA synchronous=NORMAL")
+            driver = _driver(conn)
             try:
-                conn.exec_driver_sql("BEGIN IMMEDIATE")
+                if not durable:
+                    driver.execute("PRAGMA synchronous=NORMAL")
                 try:
-                    yield conn
-                except BaseException:
-                    _rollback(conn)
-                    raise
-                try:
-                    conn.exec_driver_sql("COMMIT")
-                except BaseException:
-                    _rollback(conn)
-                    raise
-            finally:
-                if not durable:  # the pooled connection goes back durable
-                    conn.exec_driver_sql("PRAGMA synchronous=FULL")
+                    driver.execute("BEGIN IMMEDIATE")
+                    try:
+                        yield conn
+                    except BaseException:
+                        if driver.in_transaction:
+                            driver.execute("ROLLBACK")
+                        raise
+                    try:
+                        driver.execute("COMMIT")
+                    except BaseException:
+                        if driver.in_transaction:
+                            driver.execute("ROLLBACK")
+                        raise
+                finally:
+                    if not durable:  # the pooled connection goes back durable
+                        driver.execute("PRAGMA synchronous=FULL")
+            except sqlite3.Error as exc:  # a control statement (a statement's is wrapped)
+                self._raise_full(exc)
+                raise
+
+    def _raise_full(self, exc: sqlite3.Error) -> None:
+        """Raise :class:`DiskFullError` for ``SQLITE_FULL`` (else return)."""
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+            raise DiskFullError(str(self.path.parent), STATE_MIN_FREE_BYTES,
+                                free_bytes(self.path.parent)) from exc
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
         """One read transaction (deferred ``BEGIN``: a consistent snapshot) on one pooled
         connection."""
         with self._engine.connect() as conn:
-            conn.exec_driver_sql("BEGIN")
+            driver = _driver(conn)
+            driver.execute("BEGIN")
             try:
                 yield conn
             finally:
-                conn.exec_driver_sql("COMMIT")
+                driver.execute("COMMIT")
 
 
-def _rollback(conn: Connection) -> None:
-    """End the transaction of ``conn`` (a failed statement may have ended it already)."""
+def _driver(conn: Connection) -> sqlite3.Connection:
+    """The ``sqlite3`` connection under ``conn`` (for the transaction control)."""
     driver = conn.connection.driver_connection
-    if driver is not None and driver.in_transaction:
-        driver.rollback()
+    if not isinstance(driver, sqlite3.Connection):  # pragma: no cover - pool invariant
+        raise StateError("the state file's connection is closed")
+    return driver
 
 
 def _open_engine(path: Path) -> Engine:

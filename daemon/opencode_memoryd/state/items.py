@@ -72,6 +72,20 @@ class OutboxTables(StateFile):
             ).fetchone()
         return Mark(str(row[0]), (int(row[1]), str(row[2]))) if row else None
 
+    def get_mark_row(self, source_id: str, session_id: str) -> tuple[Mark | None, int | None]:
+        """The session's mark and its ``max_rowid`` in one read: ``(None, None)`` when
+        nothing was read yet."""
+        with self._read() as c:
+            row = c.exec_driver_sql(
+                "SELECT storage, time_created, message_id, max_rowid FROM marks "
+                "WHERE source_id=:s AND session_id=:sid",
+                {"s": source_id, "sid": session_id},
+            ).fetchone()
+        if row is None:
+            return None, None
+        return (Mark(str(row[0]), (int(row[1]), str(row[2]))),
+                None if row[3] is None else int(row[3]))
+
     def get_max_rowid(self, source_id: str, session_id: str) -> int | None:
         """The largest ``message`` rowid the session's mark has processed (``None``: not
         recorded, or no mark)."""
@@ -151,27 +165,8 @@ class OutboxTables(StateFile):
     @staticmethod
     def _set_mark(c: Connection, source_id: str, session_id: str, mark: Mark,
                   now: str, max_rowid: int | None = None) -> None:
-        moved = ("(excluded.storage != marks.storage OR (excluded.time_created, "
-                 "excluded.message_id) > (marks.time_created, marks.message_id))")
-        c.exec_driver_sql(
-            f"""INSERT INTO marks (source_id, session_id, storage, time_created,
-                                        message_id, updated_at, max_rowid)
-                     VALUES (:s, :sid, :st, :t, :m, :now, :rowid)
-                     ON CONFLICT (source_id, session_id) DO UPDATE SET
-                       storage=excluded.storage,
-                       time_created=CASE WHEN {moved} THEN excluded.time_created
-                                    ELSE marks.time_created END,
-                       message_id=CASE WHEN {moved} THEN excluded.message_id
-                                  ELSE marks.message_id END,
-                       max_rowid=CASE WHEN excluded.storage != marks.storage
-                                 THEN excluded.max_rowid
-                                 ELSE max(coalesce(marks.max_rowid, excluded.max_rowid),
-                                          coalesce(excluded.max_rowid, marks.max_rowid)) END,
-                       updated_at=excluded.updated_at
-                     WHERE {moved} OR excluded.max_rowid > coalesce(marks.max_rowid, -1)""",
-            {"s": source_id, "sid": session_id, "st": mark.storage, "t": mark.position[0],
-             "m": mark.position[1], "now": now, "rowid": max_rowid},
-        )
+        c.exec_driver_sql(SET_MARK_SQL,
+                          mark_params(source_id, session_id, mark, now, max_rowid))
 
     # -- outbox ----------------------------------------------------------------------
 
@@ -190,13 +185,9 @@ class OutboxTables(StateFile):
     def _record_item(c: Connection, item: Item, now: str,
                      settles: str | None = None) -> None:
         insert_item(c, item, now)
-        c.exec_driver_sql("""DELETE FROM chunk_failures WHERE source_id=:s AND session_id=:sid
-                       AND status='failing' AND storage=:st
-                       AND (first_time, first_id) <= (:lt, :li)""",
-                  {"s": item.source_id, "sid": item.session_id, "st": item.storage,
-                   "lt": item.last[0], "li": item.last[1]})
+        c.exec_driver_sql(DROP_FAILING_SQL, drop_failing_params(item))
         if settles is not None:
-            c.exec_driver_sql("DELETE FROM chunk_failures WHERE id=:id", {"id": settles})
+            c.exec_driver_sql(DROP_FAILURE_SQL, {"id": settles})
 
     def complete_item(self, item: Item, now: str) -> None:
         """Mark an item stored and advance its session's mark (to ``item.last`` and the
@@ -206,11 +197,8 @@ class OutboxTables(StateFile):
 
     @classmethod
     def _complete_item(cls, c: Connection, item: Item, now: str) -> None:
-        rowid = item.result.get("max_rowid")
-        c.exec_driver_sql("UPDATE items SET status='stored', updated_at=:now WHERE id=:id",
-                  {"id": item.id, "now": now})
-        cls._set_mark(c, item.source_id, item.session_id, Mark(item.storage, item.last),
-                      now, None if rowid is None else int(rowid))
+        c.exec_driver_sql(STORED_SQL, {"id": item.id, "now": now})
+        c.exec_driver_sql(SET_MARK_SQL, completed_mark_params(item, now))
 
     def pending_items(self, source_id: str, session_id: str | None = None) -> list[Item]:
         """Items recorded but not yet stored (crash recovery), oldest first."""
@@ -296,21 +284,77 @@ class OutboxTables(StateFile):
 def insert_item(c: Connection, item: Item, now: str) -> None:
     """Insert an outbox row (status ``extracted``) in the transaction ``c``; an existing
     row of the same id is kept as it is."""
-    c.exec_driver_sql(
-        """INSERT OR IGNORE INTO items (id, source_id, session_id, first_time,
+    c.exec_driver_sql(INSERT_ITEM_SQL, item_params(item, now))
+
+
+# -- statements and their parameters (also executed many rows at once by
+#    :func:`opencode_memoryd.state.apply.apply_ops`) ------------------------------------
+
+_MOVED = ("(excluded.storage != marks.storage OR (excluded.time_created, "
+          "excluded.message_id) > (marks.time_created, marks.message_id))")
+#: Move a mark forward (position and ``max_rowid`` each only grow within one storage; a
+#: mark in another storage replaces both); parameters of :func:`mark_params`.
+SET_MARK_SQL = f"""INSERT INTO marks (source_id, session_id, storage, time_created,
+                                   message_id, updated_at, max_rowid)
+                VALUES (:s, :sid, :st, :t, :m, :now, :rowid)
+                ON CONFLICT (source_id, session_id) DO UPDATE SET
+                  storage=excluded.storage,
+                  time_created=CASE WHEN {_MOVED} THEN excluded.time_created
+                               ELSE marks.time_created END,
+                  message_id=CASE WHEN {_MOVED} THEN excluded.message_id
+                             ELSE marks.message_id END,
+                  max_rowid=CASE WHEN excluded.storage != marks.storage
+                            THEN excluded.max_rowid
+                            ELSE max(coalesce(marks.max_rowid, excluded.max_rowid),
+                                     coalesce(excluded.max_rowid, marks.max_rowid)) END,
+                  updated_at=excluded.updated_at
+                WHERE {_MOVED} OR excluded.max_rowid > coalesce(marks.max_rowid, -1)"""
+#: Insert an outbox row unless it exists; parameters of :func:`item_params`.
+INSERT_ITEM_SQL = """INSERT OR IGNORE INTO items (id, source_id, session_id, first_time,
                   first_id, last_time, last_id, project_key, project_root, status,
                   extractor, model, result, tokens_in, tokens_out, created_at,
                   updated_at, storage)
                 VALUES (:id, :s, :sid, :ft, :fi, :lt, :li, :pk, :pr, 'extracted',
-                  :ex, :model, :result, :ti, :to, :now, :now, :st)""",
-        {"id": item.id, "s": item.source_id, "sid": item.session_id,
-         "ft": item.first[0], "fi": item.first[1], "lt": item.last[0],
-         "li": item.last[1], "pk": item.project_key, "pr": item.project_root,
-         "ex": item.extractor, "model": item.model,
-         "result": json.dumps(item.result, sort_keys=True),
-         "ti": item.tokens_in, "to": item.tokens_out, "now": now,
-         "st": item.storage},
-    )
+                  :ex, :model, :result, :ti, :to, :now, :now, :st)"""
+#: Drop the session's ``failing`` chunk records up to an item's last message.
+DROP_FAILING_SQL = """DELETE FROM chunk_failures WHERE source_id=:s AND session_id=:sid
+                       AND status='failing' AND storage=:st
+                       AND (first_time, first_id) <= (:lt, :li)"""
+#: Drop one chunk failure record (``:id``).
+DROP_FAILURE_SQL = "DELETE FROM chunk_failures WHERE id=:id"
+#: Mark an outbox row stored (``:id``, ``:now``).
+STORED_SQL = "UPDATE items SET status='stored', updated_at=:now WHERE id=:id"
+
+
+def mark_params(source_id: str, session_id: str, mark: Mark, now: str,
+                max_rowid: int | None = None) -> dict[str, Any]:
+    """The parameters of :data:`SET_MARK_SQL`."""
+    return {"s": source_id, "sid": session_id, "st": mark.storage, "t": mark.position[0],
+            "m": mark.position[1], "now": now, "rowid": max_rowid}
+
+
+def completed_mark_params(item: Item, now: str) -> dict[str, Any]:
+    """The parameters of :data:`SET_MARK_SQL` for the mark a stored item moves to
+    (``item.last`` and the ``max_rowid`` in its result)."""
+    rowid = item.result.get("max_rowid")
+    return mark_params(item.source_id, item.session_id, Mark(item.storage, item.last), now,
+                       None if rowid is None else int(rowid))
+
+
+def item_params(item: Item, now: str) -> dict[str, Any]:
+    """The parameters of :data:`INSERT_ITEM_SQL`."""
+    return {"id": item.id, "s": item.source_id, "sid": item.session_id,
+            "ft": item.first[0], "fi": item.first[1], "lt": item.last[0],
+            "li": item.last[1], "pk": item.project_key, "pr": item.project_root,
+            "ex": item.extractor, "model": item.model,
+            "result": json.dumps(item.result, sort_keys=True),
+            "ti": item.tokens_in, "to": item.tokens_out, "now": now, "st": item.storage}
+
+
+def drop_failing_params(item: Item) -> dict[str, Any]:
+    """The parameters of :data:`DROP_FAILING_SQL` for a recorded item."""
+    return {"s": item.source_id, "sid": item.session_id, "st": item.storage,
+            "lt": item.last[0], "li": item.last[1]}
 
 
 def _item(r: RowMapping) -> Item:

@@ -16,7 +16,11 @@ from opencode_memoryd.state.engine import StateFile
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
-__all__ = ["QueueTable"]
+__all__ = ["QUEUE_DONE_SQL", "QueueTable"]
+
+#: Remove a session from the queue unless it changed after ``:t`` (ms).
+QUEUE_DONE_SQL = ("DELETE FROM queue WHERE source_id=:s AND session_id=:sid "
+                  "AND last_change_ms <= :t")
 
 
 class QueueTable(StateFile):
@@ -115,9 +119,7 @@ class QueueTable(StateFile):
     @staticmethod
     def _queue_done(c: Connection, source_id: str, session_id: str,
                     started_ms: int) -> None:
-        c.exec_driver_sql("DELETE FROM queue WHERE source_id=:s AND session_id=:sid "
-                  "AND last_change_ms <= :t",
-                  {"s": source_id, "sid": session_id, "t": started_ms})
+        c.exec_driver_sql(QUEUE_DONE_SQL, {"s": source_id, "sid": session_id, "t": started_ms})
 
     def queue_head(self, limit: int) -> list[tuple[str, str, int]]:
         """The first ``limit`` queued sessions, soonest due first:
