@@ -222,3 +222,22 @@ level = "debug"
     refused = [json.loads(x) for x in log.read_text().splitlines() if '"memory_refused"' in x]
     assert [(e["reason"], e["proposed"]) for e in refused] == [
         ("ungrounded: missing identifier", "The deploy key is in /etc/x.")]
+
+
+def test_the_project_folder_name_supports_this_repo() -> None:
+    """"this repo" in the user's words names the project: a memory that writes the
+    project's folder name is grounded, and the name supports nothing else."""
+    lines = [TranscriptLine("msg_u1", "user", "Remember that we use pnpm in this repo.")]
+
+    def gate(content: str, name: str | None) -> list[str]:
+        reply = {"memories": [{"content": content, "type": "project", "scope": "project",
+                               "message_ids": ["msg_u1"]}]}
+        accepted, _ = parse_reply(json.dumps(reply), lines=lines, max_memories=3,
+                                  max_chars=300, project_name=name)
+        return [c.content for c in accepted]
+
+    named = "We use pnpm in the acme-web repo."
+    assert gate(named, "acme-web") == [named]
+    assert gate(named, None) == []  # without the project's name it is not the user's
+    assert gate(named, "billing-api") == []
+    assert gate("The acme-web repo deploys to fly.io with yarn.", "acme-web") == []

@@ -134,9 +134,12 @@ class Memory:
             again only when that changes: the content hash of the README of a
             ``project-brief``, the last message id a session's ``session-summary`` covers;
             ``None`` for facts.
+        history: the earlier versions a person replaced by editing the memory, oldest
+            first: ``{"content", "type", "edited_at" (ISO 8601 UTC), "run_id"}`` each
+            (``run_id``: the edit's dream-journal entry).
 
     Payloads written before these fields existed load with the defaults (active, no
-    lineage, no ``user_id``, no section, no basis).
+    lineage, no ``user_id``, no section, no basis, no history).
     """
 
     id: str
@@ -161,6 +164,7 @@ class Memory:
     user_id: str | None = None
     section: str = ""
     basis: str | None = None
+    history: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def is_active(self) -> bool:
@@ -193,6 +197,7 @@ class Memory:
             "user_id": self.user_id,
             "section": self.section or None,
             "basis": self.basis,
+            "history": [dict(h) for h in self.history],
         }
 
     @classmethod
@@ -227,6 +232,9 @@ class Memory:
             user_id=_opt_str(p.get("user_id")),
             section=str(p.get("section") or ""),
             basis=_opt_str(p.get("basis")),
+            history=[{str(k): str(v) for k, v in h.items()}
+                     for h in p.get("history") or []  # type: ignore[attr-defined]
+                     if isinstance(h, dict)],
         )
 
 

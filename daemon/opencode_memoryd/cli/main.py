@@ -31,6 +31,7 @@ from opencode_memoryd.cli import (
     opencode_setup,
     setup,
     status,
+    web,
 )
 from opencode_memoryd.cli.exits import (
     EXIT_CODES_HELP,
@@ -89,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     opencode_setup.register(sub)
     history.register(sub)
     doctor.register(sub)
+    web.register(sub)
     return p
 
 

@@ -1,4 +1,5 @@
-"""``add``, ``forget`` and ``profile``: memories by hand, and the user profile."""
+"""``add``, ``edit``, ``forget``, ``restore`` and ``profile``: memories by hand, and the user
+profile."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd.cli.connect import run_use_case
-from opencode_memoryd.cli.exits import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
-from opencode_memoryd.errors import NotFoundError, RequestError
+from opencode_memoryd.cli.exits import EXIT_NOT_FOUND, EXIT_OK, EXIT_REFUSED, EXIT_USAGE
+from opencode_memoryd.errors import NotFoundError, RefusedError, RequestError
 from opencode_memoryd.models import FACT_TYPES
 
 if TYPE_CHECKING:
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``add``, ``forget`` and ``profile`` to the CLI."""
+    """Add ``add``, ``edit``, ``forget``, ``restore`` and ``profile`` to the CLI."""
     a = sub.add_parser("add", help="store a memory by hand (deduplicated, secrets redacted)",
                        description="Store one fact as a manual memory. The same fact (or a "
                                    "near-identical one) is stored once: adding it again "
@@ -35,10 +36,29 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="print {memory, status, redactions} as JSON")
     a.set_defaults(handler=cmd_add)
 
+    e = sub.add_parser("edit", help="change a memory's text or type (re-embedded; the old "
+                                    "version kept in its history; journaled)",
+                       description="Replace an active memory's text (and optionally its "
+                                   "type). Its sessions and messages stay; the old version "
+                                   "is kept in the memory's history, and the edit is written "
+                                   "to the dream journal.")
+    e.add_argument("id", help="the memory id, as list or search print it")
+    e.add_argument("text", nargs="?", default=None,
+                   help="the new text (omit it to change only the type)")
+    e.add_argument("--type", choices=FACT_TYPES, default=None, help="the new type")
+    e.add_argument("--json", action="store_true",
+                   help="print {memory, status, run_id, redactions} as JSON")
+    e.set_defaults(handler=cmd_edit)
+
     f = sub.add_parser("forget", help="retire a memory (a tombstone, listed by list --all)")
     f.add_argument("id", help="the memory id, as list or search print it")
     f.add_argument("--json", action="store_true", help="print {memory, status} as JSON")
     f.set_defaults(handler=cmd_forget)
+
+    r = sub.add_parser("restore", help="bring a forgotten memory back")
+    r.add_argument("id", help="the memory id, as list --all prints it")
+    r.add_argument("--json", action="store_true", help="print {memory, status} as JSON")
+    r.set_defaults(handler=cmd_restore)
 
     p = sub.add_parser("profile", help="your user-scope memories by type, with counts and "
                                        "last changes")
@@ -47,8 +67,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _call(app: App, route: str, payload: dict[str, Any]) -> tuple[int, Any]:
-    """Run a use case; a refused request or a missing target is reported on stderr with
-    its exit code (``2`` or ``5``)."""
+    """Run a use case; a bad request, a missing target or a refusal is reported on stderr
+    with its exit code (``2``, ``5`` or ``6``)."""
     try:
         return EXIT_OK, run_use_case(app, route, payload)
     except RequestError as exc:
@@ -57,6 +77,9 @@ def _call(app: App, route: str, payload: dict[str, Any]) -> tuple[int, Any]:
     except NotFoundError as exc:
         print(f"opencode-memoryd: {exc}", file=sys.stderr)
         return EXIT_NOT_FOUND, None
+    except RefusedError as exc:
+        print(f"opencode-memoryd: {exc}", file=sys.stderr)
+        return EXIT_REFUSED, None
 
 
 def cmd_add(app: App, args: argparse.Namespace) -> int:
@@ -90,6 +113,39 @@ def cmd_forget(app: App, args: argparse.Namespace) -> int:
     else:
         m = result["memory"]
         print(f"forgot {m['id']}  [{m['type']}]  {m['content']}")
+    return EXIT_OK
+
+
+def cmd_edit(app: App, args: argparse.Namespace) -> int:
+    """``edit ID [TEXT] [--type T]``: print the memory as it is now; exit 5 when there is
+    no such memory, 6 when it is retired."""
+    code, result = _call(app, "edit", {"memory_id": args.id, "content": args.text,
+                                       "type": args.type})
+    if code != EXIT_OK:
+        return code
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return EXIT_OK
+    m = result["memory"]
+    verb = "edited" if result["status"] == "edited" else "unchanged"
+    print(f"{verb} {m['id']}  [{m['type']}]  {m['content']}")
+    if result.get("redactions"):
+        kinds = ", ".join(f"{k} x{n}" for k, n in sorted(result["redactions"].items()))
+        print(f"redacted before storing: {kinds}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_restore(app: App, args: argparse.Namespace) -> int:
+    """``restore ID``: bring a forgotten memory back; exit 5 when there is no such memory,
+    6 when it is active or a dream retired it."""
+    code, result = _call(app, "restore", {"memory_id": args.id})
+    if code != EXIT_OK:
+        return code
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        m = result["memory"]
+        print(f"restored {m['id']}  [{m['type']}]  {m['content']}")
     return EXIT_OK
 
 

@@ -30,6 +30,7 @@ from opencode_memoryd.config.sections import (
     UserConfig,
 )
 from opencode_memoryd.config.summaries import SummariesConfig
+from opencode_memoryd.config.web import WebConfig
 
 __all__ = ["Config"]
 
@@ -84,6 +85,10 @@ class Config(Section):
     user: UserConfig = Field(
         default_factory=UserConfig,
         description="Whose user-scope memories these are.",
+    )
+    web: WebConfig = Field(
+        default_factory=WebConfig,
+        description="The local web page to browse, search, edit and forget memories.",
     )
     state: StateConfig = Field(default_factory=StateConfig, description="The daemon's own state.")
     log: LogConfig = Field(default_factory=LogConfig, description="Logging.")

@@ -39,6 +39,8 @@ class Complement:
         check: the fact must read as a clause (:func:`opencode_memoryd.extract.clauses.is_clause`).
         comma: the fact follows a comma ("remember, X"): maybe a parenthetical.
         pro: the anaphor's pronoun ("that", "these", "both", ``""`` for none).
+        bare: the fact follows the trigger with nothing between ("remember X"): in a
+            question that is a recall question ("can you remember the staging URL?").
     """
 
     kind: Literal["fact", "anaphor", "list", "reject"]
@@ -47,6 +49,7 @@ class Complement:
     check: bool = False
     comma: bool = False
     pro: str = ""
+    bare: bool = False
 
 
 REJECT = Complement("reject")
@@ -118,7 +121,7 @@ def _clause(r: str, base: int) -> Complement:
         if _QUALIFIER.match(after) and not re.search(r"[,;:]", after):
             return Complement("anaphor", pro="that")  # "remember that when debugging X"
         return Complement("fact", base + x.end(), check=True)
-    return Complement("fact", base, check=True)
+    return Complement("fact", base, check=True, bare=True)
 
 
 def complement(kind: str, trigger: re.Match[str], r: str, base: int) -> Complement:

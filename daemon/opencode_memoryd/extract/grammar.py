@@ -327,8 +327,8 @@ class _Sentence:
         if has_head and ((not bounded and c.kind != "forref") or c.kind in lx.NEEDS_PUNCT):
             return  # "I remember …": a trigger mid-clause
         comp = complement(c.kind, c.match, m[end:reach], end)
-        if comp.kind == "reject":
-            return
+        if comp.kind == "reject" or (self.question and comp.bare):
+            return  # "can you remember things between sessions?" asks what it can do
         self.consumed = reach
         if comp.kind == "anaphor":
             if has_head:

@@ -172,7 +172,7 @@ class LlmExtractor:
         try:
             accepted, rejected = parse_reply(
                 reply.content, lines=lines, max_memories=self.max_memories,
-                max_chars=self.max_chars,
+                max_chars=self.max_chars, project_name=_folder_name(project_root),
             )
         except ExtractionError as exc:
             digest = hashlib.sha256(reply.content.encode("utf-8", "replace")).hexdigest()
@@ -197,3 +197,10 @@ class LlmExtractor:
             rejected=tuple(rejected),
             saturated=saturated,
         )
+
+
+def _folder_name(root: str | None) -> str | None:
+    """The last component of a project root (``/srv/acme-web/`` → ``acme-web``), or
+    ``None`` for no root."""
+    name = root.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] if root else ""
+    return name or None

@@ -169,12 +169,15 @@ def junk_reason(content: str) -> str | None:
 
 
 def _check_item(
-    item: Any, roles: dict[str, str], said: dict[str, str], max_chars: int
+    item: Any, roles: dict[str, str], said: dict[str, str], max_chars: int,
+    project_name: str | None = None,
 ) -> tuple[MemoryCandidate | None, str, str]:
     """Validate one proposed memory: ``(candidate or None, reject reason, short text)``.
 
     ``roles`` maps a message id to its role, ``said`` a message id to its (redacted) user
-    text. The short text is cut from the redacted content, so no cut can hide a secret
+    text; ``project_name`` (the project folder's name) supports a memory as if the user
+    had said it, since "this repo" in the user's words names it. The short text is cut
+    from the redacted content, so no cut can hide a secret
     from the redaction; grounding compares the redacted content too, as the model saw
     the transcript redacted."""
     if not isinstance(item, dict):
@@ -204,7 +207,7 @@ def _check_item(
     reason = junk_reason(content)
     if reason:
         return None, f"junk: {reason}", short
-    cited = "\n".join(said[i] for i in ids if i in said)
+    cited = "\n".join([*(said[i] for i in ids if i in said), project_name or ""])
     gap = unsupported(shown, cited, min_share=GROUNDING_MIN_SHARE)
     if gap:
         return None, f"ungrounded: {gap}", short
@@ -224,6 +227,7 @@ def parse_reply(
     lines: Sequence[TranscriptLine],
     max_memories: int,
     max_chars: int,
+    project_name: str | None = None,
 ) -> tuple[list[MemoryCandidate], list[tuple[str, str]]]:
     """Parse the model's answer into accepted candidates and rejections.
 
@@ -234,7 +238,9 @@ def parse_reply(
     :func:`~opencode_memoryd.extract.sections.section_for` instead (the fact is kept).
     Duplicates (same :func:`normalize_text`) and memories beyond ``max_memories`` are
     rejected. The scope is the model's (a ``project`` memory the model scopes ``user``
-    holds for all the user's projects).
+    holds for all the user's projects). ``project_name``, the name of the project's folder,
+    counts as said by the user in the cited lines: "this repo" in a user line becomes
+    "the acme-web repo" in a memory of project ``acme-web``.
 
     Returns:
         ``(accepted, rejected)``; ``rejected`` holds ``(reason, first 80 chars of content)``;
@@ -259,7 +265,7 @@ def parse_reply(
     rejected: list[tuple[str, str]] = []
     seen: set[str] = set()
     for item in items:
-        candidate, reason, short = _check_item(item, roles, said, max_chars)
+        candidate, reason, short = _check_item(item, roles, said, max_chars, project_name)
         if candidate is None:
             rejected.append((reason, short))
             continue

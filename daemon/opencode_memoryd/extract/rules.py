@@ -145,6 +145,11 @@ _LEAD_FILLER = re.compile(
     r"|then|well|alright|yes|yeah|sure|thanks|thank\s+you|actually|basically|though|fyi|anyway"
     r"|important|note|personally|here'?s\s+the\s+thing)\b[\s,:;!.\-\u2014\u2013]*)+",
     re.IGNORECASE)
+#: A complementizer left at the start once a parenthetical between the trigger and its
+#: clause was cut ("remember — for every project — that I use …"): followed by a subject or
+#: a determiner it is never the demonstrative ("That file is generated").
+_COMPLEMENTIZER = re.compile(r"^that\s+(?=(?:i|we|you|they|he|she|our|my|your|their|the|all"
+                             r"|every|each|no)\b)", re.IGNORECASE)
 _SYMBOLS_END = re.compile(r"[\s\u2600-\u27bf\U0001f300-\U0001faff\ufe0f]+$")
 _TRAIL_FILLER = re.compile(
     r"(?:[\s,;:]+(?:plea+se+|pls|plz|thanks|thank\s+you|thx|ty|ok(?:ay)?|alright|too|as\s+well))*"
@@ -180,7 +185,7 @@ def finish(fact: grammar.Fact, *, project: str | None, scope: Scope) -> str | No
     trigger words: "That.").
     """
     s = " ".join(fact.text.split())
-    s = _LEAD_FILLER.sub("", s)
+    s = _COMPLEMENTIZER.sub("", _LEAD_FILLER.sub("", s))
     cut = max(0, len(s) - 120)
     s = (s[:cut] + _TRAIL_FILLER.sub("", s[cut:])).strip()
     s = _unwrap(_SYMBOLS_END.sub("", s)).strip()

@@ -7,7 +7,7 @@ and ``WATCHDOG=1`` from its main loop.
 Change detection (:mod:`opencode_memoryd.serve.sources`): watchfiles events on each database folder
 are a latency hint; every wake-up confirms with ``PRAGMA data_version`` before any query,
 and a periodic sweep re-reads the session list anyway. A database that appears later, is
-deleted, or is replaced by another file (new inode) is reopened without a restart.
+deleted, or replaced (new inode) is reopened without a restart.
 
 Scheduling: each changed session is queued in the state file with its debounce due time
 (:mod:`opencode_memoryd.debounce`). One worker thread (:mod:`opencode_memoryd.serve.jobs`)
@@ -22,17 +22,16 @@ per-project lock keeps an extraction and a dream's writes to one project apart, 
 those asked for through the control endpoint.
 
 Threads: the main loop (change detection, the watchdog ping), the worker (extractions), the
-scheduler and its executors (dreams; the sweep and retention), the file watcher and the
-control server; each sleeps until it has something to do.
+scheduler and its executors (dreams; the sweep and retention), the file watcher, the control
+server and the web page (``[web] enabled``); each sleeps until it has something to do.
 
 Stopping: SIGTERM or SIGINT stops within 10 s at any point. A dream checks the stop signal
 between scopes and between groups; work still running after :data:`SHUTDOWN_GRACE_SECONDS`
 (an LLM call in flight) is abandoned, as by a crash it is built to survive: the process
 exits without waiting for it, and the next start resumes it.
 
-Outages: retryable LLM failures back off per session (honouring ``Retry-After``) behind a
-circuit breaker; 401/403/404 pause all LLM work with a status saying why; a daily token
-budget defers work instead of spending past it.
+Outages: retryable LLM failures back off per session (``Retry-After``) behind a circuit
+breaker; 401/403/404 pause LLM work with a status saying why; a token budget defers work.
 """
 
 from __future__ import annotations
@@ -75,6 +74,7 @@ from opencode_memoryd.serve.timed import (
     SWEEP_JOB,
     TimedWork,
 )
+from opencode_memoryd.serve.web_host import WebPage, start_web_page
 from opencode_memoryd.source.watcher import DbWatcher
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.service import GET_ROUTES, ROUTES, Service, call
@@ -100,6 +100,7 @@ DREAM_EXECUTOR = "dreams"
 #: A job whose time passed while the process could not run it (suspend, a long dream) still
 #: runs if at most this late (s); coalescing makes several missed runs one.
 MISFIRE_GRACE_SECONDS = 3600
+
 
 class Daemon(SourceTracking, TimedWork):
     """The long-running process behind ``opencode-memoryd run``.
@@ -133,6 +134,7 @@ class Daemon(SourceTracking, TimedWork):
         self._lock: FileLock | None = None
         self._watcher: DbWatcher | None = None
         self._control: ControlServer | None = None
+        self._web: WebPage | None = None
         self.service: Service
         self.last_dream: dict[str, str] = {}
         self._work_wake = threading.Event()
@@ -189,6 +191,7 @@ class Daemon(SourceTracking, TimedWork):
                                lock_for=self.project_lock, daemon_status=self.status,
                                summarizer=self.summarizer)
         self._start_control()
+        self._web = start_web_page(self.service, self.app)
         log.info("daemon_started", version=__version__, pid=os.getpid(),
                  mode=self.app.extraction_mode(),
                  quiet_period_seconds=self.cfg.quiet_period_seconds,
@@ -324,6 +327,8 @@ class Daemon(SourceTracking, TimedWork):
         if self._control is not None:
             self._control.close(wait_seconds=2)
             (self.app.state_dir / DAEMON_INFO_FILE).unlink(missing_ok=True)
+        if self._web is not None:
+            self._web.stop()
         self._work_wake.set()
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
@@ -369,6 +374,7 @@ class Daemon(SourceTracking, TimedWork):
             "last_dream": self.last_dream,
             "last_error": self.last_error,
             "alerts": self.alerts.active(),
+            "web": self._web.url if self._web is not None else None,
         }
 
 

@@ -1,5 +1,5 @@
-"""Memories by hand: ``add`` a fact (deduplicated like every extracted one) and ``forget``
-one (a tombstone, never a hard delete)."""
+"""Memories by hand: ``add`` a fact (deduplicated like every extracted one), ``forget``
+one (a tombstone, never a hard delete) and ``restore`` a forgotten one."""
 
 from __future__ import annotations
 
@@ -8,13 +8,18 @@ from typing import Any
 import structlog
 
 from opencode_memoryd.capture.writer import write_memory
-from opencode_memoryd.errors import NotFoundError, RequestError
+from opencode_memoryd.errors import NotFoundError, RefusedError, RequestError
 from opencode_memoryd.models import FACT_TYPES, SCOPES, Memory
 from opencode_memoryd.redaction.engine import scrub
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.maintain import LockFor, no_lock
 from opencode_memoryd.usecases.ports import AppPort
-from opencode_memoryd.usecases.projects import DirProjects, dir_within, resolve_dir
+from opencode_memoryd.usecases.projects import (
+    DirProjects,
+    dir_within,
+    resolve_dir,
+    store_projects,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -22,25 +27,26 @@ log = structlog.get_logger(__name__)
 FORGOTTEN = "forgotten"
 
 
-def _check_text(app: AppPort, content: object) -> tuple[str, dict[str, int]]:
+def check_text(app: AppPort, content: object, verb: str = "add"
+               ) -> tuple[str, dict[str, int]]:
     """The content with whitespace collapsed and secrets redacted, and the redaction
-    counts by kind.
+    counts by kind; ``verb`` starts the error messages.
 
     Raises:
         RequestError: not a string, empty, or longer than ``extraction.max_memory_chars``.
     """
     if not isinstance(content, str):
-        raise RequestError("add: `content` must be a string: the fact to remember")
+        raise RequestError(f"{verb}: `content` must be a string: the fact to remember")
     text = " ".join(content.split())
     if not text:
-        raise RequestError("add: `content` is empty; give the fact to remember in one or "
-                           "two sentences")
+        raise RequestError(f"{verb}: `content` is empty; give the fact to remember in one "
+                           "or two sentences")
     red = scrub(text)
     most = app.config.extraction.max_memory_chars
     if len(red.text) > most:
-        raise RequestError(f"add: `content` is {len(red.text)} characters long; the most is "
-                           f"{most} (extraction.max_memory_chars): split it into separate "
-                           "facts")
+        raise RequestError(f"{verb}: `content` is {len(red.text)} characters long; the most "
+                           f"is {most} (extraction.max_memory_chars): split it into "
+                           "separate facts")
     return red.text, dict(red.counts)
 
 
@@ -74,7 +80,7 @@ def _one_project(found: DirProjects) -> tuple[str, str | None]:
 
 def add_memory(app: AppPort, store: MemoryStore, *, content: object, type_: object,
                scope: object, directory: str | None = None, db: str | None = None,
-               lock_for: LockFor = no_lock) -> dict[str, Any]:
+               project: str | None = None, lock_for: LockFor = no_lock) -> dict[str, Any]:
     """Store a manual memory (``source`` ``manual``), deduplicated like extracted ones.
 
     The content is whitespace-collapsed and redacted (a secret becomes a
@@ -91,6 +97,8 @@ def add_memory(app: AppPort, store: MemoryStore, *, content: object, type_: obje
         directory: a folder of the project (resolved by
             :func:`~opencode_memoryd.usecases.projects.resolve_dir`).
         db: ``--db PATH`` used to resolve ``directory``.
+        project: instead of ``directory``, the key of a project the store holds memories
+            of (its most used root becomes the memory's ``project_root``).
 
     Returns:
         ``{"memory": payload, "status": "added" | "duplicate", "redactions": {kind: n}}``;
@@ -99,17 +107,22 @@ def add_memory(app: AppPort, store: MemoryStore, *, content: object, type_: obje
     Raises:
         RequestError: content not a non-empty string or too long, an unknown type or scope,
             a project scope without ``directory``, or a folder of several projects.
-        NotFoundError: no project found for ``directory``.
+        NotFoundError: no project found for ``directory``, or no memory of ``project``.
     """
     if type_ not in FACT_TYPES:
         raise RequestError(f"add: unknown type {type_!r}; use one of {', '.join(FACT_TYPES)}")
     if scope not in SCOPES:
         raise RequestError(f"add: unknown scope {scope!r}; use `project` (with the project's "
                            "folder) or `user`")
-    text, redactions = _check_text(app, content)
+    text, redactions = check_text(app, content)
     key: str | None = None
     root: str | None = None
-    if scope == "project":
+    if scope == "project" and project:
+        roots = store_projects(store).get(project)
+        if roots is None:
+            raise NotFoundError(f"add: the store holds no memory of project {project!r}")
+        key, root = project, (roots[0] if roots else None)
+    elif scope == "project":
         if not directory:
             raise RequestError("add: scope `project` needs `directory`, the project's folder "
                                "(or use scope `user`)")
@@ -129,15 +142,17 @@ def add_memory(app: AppPort, store: MemoryStore, *, content: object, type_: obje
             "redactions": redactions}
 
 
-def _visible(app: AppPort, store: MemoryStore, memory_id: object) -> Memory:
-    """The memory ``memory_id`` as this user may see it (a user-scope memory of another
-    identity is not).
+def visible(app: AppPort, store: MemoryStore, memory_id: object, verb: str = "forget"
+            ) -> Memory:
+    """The memory ``memory_id`` (tombstones too) as this user may see it (a user-scope
+    memory of another identity is not); ``verb`` starts the error message.
 
     Raises:
+        RequestError: ``memory_id`` is not a non-empty string.
         NotFoundError: no such memory for this user.
     """
     if not isinstance(memory_id, str) or not memory_id:
-        raise RequestError("forget: `memory_id` must be a memory id, as `list` shows it")
+        raise RequestError(f"{verb}: `memory_id` must be a memory id, as `list` shows it")
     try:
         found = store.get([memory_id])
     except ValueError:  # not a UUID: no memory can have that id
@@ -164,9 +179,9 @@ def forget_memory(app: AppPort, store: MemoryStore, memory_id: object, *,
         NotFoundError: no such memory (or another user's), or it is already retired;
             nothing was changed.
     """
-    m = _visible(app, store, memory_id)
+    m = visible(app, store, memory_id)
     with lock_for(m.project_id if m.scope == "project" and m.project_id else "user"):
-        m = _visible(app, store, memory_id)  # again, under the lock
+        m = visible(app, store, memory_id)  # again, under the lock
         if not m.is_active:
             why = f" ({m.retired_reason})" if m.retired_reason else ""
             raise NotFoundError(f"memory {m.id} is already retired{why}; `list --all` "
@@ -177,3 +192,42 @@ def forget_memory(app: AppPort, store: MemoryStore, memory_id: object, *,
         store.upsert([m])
     log.info("memory_forgotten", id=m.id, scope=m.scope, project=m.project_id)
     return {"memory": m.to_payload(), "status": "forgotten"}
+
+
+def scope_lock_key(m: Memory) -> str:
+    """The lock of a memory's scope: its project key, or ``user``."""
+    return m.project_id if m.scope == "project" and m.project_id else "user"
+
+
+def restore_memory(app: AppPort, store: MemoryStore, memory_id: object, *,
+                   lock_for: LockFor = no_lock) -> dict[str, Any]:
+    """Bring a forgotten memory back: ``status`` ``active`` again, ``retired_reason``
+    cleared, ``updated_at`` now. Done under the scope's lock.
+
+    A memory a dream retired (merged, superseded, a duplicate) is not restored here: its
+    fact lives on in the memory that replaced it, and undoing that dream brings it back.
+
+    Returns:
+        ``{"memory": payload, "status": "restored"}``.
+
+    Raises:
+        RequestError: ``memory_id`` is not a non-empty string.
+        NotFoundError: no such memory (or another user's).
+        RefusedError: it is active, or a dream retired it (the message names the run to
+            undo); nothing was changed.
+    """
+    m = visible(app, store, memory_id, "restore")
+    with lock_for(scope_lock_key(m)):
+        m = visible(app, store, memory_id, "restore")
+        if m.is_active:
+            raise RefusedError(f"restore: memory {m.id} is active; only a forgotten memory "
+                               "can be restored")
+        if m.retired_reason != FORGOTTEN:
+            run = f" `dream --undo {m.retired_by_run}`" if m.retired_by_run else " its dream"
+            raise RefusedError(f"restore: memory {m.id} was retired by a dream "
+                               f"({m.retired_reason}); undo{run} to bring it back")
+        m.status, m.retired_reason = "active", None
+        m.updated_at = app.clock()
+        store.upsert([m])
+    log.info("memory_restored", id=m.id, scope=m.scope, project=m.project_id)
+    return {"memory": m.to_payload(), "status": "restored"}

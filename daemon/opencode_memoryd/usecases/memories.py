@@ -38,15 +38,21 @@ def list_memories(app: AppPort, store: MemoryStore, *, user: bool = False,
 
 
 def search(app: AppPort, store: MemoryStore, query: str, *, directory: str | None = None,
-           db: str | None = None, limit: int = 10, include_retired: bool = False
-           ) -> list[dict[str, Any]]:
+           db: str | None = None, limit: int = 10, include_retired: bool = False,
+           project: str | None = None) -> list[dict[str, Any]]:
     """Search results as payload dicts with a ``score``, best first.
 
-    With ``directory``: DIR's project memories and this user's user-scope memories only.
-    With ``include_retired``: tombstones can match too (they say ``status: retired``).
+    With ``directory``: DIR's project memories and this user's user-scope memories only;
+    with ``project`` (a project key) instead: that project's and this user's user-scope
+    memories. With ``include_retired``: tombstones can match too (they say ``status:
+    retired``).
     """
-    flts = (filters_for_dir(app, directory, db, include_user=True, store=store) if directory
-            else [MemoryFilter(user_id=app.user_id)])
+    if directory:
+        flts = filters_for_dir(app, directory, db, include_user=True, store=store)
+    elif project:
+        flts = [MemoryFilter(project_id=project, user_id=app.user_id)]
+    else:
+        flts = [MemoryFilter(user_id=app.user_id)]
     hits: dict[str, tuple[Memory, float]] = {}
     for flt in flts:
         for m, score in store.search(query, flt=replace(flt, include_retired=include_retired),

@@ -29,8 +29,10 @@ from opencode_memoryd.errors import MemorydError, RequestError
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases import (
+    browse,
     curate,
     dreams,
+    edit,
     history,
     identity,
     memories,
@@ -49,7 +51,8 @@ log = structlog.get_logger(__name__)
 ROUTES: tuple[str, ...] = ("maintain", "list", "search", "show", "status", "dream", "undo",
                            "add", "forget", "profile", "resolve", "context", "capture_now",
                            "history_sessions", "history_messages", "history_search",
-                           "history_compactions")
+                           "history_compactions", "edit", "restore", "browse", "projects",
+                           "stats", "journal_page")
 #: The routes also served on ``GET`` with a query string (the OpenCode plugin's request).
 GET_ROUTES: frozenset[str] = frozenset({"context"})
 
@@ -147,11 +150,12 @@ class Service:
                                       db=db, include_retired=include_retired)
 
     def search(self, *, query: str, directory: str | None = None, db: str | None = None,
-               limit: int = 10, include_retired: bool = False
+               limit: int = 10, include_retired: bool = False, project: str | None = None
                ) -> builtins.list[dict[str, Any]]:
         """See :func:`opencode_memoryd.usecases.memories.search`."""
         return memories.search(self.app, self.store, query, directory=directory, db=db,
-                               limit=limit, include_retired=include_retired)
+                               limit=limit, include_retired=include_retired,
+                               project=project)
 
     def show(self, *, memory_id: str) -> dict[str, Any] | None:
         """See :func:`opencode_memoryd.usecases.memories.show_memory`."""
@@ -176,15 +180,47 @@ class Service:
                                  lock_for=self.lock_for)
 
     def add(self, *, content: str, type: str, scope: str, directory: str | None = None,
-            db: str | None = None) -> dict[str, Any]:
+            db: str | None = None, project: str | None = None) -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.curate.add_memory`."""
         return curate.add_memory(self.app, self.store, content=content, type_=type,
-                                 scope=scope, directory=directory, db=db,
+                                 scope=scope, directory=directory, db=db, project=project,
                                  lock_for=self.lock_for)
 
     def forget(self, *, memory_id: str) -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.curate.forget_memory`."""
         return curate.forget_memory(self.app, self.store, memory_id, lock_for=self.lock_for)
+
+    def restore(self, *, memory_id: str) -> dict[str, Any]:
+        """See :func:`opencode_memoryd.usecases.curate.restore_memory`."""
+        return curate.restore_memory(self.app, self.store, memory_id, lock_for=self.lock_for)
+
+    def edit(self, *, memory_id: str, content: str | None = None,
+             type: str | None = None) -> dict[str, Any]:
+        """See :func:`opencode_memoryd.usecases.edit.edit_memory`."""
+        return edit.edit_memory(self.app, self.store, self.journal, memory_id,
+                                content=content, type_=type, lock_for=self.lock_for)
+
+    def browse(self, *, project: str | None = None, scope: str | None = None,
+               type: str | None = None, status: str = "active", text: str | None = None,
+               offset: int = 0, limit: int = 50) -> dict[str, Any]:
+        """See :func:`opencode_memoryd.usecases.browse.browse_memories`."""
+        return browse.browse_memories(self.app, self.store, project=project, scope=scope,
+                                      type_=type, status=status, text=text, offset=offset,
+                                      limit=limit)
+
+    def projects(self) -> dict[str, Any]:
+        """See :func:`opencode_memoryd.usecases.browse.list_projects`."""
+        return browse.list_projects(self.app, self.store)
+
+    def stats(self) -> dict[str, Any]:
+        """See :func:`opencode_memoryd.usecases.browse.store_stats`."""
+        return browse.store_stats(self.app, self.store, self.journal)
+
+    def journal_page(self, *, project: str | None = None, user: bool = False,
+                     offset: int = 0, limit: int = 50) -> dict[str, Any]:
+        """See :func:`opencode_memoryd.usecases.browse.journal_page`."""
+        return browse.journal_page(self.journal, project=project, user=user, offset=offset,
+                                   limit=limit)
 
     def profile(self) -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.profile.user_profile`."""

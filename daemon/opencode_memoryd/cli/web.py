@@ -1,0 +1,63 @@
+"""``web``: open the daemon's web page in a browser, with the access token."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import webbrowser
+from typing import TYPE_CHECKING
+
+from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
+from opencode_memoryd.web.token import load_or_create_token, page_url, read_web_info
+
+if TYPE_CHECKING:
+    from opencode_memoryd.compose import App
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``web`` to the CLI."""
+    w = sub.add_parser("web", help="open the web page of the running daemon (browse, "
+                                   "search, edit, forget; the dream journal)",
+                       description="Open the page the daemon serves on 127.0.0.1 when "
+                                   "[web] enabled = true, with the access token in the "
+                                   "address (the token file is web-token in the state "
+                                   "dir). Prints the address too.")
+    w.add_argument("--print", dest="print_only", action="store_true",
+                   help="only print the address, do not start a browser")
+    w.set_defaults(handler=cmd_web)
+
+
+def _alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def cmd_web(app: App, args: argparse.Namespace) -> int:
+    """``web [--print]``: print the page's address with the token and open it; exit 1
+    when the page is off or no daemon serves it."""
+    cfg = app.config.web
+    where = app.config_path or "the config file"
+    if not cfg.enabled:
+        print(f"opencode-memoryd: the web page is off: set `[web] enabled = true` in {where} "
+              "and restart the daemon", file=sys.stderr)
+        return EXIT_FAILURE
+    info = read_web_info(app.state_dir)
+    if info is None or not _alive(info.get("pid")):
+        print("opencode-memoryd: no daemon serves the web page: start it (`opencode-memoryd "
+              f"run`, or its service); it will listen on {page_url(cfg.host, cfg.port)}",
+              file=sys.stderr)
+        return EXIT_FAILURE
+    url = page_url(str(info["host"]), int(info["port"]), load_or_create_token(app.state_dir))
+    print(url)
+    if not args.print_only and not webbrowser.open(url):
+        print("opencode-memoryd: no browser could be started; open the address above",
+              file=sys.stderr)
+    return EXIT_OK

@@ -1,0 +1,133 @@
+"""Editing a memory by hand: new content or a new type, the old version kept, the edit
+journaled.
+
+An edit rewrites the memory in place (same id, same provenance: sessions, messages,
+source, creation time, lineage) and re-embeds it through the store, so search finds it
+under its new text at once. The version it replaces is appended to the memory's
+``history``, and the edit is written to the dream journal as an ``action`` ``edit`` entry,
+so ``journal`` and ``show`` list it beside the dreams that touched the memory.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import structlog
+
+from opencode_memoryd.dream.journal import DreamJournal
+from opencode_memoryd.errors import RefusedError, RequestError
+from opencode_memoryd.extract.sections import section_for
+from opencode_memoryd.models import FACT_TYPES, Memory, content_hash, iso_utc
+from opencode_memoryd.store.api import MemoryStore
+from opencode_memoryd.usecases.curate import check_text, scope_lock_key, visible
+from opencode_memoryd.usecases.maintain import LockFor, no_lock
+from opencode_memoryd.usecases.ports import AppPort
+
+log = structlog.get_logger(__name__)
+
+#: ``action`` of a manual edit's journal entry (dreams are ``dream``, undos ``undo``).
+EDIT_ACTION = "edit"
+#: Characters of each text a journal operation quotes (as a dream's operations do).
+QUOTE_CHARS = 80
+
+
+def _quote(text: str) -> str:
+    return text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1] + "…"
+
+
+def _new_type(m: Memory, content: object, type_: object) -> str | None:
+    """The new type (``None``: unchanged) after checking; the content is checked by the
+    caller.
+
+    Raises:
+        RequestError: neither given, an unknown type, or a type change of a memory
+            opencode-memoryd wrote itself (a brief or a session summary).
+    """
+    if content is None and type_ is None:
+        raise RequestError("edit: give `content`, `type` or both")
+    if type_ is None or type_ == m.type:
+        return None
+    if type_ not in FACT_TYPES:
+        raise RequestError(f"edit: unknown type {type_!r}; use one of {', '.join(FACT_TYPES)}")
+    if m.type not in FACT_TYPES:
+        raise RequestError(f"edit: memory {m.id} is a {m.type}; its type cannot change")
+    return str(type_)
+
+
+def edit_memory(app: AppPort, store: MemoryStore, journal: DreamJournal, memory_id: object,
+                *, content: object = None, type_: object = None,
+                lock_for: LockFor = no_lock) -> dict[str, Any]:
+    """Change an active memory's content, type, or both.
+
+    The content is whitespace-collapsed and redacted like ``add``'s. The old content and
+    type go to the memory's ``history`` (``{"content", "type", "edited_at", "run_id"}``);
+    ``content_hash``, ``section`` and ``updated_at`` follow the new version; the memory is
+    re-embedded by :meth:`~opencode_memoryd.store.api.MemoryStore.upsert`. Done under the
+    scope's lock. An edit that changes nothing writes nothing.
+
+    Args:
+        memory_id: the memory's id.
+        content: the new fact, one or two sentences, or ``None`` to keep it.
+        type_: the new type (``user``, ``feedback``, ``project``, ``reference``), or
+            ``None`` to keep it.
+
+    Returns:
+        ``{"memory": payload, "status": "edited" | "unchanged", "run_id": the journal
+        entry's id | None, "redactions": {kind: n}}``.
+
+    Raises:
+        RequestError: nothing to change, bad content, an unknown type.
+        NotFoundError: no such memory (or another user's).
+        RefusedError: the memory is retired (restore it, or undo its dream, first).
+    """
+    m = visible(app, store, memory_id, "edit")
+    text, redactions = (check_text(app, content, "edit") if content is not None
+                        else (m.content, {}))
+    with lock_for(scope_lock_key(m)):
+        m = visible(app, store, memory_id, "edit")  # again, under the lock
+        if not m.is_active:
+            raise RefusedError(f"edit: memory {m.id} is retired ({m.retired_reason}); "
+                               "restore it first")
+        new_type = _new_type(m, content, type_)
+        if text == m.content and new_type is None:
+            return {"memory": m.to_payload(), "status": "unchanged", "run_id": None,
+                    "redactions": redactions}
+        started = app.clock()
+        run_id = f"edit-{uuid.uuid4().hex[:12]}"
+        old_content, old_type = m.content, m.type
+        m.history = [*m.history, {"content": old_content, "type": old_type,
+                                  "edited_at": iso_utc(started), "run_id": run_id}]
+        m.content, m.content_hash = text, content_hash(text)
+        if new_type is not None:
+            m.type = new_type  # type: ignore[assignment]
+        m.section = section_for(m.type, m.scope, text) if m.type in FACT_TYPES else m.section
+        m.updated_at = started
+        store.upsert([m])
+    journal.append(edit_entry(m, run_id=run_id, old_content=old_content, old_type=old_type,
+                              at=iso_utc(started)))
+    log.info("memory_edited", id=m.id, run_id=run_id, type=m.type, scope=m.scope,
+             project=m.project_id, redactions=sum(redactions.values()))
+    return {"memory": m.to_payload(), "status": "edited", "run_id": run_id,
+            "redactions": redactions}
+
+
+def edit_entry(m: Memory, *, run_id: str, old_content: str, old_type: str, at: str
+               ) -> dict[str, Any]:
+    """The dream-journal entry of a manual edit of ``m`` (already changed): the keys of a
+    dream's entry, ``action`` ``edit``, ``trigger`` ``manual``, one ``edit`` operation
+    quoting the old and the new text."""
+    changed = [k for k, old, new in (("content", old_content, m.content),
+                                     ("type", old_type, m.type)) if old != new]
+    return {
+        "run_id": run_id, "action": EDIT_ACTION, "trigger": "manual", "dry_run": False,
+        "scope": m.scope, "project_key": m.project_id, "project_root": m.project_root,
+        "status": "ok", "reason": "manual edit: " + " and ".join(changed),
+        "started_at": at, "ended_at": at, "counts": {"edited": 1},
+        "operations": [{"op": "edit", "memory_ids": [m.id], "superseded_ids": [],
+                        "new_id": m.id, "texts": [_quote(old_content)],
+                        "new_text": _quote(m.content), "old_type": old_type,
+                        "new_type": m.type, "reason": "manual edit"}],
+        "rejected": [], "model": None, "tokens_in": 0, "tokens_out": 0,
+        "duration_ms": 0.0, "mode": "manual",
+    }

@@ -1,0 +1,264 @@
+"""The REST API: one Starlette route per use case of
+:class:`~opencode_memoryd.usecases.service.Service`, in the envelope
+``{"success": true, "data": …}`` / ``{"success": false, "error": "…"}``.
+
+Errors: a bad request 400 (:class:`~opencode_memoryd.errors.RequestError`), nothing
+there 404 (:class:`~opencode_memoryd.errors.NotFoundError`), refused 409
+(:class:`~opencode_memoryd.errors.RefusedError`, e.g. undoing a run already undone),
+anything else 500 (a :class:`~opencode_memoryd.errors.MemorydError` says what failed; a
+bug says only that the log has it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import structlog
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from opencode_memoryd.errors import MemorydError, NotFoundError, RefusedError, RequestError
+from opencode_memoryd.usecases.service import Service
+from opencode_memoryd.web.openapi import OPENAPI_PATH, openapi_document
+from opencode_memoryd.web.token import COOKIE_NAME, csrf_token
+
+log = structlog.get_logger(__name__)
+
+#: The largest request body accepted, in bytes.
+MAX_BODY_BYTES = 64 * 1024
+
+
+def ok(data: Any, status: int = 200) -> JSONResponse:
+    """A success envelope."""
+    return JSONResponse({"success": True, "data": data}, status_code=status)
+
+
+def fail(status: int, message: str) -> JSONResponse:
+    """An error envelope."""
+    return JSONResponse({"success": False, "error": message}, status_code=status)
+
+
+def error_response(exc: BaseException) -> JSONResponse:
+    """The envelope and status of an exception raised by a use case."""
+    if isinstance(exc, RequestError):
+        return fail(400, str(exc))
+    if isinstance(exc, NotFoundError):
+        return fail(404, str(exc))
+    if isinstance(exc, RefusedError):
+        return fail(409, str(exc))
+    if isinstance(exc, MemorydError):
+        return fail(500, str(exc))
+    return fail(500, "internal error; the daemon's log has the details")
+
+
+async def call(fn: Callable[..., Any], code: int = 200, /, **kwargs: Any) -> JSONResponse:
+    """Run a (blocking) use case in a worker thread; its result (status ``code``) or error
+    as an envelope."""
+    try:
+        data = await run_in_threadpool(fn, **kwargs)
+    except Exception as exc:
+        if not isinstance(exc, MemorydError):
+            log.exception("web.handler_crashed", use_case=getattr(fn, "__name__", None))
+        return error_response(exc)
+    return ok(data, code)
+
+
+def query_int(q: Mapping[str, str], name: str, default: int) -> int:
+    """An integer query parameter.
+
+    Raises:
+        RequestError: not an integer.
+    """
+    raw = q.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise RequestError(f"`{name}` must be an integer, not {raw!r}") from None
+
+
+def query_str(q: Mapping[str, str], name: str) -> str | None:
+    """A query parameter, ``None`` when absent or empty."""
+    return q.get(name) or None
+
+
+def query_bool(q: Mapping[str, str], name: str) -> bool:
+    """A boolean query parameter: ``true``/``1`` or ``false``/``0`` (absent: false).
+
+    Raises:
+        RequestError: another value.
+    """
+    raw = (q.get(name) or "false").lower()
+    if raw not in ("true", "1", "false", "0"):
+        raise RequestError(f"`{name}` must be true or false, not {raw!r}")
+    return raw in ("true", "1")
+
+
+async def body(request: Request, allowed: tuple[str, ...]) -> dict[str, Any]:
+    """The JSON object a request carries, with only ``allowed`` keys.
+
+    Raises:
+        RequestError: too large, not JSON, not an object, or an unknown key.
+    """
+    raw = await request.body()
+    if len(raw) > MAX_BODY_BYTES:
+        raise RequestError(f"the request body is over {MAX_BODY_BYTES} bytes")
+    try:
+        data = json.loads(raw or b"{}")
+    except (UnicodeDecodeError, ValueError):
+        raise RequestError("the request body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise RequestError("the request body must be a JSON object")
+    unknown = sorted(set(data) - set(allowed))
+    if unknown:
+        raise RequestError(f"unknown field(s): {', '.join(unknown)}; allowed: "
+                           f"{', '.join(allowed)}")
+    return data
+
+
+class Api:
+    """The API's handlers over ``service`` (``token``: the access token the login cookie
+    carries)."""
+
+    def __init__(self, service: Service, token: str) -> None:
+        self.service = service
+        self.token = token
+        self.csrf = csrf_token(token)
+
+    async def session_get(self, request: Request) -> Response:
+        """``GET /api/session``: the CSRF token and the user id."""
+        return ok({"csrf_token": self.csrf, "user_id": self.service.app.user_id})
+
+    async def session_post(self, request: Request) -> Response:
+        """``POST /api/session`` (bearer token): also sets the login cookie."""
+        response = ok({"csrf_token": self.csrf, "user_id": self.service.app.user_id})
+        response.set_cookie(COOKIE_NAME, self.token, httponly=True, samesite="strict",
+                            path="/")
+        return response
+
+    async def memories_list(self, request: Request) -> Response:
+        """``GET /api/memories``: see :meth:`Service.browse`."""
+        q = request.query_params
+        try:
+            kw: dict[str, Any] = {
+                "project": query_str(q, "project"), "scope": query_str(q, "scope"),
+                "type": query_str(q, "type"), "status": q.get("status") or "active",
+                "text": query_str(q, "text"), "offset": query_int(q, "offset", 0),
+                "limit": query_int(q, "limit", 50)}
+        except RequestError as exc:
+            return error_response(exc)
+        return await call(self.service.browse, **kw)
+
+    async def memories_create(self, request: Request) -> Response:
+        """``POST /api/memories``: see :meth:`Service.add` (201)."""
+        try:
+            b = await body(request, ("content", "type", "scope", "project", "directory"))
+        except RequestError as exc:
+            return error_response(exc)
+        scope = b.get("scope") or "project"
+        return await call(self.service.add, 201, content=b.get("content"),
+                          type=b.get("type") or ("user" if scope == "user" else "project"),
+                          scope=scope, project=b.get("project"),
+                          directory=b.get("directory"))
+
+    async def memory_get(self, request: Request) -> Response:
+        """``GET /api/memories/{id}``: see :meth:`Service.show`."""
+        memory_id = request.path_params["memory_id"]
+        try:
+            shown = await run_in_threadpool(self.service.show, memory_id=memory_id)
+        except Exception as exc:
+            return error_response(exc)
+        if shown is None:
+            return fail(404, f"no memory with id {memory_id}")
+        return ok(shown)
+
+    async def memory_update(self, request: Request) -> Response:
+        """``PATCH /api/memories/{id}``: see :meth:`Service.edit`."""
+        try:
+            b = await body(request, ("content", "type"))
+        except RequestError as exc:
+            return error_response(exc)
+        return await call(self.service.edit, memory_id=request.path_params["memory_id"],
+                          content=b.get("content"), type=b.get("type"))
+
+    async def memory_forget(self, request: Request) -> Response:
+        """``DELETE /api/memories/{id}``: see :meth:`Service.forget`."""
+        return await call(self.service.forget, memory_id=request.path_params["memory_id"])
+
+    async def memory_restore(self, request: Request) -> Response:
+        """``POST /api/memories/{id}/restore``: see :meth:`Service.restore`."""
+        return await call(self.service.restore, memory_id=request.path_params["memory_id"])
+
+    async def search(self, request: Request) -> Response:
+        """``GET /api/search?q=``: see :meth:`Service.search`."""
+        q = request.query_params
+        try:
+            query = query_str(q, "q")
+            if query is None:
+                raise RequestError("`q` is required: the words to search for")
+            limit = query_int(q, "limit", 20)
+            if not 1 <= limit <= 100:
+                raise RequestError("`limit` must be from 1 to 100")
+            kw: dict[str, Any] = {"query": query, "project": query_str(q, "project"),
+                                  "limit": limit,
+                                  "include_retired": query_bool(q, "include_retired")}
+        except RequestError as exc:
+            return error_response(exc)
+        return await call(self.service.search, **kw)
+
+    async def projects(self, request: Request) -> Response:
+        """``GET /api/projects``: see :meth:`Service.projects`."""
+        return await call(self.service.projects)
+
+    async def profile(self, request: Request) -> Response:
+        """``GET /api/profile``: see :meth:`Service.profile`."""
+        return await call(self.service.profile)
+
+    async def stats(self, request: Request) -> Response:
+        """``GET /api/stats``: see :meth:`Service.stats`."""
+        return await call(self.service.stats)
+
+    async def journal(self, request: Request) -> Response:
+        """``GET /api/journal``: see :meth:`Service.journal_page`."""
+        q = request.query_params
+        try:
+            kw: dict[str, Any] = {
+                "project": query_str(q, "project"), "user": query_bool(q, "user"),
+                "offset": query_int(q, "offset", 0), "limit": query_int(q, "limit", 50)}
+        except RequestError as exc:
+            return error_response(exc)
+        return await call(self.service.journal_page, **kw)
+
+    async def undo(self, request: Request) -> Response:
+        """``POST /api/journal/{run_id}/undo``: see :meth:`Service.undo`."""
+        return await call(self.service.undo, run_id=request.path_params["run_id"])
+
+    async def openapi(self, request: Request) -> Response:
+        """``GET /api/openapi.json``: the OpenAPI description."""
+        return JSONResponse(openapi_document())
+
+    def routes(self) -> list[Route]:
+        """Every route of the API."""
+        return [
+            Route("/api/session", self.session_get, methods=["GET"]),
+            Route("/api/session", self.session_post, methods=["POST"]),
+            Route("/api/memories", self.memories_list, methods=["GET"]),
+            Route("/api/memories", self.memories_create, methods=["POST"]),
+            Route("/api/memories/{memory_id}", self.memory_get, methods=["GET"]),
+            Route("/api/memories/{memory_id}", self.memory_update, methods=["PATCH"]),
+            Route("/api/memories/{memory_id}", self.memory_forget, methods=["DELETE"]),
+            Route("/api/memories/{memory_id}/restore", self.memory_restore,
+                  methods=["POST"]),
+            Route("/api/search", self.search, methods=["GET"]),
+            Route("/api/projects", self.projects, methods=["GET"]),
+            Route("/api/profile", self.profile, methods=["GET"]),
+            Route("/api/stats", self.stats, methods=["GET"]),
+            Route("/api/journal", self.journal, methods=["GET"]),
+            Route("/api/journal/{run_id}/undo", self.undo, methods=["POST"]),
+            Route(OPENAPI_PATH, self.openapi, methods=["GET"]),
+        ]

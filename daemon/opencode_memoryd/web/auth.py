@@ -1,0 +1,128 @@
+"""The guard in front of every request: a loopback ``Host`` (no DNS rebinding), the
+token for ``/api/`` (``Authorization: Bearer`` or the login cookie), and for requests that
+change something a CSRF token in ``X-CSRF-Token`` and a same-origin ``Origin``.
+
+Refusals use the API's envelope: a foreign ``Host`` 400, no or a wrong token 401, a
+missing CSRF token or a cross-site request 403. No CORS header is ever sent, and every
+answer forbids framing and sniffing.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable
+
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp
+
+from opencode_memoryd.config.web import LOOPBACK_NAMES
+from opencode_memoryd.web.token import COOKIE_NAME, csrf_token
+
+#: Methods that change something: they need the CSRF token.
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+#: The login route: a POST that proves itself with the bearer token (it sets the cookie).
+LOGIN_PATH = "/api/session"
+#: The headers of every answer.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": ("default-src 'self'; img-src 'self' data:; "
+                                "frame-ancestors 'none'; base-uri 'none'; form-action 'none'"),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+}
+
+
+def split_host(value: str) -> tuple[str, str]:
+    """``(host, port)`` of a ``Host`` header value (``[::1]:4747`` → ``("::1", "4747")``;
+    port ``""`` when absent); lower-cased."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        host, _, rest = value[1:].partition("]")
+        return host, rest.removeprefix(":")
+    host, _, port = value.partition(":")
+    return host, port
+
+
+def loopback_host(value: str) -> bool:
+    """Whether a ``Host`` header names this machine: ``127.0.0.1``, ``localhost`` or
+    ``[::1]``, with an optional numeric port."""
+    host, port = split_host(value)
+    return host in LOOPBACK_NAMES and (port == "" or port.isdigit())
+
+
+def same_origin(origin: str, host_header: str) -> bool:
+    """Whether an ``Origin`` header is this page's own: ``http://`` + the request's loopback
+    ``Host``."""
+    if not origin.startswith("http://"):
+        return False
+    return loopback_host(origin[7:]) and split_host(origin[7:]) == split_host(host_header)
+
+
+def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    """An envelope error: ``{"success": false, "error": message}``."""
+    return JSONResponse({"success": False, "error": message}, status_code=status,
+                        headers=headers)
+
+
+class Guard(BaseHTTPMiddleware):
+    """Host, token and CSRF checks (see the module docstring).
+
+    Args:
+        app: the wrapped application.
+        token: the access token.
+    """
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        super().__init__(app)
+        self._token = token
+        self._csrf = csrf_token(token)
+
+    def _refusal(self, request: Request) -> Response | None:
+        """The refusal of a request that may not pass, else ``None``."""
+        host = request.headers.get("host", "")
+        if not loopback_host(host):
+            return error(400, "the Host header must be 127.0.0.1, localhost or [::1]: this "
+                              "page is served to this machine only")
+        if not request.url.path.startswith("/api/"):
+            return None
+        bearer = request.headers.get("authorization", "")
+        given = bearer[7:].strip() if bearer.lower().startswith("bearer ") else None
+        by_bearer = given is not None
+        if given is None:
+            given = request.cookies.get(COOKIE_NAME)
+        if not given:
+            return error(401, "a token is needed: open the page with `opencode-memoryd web`, "
+                              "or send `Authorization: Bearer TOKEN`",
+                         {"WWW-Authenticate": "Bearer"})
+        if not hmac.compare_digest(given.encode(), self._token.encode()):
+            return error(401, "wrong token: open the page again with `opencode-memoryd web`",
+                         {"WWW-Authenticate": "Bearer"})
+        if request.method not in UNSAFE_METHODS:
+            return None
+        origin = request.headers.get("origin")
+        if origin is not None and not same_origin(origin, host):
+            return error(403, f"cross-site request from {origin} refused")
+        site = request.headers.get("sec-fetch-site")
+        if site is not None and site not in ("same-origin", "none"):
+            return error(403, f"cross-site request ({site}) refused")
+        if by_bearer and request.url.path == LOGIN_PATH:
+            return None
+        sent = request.headers.get("x-csrf-token", "")
+        if not hmac.compare_digest(sent.encode(), self._csrf.encode()):
+            return error(403, "missing or wrong X-CSRF-Token header (GET /api/session gives "
+                              "it)")
+        return None
+
+    async def dispatch(self, request: Request,
+                       call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        """Refuse, or pass the request on; add the security headers either way."""
+        response = self._refusal(request) or await call_next(request)
+        for key, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(key, value)
+        if request.url.path.startswith("/api/"):
+            response.headers["Cache-Control"] = "no-store"
+        return response

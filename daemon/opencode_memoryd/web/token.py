@@ -1,0 +1,79 @@
+"""The web page's access token: a random secret in a ``0600`` file under the state dir,
+created on first use, and what is derived from it (the CSRF token, the page's URL).
+
+This module imports no web framework: the CLI's ``web`` command reads the token too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from opencode_memoryd.errors import StateError
+
+#: The token file in the state dir.
+TOKEN_FILE = "web-token"
+#: What the daemon writes in the state dir while it serves the page: ``{"url", "host",
+#: "port", "pid"}`` (the port actually bound: ``port = 0`` picks one).
+WEB_INFO_FILE = "web.json"
+#: The cookie the page logs in with (HttpOnly, SameSite=Strict).
+COOKIE_NAME = "memoryd_token"
+
+
+def load_or_create_token(state_dir: Path) -> str:
+    """The token in ``state_dir/web-token``, created (32 random bytes, URL-safe base64,
+    mode ``0600``) when there is none; a file of another mode is made ``0600``.
+
+    Raises:
+        StateError: the file cannot be read or written, or it is empty.
+    """
+    path = Path(state_dir) / TOKEN_FILE
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            if path.stat().st_mode & 0o077:
+                os.chmod(path, 0o600)
+            token = path.read_text(encoding="ascii").strip()
+        else:
+            token = secrets.token_urlsafe(32)
+            try:
+                os.fchmod(fd, 0o600)
+                os.write(fd, (token + "\n").encode("ascii"))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StateError(f"cannot read or create the web token {path}: {exc}") from exc
+    if not token:
+        raise StateError(f"the web token file {path} is empty; delete it and start the "
+                         "daemon again")
+    return token
+
+
+def csrf_token(token: str) -> str:
+    """The CSRF token of an access token (an HMAC-SHA256 of a fixed label, hex)."""
+    return hmac.new(token.encode(), b"opencode-memoryd csrf", hashlib.sha256).hexdigest()
+
+
+def page_url(host: str, port: int, token: str | None = None) -> str:
+    """``http://HOST:PORT/``, with ``#token=…`` when a token is given (a fragment never
+    reaches a server or a log)."""
+    shown = f"[{host}]" if ":" in host else host
+    base = f"http://{shown}:{port}/"
+    return f"{base}#token={token}" if token else base
+
+
+def read_web_info(state_dir: Path) -> dict[str, Any] | None:
+    """What the running daemon wrote in ``web.json``, or ``None`` (no file, unreadable)."""
+    try:
+        info = json.loads((Path(state_dir) / WEB_INFO_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) else None
