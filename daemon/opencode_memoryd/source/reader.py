@@ -53,7 +53,6 @@ from opencode_memoryd.models import STORAGE_SESSION_MESSAGE
 from opencode_memoryd.source import reader_v2
 from opencode_memoryd.source.discover import source_identity
 from opencode_memoryd.source.lookups import SessionLookups
-from opencode_memoryd.source.reader_v2 import Activity, UnknownTable
 from opencode_memoryd.source.rows import (
     MessageRow,
     PartRow,
@@ -98,18 +97,15 @@ class OpenCodeDB(SessionLookups):
         from sqlalchemy.exc import DBAPIError
         from sqlalchemy.pool import StaticPool
 
-        def connect() -> sqlite3.Connection:
+        def connect() -> sqlite3.Connection:  # values decoded one by one (decode_text)
             conn = sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False,
                                    isolation_level=None)
             conn.text_factory = decode_text
             return conn
 
-        # One long-lived connection (needed for PRAGMA data_version; StaticPool), in
-        # autocommit mode at the driver level: every SELECT is its own short read
-        # transaction unless we BEGIN. Text is decoded value by value (a value that is not
-        # UTF-8 is marked, not fatal).
-        self._engine: Engine = create_engine("sqlite://", creator=connect,
-                                             poolclass=StaticPool,
+        # One long-lived connection (PRAGMA data_version), autocommit at the driver: every
+        # SELECT is its own read transaction unless we BEGIN.
+        self._engine: Engine = create_engine("sqlite://", creator=connect, poolclass=StaticPool,
                                              isolation_level="AUTOCOMMIT")
         self._errors: tuple[type[BaseException], ...] = (DBAPIError, sqlite3.Error)
         self._conn: Connection | None = None
@@ -163,12 +159,9 @@ class OpenCodeDB(SessionLookups):
     @contextmanager
     def _read_transaction(self) -> Iterator[None]:
         """One short, explicit read transaction (consistent snapshot), always ended."""
-        with self._guard:
-            # transaction control on the driver connection: the engine runs in autocommit
-            # mode (SQLAlchemy keeps no transaction), and BEGIN/COMMIT need no result object
+        with self._guard:  # BEGIN/COMMIT on the driver: SQLAlchemy keeps no transaction
             raw = self.conn.connection.driver_connection
-            if not isinstance(raw, sqlite3.Connection):  # pragma: no cover - StaticPool
-                raise SourceError(f"OpenCode database {self.path} is closed")
+            assert isinstance(raw, sqlite3.Connection)  # StaticPool: never released
             raw.execute("BEGIN")
             try:
                 yield
@@ -201,14 +194,6 @@ class OpenCodeDB(SessionLookups):
 
     # -- change detection ------------------------------------------------------------
 
-    def data_version(self) -> int:
-        """``PRAGMA data_version``: changes whenever another connection commits."""
-        return int(self._rows("PRAGMA data_version")[0][0])
-
-    def schema_cookie(self) -> int:
-        """``PRAGMA schema_version``: changes whenever a table or index is added or changed."""
-        return int(self._rows("PRAGMA schema_version")[0][0])
-
     def refresh_schema(self) -> bool:
         """Detect the schema again when the schema cookie changed since the last detection.
 
@@ -225,15 +210,6 @@ class OpenCodeDB(SessionLookups):
         self.schema = detect_schema(self._rows, self.path)
         self._cookie = cookie
         return True
-
-    def activity(self, created_after_ms: int | None) -> Activity:
-        """Per-session activity in ``session_message`` (see :func:`reader_v2.activity`)."""
-        return reader_v2.activity(self._rows, self.schema, created_after_ms)
-
-    def unknown_tables(self) -> list[UnknownTable]:
-        """Tables of an unknown shape holding per-session rows (see
-        :func:`reader_v2.unknown_tables`)."""
-        return reader_v2.unknown_tables(self._rows, self.schema)
 
     # -- sessions --------------------------------------------------------------------
 
