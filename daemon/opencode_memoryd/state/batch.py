@@ -16,6 +16,7 @@ durable before the memories it covers.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -50,6 +51,8 @@ class StateBatch:
         # read-through copies of what the state file held when first asked (until commit)
         self._stored_marks: dict[tuple[str, str], tuple[Mark | None, int | None]] = {}
         self._stored_items: dict[str, Item] = {}
+        # sessions read by :meth:`prefetch` -> their stored items (all are in _stored_items)
+        self._known: dict[tuple[str, str], list[Item]] = {}
 
     def __len__(self) -> int:
         """Writes waiting for :meth:`commit`."""
@@ -60,6 +63,28 @@ class StateBatch:
     # batch): the session is worked by this batch's thread alone meanwhile, and the commit's
     # writes never move a mark back whatever was read. An outbox row found is kept too; one
     # not found is looked up again (it may be recorded durably, outside the batch).
+
+    def prefetch(self, source_id: str, session_ids: Sequence[str]) -> None:
+        """Read the marks and outbox items of many sessions at once
+        (:meth:`StateDB.sessions_state`), so that working them asks the state file nothing
+        more until the commit.
+
+        The caller works these sessions next, on this batch's thread: a session worked
+        elsewhere in between (another thread's ``maintain``) is at worst read again from
+        the older mark, which stores nothing twice.
+        """
+        want = [sid for sid in session_ids if (source_id, sid) not in self._known]
+        if not want:
+            return
+        marks, items = self.state.sessions_state(source_id, want)
+        for sid in want:
+            key = (source_id, sid)
+            self._known[key] = []
+            if key not in self._stored_marks:
+                self._stored_marks[key] = marks.get(sid, (None, None))
+        for item in items:
+            item = self._stored_items.setdefault(item.id, item)
+            self._known[(item.source_id, item.session_id)].append(item)
 
     def _stored_mark(self, key: tuple[str, str]) -> tuple[Mark | None, int | None]:
         got = self._stored_marks.get(key)
@@ -82,10 +107,13 @@ class StateBatch:
             return self._rowids[key]
         return self._stored_mark(key)[1]
 
-    def get_item(self, item_id: str) -> Item | None:
-        """An outbox row as it will be once committed."""
+    def get_item(self, item_id: str, session: tuple[str, str] | None = None
+                 ) -> Item | None:
+        """An outbox row as it will be once committed; ``session``: its ``(source id,
+        session id)``, when known (a session read by :meth:`prefetch` is not asked
+        again)."""
         got = self._items.get(item_id) or self._stored_items.get(item_id)
-        if got is None:
+        if got is None and session not in self._known:
             got = self.state.get_item(item_id)
             if got is not None:
                 self._stored_items[item_id] = got
@@ -93,7 +121,11 @@ class StateBatch:
 
     def pending_items(self, source_id: str, session_id: str) -> list[Item]:
         """The session's items recorded but not stored, as they will be once committed."""
-        out = {i.id: i for i in self.state.pending_items(source_id, session_id)}
+        known = self._known.get((source_id, session_id))
+        if known is not None:
+            out = {i.id: i for i in known if i.status == "extracted"}
+        else:
+            out = {i.id: i for i in self.state.pending_items(source_id, session_id)}
         for item in self._items.values():
             if item.source_id == source_id and item.session_id == session_id:
                 if item.status == "extracted":
@@ -171,4 +203,5 @@ class StateBatch:
         self._items.clear()
         self._stored_marks.clear()
         self._stored_items.clear()
+        self._known.clear()
         return n
