@@ -51,8 +51,11 @@ class StateBatch:
         # read-through copies of what the state file held when first asked (until commit)
         self._stored_marks: dict[tuple[str, str], tuple[Mark | None, int | None]] = {}
         self._stored_items: dict[str, Item] = {}
-        # sessions read by :meth:`prefetch` -> their stored items (all are in _stored_items)
+        # read ahead by :meth:`prefetch`: marks, and each session's stored items; valid
+        # while the state file saw no write transaction since (_ahead_at)
+        self._ahead_marks: dict[tuple[str, str], tuple[Mark | None, int | None]] = {}
         self._known: dict[tuple[str, str], list[Item]] = {}
+        self._ahead_at = -1
 
     def __len__(self) -> int:
         """Writes waiting for :meth:`commit`."""
@@ -69,27 +72,51 @@ class StateBatch:
         (:meth:`StateDB.sessions_state`), so that working them asks the state file nothing
         more until the commit.
 
-        The caller works these sessions next, on this batch's thread: a session worked
-        elsewhere in between (another thread's ``maintain``) is at worst read again from
-        the older mark, which stores nothing twice.
+        What was read ahead is used only while the state file saw no write transaction
+        since (:attr:`StateDB.write_count`): a session another thread worked meanwhile
+        (a ``maintain`` asked of the daemon) is looked up again.
         """
+        if self._ahead_at != self.state.write_count:
+            self._forget_ahead()
         want = [sid for sid in session_ids if (source_id, sid) not in self._known]
         if not want:
             return
+        at = self.state.write_count
         marks, items = self.state.sessions_state(source_id, want)
+        if not self._known:
+            self._ahead_at = at
+        elif at != self._ahead_at:  # a write came between the two reads: start over
+            self._forget_ahead()
+            self._ahead_at = at
         for sid in want:
             key = (source_id, sid)
             self._known[key] = []
-            if key not in self._stored_marks:
-                self._stored_marks[key] = marks.get(sid, (None, None))
+            self._ahead_marks[key] = marks.get(sid, (None, None))
         for item in items:
-            item = self._stored_items.setdefault(item.id, item)
             self._known[(item.source_id, item.session_id)].append(item)
+
+    def _forget_ahead(self) -> None:
+        self._ahead_marks.clear()
+        self._known.clear()
+        self._ahead_at = -1
+
+    def _ahead(self, key: tuple[str, str]) -> list[Item] | None:
+        """The session's stored items as read ahead, when that read is still true
+        (nothing was written to the state file since); else ``None``."""
+        if not self._known:
+            return None
+        if self._ahead_at != self.state.write_count:  # e.g. another thread's maintain
+            self._forget_ahead()
+            return None
+        return self._known.get(key)
 
     def _stored_mark(self, key: tuple[str, str]) -> tuple[Mark | None, int | None]:
         got = self._stored_marks.get(key)
         if got is None:
-            got = self._stored_marks[key] = self.state.get_mark_row(*key)
+            if self._ahead(key) is not None:
+                got = self._stored_marks[key] = self._ahead_marks[key]
+            else:
+                got = self._stored_marks[key] = self.state.get_mark_row(*key)
         return got
 
     def get_mark(self, source_id: str, session_id: str) -> Mark | None:
@@ -113,7 +140,10 @@ class StateBatch:
         session id)``, when known (a session read by :meth:`prefetch` is not asked
         again)."""
         got = self._items.get(item_id) or self._stored_items.get(item_id)
-        if got is None and session not in self._known:
+        ahead = self._ahead(session) if got is None and session is not None else None
+        if ahead is not None:
+            got = next((i for i in ahead if i.id == item_id), None)
+        elif got is None:
             got = self.state.get_item(item_id)
             if got is not None:
                 self._stored_items[item_id] = got
@@ -121,7 +151,7 @@ class StateBatch:
 
     def pending_items(self, source_id: str, session_id: str) -> list[Item]:
         """The session's items recorded but not stored, as they will be once committed."""
-        known = self._known.get((source_id, session_id))
+        known = self._ahead((source_id, session_id))
         if known is not None:
             out = {i.id: i for i in known if i.status == "extracted"}
         else:
@@ -203,5 +233,5 @@ class StateBatch:
         self._items.clear()
         self._stored_marks.clear()
         self._stored_items.clear()
-        self._known.clear()
+        self._forget_ahead()
         return n
