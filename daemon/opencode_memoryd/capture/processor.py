@@ -45,14 +45,12 @@ mark *and* given a reused rowid (a deleted largest rowid, a ``VACUUM``) could be
 
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
 
 import structlog
 
@@ -61,17 +59,16 @@ from opencode_memoryd.capture.failures import failure_fingerprint, failure_kind,
 from opencode_memoryd.capture.marks import max_rowid as rowid_of
 from opencode_memoryd.capture.marks import reconcile_mark
 from opencode_memoryd.capture.notes import Seen, SessionNotes, Summarizer
+from opencode_memoryd.capture.outbox import item_id_of, recorded_candidate
 from opencode_memoryd.capture.report import Limits, SessionReport
 from opencode_memoryd.capture.writer import write_memories
 from opencode_memoryd.errors import DiskFullError, ExtractionError, SourceError, UpstreamError
 from opencode_memoryd.extract.rules import RulesExtractor
-from opencode_memoryd.extract.sections import section_for, valid_section
 from opencode_memoryd.extract.summarize import RulesSummarizer
 from opencode_memoryd.models import (
     STORAGE_MESSAGE,
     ExtractionResult,
     Mark,
-    MemoryCandidate,
     TranscriptLine,
     iso_utc,
 )
@@ -88,24 +85,10 @@ from opencode_memoryd.store.api import MemoryStore
 
 log = structlog.get_logger(__name__)
 
-#: Bumped when the transcript or prompt format changes, so old cached items are not reused.
-ITEM_FORMAT = "1"
-
 __all__ = ["Extractor", "Limits", "SessionProcessor", "SessionReport"]
 
 def _now_iso(now: datetime) -> str:
     return iso_utc(now)
-
-
-def _item_id(source_id: str, session_id: str, chunk: Chunk, storage: str) -> str:
-    """The outbox id of a chunk: its positions in ``message``; in ``session_message`` its
-    first and last row ids only (``seq`` values change when OpenCode re-projects rows)."""
-    if storage == STORAGE_MESSAGE:
-        key = f"{ITEM_FORMAT}|{source_id}|{session_id}|{chunk.first}|{chunk.last}"
-    else:
-        key = (f"{ITEM_FORMAT}|{source_id}|{session_id}|{storage}|{chunk.first[1]}|"
-               f"{chunk.last[1]}")
-    return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
 class SessionProcessor:
@@ -304,7 +287,7 @@ class SessionProcessor:
             self.writes.set_mark(src, session.id, Mark(storage, chunk.last), _now_iso(now),
                                  rowid)
             return
-        item_id = _item_id(src, session.id, chunk, storage)
+        item_id = item_id_of(src, session.id, chunk, storage)
         known = self._get_item(item_id, session.id)
         if known is not None:  # the same turns, read again after a reset: no second call
             report.replayed_items += 1
@@ -378,7 +361,7 @@ class SessionProcessor:
             project_root=session.project_root, status="extracted",
             extractor=extractor or self.extractor.name, model=result.model,
             result={
-                "candidates": [_candidate(c) for c in result.candidates],
+                "candidates": [recorded_candidate(c) for c in result.candidates],
                 "message_times": {m: times[m] for c in result.candidates
                                   for m in c.message_ids if m in times},
                 "max_rowid": max_rowid,
@@ -421,15 +404,6 @@ class SessionProcessor:
         report.given_up += 1
         self._apply(item, report)
         return True
-
-
-def _candidate(c: MemoryCandidate) -> dict[str, Any]:
-    """The recorded form of a candidate: redacted, with the extractor's section or the
-    rules' choice (so both extractors' memories get one)."""
-    content = scrub(c.content).text
-    return {"content": content, "type": c.type, "scope": c.scope,
-            "message_ids": list(c.message_ids), "source": c.source,
-            "section": valid_section(c.section) or section_for(c.type, c.scope, content)}
 
 
 def _fault_point(name: str) -> None:
