@@ -22,7 +22,6 @@ full disk cleanly (``SQLITE_FULL``), so the state file needs only
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -61,6 +60,8 @@ def free_bytes(path: Path) -> int:
     p = Path(path).absolute()
     while not p.exists() and p != p.parent:
         p = p.parent
+    import shutil  # here: the CLI imports this module for its umask alone
+
     return shutil.disk_usage(p).free
 
 

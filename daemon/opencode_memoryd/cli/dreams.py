@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
-from opencode_memoryd.cli.journal_table import render_table
 from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.errors import NotFoundError
 
@@ -64,6 +63,8 @@ def cmd_dream(app: App, args: argparse.Namespace) -> int:
         calls += [("dream", {"project_key": k, "project_root": directory,
                              "dry_run": args.dry_run}) for k in keys]
     entries = [run_use_case(app, route, payload) for route, payload in calls]
+    from opencode_memoryd.cli.journal_table import render_table
+
     if args.json:
         print(json.dumps(entries if len(entries) > 1 else entries[0], indent=2))
     else:
@@ -79,6 +80,7 @@ def cmd_dream(app: App, args: argparse.Namespace) -> int:
 
 def cmd_journal(app: App, args: argparse.Namespace) -> int:
     """``journal``: the dream journal, newest first (read from the file, never the store)."""
+    from opencode_memoryd.cli.journal_table import render_table
     from opencode_memoryd.dream.journal import DreamJournal
 
     journal = DreamJournal(app.journal_path)

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from opencode_memoryd.cli.connect import via_daemon
 from opencode_memoryd.cli.exits import EXIT_OK
 from opencode_memoryd.cli.render import print_json, table
-from opencode_memoryd.models import parse_iso
 from opencode_memoryd.usecases import limits
 
 if TYPE_CHECKING:
@@ -94,6 +93,8 @@ def _run(app: App, route: str, local: str, payload: dict[str, Any]) -> Any:
 
 
 def _when(iso: str) -> str:
+    from opencode_memoryd.models import parse_iso
+
     return parse_iso(iso).astimezone().strftime("%Y-%m-%d %H:%M")
 
 

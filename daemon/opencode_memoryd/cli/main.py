@@ -15,7 +15,6 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from opencode_memoryd import __version__
@@ -31,7 +30,6 @@ from opencode_memoryd.cli.exits import (
     EXIT_SOURCE,
 )
 from opencode_memoryd.cli.render import print_error
-from opencode_memoryd.config.paths import config_path
 from opencode_memoryd.disk import PRIVATE_UMASK
 from opencode_memoryd.errors import (
     ConfigError,
@@ -114,11 +112,14 @@ def load_app(config_file: str | None, command: str, verbose: bool,
         ConfigError: the config file is missing (when named) or invalid.
     """
     # imported here: `--help` and a usage error need none of it
+    from pathlib import Path
+
     import structlog
 
     from opencode_memoryd import logs
     from opencode_memoryd.compose import App
     from opencode_memoryd.config.loader import load_config
+    from opencode_memoryd.config.paths import config_path
 
     explicit = Path(config_file).expanduser() if config_file else None
     config = load_config(explicit, env)

@@ -12,10 +12,10 @@ from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_CODES_HELP, EXIT_FAILURE, EXIT_OK
 from opencode_memoryd.cli.render import table
 from opencode_memoryd.config.paths import normalize_dir
-from opencode_memoryd.source.rows import SessionRow
 
 if TYPE_CHECKING:
     from opencode_memoryd.compose import App
+    from opencode_memoryd.source.rows import SessionRow
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_NOT_FOUND, EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 from opencode_memoryd.errors import NotFoundError, RefusedError, RequestError
-from opencode_memoryd.models import FACT_TYPES
+from opencode_memoryd.vocab import FACT_TYPES
 
 if TYPE_CHECKING:
     from opencode_memoryd.compose import App

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 from opencode_memoryd.cli.exits import EXIT_OK
 from opencode_memoryd.config.paths import CONFIG_ENV_VAR
-from opencode_memoryd.install.files import InstallReport
 
 if TYPE_CHECKING:
     from opencode_memoryd.compose import App
+    from opencode_memoryd.install.files import InstallReport
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import webbrowser
 from typing import TYPE_CHECKING
 
 from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
-from opencode_memoryd.web.token import load_or_create_token, page_url, read_web_info
 
 if TYPE_CHECKING:
     from opencode_memoryd.compose import App
@@ -43,6 +41,10 @@ def _alive(pid: object) -> bool:
 def cmd_web(app: App, args: argparse.Namespace) -> int:
     """``web [--print]``: print the page's address with the token and open it; exit 1
     when the page is off or no daemon serves it."""
+    import webbrowser
+
+    from opencode_memoryd.web.token import load_or_create_token, page_url, read_web_info
+
     cfg = app.config.web
     where = app.config_path or "the config file"
     if not cfg.enabled:
