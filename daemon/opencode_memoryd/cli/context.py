@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING
 
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_OK
-from opencode_memoryd.config.paths import normalize_dir
+from opencode_memoryd.config.xdg import normalize_dir
 
+TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:
     from opencode_memoryd.compose import App
 

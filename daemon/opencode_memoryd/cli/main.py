@@ -14,8 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from opencode_memoryd import __version__
 from opencode_memoryd.cli.exits import (
@@ -39,7 +37,10 @@ from opencode_memoryd.errors import (
     SourceError,
 )
 
+TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from opencode_memoryd.compose import App
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING
 
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_OK, EXIT_USAGE
 from opencode_memoryd.cli.render import print_memories
 from opencode_memoryd.errors import NotFoundError
 
+TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:
     from opencode_memoryd.compose import App
 

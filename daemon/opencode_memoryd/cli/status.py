@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd import __version__
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_OK
 
+TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:
+    from typing import Any
+
     from opencode_memoryd.compose import App
 
 
