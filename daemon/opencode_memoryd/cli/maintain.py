@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_CODES_HELP, EXIT_FAILURE, EXIT_OK
 from opencode_memoryd.cli.render import table
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``maintain`` to the CLI."""
-    m = sub.add_parser("maintain", help="extract memories from sessions up to now, then exit",
+    m = sub.add_parser("maintain", help=COMMANDS["maintain"],
                        epilog=EXIT_CODES_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     target = m.add_mutually_exclusive_group(required=True)

@@ -5,10 +5,12 @@ to the daemon's MCP server (:mod:`opencode_memoryd.serve.mcp_relay`) after readi
 state dir from the config file (:mod:`opencode_memoryd.config.light`). The read-only
 commands a running daemon serves (:data:`THIN_COMMANDS`) parse their own arguments and ask
 the daemon with a :class:`ThinApp`, which loads the full config only if the daemon goes
-away meanwhile (the command then runs locally, as it would have). Anything this
-module cannot decide cheaply (a ``--help``, an option it does not know, a config file it
-cannot read, a daemon too old to host MCP) goes the full way (:func:`fast_path` returns
-``None``), which reports problems as before.
+away meanwhile (the command then runs locally, as it would have). The top-level ``--help``
+and ``--version`` come from :func:`~opencode_memoryd.cli.main.top_level_parser` (the
+command table, no command module). Anything this module cannot decide cheaply (a command's
+``--help``, an option it does not know, a config file it cannot read, a daemon too old to
+host MCP) goes the full way (:func:`fast_path` returns ``None``), which reports problems as
+before.
 
 A served command costs little more than the interpreter's start: this path imports
 neither :mod:`typing` nor :mod:`pathlib` (paths are strings here), and builds the parser
@@ -18,8 +20,6 @@ of the one command asked for (:class:`_OneCommand`) instead of the whole command
 from __future__ import annotations
 
 import argparse
-
-from opencode_memoryd.config.light import daemon_info, light_state_dir
 
 TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:
@@ -70,6 +70,7 @@ def split(argv: Sequence[str]) -> Line | None:
 
 def state_dir_of(line: Line, env: Mapping[str, str]) -> str | None:
     """The state dir for ``line``'s config (``None``: ask the full config)."""
+    from opencode_memoryd.config.light import light_state_dir
     from opencode_memoryd.config.xdg import expand_home
 
     explicit = expand_home(line.config, env) if line.config else None
@@ -80,6 +81,8 @@ def mcp_socket_finder(state_dir: str, env: Mapping[str, str]) -> tuple[bool, obj
     """``(usable, find)``: ``find()`` gives the running daemon's MCP socket or ``None``;
     ``usable`` is false when a daemon runs that hosts no MCP server (an older version)."""
     from pathlib import Path
+
+    from opencode_memoryd.config.light import daemon_info
 
     override = env.get(SOCKET_ENV_VAR)
     if override:
@@ -98,10 +101,35 @@ def mcp_socket_finder(state_dir: str, env: Mapping[str, str]) -> tuple[bool, obj
     return True, find
 
 
+def asks_top_level(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` is global options and a ``-h``/``--help``/``--version`` before any
+    command: what the top level alone answers."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in ("-h", "--help", "--version"):
+            return True
+        if arg == "--config" and i + 1 < len(argv):
+            i += 2
+        elif arg.startswith("--config=") or arg in ("-v", "--verbose"):
+            i += 1
+        else:
+            return False
+    return False
+
+
 def fast_path(argv: Sequence[str], env: Mapping[str, str]) -> int | None:
     """Run the command here when it has a fast path; ``None``: take the full way."""
     line = split(argv)
     if line is None:
+        if not asks_top_level(argv):
+            return None
+        from opencode_memoryd.cli.main import top_level_parser
+
+        try:
+            top_level_parser().parse_args(argv)
+        except SystemExit as exc:  # the help or the version was printed
+            return int(exc.code or 0)
         return None
     if line.command == "mcp" and not line.rest:
         state = state_dir_of(line, env)
@@ -200,6 +228,8 @@ def _served(line: Line, env: Mapping[str, str]) -> int | None:
     state = state_dir_of(line, env)
     if state is None:
         return None
+    from opencode_memoryd.config.light import daemon_info
+
     sock = daemon_info(state).get("socket")
     if not isinstance(sock, str) or not sock:
         return None

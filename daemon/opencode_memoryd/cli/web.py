@@ -7,6 +7,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
 
 if TYPE_CHECKING:
@@ -15,8 +16,7 @@ if TYPE_CHECKING:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``web`` to the CLI."""
-    w = sub.add_parser("web", help="open the web page of the running daemon (browse, "
-                                   "search, edit, forget; the dream journal)",
+    w = sub.add_parser("web", help=COMMANDS["web"],
                        description="Open the page the daemon serves on 127.0.0.1 when "
                                    "[web] enabled = true, with the access token in the "
                                    "address (the token file is web-token in the state "
