@@ -4,8 +4,8 @@ In a throw-away HOME (rules mode, a copy of ``tests/fixtures/opencode-sample.db`
 command runs ``--runs`` times as ``python -m opencode_memoryd --config CFG ...`` and the
 median wall time is printed with its ratio to ``python -c pass`` on the same machine:
 ``--help``, then ``search``, ``list``, ``status`` and ``context`` first with no daemon
-(goal: <= 1 s each), then with ``opencode-memoryd run`` serving them (goal: <= 3x ``python
--c pass``), once the daemon is idle: its first pass done and the sessions that pass queued
+(goal: <= 1 s each), then with ``opencode-memoryd run`` serving them (goal: <= 3x
+``python -c pass``), once the daemon is idle: its first pass done and the sessions that pass queued
 extracted (else that extraction competes with the first command measured). The
 interpreter's own start-up is in both. The package's bytecode is compiled first
 (``compileall``, into the checkout's ``__pycache__`` folders), as an installed package has
