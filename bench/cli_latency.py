@@ -1,18 +1,21 @@
 """Wall time of the commands a running daemon serves, against a bare interpreter.
 
 In a throw-away HOME (rules mode, a copy of ``tests/fixtures/opencode-sample.db``) each
-command runs ``--runs`` times as ``python -m opencode_memoryd --config CFG ...`` and the
-median wall time is printed with its ratio to ``python -c pass`` on the same machine:
-``--help``, then ``search``, ``list``, ``status`` and ``context`` first with no daemon
-(goal: <= 1 s each), then with ``opencode-memoryd run`` serving them (goal: <= 3x
-``python -c pass``), once the daemon is idle: its first pass done and the sessions that pass queued
-extracted (else that extraction competes with the first command measured). The
-interpreter's own start-up is in both. The package's bytecode is compiled first
-(``compileall``, into the checkout's ``__pycache__`` folders), as an installed package has
-it: otherwise, under ``PYTHONDONTWRITEBYTECODE``, every run would compile the modules it
-imports again and measure that instead.
+command runs ``--runs`` times as the ``opencode-memoryd`` script runs it (``python -c``
+with the script's ``from opencode_memoryd.cli.main import main``; with ``--module``: as
+``python -m opencode_memoryd``, which adds the import of :mod:`runpy`), and the median
+wall time is printed with its ratio to ``python -c pass`` on the same machine: ``--help``,
+then ``search``, ``list``, ``status`` and ``context`` first with no daemon (goal: <= 1 s
+each), then with ``opencode-memoryd run`` serving them (goal: <= 3x ``python -c pass``)
+once the daemon is idle: its first pass done and the sessions that pass queued extracted
+(else that extraction competes with the first command measured). The interpreter's own
+start-up is in both. The package's bytecode is compiled first (``compileall``, into the
+checkout's ``__pycache__`` folders), as an installed package has it: otherwise, under
+``PYTHONDONTWRITEBYTECODE``, every run would compile the modules it imports again and
+measure that instead.
 
-Run: ``.venv/bin/python bench/cli_latency.py [--runs 15]``. Asserts nothing about time.
+Run: ``.venv/bin/python bench/cli_latency.py [--runs 15] [--module]``. Asserts nothing
+about time.
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ def median_ms(argv: list[str], env: dict[str, str], runs: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--module", action="store_true",
+                    help="run `python -m opencode_memoryd` instead of the script's form")
     args = ap.parse_args(argv)
     compileall.compile_dir(ROOT / "daemon" / "opencode_memoryd", quiet=1)
     root = Path(tempfile.mkdtemp(prefix="ocm-cli-"))
@@ -55,7 +60,10 @@ def main(argv: list[str] | None = None) -> int:
         box = Sandbox(root, CONFIG)
         shutil.copyfile(FIXTURE, box.opencode_db)
         env = box.full_env()
-        base = [sys.executable, "-m", "opencode_memoryd", "--config", str(box.config)]
+        run = (["-m", "opencode_memoryd"] if args.module
+               else ["-c", "import sys; from opencode_memoryd.cli.main import main; "
+                           "sys.exit(main())"])
+        base = [sys.executable, *run, "--config", str(box.config)]
         bare = median_ms([sys.executable, "-c", "pass"], env, args.runs)
         print(f"python -c pass: median {bare:.0f} ms ({args.runs} runs each)")
 
