@@ -183,8 +183,13 @@ def measure(sock: Path, params: Callable[[int], dict[str, str]], n: int
     return times, result
 
 
-def phases(setup: Setup, params: dict[str, str], n: int) -> None:
-    """Time ``build_context`` in this process by phase, then cProfile it."""
+def _kwargs(params: dict[str, str]) -> dict[str, str | None]:
+    return {k: (v or None) for k, v in params.items()}
+
+
+def phases(setup: Setup, params: Callable[[int], dict[str, str]], n: int) -> None:
+    """Time ``build_context`` in this process by phase, then cProfile it; ``params(i)`` are
+    the i-th request's parameters (requests ``0..n`` timed, ``n..2n`` profiled)."""
     spent: dict[str, float] = defaultdict(float)
 
     def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -210,12 +215,11 @@ def phases(setup: Setup, params: dict[str, str], n: int) -> None:
             store.scroll = timed(  # type: ignore[method-assign]
                 "store: scroll the scopes", lambda *a, **k: list(scroll(*a, **k)))
             store.search = timed("store: search (relevant)", search)  # type: ignore[method-assign]
-            kwargs = {k: (v or None) for k, v in params.items()}
-            service.context(**kwargs)  # warm
+            service.context(**_kwargs(params(0)))  # warm
             spent.clear()
             t = time.perf_counter()
-            for _ in range(n):
-                service.context(**kwargs)
+            for i in range(n):
+                service.context(**_kwargs(params(1 + i)))
             total = time.perf_counter() - t
             print(f"    in-process build_context: {total / n * 1000:.1f} ms per call, of which")
             for name, seconds in sorted(spent.items(), key=lambda x: -x[1]):
@@ -228,8 +232,8 @@ def phases(setup: Setup, params: dict[str, str], n: int) -> None:
             store.scroll, store.search = scroll, search  # type: ignore[method-assign]
         prof = cProfile.Profile()
         prof.enable()
-        for _ in range(n):
-            service.context(**{k: (v or None) for k, v in params.items()})
+        for i in range(n):
+            service.context(**_kwargs(params(1 + n + i)))
         prof.disable()
     out = io.StringIO()
     pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(18)
@@ -269,7 +273,8 @@ def main(argv: list[str] | None = None) -> int:
             if missed or args.profile:
                 case = missed[0] if missed else CASES[0]
                 print(f"  where the time goes ({case}):")
-                phases(setup, setup.params(case), max(20, args.requests // 10))
+                phases(setup, functools.partial(setup.params, case),
+                       min(max(20, args.requests // 10), (WARMUP + args.requests - 1) // 2))
         finally:
             shutil.rmtree(root, ignore_errors=True)
     return 0

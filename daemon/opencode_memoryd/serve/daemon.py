@@ -13,13 +13,17 @@ Scheduling: each changed session is queued in the state file with its debounce d
 (:mod:`opencode_memoryd.debounce`). One worker thread (:mod:`opencode_memoryd.serve.jobs`)
 takes the due sessions from the queue, soonest first, and sleeps until the next due time
 or until the main loop queues something; so one session is never extracted twice at once,
-and the queue costs no memory per session beyond its row. Dreams run on a thread of their
-own, so a dream waiting for its model never holds back an extraction; a per-project lock
-keeps an extraction and a dream's writes to one project apart, including those asked for
-through the control endpoint.
+and the queue costs no memory per session beyond its row. Time-based work runs on an
+APScheduler ``BackgroundScheduler`` (:mod:`opencode_memoryd.serve.timed`; jobs coalesced,
+one instance at a time): the periodic safety sweep, the dream checks (at start, then every
+``dream.check_interval_minutes``) on an executor thread of their own, so a dream waiting for
+its model never holds back an extraction, and the retention of recorded model answers. A
+per-project lock keeps an extraction and a dream's writes to one project apart, including
+those asked for through the control endpoint.
 
-Threads: the main loop (change detection, sweeps, watchdog pings), the worker, the dreams,
-the file watcher, the control server and the web page (``[web] enabled``), each asleep.
+Threads: the main loop (change detection, the watchdog ping), the worker (extractions), the
+scheduler and its executors (dreams; the sweep and retention), the file watcher, the control
+server and the web page (``[web] enabled``); each sleeps until it has something to do.
 
 Stopping: SIGTERM or SIGINT stops within 10 s at any point. A dream checks the stop signal
 between scopes and between groups; work still running after :data:`SHUTDOWN_GRACE_SECONDS`
@@ -44,6 +48,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import structlog
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
 from filelock import FileLock, Timeout
 
 from opencode_memoryd import __version__
@@ -56,11 +62,19 @@ from opencode_memoryd.errors import AlreadyRunning, MemorydError, StoreInUseErro
 from opencode_memoryd.models import iso_utc
 from opencode_memoryd.serve.alerts import Alerts
 from opencode_memoryd.serve.control_server import ControlServer
-from opencode_memoryd.serve.jobs import Pause, SessionJobs
+from opencode_memoryd.serve.jobs import Pause
 from opencode_memoryd.serve.mcp_host import MCPHost, start_host
 from opencode_memoryd.serve.notify import sd_notify
 from opencode_memoryd.serve.protocol import mcp_socket_path, socket_path
 from opencode_memoryd.serve.sources import SourceTracking, TrackedSource
+from opencode_memoryd.serve.timed import (
+    DREAM_CATCH_UP_JOB,
+    DREAM_CHECK_JOB,
+    RETENTION_HOURS,
+    RETENTION_JOB,
+    SWEEP_JOB,
+    TimedWork,
+)
 from opencode_memoryd.serve.web_host import WebPage, start_web_page
 from opencode_memoryd.source.watcher import DbWatcher
 from opencode_memoryd.store.api import MemoryStore
@@ -81,9 +95,15 @@ MIN_CHECK_INTERVAL_SECONDS = 0.05
 CHECK_COST_FACTOR = 4.0
 #: Sessions listed in ``status`` (``pending_count`` has them all).
 STATUS_PENDING_LIMIT = 20
+#: The scheduler's executor (one thread) for the dream checks; the other jobs (sweep,
+#: retention) run on the default one (one thread).
+DREAM_EXECUTOR = "dreams"
+#: A job whose time passed while the process could not run it (suspend, a long dream) still
+#: runs if at most this late (s); coalescing makes several missed runs one.
+MISFIRE_GRACE_SECONDS = 3600
 
 
-class Daemon(SourceTracking, SessionJobs):
+class Daemon(SourceTracking, TimedWork):
     """The long-running process behind ``opencode-memoryd run``.
 
     ``state``, ``store``, ``extractor``, ``summarizer`` and ``service`` exist once :meth:`start` has
@@ -121,8 +141,16 @@ class Daemon(SourceTracking, SessionJobs):
         self.last_dream: dict[str, str] = {}
         self._work_wake = threading.Event()
         self._held = {}
-        self._dreamer_thread: threading.Thread | None = None
-        self._next_sweep = 0.0
+        self.scheduler = BackgroundScheduler(
+            executors={
+                "default": ThreadPoolExecutor(1, pool_kwargs={"thread_name_prefix": "timed"}),
+                DREAM_EXECUTOR: ThreadPoolExecutor(
+                    1, pool_kwargs={"thread_name_prefix": DREAM_EXECUTOR}),
+            },
+            job_defaults={"coalesce": True, "max_instances": 1,
+                          "misfire_grace_time": MISFIRE_GRACE_SECONDS},
+            timezone=UTC,
+        )
 
     # -- start-up ---------------------------------------------------------------------
 
@@ -173,8 +201,8 @@ class Daemon(SourceTracking, SessionJobs):
         self._full_sweep_requested = True
         self._poke.set()
         self._start_watcher()
-        self._start_dreams()
         self._start_worker()
+        self._start_scheduler()
 
     def _open_store(self) -> MemoryStore:
         """Open the store; while a one-shot command (``list``, ``maintain`` …) started
@@ -198,44 +226,26 @@ class Daemon(SourceTracking, SessionJobs):
                     warned = True
                 self.stop_event.wait(0.25)
 
-    # -- dreams -----------------------------------------------------------------------
+    # -- time-based work --------------------------------------------------------------
 
-    def _start_dreams(self) -> None:
-        """Finish dreams a crash interrupted, then schedule the gate check (and catch-up)
-        on the worker thread."""
+    def _start_scheduler(self) -> None:
+        """Finish dreams a crash interrupted, then start the scheduler with the periodic
+        jobs: the safety sweep, the retention of recorded answers and (when dreams are
+        enabled) a catch-up dream check at once, then one every
+        ``dream.check_interval_minutes``."""
         self.service.recover_dreams()
-        if not self.app.config.dream.enabled:
-            return
-        self._dreamer_thread = threading.Thread(target=self._dream_loop, name="dreams",
-                                                daemon=True)
-        self._dreamer_thread.start()
-
-    def _dream_loop(self) -> None:
-        """The dream thread: a catch-up check at once, then one every
-        ``dream.check_interval_minutes``; asleep in between."""
-        interval = self.app.config.dream.check_interval_minutes * 60
-        trigger = "catch-up"
-        while not self.stop_event.is_set():
-            try:
-                self._dream_check(trigger)
-            except Exception as exc:  # a bug must not end the dream checks
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                log.exception("dream_check_crashed")
-            trigger = "auto"
-            if self.stop_event.wait(interval):
-                return
-
-    def _dream_check(self, trigger: str) -> None:
-        """Dream every scope whose gate is open (on the dream thread; the project lock
-        keeps its writes and an extraction's apart; stops between groups on shutdown)."""
-        if self.stop_event.is_set() or self._llm_gate() is not None:
-            return
-        for outcome in self.service.dream_open_scopes(trigger=trigger,
-                                                      should_stop=self.stop_event.is_set):
-            if outcome.error is not None:
-                self.last_error = outcome.error
-            else:
-                self.last_dream[outcome.scope] = iso_utc(self.clock())
+        add = self.scheduler.add_job
+        add(self._request_sweep, "interval", seconds=self.cfg.sweep_interval_seconds,
+            id=SWEEP_JOB, replace_existing=True)
+        add(self._retention, "interval", hours=RETENTION_HOURS, id=RETENTION_JOB,
+            replace_existing=True)
+        if self.app.config.dream.enabled:
+            add(self._dream_job, "date", args=("catch-up",), id=DREAM_CATCH_UP_JOB,
+                replace_existing=True, executor=DREAM_EXECUTOR)
+            add(self._dream_job, "interval", args=("auto",),
+                minutes=self.app.config.dream.check_interval_minutes, id=DREAM_CHECK_JOB,
+                replace_existing=True, executor=DREAM_EXECUTOR)
+        self.scheduler.start()
 
     def _start_control(self) -> None:
         """Serve the use cases to other processes (the daemon owns the store)."""
@@ -269,12 +279,10 @@ class Daemon(SourceTracking, SessionJobs):
         """
         sd_notify("READY=1\nSTATUS=watching OpenCode databases")
         next_check = 0.0
-        self._next_sweep = time.monotonic() + self.cfg.sweep_interval_seconds
         while not self.stop_event.is_set():
             # never sleep past half of systemd's 60 s watchdog interval
             timeout = (min(self.cfg.poll_interval_seconds, MAX_LOOP_SECONDS)
                        if self._polling else MAX_LOOP_SECONDS)
-            timeout = min(timeout, self._next_sweep - time.monotonic())
             scan = self.next_update_scan()
             if scan is not None:
                 timeout = min(timeout, scan - time.monotonic())
@@ -286,9 +294,6 @@ class Daemon(SourceTracking, SessionJobs):
             self._poke.clear()
             if self.stop_event.is_set():
                 break
-            if time.monotonic() >= self._next_sweep:  # the periodic safety sweep
-                self._full_sweep_requested = True
-                self._next_sweep = time.monotonic() + self.cfg.sweep_interval_seconds
             full, self._full_sweep_requested = self._full_sweep_requested, False
             started, scanned = time.monotonic(), self.scan_seconds
             try:
@@ -333,8 +338,11 @@ class Daemon(SourceTracking, SessionJobs):
         if self._web is not None:
             self._web.stop()
         self._work_wake.set()
-        threads = [t for t in (self._worker, self._dreamer_thread)
-                   if t is not None and t is not threading.current_thread()]
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+        threads = [t for t in threading.enumerate()
+                   if t is self._worker or t.name.startswith((DREAM_EXECUTOR, "timed"))]
+        threads = [t for t in threads if t is not threading.current_thread()]
         for t in threads:
             t.join(timeout=max(0.0, deadline - time.monotonic()))
         busy = any(t.is_alive() for t in threads)

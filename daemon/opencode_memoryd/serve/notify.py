@@ -1,9 +1,12 @@
-"""systemd's readiness and watchdog notifications (``sd_notify(3)``)."""
+"""systemd's readiness protocol (``sd_notify(3)``), for the daemon's ``READY=1``,
+``WATCHDOG=1`` and ``STOPPING=1``."""
 
 from __future__ import annotations
 
 import os
 import socket
+
+__all__ = ["sd_notify"]
 
 
 def sd_notify(message: str) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 
 from opencode_memoryd.models import STORAGE_MESSAGE, STORAGE_SESSION_MESSAGE, Mark
 from opencode_memoryd.source import reader_v2
+from opencode_memoryd.source.reader_v2 import Activity, UnknownTable
 from opencode_memoryd.source.rows import SessionRow, decode_object, is_utf8, sub_object
 from opencode_memoryd.source.schema import SchemaInfo
 
@@ -30,6 +31,23 @@ class SessionLookups:
 
     def session(self, session_id: str) -> SessionRow | None:
         raise NotImplementedError  # provided by the reader
+
+    def data_version(self) -> int:
+        """``PRAGMA data_version``: changes whenever another connection commits."""
+        return int(self._rows("PRAGMA data_version")[0][0])
+
+    def schema_cookie(self) -> int:
+        """``PRAGMA schema_version``: changes whenever a table or index is added or changed."""
+        return int(self._rows("PRAGMA schema_version")[0][0])
+
+    def activity(self, created_after_ms: int | None) -> Activity:
+        """Per-session activity in ``session_message`` (see :func:`reader_v2.activity`)."""
+        return reader_v2.activity(self._rows, self.schema, created_after_ms)
+
+    def unknown_tables(self) -> list[UnknownTable]:
+        """Tables of an unknown shape holding per-session rows (see
+        :func:`reader_v2.unknown_tables`)."""
+        return reader_v2.unknown_tables(self._rows, self.schema)
 
     def storage_of(self, session_id: str) -> str:
         """Where the session's turns are read from: ``session_message`` when it has rows

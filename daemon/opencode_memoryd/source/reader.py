@@ -1,7 +1,8 @@
 """Read-only access to an OpenCode database (``opencode.db``): the 1.x tables and the v2 ones.
 
-The only module in ``source`` that opens the database (one ``sqlite3`` connection, shared by
-the daemon's threads one statement at a time): the statements of
+The only module in ``source`` that opens the database (one SQLAlchemy connection over
+``sqlite3``, shared by the daemon's threads one statement at a time; ``sqlalchemy`` is
+imported when the first database is opened): the statements of
 :mod:`~opencode_memoryd.source.reader_v2` (v2 tables, the merged session list) and of
 :mod:`~opencode_memoryd.source.lookups` (per-session lookups in either storage) run through
 this module's connection. Rules it keeps, from how SQLite's WAL mode treats readers and from
@@ -42,7 +43,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import structlog
@@ -52,7 +53,6 @@ from opencode_memoryd.models import STORAGE_SESSION_MESSAGE
 from opencode_memoryd.source import reader_v2
 from opencode_memoryd.source.discover import source_identity
 from opencode_memoryd.source.lookups import SessionLookups
-from opencode_memoryd.source.reader_v2 import Activity, UnknownTable
 from opencode_memoryd.source.rows import (
     MessageRow,
     PartRow,
@@ -63,6 +63,9 @@ from opencode_memoryd.source.rows import (
     is_utf8,
 )
 from opencode_memoryd.source.schema import SchemaInfo, detect_schema
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection, Engine
 
 log = structlog.get_logger(__name__)
 
@@ -90,21 +93,32 @@ class OpenCodeDB(SessionLookups):
         uri = f"file:{quote(os.path.abspath(self.path))}?mode=ro"
         timeout = max(busy_timeout_ms, 0) / 1000
 
-        # One long-lived connection (needed for PRAGMA data_version), autocommit: every
-        # SELECT is its own short read transaction unless we BEGIN. Text is decoded row by
-        # row (a value that is not UTF-8 is marked, not fatal).
-        self._conn: sqlite3.Connection | None = None
+        from sqlalchemy import create_engine
+        from sqlalchemy.exc import DBAPIError
+        from sqlalchemy.pool import StaticPool
+
+        def connect() -> sqlite3.Connection:  # values decoded one by one (decode_text)
+            conn = sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False,
+                                   isolation_level=None)
+            conn.text_factory = decode_text
+            return conn
+
+        # One long-lived connection (PRAGMA data_version), autocommit at the driver: every
+        # SELECT is its own read transaction unless we BEGIN.
+        self._engine: Engine = create_engine("sqlite://", creator=connect, poolclass=StaticPool,
+                                             isolation_level="AUTOCOMMIT")
+        self._errors: tuple[type[BaseException], ...] = (DBAPIError, sqlite3.Error)
+        self._conn: Connection | None = None
         # one connection, shared by the daemon's threads: one statement at a time
         self._guard = threading.RLock()
         try:
-            self._conn = sqlite3.connect(uri, uri=True, timeout=timeout,
-                                         check_same_thread=False, isolation_level=None)
-            self._conn.text_factory = decode_text
+            self._conn = self._engine.connect()
             self._cookie = self.schema_cookie()
             self.schema: SchemaInfo = detect_schema(self._rows, self.path)
-        except sqlite3.Error as exc:
+        except self._errors as exc:
             self.close()
-            raise SourceError(f"cannot read OpenCode database {self.path}: {exc}") from exc
+            raise SourceError(f"cannot read OpenCode database {self.path}: "
+                              f"{_reason(exc)}") from exc
         except SourceError:  # SourceSchemaError, or a catalogue read that failed
             self.close()
             raise
@@ -117,6 +131,7 @@ class OpenCodeDB(SessionLookups):
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+            self._engine.dispose()
 
     def __enter__(self) -> OpenCodeDB:
         return self
@@ -125,7 +140,7 @@ class OpenCodeDB(SessionLookups):
         self.close()
 
     @property
-    def conn(self) -> sqlite3.Connection:
+    def conn(self) -> Connection:
         """The open connection; raises :class:`SourceError` once :meth:`close` was called."""
         if self._conn is None:
             raise SourceError(f"OpenCode database {self.path} is closed")
@@ -134,9 +149,9 @@ class OpenCodeDB(SessionLookups):
     def _rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Any]:
         with self._guard:
             try:
-                return self.conn.execute(sql, params or {}).fetchall()
-            except sqlite3.Error as exc:
-                raise SourceError(f"reading {self.path} failed: {exc}") from exc
+                return list(self.conn.exec_driver_sql(sql, dict(params or {})).all())
+            except self._errors as exc:
+                raise SourceError(f"reading {self.path} failed: {_reason(exc)}") from exc
             except UnicodeEncodeError as exc:  # a parameter that came from a bad row
                 raise SourceError(f"reading {self.path} failed: a value is not UTF-8 "
                                   f"({exc.reason})") from exc
@@ -144,8 +159,9 @@ class OpenCodeDB(SessionLookups):
     @contextmanager
     def _read_transaction(self) -> Iterator[None]:
         """One short, explicit read transaction (consistent snapshot), always ended."""
-        with self._guard:
-            raw = self.conn
+        with self._guard:  # BEGIN/COMMIT on the driver: SQLAlchemy keeps no transaction
+            raw = self.conn.connection.driver_connection
+            assert isinstance(raw, sqlite3.Connection)  # StaticPool: never released
             raw.execute("BEGIN")
             try:
                 yield
@@ -178,14 +194,6 @@ class OpenCodeDB(SessionLookups):
 
     # -- change detection ------------------------------------------------------------
 
-    def data_version(self) -> int:
-        """``PRAGMA data_version``: changes whenever another connection commits."""
-        return int(self._rows("PRAGMA data_version")[0][0])
-
-    def schema_cookie(self) -> int:
-        """``PRAGMA schema_version``: changes whenever a table or index is added or changed."""
-        return int(self._rows("PRAGMA schema_version")[0][0])
-
     def refresh_schema(self) -> bool:
         """Detect the schema again when the schema cookie changed since the last detection.
 
@@ -202,15 +210,6 @@ class OpenCodeDB(SessionLookups):
         self.schema = detect_schema(self._rows, self.path)
         self._cookie = cookie
         return True
-
-    def activity(self, created_after_ms: int | None) -> Activity:
-        """Per-session activity in ``session_message`` (see :func:`reader_v2.activity`)."""
-        return reader_v2.activity(self._rows, self.schema, created_after_ms)
-
-    def unknown_tables(self) -> list[UnknownTable]:
-        """Tables of an unknown shape holding per-session rows (see
-        :func:`reader_v2.unknown_tables`)."""
-        return reader_v2.unknown_tables(self._rows, self.schema)
 
     # -- sessions --------------------------------------------------------------------
 
@@ -386,8 +385,8 @@ class OpenCodeDB(SessionLookups):
                     messages.append(MessageRow(r[0], r[1], int(r[2]), int(r[3]), data,
                                                corrupt=corrupt, rowid=int(r[5])))
                 self._attach_parts(messages)
-        except sqlite3.Error as exc:  # raised by BEGIN/COMMIT on the raw connection
-            raise SourceError(f"reading {self.path} failed: {exc}") from exc
+        except self._errors as exc:  # raised by BEGIN/COMMIT
+            raise SourceError(f"reading {self.path} failed: {_reason(exc)}") from exc
         return messages
 
     def _attach_parts(self, messages: Sequence[MessageRow]) -> None:
@@ -404,6 +403,11 @@ class OpenCodeDB(SessionLookups):
                 if corrupt:
                     log.warning("corrupt_part_row", part_id=clean_text(pid), message_id=mid)
                 by_id[mid].parts.append(PartRow(clean_text(pid), data, corrupt))
+
+
+def _reason(exc: BaseException) -> str:
+    """The driver's message of a (wrapped) SQLite error."""
+    return str(getattr(exc, "orig", None) or exc)
 
 
 def _chunks(items: list[str], size: int) -> Iterable[list[str]]:

@@ -44,9 +44,12 @@ RECENT_WRITES_MS = 3 * 86_400_000
 _TIME_COLUMNS = ("time_updated", "time_created", "updated", "created", "time")
 
 
-def _session_union(schema: SchemaInfo, where: Sequence[str]) -> str | None:
-    """The ``SELECT … UNION ALL …`` of both session tables matching ``where`` (columns of
-    :class:`SessionRow`), or ``None`` when neither table exists."""
+def session_union(schema: SchemaInfo, where: Sequence[str]) -> str | None:
+    """The ``SELECT … UNION ALL …`` of both session tables matching ``where`` (conditions on
+    ``s``, the session, and ``p``, its project), or ``None`` when neither table exists.
+
+    Its columns are those of :class:`SessionRow`, in order and under the same names
+    (``id`` … ``time_suspended``; ``table`` is ``source_table``), so a query can wrap it."""
     cond = " AND ".join(where) or "1=1"
     selects = []
     if schema.has_v2_sessions:
@@ -56,9 +59,13 @@ def _session_union(schema: SchemaInfo, where: Sequence[str]) -> str | None:
         archived, idle, suspended = (col("time_archived"), col("time_idle"),
                                      col("time_suspended"))
         selects.append(
-            f"""SELECT s.id, s.project_id, s.parent_id, s.directory, coalesce(s.title, ''),
-                       s.time_created, s.time_updated, {archived},
-                       coalesce(p.worktree, s.directory), 'session_v2', {idle}, {suspended}
+            f"""SELECT s.id AS id, s.project_id AS project_id, s.parent_id AS parent_id,
+                       s.directory AS directory, coalesce(s.title, '') AS title,
+                       s.time_created AS time_created, s.time_updated AS time_updated,
+                       {archived} AS time_archived,
+                       coalesce(p.worktree, s.directory) AS worktree,
+                       'session_v2' AS source_table, {idle} AS time_idle,
+                       {suspended} AS time_suspended
                 FROM session_v2 s LEFT JOIN project p ON p.id = s.project_id
                 WHERE {cond}""")
     if schema.has_v1_sessions:
@@ -67,9 +74,12 @@ def _session_union(schema: SchemaInfo, where: Sequence[str]) -> str | None:
         shadowed = (" AND s.id NOT IN (SELECT id FROM session_v2)"
                     if schema.has_v2_sessions else "")
         selects.append(
-            f"""SELECT s.id, s.project_id, s.parent_id, s.directory, s.title, s.time_created,
-                       s.time_updated, {archived}, coalesce(p.worktree, s.directory),
-                       'session', NULL, NULL
+            f"""SELECT s.id AS id, s.project_id AS project_id, s.parent_id AS parent_id,
+                       s.directory AS directory, s.title AS title,
+                       s.time_created AS time_created, s.time_updated AS time_updated,
+                       {archived} AS time_archived,
+                       coalesce(p.worktree, s.directory) AS worktree,
+                       'session' AS source_table, NULL AS time_idle, NULL AS time_suspended
                 FROM session s LEFT JOIN project p ON p.id = s.project_id
                 WHERE {cond}{shadowed}""")
     return " UNION ALL ".join(selects) if selects else None
@@ -83,7 +93,7 @@ def session_rows(query: Query, schema: SchemaInfo, where: Sequence[str],
         where: SQL conditions on ``s`` (the session row) and ``p`` (its project), ANDed.
         params: their named parameters.
     """
-    union = _session_union(schema, where)
+    union = session_union(schema, where)
     if union is None:
         return []
     rows = query(union + " ORDER BY 6, 1", params)
@@ -97,7 +107,7 @@ def session_rows(query: Query, schema: SchemaInfo, where: Sequence[str],
 def session_count(query: Query, schema: SchemaInfo, where: Sequence[str],
                   params: dict[str, Any]) -> int:
     """How many sessions :func:`session_rows` would return (counted in SQL)."""
-    union = _session_union(schema, where)
+    union = session_union(schema, where)
     if union is None:
         return 0
     return int(query(f"SELECT count(*) FROM ({union})", params)[0][0])

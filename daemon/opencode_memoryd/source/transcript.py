@@ -176,7 +176,8 @@ def readable(message: MessageRow, *, tool_output_chars: int) -> Readable:
     attachment; OpenCode's synthetic text parts (the file-read texts it adds) are left
     out, unless they are all the message holds (``kind`` ``synthetic``). Assistant
     messages: the visible text parts, each tool call as ``[tool] …`` (:func:`tool_line`)
-    and an ``[error: Name]`` line when the step failed; reasoning is left out. Corrupt
+    and an ``[error: Name]`` line when the step failed (a v2 error's ``type``); reasoning
+    is left out. Corrupt
     rows read as empty text.
     """
     if message.corrupt:
@@ -206,7 +207,7 @@ def readable(message: MessageRow, *, tool_output_chars: int) -> Readable:
             out.append("[tool] " + tool_line(p.data, tool_output_chars))
     error = sub_object(message.data, "error")
     if error:
-        out.append(f"[error: {error.get('name') or 'unknown'}]")
+        out.append(f"[error: {error.get('name') or error.get('type') or 'unknown'}]")
     return Readable("summary" if is_compaction_summary(message) else "text", "\n".join(out))
 
 

@@ -47,18 +47,32 @@ class StateBatch:
         self._marks: dict[tuple[str, str], Mark] = {}
         self._rowids: dict[tuple[str, str], int | None] = {}
         self._items: dict[str, Item] = {}  # recorded or completed here, by id
+        # read-through copies of what the state file held when first asked (until commit)
+        self._stored_marks: dict[tuple[str, str], tuple[Mark | None, int | None]] = {}
+        self._stored_items: dict[str, Item] = {}
 
     def __len__(self) -> int:
         """Writes waiting for :meth:`commit`."""
         return len(self._ops)
 
     # -- reads -----------------------------------------------------------------------
+    # A mark read from the state file is kept until the commit (one read per session and
+    # batch): the session is worked by this batch's thread alone meanwhile, and the commit's
+    # writes never move a mark back whatever was read. An outbox row found is kept too; one
+    # not found is looked up again (it may be recorded durably, outside the batch).
+
+    def _stored_mark(self, key: tuple[str, str]) -> tuple[Mark | None, int | None]:
+        got = self._stored_marks.get(key)
+        if got is None:
+            got = self._stored_marks[key] = self.state.get_mark_row(*key)
+        return got
 
     def get_mark(self, source_id: str, session_id: str) -> Mark | None:
         """The session's mark as it will be once committed."""
-        got = self._marks.get((source_id, session_id))
+        key = (source_id, session_id)
+        got = self._marks.get(key)
         if got is None:
-            return self.state.get_mark(source_id, session_id)
+            return self._stored_mark(key)[0]
         return None if got == _NO_MARK else got
 
     def get_max_rowid(self, source_id: str, session_id: str) -> int | None:
@@ -66,11 +80,16 @@ class StateBatch:
         key = (source_id, session_id)
         if key in self._rowids:
             return self._rowids[key]
-        return self.state.get_max_rowid(source_id, session_id)
+        return self._stored_mark(key)[1]
 
     def get_item(self, item_id: str) -> Item | None:
         """An outbox row as it will be once committed."""
-        return self._items.get(item_id) or self.state.get_item(item_id)
+        got = self._items.get(item_id) or self._stored_items.get(item_id)
+        if got is None:
+            got = self.state.get_item(item_id)
+            if got is not None:
+                self._stored_items[item_id] = got
+        return got
 
     def pending_items(self, source_id: str, session_id: str) -> list[Item]:
         """The session's items recorded but not stored, as they will be once committed."""
@@ -117,7 +136,8 @@ class StateBatch:
     def record_item(self, item: Item, now: str, *, settles: str | None = None) -> None:
         """:meth:`StateDB.record_item`, deferred (so *not* durable on return: for results
         that are free to make again)."""
-        if self.get_item(item.id) is None:
+        if self._items.get(item.id) is None and self._stored_items.get(item.id) is None:
+            # the caller looked it up just before (recording an id twice keeps the first)
             self._items[item.id] = replace(item, status="extracted")
         self._ops.append(("record", item, now, settles))
 
@@ -149,4 +169,6 @@ class StateBatch:
         self._marks.clear()
         self._rowids.clear()
         self._items.clear()
+        self._stored_marks.clear()
+        self._stored_items.clear()
         return n

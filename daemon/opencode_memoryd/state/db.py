@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from opencode_memoryd.state.apply import apply_ops
 from opencode_memoryd.state.failures import FailureTables
 from opencode_memoryd.state.items import OutboxTables
 from opencode_memoryd.state.llm import LlmModeTable
@@ -58,23 +59,11 @@ class StateDB(OutboxTables, QueueTable, RunTables, FailureTables, LlmModeTable, 
 
     def apply_batch(self, ops: Sequence[BatchOp]) -> None:
         """Apply the deferred writes of a :class:`~opencode_memoryd.state.batch.StateBatch`
-        in order, in one light transaction (all or nothing).
+        in one light transaction (all or nothing), one ``executemany`` per statement
+        (:func:`~opencode_memoryd.state.apply.apply_ops`).
 
         Raises:
             ValueError: an unknown kind of write (nothing is written).
         """
         with self._tx(durable=False) as c:
-            for op in ops:
-                kind = op[0]
-                if kind == "mark":
-                    self._set_mark(c, *op[1:])
-                elif kind == "replace_mark":
-                    self._replace_mark(c, *op[1:])
-                elif kind == "record":
-                    self._record_item(c, *op[1:])
-                elif kind == "complete":
-                    self._complete_item(c, *op[1:])
-                elif kind == "queue_done":
-                    self._queue_done(c, *op[1:])
-                else:
-                    raise ValueError(f"unknown batched state write {kind!r}")
+            apply_ops(c, ops)

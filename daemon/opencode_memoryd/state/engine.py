@@ -1,4 +1,4 @@
-"""The state file itself: its connections (plain ``sqlite3``), PRAGMAs, DDL and migration.
+"""The state file itself: its SQLAlchemy engine (Core), PRAGMAs, DDL and migration.
 
 Every connection runs in WAL mode. Every write transaction starts with ``BEGIN IMMEDIATE``,
 so a writer never fails half-way on a lock upgrade; reads run in a deferred transaction (one
@@ -19,15 +19,18 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from opencode_memoryd.disk import STATE_MIN_FREE_BYTES, free_bytes, make_private
 from opencode_memoryd.errors import DiskFullError, StateError
 
-__all__ = ["SCHEMA_VERSION", "StateFile"]
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection, Engine, ExceptionContext
+
+__all__ = ["POOL_SIZE", "SCHEMA_VERSION", "StateFile"]
 
 #: The schema this version writes; a file with a higher ``user_version`` is refused.
 #: 2 added ``storage`` to ``marks`` and ``items`` (which OpenCode table a position is in);
@@ -35,6 +38,10 @@ __all__ = ["SCHEMA_VERSION", "StateFile"]
 #: 4 added ``max_rowid`` to ``marks`` (the largest ``message`` rowid processed) and
 #: ``llm_replies``.
 SCHEMA_VERSION = 4
+#: Connections the pool keeps open between transactions (the daemon's main loop, worker,
+#: dream thread and a few control requests); more are opened, and closed after use, when
+#: more threads use the file at once.
+POOL_SIZE = 6
 
 _DDL = [
     """CREATE TABLE IF NOT EXISTS marks (
@@ -164,8 +171,14 @@ class StateFile:
     """An open state file, created and migrated to :data:`SCHEMA_VERSION` on open.
 
     The base of :class:`~opencode_memoryd.state.db.StateDB`; the table classes add their
-    operations with :meth:`_tx` (write) and :meth:`_read` (read). Connections are pooled
-    (one per thread using the file at a time), so the object may be shared by threads.
+    operations with :meth:`_tx` (write) and :meth:`_read` (read), each one SQLAlchemy
+    ``Connection`` checked out of the engine's pool for the whole transaction. Statements
+    go to the driver as they are (``exec_driver_sql``: no compilation), several rows of
+    one statement as one ``executemany``. The pool (``QueuePool``) keeps up to
+    :data:`POOL_SIZE` connections for the threads using the file at once and opens more
+    when more threads ask, so the object may be shared by threads. ``sqlalchemy`` is
+    imported when the first state file is opened: a command answered by the daemon never
+    loads it.
 
     Args:
         path: the SQLite file, created with mode 0600; parent folders are created (mode
@@ -178,9 +191,6 @@ class StateFile:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self._idle: list[sqlite3.Connection] = []
-        self._pool_lock = threading.Lock()
-        self._closed = False
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             # created empty (a valid SQLite file) with mode 0600; SQLite gives its -wal and
@@ -189,85 +199,74 @@ class StateFile:
         except OSError as exc:
             raise StateError(f"cannot create state file {self.path}: {exc}") from exc
         make_private(self.path.parent, (self.path.name + "*",))  # as an older version left it
+        from sqlalchemy.exc import DBAPIError
+
+        self._engine: Engine = _open_engine(self.path)
         try:
             with self._tx() as c:
-                version = c.execute("PRAGMA user_version").fetchone()[0] or 0
+                version = c.exec_driver_sql("PRAGMA user_version").scalar() or 0
                 if version > SCHEMA_VERSION:
                     raise StateError(
                         f"state file {self.path} was written by a newer opencode-memoryd "
                         f"(schema {version} > {SCHEMA_VERSION})"
                     )
                 for statement in _DDL:
-                    c.execute(statement)
+                    c.exec_driver_sql(statement)
                 _add_missing_columns(c)
-                c.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        except sqlite3.Error as exc:
+                c.exec_driver_sql(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except DBAPIError as exc:
             self.close()
-            raise StateError(f"cannot open state file {self.path}: {exc}") from exc
-
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False,
-                               isolation_level=None)  # we BEGIN explicitly
-        conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
-        conn.execute("PRAGMA busy_timeout=30000")
-        return conn
-
-    @contextmanager
-    def _connection(self) -> Iterator[sqlite3.Connection]:
-        """A connection of the pool for the calling thread's use (returned afterwards)."""
-        with self._pool_lock:
-            if self._closed:
-                raise StateError(f"state file {self.path} is closed")
-            conn = self._idle.pop() if self._idle else None
-        if conn is None:
-            conn = self._connect()
-        try:
-            yield conn
-        finally:
-            if conn.in_transaction:  # an error inside BEGIN … COMMIT handling
-                conn.rollback()
-            with self._pool_lock:
-                if self._closed:
-                    conn.close()
-                else:
-                    self._idle.append(conn)
+            raise StateError(f"cannot open state file {self.path}: {exc.orig}") from exc
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
         """Close the pooled connections (ones in use close when they are returned)."""
-        with self._pool_lock:
-            self._closed = True
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
+        self._engine.dispose()
 
     @contextmanager
-    def _tx(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
-        """One write transaction (``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on error).
+    def _tx(self, *, durable: bool = True) -> Iterator[Connection]:
+        """One write transaction (``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on error)
+        on one pooled connection.
+
+        The transaction control (``BEGIN``, ``COMMIT``, ``ROLLBACK`` and the
+        ``synchronous`` level) goes to the driver connection directly: the engine runs in
+        autocommit mode, so SQLAlchemy keeps no transaction of its own, and a control
+        statement needs no result object.
 
         Args:
             durable: ``True``: ``synchronous=FULL``, the commit survives power loss;
                 ``False``: ``synchronous=NORMAL``, no fsync (see the module docstring).
+
+        Raises:
+            DiskFullError: SQLite reported ``SQLITE_FULL`` (nothing was written).
         """
-        with self._connection() as conn:
-            if not durable:
-                conn.execute("PRAGMA synchronous=NORMAL")
+        with self._engine.connect() as conn:
+            driver = _driver(conn)
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                if not durable:
+                    driver.execute("PRAGMA synchronous=NORMAL")
                 try:
-                    yield conn
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
+                    driver.execute("BEGIN IMMEDIATE")
+                    try:
+                        yield conn
+                    except BaseException:
+                        if driver.in_transaction:
+                            driver.execute("ROLLBACK")
+                        raise
+                    try:
+                        driver.execute("COMMIT")
+                    except BaseException:
+                        if driver.in_transaction:
+                            driver.execute("ROLLBACK")
+                        raise
+                finally:
+                    if not durable:  # the pooled connection goes back durable
+                        driver.execute("PRAGMA synchronous=FULL")
+            except sqlite3.Error as exc:  # a control statement (a statement's is wrapped)
                 self._raise_full(exc)
                 raise
-            finally:
-                if not durable:  # the pooled connection goes back durable
-                    conn.execute("PRAGMA synchronous=FULL")
 
     def _raise_full(self, exc: sqlite3.Error) -> None:
         """Raise :class:`DiskFullError` for ``SQLITE_FULL`` (else return)."""
@@ -276,14 +275,56 @@ class StateFile:
                                 free_bytes(self.path.parent)) from exc
 
     @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        """One read transaction (deferred ``BEGIN``: a consistent snapshot)."""
-        with self._connection() as conn:
-            conn.execute("BEGIN")
+    def _read(self) -> Iterator[Connection]:
+        """One read transaction (deferred ``BEGIN``: a consistent snapshot) on one pooled
+        connection."""
+        with self._engine.connect() as conn:
+            driver = _driver(conn)
+            driver.execute("BEGIN")
             try:
                 yield conn
             finally:
-                conn.execute("COMMIT")
+                driver.execute("COMMIT")
+
+
+def _driver(conn: Connection) -> sqlite3.Connection:
+    """The ``sqlite3`` connection under ``conn`` (for the transaction control)."""
+    driver = conn.connection.driver_connection
+    if not isinstance(driver, sqlite3.Connection):  # pragma: no cover - pool invariant
+        raise StateError("the state file's connection is closed")
+    return driver
+
+
+def _open_engine(path: Path) -> Engine:
+    """The state file's engine: a ``QueuePool`` of ``sqlite3`` connections in autocommit
+    mode at the driver level (the transactions are the explicit ``BEGIN``/``COMMIT`` of
+    :meth:`StateFile._tx` and :meth:`StateFile._read`), each set to WAL,
+    ``synchronous=FULL`` and a 30 s busy timeout when it is opened; ``SQLITE_FULL`` is
+    raised as :class:`DiskFullError`."""
+    from sqlalchemy import create_engine, event
+    from sqlalchemy.pool import QueuePool
+
+    engine = create_engine(
+        f"sqlite:///{path}", poolclass=QueuePool, pool_size=POOL_SIZE, max_overflow=-1,
+        isolation_level="AUTOCOMMIT",
+        connect_args={"timeout": 30, "check_same_thread": False},
+    )
+
+    @event.listens_for(engine, "connect")
+    def _pragmas(dbapi_conn: sqlite3.Connection, _record: object) -> None:
+        dbapi_conn.isolation_level = None  # we BEGIN explicitly
+        dbapi_conn.execute("PRAGMA journal_mode=WAL")
+        dbapi_conn.execute("PRAGMA synchronous=FULL")
+        dbapi_conn.execute("PRAGMA busy_timeout=30000")
+
+    @event.listens_for(engine, "handle_error")
+    def _full(context: ExceptionContext) -> None:
+        orig = context.original_exception
+        if getattr(orig, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+            raise DiskFullError(str(path.parent), STATE_MIN_FREE_BYTES,
+                                free_bytes(path.parent)) from orig
+
+    return engine
 
 
 #: Columns added after schema 1, by table: ``(name, DDL)``. Existing rows get the default.
@@ -293,10 +334,10 @@ _ADDED_COLUMNS = {
 }
 
 
-def _add_missing_columns(c: sqlite3.Connection) -> None:
+def _add_missing_columns(c: Connection) -> None:
     """Migrate a file of an older schema in place (``ALTER TABLE … ADD COLUMN``)."""
     for table, columns in _ADDED_COLUMNS.items():
-        have = {str(r[1]) for r in c.execute(f"PRAGMA table_info({table})").fetchall()}
+        have = {str(r[1]) for r in c.exec_driver_sql(f"PRAGMA table_info({table})").all()}
         for name, ddl in columns:
             if name not in have:
-                c.execute(f"ALTER TABLE {table} ADD COLUMN {name} {ddl}")
+                c.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {name} {ddl}")

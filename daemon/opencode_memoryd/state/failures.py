@@ -19,13 +19,15 @@ calls (``failed_calls``).
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd.models import Mark
 from opencode_memoryd.state.engine import StateFile
 from opencode_memoryd.state.items import Item, insert_item
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import RowMapping
 
 __all__ = ["ChunkFailure", "FailureTables", "failure_id"]
 
@@ -103,7 +105,7 @@ class FailureTables(StateFile):
         reason = " ".join(failure.reason.split())[:REASON_CHARS]
         after = failure.after
         with self._tx() as c:
-            c.execute(
+            c.exec_driver_sql(
                 """INSERT INTO chunk_failures (id, source_id, session_id, storage,
                           after_time, after_id, first_time, first_id, last_time, last_id,
                           project_key, project_root, fingerprint, reason, failures, status,
@@ -126,8 +128,8 @@ class FailureTables(StateFile):
                  "pr": failure.project_root, "fp": failure.fingerprint, "reason": reason,
                  "now": now},
             )
-            n = c.execute("SELECT failures FROM chunk_failures WHERE id=:id",
-                          {"id": failure.id}).fetchone()[0]
+            n = c.exec_driver_sql("SELECT failures FROM chunk_failures WHERE id=:id",
+                          {"id": failure.id}).scalar_one()
         return int(n or 0)
 
     def give_up_chunk(self, failure_id: str, item: Item, now: str) -> None:
@@ -136,7 +138,7 @@ class FailureTables(StateFile):
         ``given_up``, in one transaction."""
         with self._tx() as c:
             insert_item(c, item, now)
-            c.execute("UPDATE chunk_failures SET status='given_up', given_up_at=:now "
+            c.exec_driver_sql("UPDATE chunk_failures SET status='given_up', given_up_at=:now "
                            "WHERE id=:id", {"id": failure_id, "now": now})
 
     def chunk_failures(self, *, status: str | None = None, source_id: str | None = None,
@@ -156,7 +158,7 @@ class FailureTables(StateFile):
             sql += " LIMIT :limit"
             params["limit"] = int(limit)
         with self._read() as c:
-            rows = c.execute(sql, params).fetchall()
+            rows = c.exec_driver_sql(sql, params).mappings().all()
         return [_failure(r) for r in rows]
 
     def record_failed_call(self, kind: str, tokens_in: int, tokens_out: int,
@@ -166,13 +168,13 @@ class FailureTables(StateFile):
         if tokens_in <= 0 and tokens_out <= 0:
             return
         with self._tx() as c:
-            c.execute("INSERT INTO failed_calls (at, kind, tokens_in, tokens_out) "
+            c.exec_driver_sql("INSERT INTO failed_calls (at, kind, tokens_in, tokens_out) "
                            "VALUES (:at, :kind, :ti, :to)",
                       {"at": now, "kind": kind, "ti": max(tokens_in, 0),
                        "to": max(tokens_out, 0)})
 
 
-def _failure(r: sqlite3.Row) -> ChunkFailure:
+def _failure(r: RowMapping) -> ChunkFailure:
     after = (Mark(str(r["storage"]), (int(r["after_time"]), str(r["after_id"])))
              if r["after_id"] is not None else None)
     return ChunkFailure(

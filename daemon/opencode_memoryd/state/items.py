@@ -20,13 +20,15 @@ recording and storing replays the recorded result, and storing it twice is harml
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd.models import STORAGE_MESSAGE, Mark
 from opencode_memoryd.state.engine import StateFile
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection, RowMapping
 
 __all__ = ["Item", "OutboxTables"]
 
@@ -63,12 +65,26 @@ class OutboxTables(StateFile):
     def get_mark(self, source_id: str, session_id: str) -> Mark | None:
         """The session's high-water mark, or ``None`` when nothing was read yet."""
         with self._read() as c:
-            row = c.execute(
+            row = c.exec_driver_sql(
                 "SELECT storage, time_created, message_id FROM marks "
                      "WHERE source_id=:s AND session_id=:sid",
                 {"s": source_id, "sid": session_id},
             ).fetchone()
         return Mark(str(row[0]), (int(row[1]), str(row[2]))) if row else None
+
+    def get_mark_row(self, source_id: str, session_id: str) -> tuple[Mark | None, int | None]:
+        """The session's mark and its ``max_rowid`` in one read: ``(None, None)`` when
+        nothing was read yet."""
+        with self._read() as c:
+            row = c.exec_driver_sql(
+                "SELECT storage, time_created, message_id, max_rowid FROM marks "
+                "WHERE source_id=:s AND session_id=:sid",
+                {"s": source_id, "sid": session_id},
+            ).fetchone()
+        if row is None:
+            return None, None
+        return (Mark(str(row[0]), (int(row[1]), str(row[2]))),
+                None if row[3] is None else int(row[3]))
 
     def get_max_rowid(self, source_id: str, session_id: str) -> int | None:
         """The largest ``message`` rowid the session's mark has processed (``None``: not
@@ -85,7 +101,7 @@ class OutboxTables(StateFile):
                 params: dict[str, Any] = {f"i{k}": v for k, v in enumerate(batch)}
                 params["s"] = source_id
                 names = ", ".join(f":i{k}" for k in range(len(batch)))
-                for r in c.execute(
+                for r in c.exec_driver_sql(
                         "SELECT session_id, max_rowid FROM marks WHERE source_id=:s AND "
                         f"max_rowid IS NOT NULL AND session_id IN ({names})", params).fetchall():
                     out[str(r[0])] = int(r[1])
@@ -116,7 +132,7 @@ class OutboxTables(StateFile):
         out: dict[str, Mark] = {}
         with self._read() as c:  # one transaction: one consistent snapshot
             for query, query_params in queries:
-                for r in c.execute(query, query_params).fetchall():
+                for r in c.exec_driver_sql(query, query_params).fetchall():
                     out[str(r[0])] = Mark(str(r[1]), (int(r[2]), str(r[3])))
         return out
 
@@ -139,37 +155,18 @@ class OutboxTables(StateFile):
             self._replace_mark(c, source_id, session_id, mark, now)
 
     @classmethod
-    def _replace_mark(cls, c: sqlite3.Connection, source_id: str, session_id: str,
+    def _replace_mark(cls, c: Connection, source_id: str, session_id: str,
                       mark: Mark | None, now: str) -> None:
-        c.execute("DELETE FROM marks WHERE source_id=:s AND session_id=:sid",
+        c.exec_driver_sql("DELETE FROM marks WHERE source_id=:s AND session_id=:sid",
                   {"s": source_id, "sid": session_id})
         if mark is not None:
             cls._set_mark(c, source_id, session_id, mark, now)
 
     @staticmethod
-    def _set_mark(c: sqlite3.Connection, source_id: str, session_id: str, mark: Mark,
+    def _set_mark(c: Connection, source_id: str, session_id: str, mark: Mark,
                   now: str, max_rowid: int | None = None) -> None:
-        moved = ("(excluded.storage != marks.storage OR (excluded.time_created, "
-                 "excluded.message_id) > (marks.time_created, marks.message_id))")
-        c.execute(
-            f"""INSERT INTO marks (source_id, session_id, storage, time_created,
-                                        message_id, updated_at, max_rowid)
-                     VALUES (:s, :sid, :st, :t, :m, :now, :rowid)
-                     ON CONFLICT (source_id, session_id) DO UPDATE SET
-                       storage=excluded.storage,
-                       time_created=CASE WHEN {moved} THEN excluded.time_created
-                                    ELSE marks.time_created END,
-                       message_id=CASE WHEN {moved} THEN excluded.message_id
-                                  ELSE marks.message_id END,
-                       max_rowid=CASE WHEN excluded.storage != marks.storage
-                                 THEN excluded.max_rowid
-                                 ELSE max(coalesce(marks.max_rowid, excluded.max_rowid),
-                                          coalesce(excluded.max_rowid, marks.max_rowid)) END,
-                       updated_at=excluded.updated_at
-                     WHERE {moved} OR excluded.max_rowid > coalesce(marks.max_rowid, -1)""",
-            {"s": source_id, "sid": session_id, "st": mark.storage, "t": mark.position[0],
-             "m": mark.position[1], "now": now, "rowid": max_rowid},
-        )
+        c.exec_driver_sql(SET_MARK_SQL,
+                          mark_params(source_id, session_id, mark, now, max_rowid))
 
     # -- outbox ----------------------------------------------------------------------
 
@@ -185,16 +182,12 @@ class OutboxTables(StateFile):
             self._record_item(c, item, now, settles)
 
     @staticmethod
-    def _record_item(c: sqlite3.Connection, item: Item, now: str,
+    def _record_item(c: Connection, item: Item, now: str,
                      settles: str | None = None) -> None:
         insert_item(c, item, now)
-        c.execute("""DELETE FROM chunk_failures WHERE source_id=:s AND session_id=:sid
-                       AND status='failing' AND storage=:st
-                       AND (first_time, first_id) <= (:lt, :li)""",
-                  {"s": item.source_id, "sid": item.session_id, "st": item.storage,
-                   "lt": item.last[0], "li": item.last[1]})
+        c.exec_driver_sql(DROP_FAILING_SQL, drop_failing_params(item))
         if settles is not None:
-            c.execute("DELETE FROM chunk_failures WHERE id=:id", {"id": settles})
+            c.exec_driver_sql(DROP_FAILURE_SQL, {"id": settles})
 
     def complete_item(self, item: Item, now: str) -> None:
         """Mark an item stored and advance its session's mark (to ``item.last`` and the
@@ -203,12 +196,9 @@ class OutboxTables(StateFile):
             self._complete_item(c, item, now)
 
     @classmethod
-    def _complete_item(cls, c: sqlite3.Connection, item: Item, now: str) -> None:
-        rowid = item.result.get("max_rowid")
-        c.execute("UPDATE items SET status='stored', updated_at=:now WHERE id=:id",
-                  {"id": item.id, "now": now})
-        cls._set_mark(c, item.source_id, item.session_id, Mark(item.storage, item.last),
-                      now, None if rowid is None else int(rowid))
+    def _complete_item(cls, c: Connection, item: Item, now: str) -> None:
+        c.exec_driver_sql(STORED_SQL, {"id": item.id, "now": now})
+        c.exec_driver_sql(SET_MARK_SQL, completed_mark_params(item, now))
 
     def pending_items(self, source_id: str, session_id: str | None = None) -> list[Item]:
         """Items recorded but not yet stored (crash recovery), oldest first."""
@@ -218,14 +208,15 @@ class OutboxTables(StateFile):
             sql += " AND session_id=:sid"
             params["sid"] = session_id
         with self._read() as c:
-            rows = c.execute(sql + " ORDER BY last_time, last_id", params).fetchall()
+            rows = c.exec_driver_sql(sql + " ORDER BY last_time, last_id",
+                                     params).mappings().all()
         return [_item(r) for r in rows]
 
     def get_item(self, item_id: str) -> Item | None:
         """One outbox row by id."""
         with self._read() as c:
-            row = c.execute("SELECT * FROM items WHERE id=:id",
-                            {"id": item_id}).fetchone()
+            row = c.exec_driver_sql("SELECT * FROM items WHERE id=:id",
+                            {"id": item_id}).mappings().fetchone()
         return _item(row) if row else None
 
     def last_item(self) -> dict[str, Any] | None:
@@ -236,8 +227,8 @@ class OutboxTables(StateFile):
             "memories": number of candidates, "updated_at": ISO 8601 UTC}``.
         """
         with self._read() as c:
-            row = c.execute("SELECT * FROM items ORDER BY updated_at DESC, id DESC "
-                                 "LIMIT 1").fetchone()
+            row = c.exec_driver_sql("SELECT * FROM items ORDER BY updated_at DESC, id DESC "
+                                 "LIMIT 1").mappings().fetchone()
         if row is None:
             return None
         item = _item(row)
@@ -252,10 +243,10 @@ class OutboxTables(StateFile):
         """LLM tokens (in + out) spent at or after ``iso`` (UTC): those of the items
         created since, and those of the calls that failed since (``failed_calls``)."""
         with self._read() as c:
-            n = c.execute("SELECT coalesce(sum(tokens_in + tokens_out), 0) FROM items "
-                               "WHERE created_at >= :t", {"t": iso}).fetchone()[0]
-            f = c.execute("SELECT coalesce(sum(tokens_in + tokens_out), 0) "
-                               "FROM failed_calls WHERE at >= :t", {"t": iso}).fetchone()[0]
+            n = c.exec_driver_sql("SELECT coalesce(sum(tokens_in + tokens_out), 0) FROM items "
+                               "WHERE created_at >= :t", {"t": iso}).scalar_one()
+            f = c.exec_driver_sql("SELECT coalesce(sum(tokens_in + tokens_out), 0) "
+                               "FROM failed_calls WHERE at >= :t", {"t": iso}).scalar_one()
         return int(n or 0) + int(f or 0)
 
     def counts(self) -> dict[str, int]:
@@ -264,18 +255,18 @@ class OutboxTables(StateFile):
         ``failed_tokens_out``: of calls that failed), chunks ``failing`` and
         ``given_up``."""
         with self._read() as c:
-            sessions = c.execute("SELECT count(*) FROM marks").fetchone()[0] or 0
+            sessions = c.exec_driver_sql("SELECT count(*) FROM marks").scalar_one() or 0
             by_status: dict[str, int] = {
-                str(row[0]): int(row[1]) for row in c.execute(
+                str(row[0]): int(row[1]) for row in c.exec_driver_sql(
                     "SELECT status, count(*) FROM items GROUP BY status").fetchall()}
-            tokens = c.execute(
+            tokens = c.exec_driver_sql(
                 "SELECT coalesce(sum(tokens_in),0), coalesce(sum(tokens_out),0) FROM items"
             ).fetchone()
-            failed = c.execute(
+            failed = c.exec_driver_sql(
                 "SELECT coalesce(sum(tokens_in),0), coalesce(sum(tokens_out),0) "
                 "FROM failed_calls").fetchone()
             chunks: dict[str, int] = {
-                str(row[0]): int(row[1]) for row in c.execute(
+                str(row[0]): int(row[1]) for row in c.exec_driver_sql(
                     "SELECT status, count(*) FROM chunk_failures GROUP BY status").fetchall()}
         return {
             "sessions_tracked": int(sessions),
@@ -290,27 +281,83 @@ class OutboxTables(StateFile):
         }
 
 
-def insert_item(c: sqlite3.Connection, item: Item, now: str) -> None:
+def insert_item(c: Connection, item: Item, now: str) -> None:
     """Insert an outbox row (status ``extracted``) in the transaction ``c``; an existing
     row of the same id is kept as it is."""
-    c.execute(
-        """INSERT OR IGNORE INTO items (id, source_id, session_id, first_time,
+    c.exec_driver_sql(INSERT_ITEM_SQL, item_params(item, now))
+
+
+# -- statements and their parameters (also executed many rows at once by
+#    :func:`opencode_memoryd.state.apply.apply_ops`) ------------------------------------
+
+_MOVED = ("(excluded.storage != marks.storage OR (excluded.time_created, "
+          "excluded.message_id) > (marks.time_created, marks.message_id))")
+#: Move a mark forward (position and ``max_rowid`` each only grow within one storage; a
+#: mark in another storage replaces both); parameters of :func:`mark_params`.
+SET_MARK_SQL = f"""INSERT INTO marks (source_id, session_id, storage, time_created,
+                                   message_id, updated_at, max_rowid)
+                VALUES (:s, :sid, :st, :t, :m, :now, :rowid)
+                ON CONFLICT (source_id, session_id) DO UPDATE SET
+                  storage=excluded.storage,
+                  time_created=CASE WHEN {_MOVED} THEN excluded.time_created
+                               ELSE marks.time_created END,
+                  message_id=CASE WHEN {_MOVED} THEN excluded.message_id
+                             ELSE marks.message_id END,
+                  max_rowid=CASE WHEN excluded.storage != marks.storage
+                            THEN excluded.max_rowid
+                            ELSE max(coalesce(marks.max_rowid, excluded.max_rowid),
+                                     coalesce(excluded.max_rowid, marks.max_rowid)) END,
+                  updated_at=excluded.updated_at
+                WHERE {_MOVED} OR excluded.max_rowid > coalesce(marks.max_rowid, -1)"""
+#: Insert an outbox row unless it exists; parameters of :func:`item_params`.
+INSERT_ITEM_SQL = """INSERT OR IGNORE INTO items (id, source_id, session_id, first_time,
                   first_id, last_time, last_id, project_key, project_root, status,
                   extractor, model, result, tokens_in, tokens_out, created_at,
                   updated_at, storage)
                 VALUES (:id, :s, :sid, :ft, :fi, :lt, :li, :pk, :pr, 'extracted',
-                  :ex, :model, :result, :ti, :to, :now, :now, :st)""",
-        {"id": item.id, "s": item.source_id, "sid": item.session_id,
-         "ft": item.first[0], "fi": item.first[1], "lt": item.last[0],
-         "li": item.last[1], "pk": item.project_key, "pr": item.project_root,
-         "ex": item.extractor, "model": item.model,
-         "result": json.dumps(item.result, sort_keys=True),
-         "ti": item.tokens_in, "to": item.tokens_out, "now": now,
-         "st": item.storage},
-    )
+                  :ex, :model, :result, :ti, :to, :now, :now, :st)"""
+#: Drop the session's ``failing`` chunk records up to an item's last message.
+DROP_FAILING_SQL = """DELETE FROM chunk_failures WHERE source_id=:s AND session_id=:sid
+                       AND status='failing' AND storage=:st
+                       AND (first_time, first_id) <= (:lt, :li)"""
+#: Drop one chunk failure record (``:id``).
+DROP_FAILURE_SQL = "DELETE FROM chunk_failures WHERE id=:id"
+#: Mark an outbox row stored (``:id``, ``:now``).
+STORED_SQL = "UPDATE items SET status='stored', updated_at=:now WHERE id=:id"
 
 
-def _item(r: sqlite3.Row) -> Item:
+def mark_params(source_id: str, session_id: str, mark: Mark, now: str,
+                max_rowid: int | None = None) -> dict[str, Any]:
+    """The parameters of :data:`SET_MARK_SQL`."""
+    return {"s": source_id, "sid": session_id, "st": mark.storage, "t": mark.position[0],
+            "m": mark.position[1], "now": now, "rowid": max_rowid}
+
+
+def completed_mark_params(item: Item, now: str) -> dict[str, Any]:
+    """The parameters of :data:`SET_MARK_SQL` for the mark a stored item moves to
+    (``item.last`` and the ``max_rowid`` in its result)."""
+    rowid = item.result.get("max_rowid")
+    return mark_params(item.source_id, item.session_id, Mark(item.storage, item.last), now,
+                       None if rowid is None else int(rowid))
+
+
+def item_params(item: Item, now: str) -> dict[str, Any]:
+    """The parameters of :data:`INSERT_ITEM_SQL`."""
+    return {"id": item.id, "s": item.source_id, "sid": item.session_id,
+            "ft": item.first[0], "fi": item.first[1], "lt": item.last[0],
+            "li": item.last[1], "pk": item.project_key, "pr": item.project_root,
+            "ex": item.extractor, "model": item.model,
+            "result": json.dumps(item.result, sort_keys=True),
+            "ti": item.tokens_in, "to": item.tokens_out, "now": now, "st": item.storage}
+
+
+def drop_failing_params(item: Item) -> dict[str, Any]:
+    """The parameters of :data:`DROP_FAILING_SQL` for a recorded item."""
+    return {"s": item.source_id, "sid": item.session_id, "st": item.storage,
+            "lt": item.last[0], "li": item.last[1]}
+
+
+def _item(r: RowMapping) -> Item:
     return Item(
         id=r["id"], source_id=r["source_id"], session_id=r["session_id"],
         first=(int(r["first_time"]), r["first_id"]), last=(int(r["last_time"]), r["last_id"]),

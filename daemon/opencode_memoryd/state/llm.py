@@ -7,10 +7,13 @@ working), so a later run does not pay the refused requests again.
 
 from __future__ import annotations
 
-import sqlite3
+from typing import TYPE_CHECKING
 
 from opencode_memoryd.models import NegotiatedMode
 from opencode_memoryd.state.engine import StateFile
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import RowMapping
 
 __all__ = ["LlmModeTable"]
 
@@ -22,14 +25,14 @@ class LlmModeTable(StateFile):
     def llm_mode(self, base_url: str, model: str) -> NegotiatedMode | None:
         """The mode remembered for ``(base_url, model)``, or ``None``."""
         with self._read() as c:
-            row = c.execute("SELECT * FROM llm_modes WHERE base_url=:u AND model=:m",
-                            {"u": base_url, "m": model}).fetchone()
+            row = c.exec_driver_sql("SELECT * FROM llm_modes WHERE base_url=:u AND model=:m",
+                            {"u": base_url, "m": model}).mappings().fetchone()
         return _mode(row) if row else None
 
     def remember_llm_mode(self, mode: NegotiatedMode) -> None:
         """Remember ``mode`` for its ``(base_url, model)``, replacing what was there."""
         with self._tx() as c:
-            c.execute("""INSERT INTO llm_modes (base_url, model, json_mode, start, detail,
+            c.exec_driver_sql("""INSERT INTO llm_modes (base_url, model, json_mode, start, detail,
                                                      updated_at)
                               VALUES (:u, :m, :j, :s, :d, :t)
                               ON CONFLICT (base_url, model) DO UPDATE SET
@@ -41,18 +44,18 @@ class LlmModeTable(StateFile):
     def llm_modes(self) -> list[NegotiatedMode]:
         """Every remembered mode, newest first."""
         with self._read() as c:
-            rows = c.execute("SELECT * FROM llm_modes ORDER BY updated_at DESC, "
-                                  "base_url, model").fetchall()
+            rows = c.exec_driver_sql("SELECT * FROM llm_modes ORDER BY updated_at DESC, "
+                                  "base_url, model").mappings().all()
         return [_mode(r) for r in rows]
 
     def forget_llm_modes(self) -> int:
         """Forget every remembered mode (the next call negotiates again); returns how
         many were forgotten."""
         with self._tx() as c:
-            n = c.execute("DELETE FROM llm_modes").rowcount
+            n = c.exec_driver_sql("DELETE FROM llm_modes").rowcount
         return int(n or 0)
 
 
-def _mode(r: sqlite3.Row) -> NegotiatedMode:
+def _mode(r: RowMapping) -> NegotiatedMode:
     return NegotiatedMode(base_url=r["base_url"], model=r["model"], json_mode=r["json_mode"],
                           start=r["start"], detail=r["detail"], updated_at=r["updated_at"])

@@ -7,14 +7,20 @@ loses no pending work. Times are ms since the epoch; the due time follows
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd.debounce import Pending
 from opencode_memoryd.state.engine import StateFile
 
-__all__ = ["QueueTable"]
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+__all__ = ["QUEUE_DONE_SQL", "QueueTable"]
+
+#: Remove a session from the queue unless it changed after ``:t`` (ms).
+QUEUE_DONE_SQL = ("DELETE FROM queue WHERE source_id=:s AND session_id=:sid "
+                  "AND last_change_ms <= :t")
 
 
 class QueueTable(StateFile):
@@ -48,7 +54,7 @@ class QueueTable(StateFile):
             rows.append({"s": source_id, "sid": sid, "n": at, "d": due, "q": quiet_ms,
                          "w": wait_ms})
         with self._tx(durable=False) as c:
-            c.executemany("""INSERT INTO queue (source_id, session_id, first_change_ms,
+            c.exec_driver_sql("""INSERT INTO queue (source_id, session_id, first_change_ms,
                                 last_change_ms, due_ms) VALUES (:s, :sid, :n, :n, :d)
                               ON CONFLICT (source_id, session_id) DO UPDATE SET
                                 last_change_ms=max(last_change_ms, excluded.last_change_ms),
@@ -58,7 +64,7 @@ class QueueTable(StateFile):
     def queue_reschedule(self, source_id: str, session_id: str, due_ms: int, note: str) -> None:
         """Move a queued session's due time (a wait, not a failure); a light commit."""
         with self._tx(durable=False) as c:
-            c.execute("UPDATE queue SET due_ms=:d, last_error=:e "
+            c.exec_driver_sql("UPDATE queue SET due_ms=:d, last_error=:e "
                       "WHERE source_id=:s AND session_id=:sid",
                       {"s": source_id, "sid": session_id, "d": due_ms, "e": note[:500] or None})
 
@@ -78,7 +84,7 @@ class QueueTable(StateFile):
         """
         first = due_ms - int(max_wait_seconds * 1000)
         with self._tx(durable=False) as c:
-            c.execute("""INSERT INTO queue (source_id, session_id, first_change_ms,
+            c.exec_driver_sql("""INSERT INTO queue (source_id, session_id, first_change_ms,
                            last_change_ms, due_ms, last_error)
                          VALUES (:s, :sid, :f, :l, :d, :e)
                          ON CONFLICT (source_id, session_id) DO UPDATE SET
@@ -89,7 +95,7 @@ class QueueTable(StateFile):
                          WHERE queue.last_change_ms <= excluded.last_change_ms""",
                       {"s": source_id, "sid": session_id, "f": first, "l": now_ms,
                        "d": due_ms, "e": note[:500] or None})
-            row = c.execute("SELECT due_ms FROM queue WHERE source_id=:s AND "
+            row = c.exec_driver_sql("SELECT due_ms FROM queue WHERE source_id=:s AND "
                             "session_id=:sid", {"s": source_id, "sid": session_id}
                             ).fetchone()
         return int(row[0]) if row and row[0] is not None else due_ms
@@ -97,10 +103,10 @@ class QueueTable(StateFile):
     def queue_failed(self, source_id: str, session_id: str, error: str) -> int:
         """Count a failed attempt of a queued session; return its attempt count."""
         with self._tx(durable=False) as c:
-            c.execute("UPDATE queue SET attempts=attempts+1, last_error=:e "
+            c.exec_driver_sql("UPDATE queue SET attempts=attempts+1, last_error=:e "
                       "WHERE source_id=:s AND session_id=:sid",
                       {"s": source_id, "sid": session_id, "e": error[:500]})
-            row = c.execute("SELECT attempts FROM queue WHERE source_id=:s AND "
+            row = c.exec_driver_sql("SELECT attempts FROM queue WHERE source_id=:s AND "
                             "session_id=:sid", {"s": source_id, "sid": session_id}).fetchone()
         return int(row[0]) if row and row[0] else 1
 
@@ -111,25 +117,23 @@ class QueueTable(StateFile):
             self._queue_done(c, source_id, session_id, started_ms)
 
     @staticmethod
-    def _queue_done(c: sqlite3.Connection, source_id: str, session_id: str,
+    def _queue_done(c: Connection, source_id: str, session_id: str,
                     started_ms: int) -> None:
-        c.execute("DELETE FROM queue WHERE source_id=:s AND session_id=:sid "
-                  "AND last_change_ms <= :t",
-                  {"s": source_id, "sid": session_id, "t": started_ms})
+        c.exec_driver_sql(QUEUE_DONE_SQL, {"s": source_id, "sid": session_id, "t": started_ms})
 
     def queue_head(self, limit: int) -> list[tuple[str, str, int]]:
         """The first ``limit`` queued sessions, soonest due first:
         ``(source_id, session_id, due_ms)``."""
         with self._read() as c:
-            rows = c.execute("SELECT source_id, session_id, due_ms FROM queue "
+            rows = c.exec_driver_sql("SELECT source_id, session_id, due_ms FROM queue "
                              "ORDER BY due_ms LIMIT ?", (limit,)).fetchall()
         return [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
 
     def queue_size(self) -> int:
         """How many sessions are queued."""
         with self._read() as c:
-            row = c.execute("SELECT count(*) FROM queue").fetchone()
-        return int(row[0])
+            n = c.exec_driver_sql("SELECT count(*) FROM queue").scalar_one()
+        return int(n)
 
     def queue(self, limit: int | None = None) -> list[dict[str, Any]]:
         """Queued sessions, soonest first (all, or the first ``limit``): the row as a dict
@@ -141,5 +145,5 @@ class QueueTable(StateFile):
             sql += " LIMIT :l"
             params["l"] = int(limit)
         with self._read() as c:
-            rows = c.execute(sql, params).fetchall()
+            rows = c.exec_driver_sql(sql, params).mappings().all()
         return [dict(r) for r in rows]

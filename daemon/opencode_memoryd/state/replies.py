@@ -27,13 +27,14 @@ class ReplyTable(StateFile):
         """The answer recorded under ``key`` (the dict given to :meth:`record_reply`), or
         ``None``."""
         with self._read() as c:
-            row = c.execute("SELECT reply FROM llm_replies WHERE key=:k", {"k": key}).fetchone()
+            row = c.exec_driver_sql("SELECT reply FROM llm_replies WHERE key=:k",
+                                    {"k": key}).fetchone()
         return dict(json.loads(row[0])) if row is not None else None
 
     def record_reply(self, key: str, reply: Mapping[str, Any], now: str) -> None:
         """Durably record an answer (a JSON-safe mapping) under ``key``, replacing any."""
         with self._tx() as c:
-            c.execute("INSERT OR REPLACE INTO llm_replies (key, reply, created_at) "
+            c.exec_driver_sql("INSERT OR REPLACE INTO llm_replies (key, reply, created_at) "
                       "VALUES (:k, :r, :n)",
                       {"k": key, "r": json.dumps(dict(reply), sort_keys=True), "n": now})
 
@@ -43,9 +44,9 @@ class ReplyTable(StateFile):
         deleted = 0
         with self._tx() as c:
             for key in dict.fromkeys(keys):
-                deleted += c.execute("DELETE FROM llm_replies WHERE key=:k",
+                deleted += c.exec_driver_sql("DELETE FROM llm_replies WHERE key=:k",
                                      {"k": key}).rowcount
             if before is not None:
-                deleted += c.execute("DELETE FROM llm_replies WHERE created_at < :b",
+                deleted += c.exec_driver_sql("DELETE FROM llm_replies WHERE created_at < :b",
                                      {"b": before}).rowcount
         return deleted

@@ -14,12 +14,14 @@ Times named ``now`` are ISO 8601 UTC strings.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd.errors import StateError
 from opencode_memoryd.state.engine import StateFile
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import RowMapping
 
 __all__ = ["DREAM_STATUSES", "RunTables"]
 
@@ -42,20 +44,20 @@ class RunTables(StateFile):
     def start_run(self, run_id: str, command: str, now: str) -> None:
         """Record the start of a run."""
         with self._tx() as c:
-            c.execute("INSERT INTO runs (id, command, started_at) VALUES (:i, :c, :n)",
+            c.exec_driver_sql("INSERT INTO runs (id, command, started_at) VALUES (:i, :c, :n)",
                       {"i": run_id, "c": command, "n": now})
 
     def end_run(self, run_id: str, summary: Mapping[str, Any], now: str) -> None:
         """Record the end of a run with its summary (counts only, never transcript text)."""
         with self._tx() as c:
-            c.execute("UPDATE runs SET ended_at=:n, summary=:s WHERE id=:i",
+            c.exec_driver_sql("UPDATE runs SET ended_at=:n, summary=:s WHERE id=:i",
                       {"i": run_id, "n": now, "s": json.dumps(summary, sort_keys=True)})
 
     def last_runs(self, limit: int = 5) -> list[dict[str, Any]]:
         """The newest runs, newest first, with decoded summaries."""
         with self._read() as c:
-            rows = c.execute("SELECT * FROM runs ORDER BY started_at DESC LIMIT :l",
-                             {"l": limit}).fetchall()
+            rows = c.exec_driver_sql("SELECT * FROM runs ORDER BY started_at DESC LIMIT :l",
+                             {"l": limit}).mappings().all()
         return [{**dict(r), "summary": json.loads(r["summary"]) if r["summary"] else None}
                 for r in rows]
 
@@ -68,17 +70,19 @@ class RunTables(StateFile):
         Raises:
             StateError: a run with this id exists, or the state file cannot be written.
         """
+        from sqlalchemy.exc import DBAPIError  # loaded by the engine already
+
         try:
             with self._tx() as c:
-                c.execute(
+                c.exec_driver_sql(
                     """INSERT INTO dream_runs (id, scope_key, project_root, "trigger",
                               dry_run, status, started_at)
                             VALUES (:i, :k, :r, :t, :d, 'planned', :n)""",
                     {"i": run_id, "k": scope_key, "r": project_root, "t": trigger,
                      "d": int(dry_run), "n": now},
                 )
-        except sqlite3.Error as exc:
-            raise StateError(f"cannot record dream run {run_id}: {exc}") from exc
+        except DBAPIError as exc:
+            raise StateError(f"cannot record dream run {run_id}: {exc.orig}") from exc
 
     def dream_applying(self, run_id: str, *, before: list[dict[str, Any]],
                        after: list[dict[str, Any]], counts: Mapping[str, Any],
@@ -94,7 +98,7 @@ class RunTables(StateFile):
             StateError: the run is unknown or not ``planned``.
         """
         with self._tx() as c:
-            n = c.execute(
+            n = c.exec_driver_sql(
                 """UPDATE dream_runs SET status='applying', "before"=:b, "after"=:a,
                           counts=:c, model=:m, tokens_in=:ti, tokens_out=:to, result=:r
                         WHERE id=:i AND status='planned'""",
@@ -145,7 +149,7 @@ class RunTables(StateFile):
             sql += f" AND status IN ({', '.join(names)})"
             params.update({f"e{i}": e for i, e in enumerate(expect)})
         with self._tx() as c:
-            return c.execute(sql, params).rowcount == 1
+            return c.exec_driver_sql(sql, params).rowcount == 1
 
     def dream_mark_undo(self, run_id: str, status: str, now: str, *,
                         expect: tuple[str, ...]) -> bool:
@@ -157,7 +161,7 @@ class RunTables(StateFile):
         params: dict[str, Any] = {"i": run_id, "s": status, "n": now}
         params.update({f"e{i}": e for i, e in enumerate(expect)})
         with self._tx() as c:
-            return c.execute(
+            return c.exec_driver_sql(
                 f"UPDATE dream_runs SET status=:s, undone_at=:n WHERE id=:i "
                 f"AND status IN ({', '.join(names)})", params).rowcount == 1
 
@@ -165,7 +169,7 @@ class RunTables(StateFile):
         """Signatures of the candidate groups of a scope that a dream already settled
         (planned "keep", or a plan rejected by a check)."""
         with self._read() as c:
-            rows = c.execute("SELECT signature FROM dream_settled WHERE scope_key=:k",
+            rows = c.exec_driver_sql("SELECT signature FROM dream_settled WHERE scope_key=:k",
                              {"k": scope_key}).fetchall()
         return {str(r[0]) for r in rows}
 
@@ -175,7 +179,7 @@ class RunTables(StateFile):
         if not signatures:
             return
         with self._tx() as c:
-            c.executemany("INSERT OR IGNORE INTO dream_settled (scope_key, signature, "
+            c.exec_driver_sql("INSERT OR IGNORE INTO dream_settled (scope_key, signature, "
                           "run_id, settled_at) VALUES (:k, :s, :r, :now)",
                           [{"k": scope_key, "s": sig, "r": run_id, "now": now}
                            for sig in signatures])
@@ -189,8 +193,8 @@ class RunTables(StateFile):
         insertion order, increasing).
         """
         with self._read() as c:
-            row = c.execute("SELECT rowid AS seq, * FROM dream_runs WHERE id=:i",
-                            {"i": run_id}).fetchone()
+            row = c.exec_driver_sql("SELECT rowid AS seq, * FROM dream_runs WHERE id=:i",
+                            {"i": run_id}).mappings().fetchone()
         return _dream_row(row) if row else None
 
     def dream_runs(self, *, scope_key: str | None = None,
@@ -217,22 +221,22 @@ class RunTables(StateFile):
             sql += " LIMIT :l"
             params["l"] = int(limit)
         with self._read() as c:
-            rows = c.execute(sql, params).fetchall()
+            rows = c.exec_driver_sql(sql, params).mappings().all()
         return [_dream_row(r) for r in rows]
 
     def last_dream(self, scope_key: str) -> dict[str, Any] | None:
         """The newest dream of a scope that was not a dry run and did not fail
         (``applied``, ``skipped``, ``undone``, …), or ``None`` — for scheduling."""
         with self._read() as c:
-            row = c.execute(
+            row = c.exec_driver_sql(
                 """SELECT rowid AS seq, * FROM dream_runs WHERE scope_key=:k
                           AND dry_run=0 AND status NOT IN ('failed', 'planned')
                         ORDER BY rowid DESC LIMIT 1""",
-                {"k": scope_key}).fetchone()
+                {"k": scope_key}).mappings().fetchone()
         return _dream_row(row) if row else None
 
 
-def _dream_row(r: sqlite3.Row) -> dict[str, Any]:
+def _dream_row(r: RowMapping) -> dict[str, Any]:
     row = dict(r)
     row["dry_run"] = bool(row["dry_run"])
     for key in _DREAM_JSON:

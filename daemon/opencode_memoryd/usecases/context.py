@@ -36,6 +36,7 @@ parent already has the block) and a directory with no known project.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import ExitStack
@@ -140,15 +141,33 @@ def _newest_first(memories: Iterable[Memory]) -> list[Memory]:
     return sorted(memories, key=lambda m: (-m.updated_at.timestamp(), m.id))
 
 
+#: One candidate of the block: ``(section key, memory, its line)``.
+Entry = tuple[str, Memory, str]
+
+
+def ordered_pool(candidates: Iterable[Memory]) -> list[Entry]:
+    """``candidates`` in the order the budget takes them when no search hit comes first:
+    sections in :data:`PRIORITY` order, each newest first (ties by id), with each line
+    rendered once. It does not depend on the query, so the daemon keeps it until the
+    store is written (:meth:`ScrollCache.pool`)."""
+    by_section: dict[str, list[Memory]] = {key: [] for key in PRIORITY}
+    for m in candidates:
+        by_section.setdefault(section_of(m), []).append(m)
+    return [(key, m, _line(m)) for key in PRIORITY
+            for m in _newest_first(by_section.get(key, []))]
+
+
 def select(candidates: Sequence[Memory], relevant: Sequence[Memory], *, max_chars: int,
-           max_entries: int) -> dict[str, list[Memory]]:
+           max_entries: int, pool: Sequence[Entry] | None = None) -> dict[str, list[Memory]]:
     """Spend the budget: relevant hits first, then :data:`PRIORITY` order, newest first.
 
     Args:
-        candidates: the active memories of the scope (any order).
+        candidates: the active memories of the scope (any order); ignored when ``pool``
+            is given.
         relevant: search hits for the query, best first (already capped).
         max_chars: the block's budget in characters, headers included.
         max_entries: the most entries.
+        pool: :func:`ordered_pool` of the candidates, when already made.
 
     Returns:
         Section key -> the chosen memories, in the order they are shown.
@@ -157,18 +176,14 @@ def select(candidates: Sequence[Memory], relevant: Sequence[Memory], *, max_char
     used = len(MARKER) + len(HEADER) + len(FRAMING) + 4
     count = 0
     seen: set[str] = set()
-    by_section: dict[str, list[Memory]] = {key: [] for key in PRIORITY}
-    for m in candidates:
-        by_section.setdefault(section_of(m), []).append(m)
-    queue = [("relevant", m) for m in relevant]
-    for key in PRIORITY:
-        queue += [(key, m) for m in _newest_first(by_section.get(key, []))]
-    for key, m in queue:
+    ordered = ordered_pool(candidates) if pool is None else pool
+    queue = itertools.chain((("relevant", m, _line(m)) for m in relevant), ordered)
+    for key, m, line in queue:
         if count >= max_entries:
             break
         if m.id in seen:
             continue
-        cost = len(_line(m)) + 1 + (0 if chosen[key] else len(_title(key)) + 2)
+        cost = len(line) + 1 + (0 if chosen[key] else len(_title(key)) + 2)
         if used + cost > max_chars:
             continue  # a shorter one further on may still fit
         chosen[key].append(m)
@@ -270,6 +285,7 @@ class ScrollCache:
         self._lock = threading.Lock()
         self._generation = -1
         self._cached: dict[MemoryFilter, list[Memory]] = {}
+        self._pools: dict[tuple[MemoryFilter, ...], list[Entry]] = {}
 
     def __call__(self, flt: MemoryFilter) -> list[Memory]:
         """The active memories matching ``flt`` (``store.scroll`` order)."""
@@ -277,6 +293,7 @@ class ScrollCache:
         with self._lock:
             if generation != self._generation:
                 self._cached.clear()
+                self._pools.clear()
                 self._generation = generation
             hit = self._cached.get(flt)
         if hit is None:
@@ -285,6 +302,30 @@ class ScrollCache:
                 if self._generation == generation:  # no write began since: keep it
                     self._cached[flt] = hit
         return hit
+
+    def pool(self, flts: Sequence[MemoryFilter]) -> list[Entry]:
+        """:func:`candidate_pool` of ``flts``, kept until the store is written."""
+        key = tuple(flts)
+        generation = int(getattr(self._store, "generation", -1))
+        with self._lock:
+            hit = self._pools.get(key) if generation == self._generation else None
+        if hit is None:
+            hit = candidate_pool(self, flts)
+            with self._lock:
+                if self._generation == generation:
+                    self._pools[key] = hit
+        return hit
+
+
+def candidate_pool(read: Callable[[MemoryFilter], Iterable[Memory]],
+                   flts: Sequence[MemoryFilter]) -> list[Entry]:
+    """The :func:`ordered_pool` of the memories ``read`` gives for ``flts`` (each memory
+    once, every ``session-summary`` but each project's newest left out)."""
+    candidates: dict[str, Memory] = {}
+    for flt in flts:
+        for m in read(flt):
+            candidates.setdefault(m.id, m)
+    return ordered_pool(newest_summaries_only(candidates.values()))
 
 
 def build_context(app: AppPort, store: MemoryStore, *, directory: str | None = None,
@@ -326,12 +367,10 @@ def build_context(app: AppPort, store: MemoryStore, *, directory: str | None = N
     cfg = app.config.context
     user_flt = user_filter or MemoryFilter(scope="user", user_id=app.user_id)
     flts = [MemoryFilter(project_id=k, include_user_scope=False) for k in keys] + [user_flt]
-    candidates: dict[str, Memory] = {}
-    read = scroll or store.scroll
-    for flt in flts:
-        for m in read(flt):
-            candidates.setdefault(m.id, m)
-    if not candidates:
+    pool_of = getattr(scroll, "pool", None)
+    pool = (pool_of(flts) if callable(pool_of)
+            else candidate_pool(scroll or store.scroll, flts))
+    if not pool:
         return ContextBlock("", {}, keys, "no memories for this project or user")
     relevant: list[Memory] = []
     if query and query.strip() and cfg.relevant_entries:
@@ -342,8 +381,8 @@ def build_context(app: AppPort, store: MemoryStore, *, directory: str | None = N
                     hits[m.id] = (m, score)
         ranked = sorted(hits.values(), key=lambda h: (-h[1], h[0].id))
         relevant = [m for m, _ in ranked[: cfg.relevant_entries]]
-    chosen = select(newest_summaries_only(candidates.values()), relevant,
-                    max_chars=cfg.max_chars, max_entries=cfg.max_entries)
+    chosen = select((), relevant, max_chars=cfg.max_chars, max_entries=cfg.max_entries,
+                    pool=pool)
     text = render(chosen)
     return ContextBlock(text, {k: [m.id for m in v] for k, v in chosen.items() if v}, keys,
                         None if text else "nothing fits the budget")

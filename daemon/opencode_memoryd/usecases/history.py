@@ -32,7 +32,6 @@ from opencode_memoryd.models import iso_utc, utc_from_ms
 from opencode_memoryd.redaction.engine import scrub
 from opencode_memoryd.source import history as queries
 from opencode_memoryd.source.rows import SessionRow
-from opencode_memoryd.source.transcript import readable
 from opencode_memoryd.usecases import limits
 from opencode_memoryd.usecases.ports import AppPort
 from opencode_memoryd.usecases.projects import project_keys_for_dir
@@ -122,13 +121,15 @@ def _clean(text: str, limit: int) -> tuple[str, bool]:
     return red[: limit - 1] + "…", True
 
 
-def session_info(s: SessionRow) -> dict[str, Any]:
+def session_info(s: SessionRow, active: int | None = None) -> dict[str, Any]:
     """A session as JSON: ``{id, title (redacted), directory, project_id, created,
-    updated (ISO 8601 UTC), parent_id, archived}``."""
+    updated (ISO 8601 UTC), parent_id, archived}``; ``updated`` is ``active`` (the
+    session's newest activity in ms, see :func:`queries.last_activity`) when given, else
+    its ``time_updated``."""
     return {"id": s.id, "title": scrub(s.title).text, "directory": s.directory,
             "project_id": s.project_id, "created": _iso(s.time_created),
-            "updated": _iso(s.time_updated), "parent_id": s.parent_id,
-            "archived": s.archived}
+            "updated": _iso(s.time_updated if active is None else active),
+            "parent_id": s.parent_id, "archived": s.archived}
 
 
 def _scope(app: AppPort, directory: object, db: str | None) -> queries.ProjectScope:
@@ -140,12 +141,16 @@ def _scope(app: AppPort, directory: object, db: str | None) -> queries.ProjectSc
 
 def sessions(app: AppPort, *, directory: str, limit: int = 20, db: str | None = None
              ) -> list[dict[str, Any]]:
-    """The recent top-level sessions of DIR's project, most recently updated first.
+    """The recent top-level sessions of DIR's project, newest activity first.
 
     Sub-agent sessions (the task tool's, ``parent_id`` set) are not listed: each session
     says how many it started (``subagents``); read one with :func:`messages` by its id.
     Forks are listed (their title ends ``(fork #N)``); archived sessions are listed with
-    ``archived: true``.
+    ``archived: true``. Sessions of both storages are listed: 1.x (``message``/``part``)
+    and v2 (``session_message``, sessions in ``session`` or OpenCode 2.x's
+    ``session_v2``); ``updated`` is the newest activity, the later of the session's
+    ``time_updated`` and its newest ``session_message`` row (v2 turns do not bump
+    ``time_updated``).
 
     Args:
         directory: the project folder (or any folder OpenCode ran in inside it).
@@ -156,7 +161,8 @@ def sessions(app: AppPort, *, directory: str, limit: int = 20, db: str | None = 
         ``[{id, title, directory, project_id, created, updated, parent_id: null, archived,
         user_messages, assistant_messages, subagents}]``; ``[]`` when DIR has no
         OpenCode project. Message counts are rows by role (compaction requests and
-        OpenCode's own continuations count as user messages).
+        OpenCode's own continuations count as user messages; a v2 session counts its
+        ``user`` and ``assistant`` rows, one assistant row per model step).
 
     Raises:
         RequestError: no directory, or a bad ``limit``.
@@ -164,27 +170,27 @@ def sessions(app: AppPort, *, directory: str, limit: int = 20, db: str | None = 
     """
     limit = _whole("limit", limit, minimum=1, maximum=MAX_SESSIONS)
     scope = _scope(app, directory, db)
-    found: dict[str, tuple[OpenCodeDB, SessionRow]] = {}
+    found: dict[str, tuple[OpenCodeDB, SessionRow, int]] = {}
     with _databases(app, db) as dbs:
         for source in dbs:
-            for row in queries.recent_sessions(source, scope, limit=limit):
-                found.setdefault(row.id, (source, row))
-        chosen = sorted(found.values(), key=lambda x: (x[1].time_updated, x[1].id),
-                        reverse=True)[:limit]
-        out = []
+            for row, active in queries.recent_sessions(source, scope, limit=limit):
+                found.setdefault(row.id, (source, row, active))
+        chosen = sorted(found.values(), key=lambda x: (x[2], x[1].id), reverse=True)[:limit]
+        out: list[tuple[int, dict[str, Any]]] = []
         for source in dbs:
-            ids = [r.id for d, r in chosen if d is source]
-            if not ids:
+            mine = [(r, a) for d, r, a in chosen if d is source]
+            if not mine:
                 continue
+            ids = [r.id for r, _ in mine]
             counts = queries.role_counts(source, ids)
             children = queries.subagent_counts(source, ids)
-            for row in (r for d, r in chosen if d is source):
+            for row, active in mine:
                 users, assistants = counts.get(row.id, (0, 0))
-                out.append({**session_info(row), "user_messages": users,
-                            "assistant_messages": assistants,
-                            "subagents": children.get(row.id, 0)})
-    out.sort(key=lambda x: (x["updated"], x["id"]), reverse=True)
-    return out
+                out.append((active, {**session_info(row, active), "user_messages": users,
+                                     "assistant_messages": assistants,
+                                     "subagents": children.get(row.id, 0)}))
+    out.sort(key=lambda x: (x[0], x[1]["id"]), reverse=True)
+    return [info for _, info in out]
 
 
 def messages(app: AppPort, *, session_id: str, offset: int = 0, limit: int = 50,
@@ -201,6 +207,13 @@ def messages(app: AppPort, *, session_id: str, offset: int = 0, limit: int = 50,
     ``[error: Name]`` for a failed step (reasoning is left out). Texts are redacted and
     cut to :data:`MESSAGE_TEXT_CHARS` (``truncated``). Every message row is listed, in
     ``(time_created, id)`` order, so offsets are stable while nothing is reverted.
+
+    A session whose turns are in ``session_message`` (v2) is read from there, in ``seq``
+    order: its ``user`` and ``assistant`` rows rendered as above, ``synthetic`` rows
+    (kind ``synthetic``, role ``user``), ``compaction`` rows (kind ``summary`` with the
+    summary, role ``assistant``; ``compaction`` while it has none) and ``shell`` rows
+    (kind ``shell``, role ``user``: ``[shell] bash COMMAND -> output``); its ``system``,
+    ``idle`` and ``*-switched`` rows are not listed.
 
     Args:
         session_id: the session's id (``ses_…``).
@@ -222,16 +235,17 @@ def messages(app: AppPort, *, session_id: str, offset: int = 0, limit: int = 50,
     limit = _whole("limit", limit, minimum=1, maximum=MAX_MESSAGES)
     with _databases(app, db) as dbs:
         source, row = _find_session(dbs, sid)
-        total = source.message_count(sid)
-        page = source.message_page(sid, offset=offset, limit=limit)
+        total = queries.message_count(source, sid)
+        page = queries.message_page(source, sid, offset=offset, limit=limit)
+        active = queries.last_activity(source, row)
     out = []
     for m in page:
-        r = readable(m, tool_output_chars=TOOL_OUTPUT_CHARS)
+        r = queries.render(m, tool_output_chars=TOOL_OUTPUT_CHARS)
         text, cut = _clean(r.text, MESSAGE_TEXT_CHARS)
-        out.append({"id": m.id, "role": m.role, "time": _iso(m.time_created),
+        out.append({"id": m.id, "role": queries.role_of(m), "time": _iso(m.time_created),
                     "kind": r.kind, "text": text, "truncated": cut})
     end = offset + len(page)
-    return {"session": session_info(row), "messages": out, "offset": offset,
+    return {"session": session_info(row, active), "messages": out, "offset": offset,
             "limit": limit, "total": total, "next_offset": end if end < total else None}
 
 
@@ -263,12 +277,15 @@ def search(app: AppPort, *, query: str, directory: str, limit: int = 20,
     sessions (OpenCode's synthetic texts, tool calls, reasoning and sub-agent sessions
     are not searched). A hit is a message whose text holds every word of ``query``,
     case-insensitively (``str.lower``), after redaction: a word that only occurs inside a
-    secret does not match. One hit per message.
+    secret does not match. One hit per message. In v2 sessions (``session_message``) the
+    text of ``user`` rows, the text items of ``assistant`` rows and the summary of
+    ``compaction`` rows are searched.
 
-    Cost: SQLite ``LIKE`` on the ``part.data`` JSON of the project's sessions (no index
-    can serve a substring search), so one pass over the project's part rows per batch of
-    candidates; at most :data:`SEARCH_MAX_ROWS` candidates are read per database, so
-    matches older than that many candidate parts may be missed.
+    Cost: SQLite ``LIKE`` on the ``part.data`` (and ``session_message.data``) JSON of the
+    project's sessions (no index can serve a substring search), so one pass over the
+    project's rows per batch of candidates; at most :data:`SEARCH_MAX_ROWS` candidates
+    are read per database and storage, so matches older than that many candidates may
+    be missed.
 
     Args:
         query: one or more words (at most :data:`MAX_TERMS`, :data:`MAX_QUERY_CHARS`
@@ -320,7 +337,10 @@ def compactions(app: AppPort, *, session_id: str, db: str | None = None) -> dict
 
     OpenCode compacts a session (by request, or on its own near the model's context
     limit) by adding a user message with a ``compaction`` part and then an assistant
-    message with ``summary: true`` holding the summary; the rows before it stay.
+    message with ``summary: true`` holding the summary; the rows before it stay. In v2
+    storage one ``compaction`` row is both the request and the summary: its id is
+    ``request_message_id`` and, once its summary is written, ``summary_message_id``;
+    ``auto`` is its ``reason`` being ``auto``.
 
     Args:
         session_id: the session's id (``ses_…``).
@@ -343,6 +363,7 @@ def compactions(app: AppPort, *, session_id: str, db: str | None = None) -> dict
     with _databases(app, db) as dbs:
         source, row = _find_session(dbs, sid)
         points = queries.compactions(source, sid, limit=MAX_COMPACTIONS)
+        active = queries.last_activity(source, row)
     out = []
     for p in points:
         item: dict[str, Any] = {
@@ -351,9 +372,9 @@ def compactions(app: AppPort, *, session_id: str, db: str | None = None) -> dict
             "summary_message_id": None, "summary_time": None, "summary": None,
             "truncated": False}
         if p.summary is not None:
-            text = readable(p.summary, tool_output_chars=TOOL_OUTPUT_CHARS).text
+            text = queries.render(p.summary, tool_output_chars=TOOL_OUTPUT_CHARS).text
             item["summary"], item["truncated"] = _clean(text, SUMMARY_TEXT_CHARS)
             item["summary_message_id"] = p.summary.id
             item["summary_time"] = _iso(p.summary.time_created)
         out.append(item)
-    return {"session": session_info(row), "compactions": out}
+    return {"session": session_info(row, active), "compactions": out}

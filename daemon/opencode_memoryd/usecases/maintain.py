@@ -160,6 +160,10 @@ def capture_now(app: AppPort, state: StateDB, store: MemoryStore, extractor: Ext
                 summarizer: Summarizer | None = None) -> dict[str, Any]:
     """Extract the newest top-level session of ``directory``'s project now.
 
+    The newest is the one with the newest activity: the later of its ``time_updated`` and
+    the newest ``time_updated`` of its ``session_message`` rows (v2 turns do not bump
+    ``session.time_updated``), across every database.
+
     The quiet period is skipped, the finished-turn rule is not: a turn still in flight is
     left for later, so this never reads a turn mid-way.
 
@@ -170,15 +174,22 @@ def capture_now(app: AppPort, state: StateDB, store: MemoryStore, extractor: Ext
     Raises:
         SourceError: no database, or one that cannot be opened.
     """
-    newest: tuple[SessionRow, Path] | None = None
+    newest: tuple[SessionRow, Path, int] | None = None
     for path in app.database_paths():
         with app.open_source(path) as source:
-            for s in source.sessions(directory=directory):
-                if newest is None or s.time_updated > newest[0].time_updated:
-                    newest = (s, path)
+            rows = source.sessions(directory=directory)
+            if not rows:
+                continue
+            # v2 turns do not bump time_updated: only rows created after the newest
+            # time_updated here can make another session the newest
+            later = source.activity(max(s.time_updated for s in rows)).updated
+            for s in rows:
+                active = max(s.time_updated, later.get(s.id, 0))
+                if newest is None or active > newest[2]:
+                    newest = (s, path, active)
     if newest is None:
         return {"session_id": None, "reason": f"no OpenCode session found for {directory}"}
-    session, path = newest
+    session, path, _active = newest
     with app.open_source(path) as source:
         proc = SessionProcessor(source, state, store, extractor, app.limits(), clock=app.clock,
                                 user_id=app.user_id, summarizer=summarizer,
