@@ -30,7 +30,7 @@ MAX_SECONDS = 0.5
 #: ... or, once it wrote to the store, as soon as the previous flush is this long ago: a store
 #: flush costs tens of milliseconds (and holds the interpreter), so while sessions keep
 #: coming their store writes are made durable together, at most this often.
-FLUSH_SECONDS = 0.5
+FLUSH_SECONDS = 1.0
 
 
 class WriteGroup:

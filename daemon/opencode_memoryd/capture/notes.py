@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import NamedTuple, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 import structlog
 
@@ -166,15 +166,18 @@ class SessionNotes:
     # -- the end of a session ------------------------------------------------------------
 
     def after_session(self, session: SessionRow, report: SessionReport, *,
-                      now: datetime, seen: Seen | None = None) -> None:
+                      now: datetime, seen: Seen | None = None,
+                      end: Mark | Literal["unknown"] | None = "unknown") -> None:
         """The project brief, then the session's note (see the module docstring);
-        ``seen``: the session as its extraction just read it whole, if it did."""
+        ``seen``: the session as its extraction just read it whole, if it did; ``end``:
+        its newest row as the extraction looked it up (``None``: none; ``"unknown"``:
+        looked up here)."""
         if session.is_subagent:
             return
         if self.settings.project_briefs:
             report.briefs += self.brief(session, report, now=now)
         if self.settings.session_summaries:
-            self.session_end(session, report, now=now, seen=seen)
+            self.session_end(session, report, now=now, seen=seen, end=end)
 
     def _read_to_end(self, session: SessionRow, storage: str) -> list[MessageRow]:
         out: list[MessageRow] = []
@@ -188,12 +191,16 @@ class SessionNotes:
             mark = batch[-1].mark
 
     def session_end(self, session: SessionRow, report: SessionReport, *,
-                    now: datetime, seen: Seen | None = None) -> None:
+                    now: datetime, seen: Seen | None = None,
+                    end: Mark | Literal["unknown"] | None = "unknown") -> None:
         """Write the session's note when it is read to its end and idle for good; else
         set ``report.summary_due_ms`` when it will be idle long enough. ``seen``: the
-        session as its extraction just read it whole (not read again)."""
-        end = (seen.end if seen is not None
-               else self.source.last_messages([session.id]).get(session.id))
+        session as its extraction just read it whole (not read again); ``end``: its newest
+        row, when already looked up (``None``: it has none)."""
+        if seen is not None:
+            end = seen.end
+        elif isinstance(end, str):
+            end = self.source.last_messages([session.id]).get(session.id)
         mark = self.state.get_mark(self.source.identity, session.id)
         if end is None or mark is None or mark.storage != end.storage:
             return

@@ -193,8 +193,14 @@ class SessionProcessor:
             for item in self.writes.pending_items(src, session.id):
                 self._apply(item, report)
                 report.replayed_items += 1
-            seen = self._process_new(session, report, ends)
-            self.notes.after_session(session, report, now=self.clock(), seen=seen)
+            # "Up to now": a session OpenCode keeps writing to faster than it is read must
+            # not hold this run forever; what comes after its newest row of now waits for
+            # the next run. Its note compares its mark with that same row.
+            if ends is None:
+                ends = self.source.last_messages([session.id])
+            end = ends.get(session.id)
+            seen = self._process_new(session, report, end)
+            self.notes.after_session(session, report, now=self.clock(), seen=seen, end=end)
         except UpstreamError as exc:
             report.error = scrub(f"{exc.kind}: {exc}").text
             report.error_kind = exc.kind
@@ -213,17 +219,12 @@ class SessionProcessor:
         return report
 
     def _process_new(self, session: SessionRow, report: SessionReport,
-                     ends: Mapping[str, Mark] | None) -> Seen | None:
-        """Read and extract the session's finished turns after its mark; return what was
-        read when that was the whole session (its newest row and every message), so the
-        session's note does not read it again."""
+                     end: Mark | None) -> Seen | None:
+        """Read and extract the session's finished turns after its mark, up to ``end``
+        (its newest row, ``None``: it has none); return what was read when that was the
+        whole session (its newest row and every message), so the session's note does not
+        read it again."""
         src = self.source.identity
-        # "Up to now": a session OpenCode keeps writing to faster than it is read must not
-        # hold this run forever; what comes after the newest message of now waits for the
-        # next run.
-        if ends is None:
-            ends = self.source.last_messages([session.id])
-        end = ends.get(session.id)
         if end is None:
             return None
         storage = report.storage = end.storage

@@ -90,9 +90,21 @@ class SessionJobs:
                                         daemon=True)
         self._worker.start()
 
-    def wake_worker(self) -> None:
-        """Tell the worker the queue changed (it looks at it again at once)."""
-        self._work_wake.set()
+    #: when (wall ms) the sleeping worker looks at the queue again (0: it is not sleeping
+    #: on a known plan, so any change wakes it)
+    _planned_wake_ms: int = 0
+
+    def wake_worker(self, due_ms: int | None = None) -> None:
+        """Tell the worker the queue changed (it looks at it again at once).
+
+        Args:
+            due_ms: the earliest due time (wall ms) the change can have given a session;
+                the worker is left asleep when it wakes up before that anyway (a change
+                only ever moves a queued session's due time later, see
+                :meth:`~opencode_memoryd.state.queue.QueueTable.queue_touch_many`).
+        """
+        if due_ms is None or due_ms < self._planned_wake_ms:
+            self._work_wake.set()
 
     def _work_loop(self) -> None:
         """Take due sessions from the queue, soonest first, into one group of writes;
@@ -104,10 +116,14 @@ class SessionJobs:
         group.__enter__()
         try:
             while not self.stop_event.is_set():
+                self._planned_wake_ms = 0  # a change seen from now on wakes the worker
                 self._work_wake.clear()
+                started_ms = int(self.clock().timestamp() * 1000)
                 wait = self._work_once(group)
                 if wait is None:
                     continue  # more due work
+                # what it read of the queue was read after ``started_ms``
+                self._planned_wake_ms = started_ms + int(wait * 1000)
                 self._work_wake.wait(wait)
         finally:
             try:

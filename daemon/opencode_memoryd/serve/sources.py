@@ -52,7 +52,7 @@ QUEUE_BATCH = 500
 #: Between full sweeps, how often (s) at most the sessions updated in place are looked for
 #: (``time_updated`` has no index: a scan of the session table). Inserts (new sessions,
 #: messages, parts) are seen on every check.
-UPDATE_SCAN_SECONDS = 2.0
+UPDATE_SCAN_SECONDS = 5.0
 
 
 @dataclass
@@ -97,7 +97,7 @@ class SourceTracking:
     #: leaves them out of a check's cost)
     scan_seconds: float = 0.0
     #: provided by :class:`~opencode_memoryd.serve.jobs.SessionJobs`
-    wake_worker: Callable[[], None]
+    wake_worker: Callable[..., None]  # (due_ms: int | None = None) -> None
 
     def _start_watcher(self) -> None:
         if self._watcher is not None:
@@ -329,6 +329,7 @@ class SourceTracking:
         sessions long finished).
         """
         now_ms = int(self.clock().timestamp() * 1000)
+        quiet_ms = int(min(self.cfg.quiet_period_seconds, self.cfg.max_wait_seconds) * 1000)
         changed = self._changed_sessions(src, full=full)
         n = 0
         for start in range(0, len(changed), QUEUE_BATCH):
@@ -357,8 +358,9 @@ class SourceTracking:
             for sid, _created, updated in batch:  # seen once queued (or skipped)
                 src.seen[sid] = updated
                 src.high_water = max(src.high_water or 0, updated)
-            if due_ids:
-                self.wake_worker()
+            if due_ids:  # a session seen again is due no sooner than the worker knew
+                self.wake_worker(min(min(now_ms, since.get(sid, now_ms)) for sid in due_ids)
+                                 + quiet_ms)
             n += len(due_ids)
         return n
 
