@@ -68,3 +68,17 @@ def test_errors_printed_by_the_cli_are_redacted(config_file: Path, tmp_path: Pat
     err = capsys.readouterr().err
     assert "OpenCode database not found" in err and "[REDACTED:github_token]" in err
     assert TOKEN not in err
+
+
+def test_identifier_fields_pass_only_in_their_own_shape() -> None:
+    """OpenCode ids and the event's time stamp are left as they are; the same fields
+    holding anything else are redacted like every other value."""
+    stamp = "2026-11-24T00:10:25.537382Z"
+    event = logs._scrub(None, "info", {
+        "session_id": "ses_4f3a2b1c0d9e8f7a6b5c4d3e2f", "message_id": "msg_9x8Y7z",
+        "timestamp": stamp, "event": "x"})
+    assert event["session_id"] == "ses_4f3a2b1c0d9e8f7a6b5c4d3e2f"
+    assert event["message_id"] == "msg_9x8Y7z" and event["timestamp"] == stamp
+    leaked = logs._scrub(None, "info", {"session_id": TOKEN, "message_id": f"msg_{TOKEN}",
+                                        "timestamp": f"{stamp} {TOKEN}"})
+    assert all(TOKEN not in v and "[REDACTED:github_token]" in v for v in leaked.values())

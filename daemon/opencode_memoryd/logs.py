@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
+import re
 import sys
 from collections.abc import MutableMapping
 from pathlib import Path
@@ -64,17 +65,33 @@ def scrub_value(value: Any) -> Any:
 #: of a repository's root commit, which bare high-entropy detection would otherwise hide.
 _ID_FIELDS = frozenset({"project", "project_id", "project_key", "scope_key"})
 _HEXISH = frozenset("0123456789abcdef")
+#: Fields that hold OpenCode's identifiers (``ses_…``, ``msg_…``, ``prt_…``): one of that
+#: shape is left as it is (redaction would leave it unchanged, at a cost per event).
+_OPENCODE_ID_FIELDS = frozenset({"session_id", "message_id", "part_id"})
+_OPENCODE_ID = re.compile(r"(?:ses|msg|prt)_[0-9A-Za-z]{1,40}")
+#: structlog's ``TimeStamper(fmt="iso", utc=True)``
+_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z")
 
 
 def _is_project_id(value: object) -> bool:
     return isinstance(value, str) and len(value) == 40 and set(value) <= _HEXISH
 
 
+def _is_own(key: str, value: object) -> bool:
+    """Whether a field is ours and of its known shape: an identifier, or the event's
+    time stamp (written by structlog's ``TimeStamper`` just before)."""
+    if key in _ID_FIELDS:
+        return _is_project_id(value)
+    if key in _OPENCODE_ID_FIELDS:
+        return isinstance(value, str) and _OPENCODE_ID.fullmatch(value) is not None
+    return key == "timestamp" and isinstance(value, str) and _TIMESTAMP.fullmatch(value) is not None
+
+
 def _scrub(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     for key, value in list(event.items()):
         if key.startswith("_"):  # structlog's own (_record, _from_structlog)
             continue
-        if key in _ID_FIELDS and _is_project_id(value):
+        if _is_own(key, value):
             continue
         event[key] = scrub_value(value)
     return event

@@ -41,6 +41,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -89,8 +90,12 @@ MAX_LOOP_SECONDS = 10.0
 SHUTDOWN_GRACE_SECONDS = 7.0
 #: How long start-up waits (s) for a one-shot command to release the embedded store.
 STORE_WAIT_SECONDS = 60.0
+#: The interpreter's thread switch interval (s) in the daemon: a command answered on the
+#: control socket waits for the interpreter after each of its reads, behind a catch-up's
+#: Python work (the default, 5 ms, made a ``status`` call during a backfill take 100 ms+).
+SWITCH_INTERVAL_SECONDS = 0.001
 #: The main loop waits at least this long (s) between two checks of the databases ...
-MIN_CHECK_INTERVAL_SECONDS = 0.05
+MIN_CHECK_INTERVAL_SECONDS = 0.1
 #: ... and at least this many times the duration of the previous check.
 CHECK_COST_FACTOR = 4.0
 #: Sessions listed in ``status`` (``pending_count`` has them all).
@@ -396,6 +401,7 @@ def run(app: App) -> int:
         StateError, StoreError, ConfigError: start-up failed.
     """
     os.umask(PRIVATE_UMASK)  # what the daemon writes is its user's alone
+    sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
     daemon = Daemon(app)
 
     def _stop(signum: int, _frame: object) -> None:

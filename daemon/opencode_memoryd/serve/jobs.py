@@ -42,6 +42,10 @@ MAX_IDLE_SECONDS = 60.0
 BACKLOG_FLUSH_SECONDS = 2.0
 #: How long the worker waits after an unexpected failure before it looks again.
 WORKER_BACKOFF_SECONDS = 5.0
+#: The worker sleeps this long (s) past the next due time, so sessions that come due
+#: close together (OpenCode streaming into many sessions) are taken in one round: one
+#: look at the queue and one read-ahead for them all.
+DUE_COALESCE_SECONDS = 0.2
 #: Seconds between two tries of a session that found the disk full.
 DISK_FULL_RETRY = 60.0
 
@@ -174,7 +178,7 @@ class SessionJobs:
         wait = MAX_IDLE_SECONDS
         upcoming = [at for _, _, at in waiting if at > now_ms]
         if upcoming:
-            wait = min(wait, (min(upcoming) - now_ms) / 1000)
+            wait = min(wait, (min(upcoming) - now_ms) / 1000 + DUE_COALESCE_SECONDS)
         if self._held:
             wait = min(wait, (min(self._held.values()) - now_ms) / 1000)
         until_commit = group.seconds_until_due(idle=True)

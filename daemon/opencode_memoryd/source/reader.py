@@ -109,10 +109,16 @@ class OpenCodeDB(SessionLookups):
                                              isolation_level="AUTOCOMMIT")
         self._errors: tuple[type[BaseException], ...] = (DBAPIError, sqlite3.Error)
         self._conn: Connection | None = None
+        # its driver connection: statements run there directly (SQLAlchemy's result set-up
+        # costs more than a small SELECT itself, and the daemon runs several per change)
+        self._raw: sqlite3.Connection | None = None
         # one connection, shared by the daemon's threads: one statement at a time
         self._guard = threading.RLock()
         try:
             self._conn = self._engine.connect()
+            raw = self._conn.connection.driver_connection
+            assert isinstance(raw, sqlite3.Connection)  # StaticPool: never released
+            self._raw = raw
             self._cookie = self.schema_cookie()
             self.schema: SchemaInfo = detect_schema(self._rows, self.path)
         except self._errors as exc:
@@ -128,6 +134,7 @@ class OpenCodeDB(SessionLookups):
     def close(self) -> None:
         """Close the connection. Safe to call twice."""
         with self._guard:
+            self._raw = None
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
@@ -148,8 +155,11 @@ class OpenCodeDB(SessionLookups):
 
     def _rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Any]:
         with self._guard:
+            raw = self._raw
+            if raw is None:
+                raise SourceError(f"OpenCode database {self.path} is closed")
             try:
-                return list(self.conn.exec_driver_sql(sql, dict(params or {})).all())
+                return raw.execute(sql, dict(params or {})).fetchall()
             except self._errors as exc:
                 raise SourceError(f"reading {self.path} failed: {_reason(exc)}") from exc
             except UnicodeEncodeError as exc:  # a parameter that came from a bad row
@@ -160,8 +170,9 @@ class OpenCodeDB(SessionLookups):
     def _read_transaction(self) -> Iterator[None]:
         """One short, explicit read transaction (consistent snapshot), always ended."""
         with self._guard:  # BEGIN/COMMIT on the driver: SQLAlchemy keeps no transaction
-            raw = self.conn.connection.driver_connection
-            assert isinstance(raw, sqlite3.Connection)  # StaticPool: never released
+            raw = self._raw
+            if raw is None:
+                raise SourceError(f"OpenCode database {self.path} is closed")
             raw.execute("BEGIN")
             try:
                 yield
