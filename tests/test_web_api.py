@@ -18,7 +18,7 @@ from opencode_memoryd.errors import ConfigError, MemorydError, StoreError
 from opencode_memoryd.usecases.service import Service, open_local
 from opencode_memoryd.web.api import error_response
 from opencode_memoryd.web.app import build_app
-from opencode_memoryd.web.token import TOKEN_FILE, csrf_token, load_or_create_token
+from opencode_memoryd.web.token import TOKEN_FILE, csrf_token, load_or_create_token, page_url
 from web_seed import FACTS, seed
 
 KEY = {p["worktree"]: p["project_id"] for p in MANIFEST["projects"]}[ACME]
@@ -234,7 +234,9 @@ def test_no_token_or_a_wrong_one_is_401(service: Service, ids: dict[str, str]) -
 
 
 @pytest.mark.parametrize("host", ["evil.example", "127.0.0.1.evil.example:4747",
-                                  "192.168.1.5:4747", "localhost.:4747", ""])
+                                  "192.168.1.5:4747", "localhost.:4747", "", "127.1:4747",
+                                  "0x7f000001:4747", "2130706433", "[::ffff:127.0.0.1]",
+                                  "127.0.0.1:http", "[::1]x"])
 def test_a_host_that_is_not_loopback_is_refused(service: Service, host: str) -> None:
     c = TestClient(build_app(service, TOKEN), base_url=BASE)
     headers = {"Authorization": f"Bearer {TOKEN}", "Host": host}
@@ -243,7 +245,8 @@ def test_a_host_that_is_not_loopback_is_refused(service: Service, host: str) -> 
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1:4747", "localhost:4747", "[::1]:4747",
-                                  "localhost"])
+                                  "localhost", "127.0.0.2:4747",
+                                  "[0:0:0:0:0:0:0:1]:4747"])
 def test_loopback_hosts_pass(service: Service, ids: dict[str, str], host: str) -> None:
     c = TestClient(build_app(service, TOKEN), base_url=BASE)
     data(c.get("/api/stats", headers={"Authorization": f"Bearer {TOKEN}", "Host": host}))
@@ -319,6 +322,22 @@ def test_a_non_loopback_bind_is_a_config_error(tmp_path: Path, host: str) -> Non
     cfg.write_text(f'[web]\nenabled = true\nhost = "{host}"\n')
     with pytest.raises(ConfigError, match=r"web\.host"):
         load_config(cfg, None)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.2", "0:0:0:0:0:0:0:1"])
+def test_every_loopback_address_the_config_accepts_serves_the_page(
+        tmp_path: Path, service: Service, ids: dict[str, str], host: str) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[web]\nenabled = true\nhost = "{host}"\n')
+    web = load_config(cfg, None).web
+    base = page_url(web.host, web.port).rstrip("/")
+    c = TestClient(build_app(service, TOKEN), base_url=base)
+    page = c.post("/api/session", headers={"Authorization": f"Bearer {TOKEN}",
+                                           "Origin": base})
+    csrf = data(page)["csrf_token"]
+    assert data(c.delete(f"/api/memories/{ids['fact0']}",
+                         headers={"X-CSRF-Token": csrf, "Origin": base}))[
+        "status"] == "forgotten"
 
 
 def test_loopback_binds_and_defaults(tmp_path: Path) -> None:

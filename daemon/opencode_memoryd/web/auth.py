@@ -10,6 +10,7 @@ answer forbids framing and sniffing.
 from __future__ import annotations
 
 import hmac
+import ipaddress
 from collections.abc import Awaitable, Callable
 
 from starlette.middleware.base import BaseHTTPMiddleware
@@ -48,10 +49,19 @@ def split_host(value: str) -> tuple[str, str]:
 
 
 def loopback_host(value: str) -> bool:
-    """Whether a ``Host`` header names this machine: ``127.0.0.1``, ``localhost`` or
-    ``[::1]``, with an optional numeric port."""
+    """Whether a ``Host`` header names this machine: ``localhost`` or a loopback address
+    literal (``127.0.0.1``, any ``127.x.y.z``, ``[::1]`` in any spelling: the addresses
+    ``[web] host`` accepts), with an optional numeric port. A name that merely resolves
+    to one (DNS rebinding) does not."""
     host, port = split_host(value)
-    return host in LOOPBACK_NAMES and (port == "" or port.isdigit())
+    if not (port == "" or port.isdigit()):
+        return False
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def same_origin(origin: str, host_header: str) -> bool:
@@ -85,8 +95,8 @@ class Guard(BaseHTTPMiddleware):
         """The refusal of a request that may not pass, else ``None``."""
         host = request.headers.get("host", "")
         if not loopback_host(host):
-            return error(400, "the Host header must be 127.0.0.1, localhost or [::1]: this "
-                              "page is served to this machine only")
+            return error(400, "the Host header must be 127.0.0.1, localhost or [::1] (a "
+                              "loopback address): this page is served to this machine only")
         if not request.url.path.startswith("/api/"):
             return None
         bearer = request.headers.get("authorization", "")
