@@ -205,6 +205,30 @@ def test_errors_400_404_409(client: TestClient, ids: dict[str, str]) -> None:
                                          json={"content": "new words here"}), 409)
 
 
+@pytest.mark.parametrize("fields", [{"directory": 5}, {"directory": ["/tmp"]},
+                                    {"directory": "relative/folder"}, {"project": 5},
+                                    {"scope": {}}, {"scope": ["user"]}, {"type": 7}])
+def test_create_with_a_field_of_the_wrong_kind_is_a_400(client: TestClient,
+                                                        fields: dict[str, Any]) -> None:
+    before = data(client.get("/api/stats"))["memories"]["active"]
+    err(client.post("/api/memories", json={"content": "The CI runs on Fridays.", **fields}),
+        400)
+    assert data(client.get("/api/stats"))["memories"]["active"] == before
+
+
+def test_an_oversized_body_is_refused_whatever_its_declared_length(
+        client: TestClient, ids: dict[str, str]) -> None:
+    big = b'{"content": "' + b"a" * 70_000 + b'"}'
+    assert "over" in err(client.post("/api/memories", content=big), 400)
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: chunked
+        yield big[:40_000]
+        yield big[40_000:]
+
+    assert "over" in err(client.patch(f"/api/memories/{ids['fact1']}", content=chunks()), 400)
+    assert data(client.get(f"/api/memories/{ids['fact1']}"))["memory"]["content"] == FACTS[1]
+
+
 def test_500_says_what_failed_or_only_that_the_log_has_it() -> None:
     resp = error_response(StoreError("the store is gone"))
     assert resp.status_code == 500 and b'"the store is gone"' in resp.body

@@ -105,9 +105,15 @@ async def body(request: Request, allowed: tuple[str, ...]) -> dict[str, Any]:
     Raises:
         RequestError: too large, not JSON, not an object, or an unknown key.
     """
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise RequestError(f"the request body is over {MAX_BODY_BYTES} bytes")
+    too_big = RequestError(f"the request body is over {MAX_BODY_BYTES} bytes")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise too_big
+    raw = b""
+    async for chunk in request.stream():  # never more than the limit in memory
+        raw += chunk
+        if len(raw) > MAX_BODY_BYTES:
+            raise too_big
     try:
         data = json.loads(raw or b"{}")
     except (UnicodeDecodeError, ValueError):
@@ -119,6 +125,20 @@ async def body(request: Request, allowed: tuple[str, ...]) -> dict[str, Any]:
         raise RequestError(f"unknown field(s): {', '.join(unknown)}; allowed: "
                            f"{', '.join(allowed)}")
     return data
+
+
+def body_str(b: Mapping[str, Any], name: str) -> str | None:
+    """A request body's optional string field (``None`` when absent, null or empty).
+
+    Raises:
+        RequestError: present but not a string.
+    """
+    value = b.get(name)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise RequestError(f"`{name}` must be a string, not {type(value).__name__}")
+    return value
 
 
 class Api:
@@ -158,13 +178,16 @@ class Api:
         """``POST /api/memories``: see :meth:`Service.add` (201)."""
         try:
             b = await body(request, ("content", "type", "scope", "project", "directory"))
+            scope = body_str(b, "scope") or "project"
+            type_ = body_str(b, "type") or ("user" if scope == "user" else "project")
+            project, directory = body_str(b, "project"), body_str(b, "directory")
+            if directory is not None and not directory.startswith("/"):
+                raise RequestError(f"`directory` must be an absolute path, not {directory!r}"
+                                   " (the daemon has no folder of yours to start from)")
         except RequestError as exc:
             return error_response(exc)
-        scope = b.get("scope") or "project"
-        return await call(self.service.add, 201, content=b.get("content"),
-                          type=b.get("type") or ("user" if scope == "user" else "project"),
-                          scope=scope, project=b.get("project"),
-                          directory=b.get("directory"))
+        return await call(self.service.add, 201, content=b.get("content"), type=type_,
+                          scope=scope, project=project, directory=directory)
 
     async def memory_get(self, request: Request) -> Response:
         """``GET /api/memories/{id}``: see :meth:`Service.show`."""
