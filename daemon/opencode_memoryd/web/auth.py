@@ -1,6 +1,7 @@
 """The guard in front of every request: a loopback ``Host`` (no DNS rebinding), the
-token for ``/api/`` (``Authorization: Bearer`` or the login cookie), and for requests that
-change something a CSRF token in ``X-CSRF-Token`` and a same-origin ``Origin``.
+token for ``/api/`` (``Authorization: Bearer`` or the login cookie; the login itself may
+instead carry a one-time code in ``X-Login-Code``), and for requests that change something
+a CSRF token in ``X-CSRF-Token`` and a same-origin ``Origin``.
 
 Refusals use the API's envelope: a foreign ``Host`` 400, no or a wrong token 401, a
 missing CSRF token or a cross-site request 403. No CORS header is ever sent, and every
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import threading
+import time
 from collections.abc import Awaitable, Callable
 
 from starlette.middleware.base import BaseHTTPMiddleware
@@ -19,12 +22,20 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp
 
 from opencode_memoryd.config.web import LOOPBACK_NAMES
-from opencode_memoryd.web.token import COOKIE_NAME, csrf_token
+from opencode_memoryd.web.token import (
+    COOKIE_NAME,
+    LOGIN_CODE_SECONDS,
+    csrf_token,
+    login_code_ok,
+)
 
 #: Methods that change something: they need the CSRF token.
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-#: The login route: a POST that proves itself with the bearer token (it sets the cookie).
+#: The login route: a POST that proves itself with the bearer token or a one-time login
+#: code (it sets the cookie).
 LOGIN_PATH = "/api/session"
+#: The header of a one-time login code (``opencode-memoryd web`` puts one in the address).
+LOGIN_CODE_HEADER = "x-login-code"
 #: The headers of every answer.
 SECURITY_HEADERS = {
     "Content-Security-Policy": ("default-src 'self'; img-src 'self' data:; "
@@ -90,6 +101,8 @@ class Guard(BaseHTTPMiddleware):
         super().__init__(app)
         self._token = token
         self._csrf = csrf_token(token)
+        self._codes_lock = threading.Lock()
+        self._used_codes: dict[str, float] = {}
 
     def _refusal(self, request: Request) -> Response | None:
         """The refusal of a request that may not pass, else ``None``."""
@@ -104,6 +117,9 @@ class Guard(BaseHTTPMiddleware):
         by_bearer = given is not None
         if given is None:
             given = request.cookies.get(COOKIE_NAME)
+        code = request.headers.get(LOGIN_CODE_HEADER)
+        if code is not None and request.method == "POST" and request.url.path == LOGIN_PATH:
+            return self._code_refusal(request, code, host)
         if not given:
             return error(401, "a token is needed: open the page with `opencode-memoryd web`, "
                               "or send `Authorization: Bearer TOKEN`",
@@ -125,6 +141,22 @@ class Guard(BaseHTTPMiddleware):
         if not hmac.compare_digest(sent.encode(), self._csrf.encode()):
             return error(403, "missing or wrong X-CSRF-Token header (GET /api/session gives "
                               "it)")
+        return None
+
+    def _code_refusal(self, request: Request, code: str, host: str) -> Response | None:
+        """The login with a one-time code (:func:`~opencode_memoryd.web.token.login_code`):
+        a same-origin ``POST /api/session``; each code is taken once."""
+        if not same_origin(request.headers.get("origin") or f"http://{host}", host) or (
+                request.headers.get("sec-fetch-site") not in (None, "same-origin", "none")):
+            return error(403, "cross-site login refused")
+        now = time.time()
+        with self._codes_lock:
+            self._used_codes = {c: t for c, t in self._used_codes.items()
+                                if now - t <= LOGIN_CODE_SECONDS}
+            if code in self._used_codes or not login_code_ok(self._token, code, now):
+                return error(401, "this login code is used or expired: run "
+                                  "`opencode-memoryd web` again")
+            self._used_codes[code] = now
         return None
 
     async def dispatch(self, request: Request,

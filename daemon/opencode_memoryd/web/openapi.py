@@ -60,7 +60,8 @@ def openapi_document() -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {
         "/api/session": {
             "get": _op("the CSRF token and the user id", data="{csrf_token, user_id}"),
-            "post": _op("log in with `Authorization: Bearer TOKEN`: sets the HttpOnly, "
+            "post": _op("log in with `Authorization: Bearer TOKEN` (or a one-time code of "
+                        "`opencode-memoryd web` in `X-Login-Code`): sets the HttpOnly, "
                         "SameSite=Strict cookie the page uses", data="{csrf_token, user_id}"),
         },
         "/api/memories": {

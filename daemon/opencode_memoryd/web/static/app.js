@@ -35,11 +35,12 @@ function toast(message, isError) {
   toast.timer = setTimeout(() => { t.className = "toast"; }, 4000);
 }
 
-async function api(method, path, body, bearer) {
+async function api(method, path, body, bearer, code) {
   const headers = { "Accept": "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (method !== "GET" && state.csrf) headers["X-CSRF-Token"] = state.csrf;
   if (bearer) headers["Authorization"] = "Bearer " + bearer;
+  if (code) headers["X-Login-Code"] = code;
   const res = await fetch(path, { method, headers, credentials: "same-origin",
     body: body === undefined ? undefined : JSON.stringify(body) });
   let payload = null;
@@ -53,10 +54,13 @@ async function api(method, path, body, bearer) {
 }
 
 async function login() {
-  const m = location.hash.match(/token=([^&]+)/);
+  // `opencode-memoryd web` opens #code=… (a one-time code); `web --print` gives #token=…
+  const m = location.hash.match(/(token|code)=([^&]+)/);
   if (m) {
-    history.replaceState(null, "", location.pathname);  // the token leaves the address bar
-    const s = await api("POST", "/api/session", undefined, decodeURIComponent(m[1]));
+    history.replaceState(null, "", location.pathname);  // it leaves the address bar
+    const secret = decodeURIComponent(m[2]);
+    const s = m[1] === "token" ? await api("POST", "/api/session", undefined, secret)
+      : await api("POST", "/api/session", undefined, undefined, secret);
     state.csrf = s.csrf_token;
     return;
   }
@@ -354,4 +358,4 @@ async function main() {
 
 document.addEventListener("DOMContentLoaded", main);
 // an address with a new token pasted into this tab: start again with it
-window.addEventListener("hashchange", () => { if (/token=/.test(location.hash)) location.reload(); });
+window.addEventListener("hashchange", () => { if (/(token|code)=/.test(location.hash)) location.reload(); });
