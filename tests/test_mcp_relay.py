@@ -262,3 +262,27 @@ def test_the_relay_ends_soon_after_stdin_closes_with_a_call_in_flight(
         gc.enable()
     assert not t.is_alive()
     assert out.answer(1)
+
+
+def test_a_request_answered_here_is_not_answered_again_by_a_late_daemon(
+        sock_path: Path) -> None:
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(sock_path))
+    listener.listen(1)
+    try:
+        r, out = relay(lambda: sock_path)
+        r._connect(replay=False)
+        daemon, _ = listener.accept()
+        with daemon, daemon.makefile("rb") as seen:
+            assert json.loads(seen.readline()) == {"cwd": "/work/project"}
+            r.handle(line({"jsonrpc": "2.0", "id": 5, "method": "ping"}))
+            assert json.loads(seen.readline())["id"] == 5
+            r._answer_pending()  # what a timeout does: the relay answers it itself
+            daemon.sendall(line({"jsonrpc": "2.0", "id": 5, "result": {}}))  # too late
+            daemon.sendall(line({"jsonrpc": "2.0", "method": "notifications/message",
+                                 "params": {"level": "info", "data": "x"}}))
+            assert wait(lambda: len(out.messages()) == 2)
+            time.sleep(0.2)
+        assert [m.get("id") for m in out.messages()] == [5, None]  # one answer to 5
+    finally:
+        listener.close()

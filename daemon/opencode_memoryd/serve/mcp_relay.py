@@ -202,14 +202,19 @@ class Relay:
                     msg = json.loads(line)
                 except ValueError:
                     continue
-                key = _key(msg.get("id")) if isinstance(msg, dict) else ""
+                if not isinstance(msg, dict):
+                    continue
+                key = _key(msg.get("id"))
+                answer = "method" not in msg
                 with self._lock:
                     hidden = key in self._swallow
                     self._swallow.discard(key)
-                    waiting = self._pending.pop(key, None) if "method" not in msg else None
+                    waiting = self._pending.pop(key, None) if answer else None
                 if waiting is not None:
                     waiting[1].set()
-                if not hidden:
+                # an answer to nothing pending was given here already (a timeout)
+                late = answer and waiting is None and msg.get("id") is not None
+                if not hidden and not late:
                     self._write_line(line)
         except OSError:
             pass
