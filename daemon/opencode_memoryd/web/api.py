@@ -24,7 +24,7 @@ from starlette.routing import Route
 from opencode_memoryd.errors import MemorydError, NotFoundError, RefusedError, RequestError
 from opencode_memoryd.usecases.service import Service
 from opencode_memoryd.web.openapi import OPENAPI_PATH, openapi_document
-from opencode_memoryd.web.token import COOKIE_NAME, csrf_token
+from opencode_memoryd.web.token import csrf_token
 
 log = structlog.get_logger(__name__)
 
@@ -142,8 +142,8 @@ def body_str(b: Mapping[str, Any], name: str) -> str | None:
 
 
 class Api:
-    """The API's handlers over ``service`` (``token``: the access token the login cookie
-    carries)."""
+    """The API's handlers over ``service`` (``token``: the access token, which a login with
+    a one-time code answers)."""
 
     def __init__(self, service: Service, token: str) -> None:
         self.service = service
@@ -155,11 +155,13 @@ class Api:
         return ok({"csrf_token": self.csrf, "user_id": self.service.app.user_id})
 
     async def session_post(self, request: Request) -> Response:
-        """``POST /api/session`` (bearer token): also sets the login cookie."""
-        response = ok({"csrf_token": self.csrf, "user_id": self.service.app.user_id})
-        response.set_cookie(COOKIE_NAME, self.token, httponly=True, samesite="strict",
-                            path="/")
-        return response
+        """``POST /api/session``: the login (bearer token, or a one-time code the guard
+        checked: then the answer carries the token too, as ``token``). No cookie: see
+        :mod:`opencode_memoryd.web.auth`."""
+        data = {"csrf_token": self.csrf, "user_id": self.service.app.user_id}
+        if "x-login-code" in request.headers:
+            data["token"] = self.token
+        return ok(data)
 
     async def memories_list(self, request: Request) -> Response:
         """``GET /api/memories``: see :meth:`Service.browse`."""

@@ -1,7 +1,11 @@
 """The guard in front of every request: a loopback ``Host`` (no DNS rebinding), the
-token for ``/api/`` (``Authorization: Bearer`` or the login cookie; the login itself may
-instead carry a one-time code in ``X-Login-Code``), and for requests that change something
-a CSRF token in ``X-CSRF-Token`` and a same-origin ``Origin``.
+token for ``/api/`` in ``Authorization: Bearer`` (the login itself may instead carry a
+one-time code in ``X-Login-Code``), and for requests that change something a CSRF token in
+``X-CSRF-Token`` and a same-origin ``Origin``.
+
+No cookie carries the token: a browser sends a host's cookies to every port of it, so
+one would reach any other server on this machine's loopback address. The page keeps the
+token in its tab (``sessionStorage``, which is per origin, port included).
 
 Refusals use the API's envelope: a foreign ``Host`` 400, no or a wrong token 401, a
 missing CSRF token or a cross-site request 403. No CORS header is ever sent, and every
@@ -23,7 +27,6 @@ from starlette.types import ASGIApp
 
 from opencode_memoryd.config.web import LOOPBACK_NAMES
 from opencode_memoryd.web.token import (
-    COOKIE_NAME,
     LOGIN_CODE_SECONDS,
     csrf_token,
     login_code_ok,
@@ -32,7 +35,7 @@ from opencode_memoryd.web.token import (
 #: Methods that change something: they need the CSRF token.
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 #: The login route: a POST that proves itself with the bearer token or a one-time login
-#: code (it sets the cookie).
+#: code (then it answers the token).
 LOGIN_PATH = "/api/session"
 #: The header of a one-time login code (``opencode-memoryd web`` puts one in the address).
 LOGIN_CODE_HEADER = "x-login-code"
@@ -114,9 +117,6 @@ class Guard(BaseHTTPMiddleware):
             return None
         bearer = request.headers.get("authorization", "")
         given = bearer[7:].strip() if bearer.lower().startswith("bearer ") else None
-        by_bearer = given is not None
-        if given is None:
-            given = request.cookies.get(COOKIE_NAME)
         code = request.headers.get(LOGIN_CODE_HEADER)
         if code is not None and request.method == "POST" and request.url.path == LOGIN_PATH:
             return self._code_refusal(request, code, host)
@@ -135,7 +135,7 @@ class Guard(BaseHTTPMiddleware):
         site = request.headers.get("sec-fetch-site")
         if site is not None and site not in ("same-origin", "none"):
             return error(403, f"cross-site request ({site}) refused")
-        if by_bearer and request.url.path == LOGIN_PATH:
+        if request.url.path == LOGIN_PATH:  # the bearer token proved itself
             return None
         sent = request.headers.get("x-csrf-token", "")
         if not hmac.compare_digest(sent.encode(), self._csrf.encode()):

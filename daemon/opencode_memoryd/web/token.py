@@ -21,8 +21,6 @@ TOKEN_FILE = "web-token"
 #: What the daemon writes in the state dir while it serves the page: ``{"url", "host",
 #: "port", "pid"}`` (the port actually bound: ``port = 0`` picks one).
 WEB_INFO_FILE = "web.json"
-#: The cookie the page logs in with (HttpOnly, SameSite=Strict).
-COOKIE_NAME = "memoryd_token"
 
 
 def load_or_create_token(state_dir: Path) -> str:

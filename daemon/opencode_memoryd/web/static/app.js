@@ -1,7 +1,9 @@
 // The opencode-memoryd page: plain DOM over the REST API (/api/openapi.json describes it).
 "use strict";
 
-const state = { csrf: null, scope: { kind: "all", id: null, label: "" }, offset: 0,
+// The token lives in this tab (sessionStorage is per origin, port included), never in a
+// cookie: a browser sends a host's cookies to every port of it.
+const state = { csrf: null, token: null, scope: { kind: "all", id: null, label: "" }, offset: 0,
   limit: 50, total: 0, selected: null, view: "memories" };
 const $ = (id) => document.getElementById(id);
 
@@ -39,9 +41,9 @@ async function api(method, path, body, bearer, code) {
   const headers = { "Accept": "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (method !== "GET" && state.csrf) headers["X-CSRF-Token"] = state.csrf;
-  if (bearer) headers["Authorization"] = "Bearer " + bearer;
+  if (bearer || state.token) headers["Authorization"] = "Bearer " + (bearer || state.token);
   if (code) headers["X-Login-Code"] = code;
-  const res = await fetch(path, { method, headers, credentials: "same-origin",
+  const res = await fetch(path, { method, headers, credentials: "omit",
     body: body === undefined ? undefined : JSON.stringify(body) });
   let payload = null;
   try { payload = await res.json(); } catch (e) { payload = null; }
@@ -61,9 +63,13 @@ async function login() {
     const secret = decodeURIComponent(m[2]);
     const s = m[1] === "token" ? await api("POST", "/api/session", undefined, secret)
       : await api("POST", "/api/session", undefined, undefined, secret);
+    state.token = s.token || secret;
+    sessionStorage.setItem("memoryd-token", state.token);
     state.csrf = s.csrf_token;
     return;
   }
+  state.token = sessionStorage.getItem("memoryd-token");
+  if (!state.token) throw new Error("no token");
   const s = await api("GET", "/api/session");
   state.csrf = s.csrf_token;
 }
