@@ -33,17 +33,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _dense
 from locomo_retrieval import DEFAULT_DATA, Question, as_memory, batched, load
-
 from opencode_memoryd.store import fusion
 from opencode_memoryd.store.api import DENSE_NAME, SPARSE_NAME, MemoryFilter
 from opencode_memoryd.store.edge import EdgeStore
 
 DEPTH = 100  # ranking depth kept per side for the grid
 SPLITS = ("0-4", "5-9", "all")
-K_GRID = (1, 2, 3, 5, 10, 20, 60)
-WEIGHT_GRID = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
-DEPTH_GRID = (10, 20, 40, 100)
-SHIPPED = (60, 0.5, 40)  # RRF k, dense weight, candidates a side before tuning
+K_GRID = (1, 2, 3, 4, 5, 7, 10, 20, 60)
+WEIGHT_GRID = (0.25, 0.4, 0.5, 0.6, 0.75, 1.0, 1.25, 1.5)
+DEPTH_GRID = (10, 20, 40, 100)  # candidates: sparse side x dense side
+SHIPPED = (60, 0.5, 40, 40)  # RRF k, dense weight, candidates a side, before tuning
+#: R@10 differences on 0-4 below this (1% of the questions) count as ties, broken by MRR@10
+PLATEAU = 0.01
 
 Scores = dict[str, tuple[float, float, float]]  # split -> (R@5, R@10, MRR@10)
 
@@ -80,21 +81,21 @@ def rankings(store: EdgeStore, questions: Sequence[Question]
 
 
 def fused(sparse_r: list[list[str]], dense_r: list[list[str]], k: int, w: float,
-          depth: int) -> Callable[[int], list[str]]:
+          sparse_n: int, dense_n: int) -> Callable[[int], list[str]]:
     def ranked(i: int) -> list[str]:
-        return [d for d, _ in fusion.rrf_fuse([sparse_r[i][:depth], dense_r[i][:depth]],
+        return [d for d, _ in fusion.rrf_fuse([sparse_r[i][:sparse_n], dense_r[i][:dense_n]],
                                               [fusion.SPARSE_WEIGHT, w], k=k)]
     return ranked
 
 
 def line(label: str, s: Scores) -> str:
-    return f"{label:<44}" + "".join(f" {s[p][0]:>6.3f} {s[p][1]:>6.3f} {s[p][2]:>6.3f}"
+    return f"{label:<56}" + "".join(f" {s[p][0]:>6.3f} {s[p][1]:>6.3f} {s[p][2]:>6.3f}"
                                     for p in SPLITS)
 
 
 def header() -> str:
-    top = f"{'':<44}" + "".join(f" {'conv ' + p:^20}" for p in SPLITS)
-    return top + "\n" + f"{'retrieval':<44}" + " R@5    R@10   MRR   " * len(SPLITS)
+    top = f"{'':<56}" + "".join(f" {'conv ' + p:^20}" for p in SPLITS)
+    return top + "\n" + f"{'retrieval':<56}" + " R@5    R@10   MRR   " * len(SPLITS)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,28 +140,44 @@ def main(argv: list[str] | None = None) -> int:
             print("\n" + header())
             print(line("BM25 alone", score(questions, lambda i: sparse_r[i])))
             print(line("dense alone", score(questions, lambda i: dense_r[i])))
-            print(line("hybrid, shipped fusion (k 60, w 0.5, 40)",
+            print(line(f"hybrid, shipped fusion ({setting(SHIPPED)})",
                        score(questions, fused(sparse_r, dense_r, *SHIPPED))))
-            default = (fusion.RRF_K, fusion.DENSE_WEIGHT, fusion.candidates(10))
-            print(line(f"hybrid, EdgeStore.search (k {default[0]}, w {default[1]}, "
-                       f"{default[2]})", score(questions, store_search)))
+            print(line(f"hybrid, EdgeStore.search ({setting(defaults())})",
+                       score(questions, store_search)))
         finally:
             store.close()
 
     grid = []
-    for k, w, d in itertools.product(K_GRID, WEIGHT_GRID, DEPTH_GRID):
-        grid.append(((k, w, d), score(questions, fused(sparse_r, dense_r, k, w, d))))
+    for k, w, sn, dn in itertools.product(K_GRID, WEIGHT_GRID, DEPTH_GRID, DEPTH_GRID):
+        grid.append(((k, w, sn, dn), score(questions, fused(sparse_r, dense_r, k, w, sn, dn))))
     grid.sort(key=lambda row: (-row[1]["0-4"][1], -row[1]["0-4"][2], -row[1]["0-4"][0]))
-    print(f"\nTuning grid ({len(grid)} settings), ranked by R@10 on conversations 0-4 "
-          "(then MRR, R@5); 5-9 is held out")
+    best_r10 = grid[0][1]["0-4"][1]
+    plateau = [row for row in grid if row[1]["0-4"][1] >= best_r10 - PLATEAU]
+    chosen = max(plateau, key=lambda row: (row[1]["0-4"][2], row[1]["0-4"][1]))
+    print(f"\nTuning grid ({len(grid)} settings: RRF k x dense weight x sparse and dense "
+          "candidates), ranked by R@10 on conversations 0-4 (then MRR, R@5); 5-9 held out")
     print(header())
-    for (k, w, d), s in grid[:args.top]:
-        print(line(f"k {k}, dense weight {w}, {d} a side", s))
-    (k, w, d), s = grid[0]
-    print(f"\nchosen on 0-4: RRF k {k}, dense weight {w}, {d} candidates a side -> "
-          f"5-9 R@10 {s['5-9'][1]:.3f} (BM25 alone "
-          f"{score(questions, lambda i: sparse_r[i])['5-9'][1]:.3f})")
+    for params, s in grid[:args.top]:
+        print(line(setting(params), s))
+    bm25 = score(questions, lambda i: sparse_r[i])["5-9"][1]
+    params, s = grid[0]
+    print(f"\nbest 0-4 R@10: {setting(params)} -> 5-9 R@10 {s['5-9'][1]:.3f}")
+    params, s = chosen
+    print(f"chosen on 0-4 (best MRR@10 among the {len(plateau)} settings within "
+          f"{PLATEAU} of the best R@10): {setting(params)}")
+    print(line("  chosen", s))
+    print(f"  -> 5-9 R@10 {s['5-9'][1]:.3f} (BM25 alone {bm25:.3f}); store defaults: "
+          f"{setting(defaults())}")
     return 0
+
+
+def defaults() -> tuple[int, float, int, int]:
+    """The store's fusion settings for a search of limit 10."""
+    return (fusion.RRF_K, fusion.DENSE_WEIGHT, *fusion.candidates(10))
+
+
+def setting(p: tuple[int, float, int, int]) -> str:
+    return f"k {p[0]}, w {p[1]}, {p[2]} sparse + {p[3]} dense"
 
 
 if __name__ == "__main__":
