@@ -44,3 +44,37 @@ def test_bad_arguments() -> None:
         rrf_fuse([["a"]], [1.0, 1.0])
     with pytest.raises(ValueError, match="k must be at least 1"):
         rrf_fuse([["a"]], [1.0], k=0)
+
+
+def test_fastembed_batch_size_default_matches_the_config() -> None:
+    from opencode_memoryd.config.sections import EmbeddingConfig
+    from opencode_memoryd.store.embedders import FASTEMBED_BATCH_SIZE
+
+    assert EmbeddingConfig().batch_size == FASTEMBED_BATCH_SIZE == 16
+
+
+def test_fastembed_batch_size_must_be_positive() -> None:
+    from opencode_memoryd.store.embedders import FastEmbedEmbedder
+
+    with pytest.raises(ValueError, match="batch_size must be positive"):
+        FastEmbedEmbedder(batch_size=0)
+
+
+def test_fastembed_embeds_shortest_first_and_keeps_order() -> None:
+    from opencode_memoryd.store.embedders import FastEmbedEmbedder
+
+    class Model:  # stands in for fastembed's TextEmbedding (no model files here)
+        def __init__(self) -> None:
+            self.calls: list[tuple[list[str], int]] = []
+
+        def embed(self, texts: list[str], batch_size: int) -> list[list[float]]:
+            self.calls.append((texts, batch_size))
+            return [[float(len(t))] for t in texts]
+
+    emb = object.__new__(FastEmbedEmbedder)
+    emb.batch_size, model = 3, Model()
+    emb._impl = model  # type: ignore[assignment]
+    texts = ["ccc", "a", "bbbbb", "dd"]
+    assert emb.embed(texts) == [[3.0], [1.0], [5.0], [2.0]]
+    assert model.calls == [(["a", "dd", "ccc", "bbbbb"], 3)]
+    assert emb.embed([]) == []

@@ -24,10 +24,9 @@ log = structlog.get_logger(__name__)
 #: Most texts sent in one request.
 BATCH_SIZE = 128
 
-#: Texts per fastembed inference batch. fastembed's own default (256) pads every batch to
-#: its longest text; for short memories, batches of 8 embed LoCoMo turns fastest on a
-#: 2-core CPU (bench/fastembed_batch.py).
-FASTEMBED_BATCH_SIZE = 8
+#: Texts per fastembed inference batch (``[embedding] batch_size``), chosen with
+#: bench/fastembed_batch.py: see the README's embedding section for the numbers.
+FASTEMBED_BATCH_SIZE = 16
 
 #: The text embedded to learn the vector length when none is configured.
 PROBE_TEXT = "dimension probe"
@@ -218,7 +217,14 @@ class FastEmbedEmbedder:
         return self._dimensions
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """Embed texts locally, :attr:`batch_size` at a time; one vector of
-        :attr:`dimensions` floats per text."""
-        return [[float(x) for x in v]
-                for v in self._impl.embed(list(texts), batch_size=self.batch_size)]
+        """Embed texts locally; one vector of :attr:`dimensions` floats per text, in order.
+
+        Texts go to the model :attr:`batch_size` at a time, shortest first: a batch is padded
+        to its longest text, so batches of similar lengths waste the least work.
+        """
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        vectors: list[list[float]] = [[] for _ in texts]
+        embedded = self._impl.embed([texts[i] for i in order], batch_size=self.batch_size)
+        for i, v in zip(order, embedded, strict=True):
+            vectors[i] = [float(x) for x in v]
+        return vectors
