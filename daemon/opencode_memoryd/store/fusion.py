@@ -12,8 +12,9 @@ from collections.abc import Sequence
 # Tuned with bench/locomo_hybrid.py (all-MiniLM-L6-v2 dense vectors, LoCoMo turn retrieval,
 # 1,152 settings: k x dense weight x candidates per side) on conversations 0-4 only: the
 # best MRR@10 among the settings within 0.01 of the best R@10. Conversations 0-4 R@10 0.754
-# (BM25 alone 0.704); held-out 5-9 R@10 0.719 (BM25 alone 0.704; the former k = 60, dense
-# weight 0.5, 40 + 40 candidates: 0.629). A small k lets BM25's first hits lead, as they
+# (BM25 alone 0.704); held-out 5-9 R@10 0.718-0.719 (BM25 alone 0.702-0.705; the former
+# k = 60, dense weight 0.5, 40 + 40 candidates: 0.626-0.630; equal BM25 scores order
+# differently from run to run). A small k lets BM25's first hits lead, as they
 # should on a corpus where the keywords carry most of the signal (MiniLM alone: 0.45).
 
 #: Reciprocal rank fusion constant. The textbook k = 60 (Cormack, Clarke & Büttcher, SIGIR
