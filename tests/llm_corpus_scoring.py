@@ -17,13 +17,13 @@ Used by ``bench/llm_corpus.py`` and ``tests/test_llm_corpus_bench.py``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from corpus_db import ASSISTANT_PLANTS, TOOL_PLANTS, PlantedSession
 from opencode_memoryd.extract.facts import content_words, identifiers, missing_identifiers
 from opencode_memoryd.extract.rules import is_junk
-from rules_scoring import same_fact
+from rules_scoring import Tally, same_fact
 
 #: Memory types the pipeline writes about sessions and projects, not facts: not scored.
 NOT_FACTS = frozenset({"project-brief", "session-summary"})
@@ -33,41 +33,15 @@ PLANT_SHARE = 0.6
 
 
 @dataclass
-class LlmTally:
+class LlmTally(Tally):
     """Counts for one category (or all): as :class:`rules_scoring.Tally`, plus over-capture
     (``over``), wrong attribution (``wrong``) and memories from the rules floor (``floor``)."""
 
-    cases: int = 0
-    expected: int = 0
-    stored: int = 0
-    matched: int = 0
-    scope_ok: int = 0
-    junk: int = 0
     over: int = 0
     wrong: int = 0
     floor: int = 0
-    misses: list[str] = field(default_factory=list)
 
-    COUNTS = ("cases", "expected", "stored", "matched", "scope_ok", "junk", "over", "wrong",
-              "floor")
-
-    def add(self, other: LlmTally) -> None:
-        """Add another tally's counts and misses to this one."""
-        for name in self.COUNTS:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.misses += other.misses
-
-    @property
-    def precision(self) -> float:
-        return self.matched / self.stored if self.stored else 1.0
-
-    @property
-    def recall(self) -> float:
-        return self.matched / self.expected if self.expected else 1.0
-
-    @property
-    def scope(self) -> float:
-        return self.scope_ok / self.matched if self.matched else 1.0
+    COUNTS: ClassVar[tuple[str, ...]] = (*Tally.COUNTS, "over", "wrong", "floor")
 
     @property
     def over_per_session(self) -> float:

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from opencode_memoryd.extract.facts import restates
 from opencode_memoryd.extract.rules import directives, is_junk
@@ -97,9 +98,13 @@ class Tally:
     junk: int = 0
     misses: list[str] = field(default_factory=list)
 
+    #: the fields :meth:`add` sums
+    COUNTS: ClassVar[tuple[str, ...]] = ("cases", "expected", "stored", "matched",
+                                         "scope_ok", "junk")
+
     def add(self, other: Tally) -> None:
         """Add another tally's counts and misses to this one."""
-        for name in ("cases", "expected", "stored", "matched", "scope_ok", "junk"):
+        for name in self.COUNTS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.misses += other.misses
 

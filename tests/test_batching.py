@@ -217,3 +217,29 @@ def test_the_watcher_wakes_for_database_files_only_and_stops_at_once(
         watcher.stop()
         assert time.monotonic() - t < 1.5
     assert failures == []
+
+
+def test_a_prefetch_answers_for_its_sessions_until_the_outbox_is_written(
+        state: StateDB) -> None:
+    """Marks and items read ahead for many sessions answer without asking the state file;
+    a write transaction of another writer (e.g. another thread's durable answer) makes the
+    batch ask again, so what it wrote is seen."""
+    state.set_mark(SRC, "s1", Mark(STORAGE_MESSAGE, (5, "msg_e")), NOW)
+    state.record_item(item("s1", (6, "msg_f")), NOW)
+    batch = StateBatch(state)
+    batch.prefetch(SRC, ["s1", "s2", "s3"])
+    asked: list[str] = []
+    real_get_item, real_pending = state.get_item, state.pending_items
+    state.get_item = lambda i: asked.append(i) or real_get_item(i)  # type: ignore[method-assign]
+    state.pending_items = (  # type: ignore[method-assign]
+        lambda s, sid=None: asked.append(f"pending {sid}") or real_pending(s, sid))
+    assert batch.get_mark(SRC, "s1") == Mark(STORAGE_MESSAGE, (5, "msg_e"))
+    assert batch.get_mark(SRC, "s2") is None
+    assert [i.id for i in batch.pending_items(SRC, "s1")] == ["item-s1-msg_f"]
+    assert batch.get_item("item-s2-msg_b", (SRC, "s2")) is None
+    assert asked == []  # all answered from the read-ahead
+    state.record_item(item("s3", (2, "msg_b")), NOW)  # another writer, durably
+    got = batch.get_item("item-s3-msg_b", (SRC, "s3"))
+    assert got is not None and got.session_id == "s3"
+    assert asked == ["item-s3-msg_b"]
+    assert [i.id for i in batch.pending_items(SRC, "s3")] == ["item-s3-msg_b"]

@@ -22,12 +22,15 @@ full disk cleanly (``SQLITE_FULL``), so the state file needs only
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
 from opencode_memoryd.errors import DiskFullError
+
+# pathlib is imported where it is used: the CLI imports this module for its umask alone
+TYPE_CHECKING = False  # not `typing`'s, for the same reason
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = [
     "PRIVATE_UMASK",
@@ -49,7 +52,7 @@ STORE_MIN_FREE_BYTES = 64 * 1024 * 1024
 STATE_MIN_FREE_BYTES = 4 * 1024 * 1024
 
 #: Free bytes of the file system holding a path (injectable for tests).
-FreeBytes = Callable[[Path], int]
+FreeBytes = Callable[["Path"], int]
 
 _DIR_MODE = 0o700
 _FILE_MODE = 0o600
@@ -58,6 +61,9 @@ _FILE_MODE = 0o600
 def free_bytes(path: Path) -> int:
     """Free bytes (for an unprivileged user) on the file system that holds ``path``; a
     path that does not exist yet is measured at its nearest existing ancestor."""
+    import shutil
+    from pathlib import Path
+
     p = Path(path).absolute()
     while not p.exists() and p != p.parent:
         p = p.parent
@@ -102,6 +108,8 @@ def make_private(directory: Path, patterns: Iterable[str] = ("*",)) -> int:
     Returns:
         The number of modes changed.
     """
+    from pathlib import Path
+
     directory = Path(directory)
     changed = int(_chmod(directory, _DIR_MODE))
     for pattern in patterns:

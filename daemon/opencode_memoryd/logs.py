@@ -26,19 +26,38 @@ from opencode_memoryd.redaction.engine import redact
 LOG_FILE_NAME = "opencode-memoryd.log"
 
 
+#: Short log values seen before and their redacted text: the same few strings (folders,
+#: kinds, storages) come back in every event, and redaction is deterministic. Bounded: it
+#: starts over when full.
+_SCRUBBED: dict[str, str] = {}
+_SCRUBBED_MAX = 4096
+_SCRUBBED_MAX_CHARS = 256
+
+
+def _redacted(text: str) -> str:
+    got = _SCRUBBED.get(text)
+    if got is None:
+        got = redact(text).text
+        if len(text) <= _SCRUBBED_MAX_CHARS:
+            if len(_SCRUBBED) >= _SCRUBBED_MAX:
+                _SCRUBBED.clear()
+            _SCRUBBED[text] = got
+    return got
+
+
 def scrub_value(value: Any) -> Any:
     """``value`` with every secret redacted: strings, the items of dicts, lists and tuples
     (recursively); numbers, booleans and ``None`` unchanged; any other object (an
     exception, a path) as its redacted text."""
     if isinstance(value, str):
-        return redact(value).text
+        return _redacted(value) if value else value
     if value is None or isinstance(value, bool | int | float):
         return value
     if isinstance(value, dict):
         return {k: scrub_value(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [scrub_value(v) for v in value]
-    return redact(str(value)).text
+    return _redacted(str(value))
 
 
 #: Fields that hold our own identifiers, never a secret: an OpenCode project id is the hash

@@ -10,29 +10,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, NamedTuple
 
+from opencode_memoryd.vocab import FACT_TYPES as FACT_TYPES
+from opencode_memoryd.vocab import MEMORY_TYPES as MEMORY_TYPES
+from opencode_memoryd.vocab import NOTE_TYPES as NOTE_TYPES
+from opencode_memoryd.vocab import SCOPES as SCOPES
+from opencode_memoryd.vocab import SECTIONS as SECTIONS
+
 MemoryType = Literal["user", "feedback", "project", "reference", "project-brief",
                      "session-summary"]
 Scope = Literal["user", "project"]
 Source = Literal["llm", "rules", "manual"]
 Role = Literal["user", "assistant", "tool"]
 Status = Literal["active", "retired"]
-
-#: Every memory type: the four kinds of fact an extractor or a person states, then the two
-#: kinds opencode-memoryd writes itself: a project's brief (from its README) and a session's
-#: summary (OpenCode's compaction summary, or the state a session ended in).
-MEMORY_TYPES: tuple[str, ...] = ("user", "feedback", "project", "reference", "project-brief",
-                                 "session-summary")
-#: The memory types of facts: what extractors propose and ``add`` accepts.
-FACT_TYPES: tuple[str, ...] = ("user", "feedback", "project", "reference")
-#: The memory types opencode-memoryd writes itself, one per source (a README, a compaction
-#: message, a session): never proposed by an extractor, never consolidated by a dream.
-NOTE_TYPES: tuple[str, ...] = ("project-brief", "session-summary")
-SCOPES: tuple[str, ...] = ("user", "project")
-#: The section of the context block a memory belongs in: the project's brief, its
-#: architecture and tech, conventions and feedback, progress (what was done, where the last
-#: session stopped), the user's preferences, and references (where things are).
-SECTIONS: tuple[str, ...] = ("brief", "architecture", "conventions", "progress", "user",
-                             "reference")
 
 #: Namespace of every point id (UUIDv5), fixed forever: changing it duplicates every memory.
 POINT_NAMESPACE = uuid.UUID("6f0c5d2e-3a51-5b7e-9c1f-0d7a4e2b8c31")

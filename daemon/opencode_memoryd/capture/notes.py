@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import structlog
 
@@ -34,6 +34,7 @@ from opencode_memoryd.extract.digest import cap, condense_summary
 from opencode_memoryd.extract.summarize import Summary
 from opencode_memoryd.models import (
     STORAGE_MESSAGE,
+    Mark,
     Memory,
     TranscriptLine,
     content_hash,
@@ -42,6 +43,7 @@ from opencode_memoryd.models import (
 )
 from opencode_memoryd.redaction.engine import scrub
 from opencode_memoryd.source.activity import (
+    SessionActivity,
     compaction_summaries,
     render_state,
     session_activity,
@@ -56,6 +58,15 @@ from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 
 log = structlog.get_logger(__name__)
+
+
+class Seen(NamedTuple):
+    """A session read whole by its extraction just now: its newest row (``end``) and every
+    message up to it, in order (fork copies included), so its note need not read it
+    again."""
+
+    end: Mark
+    messages: list[MessageRow]
 
 
 class Summarizer(Protocol):
@@ -155,14 +166,15 @@ class SessionNotes:
     # -- the end of a session ------------------------------------------------------------
 
     def after_session(self, session: SessionRow, report: SessionReport, *,
-                      now: datetime) -> None:
-        """The project brief, then the session's note (see the module docstring)."""
+                      now: datetime, seen: Seen | None = None) -> None:
+        """The project brief, then the session's note (see the module docstring);
+        ``seen``: the session as its extraction just read it whole, if it did."""
         if session.is_subagent:
             return
         if self.settings.project_briefs:
             report.briefs += self.brief(session, report, now=now)
         if self.settings.session_summaries:
-            self.session_end(session, report, now=now)
+            self.session_end(session, report, now=now, seen=seen)
 
     def _read_to_end(self, session: SessionRow, storage: str) -> list[MessageRow]:
         out: list[MessageRow] = []
@@ -176,10 +188,12 @@ class SessionNotes:
             mark = batch[-1].mark
 
     def session_end(self, session: SessionRow, report: SessionReport, *,
-                    now: datetime) -> None:
+                    now: datetime, seen: Seen | None = None) -> None:
         """Write the session's note when it is read to its end and idle for good; else
-        set ``report.summary_due_ms`` when it will be idle long enough."""
-        end = self.source.last_messages([session.id]).get(session.id)
+        set ``report.summary_due_ms`` when it will be idle long enough. ``seen``: the
+        session as its extraction just read it whole (not read again)."""
+        end = (seen.end if seen is not None
+               else self.source.last_messages([session.id]).get(session.id))
         mark = self.state.get_mark(self.source.identity, session.id)
         if end is None or mark is None or mark.storage != end.storage:
             return
@@ -187,15 +201,20 @@ class SessionNotes:
                 else end.position != mark.position):
             return  # a turn is still unread
         pid = note_id(session.project_key, "session-summary", f"session:{session.id}")
+        messages: list[MessageRow] | None = None
+        if seen is not None:  # in hand: a session the rules have nothing to tell of is
+            # left before the store is asked
+            messages = drop_fork_copies(seen.messages, session.time_created)
+            if not self._worth_a_note(session_activity(messages)):
+                return
         existing = self.store.get([pid])
         if existing and (existing[0].basis == end.position[1] or not existing[0].is_active):
             return  # written for this very end already, or forgotten by the user
-        messages = self._read_to_end(session, end.storage)
+        if messages is None:
+            messages = self._read_to_end(session, end.storage)
         act = session_activity(messages)
-        if not act.last_message_id or act.ended_with_compaction:
+        if not self._worth_a_note(act):
             return
-        if self.summarizer.name == "rules" and not act.has_state:
-            return  # nothing changed, nothing failed: the rules have nothing to tell
         now_ms = int(now.timestamp() * 1000)
         due = act.last_activity_ms + self.settings.idle_ms
         if now_ms < due:
@@ -222,6 +241,14 @@ class SessionNotes:
         report.summaries += 1
         log.info("session_note_stored", session_id=session.id, source=s.source,
                  chars=len(content), files=len(act.files), failing=len(act.failing))
+
+    def _worth_a_note(self, act: SessionActivity) -> bool:
+        """Whether a session that ended so gets a note: it has a last message, did not end
+        with a compaction, and (rules) changed files or left commands failing."""
+        if not act.last_message_id or act.ended_with_compaction:
+            return False
+        # nothing changed, nothing failed: the rules have nothing to tell
+        return self.summarizer.name != "rules" or act.has_state
 
     # -- project briefs ------------------------------------------------------------------
 

@@ -45,14 +45,12 @@ mark *and* given a reused rowid (a deleted largest rowid, a ``VACUUM``) could be
 
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
 
 import structlog
 
@@ -60,18 +58,17 @@ from opencode_memoryd.capture.chunks import ChunkExtractor, Extractor, Spent
 from opencode_memoryd.capture.failures import failure_fingerprint, failure_kind, failure_reason
 from opencode_memoryd.capture.marks import max_rowid as rowid_of
 from opencode_memoryd.capture.marks import reconcile_mark
-from opencode_memoryd.capture.notes import SessionNotes, Summarizer
+from opencode_memoryd.capture.notes import Seen, SessionNotes, Summarizer
+from opencode_memoryd.capture.outbox import item_id_of, recorded_candidate
 from opencode_memoryd.capture.report import Limits, SessionReport
 from opencode_memoryd.capture.writer import write_memories
 from opencode_memoryd.errors import DiskFullError, ExtractionError, SourceError, UpstreamError
 from opencode_memoryd.extract.rules import RulesExtractor
-from opencode_memoryd.extract.sections import section_for, valid_section
 from opencode_memoryd.extract.summarize import RulesSummarizer
 from opencode_memoryd.models import (
     STORAGE_MESSAGE,
     ExtractionResult,
     Mark,
-    MemoryCandidate,
     TranscriptLine,
     iso_utc,
 )
@@ -88,24 +85,10 @@ from opencode_memoryd.store.api import MemoryStore
 
 log = structlog.get_logger(__name__)
 
-#: Bumped when the transcript or prompt format changes, so old cached items are not reused.
-ITEM_FORMAT = "1"
-
 __all__ = ["Extractor", "Limits", "SessionProcessor", "SessionReport"]
 
 def _now_iso(now: datetime) -> str:
     return iso_utc(now)
-
-
-def _item_id(source_id: str, session_id: str, chunk: Chunk, storage: str) -> str:
-    """The outbox id of a chunk: its positions in ``message``; in ``session_message`` its
-    first and last row ids only (``seq`` values change when OpenCode re-projects rows)."""
-    if storage == STORAGE_MESSAGE:
-        key = f"{ITEM_FORMAT}|{source_id}|{session_id}|{chunk.first}|{chunk.last}"
-    else:
-        key = (f"{ITEM_FORMAT}|{source_id}|{session_id}|{storage}|{chunk.first[1]}|"
-               f"{chunk.last[1]}")
-    return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
 class SessionProcessor:
@@ -186,8 +169,14 @@ class SessionProcessor:
         report.added += added
         report.skipped.update(skipped)
 
-    def process(self, session: SessionRow) -> SessionReport:
+    def process(self, session: SessionRow, *,
+                ends: Mapping[str, Mark] | None = None) -> SessionReport:
         """Process every finished, unread turn of one session up to now.
+
+        ``ends``: the newest row of each session, as
+        :meth:`~opencode_memoryd.source.lookups.SessionLookups.last_messages` read it for
+        many sessions at once just before (a session left out has no row); ``None``: it is
+        looked up. "Now" is then the moment of that look-up.
 
         Returns the session's report. Extractor failures (:class:`UpstreamError`,
         :class:`ExtractionError`), :class:`SourceError` and :class:`DiskFullError` end this
@@ -204,8 +193,8 @@ class SessionProcessor:
             for item in self.writes.pending_items(src, session.id):
                 self._apply(item, report)
                 report.replayed_items += 1
-            self._process_new(session, report)
-            self.notes.after_session(session, report, now=self.clock())
+            seen = self._process_new(session, report, ends)
+            self.notes.after_session(session, report, now=self.clock(), seen=seen)
         except UpstreamError as exc:
             report.error = scrub(f"{exc.kind}: {exc}").text
             report.error_kind = exc.kind
@@ -223,14 +212,20 @@ class SessionProcessor:
             log.info("session_processed", **report.as_dict())
         return report
 
-    def _process_new(self, session: SessionRow, report: SessionReport) -> None:
+    def _process_new(self, session: SessionRow, report: SessionReport,
+                     ends: Mapping[str, Mark] | None) -> Seen | None:
+        """Read and extract the session's finished turns after its mark; return what was
+        read when that was the whole session (its newest row and every message), so the
+        session's note does not read it again."""
         src = self.source.identity
         # "Up to now": a session OpenCode keeps writing to faster than it is read must not
         # hold this run forever; what comes after the newest message of now waits for the
         # next run.
-        end = self.source.last_messages([session.id]).get(session.id)
+        if ends is None:
+            ends = self.source.last_messages([session.id])
+        end = ends.get(session.id)
         if end is None:
-            return
+            return None
         storage = report.storage = end.storage
         reconcile_mark(self.source, self.writes, session, storage, self.clock)
         idle = (Idle(session.time_idle, session.time_suspended)
@@ -242,12 +237,15 @@ class SessionProcessor:
             messages = self.source.messages_after(session.id, mark, limit=MESSAGE_BATCH,
                                                   storage=storage, max_rowid=max_rowid)
             if not messages:
-                return
+                return None
             report.corrupt_rows.update(
                 [m.id for m in messages if m.corrupt]
                 + [p.id for m in messages for p in m.parts if p.corrupt])
             full_batch = len(messages) >= MESSAGE_BATCH
             more = full_batch and messages[-1].mark < end.position
+            # the whole session in one read: its note may use it
+            seen = (Seen(end, messages) if mark is None and not full_batch
+                    and messages[-1].mark == end.position else None)
             real = drop_fork_copies(messages, session.time_created)
             top = (max([max_rowid or 0, *(m.rowid for m in messages)])  # ``message`` only
                    if storage == STORAGE_MESSAGE else None)
@@ -255,7 +253,7 @@ class SessionProcessor:
                 self.writes.set_mark(src, session.id, Mark(storage, messages[-1].mark),
                                      _now_iso(self.clock()), top)
                 if not more:
-                    return
+                    return seen
                 continue
             turns = group_turns(real)
             now_ms = int(self.clock().timestamp() * 1000)
@@ -265,7 +263,7 @@ class SessionProcessor:
             if full_batch and len(turns) > 1 and len(done) == len(turns):
                 done = done[:-1]  # the batch may have cut the last turn short
             if not done:
-                return  # wait for the turn in flight to finish
+                return seen  # wait for the turn in flight to finish
             report.turns_read += len(done)
             report.summaries += self.notes.compactions(
                 session, [m for t in done for m in t.messages])
@@ -277,7 +275,7 @@ class SessionProcessor:
                 chunk = replace(chunk, rowid=max(chunk.rowid, max_rowid or 0))
                 self._process_chunk(session, chunk, report, times, storage)
             if not more:
-                return
+                return seen
 
     def _process_chunk(self, session: SessionRow, chunk: Chunk, report: SessionReport,
                        times: dict[str, int], storage: str) -> None:
@@ -289,8 +287,8 @@ class SessionProcessor:
             self.writes.set_mark(src, session.id, Mark(storage, chunk.last), _now_iso(now),
                                  rowid)
             return
-        item_id = _item_id(src, session.id, chunk, storage)
-        known = self.writes.get_item(item_id)
+        item_id = item_id_of(src, session.id, chunk, storage)
+        known = self._get_item(item_id, session.id)
         if known is not None:  # the same turns, read again after a reset: no second call
             report.replayed_items += 1
             self._apply(replace(known, first=chunk.first, last=chunk.last, storage=storage,
@@ -317,6 +315,18 @@ class SessionProcessor:
             self.writes.record_item(item, _now_iso(self.clock()))
         _fault_point("after_record")
         self._apply(item, report)
+
+    def _get_item(self, item_id: str, session_id: str) -> Item | None:
+        if isinstance(self.writes, StateBatch):  # it may know the session holds none
+            return self.writes.get_item(item_id, (self.source.identity, session_id))
+        return self.writes.get_item(item_id)
+
+    def prefetch(self, session_ids: Sequence[str]) -> None:
+        """Read the state of these sessions (marks, outbox items) at once, when writing
+        to a batch (:meth:`~opencode_memoryd.state.batch.StateBatch.prefetch`); the
+        caller works them next."""
+        if isinstance(self.writes, StateBatch):
+            self.writes.prefetch(self.source.identity, session_ids)
 
     def redacted(self, lines: Sequence[TranscriptLine],
                  report: SessionReport) -> list[TranscriptLine]:
@@ -351,7 +361,7 @@ class SessionProcessor:
             project_root=session.project_root, status="extracted",
             extractor=extractor or self.extractor.name, model=result.model,
             result={
-                "candidates": [_candidate(c) for c in result.candidates],
+                "candidates": [recorded_candidate(c) for c in result.candidates],
                 "message_times": {m: times[m] for c in result.candidates
                                   for m in c.message_ids if m in times},
                 "max_rowid": max_rowid,
@@ -394,15 +404,6 @@ class SessionProcessor:
         report.given_up += 1
         self._apply(item, report)
         return True
-
-
-def _candidate(c: MemoryCandidate) -> dict[str, Any]:
-    """The recorded form of a candidate: redacted, with the extractor's section or the
-    rules' choice (so both extractors' memories get one)."""
-    content = scrub(c.content).text
-    return {"content": content, "type": c.type, "scope": c.scope,
-            "message_ids": list(c.message_ids), "source": c.source,
-            "section": valid_section(c.section) or section_for(c.type, c.scope, content)}
 
 
 def _fault_point(name: str) -> None:

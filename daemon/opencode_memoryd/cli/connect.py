@@ -9,9 +9,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd.errors import (
     DaemonUnreachableError,
@@ -27,7 +24,12 @@ from opencode_memoryd.errors import (
     UpstreamError,
 )
 
+TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+    from typing import Any
+
     from opencode_memoryd.compose import App
     from opencode_memoryd.usecases.maintain import Progress
 
@@ -91,6 +93,7 @@ def _daemon_starting(app: App) -> int | None:
         return None
     import re
     import subprocess
+    from pathlib import Path
 
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()

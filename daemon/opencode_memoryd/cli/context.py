@@ -5,20 +5,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING
 
+from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_OK
-from opencode_memoryd.config.paths import normalize_dir
+from opencode_memoryd.config.xdg import normalize_dir
 
+TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:
     from opencode_memoryd.compose import App
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``context`` to the CLI."""
-    c = sub.add_parser("context", help="print the memory block a new OpenCode session in DIR "
-                                       "gets (what the OpenCode plugin injects)")
+    c = sub.add_parser("context", help=COMMANDS["context"])
     where = c.add_mutually_exclusive_group(required=True)
     where.add_argument("--dir", metavar="DIR", help="the session's folder")
     where.add_argument("--project", metavar="ID", help="an OpenCode project id")

@@ -7,6 +7,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
+from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.connect import via_daemon
 from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
 from opencode_memoryd.errors import MemorydError
@@ -22,8 +23,7 @@ _WIDTH = 16
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``doctor`` to the CLI."""
     d = sub.add_parser(
-        "doctor", help="check everything capture depends on; say what to do about each "
-                       "problem (exit 1 when a check fails)",
+        "doctor", help=COMMANDS["doctor"],
         description="Checks the OpenCode databases (schema, which storage shape is live, "
                     "rows in tables this version does not read, rows dated in the future, "
                     "stuck sessions), the daemon, its service and linger, the LLM endpoint, "

@@ -6,9 +6,9 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
+from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
-from opencode_memoryd.cli.journal_table import render_table
 from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.errors import NotFoundError
 
@@ -18,8 +18,7 @@ if TYPE_CHECKING:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``dream`` and ``journal`` to the CLI."""
-    d = sub.add_parser("dream", help="consolidate a scope now: merge duplicates, retire "
-                                     "stale facts (recorded in the dream journal)")
+    d = sub.add_parser("dream", help=COMMANDS["dream"])
     dw = d.add_mutually_exclusive_group(required=True)
     dw.add_argument("--dir", metavar="DIR", help="dream DIR's project")
     dw.add_argument("--user", action="store_true", help="dream the user scope")
@@ -30,7 +29,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     d.add_argument("--json", action="store_true", help="print the journal entry as JSON")
     d.set_defaults(handler=cmd_dream)
 
-    j = sub.add_parser("journal", help="print the dream journal (newest first)")
+    j = sub.add_parser("journal", help=COMMANDS["journal"])
     jw = j.add_mutually_exclusive_group()
     jw.add_argument("--dir", metavar="DIR", help="only the dreams of DIR's project")
     jw.add_argument("--user", action="store_true", help="only the dreams of the user scope")
@@ -64,6 +63,8 @@ def cmd_dream(app: App, args: argparse.Namespace) -> int:
         calls += [("dream", {"project_key": k, "project_root": directory,
                              "dry_run": args.dry_run}) for k in keys]
     entries = [run_use_case(app, route, payload) for route, payload in calls]
+    from opencode_memoryd.cli.journal_table import render_table
+
     if args.json:
         print(json.dumps(entries if len(entries) > 1 else entries[0], indent=2))
     else:
@@ -79,6 +80,7 @@ def cmd_dream(app: App, args: argparse.Namespace) -> int:
 
 def cmd_journal(app: App, args: argparse.Namespace) -> int:
     """``journal``: the dream journal, newest first (read from the file, never the store)."""
+    from opencode_memoryd.cli.journal_table import render_table
     from opencode_memoryd.dream.journal import DreamJournal
 
     journal = DreamJournal(app.journal_path)

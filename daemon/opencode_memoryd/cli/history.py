@@ -12,10 +12,10 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.connect import via_daemon
 from opencode_memoryd.cli.exits import EXIT_OK
 from opencode_memoryd.cli.render import print_json, table
-from opencode_memoryd.models import parse_iso
 from opencode_memoryd.usecases import limits
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def _whole(minimum: int) -> Callable[[str], int]:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``history`` and its four sub-commands to the CLI."""
-    h = sub.add_parser("history", help="browse OpenCode's conversations (read-only)",
+    h = sub.add_parser("history", help=COMMANDS["history"],
                        description="Read OpenCode's sessions, messages and compaction "
                                    "summaries. Texts are redacted (secrets replaced by "
                                    "[REDACTED:kind]).")
@@ -94,6 +94,8 @@ def _run(app: App, route: str, local: str, payload: dict[str, Any]) -> Any:
 
 
 def _when(iso: str) -> str:
+    from opencode_memoryd.models import parse_iso
+
     return parse_iso(iso).astimezone().strftime("%Y-%m-%d %H:%M")
 
 

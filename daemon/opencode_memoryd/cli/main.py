@@ -14,11 +14,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from opencode_memoryd import __version__
+from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.exits import (
     EXIT_CODES_HELP,
     EXIT_CONFIG,
@@ -30,8 +28,6 @@ from opencode_memoryd.cli.exits import (
     EXIT_REFUSED,
     EXIT_SOURCE,
 )
-from opencode_memoryd.cli.render import print_error
-from opencode_memoryd.config.paths import config_path
 from opencode_memoryd.disk import PRIVATE_UMASK
 from opencode_memoryd.errors import (
     ConfigError,
@@ -41,9 +37,40 @@ from opencode_memoryd.errors import (
     SourceError,
 )
 
+TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from opencode_memoryd.compose import App
 
+
+
+def _top() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction[argparse.ArgumentParser]]:
+    """The parser's top level (description, global options, exit codes) and its empty
+    sub-parsers."""
+    p = argparse.ArgumentParser(
+        prog="opencode-memoryd",
+        description="Turn OpenCode sessions into durable memories in Qdrant.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    p.add_argument("--config", metavar="PATH",
+                   help="config file (default: $OPENCODE_MEMORYD_CONFIG, else "
+                        "$XDG_CONFIG_HOME/opencode-memoryd/config.toml)")
+    p.add_argument("-v", "--verbose", action="store_true", help="log info events to stderr")
+    return p, p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+
+def top_level_parser() -> argparse.ArgumentParser:
+    """A parser that knows the top level alone: each command of
+    :data:`~opencode_memoryd.cli.commands.COMMANDS` with its help line and no arguments.
+    Its ``--help`` and ``--version`` print what the full parser's do, without importing a
+    command module; it must not parse a command line that names a command."""
+    p, sub = _top()
+    for name, line in COMMANDS.items():
+        sub.add_parser(name, help=line)
+    return p
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -62,19 +89,8 @@ def _parser() -> argparse.ArgumentParser:
         web,
     )
 
-    p = argparse.ArgumentParser(
-        prog="opencode-memoryd",
-        description="Turn OpenCode sessions into durable memories in Qdrant.",
-        epilog=EXIT_CODES_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    p.add_argument("--config", metavar="PATH",
-                   help="config file (default: $OPENCODE_MEMORYD_CONFIG, else "
-                        "$XDG_CONFIG_HOME/opencode-memoryd/config.toml)")
-    p.add_argument("-v", "--verbose", action="store_true", help="log info events to stderr")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sub.add_parser("run", help="run the daemon in the foreground (for systemd or launchd)",
+    p, sub = _top()
+    sub.add_parser("run", help=COMMANDS["run"],
                    description="Tail OpenCode's databases and extract sessions as they go "
                                "idle. Stays in the foreground; stops cleanly (exit 0) on "
                                "SIGTERM or SIGINT.",
@@ -114,11 +130,14 @@ def load_app(config_file: str | None, command: str, verbose: bool,
         ConfigError: the config file is missing (when named) or invalid.
     """
     # imported here: `--help` and a usage error need none of it
+    from pathlib import Path
+
     import structlog
 
     from opencode_memoryd import logs
     from opencode_memoryd.compose import App
     from opencode_memoryd.config.loader import load_config
+    from opencode_memoryd.config.paths import config_path
 
     explicit = Path(config_file).expanduser() if config_file else None
     config = load_config(explicit, env)
@@ -181,6 +200,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         _quiet_stdout()
         return EXIT_OK
     except MemorydError as exc:
+        from opencode_memoryd.cli.render import print_error
+
         print_error(exc)
         return next(code for cls, code in _EXIT_BY_ERROR if isinstance(exc, cls))
     except KeyboardInterrupt:

@@ -8,19 +8,20 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_CODES_HELP, EXIT_FAILURE, EXIT_OK
 from opencode_memoryd.cli.render import table
 from opencode_memoryd.config.paths import normalize_dir
-from opencode_memoryd.source.rows import SessionRow
 
 if TYPE_CHECKING:
     from opencode_memoryd.compose import App
+    from opencode_memoryd.source.rows import SessionRow
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``maintain`` to the CLI."""
-    m = sub.add_parser("maintain", help="extract memories from sessions up to now, then exit",
+    m = sub.add_parser("maintain", help=COMMANDS["maintain"],
                        epilog=EXIT_CODES_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     target = m.add_mutually_exclusive_group(required=True)

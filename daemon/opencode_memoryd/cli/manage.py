@@ -8,10 +8,11 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_NOT_FOUND, EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 from opencode_memoryd.errors import NotFoundError, RefusedError, RequestError
-from opencode_memoryd.models import FACT_TYPES
+from opencode_memoryd.vocab import FACT_TYPES
 
 if TYPE_CHECKING:
     from opencode_memoryd.compose import App
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``add``, ``edit``, ``forget``, ``restore`` and ``profile`` to the CLI."""
-    a = sub.add_parser("add", help="store a memory by hand (deduplicated, secrets redacted)",
+    a = sub.add_parser("add", help=COMMANDS["add"],
                        description="Store one fact as a manual memory. The same fact (or a "
                                    "near-identical one) is stored once: adding it again "
                                    "reports the memory that holds it.")
@@ -36,8 +37,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="print {memory, status, redactions} as JSON")
     a.set_defaults(handler=cmd_add)
 
-    e = sub.add_parser("edit", help="change a memory's text or type (re-embedded; the old "
-                                    "version kept in its history; journaled)",
+    e = sub.add_parser("edit", help=COMMANDS["edit"],
                        description="Replace an active memory's text (and optionally its "
                                    "type). Its sessions and messages stay; the old version "
                                    "is kept in the memory's history, and the edit is written "
@@ -50,18 +50,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="print {memory, status, run_id, redactions} as JSON")
     e.set_defaults(handler=cmd_edit)
 
-    f = sub.add_parser("forget", help="retire a memory (a tombstone, listed by list --all)")
+    f = sub.add_parser("forget", help=COMMANDS["forget"])
     f.add_argument("id", help="the memory id, as list or search print it")
     f.add_argument("--json", action="store_true", help="print {memory, status} as JSON")
     f.set_defaults(handler=cmd_forget)
 
-    r = sub.add_parser("restore", help="bring a forgotten memory back")
+    r = sub.add_parser("restore", help=COMMANDS["restore"])
     r.add_argument("id", help="the memory id, as list --all prints it")
     r.add_argument("--json", action="store_true", help="print {memory, status} as JSON")
     r.set_defaults(handler=cmd_restore)
 
-    p = sub.add_parser("profile", help="your user-scope memories by type, with counts and "
-                                       "last changes")
+    p = sub.add_parser("profile", help=COMMANDS["profile"])
     p.add_argument("--json", action="store_true", help="print the profile as JSON")
     p.set_defaults(handler=cmd_profile)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from opencode_memoryd.cli.commands import COMMANDS
+
 if TYPE_CHECKING:
     from opencode_memoryd.compose import App
 
@@ -12,8 +14,7 @@ if TYPE_CHECKING:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``mcp`` to the CLI."""
-    m = sub.add_parser("mcp", help="serve the `memory` MCP tool on stdin/stdout (started by "
-                                   "OpenCode; a client of the running daemon)")
+    m = sub.add_parser("mcp", help=COMMANDS["mcp"])
     m.set_defaults(handler=cmd_mcp)
 
 

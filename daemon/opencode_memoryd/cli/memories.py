@@ -5,20 +5,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING
 
+from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_OK, EXIT_USAGE
 from opencode_memoryd.cli.render import print_memories
 from opencode_memoryd.errors import NotFoundError
 
+TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:
     from opencode_memoryd.compose import App
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``list``, ``search`` and ``show`` to the CLI."""
-    ls = sub.add_parser("list", help="list stored memories")
+    ls = sub.add_parser("list", help=COMMANDS["list"])
     which = ls.add_mutually_exclusive_group()
     which.add_argument("--dir", metavar="DIR", help="only the memories of DIR's project")
     which.add_argument("--user", action="store_true", help="only user-scope memories")
@@ -29,7 +30,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ls.add_argument("--json", action="store_true", help="print a JSON array")
     ls.set_defaults(handler=cmd_list)
 
-    s = sub.add_parser("search", help="search memories (BM25, plus dense vectors if set up)")
+    s = sub.add_parser("search", help=COMMANDS["search"])
     s.add_argument("query")
     s.add_argument("--dir", metavar="DIR",
                    help="DIR's project memories and user-scope memories only")
@@ -40,8 +41,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("--json", action="store_true", help="print a JSON array")
     s.set_defaults(handler=cmd_search)
 
-    sh = sub.add_parser("show", help="one memory with its lineage (sessions, messages, "
-                                     "dreams)")
+    sh = sub.add_parser("show", help=COMMANDS["show"])
     sh.add_argument("id")
     sh.add_argument("--json", action="store_true", help="print JSON")
     sh.set_defaults(handler=cmd_show)

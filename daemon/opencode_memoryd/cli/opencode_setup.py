@@ -5,20 +5,20 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.exits import EXIT_OK
 from opencode_memoryd.config.paths import CONFIG_ENV_VAR
-from opencode_memoryd.install.files import InstallReport
 
 if TYPE_CHECKING:
     from opencode_memoryd.compose import App
+    from opencode_memoryd.install.files import InstallReport
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``install-opencode`` and ``uninstall-opencode`` to the CLI."""
     i = sub.add_parser(
         "install-opencode",
-        help="write the OpenCode plugin (a memory block in every new session) and the "
-             "`memoryd` MCP server entry into OpenCode's global config",
+        help=COMMANDS["install-opencode"],
         description="Writes $XDG_CONFIG_HOME/opencode/plugin/opencode-memoryd.js and adds "
                     "mcp.memoryd to the global opencode.json(c), keeping every other key, "
                     "comment and the formatting. Running it again changes nothing.")
@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="replace a plugin file or mcp.memoryd entry we did not write")
     i.set_defaults(handler=cmd_install)
     u = sub.add_parser("uninstall-opencode",
-                       help="remove exactly what install-opencode added")
+                       help=COMMANDS["uninstall-opencode"])
     u.add_argument("--dry-run", action="store_true", help="print what would change; "
                                                           "write nothing")
     u.add_argument("--force", action="store_true",

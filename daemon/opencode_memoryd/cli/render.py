@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
-from typing import Any
+
+TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
 
 
 def print_error(message: object) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
 from opencode_memoryd.cli.render import print_error
 from opencode_memoryd.config.paths import config_path
@@ -19,15 +20,14 @@ if TYPE_CHECKING:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``install-service``, ``uninstall-service`` and ``config`` to the CLI."""
     inst = sub.add_parser("install-service",
-                          help="write the systemd user unit (Linux) or launchd agent (macOS)")
+                          help=COMMANDS["install-service"])
     inst.add_argument("--dry-run", action="store_true",
                       help="print the file and where it would go; write nothing")
     inst.set_defaults(without_app=cmd_service)
-    un = sub.add_parser("uninstall-service", help="remove the service file written by "
-                                                  "install-service")
+    un = sub.add_parser("uninstall-service", help=COMMANDS["uninstall-service"])
     un.set_defaults(without_app=cmd_service)
 
-    c = sub.add_parser("config", help="manage the config file")
+    c = sub.add_parser("config", help=COMMANDS["config"])
     csub = c.add_subparsers(dest="config_command", required=True, metavar="ACTION")
     ci = csub.add_parser("init", help="write a commented config file (never overwrites)")
     ci.add_argument("path", nargs="?", help="where (default: the config path)")

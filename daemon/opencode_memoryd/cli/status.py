@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd import __version__
+from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_OK
 
+TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:
+    from typing import Any
+
     from opencode_memoryd.compose import App
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``status`` to the CLI."""
-    st = sub.add_parser("status", help="what is stored, where, and what the last runs did")
+    st = sub.add_parser("status", help=COMMANDS["status"])
     st.add_argument("--json", action="store_true", help="print JSON")
     st.set_defaults(handler=cmd_status)
 

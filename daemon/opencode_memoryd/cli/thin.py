@@ -5,22 +5,28 @@ to the daemon's MCP server (:mod:`opencode_memoryd.serve.mcp_relay`) after readi
 state dir from the config file (:mod:`opencode_memoryd.config.light`). The read-only
 commands a running daemon serves (:data:`THIN_COMMANDS`) parse their own arguments and ask
 the daemon with a :class:`ThinApp`, which loads the full config only if the daemon goes
-away meanwhile (the command then runs locally, as it would have). Anything this
-module cannot decide cheaply (a ``--help``, an option it does not know, a config file it
-cannot read, a daemon too old to host MCP) goes the full way (:func:`fast_path` returns
-``None``), which reports problems as before.
+away meanwhile (the command then runs locally, as it would have). The top-level ``--help``
+and ``--version`` come from :func:`~opencode_memoryd.cli.main.top_level_parser` (the
+command table, no command module). Anything this module cannot decide cheaply (a command's
+``--help``, an option it does not know, a config file it cannot read, a daemon too old to
+host MCP) goes the full way (:func:`fast_path` returns ``None``), which reports problems as
+before.
+
+A served command costs little more than the interpreter's start: this path imports
+neither :mod:`typing` nor :mod:`pathlib` (paths are strings here), and builds the parser
+of the one command asked for (:class:`_OneCommand`) instead of the whole command line.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
 
-from opencode_memoryd.config.light import daemon_info, light_state_dir
-
+TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from pathlib import Path
+    from typing import Any, NoReturn
+
     from opencode_memoryd.compose import App
 
 #: Commands served by a running daemon without loading the config schema: module, name.
@@ -62,17 +68,22 @@ def split(argv: Sequence[str]) -> Line | None:
     return None
 
 
-def state_dir_of(line: Line, env: Mapping[str, str]) -> Path | None:
+def state_dir_of(line: Line, env: Mapping[str, str]) -> str | None:
     """The state dir for ``line``'s config (``None``: ask the full config)."""
-    from opencode_memoryd.config.paths import expand_home
+    from opencode_memoryd.config.light import light_state_dir
+    from opencode_memoryd.config.xdg import expand_home
 
     explicit = expand_home(line.config, env) if line.config else None
     return light_state_dir(explicit, env)
 
 
-def mcp_socket_finder(state_dir: Path, env: Mapping[str, str]) -> tuple[bool, object]:
+def mcp_socket_finder(state_dir: str, env: Mapping[str, str]) -> tuple[bool, object]:
     """``(usable, find)``: ``find()`` gives the running daemon's MCP socket or ``None``;
     ``usable`` is false when a daemon runs that hosts no MCP server (an older version)."""
+    from pathlib import Path
+
+    from opencode_memoryd.config.light import daemon_info
+
     override = env.get(SOCKET_ENV_VAR)
     if override:
         from opencode_memoryd.serve.protocol import mcp_socket_path
@@ -90,10 +101,35 @@ def mcp_socket_finder(state_dir: Path, env: Mapping[str, str]) -> tuple[bool, ob
     return True, find
 
 
+def asks_top_level(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` is global options and a ``-h``/``--help``/``--version`` before any
+    command: what the top level alone answers."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in ("-h", "--help", "--version"):
+            return True
+        if arg == "--config" and i + 1 < len(argv):
+            i += 2
+        elif arg.startswith("--config=") or arg in ("-v", "--verbose"):
+            i += 1
+        else:
+            return False
+    return False
+
+
 def fast_path(argv: Sequence[str], env: Mapping[str, str]) -> int | None:
     """Run the command here when it has a fast path; ``None``: take the full way."""
     line = split(argv)
     if line is None:
+        if not asks_top_level(argv):
+            return None
+        from opencode_memoryd.cli.main import top_level_parser
+
+        try:
+            top_level_parser().parse_args(argv)
+        except SystemExit as exc:  # the help or the version was printed
+            return int(exc.code or 0)
         return None
     if line.command == "mcp" and not line.rest:
         state = state_dir_of(line, env)
@@ -130,15 +166,22 @@ class ThinApp:
         env: the environment.
     """
 
-    def __init__(self, state_dir: Path, socket: Path, line: Line,
+    def __init__(self, state_dir: str, socket: str, line: Line,
                  env: Mapping[str, str]) -> None:
-        self.state_dir = state_dir
+        self._state_dir = state_dir
         self._socket = socket
         self._line = line
         self._env = env
 
-    def daemon_socket(self) -> Path | None:
-        """The control socket of the running daemon."""
+    @property
+    def state_dir(self) -> Path:
+        """The state dir."""
+        from pathlib import Path
+
+        return Path(self._state_dir)
+
+    def daemon_socket(self) -> str | None:
+        """The control socket of the running daemon (a path)."""
         return self._socket
 
     def load(self) -> App:
@@ -153,22 +196,54 @@ class ThinApp:
                         self._env)
 
 
+class _FixedWidth(argparse.HelpFormatter):
+    """A formatter that never asks the terminal its width (that imports :mod:`shutil`):
+    argparse builds one to check each argument, these parsers never print help."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=80)
+
+
+class _OneCommand:
+    """Stands in for the sub-parsers of a command module's ``register(sub)``: builds each
+    parser alone (no top-level parser) and keeps the one of ``command``."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+        self.parser: _Parser | None = None
+
+    def add_parser(self, name: str, **kwargs: Any) -> _Parser:
+        """A parser like ``add_subparsers().add_parser(name, ...)`` gives, without help
+        (``-h`` takes the full way)."""
+        kwargs.pop("help", None)
+        kwargs.setdefault("formatter_class", _FixedWidth)
+        parser = _Parser(prog=f"opencode-memoryd {name}", add_help=False, **kwargs)
+        if name == self.command:
+            self.parser = parser
+        return parser
+
+
 def _served(line: Line, env: Mapping[str, str]) -> int | None:
     """Run a :data:`THIN_COMMANDS` command with a :class:`ThinApp` when a daemon runs."""
     state = state_dir_of(line, env)
     if state is None:
         return None
+    from opencode_memoryd.config.light import daemon_info
+
     sock = daemon_info(state).get("socket")
     if not isinstance(sock, str) or not sock:
         return None
     import importlib
 
     module: Any = importlib.import_module(f"opencode_memoryd.cli.{THIN_COMMANDS[line.command]}")
-    parser = _Parser(prog="opencode-memoryd", add_help=False)
-    module.register(parser.add_subparsers(dest="command"))
+    one = _OneCommand(line.command)
+    module.register(one)
+    if one.parser is None:
+        return None
     try:
-        args = parser.parse_args([line.command, *line.rest])
+        args = one.parser.parse_args(line.rest)
     except _Unsure:
         return None
-    app: Any = ThinApp(state, Path(sock), line, env)
-    return int(args.handler(app, args))
+    args.command = line.command
+    handler: Callable[[Any, argparse.Namespace], int] = args.handler
+    return int(handler(ThinApp(state, sock, line, env), args))

@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import webbrowser
 from typing import TYPE_CHECKING
 
+from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
-from opencode_memoryd.web.token import load_or_create_token, page_url, read_web_info
 
 if TYPE_CHECKING:
     from opencode_memoryd.compose import App
@@ -17,8 +16,7 @@ if TYPE_CHECKING:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``web`` to the CLI."""
-    w = sub.add_parser("web", help="open the web page of the running daemon (browse, "
-                                   "search, edit, forget; the dream journal)",
+    w = sub.add_parser("web", help=COMMANDS["web"],
                        description="Open the page the daemon serves on 127.0.0.1 when "
                                    "[web] enabled = true, with the access token in the "
                                    "address (the token file is web-token in the state "
@@ -43,6 +41,10 @@ def _alive(pid: object) -> bool:
 def cmd_web(app: App, args: argparse.Namespace) -> int:
     """``web [--print]``: print the page's address with the token and open it; exit 1
     when the page is off or no daemon serves it."""
+    import webbrowser
+
+    from opencode_memoryd.web.token import load_or_create_token, page_url, read_web_info
+
     cfg = app.config.web
     where = app.config_path or "the config file"
     if not cfg.enabled:

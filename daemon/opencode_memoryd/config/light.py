@@ -4,28 +4,32 @@ A command the daemon serves (and the ``mcp`` relay) only needs the state dir, wh
 ``daemon.json`` names the daemon's sockets. The state dir is ``[state] dir`` of the config
 file, else ``$XDG_STATE_HOME/opencode-memoryd``; reading that one key costs a file read
 (and ``tomllib`` only when the file mentions ``dir`` at all), where validating the whole
-config costs the schema library's import.
+config costs the schema library's import. Paths are plain strings (:mod:`pathlib` is not
+imported on this path either).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
+import os
 
-from opencode_memoryd.config.paths import APP_NAME, config_path, expand_home, xdg_state_home
+from opencode_memoryd.config.xdg import config_path, default_state_dir, expand_home
+
+TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 #: Written by a running daemon in its state dir: its pid and sockets.
 DAEMON_INFO_FILE = "daemon.json"
 
 
-def light_state_dir(explicit: Path | None, env: Mapping[str, str]) -> Path | None:
+def light_state_dir(explicit: str | None, env: Mapping[str, str]) -> str | None:
     """The state dir the full config would give, read from the config file alone.
 
     Args:
-        explicit: ``--config PATH``, else the file named by the environment or the XDG
-            default (:func:`~opencode_memoryd.config.paths.config_path`).
+        explicit: ``--config PATH`` (``~`` expanded), else the file named by the
+            environment or the XDG default (:func:`~opencode_memoryd.config.xdg.config_path`).
         env: the environment.
 
     Returns:
@@ -35,7 +39,8 @@ def light_state_dir(explicit: Path | None, env: Mapping[str, str]) -> Path | Non
     """
     path = explicit or config_path(env)
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
     except FileNotFoundError:
         if explicit is not None or env.get("OPENCODE_MEMORYD_CONFIG"):
             return None
@@ -55,13 +60,14 @@ def light_state_dir(explicit: Path | None, env: Mapping[str, str]) -> Path | Non
         if not isinstance(value, str):
             return None
     value = value.strip()
-    return expand_home(value, env) if value else xdg_state_home(env) / APP_NAME
+    return expand_home(value, env) if value else default_state_dir(env)
 
 
-def daemon_info(state_dir: Path) -> dict[str, Any]:
+def daemon_info(state_dir: str) -> dict[str, Any]:
     """``daemon.json`` of the state dir (``{}`` when absent or unreadable)."""
     try:
-        info = json.loads((state_dir / DAEMON_INFO_FILE).read_text())
+        with open(os.path.join(state_dir, DAEMON_INFO_FILE), encoding="utf-8") as f:
+            info = json.loads(f.read())
     except (OSError, ValueError):
         return {}
     return info if isinstance(info, dict) else {}

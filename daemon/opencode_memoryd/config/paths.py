@@ -1,8 +1,9 @@
 """Where things live: the XDG base directories, the config file, the state and store dirs.
 
 Pure: every function reads the environment from its ``env`` mapping (``os.environ`` when
-``None``) and touches no file. Imports nothing beyond the standard library at run time, so a
-thin client can find the config file and the state dir without loading the schema.
+``None``) and touches no file. The rules themselves are in
+:mod:`opencode_memoryd.config.xdg`, on plain strings (what a thin client uses to find the
+state dir without loading the config schema or :mod:`pathlib`); here they give paths.
 
 The XDG rules follow the XDG Base Directory Specification
 (https://specifications.freedesktop.org/basedir-spec/latest/): a relative or empty
@@ -11,10 +12,17 @@ The XDG rules follow the XDG Base Directory Specification
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from opencode_memoryd.config import xdg
+from opencode_memoryd.config.xdg import (
+    APP_NAME,
+    CONFIG_ENV_VAR,
+    effective_env,
+    normalize_dir,
+)
 
 if TYPE_CHECKING:
     from opencode_memoryd.config.schema import Config
@@ -27,6 +35,7 @@ __all__ = [
     "default_config_path",
     "effective_env",
     "expand_home",
+    "normalize_dir",
     "opencode_data_dir",
     "state_dir",
     "store_dir",
@@ -35,61 +44,33 @@ __all__ = [
     "xdg_state_home",
 ]
 
-#: Directory name used under every XDG base directory.
-APP_NAME = "opencode-memoryd"
-#: Environment variable naming the config file (overrides the XDG default).
-CONFIG_ENV_VAR = "OPENCODE_MEMORYD_CONFIG"
-
-
-def effective_env(env: Mapping[str, str] | None) -> Mapping[str, str]:
-    """``env``, or ``os.environ`` when it is ``None``."""
-    return os.environ if env is None else env
-
-
-def _home(env: Mapping[str, str]) -> Path:
-    home = env.get("HOME", "")
-    return Path(home) if home else Path(os.path.expanduser("~"))
-
 
 def expand_home(value: str, env: Mapping[str, str]) -> Path:
     """``value`` as a path, a leading ``~`` or ``~/`` expanded with ``HOME`` from ``env``.
 
     ``~user`` forms are expanded by :func:`os.path.expanduser`; other values are unchanged.
     """
-    if value == "~" or value.startswith("~/"):
-        return _home(env) / value[2:]
-    if value.startswith("~"):
-        return Path(os.path.expanduser(value))
-    return Path(value)
-
-
-def _xdg(env: Mapping[str, str] | None, var: str, fallback: str) -> Path:
-    env = effective_env(env)
-    value = env.get(var, "")
-    # The XDG spec: relative values are invalid and must be ignored, as are empty ones.
-    if value and os.path.isabs(value):
-        return Path(value)
-    return _home(env) / fallback
+    return Path(xdg.expand_home(value, env))
 
 
 def xdg_config_home(env: Mapping[str, str] | None = None) -> Path:
     """``$XDG_CONFIG_HOME``, else ``$HOME/.config`` (empty or relative values are unset)."""
-    return _xdg(env, "XDG_CONFIG_HOME", ".config")
+    return Path(xdg.xdg_home(env, "XDG_CONFIG_HOME", ".config"))
 
 
 def xdg_data_home(env: Mapping[str, str] | None = None) -> Path:
     """``$XDG_DATA_HOME``, else ``$HOME/.local/share`` (empty or relative values are unset)."""
-    return _xdg(env, "XDG_DATA_HOME", ".local/share")
+    return Path(xdg.xdg_home(env, "XDG_DATA_HOME", ".local/share"))
 
 
 def xdg_state_home(env: Mapping[str, str] | None = None) -> Path:
     """``$XDG_STATE_HOME``, else ``$HOME/.local/state`` (empty or relative values are unset)."""
-    return _xdg(env, "XDG_STATE_HOME", ".local/state")
+    return Path(xdg.xdg_home(env, "XDG_STATE_HOME", ".local/state"))
 
 
 def default_config_path(env: Mapping[str, str] | None = None) -> Path:
     """The XDG config file: ``xdg_config_home(env)/opencode-memoryd/config.toml``."""
-    return xdg_config_home(env) / APP_NAME / "config.toml"
+    return Path(xdg.default_config_path(env))
 
 
 def config_path(env: Mapping[str, str] | None = None) -> Path:
@@ -98,9 +79,7 @@ def config_path(env: Mapping[str, str] | None = None) -> Path:
     ``$OPENCODE_MEMORYD_CONFIG`` (``~`` expanded) when set and non-empty, else
     :func:`default_config_path`. ``env`` defaults to ``os.environ``.
     """
-    env = effective_env(env)
-    named = env.get(CONFIG_ENV_VAR, "")
-    return expand_home(named, env) if named else default_config_path(env)
+    return Path(xdg.config_path(env))
 
 
 def state_dir(cfg: Config, env: Mapping[str, str] | None = None) -> Path:
@@ -133,8 +112,3 @@ def opencode_data_dir(cfg: Config, env: Mapping[str, str] | None = None) -> Path
     if cfg.opencode.data_dir:
         return expand_home(cfg.opencode.data_dir, env)
     return xdg_data_home(env) / "opencode"
-
-
-def normalize_dir(directory: str) -> str:
-    """An absolute, normalised folder path (``~`` expanded); the folder need not exist."""
-    return os.path.normpath(os.path.abspath(os.path.expanduser(directory)))

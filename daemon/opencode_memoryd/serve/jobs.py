@@ -17,7 +17,7 @@ from opencode_memoryd.capture.processor import SessionProcessor
 from opencode_memoryd.capture.report import SessionReport
 from opencode_memoryd.debounce import backoff_seconds
 from opencode_memoryd.errors import MemorydError, SourceError
-from opencode_memoryd.models import STORAGE_SESSION_MESSAGE, iso_utc
+from opencode_memoryd.models import STORAGE_SESSION_MESSAGE, Mark, iso_utc
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -130,10 +130,16 @@ class SessionJobs:
             due = [(src, sid) for src, sid, at in waiting if at <= now_ms][:WORK_BATCH]
             # with a backlog (a catch-up), store flushes are spaced further apart
             flush = BACKLOG_FLUSH_SECONDS if len(due) == WORK_BATCH else None
-            for source_id, session_id in due:
+            ends = self._read_ahead(due, group)
+            commits = group.commits
+            for i, (source_id, session_id) in enumerate(due):
                 if self.stop_event.is_set():
                     break  # still queued: the next start resumes it
-                self._run_session(source_id, session_id, group)
+                if group.commits != commits:  # the commit forgot the batch's reads
+                    self._read_ahead(due[i:], group, ends=False)
+                    commits = group.commits
+                self._run_session(source_id, session_id, group, ends.get(source_id),
+                                  now_ms)
                 group.commit_if_due(flush_seconds=flush)
             if due:
                 return None
@@ -159,6 +165,26 @@ class SessionJobs:
         if until_commit is not None:
             wait = min(wait, until_commit)
         return max(0.0, wait)
+
+    def _read_ahead(self, due: list[tuple[str, str]], group: WriteGroup, *,
+                    ends: bool = True) -> dict[str, dict[str, Mark]]:
+        """Read the state (marks, items) of the ``due`` sessions into ``group``'s batch
+        and, with ``ends``, their newest rows in OpenCode's database: a few statements per
+        round instead of a few per session. Returns ``{source_id: {session_id: newest}}``
+        (a source that failed to answer is left out: its sessions look it up)."""
+        by_source: dict[str, list[str]] = {}
+        for source_id, session_id in due:
+            by_source.setdefault(source_id, []).append(session_id)
+        out: dict[str, dict[str, Mark]] = {}
+        for source_id, ids in by_source.items():
+            group.batch.prefetch(source_id, ids)
+            src = self._sources.get(source_id)
+            if ends and src is not None:
+                try:
+                    out[source_id] = src.db.last_messages(ids)
+                except SourceError:
+                    continue
+        return out
 
     def project_lock(self, project_key: str) -> threading.Lock:
         """The lock that keeps work on one project (extraction, dream) serial."""
@@ -190,10 +216,13 @@ class SessionJobs:
                 return (until - now).total_seconds()
         return None
 
-    def _run_session(self, source_id: str, session_id: str, group: WriteGroup
+    def _run_session(self, source_id: str, session_id: str, group: WriteGroup,
+                     ends: dict[str, Mark] | None = None, started_ms: int | None = None
                      ) -> None:
         """Extract one due session; its state writes go to ``group`` (and it is noted
-        there, unless it was rescheduled or held)."""
+        there, unless it was rescheduled or held). ``ends``: the newest rows of the
+        round's sessions of this source, read at ``started_ms`` (the session leaves the
+        queue only when it did not change after that)."""
         batch = group.batch
         src = self._sources.get(source_id)
         if src is None:
@@ -206,6 +235,7 @@ class SessionJobs:
             return
         now = self.clock()
         now_ms = int(now.timestamp() * 1000)
+        done_ms = now_ms if started_ms is None or ends is None else min(started_ms, now_ms)
         try:
             session = src.db.session(session_id)
             if session is None:  # deleted
@@ -213,7 +243,7 @@ class SessionJobs:
                 group.note(source_id, session_id)
                 return
             if src.db.in_flight(session_id, now_ms=now_ms,
-                                abandoned_ms=self.app.limits().abandoned_ms):
+                                abandoned_ms=self.app.limits().abandoned_ms, row=session):
                 self._retry(source_id, session_id, max(self.cfg.quiet_period_seconds, 1.0),
                             "turn in flight")
                 return
@@ -229,7 +259,7 @@ class SessionJobs:
                                     self.app.limits(), clock=self.clock, raise_fatal=False,
                                     user_id=self.app.user_id, summarizer=self.summarizer,
                                     ensure_space=self.app.ensure_space, batch=batch)
-            report = proc.process(session)
+            report = proc.process(session, ends=ends)
         finally:
             lock.release()
         if report.error is None:
@@ -247,7 +277,7 @@ class SessionJobs:
                     source_id, session_id, max(report.summary_due_ms, now_ms + 1000), now_ms,
                     self.cfg.max_wait_seconds, "summary due")
             else:
-                batch.queue_done(source_id, session_id, now_ms)
+                batch.queue_done(source_id, session_id, done_ms)
                 group.note(source_id, session_id)
             if report.turns_read:
                 self.last_extraction[session.project_key] = {

@@ -1,19 +1,29 @@
 """A minimal client of the control socket for one-shot commands: one HTTP/1.1 request per
 connection written by hand over the Unix socket (the daemon closes each connection after
 its answer), so a command the daemon serves imports no HTTP library. Same errors as
-:class:`~opencode_memoryd.serve.control_client.ControlClient`."""
+:class:`~opencode_memoryd.serve.control_client.ControlClient`.
+
+The socket is :mod:`_socket`'s, the C type :class:`socket.socket` extends: the
+:mod:`socket` module's import (its ``IntEnum`` constants, :mod:`selectors`) would cost more
+than the whole exchange."""
 
 from __future__ import annotations
 
+import _socket
 import json
-import socket
-from pathlib import Path
-from typing import Any
 
 from opencode_memoryd.errors import ControlError, DaemonUnreachableError, RemoteError
 
+TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
+if TYPE_CHECKING:
+    from os import PathLike
+    from typing import Any
 
-def _exchange(path: Path, method: str, route: str, body: bytes, timeout: float
+    #: The socket's path.
+    SocketPath = str | PathLike[str]
+
+
+def _exchange(path: SocketPath, method: str, route: str, body: bytes, timeout: float
               ) -> tuple[int, Any]:
     """Send one request; return ``(status, decoded JSON body or None)``.
 
@@ -24,7 +34,8 @@ def _exchange(path: Path, method: str, route: str, body: bytes, timeout: float
     head = (f"{method} /v1/{route} HTTP/1.1\r\nHost: opencode-memoryd\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
             "Connection: close\r\n\r\n").encode()
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+    s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
         s.settimeout(min(5.0, timeout))
         try:
             s.connect(str(path))
@@ -45,6 +56,8 @@ def _exchange(path: Path, method: str, route: str, body: bytes, timeout: float
                 f"the daemon on {path} did not answer /v1/{route} in time") from exc
         except OSError as exc:
             raise ControlError(f"calling /v1/{route} on {path} failed: {exc}") from exc
+    finally:
+        s.close()
     raw = b"".join(chunks)
     top, _, rest = raw.partition(b"\r\n\r\n")
     try:
@@ -58,7 +71,7 @@ def _exchange(path: Path, method: str, route: str, body: bytes, timeout: float
     return status, data
 
 
-def ping(path: Path, timeout: float = 1.0) -> int | None:
+def ping(path: SocketPath, timeout: float = 1.0) -> int | None:
     """The daemon's pid, or ``None`` when no daemon answers within ``timeout`` seconds
     (never raises for that)."""
     try:
@@ -69,7 +82,7 @@ def ping(path: Path, timeout: float = 1.0) -> int | None:
     return pid if isinstance(pid, int) and not isinstance(pid, bool) else None
 
 
-def call(path: Path, route: str, payload: dict[str, Any], *, timeout: float = 600) -> Any:
+def call(path: SocketPath, route: str, payload: dict[str, Any], *, timeout: float = 600) -> Any:
     """Run the daemon's route ``route`` with ``payload``; return its result.
 
     Raises:

@@ -131,16 +131,18 @@ class SessionLookups:
                           "session_id = :sid", {"id": message_id, "sid": session_id})
         return (int(rows[0][0]), message_id) if rows else None
 
-    def in_flight(self, session_id: str, *, now_ms: int, abandoned_ms: int) -> bool:
+    def in_flight(self, session_id: str, *, now_ms: int, abandoned_ms: int,
+                  row: SessionRow | None = None) -> bool:
         """Whether the session (or a sub-agent of it) has an assistant message in flight.
 
         Looks at the newest 20 messages (assistant rows, in ``session_message``) of the
         session and of its child sessions, each in the storage it is read from; a message
         in flight for longer than ``abandoned_ms`` does not count (a crashed OpenCode leaves
         one forever). A 2.x session whose ``time_suspended`` is set (a turn claimed or
-        running) for less than ``abandoned_ms`` is in flight too.
+        running) for less than ``abandoned_ms`` is in flight too. ``row``: the session's
+        row when the caller has just read it (else it is looked up).
         """
-        session = self.session(session_id)
+        session = row if row is not None and row.id == session_id else self.session(session_id)
         if (session is not None and session.time_suspended
                 and now_ms - session.time_suspended < abandoned_ms):
             return True

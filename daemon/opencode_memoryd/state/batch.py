@@ -16,6 +16,7 @@ durable before the memories it covers.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -50,6 +51,11 @@ class StateBatch:
         # read-through copies of what the state file held when first asked (until commit)
         self._stored_marks: dict[tuple[str, str], tuple[Mark | None, int | None]] = {}
         self._stored_items: dict[str, Item] = {}
+        # read ahead by :meth:`prefetch`: marks, and each session's stored items; valid
+        # while the state file saw no write transaction since (_ahead_at)
+        self._ahead_marks: dict[tuple[str, str], tuple[Mark | None, int | None]] = {}
+        self._known: dict[tuple[str, str], list[Item]] = {}
+        self._ahead_at = -1
 
     def __len__(self) -> int:
         """Writes waiting for :meth:`commit`."""
@@ -61,10 +67,56 @@ class StateBatch:
     # writes never move a mark back whatever was read. An outbox row found is kept too; one
     # not found is looked up again (it may be recorded durably, outside the batch).
 
+    def prefetch(self, source_id: str, session_ids: Sequence[str]) -> None:
+        """Read the marks and outbox items of many sessions at once
+        (:meth:`StateDB.sessions_state`), so that working them asks the state file nothing
+        more until the commit.
+
+        What was read ahead is used only while the state file saw no write transaction
+        since (:attr:`StateDB.write_count`): a session another thread worked meanwhile
+        (a ``maintain`` asked of the daemon) is looked up again.
+        """
+        if self._ahead_at != self.state.write_count:
+            self._forget_ahead()
+        want = [sid for sid in session_ids if (source_id, sid) not in self._known]
+        if not want:
+            return
+        at = self.state.write_count
+        marks, items = self.state.sessions_state(source_id, want)
+        if not self._known:
+            self._ahead_at = at
+        elif at != self._ahead_at:  # a write came between the two reads: start over
+            self._forget_ahead()
+            self._ahead_at = at
+        for sid in want:
+            key = (source_id, sid)
+            self._known[key] = []
+            self._ahead_marks[key] = marks.get(sid, (None, None))
+        for item in items:
+            self._known[(item.source_id, item.session_id)].append(item)
+
+    def _forget_ahead(self) -> None:
+        self._ahead_marks.clear()
+        self._known.clear()
+        self._ahead_at = -1
+
+    def _ahead(self, key: tuple[str, str]) -> list[Item] | None:
+        """The session's stored items as read ahead, when that read is still true
+        (nothing was written to the state file since); else ``None``."""
+        if not self._known:
+            return None
+        if self._ahead_at != self.state.write_count:  # e.g. another thread's maintain
+            self._forget_ahead()
+            return None
+        return self._known.get(key)
+
     def _stored_mark(self, key: tuple[str, str]) -> tuple[Mark | None, int | None]:
         got = self._stored_marks.get(key)
         if got is None:
-            got = self._stored_marks[key] = self.state.get_mark_row(*key)
+            if self._ahead(key) is not None:
+                got = self._stored_marks[key] = self._ahead_marks[key]
+            else:
+                got = self._stored_marks[key] = self.state.get_mark_row(*key)
         return got
 
     def get_mark(self, source_id: str, session_id: str) -> Mark | None:
@@ -82,10 +134,16 @@ class StateBatch:
             return self._rowids[key]
         return self._stored_mark(key)[1]
 
-    def get_item(self, item_id: str) -> Item | None:
-        """An outbox row as it will be once committed."""
+    def get_item(self, item_id: str, session: tuple[str, str] | None = None
+                 ) -> Item | None:
+        """An outbox row as it will be once committed; ``session``: its ``(source id,
+        session id)``, when known (a session read by :meth:`prefetch` is not asked
+        again)."""
         got = self._items.get(item_id) or self._stored_items.get(item_id)
-        if got is None:
+        ahead = self._ahead(session) if got is None and session is not None else None
+        if ahead is not None:
+            got = next((i for i in ahead if i.id == item_id), None)
+        elif got is None:
             got = self.state.get_item(item_id)
             if got is not None:
                 self._stored_items[item_id] = got
@@ -93,7 +151,11 @@ class StateBatch:
 
     def pending_items(self, source_id: str, session_id: str) -> list[Item]:
         """The session's items recorded but not stored, as they will be once committed."""
-        out = {i.id: i for i in self.state.pending_items(source_id, session_id)}
+        known = self._ahead((source_id, session_id))
+        if known is not None:
+            out = {i.id: i for i in known if i.status == "extracted"}
+        else:
+            out = {i.id: i for i in self.state.pending_items(source_id, session_id)}
         for item in self._items.values():
             if item.source_id == source_id and item.session_id == session_id:
                 if item.status == "extracted":
@@ -171,4 +233,5 @@ class StateBatch:
         self._items.clear()
         self._stored_marks.clear()
         self._stored_items.clear()
+        self._forget_ahead()
         return n

@@ -23,15 +23,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from opencode_memoryd.models import Mark
 from opencode_memoryd.state.apply import apply_ops
 from opencode_memoryd.state.failures import FailureTables
-from opencode_memoryd.state.items import OutboxTables
+from opencode_memoryd.state.items import Item, OutboxTables, item_from_row
 from opencode_memoryd.state.llm import LlmModeTable
 from opencode_memoryd.state.queue import QueueTable
 from opencode_memoryd.state.replies import ReplyTable
 from opencode_memoryd.state.runs import RunTables
 
 __all__ = ["BatchOp", "StateDB"]
+
+#: Sessions per statement of :meth:`StateDB.sessions_state` (SQLite's parameter limit).
+_IDS_PER_QUERY = 500
 
 #: One deferred write of a :class:`~opencode_memoryd.state.batch.StateBatch`: its kind
 #: (``mark``, ``replace_mark``, ``record``, ``complete``, ``queue_done``) and the arguments
@@ -67,3 +71,32 @@ class StateDB(OutboxTables, QueueTable, RunTables, FailureTables, LlmModeTable, 
         """
         with self._tx(durable=False) as c:
             apply_ops(c, ops)
+
+    def sessions_state(self, source_id: str, session_ids: Sequence[str]
+                       ) -> tuple[dict[str, tuple[Mark, int | None]], list[Item]]:
+        """The marks and outbox items of many sessions of one source, in one read
+        transaction (two statements per 500 sessions).
+
+        Returns:
+            ``({session_id: (mark, max_rowid)}`` for the sessions that have a mark,
+            ``[every item of those sessions, any status]``).
+        """
+        marks: dict[str, tuple[Mark, int | None]] = {}
+        items: list[Item] = []
+        ids = list(dict.fromkeys(session_ids))
+        with self._read() as c:
+            for start in range(0, len(ids), _IDS_PER_QUERY):
+                part = ids[start:start + _IDS_PER_QUERY]
+                params: dict[str, Any] = {f"i{k}": v for k, v in enumerate(part)}
+                params["s"] = source_id
+                names = ", ".join(f":i{k}" for k in range(len(part)))
+                for r in c.exec_driver_sql(
+                        "SELECT session_id, storage, time_created, message_id, max_rowid "
+                        f"FROM marks WHERE source_id=:s AND session_id IN ({names})",
+                        params).fetchall():
+                    marks[str(r[0])] = (Mark(str(r[1]), (int(r[2]), str(r[3]))),
+                                        None if r[4] is None else int(r[4]))
+                items += [item_from_row(r) for r in c.exec_driver_sql(
+                    f"SELECT * FROM items WHERE source_id=:s AND session_id IN ({names})",
+                    params).mappings().all()]
+        return marks, items

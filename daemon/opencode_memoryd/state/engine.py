@@ -189,6 +189,11 @@ class StateFile:
             opencode-memoryd wrote it.
     """
 
+    #: Write transactions that may have changed marks or outbox items, ended through this
+    #: object (any thread): what was read of them before is still true while it has not
+    #: changed (the process owns the state file).
+    write_count = 0
+
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         try:
@@ -226,7 +231,7 @@ class StateFile:
         self._engine.dispose()
 
     @contextmanager
-    def _tx(self, *, durable: bool = True) -> Iterator[Connection]:
+    def _tx(self, *, durable: bool = True, outbox: bool = True) -> Iterator[Connection]:
         """One write transaction (``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on error)
         on one pooled connection.
 
@@ -238,6 +243,8 @@ class StateFile:
         Args:
             durable: ``True``: ``synchronous=FULL``, the commit survives power loss;
                 ``False``: ``synchronous=NORMAL``, no fsync (see the module docstring).
+            outbox: whether it may write marks or outbox items (counted in
+                :attr:`write_count`; the queue's own writes are not).
 
         Raises:
             DiskFullError: SQLite reported ``SQLITE_FULL`` (nothing was written).
@@ -261,6 +268,9 @@ class StateFile:
                         if driver.in_transaction:
                             driver.execute("ROLLBACK")
                         raise
+                    finally:
+                        if outbox:
+                            self.write_count += 1
                 finally:
                     if not durable:  # the pooled connection goes back durable
                         driver.execute("PRAGMA synchronous=FULL")

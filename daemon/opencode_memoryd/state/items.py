@@ -210,14 +210,14 @@ class OutboxTables(StateFile):
         with self._read() as c:
             rows = c.exec_driver_sql(sql + " ORDER BY last_time, last_id",
                                      params).mappings().all()
-        return [_item(r) for r in rows]
+        return [item_from_row(r) for r in rows]
 
     def get_item(self, item_id: str) -> Item | None:
         """One outbox row by id."""
         with self._read() as c:
             row = c.exec_driver_sql("SELECT * FROM items WHERE id=:id",
                             {"id": item_id}).mappings().fetchone()
-        return _item(row) if row else None
+        return item_from_row(row) if row else None
 
     def last_item(self) -> dict[str, Any] | None:
         """The newest outbox row (by ``updated_at``), for ``doctor``, or ``None``.
@@ -231,7 +231,7 @@ class OutboxTables(StateFile):
                                  "LIMIT 1").mappings().fetchone()
         if row is None:
             return None
-        item = _item(row)
+        item = item_from_row(row)
         return {"session_id": item.session_id, "project_root": item.project_root,
                 "status": item.status, "extractor": item.extractor, "model": item.model,
                 "memories": len(item.result.get("candidates") or []),
@@ -357,7 +357,8 @@ def drop_failing_params(item: Item) -> dict[str, Any]:
             "lt": item.last[0], "li": item.last[1]}
 
 
-def _item(r: RowMapping) -> Item:
+def item_from_row(r: RowMapping) -> Item:
+    """The :class:`Item` of an ``items`` row (read as a mapping)."""
     return Item(
         id=r["id"], source_id=r["source_id"], session_id=r["session_id"],
         first=(int(r["first_time"]), r["first_id"]), last=(int(r["last_time"]), r["last_id"]),

@@ -53,7 +53,7 @@ class QueueTable(StateFile):
                                          max_wait_seconds=max_wait_seconds)
             rows.append({"s": source_id, "sid": sid, "n": at, "d": due, "q": quiet_ms,
                          "w": wait_ms})
-        with self._tx(durable=False) as c:
+        with self._tx(durable=False, outbox=False) as c:
             c.exec_driver_sql("""INSERT INTO queue (source_id, session_id, first_change_ms,
                                 last_change_ms, due_ms) VALUES (:s, :sid, :n, :n, :d)
                               ON CONFLICT (source_id, session_id) DO UPDATE SET
@@ -63,7 +63,7 @@ class QueueTable(StateFile):
 
     def queue_reschedule(self, source_id: str, session_id: str, due_ms: int, note: str) -> None:
         """Move a queued session's due time (a wait, not a failure); a light commit."""
-        with self._tx(durable=False) as c:
+        with self._tx(durable=False, outbox=False) as c:
             c.exec_driver_sql("UPDATE queue SET due_ms=:d, last_error=:e "
                       "WHERE source_id=:s AND session_id=:sid",
                       {"s": source_id, "sid": session_id, "d": due_ms, "e": note[:500] or None})
@@ -83,7 +83,7 @@ class QueueTable(StateFile):
             The session's due time now (ms): ``due_ms``, or the sooner one it kept.
         """
         first = due_ms - int(max_wait_seconds * 1000)
-        with self._tx(durable=False) as c:
+        with self._tx(durable=False, outbox=False) as c:
             c.exec_driver_sql("""INSERT INTO queue (source_id, session_id, first_change_ms,
                            last_change_ms, due_ms, last_error)
                          VALUES (:s, :sid, :f, :l, :d, :e)
@@ -102,7 +102,7 @@ class QueueTable(StateFile):
 
     def queue_failed(self, source_id: str, session_id: str, error: str) -> int:
         """Count a failed attempt of a queued session; return its attempt count."""
-        with self._tx(durable=False) as c:
+        with self._tx(durable=False, outbox=False) as c:
             c.exec_driver_sql("UPDATE queue SET attempts=attempts+1, last_error=:e "
                       "WHERE source_id=:s AND session_id=:sid",
                       {"s": source_id, "sid": session_id, "e": error[:500]})
@@ -113,7 +113,7 @@ class QueueTable(StateFile):
     def queue_done(self, source_id: str, session_id: str, started_ms: int) -> None:
         """Remove a session from the queue unless it changed again after ``started_ms``;
         a light commit."""
-        with self._tx(durable=False) as c:
+        with self._tx(durable=False, outbox=False) as c:
             self._queue_done(c, source_id, session_id, started_ms)
 
     @staticmethod

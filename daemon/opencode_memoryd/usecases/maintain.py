@@ -15,7 +15,7 @@ from opencode_memoryd.capture.notes import Summarizer
 from opencode_memoryd.capture.processor import Extractor, SessionProcessor
 from opencode_memoryd.capture.report import SessionReport
 from opencode_memoryd.capture.retry import retry_given_up
-from opencode_memoryd.models import iso_utc
+from opencode_memoryd.models import Mark, iso_utc
 from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
@@ -26,6 +26,10 @@ log = structlog.get_logger(__name__)
 #: How long (s) ``maintain`` gathers the writes of sessions before committing them (a crash
 #: loses at most this much progress: those turns are read again).
 MAINTAIN_GROUP_SECONDS = 2.0
+
+#: Sessions whose reads are made at once (one statement each for their newest rows, their
+#: marks and their items).
+PREFETCH_SESSIONS = 256
 
 #: Wraps the session list of one database (a progress bar on a terminal).
 Progress = Callable[[list[SessionRow]], Iterable[SessionRow]]
@@ -101,15 +105,40 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
                                             ensure_space=app.ensure_space, batch=group.batch)
                     if retry_failed:
                         retried.extend(_retry(proc, state, sessions, lock_for))
-                    for s in (progress(sessions) if progress else sessions):
+                    ahead = _Ahead(proc, group, [s.id for s in sessions])
+                    for i, s in enumerate(progress(sessions) if progress else sessions):
+                        ends = ahead.ends(i)
                         with lock_for(s.project_key):
-                            reports.append(proc.process(s))
+                            reports.append(proc.process(s, ends=ends))
                         group.commit_if_due()
     finally:
         summary = _summary(run_id, mode, dbs, reports, retried)
         state.end_run(run_id, summary["totals"], iso_utc(app.clock()))
     log.info("maintain_finished", run_id=run_id, **summary["totals"])
     return summary
+
+
+class _Ahead:
+    """Reads for the next :data:`PREFETCH_SESSIONS` sessions at once: their newest rows in
+    OpenCode's database, their marks and items in the state file (read again after a group
+    commit, which forgets what the batch held)."""
+
+    def __init__(self, proc: SessionProcessor, group: WriteGroup, ids: list[str]) -> None:
+        self.proc, self.group, self.ids = proc, group, ids
+        self._until, self._commits = 0, -1
+        self._ends: dict[str, Mark] = {}
+
+    def ends(self, i: int) -> dict[str, Mark]:
+        """The newest rows, by session id, read at most :data:`PREFETCH_SESSIONS` sessions
+        ago; call with the index of each session in turn."""
+        if i >= self._until:
+            self._ends = self.proc.source.last_messages(self.ids[i:i + PREFETCH_SESSIONS])
+            self._until = i + PREFETCH_SESSIONS
+            self._commits = -1
+        if self._commits != self.group.commits:
+            self.proc.prefetch(self.ids[i:self._until])
+            self._commits = self.group.commits
+        return self._ends
 
 
 def _retry(proc: SessionProcessor, state: StateDB, sessions: list[SessionRow],

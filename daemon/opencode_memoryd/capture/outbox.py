@@ -1,0 +1,34 @@
+"""The outbox item of a chunk: its id, and the recorded form of its candidates."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from opencode_memoryd.extract.sections import section_for, valid_section
+from opencode_memoryd.models import STORAGE_MESSAGE, MemoryCandidate
+from opencode_memoryd.redaction.engine import scrub
+from opencode_memoryd.source.transcript import Chunk
+
+#: Bumped when the transcript or prompt format changes, so old cached items are not reused.
+ITEM_FORMAT = "1"
+
+
+def item_id_of(source_id: str, session_id: str, chunk: Chunk, storage: str) -> str:
+    """The outbox id of a chunk: its positions in ``message``; in ``session_message`` its
+    first and last row ids only (``seq`` values change when OpenCode re-projects rows)."""
+    if storage == STORAGE_MESSAGE:
+        key = f"{ITEM_FORMAT}|{source_id}|{session_id}|{chunk.first}|{chunk.last}"
+    else:
+        key = (f"{ITEM_FORMAT}|{source_id}|{session_id}|{storage}|{chunk.first[1]}|"
+               f"{chunk.last[1]}")
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def recorded_candidate(c: MemoryCandidate) -> dict[str, Any]:
+    """The recorded form of a candidate: redacted, with the extractor's section or the
+    rules' choice (so both extractors' memories get one)."""
+    content = scrub(c.content).text
+    return {"content": content, "type": c.type, "scope": c.scope,
+            "message_ids": list(c.message_ids), "source": c.source,
+            "section": valid_section(c.section) or section_for(c.type, c.scope, content)}
