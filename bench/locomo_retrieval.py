@@ -1,5 +1,7 @@
 """LoCoMo turn retrieval through the project's own store code (EdgeStore, BM25 only).
 
+BM25 + dense (hybrid) retrieval and the fusion tuning: ``bench/locomo_hybrid.py``.
+
 Recall: every turn of the 10 LoCoMo conversations is one point, tagged with its
 conversation as ``project_id``; each non-adversarial question (category != 5) is searched
 within its conversation (project filter) and counts as a hit at k when one of its evidence

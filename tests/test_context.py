@@ -178,6 +178,12 @@ def test_a_new_folder_of_a_known_project_is_found_by_its_opencode_project_id(
     assert "pnpm" not in str(context(cfg, "--project", "global")["text"])
 
 
+def _idle(cfg: Path) -> bool:
+    """Whether the running daemon has caught up and has no session queued."""
+    daemon = cli_json("--config", str(cfg), "status", "--json")["daemon"]
+    return bool(daemon and not daemon.get("catching_up") and not daemon.get("pending_count"))
+
+
 @pytest.mark.slow
 def test_the_daemon_serves_the_block_on_get(cfg: Path, isolated_env: dict[str, str]) -> None:
     seed(cfg, isolated_env, SEED)
@@ -185,6 +191,9 @@ def test_the_daemon_serves_the_block_on_get(cfg: Path, isolated_env: dict[str, s
     try:
         info = state_dir(load_config(cfg, isolated_env), isolated_env) / DAEMON_INFO_FILE
         assert wait_until(info.exists, timeout=60)
+        # its first pass over the fixture stores memories: asked before it ends, the block
+        # would change between the two requests (as it should after a store write)
+        assert wait_until(lambda: _idle(cfg), timeout=60)
         sock = json.loads(info.read_text())["socket"]
         query = urlencode({"directory": ACME, "session": MAIN, "project": ACME_KEY,
                            "worktree": ACME, "query": ""})

@@ -18,7 +18,7 @@ from opencode_memoryd.errors import ConfigError, MemorydError, StoreError
 from opencode_memoryd.usecases.service import Service, open_local
 from opencode_memoryd.web.api import error_response
 from opencode_memoryd.web.app import build_app
-from opencode_memoryd.web.token import TOKEN_FILE, csrf_token, load_or_create_token
+from opencode_memoryd.web.token import TOKEN_FILE, csrf_token, load_or_create_token, page_url
 from web_seed import FACTS, seed
 
 KEY = {p["worktree"]: p["project_id"] for p in MANIFEST["projects"]}[ACME]
@@ -205,6 +205,30 @@ def test_errors_400_404_409(client: TestClient, ids: dict[str, str]) -> None:
                                          json={"content": "new words here"}), 409)
 
 
+@pytest.mark.parametrize("fields", [{"directory": 5}, {"directory": ["/tmp"]},
+                                    {"directory": "relative/folder"}, {"project": 5},
+                                    {"scope": {}}, {"scope": ["user"]}, {"type": 7}])
+def test_create_with_a_field_of_the_wrong_kind_is_a_400(client: TestClient,
+                                                        fields: dict[str, Any]) -> None:
+    before = data(client.get("/api/stats"))["memories"]["active"]
+    err(client.post("/api/memories", json={"content": "The CI runs on Fridays.", **fields}),
+        400)
+    assert data(client.get("/api/stats"))["memories"]["active"] == before
+
+
+def test_an_oversized_body_is_refused_whatever_its_declared_length(
+        client: TestClient, ids: dict[str, str]) -> None:
+    big = b'{"content": "' + b"a" * 70_000 + b'"}'
+    assert "over" in err(client.post("/api/memories", content=big), 400)
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: chunked
+        yield big[:40_000]
+        yield big[40_000:]
+
+    assert "over" in err(client.patch(f"/api/memories/{ids['fact1']}", content=chunks()), 400)
+    assert data(client.get(f"/api/memories/{ids['fact1']}"))["memory"]["content"] == FACTS[1]
+
+
 def test_500_says_what_failed_or_only_that_the_log_has_it() -> None:
     resp = error_response(StoreError("the store is gone"))
     assert resp.status_code == 500 and b'"the store is gone"' in resp.body
@@ -234,7 +258,9 @@ def test_no_token_or_a_wrong_one_is_401(service: Service, ids: dict[str, str]) -
 
 
 @pytest.mark.parametrize("host", ["evil.example", "127.0.0.1.evil.example:4747",
-                                  "192.168.1.5:4747", "localhost.:4747", ""])
+                                  "192.168.1.5:4747", "localhost.:4747", "", "127.1:4747",
+                                  "0x7f000001:4747", "2130706433", "[::ffff:127.0.0.1]",
+                                  "127.0.0.1:http", "[::1]x"])
 def test_a_host_that_is_not_loopback_is_refused(service: Service, host: str) -> None:
     c = TestClient(build_app(service, TOKEN), base_url=BASE)
     headers = {"Authorization": f"Bearer {TOKEN}", "Host": host}
@@ -243,7 +269,8 @@ def test_a_host_that_is_not_loopback_is_refused(service: Service, host: str) -> 
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1:4747", "localhost:4747", "[::1]:4747",
-                                  "localhost"])
+                                  "localhost", "127.0.0.2:4747",
+                                  "[0:0:0:0:0:0:0:1]:4747"])
 def test_loopback_hosts_pass(service: Service, ids: dict[str, str], host: str) -> None:
     c = TestClient(build_app(service, TOKEN), base_url=BASE)
     data(c.get("/api/stats", headers={"Authorization": f"Bearer {TOKEN}", "Host": host}))
@@ -272,24 +299,27 @@ def test_state_changes_need_csrf_and_the_same_origin(service: Service,
         "status"] == "forgotten"
 
 
-def test_cookie_login_then_csrf(service: Service, ids: dict[str, str]) -> None:
+def test_no_cookie_carries_the_token(service: Service, ids: dict[str, str]) -> None:
+    """A browser sends a host's cookies to every port of it (cookies know no ports): a
+    cookie holding the token would reach any other server on 127.0.0.1, another user's
+    too. The page keeps the token in its tab (sessionStorage) and sends it as a bearer."""
     c = TestClient(build_app(service, TOKEN), base_url=BASE)
     resp = c.post("/api/session", headers={"Authorization": f"Bearer {TOKEN}",
                                            "Origin": BASE})
     got = data(resp)
     assert got["csrf_token"] == csrf_token(TOKEN)
-    cookie = resp.headers["set-cookie"].lower()
-    assert "httponly" in cookie and "samesite=strict" in cookie and "path=/" in cookie
-    # the cookie alone reads ...
-    assert data(c.get("/api/session"))["csrf_token"] == got["csrf_token"]
-    target = f"/api/memories/{ids['fact2']}"
-    # ... but changes nothing without the CSRF token
-    err(c.delete(target), 403)
-    assert data(c.delete(target, headers={"X-CSRF-Token": got["csrf_token"]}))[
-        "status"] == "forgotten"
-    # a login without the bearer token is a POST like any other: it needs the CSRF token
-    anon = TestClient(build_app(service, TOKEN), base_url=BASE)
-    err(anon.post("/api/session"), 401)
+    assert "set-cookie" not in resp.headers and not c.cookies
+    # a cookie with the token (an older page's) is no credential
+    crumbs = TestClient(build_app(service, TOKEN), base_url=BASE,
+                        cookies={"memoryd_token": TOKEN})
+    err(crumbs.get("/api/session"), 401)
+    err(crumbs.delete(f"/api/memories/{ids['fact2']}",
+                      headers={"X-CSRF-Token": csrf_token(TOKEN)}), 401)
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    assert data(c.get(f"/api/memories/{ids['fact2']}", headers=auth))["memory"][
+        "status"] == "active"
+    # a login without a token or a code is refused
+    err(c.post("/api/session"), 401)
 
 
 def test_no_cors(client: TestClient) -> None:
@@ -319,6 +349,22 @@ def test_a_non_loopback_bind_is_a_config_error(tmp_path: Path, host: str) -> Non
     cfg.write_text(f'[web]\nenabled = true\nhost = "{host}"\n')
     with pytest.raises(ConfigError, match=r"web\.host"):
         load_config(cfg, None)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.2", "0:0:0:0:0:0:0:1"])
+def test_every_loopback_address_the_config_accepts_serves_the_page(
+        tmp_path: Path, service: Service, ids: dict[str, str], host: str) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[web]\nenabled = true\nhost = "{host}"\n')
+    web = load_config(cfg, None).web
+    base = page_url(web.host, web.port).rstrip("/")
+    c = TestClient(build_app(service, TOKEN), base_url=base)
+    page = c.post("/api/session", headers={"Authorization": f"Bearer {TOKEN}",
+                                           "Origin": base})
+    csrf = data(page)["csrf_token"]
+    assert data(c.delete(f"/api/memories/{ids['fact0']}",
+                         headers={"Authorization": f"Bearer {TOKEN}", "X-CSRF-Token": csrf,
+                                  "Origin": base}))["status"] == "forgotten"
 
 
 def test_loopback_binds_and_defaults(tmp_path: Path) -> None:

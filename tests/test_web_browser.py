@@ -3,7 +3,8 @@ Playwright with the system executable) against a real daemon on a sandbox store.
 
 Search finds a memory; editing it in the page changes what ``opencode-memoryd search``
 returns; forgetting hides it; the journal shows a dream, and its undo (confirmed in the
-browser's dialog) restores the memories. Screenshots of the main views are saved under
+browser's dialog) restores the memories; the one-time code `web` opens the browser with
+logs a fresh browser in once. Screenshots of the main views are saved under
 ``tests/artifacts/web/`` (or ``$TEST_ARTIFACTS_DIR/web``).
 """
 
@@ -94,7 +95,8 @@ def shot(page: Any, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
-def test_search_edit_forget_and_undo_a_dream_in_chromium(daemon: dict[str, Any]) -> None:
+def test_search_edit_forget_and_undo_a_dream_in_chromium(
+        daemon: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     sync_playwright = _browser_or_skip()
     cfg, ids = daemon["cfg"], daemon["ids"]
     code, out = cli("--config", str(cfg), "web", "--print")
@@ -184,6 +186,20 @@ def test_search_edit_forget_and_undo_a_dream_in_chromium(daemon: dict[str, Any])
             listed = {m["id"] for m in run_json(cfg, "list")}
             assert {ids["dup1"], ids["dup2"]} <= listed
             assert errors == []
+
+            # `web` opens the browser with a one-time code: the page logs in with it once
+            opened: list[str] = []
+            monkeypatch.setattr("webbrowser.open", lambda u: opened.append(u) or True)
+            assert cli("--config", str(cfg), "web")[0] == 0
+            assert "#code=" in opened[0]
+            fresh = browser.new_context().new_page()
+            fresh.goto(opened[0])
+            fresh.wait_for_selector("body[data-ready='true']")
+            assert "#code" not in fresh.url
+            fresh.wait_for_selector("#memory-rows tr[data-id]")
+            again = browser.new_context().new_page()
+            again.goto(opened[0])
+            again.wait_for_selector("#login:not([hidden])")
         finally:
             browser.close()
     for name in ("memories", "search", "detail", "journal"):

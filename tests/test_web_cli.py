@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from conftest import ACME, cli, cli_json, write_config
 from opencode_memoryd.compose import App
 from opencode_memoryd.config.loader import load_config
 from opencode_memoryd.usecases.service import open_local
+from opencode_memoryd.web import token as token_mod
 from opencode_memoryd.web.server import WebServer, start_web
 from opencode_memoryd.web.token import TOKEN_FILE, WEB_INFO_FILE, csrf_token
 
@@ -58,8 +60,8 @@ def test_web_command_when_off_or_not_served(tmp_path: Path,
     assert "no daemon serves the web page" in capsys.readouterr().err
 
 
-def test_the_server_serves_on_a_loopback_port_and_stops(tmp_path: Path,
-                                                        isolated_env: dict[str, str]) -> None:
+def test_the_server_serves_on_a_loopback_port_and_stops(
+        tmp_path: Path, isolated_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = write_config(tmp_path / "c.toml", '[extraction]\nmode = "rules"\n'
                        "[web]\nenabled = true\nport = 0\n")
     app = App(config=load_config(cfg, None), env=dict(isolated_env))
@@ -84,6 +86,35 @@ def test_the_server_serves_on_a_loopback_port_and_stops(tmp_path: Path,
             # the page's address, as `web --print` gives it
             code, out = _run(cfg, "web", "--print")
             assert code == 0 and out.strip() == f"{base}/#token={token}"
+            # `web` opens the browser with a one-time code, never the token (a browser's
+            # command line is readable by every user of the machine)
+            opened: list[str] = []
+            monkeypatch.setattr("webbrowser.open", lambda url: opened.append(url) or True)
+            code, out = _run(cfg, "web")
+            assert code == 0 and out.strip() == f"{base}/#token={token}"
+            assert len(opened) == 1 and opened[0].startswith(f"{base}/#code=")
+            assert token not in opened[0]
+            login_code = opened[0].split("#code=")[1]
+            with httpx.Client(base_url=base) as browser:
+                first = browser.post("/api/session", headers={"X-Login-Code": login_code,
+                                                              "Origin": base})
+                assert first.status_code == 200, first.text
+                got = first.json()["data"]
+                assert got["csrf_token"] == csrf_token(token) and got["token"] == token
+                assert "set-cookie" not in first.headers
+            # each code is good once, for two minutes, same-origin only
+            again = httpx.post(base + "/api/session", headers={"X-Login-Code": login_code})
+            assert again.status_code == 401
+            stale = token_mod.login_code(token, time.time() - 300)
+            assert httpx.post(base + "/api/session",
+                              headers={"X-Login-Code": stale}).status_code == 401
+            fresh = token_mod.login_code(token, time.time())
+            assert httpx.post(base + "/api/session", headers={
+                "X-Login-Code": fresh, "Origin": "http://evil.example"}).status_code == 403
+            assert httpx.post(base + "/api/session", headers={
+                "X-Login-Code": "1" + fresh}).status_code == 401
+            assert httpx.get(base + "/api/stats",  # a code is no token
+                             headers={"X-Login-Code": fresh}).status_code == 401
         finally:
             web.stop()
         assert not (app.state_dir / WEB_INFO_FILE).exists()

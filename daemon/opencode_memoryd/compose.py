@@ -143,7 +143,7 @@ class App:
                                   timeout_seconds=e.timeout_seconds)
         from opencode_memoryd.store.embedders import FastEmbedEmbedder
 
-        return FastEmbedEmbedder(model=e.model or None)
+        return FastEmbedEmbedder(model=e.model or None, batch_size=e.batch_size)
 
     def open_store(self) -> MemoryStore:
         """Open the memory store: Qdrant Edge on disk, or a Qdrant server by URL."""

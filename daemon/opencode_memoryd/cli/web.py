@@ -18,9 +18,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``web`` to the CLI."""
     w = sub.add_parser("web", help=COMMANDS["web"],
                        description="Open the page the daemon serves on 127.0.0.1 when "
-                                   "[web] enabled = true, with the access token in the "
-                                   "address (the token file is web-token in the state "
-                                   "dir). Prints the address too.")
+                                   "[web] enabled = true. Prints the address with the "
+                                   "access token (the token file is web-token in the state "
+                                   "dir); the browser gets a one-time login code instead, "
+                                   "good for two minutes.")
     w.add_argument("--print", dest="print_only", action="store_true",
                    help="only print the address, do not start a browser")
     w.set_defaults(handler=cmd_web)
@@ -39,11 +40,18 @@ def _alive(pid: object) -> bool:
 
 
 def cmd_web(app: App, args: argparse.Namespace) -> int:
-    """``web [--print]``: print the page's address with the token and open it; exit 1
+    """``web [--print]``: print the page's address with the token, and open the page in a
+    browser with a one-time login code (good for two minutes) instead of the token; exit 1
     when the page is off or no daemon serves it."""
+    import time
     import webbrowser
 
-    from opencode_memoryd.web.token import load_or_create_token, page_url, read_web_info
+    from opencode_memoryd.web.token import (
+        load_or_create_token,
+        login_code,
+        page_url,
+        read_web_info,
+    )
 
     cfg = app.config.web
     where = app.config_path or "the config file"
@@ -57,9 +65,13 @@ def cmd_web(app: App, args: argparse.Namespace) -> int:
               f"run`, or its service); it will listen on {page_url(cfg.host, cfg.port)}",
               file=sys.stderr)
         return EXIT_FAILURE
-    url = page_url(str(info["host"]), int(info["port"]), load_or_create_token(app.state_dir))
-    print(url)
-    if not args.print_only and not webbrowser.open(url):
+    host, port = str(info["host"]), int(info["port"])
+    token = load_or_create_token(app.state_dir)
+    print(page_url(host, port, token))
+    # the browser gets a one-time code, not the token: its command line is readable by
+    # every user of this machine, and the page's port too
+    if not args.print_only and not webbrowser.open(
+            page_url(host, port, code=login_code(token, time.time()))):
         print("opencode-memoryd: no browser could be started; open the address above",
               file=sys.stderr)
     return EXIT_OK

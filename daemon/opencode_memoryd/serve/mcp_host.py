@@ -156,9 +156,11 @@ class MCPHost:
 
         with self._lock:
             self._open.add(conn)
+        files: list[io.IOBase] = []
         try:
             conn.settimeout(HELLO_SECONDS)
             reader = conn.makefile("rb")
+            files.append(reader)
             hello = json.loads(reader.readline(MAX_HELLO_BYTES))
             cwd = hello.get("cwd") if isinstance(hello, dict) else None
             if not isinstance(cwd, str) or not os.path.isabs(cwd):
@@ -167,6 +169,7 @@ class MCPHost:
             conn.settimeout(None)
             text_in = io.TextIOWrapper(reader, encoding="utf-8", errors="replace")
             text_out = io.TextIOWrapper(conn.makefile("wb"), encoding="utf-8")
+            files += [text_in, text_out]
             serve(self._call, cwd, (text_in, text_out))
         except (OSError, ValueError) as exc:
             log.info("mcp.session_ended", error=str(exc))
@@ -175,6 +178,14 @@ class MCPHost:
         finally:
             with self._lock:
                 self._open.discard(conn)
+            # The relay waits for this end to close. A session ended with a call in flight
+            # leaves references to its files behind (until the garbage collector runs), and
+            # the socket stays open as long as one of its files does: shut it down first.
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            for f in reversed(files):
+                with contextlib.suppress(OSError, ValueError):
+                    f.close()
             conn.close()
 
 

@@ -16,6 +16,11 @@ daemon that starts later, or restarts, is used from the next tool call on: the r
 connects and replays the client's ``initialize`` (its answer is dropped). A daemon that
 accepts but does not answer within :data:`ANSWER_SECONDS` (stopped, stuck) is reported as
 such in seconds.
+
+Daemon or not, the relay answers a line that is no JSON-RPC request itself (-32700 "Parse
+error" for what is not JSON, -32600 "Invalid Request" for JSON that is not an object, a
+batch included; -32602 "Invalid params" for a request whose ``params`` is not an object):
+the SDK's server would drop such a line without an answer, and the client would wait.
 """
 
 from __future__ import annotations
@@ -47,6 +52,12 @@ ANSWER_SECONDS = 3.0
 PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 LATEST_PROTOCOL_VERSION = PROTOCOL_VERSIONS[-1]
 _REPLAY_ID = "opencode-memoryd-relay-"
+#: The answer to a line that is not JSON (answered here, daemon or not: its server would
+#: drop the line unanswered).
+PARSE_ERROR = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
+#: The answer to JSON that is not a request object (an array, a number, ...).
+INVALID_REQUEST = {"jsonrpc": "2.0", "id": None,
+                   "error": {"code": -32600, "message": "Invalid Request"}}
 
 
 def _key(msg_id: Any) -> str:
@@ -96,14 +107,18 @@ class Relay:
         """Relay (or answer) one line from the client."""
         try:
             msg = json.loads(line)
-        except ValueError:
-            msg = None
-        if not isinstance(msg, dict):
-            if not self._send(line):
-                self._write({"jsonrpc": "2.0", "id": None,
-                             "error": {"code": -32700, "message": "Parse error"}})
+        except ValueError:  # UnicodeDecodeError too
+            self._write(PARSE_ERROR)
+            return
+        if not isinstance(msg, dict):  # a batch (MCP has none since 2025-06-18), a number
+            self._write(INVALID_REQUEST)
             return
         method = msg.get("method")
+        if "id" in msg and method is not None and not isinstance(msg.get("params", {}),
+                                                                 dict):
+            # the SDK's server drops such a request unanswered: answer it here
+            self._write(self.local_answer(msg))
+            return
         if method == "initialize":
             self._init = msg
         elif method == "notifications/initialized":
@@ -187,14 +202,19 @@ class Relay:
                     msg = json.loads(line)
                 except ValueError:
                     continue
-                key = _key(msg.get("id")) if isinstance(msg, dict) else ""
+                if not isinstance(msg, dict):
+                    continue
+                key = _key(msg.get("id"))
+                answer = "method" not in msg
                 with self._lock:
                     hidden = key in self._swallow
                     self._swallow.discard(key)
-                    waiting = self._pending.pop(key, None) if "method" not in msg else None
+                    waiting = self._pending.pop(key, None) if answer else None
                 if waiting is not None:
                     waiting[1].set()
-                if not hidden:
+                # an answer to nothing pending was given here already (a timeout)
+                late = answer and waiting is None and msg.get("id") is not None
+                if not hidden and not late:
                     self._write_line(line)
         except OSError:
             pass

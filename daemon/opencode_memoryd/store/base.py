@@ -270,10 +270,11 @@ class StoreBase(WriteBatching):
         Retired memories never match unless ``flt.include_retired``.
 
         BM25 sparse search always. With an embedder, a dense search too, fused by weighted
-        reciprocal rank fusion (:func:`~opencode_memoryd.store.fusion.rrf_fuse`, k = 60,
-        sparse weight 1, dense weight 0.5), each side taking ``max(4 * limit, 40)``
-        candidates. Scores: BM25 scores (unbounded, >= 0) without an embedder, RRF scores
-        (at most 1/60 + 1/61, about 0.033) with one. A query made only of stopwords has no
+        reciprocal rank fusion (:func:`~opencode_memoryd.store.fusion.rrf_fuse` with the
+        settings of :mod:`~opencode_memoryd.store.fusion`: k = 1, sparse weight 1, dense
+        weight 0.6), the sparse side taking ``limit`` candidates and the dense side
+        ``4 * limit``. Scores: BM25 scores (unbounded, >= 0) without an embedder, RRF scores
+        (at most 1 + 0.6 = 1.6) with one. A query made only of stopwords has no
         BM25 terms: it returns ``[]`` without an embedder. While a store opened with
         ``allow_mismatch=True`` awaits :meth:`reembed`, only its still-valid vector is
         searched.

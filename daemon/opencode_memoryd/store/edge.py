@@ -336,12 +336,13 @@ class EdgeStore(StoreBase):
 
     def _search_hybrid(self, sparse: SparseVector, dense: list[float],
                        flt: MemoryFilter | None, limit: int) -> list[tuple[Memory, float]]:
-        n = candidates(limit)
+        sparse_n, dense_n = candidates(limit)
         sparse_hits = (
-            self._query(qe.SparseVector(sparse.indices, sparse.values), SPARSE_NAME, flt, n)
+            self._query(qe.SparseVector(sparse.indices, sparse.values), SPARSE_NAME, flt,
+                        sparse_n)
             if sparse else []
         )
-        dense_hits = self._query(dense, DENSE_NAME, flt, n)
+        dense_hits = self._query(dense, DENSE_NAME, flt, dense_n)
         payloads = {str(h.id): _payload(h) for h in dense_hits}
         payloads.update({str(h.id): _payload(h) for h in sparse_hits})
         fused = rrf_fuse(

@@ -24,6 +24,10 @@ log = structlog.get_logger(__name__)
 #: Most texts sent in one request.
 BATCH_SIZE = 128
 
+#: Texts per fastembed inference batch (``[embedding] batch_size``), chosen with
+#: bench/fastembed_batch.py: see the README's embedding section for the numbers.
+FASTEMBED_BATCH_SIZE = 16
+
 #: The text embedded to learn the vector length when none is configured.
 PROBE_TEXT = "dimension probe"
 
@@ -168,19 +172,27 @@ class FastEmbedEmbedder:
     """A local dense embedder through fastembed (optional extra: ``pip install .[fastembed]``).
 
     fastembed downloads its model once, on first use, from its model hub; afterwards it runs
-    offline on the CPU. ``name`` is ``fastembed:<model>``.
+    offline on the CPU. With ``model_path`` it loads the model files from that directory
+    instead and never downloads. ``name`` is ``fastembed:<model>``.
 
     Args:
         model: a fastembed model name (default ``BAAI/bge-small-en-v1.5``, 384 dimensions).
+        batch_size: texts per ONNX inference batch (default :data:`FASTEMBED_BATCH_SIZE`).
+        model_path: a local directory holding the model's files (``model.onnx`` and the
+            tokenizer files, laid out as fastembed expects for ``model``), or ``None``.
 
     Raises:
+        ValueError: ``batch_size`` is not positive.
         UpstreamError: fastembed is not installed (kind ``not_found``), or the model could
             not be loaded.
     """
 
     DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
 
-    def __init__(self, *, model: str | None = None) -> None:
+    def __init__(self, *, model: str | None = None, batch_size: int = FASTEMBED_BATCH_SIZE,
+                 model_path: str | None = None) -> None:
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, not {batch_size}")
         try:
             from fastembed import TextEmbedding
         except ImportError as exc:
@@ -191,8 +203,9 @@ class FastEmbedEmbedder:
             ) from exc
         self.model = model or self.DEFAULT_MODEL
         self.name = f"fastembed:{self.model}"
+        self.batch_size = batch_size
         try:
-            self._impl = TextEmbedding(model_name=self.model)
+            self._impl = TextEmbedding(model_name=self.model, specific_model_path=model_path)
         except Exception as exc:  # fastembed raises plain exceptions on download failures
             raise UpstreamError(f"fastembed could not load {self.model}: {exc}",
                                 kind="not_found", retryable=False) from exc
@@ -204,5 +217,14 @@ class FastEmbedEmbedder:
         return self._dimensions
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """Embed texts locally; one vector of :attr:`dimensions` floats per text."""
-        return [[float(x) for x in v] for v in self._impl.embed(list(texts))]
+        """Embed texts locally; one vector of :attr:`dimensions` floats per text, in order.
+
+        Texts go to the model :attr:`batch_size` at a time, shortest first: a batch is padded
+        to its longest text, so batches of similar lengths waste the least work.
+        """
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        vectors: list[list[float]] = [[] for _ in texts]
+        embedded = self._impl.embed([texts[i] for i in order], batch_size=self.batch_size)
+        for i, v in zip(order, embedded, strict=True):
+            vectors[i] = [float(x) for x in v]
+        return vectors

@@ -40,8 +40,10 @@ class ServerStore(StoreBase):
     only; local mode has none), and the store metadata
     (:mod:`opencode_memoryd.store.meta`: embedder, BM25 settings, schema version) under the
     collection's ``metadata["opencode_memoryd"]``. Hybrid search is one ``query_points``
-    call: two prefetches fused by the server's weighted RRF (``Rrf(k=60, weights=[1.0,
-    0.5])``, the same formula as :func:`~opencode_memoryd.store.fusion.rrf_fuse`). Weighted
+    call: two prefetches (``limit`` BM25 and ``4 * limit`` dense candidates) fused by the
+    server's weighted RRF (``Rrf(k=RRF_K, weights=[SPARSE_WEIGHT, DENSE_WEIGHT])`` of
+    :mod:`~opencode_memoryd.store.fusion`, the same formula and settings as
+    :func:`~opencode_memoryd.store.fusion.rrf_fuse`). Weighted
     RRF, collection metadata and (for :meth:`reembed`) adding named vectors need a server as
     recent as qdrant-client 1.20's API; an older server's refusal surfaces as
     :class:`StoreError`. Writes use ``wait=True``.
@@ -303,16 +305,16 @@ class ServerStore(StoreBase):
                        flt: MemoryFilter | None, limit: int) -> list[tuple[Memory, float]]:
         m = self._m
         f = self._filter(flt)
-        n = candidates(limit)
+        sparse_n, dense_n = candidates(limit)
         prefetch = []
         weights = []
         if sparse:
             prefetch.append(m.Prefetch(
                 query=m.SparseVector(indices=sparse.indices, values=sparse.values),
-                using=SPARSE_NAME, filter=f, limit=n,
+                using=SPARSE_NAME, filter=f, limit=sparse_n,
             ))
             weights.append(SPARSE_WEIGHT)
-        prefetch.append(m.Prefetch(query=dense, using=DENSE_NAME, filter=f, limit=n))
+        prefetch.append(m.Prefetch(query=dense, using=DENSE_NAME, filter=f, limit=dense_n))
         weights.append(DENSE_WEIGHT)
         with self._call("search"):
             res = self._client.query_points(

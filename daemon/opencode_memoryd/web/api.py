@@ -24,7 +24,7 @@ from starlette.routing import Route
 from opencode_memoryd.errors import MemorydError, NotFoundError, RefusedError, RequestError
 from opencode_memoryd.usecases.service import Service
 from opencode_memoryd.web.openapi import OPENAPI_PATH, openapi_document
-from opencode_memoryd.web.token import COOKIE_NAME, csrf_token
+from opencode_memoryd.web.token import csrf_token
 
 log = structlog.get_logger(__name__)
 
@@ -105,9 +105,15 @@ async def body(request: Request, allowed: tuple[str, ...]) -> dict[str, Any]:
     Raises:
         RequestError: too large, not JSON, not an object, or an unknown key.
     """
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise RequestError(f"the request body is over {MAX_BODY_BYTES} bytes")
+    too_big = RequestError(f"the request body is over {MAX_BODY_BYTES} bytes")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise too_big
+    raw = b""
+    async for chunk in request.stream():  # never more than the limit in memory
+        raw += chunk
+        if len(raw) > MAX_BODY_BYTES:
+            raise too_big
     try:
         data = json.loads(raw or b"{}")
     except (UnicodeDecodeError, ValueError):
@@ -121,9 +127,23 @@ async def body(request: Request, allowed: tuple[str, ...]) -> dict[str, Any]:
     return data
 
 
+def body_str(b: Mapping[str, Any], name: str) -> str | None:
+    """A request body's optional string field (``None`` when absent, null or empty).
+
+    Raises:
+        RequestError: present but not a string.
+    """
+    value = b.get(name)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise RequestError(f"`{name}` must be a string, not {type(value).__name__}")
+    return value
+
+
 class Api:
-    """The API's handlers over ``service`` (``token``: the access token the login cookie
-    carries)."""
+    """The API's handlers over ``service`` (``token``: the access token, which a login with
+    a one-time code answers)."""
 
     def __init__(self, service: Service, token: str) -> None:
         self.service = service
@@ -135,11 +155,13 @@ class Api:
         return ok({"csrf_token": self.csrf, "user_id": self.service.app.user_id})
 
     async def session_post(self, request: Request) -> Response:
-        """``POST /api/session`` (bearer token): also sets the login cookie."""
-        response = ok({"csrf_token": self.csrf, "user_id": self.service.app.user_id})
-        response.set_cookie(COOKIE_NAME, self.token, httponly=True, samesite="strict",
-                            path="/")
-        return response
+        """``POST /api/session``: the login (bearer token, or a one-time code the guard
+        checked: then the answer carries the token too, as ``token``). No cookie: see
+        :mod:`opencode_memoryd.web.auth`."""
+        data = {"csrf_token": self.csrf, "user_id": self.service.app.user_id}
+        if "x-login-code" in request.headers:
+            data["token"] = self.token
+        return ok(data)
 
     async def memories_list(self, request: Request) -> Response:
         """``GET /api/memories``: see :meth:`Service.browse`."""
@@ -158,13 +180,16 @@ class Api:
         """``POST /api/memories``: see :meth:`Service.add` (201)."""
         try:
             b = await body(request, ("content", "type", "scope", "project", "directory"))
+            scope = body_str(b, "scope") or "project"
+            type_ = body_str(b, "type") or ("user" if scope == "user" else "project")
+            project, directory = body_str(b, "project"), body_str(b, "directory")
+            if directory is not None and not directory.startswith("/"):
+                raise RequestError(f"`directory` must be an absolute path, not {directory!r}"
+                                   " (the daemon has no folder of yours to start from)")
         except RequestError as exc:
             return error_response(exc)
-        scope = b.get("scope") or "project"
-        return await call(self.service.add, 201, content=b.get("content"),
-                          type=b.get("type") or ("user" if scope == "user" else "project"),
-                          scope=scope, project=b.get("project"),
-                          directory=b.get("directory"))
+        return await call(self.service.add, 201, content=b.get("content"), type=type_,
+                          scope=scope, project=project, directory=directory)
 
     async def memory_get(self, request: Request) -> Response:
         """``GET /api/memories/{id}``: see :meth:`Service.show`."""

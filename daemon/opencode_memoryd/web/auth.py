@@ -1,6 +1,11 @@
 """The guard in front of every request: a loopback ``Host`` (no DNS rebinding), the
-token for ``/api/`` (``Authorization: Bearer`` or the login cookie), and for requests that
-change something a CSRF token in ``X-CSRF-Token`` and a same-origin ``Origin``.
+token for ``/api/`` in ``Authorization: Bearer`` (the login itself may instead carry a
+one-time code in ``X-Login-Code``), and for requests that change something a CSRF token in
+``X-CSRF-Token`` and a same-origin ``Origin``.
+
+No cookie carries the token: a browser sends a host's cookies to every port of it, so
+one would reach any other server on this machine's loopback address. The page keeps the
+token in its tab (``sessionStorage``, which is per origin, port included).
 
 Refusals use the API's envelope: a foreign ``Host`` 400, no or a wrong token 401, a
 missing CSRF token or a cross-site request 403. No CORS header is ever sent, and every
@@ -10,6 +15,9 @@ answer forbids framing and sniffing.
 from __future__ import annotations
 
 import hmac
+import ipaddress
+import threading
+import time
 from collections.abc import Awaitable, Callable
 
 from starlette.middleware.base import BaseHTTPMiddleware
@@ -18,12 +26,19 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp
 
 from opencode_memoryd.config.web import LOOPBACK_NAMES
-from opencode_memoryd.web.token import COOKIE_NAME, csrf_token
+from opencode_memoryd.web.token import (
+    LOGIN_CODE_SECONDS,
+    csrf_token,
+    login_code_ok,
+)
 
 #: Methods that change something: they need the CSRF token.
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-#: The login route: a POST that proves itself with the bearer token (it sets the cookie).
+#: The login route: a POST that proves itself with the bearer token or a one-time login
+#: code (then it answers the token).
 LOGIN_PATH = "/api/session"
+#: The header of a one-time login code (``opencode-memoryd web`` puts one in the address).
+LOGIN_CODE_HEADER = "x-login-code"
 #: The headers of every answer.
 SECURITY_HEADERS = {
     "Content-Security-Policy": ("default-src 'self'; img-src 'self' data:; "
@@ -48,10 +63,19 @@ def split_host(value: str) -> tuple[str, str]:
 
 
 def loopback_host(value: str) -> bool:
-    """Whether a ``Host`` header names this machine: ``127.0.0.1``, ``localhost`` or
-    ``[::1]``, with an optional numeric port."""
+    """Whether a ``Host`` header names this machine: ``localhost`` or a loopback address
+    literal (``127.0.0.1``, any ``127.x.y.z``, ``[::1]`` in any spelling: the addresses
+    ``[web] host`` accepts), with an optional numeric port. A name that merely resolves
+    to one (DNS rebinding) does not."""
     host, port = split_host(value)
-    return host in LOOPBACK_NAMES and (port == "" or port.isdigit())
+    if not (port == "" or port.isdigit()):
+        return False
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def same_origin(origin: str, host_header: str) -> bool:
@@ -80,20 +104,22 @@ class Guard(BaseHTTPMiddleware):
         super().__init__(app)
         self._token = token
         self._csrf = csrf_token(token)
+        self._codes_lock = threading.Lock()
+        self._used_codes: dict[str, float] = {}
 
     def _refusal(self, request: Request) -> Response | None:
         """The refusal of a request that may not pass, else ``None``."""
         host = request.headers.get("host", "")
         if not loopback_host(host):
-            return error(400, "the Host header must be 127.0.0.1, localhost or [::1]: this "
-                              "page is served to this machine only")
+            return error(400, "the Host header must be 127.0.0.1, localhost or [::1] (a "
+                              "loopback address): this page is served to this machine only")
         if not request.url.path.startswith("/api/"):
             return None
         bearer = request.headers.get("authorization", "")
         given = bearer[7:].strip() if bearer.lower().startswith("bearer ") else None
-        by_bearer = given is not None
-        if given is None:
-            given = request.cookies.get(COOKIE_NAME)
+        code = request.headers.get(LOGIN_CODE_HEADER)
+        if code is not None and request.method == "POST" and request.url.path == LOGIN_PATH:
+            return self._code_refusal(request, code, host)
         if not given:
             return error(401, "a token is needed: open the page with `opencode-memoryd web`, "
                               "or send `Authorization: Bearer TOKEN`",
@@ -109,12 +135,28 @@ class Guard(BaseHTTPMiddleware):
         site = request.headers.get("sec-fetch-site")
         if site is not None and site not in ("same-origin", "none"):
             return error(403, f"cross-site request ({site}) refused")
-        if by_bearer and request.url.path == LOGIN_PATH:
+        if request.url.path == LOGIN_PATH:  # the bearer token proved itself
             return None
         sent = request.headers.get("x-csrf-token", "")
         if not hmac.compare_digest(sent.encode(), self._csrf.encode()):
             return error(403, "missing or wrong X-CSRF-Token header (GET /api/session gives "
                               "it)")
+        return None
+
+    def _code_refusal(self, request: Request, code: str, host: str) -> Response | None:
+        """The login with a one-time code (:func:`~opencode_memoryd.web.token.login_code`):
+        a same-origin ``POST /api/session``; each code is taken once."""
+        if not same_origin(request.headers.get("origin") or f"http://{host}", host) or (
+                request.headers.get("sec-fetch-site") not in (None, "same-origin", "none")):
+            return error(403, "cross-site login refused")
+        now = time.time()
+        with self._codes_lock:
+            self._used_codes = {c: t for c, t in self._used_codes.items()
+                                if now - t <= LOGIN_CODE_SECONDS}
+            if code in self._used_codes or not login_code_ok(self._token, code, now):
+                return error(401, "this login code is used or expired: run "
+                                  "`opencode-memoryd web` again")
+            self._used_codes[code] = now
         return None
 
     async def dispatch(self, request: Request,

@@ -60,8 +60,10 @@ def openapi_document() -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {
         "/api/session": {
             "get": _op("the CSRF token and the user id", data="{csrf_token, user_id}"),
-            "post": _op("log in with `Authorization: Bearer TOKEN`: sets the HttpOnly, "
-                        "SameSite=Strict cookie the page uses", data="{csrf_token, user_id}"),
+            "post": _op("log in with `Authorization: Bearer TOKEN`, or with a one-time "
+                        "code of `opencode-memoryd web` in `X-Login-Code` (then the answer "
+                        "carries the token; no cookie is ever set)",
+                        data="{csrf_token, user_id, token (a code's login)}"),
         },
         "/api/memories": {
             "get": _op("memories by filter, most recently changed first, a page at a time",
@@ -124,12 +126,11 @@ def openapi_document() -> dict[str, Any]:
                                 "journal. Served on a loopback port only; every /api/ "
                                 "request needs the token."},
         "servers": [{"url": "/"}],
-        "security": [{"bearer": []}, {"cookie": []}],
+        "security": [{"bearer": []}],
         "paths": paths,
         "components": {
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer"},
-                "cookie": {"type": "apiKey", "in": "cookie", "name": "memoryd_token"},
             },
             "schemas": {
                 "Success": {"type": "object", "required": ["success", "data"],

@@ -21,8 +21,6 @@ TOKEN_FILE = "web-token"
 #: What the daemon writes in the state dir while it serves the page: ``{"url", "host",
 #: "port", "pid"}`` (the port actually bound: ``port = 0`` picks one).
 WEB_INFO_FILE = "web.json"
-#: The cookie the page logs in with (HttpOnly, SameSite=Strict).
-COOKIE_NAME = "memoryd_token"
 
 
 def load_or_create_token(state_dir: Path) -> str:
@@ -62,12 +60,41 @@ def csrf_token(token: str) -> str:
     return hmac.new(token.encode(), b"opencode-memoryd csrf", hashlib.sha256).hexdigest()
 
 
-def page_url(host: str, port: int, token: str | None = None) -> str:
-    """``http://HOST:PORT/``, with ``#token=…`` when a token is given (a fragment never
-    reaches a server or a log)."""
+#: How long a login code (:func:`login_code`) is good for, in seconds.
+LOGIN_CODE_SECONDS = 120
+
+
+def login_code(token: str, now: float) -> str:
+    """A one-time code that logs the page in instead of the token, good for
+    :data:`LOGIN_CODE_SECONDS` from ``now`` (Unix seconds): ``"<seconds>.<HMAC-SHA256 of
+    them under the token, hex>"``. ``opencode-memoryd web`` hands it to the browser, whose
+    command line other users of the machine can read: the token itself never goes there.
+    """
+    stamp = str(int(now))
+    mac = hmac.new(token.encode(), b"opencode-memoryd login " + stamp.encode(),
+                   hashlib.sha256).hexdigest()
+    return f"{stamp}.{mac}"
+
+
+def login_code_ok(token: str, code: str, now: float) -> bool:
+    """Whether ``code`` is a :func:`login_code` of ``token`` made at most
+    :data:`LOGIN_CODE_SECONDS` before ``now`` (and not after it; one-time use is the
+    server's to enforce)."""
+    stamp, _, _mac = code.partition(".")
+    if not stamp.isdigit() or not 0 <= now - int(stamp) <= LOGIN_CODE_SECONDS:
+        return False
+    return hmac.compare_digest(code.encode(), login_code(token, int(stamp)).encode())
+
+
+def page_url(host: str, port: int, token: str | None = None, *, code: str | None = None
+             ) -> str:
+    """``http://HOST:PORT/``, with ``#token=…`` when a token is given, or ``#code=…`` when a
+    login code is (a fragment never reaches a server or a log)."""
     shown = f"[{host}]" if ":" in host else host
     base = f"http://{shown}:{port}/"
-    return f"{base}#token={token}" if token else base
+    if token:
+        return f"{base}#token={token}"
+    return f"{base}#code={code}" if code else base
 
 
 def read_web_info(state_dir: Path) -> dict[str, Any] | None:

@@ -1,7 +1,9 @@
 // The opencode-memoryd page: plain DOM over the REST API (/api/openapi.json describes it).
 "use strict";
 
-const state = { csrf: null, scope: { kind: "all", id: null, label: "" }, offset: 0,
+// The token lives in this tab (sessionStorage is per origin, port included), never in a
+// cookie: a browser sends a host's cookies to every port of it.
+const state = { csrf: null, token: null, scope: { kind: "all", id: null, label: "" }, offset: 0,
   limit: 50, total: 0, selected: null, view: "memories" };
 const $ = (id) => document.getElementById(id);
 
@@ -35,12 +37,13 @@ function toast(message, isError) {
   toast.timer = setTimeout(() => { t.className = "toast"; }, 4000);
 }
 
-async function api(method, path, body, bearer) {
+async function api(method, path, body, bearer, code) {
   const headers = { "Accept": "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (method !== "GET" && state.csrf) headers["X-CSRF-Token"] = state.csrf;
-  if (bearer) headers["Authorization"] = "Bearer " + bearer;
-  const res = await fetch(path, { method, headers, credentials: "same-origin",
+  if (bearer || state.token) headers["Authorization"] = "Bearer " + (bearer || state.token);
+  if (code) headers["X-Login-Code"] = code;
+  const res = await fetch(path, { method, headers, credentials: "omit",
     body: body === undefined ? undefined : JSON.stringify(body) });
   let payload = null;
   try { payload = await res.json(); } catch (e) { payload = null; }
@@ -53,13 +56,20 @@ async function api(method, path, body, bearer) {
 }
 
 async function login() {
-  const m = location.hash.match(/token=([^&]+)/);
+  // `opencode-memoryd web` opens #code=… (a one-time code); `web --print` gives #token=…
+  const m = location.hash.match(/(token|code)=([^&]+)/);
   if (m) {
-    history.replaceState(null, "", location.pathname);  // the token leaves the address bar
-    const s = await api("POST", "/api/session", undefined, decodeURIComponent(m[1]));
+    history.replaceState(null, "", location.pathname);  // it leaves the address bar
+    const secret = decodeURIComponent(m[2]);
+    const s = m[1] === "token" ? await api("POST", "/api/session", undefined, secret)
+      : await api("POST", "/api/session", undefined, undefined, secret);
+    state.token = s.token || secret;
+    sessionStorage.setItem("memoryd-token", state.token);
     state.csrf = s.csrf_token;
     return;
   }
+  state.token = sessionStorage.getItem("memoryd-token");
+  if (!state.token) throw new Error("no token");
   const s = await api("GET", "/api/session");
   state.csrf = s.csrf_token;
 }
@@ -354,4 +364,4 @@ async function main() {
 
 document.addEventListener("DOMContentLoaded", main);
 // an address with a new token pasted into this tab: start again with it
-window.addEventListener("hashchange", () => { if (/token=/.test(location.hash)) location.reload(); });
+window.addEventListener("hashchange", () => { if (/(token|code)=/.test(location.hash)) location.reload(); });

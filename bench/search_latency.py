@@ -1,0 +1,150 @@
+"""Hybrid search latency of EdgeStore at 1k and 10k memories (BM25 + 384-d dense vectors).
+
+Stores of LoCoMo turns (repeated with a ``" (copy k)"`` suffix past the 5,882 turns) in 10
+projects, dense vectors from all-MiniLM-L6-v2 through ``bench/_dense.py`` (cached on disk;
+``--random-vectors`` uses deterministic pseudo-random unit vectors instead, for a machine
+without the model). Each search is ``EdgeStore.search(question, flt=project, limit=10)``
+with the question's vector already in the embedder's cache, so the time covers: BM25
+query encoding, the sparse and the dense Edge queries (filtered to the project, ~10% of the
+points), the fusion and decoding the payloads of the results; it excludes computing the
+query embedding (a model call: a few ms for MiniLM on a CPU, the network for an endpoint).
+
+Prints p50/p95 (ms) for BM25-only and hybrid searches, before and after
+``EdgeStore.optimize()``, and the parts of a hybrid search (sparse query, dense query).
+
+Usage: ``.bench-venv/bin/python bench/search_latency.py [--data PATH] [--searches N]
+[--random-vectors]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "daemon"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _dense
+from locomo_retrieval import DEFAULT_DATA, Question, batched, interleaved, load, percentile
+from opencode_memoryd.store.api import DENSE_NAME, SPARSE_NAME, MemoryFilter
+from opencode_memoryd.store.edge import EdgeStore
+from opencode_memoryd.store.fusion import candidates
+
+
+class RandomEmbedder:
+    """Deterministic pseudo-random unit vectors (seeded by the text's hash)."""
+
+    name = "bench:random"
+
+    def __init__(self, dimensions: int = 384) -> None:
+        self.dimensions = dimensions
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        out = []
+        for t in texts:
+            seed = int.from_bytes(hashlib.sha1(t.encode()).digest()[:8], "little")
+            v = np.random.default_rng(seed).standard_normal(self.dimensions)
+            out.append([float(x) for x in v / np.linalg.norm(v)])
+        return out
+
+
+def timed(fn: Callable[[Question], object], questions: Sequence[Question],
+          n: int) -> tuple[float, float]:
+    """p50, p95 (ms) of ``fn`` over ``n`` questions (after 20 untimed calls)."""
+    times = []
+    for i in range(n + 20):
+        q = questions[(i * 7) % len(questions)]
+        start = time.perf_counter()
+        fn(q)
+        if i >= 20:
+            times.append((time.perf_counter() - start) * 1000)
+    return percentile(times, 50), percentile(times, 95)
+
+
+def measure(store: EdgeStore, questions: Sequence[Question], n: int) -> list[str]:
+    """Formatted p50/p95 cells: hybrid, BM25 only, and the two queries of a hybrid search."""
+    import qdrant_edge as qe
+
+    emb = store._embedder
+    assert emb is not None
+    qvec = dict(zip([q.text for q in questions], emb.embed([q.text for q in questions]),
+                    strict=True))
+    sparse_n, dense_n = candidates(10)
+
+    def hybrid(q: Question) -> object:
+        return store.search(q.text, flt=MemoryFilter(project_id=q.conv), limit=10)
+
+    def bm25(q: Question) -> object:
+        store._embedder = None
+        try:
+            return store.search(q.text, flt=MemoryFilter(project_id=q.conv), limit=10)
+        finally:
+            store._embedder = emb
+
+    def sparse_query(q: Question) -> object:
+        sv = store._bm25.embed_query(q.text)
+        return store._query(qe.SparseVector(sv.indices, sv.values), SPARSE_NAME,
+                            MemoryFilter(project_id=q.conv), sparse_n)
+
+    def dense_query(q: Question) -> object:
+        return store._query(qvec[q.text], DENSE_NAME, MemoryFilter(project_id=q.conv),
+                            dense_n)
+
+    cells = []
+    for fn in (hybrid, bm25, sparse_query, dense_query):
+        p50, p95 = timed(fn, questions, n)
+        cells.append(f"{p50:>7.2f} {p95:>7.2f}")
+    return cells
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="path to locomo10.json")
+    ap.add_argument("--searches", type=int, default=300, help="timed searches per row")
+    ap.add_argument("--sizes", default="1000,10000", help="store sizes, comma-separated")
+    ap.add_argument("--random-vectors", action="store_true",
+                    help="pseudo-random vectors instead of MiniLM")
+    _dense.add_args(ap)
+    args = ap.parse_args(argv)
+    if not args.data.is_file():
+        print(f"SKIP: LoCoMo data not found at {args.data} (give --data PATH)")
+        return 0
+    emb = None if args.random_vectors else _dense.embedder(args)
+    embedder = emb if emb is not None else RandomEmbedder(args.dimensions)
+    convs, turns, questions = load(args.data)
+    print(f"dense vectors: {embedder.name}, {embedder.dimensions} dimensions; "
+          f"candidates for limit 10: {candidates(10)} (sparse, dense); "
+          f"{args.searches} searches per cell, project filter")
+    print(f"{'points':>7} {'state':>10} {'hybrid p50/p95':>15} {'BM25 p50/p95':>15} "
+          f"{'sparse q p50/p95':>17} {'dense q p50/p95':>16}")
+    with tempfile.TemporaryDirectory(prefix="memoryd-bench-") as tmp:
+        for n in (int(x) for x in args.sizes.split(",")):
+            store = EdgeStore(Path(tmp) / f"lat-{n}", embedder)
+            try:
+                for chunk in batched(interleaved(convs, turns, n)):
+                    store.upsert(chunk)
+                if emb is not None:
+                    emb.save()
+                assert store.count() == n
+                for state in ("fresh", "optimized"):
+                    if state == "optimized":
+                        store.optimize()
+                    cells = measure(store, questions, args.searches)
+                    print(f"{n:>7} {state:>10} {cells[0]:>15} {cells[1]:>15} "
+                          f"{cells[2]:>17} {cells[3]:>16}")
+            finally:
+                store.close()
+    if emb is not None:
+        emb.save()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

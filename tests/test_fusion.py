@@ -1,0 +1,80 @@
+"""The hybrid fusion settings and weighted reciprocal rank fusion."""
+
+from __future__ import annotations
+
+import pytest
+
+from opencode_memoryd.store import fusion
+from opencode_memoryd.store.fusion import candidates, rrf_fuse
+
+
+def test_tuned_defaults() -> None:
+    # bench/locomo_hybrid.py: tuned on LoCoMo conversations 0-4
+    assert (fusion.RRF_K, fusion.SPARSE_WEIGHT, fusion.DENSE_WEIGHT) == (1, 1.0, 0.6)
+    assert candidates(10) == (10, 40)
+    assert candidates(1) == (1, 4)
+    assert candidates(25) == (25, 100)
+
+
+def test_default_k_scores() -> None:
+    # k = 1: an item at rank r of a ranking weighted w scores w / r
+    fused = dict(rrf_fuse([["a", "b", "c"], ["c", "d"]], [1.0, 0.6]))
+    assert fused["a"] == pytest.approx(1.0)
+    assert fused["b"] == pytest.approx(0.5)
+    assert fused["c"] == pytest.approx(1 / 3 + 0.6)
+    assert fused["d"] == pytest.approx(0.3)
+
+
+def test_bm25_first_hit_leads_unless_dense_agrees() -> None:
+    # the dense top hit outranks BM25's second, never its first ...
+    order = [pid for pid, _ in rrf_fuse([["s1", "s2", "s3"], ["d1", "d2"]], [1.0, 0.6])]
+    assert order == ["s1", "d1", "s2", "s3", "d2"]
+    # ... unless both rankings hold it: then it rises above BM25's first alone
+    order = [pid for pid, _ in rrf_fuse([["s1", "s2"], ["s2", "d2"]], [1.0, 0.6])]
+    assert order[0] == "s2"
+
+
+def test_ties_keep_first_seen_order_and_zero_weight_ignores() -> None:
+    assert [p for p, _ in rrf_fuse([["a"], ["b"]], [1.0, 1.0])] == ["a", "b"]
+    assert rrf_fuse([["a"], ["b"]], [1.0, 0.0]) == [("a", 1.0)]
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="one weight per ranking"):
+        rrf_fuse([["a"]], [1.0, 1.0])
+    with pytest.raises(ValueError, match="k must be at least 1"):
+        rrf_fuse([["a"]], [1.0], k=0)
+
+
+def test_fastembed_batch_size_default_matches_the_config() -> None:
+    from opencode_memoryd.config.sections import EmbeddingConfig
+    from opencode_memoryd.store.embedders import FASTEMBED_BATCH_SIZE
+
+    assert EmbeddingConfig().batch_size == FASTEMBED_BATCH_SIZE == 16
+
+
+def test_fastembed_batch_size_must_be_positive() -> None:
+    from opencode_memoryd.store.embedders import FastEmbedEmbedder
+
+    with pytest.raises(ValueError, match="batch_size must be positive"):
+        FastEmbedEmbedder(batch_size=0)
+
+
+def test_fastembed_embeds_shortest_first_and_keeps_order() -> None:
+    from opencode_memoryd.store.embedders import FastEmbedEmbedder
+
+    class Model:  # stands in for fastembed's TextEmbedding (no model files here)
+        def __init__(self) -> None:
+            self.calls: list[tuple[list[str], int]] = []
+
+        def embed(self, texts: list[str], batch_size: int) -> list[list[float]]:
+            self.calls.append((texts, batch_size))
+            return [[float(len(t))] for t in texts]
+
+    emb = object.__new__(FastEmbedEmbedder)
+    emb.batch_size, model = 3, Model()
+    emb._impl = model  # type: ignore[assignment]
+    texts = ["ccc", "a", "bbbbb", "dd"]
+    assert emb.embed(texts) == [[3.0], [1.0], [5.0], [2.0]]
+    assert model.calls == [(["a", "dd", "ccc", "bbbbb"], 3)]
+    assert emb.embed([]) == []
