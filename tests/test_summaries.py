@@ -320,3 +320,31 @@ poll_interval_seconds = 0.2
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_a_session_without_tool_parts_is_not_read_again_for_a_rules_note(
+        sample_db: Path) -> None:
+    """``may_have_tool_parts`` is the look-up that spares the read: ``False`` only for a
+    session none of whose parts is a tool or patch part; an unreadable part and
+    ``session_message`` storage count as "may"."""
+    from opencode_memoryd.source.reader import OpenCodeDB
+
+    w = OpenCodeWriter(sample_db)
+    plain = w.new_session(project_id=ACME_KEY, directory=ACME, title="Question")
+    w.append_turn(plain, "what does the cart module export?", "Two functions.")
+    tooled = w.new_session(project_id=ACME_KEY, directory=ACME, title="Edit")
+    w.append_tool_turn(tooled, "rename the helper", [edit(f"{ACME}/src/old_helper.ts")])
+    patched = w.new_session(project_id=ACME_KEY, directory=ACME, title="Patch")
+    w.append_tool_turn(patched, "apply it", [{"type": "patch", "files": [f"{ACME}/a.ts"]}])
+    broken = w.new_session(project_id=ACME_KEY, directory=ACME, title="Broken")
+    turn = w.append_turn(broken, "hello", "Hi.")
+    w._commit("INSERT INTO part (id, message_id, session_id, time_created, time_updated, "
+              "data) VALUES ('prt_broken', ?, ?, 1, 1, '{not json')",
+              (turn["assistant"], broken))
+    w.close()
+    with OpenCodeDB(sample_db) as db:
+        assert not db.may_have_tool_parts(plain, "message")
+        assert db.may_have_tool_parts(tooled, "message")
+        assert db.may_have_tool_parts(patched, "message")
+        assert db.may_have_tool_parts(broken, "message")
+        assert db.may_have_tool_parts(plain, "session_message")

@@ -218,6 +218,9 @@ class SessionNotes:
         if existing and (existing[0].basis == end.position[1] or not existing[0].is_active):
             return  # written for this very end already, or forgotten by the user
         if messages is None:
+            if (self.summarizer.name == "rules"
+                    and not self.source.may_have_tool_parts(session.id, end.storage)):
+                return  # no file changed, no command run: the rules have nothing to tell
             messages = self._read_to_end(session, end.storage)
         act = session_activity(messages)
         if not self._worth_a_note(act):

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from opencode_memoryd.errors import SourceError
 from opencode_memoryd.models import STORAGE_MESSAGE, STORAGE_SESSION_MESSAGE, Mark
 from opencode_memoryd.source import reader_v2
 from opencode_memoryd.source.reader_v2 import Activity, UnknownTable
@@ -130,6 +131,21 @@ class SessionLookups:
         rows = self._rows("SELECT time_created FROM message WHERE id = :id AND "
                           "session_id = :sid", {"id": message_id, "sid": session_id})
         return (int(rows[0][0]), message_id) if rows else None
+
+    def may_have_tool_parts(self, session_id: str, storage: str) -> bool:
+        """Whether the session may hold a ``tool`` or ``patch`` part (what changes files or
+        runs commands): ``False`` only for a ``message``-storage session none of whose
+        parts is one (a part whose data is not valid JSON counts as one); ``True`` for
+        ``session_message`` (not looked at)."""
+        if storage != STORAGE_MESSAGE or not self.schema.has_v1_messages:
+            return True
+        try:
+            return bool(self._rows(
+                "SELECT 1 FROM part WHERE session_id = :sid AND (NOT json_valid(data) OR "
+                "json_extract(data, '$.type') IN ('tool', 'patch')) LIMIT 1",
+                {"sid": session_id}))
+        except SourceError:  # a part table of another shape: read the session instead
+            return True
 
     def in_flight(self, session_id: str, *, now_ms: int, abandoned_ms: int,
                   row: SessionRow | None = None) -> bool:
