@@ -1,34 +1,31 @@
 """``opencode-memoryd run``: tail OpenCode's databases and extract sessions as they go idle.
 
-Lifecycle: single-instance lock → state file → store → catch-up → watch. The process stays
-in the foreground (the supervisor supervises) and tells systemd ``READY=1`` once started
-and ``WATCHDOG=1`` from its main loop.
+Lifecycle: single-instance lock → state file → store → catch-up → watch, in the foreground
+(the supervisor supervises); systemd hears ``READY=1``, then ``WATCHDOG=1`` from the loop.
 
-Change detection (:mod:`opencode_memoryd.serve.sources`): watchfiles events on each database folder
-are a latency hint; every wake-up confirms with ``PRAGMA data_version`` before any query,
-and a periodic sweep re-reads the session list anyway. A database that appears later, is
-deleted, or replaced (new inode) is reopened without a restart.
+Change detection (:mod:`opencode_memoryd.serve.sources`): file events on each database
+folder are a hint, confirmed with ``PRAGMA data_version``; a periodic sweep re-reads the
+session list anyway. A database that appears, vanishes or is replaced is followed.
 
 Scheduling: each changed session is queued in the state file with its debounce due time
 (:mod:`opencode_memoryd.debounce`). One worker thread (:mod:`opencode_memoryd.serve.jobs`)
-takes the due sessions from the queue, soonest first, and sleeps until the next due time
-or until the main loop queues something; so one session is never extracted twice at once,
-and the queue costs no memory per session beyond its row. Time-based work runs on an
-APScheduler ``BackgroundScheduler`` (:mod:`opencode_memoryd.serve.timed`; jobs coalesced,
-one instance at a time): the periodic safety sweep, the dream checks (at start, then every
-``dream.check_interval_minutes``) on an executor thread of their own, so a dream waiting for
-its model never holds back an extraction, and the retention of recorded model answers. A
-per-project lock keeps an extraction and a dream's writes to one project apart, including
-those asked for through the control endpoint.
+takes the due sessions from the queue, soonest first, and sleeps until just after the next
+due time or until the main loop queues something due sooner; so one session is never
+extracted twice at once, and the queue costs no memory per session beyond its row.
+Time-based work runs on an APScheduler ``BackgroundScheduler``
+(:mod:`opencode_memoryd.serve.timed`; jobs coalesced, one instance at a time): the periodic
+safety sweep, the dream checks (at start, then every ``dream.check_interval_minutes``) on an
+executor thread of their own, so a dream waiting for its model never holds back an
+extraction, and the retention of recorded model answers. A per-project lock keeps
+extractions and dreams of one project apart (also those asked on the control socket).
 
-Threads: the main loop (change detection, the watchdog ping), the worker (extractions), the
-scheduler and its executors (dreams; the sweep and retention), the file watcher, the control
-server and the web page (``[web] enabled``); each sleeps until it has something to do.
+Threads: the main loop (change detection, watchdog), the worker (extractions), the scheduler
+and its executors (dreams; sweep, retention), the file watcher, the control server and the
+web page (``[web] enabled``); each sleeps until it has something to do.
 
 Stopping: SIGTERM or SIGINT stops within 10 s at any point. A dream checks the stop signal
 between scopes and between groups; work still running after :data:`SHUTDOWN_GRACE_SECONDS`
-(an LLM call in flight) is abandoned, as by a crash it is built to survive: the process
-exits without waiting for it, and the next start resumes it.
+(an LLM call in flight) is abandoned, as by a crash it survives: the next start resumes it.
 
 Outages: retryable LLM failures back off per session (``Retry-After``) behind a circuit
 breaker; 401/403/404 pause LLM work with a status saying why; a token budget defers work.
@@ -90,9 +87,8 @@ MAX_LOOP_SECONDS = 10.0
 SHUTDOWN_GRACE_SECONDS = 7.0
 #: How long start-up waits (s) for a one-shot command to release the embedded store.
 STORE_WAIT_SECONDS = 60.0
-#: The interpreter's thread switch interval (s) in the daemon: a command answered on the
-#: control socket waits for the interpreter after each of its reads, behind a catch-up's
-#: Python work (the default, 5 ms, made a ``status`` call during a backfill take 100 ms+).
+#: Thread switch interval (s): a command waits for the interpreter after each of its reads
+#: behind a catch-up's Python work (with the default 5 ms, a ``status`` took 100 ms+).
 SWITCH_INTERVAL_SECONDS = 0.001
 #: The main loop waits at least this long (s) between two checks of the databases ...
 MIN_CHECK_INTERVAL_SECONDS = 0.1

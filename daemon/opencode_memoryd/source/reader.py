@@ -109,8 +109,7 @@ class OpenCodeDB(SessionLookups):
                                              isolation_level="AUTOCOMMIT")
         self._errors: tuple[type[BaseException], ...] = (DBAPIError, sqlite3.Error)
         self._conn: Connection | None = None
-        # its driver connection: statements run there directly (SQLAlchemy's result set-up
-        # costs more than a small SELECT itself, and the daemon runs several per change)
+        # SELECTs run on its driver connection (SQLAlchemy's result set-up costs more)
         self._raw: sqlite3.Connection | None = None
         # one connection, shared by the daemon's threads: one statement at a time
         self._guard = threading.RLock()
@@ -146,20 +145,17 @@ class OpenCodeDB(SessionLookups):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @property
-    def conn(self) -> Connection:
-        """The open connection; raises :class:`SourceError` once :meth:`close` was called."""
-        if self._conn is None:
+    def _driver(self) -> sqlite3.Connection:
+        """The open driver connection; raises :class:`SourceError` once :meth:`close` was
+        called."""
+        if self._raw is None:
             raise SourceError(f"OpenCode database {self.path} is closed")
-        return self._conn
+        return self._raw
 
     def _rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Any]:
         with self._guard:
-            raw = self._raw
-            if raw is None:
-                raise SourceError(f"OpenCode database {self.path} is closed")
             try:
-                return raw.execute(sql, dict(params or {})).fetchall()
+                return self._driver().execute(sql, dict(params or {})).fetchall()
             except self._errors as exc:
                 raise SourceError(f"reading {self.path} failed: {_reason(exc)}") from exc
             except UnicodeEncodeError as exc:  # a parameter that came from a bad row
@@ -170,9 +166,7 @@ class OpenCodeDB(SessionLookups):
     def _read_transaction(self) -> Iterator[None]:
         """One short, explicit read transaction (consistent snapshot), always ended."""
         with self._guard:  # BEGIN/COMMIT on the driver: SQLAlchemy keeps no transaction
-            raw = self._raw
-            if raw is None:
-                raise SourceError(f"OpenCode database {self.path} is closed")
+            raw = self._driver()
             raw.execute("BEGIN")
             try:
                 yield
