@@ -89,30 +89,16 @@ def cmd_add(app: App, args: argparse.Namespace) -> int:
     code, result = _call(app, "add", payload)
     if code != EXIT_OK:
         return code
-    if args.json:
-        print(json.dumps(result, indent=2))
-        return EXIT_OK
     m = result["memory"]
     where = "user" if m["scope"] == "user" else (m["project_root"] or m["project_id"])
     verb = "added" if result["status"] == "added" else "already stored as"
-    print(f"{verb} {m['id']}  [{m['type']}, {where}]  {m['content']}")
-    if result.get("redactions"):
-        kinds = ", ".join(f"{k} x{n}" for k, n in sorted(result["redactions"].items()))
-        print(f"redacted before storing: {kinds}", file=sys.stderr)
-    return EXIT_OK
+    return _show(args, result, verb, where)
 
 
 def cmd_forget(app: App, args: argparse.Namespace) -> int:
     """``forget ID``: retire the memory; exit 5 when there is no such active memory."""
     code, result = _call(app, "forget", {"memory_id": args.id})
-    if code != EXIT_OK:
-        return code
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        m = result["memory"]
-        print(f"forgot {m['id']}  [{m['type']}]  {m['content']}")
-    return EXIT_OK
+    return code if code != EXIT_OK else _show(args, result, "forgot")
 
 
 def cmd_edit(app: App, args: argparse.Namespace) -> int:
@@ -122,29 +108,29 @@ def cmd_edit(app: App, args: argparse.Namespace) -> int:
                                        "type": args.type})
     if code != EXIT_OK:
         return code
-    if args.json:
-        print(json.dumps(result, indent=2))
-        return EXIT_OK
-    m = result["memory"]
-    verb = "edited" if result["status"] == "edited" else "unchanged"
-    print(f"{verb} {m['id']}  [{m['type']}]  {m['content']}")
-    if result.get("redactions"):
-        kinds = ", ".join(f"{k} x{n}" for k, n in sorted(result["redactions"].items()))
-        print(f"redacted before storing: {kinds}", file=sys.stderr)
-    return EXIT_OK
+    return _show(args, result, "edited" if result["status"] == "edited" else "unchanged")
 
 
 def cmd_restore(app: App, args: argparse.Namespace) -> int:
     """``restore ID``: bring a forgotten memory back; exit 5 when there is no such memory,
     6 when it is active or a dream retired it."""
     code, result = _call(app, "restore", {"memory_id": args.id})
-    if code != EXIT_OK:
-        return code
+    return code if code != EXIT_OK else _show(args, result, "restored")
+
+
+def _show(args: argparse.Namespace, result: dict[str, Any], verb: str,
+          where: str | None = None) -> int:
+    """Print a use case's answer about one memory (JSON with ``--json``, else one line, and
+    on stderr what was redacted); return exit 0."""
     if args.json:
         print(json.dumps(result, indent=2))
-    else:
-        m = result["memory"]
-        print(f"restored {m['id']}  [{m['type']}]  {m['content']}")
+        return EXIT_OK
+    m = result["memory"]
+    tag = f"{m['type']}, {where}" if where else m["type"]
+    print(f"{verb} {m['id']}  [{tag}]  {m['content']}")
+    if result.get("redactions"):
+        kinds = ", ".join(f"{k} x{n}" for k, n in sorted(result["redactions"].items()))
+        print(f"redacted before storing: {kinds}", file=sys.stderr)
     return EXIT_OK
 
 
