@@ -7,6 +7,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conftest import ACME, MANIFEST, PIPELINE, cli, cli_json, marks
 from opencode_writer import OpenCodeWriter
 
@@ -182,3 +184,35 @@ def test_unknown_schema_names_what_is_missing(tmp_path: Path, config_file: Path,
     err = capfd.readouterr().err  # type: ignore[attr-defined]
     assert "missing" in err and "table message" in err and "column session.directory" in err
     assert "Traceback" not in err
+
+
+def test_a_big_run_lists_only_the_sessions_with_something_to_report(
+        config_file: Path, sample_db: Path, isolated_env: dict[str, str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above LIST_EVERY_SESSION_UP_TO sessions the report lists the sessions that stored,
+    refused or failed something; the totals still count every session."""
+    from opencode_memoryd.compose import App
+    from opencode_memoryd.config.loader import load_config
+    from opencode_memoryd.usecases import maintain as maintain_mod
+    from opencode_memoryd.usecases.service import open_local
+
+    def run(path: Path) -> dict[str, Any]:
+        env = dict(os.environ)
+        app = App(config=load_config(config_file, env), env=env, config_path=config_file)
+        with open_local(app) as service:
+            return service.maintain(directory=None, db=str(path))
+
+    every = run(sample_db)
+    assert every["sessions_omitted"] == 0
+    assert len(every["sessions"]) == every["totals"]["sessions"] > 3
+    copy = sample_db.with_name("again.db")
+    copy.write_bytes(sample_db.read_bytes())
+    monkeypatch.setattr(maintain_mod, "LIST_EVERY_SESSION_UP_TO", 2)
+    listed = run(copy)
+    assert listed["totals"]["sessions"] == every["totals"]["sessions"]
+    assert listed["totals"]["added"] == 0  # the same memories: stored once already
+    kept = {r["session_id"] for r in listed["sessions"]}
+    assert all(r["added"] or r["error"] or r["rejected"] or r["summaries"] or r["briefs"]
+               for r in listed["sessions"])
+    assert len(kept) + listed["sessions_omitted"] == listed["totals"]["sessions"]
+    assert listed["sessions_omitted"] > 0

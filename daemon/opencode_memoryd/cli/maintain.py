@@ -75,6 +75,9 @@ def cmd_maintain(app: App, args: argparse.Namespace) -> int:
         if rows:
             print(table(rows, ["session", "turns", "added", "skipped", "llm", "tokens",
                                "redacted", "result"]))
+        if summary.get("sessions_omitted"):
+            print(f"({summary['sessions_omitted']} more sessions read with nothing to report: "
+                  "not listed)")
         if t.get("given_up"):
             print(f"given up:    {t['given_up']} chunk(s) failed the same way too often and "
                   "were captured by the rules; `maintain --retry-failed` tries them again")

@@ -31,6 +31,11 @@ MAINTAIN_GROUP_SECONDS = 2.0
 #: marks and their items).
 PREFETCH_SESSIONS = 256
 
+#: A run over at most this many sessions lists every session's report; a larger one (a
+#: first backfill of a big database) lists only the sessions where something happened, so
+#: its memory and its ``--json`` output do not grow with the database.
+LIST_EVERY_SESSION_UP_TO = 1000
+
 #: Wraps the session list of one database (a progress bar on a terminal).
 Progress = Callable[[list[SessionRow]], Iterable[SessionRow]]
 #: The daemon's per-project lock factory (held while a session of that project runs).
@@ -67,8 +72,12 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
     Returns:
         ``{"run_id", "mode", "databases": [{"path", "schema", "sessions"}],
         "sessions": [SessionReport dicts], "retried": [SessionReport dicts of the
-        given-up chunks extracted again], "totals": {...}, "failed": int}``. ``failed``
-        counts the sessions and retries that ended in an error.
+        given-up chunks extracted again], "totals": {...}, "failed": int,
+        "sessions_omitted": int}``. ``failed`` counts the sessions and retries that ended
+        in an error. ``sessions`` lists every session of a run over at most
+        :data:`LIST_EVERY_SESSION_UP_TO` sessions; above, only those with an error, a
+        memory added or refused, a chunk given up, a corrupt row, a summary or a brief
+        (``sessions_omitted`` counts the others; ``totals`` counts them all).
 
     Raises:
         SourceError: no database, or one that cannot be opened (schema errors included).
@@ -81,7 +90,7 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
     mode = app.extraction_mode()
     log.info("maintain_started", run_id=run_id, mode=mode, directory=directory or "(all)")
     paths = app.database_paths(db)
-    reports: list[SessionReport] = []
+    tally = _Tally()
     retried: list[SessionReport] = []
     dbs: list[dict[str, Any]] = []
     state.start_run(run_id, "maintain", iso_utc(app.clock()))
@@ -97,6 +106,7 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
                 )
                 dbs.append({"path": str(path), "schema": source.schema.describe(),
                             "sessions": len(sessions)})
+                tally.list_all = tally.list_all and len(sessions) <= LIST_EVERY_SESSION_UP_TO
                 with WriteGroup(state, store, max_seconds=MAINTAIN_GROUP_SECONDS,
                                 flush_seconds=MAINTAIN_GROUP_SECONDS) as group:
                     proc = SessionProcessor(source, state, store, extractor, app.limits(),
@@ -109,10 +119,10 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
                     for i, s in enumerate(progress(sessions) if progress else sessions):
                         ends = ahead.ends(i)
                         with lock_for(s.project_key):
-                            reports.append(proc.process(s, ends=ends))
+                            tally.add(proc.process(s, ends=ends))
                         group.commit_if_due()
     finally:
-        summary = _summary(run_id, mode, dbs, reports, retried)
+        summary = _summary(run_id, mode, dbs, tally, retried)
         state.end_run(run_id, summary["totals"], iso_utc(app.clock()))
     log.info("maintain_finished", run_id=run_id, **summary["totals"])
     return summary
@@ -155,33 +165,50 @@ def _retry(proc: SessionProcessor, state: StateDB, sessions: list[SessionRow],
     return out
 
 
-def _summary(run_id: str, mode: str, dbs: list[dict[str, Any]],
-             reports: list[SessionReport],
+_TOTALS = ("turns_read", "llm_calls", "added", "tokens_in", "tokens_out", "given_up",
+           "corrupt_rows", "summaries", "briefs")
+_COUNTED = ("skipped", "rejected", "redactions")
+
+
+class _Tally:
+    """The totals of a run's session reports, and the reports it lists."""
+
+    def __init__(self) -> None:
+        self.list_all = True
+        self.rows: list[dict[str, Any]] = []
+        self.omitted = 0
+        self.totals: dict[str, int] = dict.fromkeys(
+            ("sessions", *_TOTALS, *_COUNTED, "failed"), 0)
+
+    def add(self, report: SessionReport) -> None:
+        """Count ``report``, and keep it when every session is listed or it is notable."""
+        row = report.as_dict()
+        t = self.totals
+        t["sessions"] += 1
+        for key in _TOTALS:
+            t[key] += row[key]
+        for key in _COUNTED:
+            t[key] += sum(row[key].values())
+        t["failed"] += bool(row["error"])
+        notable = (row["error"] or row["added"] or row["rejected"] or row["given_up"]
+                   or row["corrupt_rows"] or row["summaries"] or row["briefs"])
+        if self.list_all or notable:
+            self.rows.append(row)
+        else:
+            self.omitted += 1
+
+
+def _summary(run_id: str, mode: str, dbs: list[dict[str, Any]], tally: _Tally,
              retried: list[SessionReport] | None = None) -> dict[str, Any]:
-    rows = [r.as_dict() for r in reports]
     retry_rows = [r.as_dict() for r in retried or []]
-    totals = {
-        "sessions": len(rows),
-        "turns_read": sum(r["turns_read"] for r in rows),
-        "llm_calls": sum(r["llm_calls"] for r in rows),
-        "added": sum(r["added"] for r in rows),
-        "skipped": sum(sum(r["skipped"].values()) for r in rows),
-        "rejected": sum(sum(r["rejected"].values()) for r in rows),
-        "tokens_in": sum(r["tokens_in"] for r in rows),
-        "tokens_out": sum(r["tokens_out"] for r in rows),
-        "redactions": sum(sum(r["redactions"].values()) for r in rows),
-        "given_up": sum(r["given_up"] for r in rows),
-        "retried": sum(1 for r in retry_rows if not r["error"]),
-        "corrupt_rows": sum(r["corrupt_rows"] for r in rows),
-        "summaries": sum(r["summaries"] for r in rows),
-        "briefs": sum(r["briefs"] for r in rows),
-        "failed": sum(1 for r in rows + retry_rows if r["error"]),
-    }
+    totals = {**tally.totals, "retried": sum(1 for r in retry_rows if not r["error"])}
+    totals["failed"] += sum(1 for r in retry_rows if r["error"])
     for r in retry_rows:
         for key in ("llm_calls", "added", "tokens_in", "tokens_out"):
             totals[key] += r[key]
-    return {"run_id": run_id, "mode": mode, "databases": dbs, "sessions": rows,
-            "retried": retry_rows, "totals": totals, "failed": totals["failed"]}
+    return {"run_id": run_id, "mode": mode, "databases": dbs, "sessions": tally.rows,
+            "sessions_omitted": tally.omitted, "retried": retry_rows, "totals": totals,
+            "failed": totals["failed"]}
 
 
 def capture_now(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extractor, *,
