@@ -6,6 +6,8 @@
 const state = { csrf: null, token: null, scope: { kind: "all", id: null, label: "" }, offset: 0,
   limit: 50, total: 0, selected: null, view: "memories" };
 const $ = (id) => document.getElementById(id);
+/** "1 project", "2 projects": `n` and the noun in its number. */
+const plural = (n, one, many = one + "s") => `${n} ${n === 1 ? one : many}`;
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -87,14 +89,14 @@ async function loadScopes() {
       "data-scope": kind, "data-id": id || "", title: root || label,
       onclick: () => selectScope(kind, id, label) },
       el("span", {}, label, root ? el("span", { class: "root", text: root }) : null),
-      el("span", { class: "count", "aria-label": count + " memories", text: String(count) })));
+      el("span", { class: "count", "aria-label": plural(count, "memory", "memories"), text: String(count) })));
   };
   list.append(item("all", null, "All memories", all));
   list.append(item("user", null, "User scope", p.user.counts.active));
   for (const x of p.projects) list.append(item("project", x.id, x.name, x.counts.active, x.root));
   const m = stats.memories;
-  $("stats").textContent = `${m.active} active · ${m.retired} retired · ${stats.projects} projects · ` +
-    `${stats.journal.entries} journal entries`;
+  $("stats").textContent = `${m.active} active · ${m.retired} retired · ` +
+    `${plural(stats.projects, "project")} · ${plural(stats.journal.entries, "journal entry", "journal entries")}`;
 }
 
 function selectScope(kind, id, label) {
