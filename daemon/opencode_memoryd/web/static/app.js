@@ -243,7 +243,7 @@ function startEdit(m, textBlock, actions) {
       if (type.value !== m.type) body.type = type.value;
       const r = await api("PATCH", "/api/memories/" + encodeURIComponent(m.id), body);
       toast(r.status === "edited" ? "Saved." : "Nothing changed.");
-      await Promise.all([showDetail(m.id), loadMemories()]);
+      await Promise.all([showDetail(m.id), loadMemories(), loadScopes()]);
     } catch (e) { showError(e); }
   };
   const form = el("div", { class: "edit", onkeydown: (e) => {
