@@ -43,11 +43,9 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
-from apscheduler.executors.pool import ThreadPoolExecutor
-from apscheduler.schedulers.background import BackgroundScheduler
 from filelock import FileLock, Timeout
 
 from opencode_memoryd import __version__
@@ -65,18 +63,14 @@ from opencode_memoryd.serve.mcp_host import MCPHost, start_host
 from opencode_memoryd.serve.notify import sd_notify
 from opencode_memoryd.serve.protocol import mcp_socket_path, socket_path
 from opencode_memoryd.serve.sources import SourceTracking, TrackedSource
-from opencode_memoryd.serve.timed import (
-    DREAM_CATCH_UP_JOB,
-    DREAM_CHECK_JOB,
-    RETENTION_HOURS,
-    RETENTION_JOB,
-    SWEEP_JOB,
-    TimedWork,
-)
+from opencode_memoryd.serve.timed import DREAM_EXECUTOR, TimedWork
 from opencode_memoryd.serve.web_host import WebPage, start_web_page
 from opencode_memoryd.source.watcher import DbWatcher
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.service import GET_ROUTES, ROUTES, Service, call
+
+if TYPE_CHECKING:
+    from apscheduler.schedulers.base import BaseScheduler
 
 log = structlog.get_logger(__name__)
 
@@ -96,12 +90,6 @@ MIN_CHECK_INTERVAL_SECONDS = 0.1
 CHECK_COST_FACTOR = 4.0
 #: Sessions listed in ``status`` (``pending_count`` has them all).
 STATUS_PENDING_LIMIT = 20
-#: The scheduler's executor (one thread) for the dream checks; the other jobs (sweep,
-#: retention) run on the default one (one thread).
-DREAM_EXECUTOR = "dreams"
-#: A job whose time passed while the process could not run it (suspend, a long dream) still
-#: runs if at most this late (s); coalescing makes several missed runs one.
-MISFIRE_GRACE_SECONDS = 3600
 
 
 class Daemon(SourceTracking, TimedWork):
@@ -142,16 +130,7 @@ class Daemon(SourceTracking, TimedWork):
         self.last_dream: dict[str, str] = {}
         self._work_wake = threading.Event()
         self._held = {}
-        self.scheduler = BackgroundScheduler(
-            executors={
-                "default": ThreadPoolExecutor(1, pool_kwargs={"thread_name_prefix": "timed"}),
-                DREAM_EXECUTOR: ThreadPoolExecutor(
-                    1, pool_kwargs={"thread_name_prefix": DREAM_EXECUTOR}),
-            },
-            job_defaults={"coalesce": True, "max_instances": 1,
-                          "misfire_grace_time": MISFIRE_GRACE_SECONDS},
-            timezone=UTC,
-        )
+        self.scheduler: BaseScheduler | None = None  # made once commands are served
 
     # -- start-up ---------------------------------------------------------------------
 
@@ -230,23 +209,10 @@ class Daemon(SourceTracking, TimedWork):
     # -- time-based work --------------------------------------------------------------
 
     def _start_scheduler(self) -> None:
-        """Finish dreams a crash interrupted, then start the scheduler with the periodic
-        jobs: the safety sweep, the retention of recorded answers and (when dreams are
-        enabled) a catch-up dream check at once, then one every
-        ``dream.check_interval_minutes``."""
+        """Finish dreams a crash interrupted, then start the timed work
+        (:meth:`~opencode_memoryd.serve.timed.TimedWork._schedule`)."""
         self.service.recover_dreams()
-        add = self.scheduler.add_job
-        add(self._request_sweep, "interval", seconds=self.cfg.sweep_interval_seconds,
-            id=SWEEP_JOB, replace_existing=True)
-        add(self._retention, "interval", hours=RETENTION_HOURS, id=RETENTION_JOB,
-            replace_existing=True)
-        if self.app.config.dream.enabled:
-            add(self._dream_job, "date", args=("catch-up",), id=DREAM_CATCH_UP_JOB,
-                replace_existing=True, executor=DREAM_EXECUTOR)
-            add(self._dream_job, "interval", args=("auto",),
-                minutes=self.app.config.dream.check_interval_minutes, id=DREAM_CHECK_JOB,
-                replace_existing=True, executor=DREAM_EXECUTOR)
-        self.scheduler.start()
+        self.scheduler = self._schedule(self.cfg.sweep_interval_seconds)
 
     def _start_control(self) -> None:
         """Serve the use cases to other processes (the daemon owns the store)."""
@@ -339,7 +305,7 @@ class Daemon(SourceTracking, TimedWork):
         if self._web is not None:
             self._web.stop()
         self._work_wake.set()
-        if self.scheduler.running:
+        if self.scheduler is not None and self.scheduler.running:
             self.scheduler.shutdown(wait=False)
         threads = [t for t in threading.enumerate()
                    if t is self._worker or t.name.startswith((DREAM_EXECUTOR, "timed"))]

@@ -9,7 +9,7 @@ the sessions of the work queue are not jobs: the worker thread
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
+from datetime import UTC, timedelta
 from typing import TYPE_CHECKING
 
 import structlog
@@ -19,6 +19,9 @@ from opencode_memoryd.models import iso_utc
 from opencode_memoryd.serve.jobs import SessionJobs
 
 if TYPE_CHECKING:
+    from apscheduler.schedulers.base import BaseScheduler
+
+    from opencode_memoryd.compose import App
     from opencode_memoryd.usecases.service import Service
 
 log = structlog.get_logger(__name__)
@@ -30,6 +33,12 @@ DREAM_CHECK_JOB = "dream-check"
 RETENTION_JOB = "retention"
 #: How often (hours) recorded model answers older than ``KEEP_DAYS`` days are deleted.
 RETENTION_HOURS = 6.0
+#: The scheduler's executor (one thread) for the dream checks; the other jobs (sweep,
+#: retention) run on the default one (one thread, named ``timed``).
+DREAM_EXECUTOR = "dreams"
+#: A job whose time passed while the process could not run it (suspend, a long dream) still
+#: runs if at most this late (s); coalescing makes several missed runs one.
+MISFIRE_GRACE_SECONDS = 3600
 
 
 class TimedWork(SessionJobs):
@@ -39,8 +48,43 @@ class TimedWork(SessionJobs):
 
     service: Service
     last_dream: dict[str, str]
+    app: App
     _poke: threading.Event
     _full_sweep_requested: bool
+
+    def _schedule(self, sweep_seconds: float) -> BaseScheduler:
+        """Start a ``BackgroundScheduler`` with the jobs: the safety sweep every
+        ``sweep_seconds``, the retention of recorded answers every :data:`RETENTION_HOURS`
+        and, when dreams are enabled, a catch-up dream check at once, then one every
+        ``dream.check_interval_minutes`` (on :data:`DREAM_EXECUTOR`). APScheduler is
+        imported here, once commands are served (it costs a tenth of a second)."""
+        from apscheduler.executors.pool import ThreadPoolExecutor
+        from apscheduler.schedulers.background import BackgroundScheduler
+
+        scheduler = BackgroundScheduler(
+            executors={
+                "default": ThreadPoolExecutor(1, pool_kwargs={"thread_name_prefix": "timed"}),
+                DREAM_EXECUTOR: ThreadPoolExecutor(
+                    1, pool_kwargs={"thread_name_prefix": DREAM_EXECUTOR}),
+            },
+            job_defaults={"coalesce": True, "max_instances": 1,
+                          "misfire_grace_time": MISFIRE_GRACE_SECONDS},
+            timezone=UTC,
+        )
+        add = scheduler.add_job
+        add(self._request_sweep, "interval", seconds=sweep_seconds, id=SWEEP_JOB,
+            replace_existing=True)
+        add(self._retention, "interval", hours=RETENTION_HOURS, id=RETENTION_JOB,
+            replace_existing=True)
+        dream = self.app.config.dream
+        if dream.enabled:
+            add(self._dream_job, "date", args=("catch-up",), id=DREAM_CATCH_UP_JOB,
+                replace_existing=True, executor=DREAM_EXECUTOR)
+            add(self._dream_job, "interval", args=("auto",),
+                minutes=dream.check_interval_minutes, id=DREAM_CHECK_JOB,
+                replace_existing=True, executor=DREAM_EXECUTOR)
+        scheduler.start()
+        return scheduler
 
     def _request_sweep(self) -> None:
         """The periodic safety sweep: the main loop's next check reads every database in
