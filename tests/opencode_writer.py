@@ -133,20 +133,7 @@ class OpenCodeWriter:
         while the model streams; pass ``reply_part`` to :meth:`stream` to keep streaming
         into it.
         """
-        ms = self.now_ms()
-        user = {"role": "user", "time": {"created": ms}, "agent": "build",
-                "model": {"providerID": "stub", "modelID": "stub-model"}}
-        umid = self._insert_message(sid, user, ms)
-        self._insert_part(sid, umid, {"type": "text", "text": user_text})
-        ams = self.now_ms()
-        assistant: dict[str, Any] = {
-            "role": "assistant", "parentID": umid, "agent": "build", "mode": "build",
-            "modelID": "stub-model", "providerID": "stub", "path": {"cwd": "/", "root": "/"},
-            "cost": 0, "tokens": {"total": 0, "input": 0, "output": 0, "reasoning": 0,
-                                  "cache": {"read": 0, "write": 0}},
-            "time": {"created": ams},
-        }
-        amid = self._insert_message(sid, assistant, ams)
+        user, umid, assistant, amid = self._open_turn(sid, user_text)
         self._commit("UPDATE session SET time_updated=? WHERE id=?", (self.now_ms(), sid))
         self._insert_part(sid, amid, {"type": "step-start", "snapshot": "0" * 40})
         if bash:
@@ -172,6 +159,27 @@ class OpenCodeWriter:
         self._update_message(umid, user)
         return result
 
+    def _open_turn(self, sid: str, user_text: str
+                   ) -> tuple[dict[str, Any], str, dict[str, Any], str]:
+        """Insert a user message with its text part and the assistant message answering
+        it, as OpenCode does when a turn starts; return ``(user data, user id, assistant
+        data, assistant id)``."""
+        ms = self.now_ms()
+        user = {"role": "user", "time": {"created": ms}, "agent": "build",
+                "model": {"providerID": "stub", "modelID": "stub-model"}}
+        umid = self._insert_message(sid, user, ms)
+        self._insert_part(sid, umid, {"type": "text", "text": user_text})
+        ams = self.now_ms()
+        assistant: dict[str, Any] = {
+            "role": "assistant", "parentID": umid, "agent": "build", "mode": "build",
+            "modelID": "stub-model", "providerID": "stub", "path": {"cwd": "/", "root": "/"},
+            "cost": 0, "tokens": {"total": 0, "input": 0, "output": 0, "reasoning": 0,
+                                  "cache": {"read": 0, "write": 0}},
+            "time": {"created": ams},
+        }
+        amid = self._insert_message(sid, assistant, ams)
+        return user, umid, assistant, amid
+
     def stream(self, part_id: str, text: str) -> None:
         """Replace the text of an in-flight reply's text part (one commit), as OpenCode
         does for each chunk the model streams."""
@@ -196,20 +204,7 @@ class OpenCodeWriter:
         its final state); ``{"type": "patch", "files": [...]}`` is inserted as is. Returns
         ``{"user": …, "assistant": …}``.
         """
-        ms = self.now_ms()
-        user = {"role": "user", "time": {"created": ms}, "agent": "build",
-                "model": {"providerID": "stub", "modelID": "stub-model"}}
-        umid = self._insert_message(sid, user, ms)
-        self._insert_part(sid, umid, {"type": "text", "text": user_text})
-        ams = self.now_ms()
-        assistant: dict[str, Any] = {
-            "role": "assistant", "parentID": umid, "agent": "build", "mode": "build",
-            "modelID": "stub-model", "providerID": "stub", "path": {"cwd": "/", "root": "/"},
-            "cost": 0, "tokens": {"total": 0, "input": 0, "output": 0, "reasoning": 0,
-                                  "cache": {"read": 0, "write": 0}},
-            "time": {"created": ams},
-        }
-        amid = self._insert_message(sid, assistant, ams)
+        user, umid, assistant, amid = self._open_turn(sid, user_text)
         self._insert_part(sid, amid, {"type": "step-start", "snapshot": "0" * 40})
         for i, tool in enumerate(tools):
             if tool.get("type") == "patch":
