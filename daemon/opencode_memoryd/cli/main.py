@@ -73,7 +73,18 @@ def top_level_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(*, run_only: bool = False) -> argparse.ArgumentParser:
+    """The full command line; with ``run_only`` the top level and ``run`` alone (the
+    daemon's start imports no other command's module)."""
+    p, sub = _top()
+    sub.add_parser("run", help=COMMANDS["run"],
+                   description="Tail OpenCode's databases and extract sessions as they go "
+                               "idle. Stays in the foreground; stops cleanly (exit 0) on "
+                               "SIGTERM or SIGINT.",
+                   epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter
+                   ).set_defaults(handler=_cmd_run)
+    if run_only:
+        return p
     from opencode_memoryd.cli import (
         context,
         doctor,
@@ -89,13 +100,6 @@ def _parser() -> argparse.ArgumentParser:
         web,
     )
 
-    p, sub = _top()
-    sub.add_parser("run", help=COMMANDS["run"],
-                   description="Tail OpenCode's databases and extract sessions as they go "
-                               "idle. Stays in the foreground; stops cleanly (exit 0) on "
-                               "SIGTERM or SIGINT.",
-                   epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter
-                   ).set_defaults(handler=_cmd_run)
     maintain.register(sub)
     memories.register(sub)
     manage.register(sub)
@@ -182,12 +186,14 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     env = dict(os.environ if env is None else env)
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        from opencode_memoryd.cli.thin import fast_path
+        from opencode_memoryd.cli.thin import fast_path, split
 
         code = fast_path(argv, env)  # `mcp` and the commands a running daemon serves
         if code is None:
+            line = split(argv)
             try:
-                args = _parser().parse_args(argv)
+                args = _parser(run_only=line is not None
+                               and line.command == "run").parse_args(argv)
             except SystemExit as exc:
                 return int(exc.code or 0)
             if getattr(args, "without_app", None) is not None:

@@ -41,6 +41,21 @@ class ControlHTTPServer(socketserver.ThreadingUnixStreamServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         log.exception("control.connection_failed")
 
+    def process_request(self, request: Any, client_address: Any) -> None:
+        # from the accept on, the connection goes before the daemon's background work
+        self.control.foreground.arrived(id(request))
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.control.foreground.left(id(request))
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.control.foreground.left(id(request))
+
 
 class ControlRequestHandler(BaseHTTPRequestHandler):
     server: ControlHTTPServer

@@ -24,6 +24,7 @@ import structlog
 
 from opencode_memoryd.errors import ControlError
 from opencode_memoryd.serve.control_http import ControlHTTPServer
+from opencode_memoryd.serve.priority import Foreground
 from opencode_memoryd.serve.protocol import (
     CONNECTION_TIMEOUT_SECONDS,
     MAX_BODY_BYTES,
@@ -39,7 +40,8 @@ class ControlServer:
 
     Each handler receives the request's JSON object and returns a JSON-serialisable value.
     Handlers run concurrently, one thread per connection, so they must be thread-safe.
-    ``ping`` is built in and cannot be overridden.
+    ``ping`` is built in and cannot be overridden. :attr:`foreground` knows the open
+    connections: background work waits on it (:meth:`~.priority.Foreground.step_aside`).
 
     Args:
         path: the socket file (see :func:`socket_path`); at most 107 bytes long.
@@ -84,6 +86,7 @@ class ControlServer:
         self._active = 0
         self._cond = threading.Condition()
         self._wake: tuple[int, int] | None = None  # (read end, write end) of the stop pipe
+        self.foreground = Foreground()
 
     @property
     def lock_path(self) -> Path:

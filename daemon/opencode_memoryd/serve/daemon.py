@@ -88,6 +88,9 @@ SWITCH_INTERVAL_SECONDS = 0.001
 MIN_CHECK_INTERVAL_SECONDS = 0.1
 #: ... and at least this many times the duration of the previous check.
 CHECK_COST_FACTOR = 4.0
+#: The MCP SDK is imported this long (s) after the start, or at the first MCP connection
+#: if sooner: its import (most of a second of CPU) would slow the first commands.
+MCP_PRELOAD_SECONDS = 3.0
 #: Sessions listed in ``status`` (``pending_count`` has them all).
 STATUS_PENDING_LIMIT = 20
 
@@ -180,9 +183,18 @@ class Daemon(SourceTracking, TimedWork):
                  max_wait_seconds=self.cfg.max_wait_seconds)
         self._full_sweep_requested = True
         self._poke.set()
+        self.step_aside()
         self._start_watcher()
         self._start_worker()
+        self.step_aside()
         self._start_scheduler()
+
+    def step_aside(self) -> None:
+        """Let the commands being served go first: called by the background work (start-up
+        after the socket, the first pass, the worker) between small steps
+        (:meth:`~opencode_memoryd.serve.priority.Foreground.step_aside`, bounded)."""
+        if self._control is not None:
+            self._control.foreground.step_aside()
 
     def _open_store(self) -> MemoryStore:
         """Open the store; while a one-shot command (``list``, ``maintain`` …) started
@@ -224,7 +236,9 @@ class Daemon(SourceTracking, TimedWork):
         info = {"pid": os.getpid(), "socket": str(path),
                 "started_at": iso_utc(self.started_at or self.clock())}
         # the MCP server OpenCode talks to through `opencode-memoryd mcp` (a relay)
-        self._mcp = start_host(mcp_socket_path(path), functools.partial(call, self.service))
+        self._mcp = start_host(mcp_socket_path(path), functools.partial(call, self.service),
+                               preload_after=MCP_PRELOAD_SECONDS,
+                               before_preload=self.step_aside)
         if self._mcp is not None:
             info["mcp_socket"] = str(self._mcp.path)
         tmp = app.state_dir / (DAEMON_INFO_FILE + ".tmp")
@@ -261,6 +275,7 @@ class Daemon(SourceTracking, TimedWork):
             self._poke.clear()
             if self.stop_event.is_set():
                 break
+            self.step_aside()
             full, self._full_sweep_requested = self._full_sweep_requested, False
             started, scanned = time.monotonic(), self.scan_seconds
             try:

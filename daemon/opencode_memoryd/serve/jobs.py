@@ -78,6 +78,8 @@ class SessionJobs:
     _project_locks: dict[str, threading.Lock]
     _locks_guard: threading.Lock
     _consecutive_failures: int
+    #: provided by :class:`~opencode_memoryd.serve.daemon.Daemon`: lets a command go first
+    step_aside: Callable[[], None]
 
     _work_wake: threading.Event
     _worker: threading.Thread | None = None
@@ -155,6 +157,7 @@ class SessionJobs:
             for i, (source_id, session_id) in enumerate(due):
                 if self.stop_event.is_set():
                     break  # still queued: the next start resumes it
+                self.step_aside()
                 if group.commits != commits:  # the commit forgot the batch's reads
                     self._read_ahead(due[i:], group, ends=False)
                     commits = group.commits

@@ -71,14 +71,22 @@ class MCPHost:
     Args:
         path: the socket file (its folder exists and is private: the control server's).
         call: runs a use case (:func:`in_process_caller`).
+        preload_after: seconds after :meth:`start` at which the SDK is imported, unless a
+            relay connects sooner (then at once, before its session).
+        before_preload: called on the accepting thread just before the SDK's import when
+            no relay waits for it.
 
-    The SDK is imported on the accepting thread before the first connection is taken, so
-    the daemon's start is not delayed by it and a relay that connects meanwhile waits.
+    The SDK is imported on the accepting thread before the first session is served, so the
+    daemon's start is not delayed by it and a relay that connects meanwhile waits.
     """
 
-    def __init__(self, path: Path, call: Callable[[str, dict[str, Any]], Any]) -> None:
+    def __init__(self, path: Path, call: Callable[[str, dict[str, Any]], Any], *,
+                 preload_after: float = 0.0,
+                 before_preload: Callable[[], None] | None = None) -> None:
         self.path = path
         self._call = call
+        self._preload_after = preload_after
+        self._before_preload = before_preload
         self._listener: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._wake: tuple[int, int] | None = None
@@ -128,22 +136,36 @@ class MCPHost:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
 
-    def _accept(self) -> None:
-        assert self._listener is not None and self._wake is not None
+    def _preload(self, *, waited_for: bool) -> bool:
+        """Import the SDK (``waited_for``: a relay waits for it, so at once); ``False``
+        (logged) when it is not installed."""
+        if self._before_preload is not None and not waited_for:
+            self._before_preload()
         try:
             from opencode_memoryd.serve.mcp_server import preload
 
             preload()
         except ImportError:
             log.exception("mcp.sdk_unavailable")
-            return
+            return False
+        return True
+
+    def _accept(self) -> None:
+        assert self._listener is not None and self._wake is not None
+        loaded = False
         with selectors.DefaultSelector() as sel:
             sel.register(self._listener, selectors.EVENT_READ)
             sel.register(self._wake[0], selectors.EVENT_READ)
             while True:
-                ready = sel.select()
+                ready = sel.select(None if loaded else self._preload_after)
                 if any(key.fd == self._wake[0] for key, _ in ready):
                     return
+                if not loaded:
+                    if not self._preload(waited_for=bool(ready)):
+                        return
+                    loaded = True
+                if not ready:
+                    continue
                 try:
                     conn, _ = self._listener.accept()
                 except OSError:
@@ -189,10 +211,14 @@ class MCPHost:
             conn.close()
 
 
-def start_host(path: Path, run: Callable[[str, dict[str, Any]], Any]) -> MCPHost | None:
+def start_host(path: Path, run: Callable[[str, dict[str, Any]], Any], *,
+               preload_after: float = 0.0,
+               before_preload: Callable[[], None] | None = None) -> MCPHost | None:
     """Serve MCP on ``path`` with the use cases ``run(route, payload)``; ``None`` (logged)
-    when the socket cannot be bound: the relays then answer without a daemon's server."""
-    host = MCPHost(path, in_process_caller(run))
+    when the socket cannot be bound: the relays then answer without a daemon's server.
+    ``preload_after``, ``before_preload``: as :class:`MCPHost` takes them."""
+    host = MCPHost(path, in_process_caller(run), preload_after=preload_after,
+                   before_preload=before_preload)
     try:
         host.start()
     except OSError as exc:

@@ -98,6 +98,8 @@ class SourceTracking:
     scan_seconds: float = 0.0
     #: provided by :class:`~opencode_memoryd.serve.jobs.SessionJobs`
     wake_worker: Callable[..., None]  # (due_ms: int | None = None) -> None
+    #: provided by :class:`~opencode_memoryd.serve.daemon.Daemon`: lets a command go first
+    step_aside: Callable[[], None]
 
     def _start_watcher(self) -> None:
         if self._watcher is not None:
@@ -335,6 +337,7 @@ class SourceTracking:
         for start in range(0, len(changed), QUEUE_BATCH):
             if self.stop_event.is_set():
                 break  # SIGTERM during a long catch-up: the sweep at next start resumes it
+            self.step_aside()
             batch = changed[start:start + QUEUE_BATCH]
             first = [sid for sid, _, _ in batch if sid not in src.seen]
             marks = self.state.marks(ident, first) if first else {}
