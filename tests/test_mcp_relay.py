@@ -286,3 +286,42 @@ def test_a_request_answered_here_is_not_answered_again_by_a_late_daemon(
         assert [m.get("id") for m in out.messages()] == [5, None]  # one answer to 5
     finally:
         listener.close()
+
+
+def test_a_relay_before_the_deferred_import_is_served_at_once(
+        sock_path: Path, backend: Backend) -> None:
+    """The daemon defers the SDK's import (``preload_after``); a relay that connects
+    before that gets its session without waiting for the delay, and the hook meant for
+    the deferred import (it lets commands go first) is not called for it."""
+    hooked: list[str] = []
+    h = MCPHost(sock_path, in_process_caller(backend.run), preload_after=3600,
+                before_preload=lambda: hooked.append("deferred"))
+    h.start()
+    try:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(str(sock_path))
+        conn.settimeout(30)
+        with conn, conn.makefile("rb") as reader:
+            conn.sendall(line({"cwd": "/work/project"}) + line(INIT) + line(INITIALIZED)
+                         + line(search(2)))
+            answers = {json.loads(reader.readline())["id"] for _ in range(2)}
+        assert answers == {1, 2}
+        assert backend.calls and backend.calls[0][0] == "search"
+        assert hooked == []
+    finally:
+        h.close()
+
+
+def test_the_deferred_import_calls_its_hook_first(sock_path: Path, backend: Backend) -> None:
+    hooked = threading.Event()
+    h = MCPHost(sock_path, in_process_caller(backend.run), preload_after=0.01,
+                before_preload=hooked.set)
+    h.start()
+    try:
+        assert hooked.wait(30)
+        r, out = relay(lambda: sock_path)
+        started(r, out)
+        r.handle(line(search(2)))
+        assert "result" in out.answer(2)
+    finally:
+        h.close()

@@ -1,0 +1,92 @@
+"""Commands first: the daemon's background work waits while a young control connection
+is open (real threads, a real control server on a Unix socket; outcomes, not times)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from opencode_memoryd.serve import priority
+from opencode_memoryd.serve.control_server import ControlServer
+from opencode_memoryd.serve.priority import Foreground
+from opencode_memoryd.serve.raw_client import call
+
+
+def test_step_aside_returns_at_once_without_connections() -> None:
+    fg = Foreground()
+    assert fg.step_aside() == 0.0
+    assert not fg.busy()
+
+
+def test_step_aside_waits_until_the_connection_is_answered() -> None:
+    fg = Foreground()
+    fg.arrived(1)
+    order: list[str] = []
+    aside = threading.Thread(target=lambda: (fg.step_aside(max_seconds=30),
+                                             order.append("background")))
+    aside.start()
+    aside.join(0.2)
+    assert aside.is_alive()  # still waiting: the command goes first
+    order.append("command")
+    fg.left(1)
+    aside.join(10)
+    assert not aside.is_alive()
+    assert order == ["command", "background"]
+    assert not fg.busy()
+
+
+def test_a_connection_never_holds_the_background_past_the_bound() -> None:
+    fg = Foreground()
+    fg.arrived(1)
+    fg.step_aside(max_seconds=0.01)  # returns though the connection stays open
+    assert fg.busy()
+
+
+def test_an_old_connection_has_no_priority(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(priority, "PRIORITY_SECONDS", 0.0)
+    fg = Foreground()
+    fg.arrived(1)  # e.g. a `maintain` asked over the socket, running for minutes
+    assert not fg.busy()
+    fg.step_aside(max_seconds=30)  # returns at once
+    fg.left(1)
+    fg.left(2)  # unknown: ignored
+
+
+@pytest.fixture
+def sock() -> Iterator[Path]:
+    d = Path(tempfile.mkdtemp(prefix="prio-", dir="/tmp"))  # the socket path limit
+    yield d / "control.sock"
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_the_control_server_marks_a_connection_until_it_is_answered(sock: Path) -> None:
+    inside = threading.Event()
+    release = threading.Event()
+    seen: dict[str, Any] = {}
+
+    def slow(_body: dict[str, Any]) -> str:
+        inside.set()
+        release.wait(30)
+        return "done"
+
+    server = ControlServer(sock, {"slow": slow})
+    server.start()
+    try:
+        t = threading.Thread(target=lambda: seen.update(result=call(sock, "slow", {})))
+        t.start()
+        assert inside.wait(10)
+        assert server.foreground.busy()
+        release.set()
+        t.join(10)
+        assert seen == {"result": "done"}
+        assert not server.foreground.busy()
+        assert server.foreground.step_aside() == 0.0
+    finally:
+        release.set()
+        server.close(wait_seconds=2)
