@@ -646,3 +646,19 @@ def test_reembed_keeps_tombstones(open_store: StoreFactory) -> None:
     hits = s2.search("which package manager?", flt=MemoryFilter(include_retired=True))
     assert gone.id in ids([h for h, _ in hits])
     assert gone.id not in ids([h for h, _ in s2.search("which package manager?")])
+
+
+def test_count_by_type_is_count_per_type(open_store: StoreFactory) -> None:
+    s = open_store()
+    assert s.count_by_type() == {}
+    s.upsert(CODING)
+    user = mem("I prefer short answers.", type_="user", scope="user")
+    s.upsert([user])
+    types = {m.type for m in [*CODING, user]}
+    assert s.count_by_type() == {t: s.count(MemoryFilter(types=(t,))) for t in types}
+    for scope in ("project", "user"):
+        flt = MemoryFilter(scope=scope)  # type: ignore[arg-type]
+        want = {t: n for t in types
+                if (n := s.count(MemoryFilter(scope=scope, types=(t,))))}  # type: ignore[arg-type]
+        assert s.count_by_type(flt) == want
+    assert s.count_by_type(MemoryFilter(scope="user"))["user"] >= 1

@@ -40,6 +40,9 @@ DENSE_NAME = "dense"
 #: exist; older stores filter on them without an index.
 KEYWORD_FIELDS: tuple[str, ...] = ("scope", "project_id", "type", "status", "user_id",
                                    "section")
+#: The most distinct ``type`` values :meth:`MemoryStore.count_by_type` reports (the types
+#: are a closed vocabulary, far fewer).
+FACET_LIMIT = 64
 #: Payload fields :meth:`MemoryStore.set_fields` refuses: they are the point's identity or
 #: what its vectors are computed from.
 FIXED_FIELDS: frozenset[str] = frozenset({"id", "content", "content_hash"})
@@ -176,6 +179,11 @@ class MemoryStore(Protocol):
         """Exact number of matching memories (active only unless ``flt.include_retired``)."""
         ...
 
+    def count_by_type(self, flt: MemoryFilter | None = None) -> dict[str, int]:
+        """Exact number of matching memories per ``type`` (types with none left out), in
+        one request: what :meth:`count` per type gives."""
+        ...
+
     def search(
         self, query: str, *, flt: MemoryFilter | None = None, limit: int = 10
     ) -> list[tuple[Memory, float]]:
@@ -200,6 +208,7 @@ __all__ = [
     "ACTIVE",
     "ALL",
     "DENSE_NAME",
+    "FACET_LIMIT",
     "FIXED_FIELDS",
     "KEYWORD_FIELDS",
     "RETIRED",

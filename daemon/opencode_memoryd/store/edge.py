@@ -31,6 +31,7 @@ from opencode_memoryd.models import Memory
 from opencode_memoryd.store.api import (
     ACTIVE,
     DENSE_NAME,
+    FACET_LIMIT,
     KEYWORD_FIELDS,
     RETIRED,
     SPARSE_NAME,
@@ -314,6 +315,20 @@ class EdgeStore(StoreBase):
             with self._edge("count"):
                 return int(self._shard.count(qe.CountRequest(exact=True,
                                                              filter=self._filter(flt))))
+
+    def count_by_type(self, flt: MemoryFilter | None = None) -> dict[str, int]:
+        """See :meth:`~opencode_memoryd.store.api.MemoryStore.count_by_type` (a facet
+        on the indexed ``type`` field).
+
+        Raises:
+            StoreError: the backend failed or the store is closed.
+        """
+        with self._lock:
+            self._require_open()
+            with self._edge("count"):
+                got = self._shard.facet(qe.FacetRequest(
+                    "type", limit=FACET_LIMIT, exact=True, filter=self._filter(flt)))
+        return {str(h.value): int(h.count) for h in got.hits if h.count}
 
     def _query(self, query: qe.NamedVector, using: str, flt: MemoryFilter | None,
                limit: int) -> list[qe.ScoredPoint]:

@@ -15,6 +15,7 @@ from opencode_memoryd.models import Memory
 from opencode_memoryd.store.api import (
     ACTIVE,
     DENSE_NAME,
+    FACET_LIMIT,
     KEYWORD_FIELDS,
     RETIRED,
     SPARSE_NAME,
@@ -285,6 +286,20 @@ class ServerStore(StoreBase):
             with self._call("count"):
                 return int(self._client.count(self.collection, count_filter=self._filter(flt),
                                               exact=True).count)
+
+    def count_by_type(self, flt: MemoryFilter | None = None) -> dict[str, int]:
+        """See :meth:`~opencode_memoryd.store.api.MemoryStore.count_by_type`.
+
+        Raises:
+            StoreError: the backend failed or the store is closed.
+        """
+        with self._lock:
+            self._require_open()
+            with self._call("count"):
+                got = self._client.facet(self.collection, "type",
+                                         facet_filter=self._filter(flt), limit=FACET_LIMIT,
+                                         exact=True)
+        return {str(h.value): int(h.count) for h in got.hits if h.count}
 
     def _search_sparse(self, sparse: SparseVector, flt: MemoryFilter | None,
                        limit: int) -> list[tuple[Memory, float]]:

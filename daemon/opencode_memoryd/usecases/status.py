@@ -54,10 +54,10 @@ def status_info(app: AppPort, state: StateDB, store: MemoryStore) -> dict[str, A
     info["user_id"] = app.user_id
     counts: dict[str, int] = {}
     for scope in SCOPES:
+        by_type = store.count_by_type(MemoryFilter(user_id=app.user_id, scope=scope))
         for type_ in MEMORY_TYPES:
-            n = store.count(MemoryFilter(user_id=app.user_id, scope=scope, types=(type_,)))
-            if n:
-                counts[f"{scope}/{type_}"] = n
+            if by_type.get(type_):
+                counts[f"{scope}/{type_}"] = by_type[type_]
     info["memories"] = counts
     info["state"] = state.counts()
     info["llm"] = {
