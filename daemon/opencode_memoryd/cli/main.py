@@ -45,9 +45,20 @@ if TYPE_CHECKING:
 
 
 
-def _top() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction[argparse.ArgumentParser]]:
+class _HelpLine:
+    """What :func:`top_level_parser` makes for each command instead of its parser: the
+    top-level help needs only the command's name and help line, and an
+    :class:`~argparse.ArgumentParser` per command would cost more than the rest of
+    ``--help``."""
+
+    def __init__(self, **_kwargs: object) -> None:
+        pass
+
+
+def _top(parser_class: type | None = None
+         ) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction[argparse.ArgumentParser]]:
     """The parser's top level (description, global options, exit codes) and its empty
-    sub-parsers."""
+    sub-parsers (made by ``parser_class``, default the top level's class)."""
     p = argparse.ArgumentParser(
         prog="opencode-memoryd",
         description="Turn OpenCode sessions into durable memories in Qdrant.",
@@ -59,15 +70,19 @@ def _top() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction[argparse
                    help="config file (default: $OPENCODE_MEMORYD_CONFIG, else "
                         "$XDG_CONFIG_HOME/opencode-memoryd/config.toml)")
     p.add_argument("-v", "--verbose", action="store_true", help="log info events to stderr")
-    return p, p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    if parser_class is None:
+        return p, p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    return p, p.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                               parser_class=parser_class)
 
 
 def top_level_parser() -> argparse.ArgumentParser:
     """A parser that knows the top level alone: each command of
     :data:`~opencode_memoryd.cli.commands.COMMANDS` with its help line and no arguments.
     Its ``--help`` and ``--version`` print what the full parser's do, without importing a
-    command module; it must not parse a command line that names a command."""
-    p, sub = _top()
+    command module; it must not parse a command line that names a command (its commands
+    have no parser)."""
+    p, sub = _top(_HelpLine)
     for name, line in COMMANDS.items():
         sub.add_parser(name, help=line)
     return p
