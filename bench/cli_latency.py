@@ -1,10 +1,16 @@
 """Wall time of the commands a running daemon serves, against a bare interpreter.
 
 In a throw-away HOME (rules mode, a copy of ``tests/fixtures/opencode-sample.db``) each
-command runs ``--runs`` times as the ``opencode-memoryd`` script runs it (``python -c``
-with the script's ``from opencode_memoryd.cli.main import main``; with ``--module``: as
-``python -m opencode_memoryd``, which adds the import of :mod:`runpy`), and the median
-wall time is printed with its ratio to ``python -c pass`` on the same machine: ``--help``,
+command runs ``--runs`` times in one of three forms (``--form``): ``c`` (the default),
+``python -c`` with the console script's ``from opencode_memoryd.cli.main import main``;
+``module``, ``python -m opencode_memoryd`` (adds the import of :mod:`runpy`); ``script``,
+the installed ``opencode-memoryd`` console script itself (``--script PATH``, default the
+one beside this interpreter; pip's script also imports :mod:`re`, which the command path
+imports anyway, for :mod:`json`). A script of another environment (e.g. a non-editable
+``pip install .`` into a scratch venv) runs its installed package, not this checkout
+(``PYTHONPATH`` is left out), and ``python -c pass`` is timed with its interpreter. The
+median wall time is printed with its ratio to ``python -c pass`` on the same machine,
+with the load average (``/proc/loadavg``) before and after: ``--help``,
 then ``search``, ``list``, ``status`` and ``context`` first with no daemon (goal: <= 1 s
 each), then with ``opencode-memoryd run`` serving them (goal: <= 3x ``python -c pass``)
 once the daemon is idle: its first pass done and the sessions that pass queued extracted
@@ -14,8 +20,8 @@ checkout's ``__pycache__`` folders), as an installed package has it: otherwise, 
 ``PYTHONDONTWRITEBYTECODE``, every run would compile the modules it imports again and
 measure that instead.
 
-Run: ``.venv/bin/python bench/cli_latency.py [--runs 15] [--module]``. Asserts nothing
-about time.
+Run: ``.venv/bin/python bench/cli_latency.py [--runs 15] [--form c|module|script]
+[--script PATH]``. Asserts nothing about time.
 """
 
 from __future__ import annotations
@@ -51,25 +57,45 @@ def median_ms(argv: list[str], env: dict[str, str], runs: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=15)
-    ap.add_argument("--module", action="store_true",
-                    help="run `python -m opencode_memoryd` instead of the script's form")
+    ap.add_argument("--form", choices=("c", "module", "script"), default="c",
+                    help="how each command is run (see the module's docstring)")
+    ap.add_argument("--module", action="store_true", help="the same as --form module")
+    ap.add_argument("--script", type=Path, default=None,
+                    help="the console script of --form script (default: opencode-memoryd "
+                         "beside this interpreter)")
     args = ap.parse_args(argv)
+    form = "module" if args.module else args.form
     compileall.compile_dir(ROOT / "daemon" / "opencode_memoryd", quiet=1)
     root = Path(tempfile.mkdtemp(prefix="ocm-cli-"))
     try:
         box = Sandbox(root, CONFIG)
         shutil.copyfile(FIXTURE, box.opencode_db)
         env = box.full_env()
-        run = (["-m", "opencode_memoryd"] if args.module
-               else ["-c", "import sys; from opencode_memoryd.cli.main import main; "
-                           "sys.exit(main())"])
-        base = [sys.executable, *run, "--config", str(box.config)]
-        bare = median_ms([sys.executable, "-c", "pass"], env, args.runs)
-        print(f"python -c pass: median {bare:.0f} ms ({args.runs} runs each)")
+        python, cmd_env = sys.executable, env
+        if form == "script":
+            script = args.script or Path(sys.executable).with_name("opencode-memoryd")
+            python = script.read_text().splitlines()[0].removeprefix("#!").strip()
+            base = [str(script)]
+            if Path(python).resolve() != Path(sys.executable).resolve():
+                cmd_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+            print(f"measured: the console script {script} (its package, from "
+                  f"{'this checkout' if cmd_env is env else 'its own environment'})")
+        elif form == "module":
+            base = [python, "-m", "opencode_memoryd"]
+            print("measured: python -m opencode_memoryd (this checkout)")
+        else:
+            base = [python, "-c", "import sys; from opencode_memoryd.cli.main import main; "
+                                  "sys.exit(main())"]
+            print("measured: python -c 'from opencode_memoryd.cli.main import main' "
+                  "(this checkout; the console script's import without its own `import re`)")
+        base += ["--config", str(box.config)]
+        print(f"load average {load_average()}")
+        bare = median_ms([python, "-c", "pass"], env, args.runs)
+        print(f"{python} -c pass: median {bare:.1f} ms ({args.runs} runs each)")
 
         def row(label: str, cmd: list[str], goal: str) -> None:
-            ms = median_ms(base + cmd, env, args.runs)
-            print(f"  {label:34} {ms:7.0f} ms  {ms / bare:5.1f}x   ({goal})")
+            ms = median_ms(base + cmd, cmd_env, args.runs)
+            print(f"  {label:34} {ms:7.1f} ms  {ms / bare:5.2f}x   ({goal})")
 
         row("--help", ["--help"], "<= 3x")
         print("no daemon:")
@@ -93,9 +119,18 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             daemon.stop()
             daemon.kill()
+        print(f"load average {load_average()}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0
+
+
+def load_average() -> str:
+    """The 1-minute load average (``/proc/loadavg``)."""
+    try:
+        return Path("/proc/loadavg").read_text().split()[0]
+    except OSError:
+        return "?"
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The commands a running daemon serves, and ``--help``, load none of the heavy libraries
 (config schema, store clients, LLM client, secret scanner, MCP SDK, logging): each runs in a
 fresh interpreter that reports ``sys.modules`` after ``main()``. They skip the costlier
-parts of the standard library too (``typing``, ``pathlib``, the ``socket`` module), and no
+parts of the standard library too (``typing``, ``pathlib``, the ``socket`` module; a served
+command :mod:`argparse` too), and no
 command module but the one asked for; ``--help`` is printed from the command table, which
 must say what the full parser says."""
 
@@ -25,7 +26,8 @@ from opencode_memoryd.config.paths import state_dir
 HEAVY = ("sqlalchemy", "pydantic", "detect_secrets", "qdrant_client", "qdrant_edge", "openai",
          "mcp", "apscheduler", "starlette", "uvicorn", "structlog")
 #: Standard-library modules the thin path does without (each costs milliseconds).
-COSTLY_STDLIB = ("typing", "pathlib", "socket", "shutil", "dataclasses", "datetime")
+COSTLY_STDLIB = ("typing", "pathlib", "socket", "shutil", "dataclasses", "datetime",
+                 "argparse", "gettext")
 #: Every command module: a thin command loads its own alone, ``--help`` none.
 COMMAND_MODULES = tuple(f"opencode_memoryd.cli.{m}" for m in (
     "context", "doctor", "dreams", "history", "maintain", "manage", "mcp", "memories",

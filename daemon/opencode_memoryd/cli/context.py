@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
@@ -13,6 +12,8 @@ from opencode_memoryd.config.xdg import normalize_dir
 
 TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:
+    import argparse
+
     from opencode_memoryd.compose import App
 
 

@@ -11,7 +11,6 @@ is ``077`` (what we write is private), and a reader that closes our output early
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -39,6 +38,7 @@ from opencode_memoryd.errors import (
 
 TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:
+    import argparse
     from collections.abc import Mapping, Sequence
 
     from opencode_memoryd.compose import App
@@ -59,6 +59,8 @@ def _top(parser_class: type | None = None
          ) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction[argparse.ArgumentParser]]:
     """The parser's top level (description, global options, exit codes) and its empty
     sub-parsers (made by ``parser_class``, default the top level's class)."""
+    import argparse  # here: a command the daemon serves needs none of it
+
     p = argparse.ArgumentParser(
         prog="opencode-memoryd",
         description="Turn OpenCode sessions into durable memories in Qdrant.",
@@ -91,6 +93,8 @@ def top_level_parser() -> argparse.ArgumentParser:
 def _parser(*, run_only: bool = False) -> argparse.ArgumentParser:
     """The full command line; with ``run_only`` the top level and ``run`` alone (the
     daemon's start imports no other command's module)."""
+    import argparse
+
     p, sub = _top()
     sub.add_parser("run", help=COMMANDS["run"],
                    description="Tail OpenCode's databases and extract sessions as they go "

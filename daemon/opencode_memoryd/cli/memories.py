@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
@@ -14,6 +13,8 @@ from opencode_memoryd.errors import NotFoundError
 
 TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:
+    import argparse
+
     from opencode_memoryd.compose import App
 
 

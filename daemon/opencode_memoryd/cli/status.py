@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 
 from opencode_memoryd import __version__
@@ -12,6 +11,7 @@ from opencode_memoryd.cli.exits import EXIT_OK
 
 TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:
+    import argparse
     from typing import Any
 
     from opencode_memoryd.compose import App

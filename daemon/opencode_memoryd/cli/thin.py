@@ -13,20 +13,22 @@ host MCP) goes the full way (:func:`fast_path` returns ``None``), which reports 
 before.
 
 A served command costs little more than the interpreter's start: this path imports
-neither :mod:`typing` nor :mod:`pathlib` (paths are strings here), and builds the parser
-of the one command asked for (:class:`_OneCommand`) instead of the whole command line.
+neither :mod:`typing` nor :mod:`pathlib` (paths are strings here) nor :mod:`argparse`, and
+parses the arguments of the one command asked for with a
+:class:`~opencode_memoryd.cli.quickparse.QuickParser` (:class:`_OneCommand`) instead of
+building the whole command line.
 """
 
 from __future__ import annotations
 
-import argparse
-
 TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:
+    import argparse
     from collections.abc import Callable, Mapping, Sequence
     from pathlib import Path
-    from typing import Any, NoReturn
+    from typing import Any
 
+    from opencode_memoryd.cli.quickparse import QuickParser
     from opencode_memoryd.compose import App
 
 #: Commands served by a running daemon without loading the config schema: module, name.
@@ -146,15 +148,6 @@ def fast_path(argv: Sequence[str], env: Mapping[str, str]) -> int | None:
     return None
 
 
-class _Unsure(Exception):
-    """The short parser met something the full one should report."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise _Unsure(message)
-
-
 class ThinApp:
     """What a served command's handler gets instead of the full application: the
     daemon's socket, and :meth:`load` for the full one.
@@ -196,28 +189,21 @@ class ThinApp:
                         self._env)
 
 
-class _FixedWidth(argparse.HelpFormatter):
-    """A formatter that never asks the terminal its width (that imports :mod:`shutil`):
-    argparse builds one to check each argument, these parsers never print help."""
-
-    def __init__(self, prog: str) -> None:
-        super().__init__(prog, width=80)
-
-
 class _OneCommand:
-    """Stands in for the sub-parsers of a command module's ``register(sub)``: builds each
-    parser alone (no top-level parser) and keeps the one of ``command``."""
+    """Stands in for the sub-parsers of a command module's ``register(sub)``: hands out a
+    :class:`~opencode_memoryd.cli.quickparse.QuickParser` per command and keeps the one
+    of ``command``."""
 
     def __init__(self, command: str) -> None:
         self.command = command
-        self.parser: _Parser | None = None
+        self.parser: QuickParser | None = None
 
-    def add_parser(self, name: str, **kwargs: Any) -> _Parser:
+    def add_parser(self, name: str, **kwargs: Any) -> QuickParser:
         """A parser like ``add_subparsers().add_parser(name, ...)`` gives, without help
         (``-h`` takes the full way)."""
-        kwargs.pop("help", None)
-        kwargs.setdefault("formatter_class", _FixedWidth)
-        parser = _Parser(prog=f"opencode-memoryd {name}", add_help=False, **kwargs)
+        from opencode_memoryd.cli.quickparse import QuickParser
+
+        parser = QuickParser(**kwargs)
         if name == self.command:
             self.parser = parser
         return parser
@@ -233,16 +219,18 @@ def _served(line: Line, env: Mapping[str, str]) -> int | None:
     sock = daemon_info(state).get("socket")
     if not isinstance(sock, str) or not sock:
         return None
-    import importlib
+    from opencode_memoryd.cli.quickparse import Unsure
 
-    module: Any = importlib.import_module(f"opencode_memoryd.cli.{THIN_COMMANDS[line.command]}")
+    module: Any = __import__(f"opencode_memoryd.cli.{THIN_COMMANDS[line.command]}",
+                             fromlist=["register"])
     one = _OneCommand(line.command)
-    module.register(one)
-    if one.parser is None:
-        return None
+    args: Any  # the handlers take it as the argparse.Namespace it stands for
     try:
+        module.register(one)
+        if one.parser is None:
+            return None
         args = one.parser.parse_args(line.rest)
-    except _Unsure:
+    except Unsure:
         return None
     args.command = line.command
     handler: Callable[[Any, argparse.Namespace], int] = args.handler
