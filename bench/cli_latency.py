@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             script = args.script or Path(sys.executable).with_name("opencode-memoryd")
             python = script.read_text().splitlines()[0].removeprefix("#!").strip()
             base = [str(script)]
-            if Path(python).resolve() != Path(sys.executable).resolve():
+            if Path(python).parent != Path(sys.executable).parent:  # another venv
                 cmd_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
             print(f"measured: the console script {script} (its package, from "
                   f"{'this checkout' if cmd_env is env else 'its own environment'})")

@@ -58,7 +58,7 @@ def test_help_loads_no_heavy_library(isolated_env: dict[str, str]) -> None:
     assert got["code"] == 0 and "search" in str(got["out"])
     assert got["heavy"] == []
     assert got["commands"] == []  # printed from the command table
-    assert {"typing", "pathlib", "socket", "dataclasses"}.isdisjoint(got["costly"])
+    assert {"typing", "pathlib", "socket", "dataclasses", "shutil"}.isdisjoint(got["costly"])
     version = probe(isolated_env, "--version")
     assert version["code"] == 0 and version["commands"] == []
 
@@ -134,3 +134,17 @@ def test_commands_served_by_the_daemon_load_no_heavy_library(
     local = probe(isolated_env, *base, "status", "--json")
     assert local["code"] == 0 and "pydantic" in local["heavy"]
     assert json.loads(str(local["out"]))["daemon"]["running"] is False
+
+
+@pytest.mark.parametrize("columns", [None, "", "abc", "0", "-5", "123"])
+def test_terminal_columns_is_shutils(columns: str | None,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from opencode_memoryd.cli.main import terminal_columns
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert terminal_columns() == shutil.get_terminal_size().columns

@@ -40,6 +40,7 @@ TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Mapping, Sequence
+    from typing import Any
 
     from opencode_memoryd.compose import App
 
@@ -55,27 +56,50 @@ class _HelpLine:
         pass
 
 
-def _top(parser_class: type | None = None
+def terminal_columns() -> int:
+    """``shutil.get_terminal_size().columns`` (``$COLUMNS``, else the terminal of stdout,
+    else 80) without importing :mod:`shutil` (and the compression modules it imports)."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+        columns = columns or 80
+    return columns
+
+
+def _top(*, light: bool = False
          ) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction[argparse.ArgumentParser]]:
     """The parser's top level (description, global options, exit codes) and its empty
-    sub-parsers (made by ``parser_class``, default the top level's class)."""
+    sub-parsers; ``light``: for :func:`top_level_parser` (a :class:`_HelpLine` per
+    command, the width from :func:`terminal_columns`)."""
     import argparse  # here: a command the daemon serves needs none of it
+
+    class _Formatter(argparse.RawDescriptionHelpFormatter):
+        # argparse's own width rule (the terminal's columns less 2), without `shutil`
+        def __init__(self, prog: str) -> None:
+            super().__init__(prog, width=terminal_columns() - 2)
 
     p = argparse.ArgumentParser(
         prog="opencode-memoryd",
         description="Turn OpenCode sessions into durable memories in Qdrant.",
         epilog=EXIT_CODES_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_Formatter if light else argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("--config", metavar="PATH",
                    help="config file (default: $OPENCODE_MEMORYD_CONFIG, else "
                         "$XDG_CONFIG_HOME/opencode-memoryd/config.toml)")
     p.add_argument("-v", "--verbose", action="store_true", help="log info events to stderr")
-    if parser_class is None:
+    if not light:
         return p, p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    lines: Any = _HelpLine  # stands in for a parser class: it is never asked to parse
     return p, p.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                               parser_class=parser_class)
+                               parser_class=lines)
 
 
 def top_level_parser() -> argparse.ArgumentParser:
@@ -84,7 +108,7 @@ def top_level_parser() -> argparse.ArgumentParser:
     Its ``--help`` and ``--version`` print what the full parser's do, without importing a
     command module; it must not parse a command line that names a command (its commands
     have no parser)."""
-    p, sub = _top(_HelpLine)
+    p, sub = _top(light=True)
     for name, line in COMMANDS.items():
         sub.add_parser(name, help=line)
     return p
