@@ -33,8 +33,6 @@ breaker; 401/403/404 pause LLM work with a status saying why; a token budget def
 
 from __future__ import annotations
 
-import functools
-import json
 import logging
 import os
 import signal
@@ -57,17 +55,17 @@ from opencode_memoryd.disk import PRIVATE_UMASK, make_private
 from opencode_memoryd.errors import AlreadyRunning, MemorydError, StoreInUseError
 from opencode_memoryd.models import iso_utc
 from opencode_memoryd.serve.alerts import Alerts
+from opencode_memoryd.serve.commands import CommandServing
 from opencode_memoryd.serve.control_server import ControlServer
 from opencode_memoryd.serve.jobs import Pause
-from opencode_memoryd.serve.mcp_host import MCPHost, start_host
+from opencode_memoryd.serve.mcp_host import MCPHost
 from opencode_memoryd.serve.notify import sd_notify
-from opencode_memoryd.serve.protocol import mcp_socket_path, socket_path
 from opencode_memoryd.serve.sources import SourceTracking, TrackedSource
 from opencode_memoryd.serve.timed import DREAM_EXECUTOR, TimedWork
 from opencode_memoryd.serve.web_host import WebPage, start_web_page
 from opencode_memoryd.source.watcher import DbWatcher
 from opencode_memoryd.store.api import MemoryStore
-from opencode_memoryd.usecases.service import GET_ROUTES, ROUTES, Service, call
+from opencode_memoryd.usecases.service import Service
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.base import BaseScheduler
@@ -88,14 +86,11 @@ SWITCH_INTERVAL_SECONDS = 0.001
 MIN_CHECK_INTERVAL_SECONDS = 0.1
 #: ... and at least this many times the duration of the previous check.
 CHECK_COST_FACTOR = 4.0
-#: The MCP SDK is imported this long (s) after the start, or at the first MCP connection
-#: if sooner: its import (most of a second of CPU) would slow the first commands.
-MCP_PRELOAD_SECONDS = 3.0
 #: Sessions listed in ``status`` (``pending_count`` has them all).
 STATUS_PENDING_LIMIT = 20
 
 
-class Daemon(SourceTracking, TimedWork):
+class Daemon(CommandServing, SourceTracking, TimedWork):
     """The long-running process behind ``opencode-memoryd run``.
 
     ``state``, ``store``, ``extractor``, ``summarizer`` and ``service`` exist once :meth:`start` has
@@ -111,6 +106,7 @@ class Daemon(SourceTracking, TimedWork):
         self.cfg = app.config.daemon
         self.clock = clock or (lambda: datetime.now(UTC))
         self.stop_event = threading.Event()
+        self._capture_loaded = threading.Event()  # see CAPTURE_ROUTES
         self._poke = threading.Event()
         self._sources: dict[str, TrackedSource] = {}
         self._project_locks: dict[str, threading.Lock] = {}
@@ -162,21 +158,21 @@ class Daemon(SourceTracking, TimedWork):
     def start(self) -> None:
         """Lock, open state and store, serve commands, start the worker and watching.
 
-        Commands are served as soon as the state file and the store are open; the main
-        loop's first pass (a full one) then queues what changed while the daemon was
-        away, and the worker resumes what was queued before a restart.
+        Commands are served as soon as the state file and the store are open; then the
+        capture code is loaded (extractor, summarizer), the main loop's first pass (a full
+        one) queues what changed while the daemon was away, and the worker resumes what
+        was queued before a restart. Each step lets a command being served go first
+        (:meth:`step_aside`).
         """
         self.acquire_lock()
         self.started_at = self.clock()
         self.state = self.app.open_state()
         self.store = self._open_store()
-        self.extractor = self.app.build_extractor(modes=self.state)
-        self.summarizer = self.app.build_summarizer(modes=self.state, replies=self.state)
-        self.service = Service(self.app, self.state, self.store, extractor=self.extractor,
-                               lock_for=self.project_lock, daemon_status=self.status,
-                               summarizer=self.summarizer)
+        # the extractor and summarizer are built by the service on first use: a command
+        # served before the next lines run builds them itself
+        self.service = Service(self.app, self.state, self.store, lock_for=self.project_lock,
+                               daemon_status=self.status)
         self._start_control()
-        self._web = start_web_page(self.service, self.app)
         log.info("daemon_started", version=__version__, pid=os.getpid(),
                  mode=self.app.extraction_mode(),
                  quiet_period_seconds=self.cfg.quiet_period_seconds,
@@ -184,17 +180,20 @@ class Daemon(SourceTracking, TimedWork):
         self._full_sweep_requested = True
         self._poke.set()
         self.step_aside()
+        # loaded on this thread alone (the CAPTURE_ROUTES wait for it): two threads
+        # importing one graph of modules can see a module half-initialised
+        import opencode_memoryd.capture.batching
+        import opencode_memoryd.capture.processor  # noqa: F401
+
+        self.extractor = self.service.extractor
+        self.summarizer = self.service.summarizer
+        self._capture_loaded.set()
+        self._web = start_web_page(self.service, self.app)
+        self.step_aside()
         self._start_watcher()
         self._start_worker()
         self.step_aside()
         self._start_scheduler()
-
-    def step_aside(self) -> None:
-        """Let the commands being served go first: called by the background work (start-up
-        after the socket, the first pass, the worker) between small steps
-        (:meth:`~opencode_memoryd.serve.priority.Foreground.step_aside`, bounded)."""
-        if self._control is not None:
-            self._control.foreground.step_aside()
 
     def _open_store(self) -> MemoryStore:
         """Open the store; while a one-shot command (``list``, ``maintain`` …) started
@@ -225,25 +224,6 @@ class Daemon(SourceTracking, TimedWork):
         (:meth:`~opencode_memoryd.serve.timed.TimedWork._schedule`)."""
         self.service.recover_dreams()
         self.scheduler = self._schedule(self.cfg.sweep_interval_seconds)
-
-    def _start_control(self) -> None:
-        """Serve the use cases to other processes (the daemon owns the store)."""
-        app = self.app
-        handlers = {route: functools.partial(call, self.service, route) for route in ROUTES}
-        path = socket_path(app.state_dir, app.env)
-        self._control = ControlServer(path, handlers, get_routes=GET_ROUTES)
-        self._control.start()
-        info = {"pid": os.getpid(), "socket": str(path),
-                "started_at": iso_utc(self.started_at or self.clock())}
-        # the MCP server OpenCode talks to through `opencode-memoryd mcp` (a relay)
-        self._mcp = start_host(mcp_socket_path(path), functools.partial(call, self.service),
-                               preload_after=MCP_PRELOAD_SECONDS,
-                               before_preload=self.step_aside)
-        if self._mcp is not None:
-            info["mcp_socket"] = str(self._mcp.path)
-        tmp = app.state_dir / (DAEMON_INFO_FILE + ".tmp")
-        tmp.write_text(json.dumps(info))
-        os.replace(tmp, app.state_dir / DAEMON_INFO_FILE)
 
     # -- main loop --------------------------------------------------------------------
 
@@ -308,6 +288,7 @@ class Daemon(SourceTracking, TimedWork):
         """
         deadline = time.monotonic() + SHUTDOWN_GRACE_SECONDS
         self.stop_event.set()
+        self._capture_loaded.set()  # a route still waiting for it fails fast now
         self._poke.set()
         sd_notify("STOPPING=1")
         if self._watcher is not None:

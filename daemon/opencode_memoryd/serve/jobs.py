@@ -12,9 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from opencode_memoryd.capture.batching import WriteGroup
-from opencode_memoryd.capture.processor import SessionProcessor
-from opencode_memoryd.capture.report import SessionReport
 from opencode_memoryd.debounce import backoff_seconds
 from opencode_memoryd.errors import MemorydError, SourceError
 from opencode_memoryd.models import STORAGE_SESSION_MESSAGE, Mark, iso_utc
@@ -22,8 +19,10 @@ from opencode_memoryd.models import STORAGE_SESSION_MESSAGE, Mark, iso_utc
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from opencode_memoryd.capture.batching import WriteGroup
     from opencode_memoryd.capture.notes import Summarizer
     from opencode_memoryd.capture.processor import Extractor
+    from opencode_memoryd.capture.report import SessionReport
     from opencode_memoryd.compose import App
     from opencode_memoryd.config.daemon import DaemonConfig
     from opencode_memoryd.serve.sources import TrackedSource
@@ -118,6 +117,9 @@ class SessionJobs:
         up to :data:`~opencode_memoryd.capture.batching.FLUSH_SECONDS` later, so one store
         flush serves the sessions of that time); sleep until the next due time, group
         commit or wake-up."""
+        # imported here: the daemon loads the capture code once its commands are served
+        from opencode_memoryd.capture.batching import WriteGroup
+
         group = WriteGroup(self.state, self.store)
         group.__enter__()
         try:
@@ -278,6 +280,8 @@ class SessionJobs:
             self._retry(source_id, session_id, 5, "project busy")
             return
         try:
+            from opencode_memoryd.capture.processor import SessionProcessor
+
             proc = SessionProcessor(src.db, self.state, self.store, self.extractor,
                                     self.app.limits(), clock=self.clock, raise_fatal=False,
                                     user_id=self.app.user_id, summarizer=self.summarizer,

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from opencode_memoryd.dream.dreamer import Dreamer
 from opencode_memoryd.dream.journal import DreamJournal
 from opencode_memoryd.models import FACT_TYPES, parse_iso, scope_project
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.usecases.maintain import LockFor
 from opencode_memoryd.usecases.ports import AppPort
+
+if TYPE_CHECKING:
+    from opencode_memoryd.dream.dreamer import Dreamer
 
 log = structlog.get_logger(__name__)
 

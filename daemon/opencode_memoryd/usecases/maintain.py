@@ -6,20 +6,22 @@ import uuid
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from opencode_memoryd.capture.batching import WriteGroup
-from opencode_memoryd.capture.notes import Summarizer
-from opencode_memoryd.capture.processor import Extractor, SessionProcessor
-from opencode_memoryd.capture.report import SessionReport
-from opencode_memoryd.capture.retry import retry_given_up
 from opencode_memoryd.models import Mark, iso_utc
 from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.ports import AppPort
+
+if TYPE_CHECKING:
+    # imported where used: the daemon serves commands before it loads the capture code
+    from opencode_memoryd.capture.batching import WriteGroup
+    from opencode_memoryd.capture.notes import Summarizer
+    from opencode_memoryd.capture.processor import Extractor, SessionProcessor
+    from opencode_memoryd.capture.report import SessionReport
 
 log = structlog.get_logger(__name__)
 
@@ -86,6 +88,9 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
         DiskFullError: the state dir or the store has too little free space; the session
             at hand stored nothing and its mark did not move.
     """
+    from opencode_memoryd.capture.batching import WriteGroup
+    from opencode_memoryd.capture.processor import SessionProcessor
+
     run_id = uuid.uuid4().hex[:12]
     mode = app.extraction_mode()
     log.info("maintain_started", run_id=run_id, mode=mode, directory=directory or "(all)")
@@ -154,6 +159,8 @@ class _Ahead:
 def _retry(proc: SessionProcessor, state: StateDB, sessions: list[SessionRow],
            lock_for: LockFor) -> list[SessionReport]:
     """Extract the given-up chunks of ``sessions`` (of ``proc``'s database) again."""
+    from opencode_memoryd.capture.retry import retry_given_up
+
     by_id = {s.id: s for s in sessions}
     out = []
     for failure in state.chunk_failures(status="given_up", source_id=proc.source.identity):
@@ -230,6 +237,8 @@ def capture_now(app: AppPort, state: StateDB, store: MemoryStore, extractor: Ext
     Raises:
         SourceError: no database, or one that cannot be opened.
     """
+    from opencode_memoryd.capture.processor import SessionProcessor
+
     newest: tuple[SessionRow, Path, int] | None = None
     for path in app.database_paths():
         with app.open_source(path) as source:

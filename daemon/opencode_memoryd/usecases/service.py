@@ -13,18 +13,15 @@ from __future__ import annotations
 
 import builtins
 import inspect
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from opencode_memoryd.capture.notes import Summarizer
-from opencode_memoryd.capture.processor import Extractor
 from opencode_memoryd.config.paths import normalize_dir
-from opencode_memoryd.dream.dreamer import Dreamer
 from opencode_memoryd.dream.journal import DreamJournal
-from opencode_memoryd.dream.model import DreamSettings
 from opencode_memoryd.errors import MemorydError, RequestError
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
@@ -44,6 +41,12 @@ from opencode_memoryd.usecases.context_cache import ContextCache
 from opencode_memoryd.usecases.maintain import LockFor, Progress, capture_now, maintain, no_lock
 from opencode_memoryd.usecases.ports import AppPort
 from opencode_memoryd.usecases.projects import resolve_dir
+
+if TYPE_CHECKING:
+    # imported where used: the daemon serves commands before it loads the capture code
+    from opencode_memoryd.capture.notes import Summarizer
+    from opencode_memoryd.capture.processor import Extractor
+    from opencode_memoryd.dream.dreamer import Dreamer
 
 log = structlog.get_logger(__name__)
 
@@ -91,6 +94,7 @@ class Service:
         self.daemon_status = daemon_status
         self._extractor = extractor
         self._summarizer = summarizer
+        self._building = threading.Lock()  # one extractor, summarizer, dreamer each
         # OpenCode connections, session look-ups and blocks kept between context requests
         self._context = ContextCache(app, store)
         self._dreamer: Dreamer | None = None
@@ -100,33 +104,40 @@ class Service:
     @property
     def extractor(self) -> Extractor:
         """The extractor of the configured mode (built on first use)."""
-        if self._extractor is None:
-            self._extractor = self.app.build_extractor(modes=self.state)
-        return self._extractor
+        with self._building:
+            if self._extractor is None:
+                self._extractor = self.app.build_extractor(modes=self.state)
+            return self._extractor
 
     @property
     def summarizer(self) -> Summarizer:
         """The writer of session summaries and project briefs (built on first use)."""
-        if self._summarizer is None:
-            self._summarizer = self.app.build_summarizer(modes=self.state, replies=self.state)
-        return self._summarizer
+        with self._building:
+            if self._summarizer is None:
+                self._summarizer = self.app.build_summarizer(modes=self.state,
+                                                             replies=self.state)
+            return self._summarizer
 
     @property
     def dreamer(self) -> Dreamer:
         """The consolidation engine: LLM plans in llm mode, duplicate collapse in rules
         mode (built on first use)."""
-        if self._dreamer is None:
-            cfg = self.app.config
-            settings = DreamSettings(
-                max_retire_share=cfg.dream.max_retire_share,
-                near_duplicate_similarity=cfg.dedup.near_duplicate_similarity,
-                max_output_tokens=cfg.llm.max_output_tokens,
-            )
-            self._dreamer = Dreamer(self.store, self.state,
-                                    planner=self.app.build_planner(modes=self.state),
-                                    settings=settings, clock=self.app.clock,
-                                    user_id=self.app.user_id)
-        return self._dreamer
+        with self._building:
+            if self._dreamer is None:
+                from opencode_memoryd.dream.dreamer import Dreamer
+                from opencode_memoryd.dream.model import DreamSettings
+
+                cfg = self.app.config
+                settings = DreamSettings(
+                    max_retire_share=cfg.dream.max_retire_share,
+                    near_duplicate_similarity=cfg.dedup.near_duplicate_similarity,
+                    max_output_tokens=cfg.llm.max_output_tokens,
+                )
+                self._dreamer = Dreamer(self.store, self.state,
+                                        planner=self.app.build_planner(modes=self.state),
+                                        settings=settings, clock=self.app.clock,
+                                        user_id=self.app.user_id)
+            return self._dreamer
 
     # -- the routes -------------------------------------------------------------------
 

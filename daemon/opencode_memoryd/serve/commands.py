@@ -1,0 +1,88 @@
+"""The command-serving half of :class:`~opencode_memoryd.serve.daemon.Daemon`: the control
+socket and the MCP host, and the order of the start that lets them answer first.
+
+The daemon serves commands as soon as its state file and store are open; what only the
+capture needs (the extraction code, the extractor, the first pass, the worker, the
+scheduler, the MCP SDK) comes after, each step letting a command being served go first
+(:meth:`CommandServing.step_aside`, see :mod:`opencode_memoryd.serve.priority`). The
+routes that run the capture code (:data:`CAPTURE_ROUTES`) wait until the start has loaded
+it: one thread loads it, since two threads importing one graph of modules at once can see
+a module half-initialised.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from opencode_memoryd.compose import DAEMON_INFO_FILE
+from opencode_memoryd.models import iso_utc
+from opencode_memoryd.serve.control_server import ControlServer
+from opencode_memoryd.serve.mcp_host import MCPHost, start_host
+from opencode_memoryd.serve.protocol import mcp_socket_path, socket_path
+from opencode_memoryd.usecases.service import GET_ROUTES, ROUTES, call
+
+if TYPE_CHECKING:
+    from opencode_memoryd.compose import App
+    from opencode_memoryd.usecases.service import Service
+
+#: The MCP SDK is imported this long (s) after the start, or at the first MCP connection
+#: if sooner: its import (most of a second of CPU) would slow the first commands.
+MCP_PRELOAD_SECONDS = 3.0
+#: The routes that run the capture code, which the daemon loads once commands are served:
+#: they wait for it (at most :data:`CAPTURE_WAIT_SECONDS`); the others are served at once.
+CAPTURE_ROUTES = frozenset({"maintain", "capture_now", "dream", "undo", "add", "edit",
+                            "forget", "restore"})
+CAPTURE_WAIT_SECONDS = 60.0
+
+
+class CommandServing:
+    """Serves the use cases on the control socket and the MCP socket."""
+
+    app: App
+    service: Service
+    started_at: datetime | None
+    clock: Callable[[], datetime]
+    _control: ControlServer | None
+    _mcp: MCPHost | None
+    #: set by the start once the capture code is loaded (see :data:`CAPTURE_ROUTES`)
+    _capture_loaded: threading.Event
+
+    def step_aside(self) -> None:
+        """Let the commands being served go first: called by the background work (start-up
+        after the socket, the first pass, the worker) between small steps
+        (:meth:`~opencode_memoryd.serve.priority.Foreground.step_aside`, bounded)."""
+        if self._control is not None:
+            self._control.foreground.step_aside()
+
+    def _start_control(self) -> None:
+        """Serve the use cases to other processes (the daemon owns the store); then write
+        ``daemon.json`` (pid, sockets), which is how commands find the daemon."""
+        app = self.app
+        handlers = {route: functools.partial(self._route, route) for route in ROUTES}
+        path = socket_path(app.state_dir, app.env)
+        self._control = ControlServer(path, handlers, get_routes=GET_ROUTES)
+        self._control.start()
+        info = {"pid": os.getpid(), "socket": str(path),
+                "started_at": iso_utc(self.started_at or self.clock())}
+        # the MCP server OpenCode talks to through `opencode-memoryd mcp` (a relay)
+        self._mcp = start_host(mcp_socket_path(path), self._route,
+                               preload_after=MCP_PRELOAD_SECONDS,
+                               before_preload=self.step_aside)
+        if self._mcp is not None:
+            info["mcp_socket"] = str(self._mcp.path)
+        tmp = app.state_dir / (DAEMON_INFO_FILE + ".tmp")
+        tmp.write_text(json.dumps(info))
+        os.replace(tmp, app.state_dir / DAEMON_INFO_FILE)
+
+    def _route(self, route: str, payload: dict[str, Any]) -> Any:
+        """Run a use case for the control socket or the MCP host; one of
+        :data:`CAPTURE_ROUTES` first waits for the start to load the capture code."""
+        if route in CAPTURE_ROUTES:
+            self._capture_loaded.wait(CAPTURE_WAIT_SECONDS)
+        return call(self.service, route, payload)
