@@ -44,14 +44,16 @@ COMMANDS: list[list[str]] = [["search", "pnpm"], ["list"], ["status"],
                              ["context", "--dir", "/nowhere/project"]]
 
 
-def median_ms(argv: list[str], env: dict[str, str], runs: int) -> float:
-    """Median wall milliseconds of running ``argv`` to completion."""
-    times = []
+def median_ms(argv: list[str], env: dict[str, str], runs: int) -> tuple[float, int]:
+    """Median wall milliseconds of running ``argv`` to completion, and the exit code of
+    the last run that failed (0: none did)."""
+    times, failed = [], 0
     for _ in range(runs):
         t = time.perf_counter()
-        subprocess.run(argv, env=env, capture_output=True, check=False)
+        done = subprocess.run(argv, env=env, capture_output=True, check=False)
         times.append((time.perf_counter() - t) * 1000)
-    return statistics.median(times)
+        failed = done.returncode or failed
+    return statistics.median(times), failed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,12 +92,13 @@ def main(argv: list[str] | None = None) -> int:
                   "(this checkout; the console script's import without its own `import re`)")
         base += ["--config", str(box.config)]
         print(f"load average {load_average()}")
-        bare = median_ms([python, "-c", "pass"], env, args.runs)
+        bare = median_ms([python, "-c", "pass"], env, args.runs)[0]
         print(f"{python} -c pass: median {bare:.1f} ms ({args.runs} runs each)")
 
         def row(label: str, cmd: list[str], goal: str) -> None:
-            ms = median_ms(base + cmd, cmd_env, args.runs)
-            print(f"  {label:34} {ms:7.1f} ms  {ms / bare:5.2f}x   ({goal})")
+            ms, failed = median_ms(base + cmd, cmd_env, args.runs)
+            note = f"   FAILED (exit {failed}): not a measure" if failed else ""
+            print(f"  {label:34} {ms:7.1f} ms  {ms / bare:5.2f}x   ({goal}){note}")
 
         row("--help", ["--help"], "<= 3x")
         print("no daemon:")

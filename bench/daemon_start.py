@@ -7,7 +7,9 @@ is polled for the control socket and a ``status`` request is sent on it (plain H
 the Unix socket, no client library) until one is answered; that moment is "serving". The
 daemon's CPU time (user + system, from ``/proc``) at that moment is printed too: unlike the
 wall time, it hardly depends on what else the machine runs. ``--runs`` starts (default 7),
-each on a fresh state; then ``python -c pass`` the same number of times, for scale.
+each on a fresh state; then ``python -c pass`` the same number of times, for scale. The
+package's bytecode is compiled first (``compileall``), as an installed package has it:
+under ``PYTHONDONTWRITEBYTECODE`` every start would compile what it imports otherwise.
 
 ``--backfill 10000,100000`` adds, for each size, ``--runs`` first starts on a generated
 database of that many one-turn sessions (built as ``bench/backfill.py`` builds it, kept in
@@ -23,6 +25,7 @@ Prints numbers; asserts nothing.
 from __future__ import annotations
 
 import argparse
+import compileall
 import statistics
 import subprocess
 import sys
@@ -31,7 +34,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _daemon_common import FIXTURE, Sandbox, control_call, daemon_info
+from _daemon_common import FIXTURE, ROOT, Sandbox, control_call, daemon_info
 from backfill import ensure_db
 from daemon_cpu import copy_db
 
@@ -99,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="folder keeping the generated databases between runs")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.backfill.split(",") if s.strip()]
+    compileall.compile_dir(ROOT / "daemon" / "opencode_memoryd", quiet=1)
     med = series(f"daemon start -> first command answered, {args.db.name}", args.db,
                  args.runs)
     with tempfile.TemporaryDirectory(prefix="ocm-start-db-") as work:
