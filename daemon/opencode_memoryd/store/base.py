@@ -275,8 +275,9 @@ class StoreBase(WriteBatching):
         mapped to about 0..1 by mean +- 3 standard deviations, then summed with weights 1
         for BM25 and 0.8 for dense), the sparse side taking ``limit`` candidates and the
         dense side ``2 * limit``. Scores: BM25 scores (unbounded, >= 0) without an
-        embedder, fused scores (about 0..1.8; 0.5 per side for a lone candidate) with one. A query made only of stopwords has no
-        BM25 terms: it returns ``[]`` without an embedder. While a store opened with
+        embedder, fused scores (about 0..1.8; 0.5 per side for a lone candidate) with
+        one. A query made only of stopwords has no BM25 terms: it returns ``[]`` without
+        an embedder. While a store opened with
         ``allow_mismatch=True`` awaits :meth:`reembed`, only its still-valid vector is
         searched.
 
