@@ -1,10 +1,19 @@
-"""Weighted reciprocal rank fusion (the former store fusion, kept for the benchmark)."""
+"""The hybrid fusion settings and weighted reciprocal rank fusion."""
 
 from __future__ import annotations
 
 import pytest
 
-from opencode_memoryd.store.fusion import rrf_fuse
+from opencode_memoryd.store import fusion
+from opencode_memoryd.store.fusion import candidates, rrf_fuse
+
+
+def test_tuned_defaults() -> None:
+    # bench/locomo_hybrid.py: tuned on LoCoMo conversations 0-4
+    assert (fusion.RRF_K, fusion.SPARSE_WEIGHT, fusion.DENSE_WEIGHT) == (1, 1.0, 0.6)
+    assert candidates(10) == (10, 40)
+    assert candidates(1) == (1, 4)
+    assert candidates(25) == (25, 100)
 
 
 def test_default_k_scores() -> None:

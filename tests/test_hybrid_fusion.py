@@ -1,4 +1,4 @@
-"""Weighted distribution-based score fusion, and both stores ranking hybrid searches alike."""
+"""EdgeStore (fusion in Python) and ServerStore (the server's Rrf) rank hybrid searches alike."""
 
 from __future__ import annotations
 
@@ -15,56 +15,11 @@ from opencode_memoryd.models import Memory, content_hash, point_id
 from opencode_memoryd.store import fusion
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.store.edge import EdgeStore
-from opencode_memoryd.store.fusion import dbsf_fuse, distr_norm, rrf_fuse
+from opencode_memoryd.store.fusion import rrf_fuse
 from opencode_memoryd.store.server import ServerStore
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 _WORD = re.compile(r"[a-z0-9]+")
-
-
-def test_store_settings() -> None:
-    # bench/locomo_hybrid.py: chosen on LoCoMo conversations 0-4
-    assert (fusion.SPARSE_WEIGHT, fusion.DENSE_WEIGHT) == (1.0, 0.8)
-    assert fusion.candidates(10) == (10, 20)
-    assert fusion.candidates(1) == (1, 2)
-
-
-def test_distr_norm_maps_three_sigma_to_0_1() -> None:
-    # mean 2, sample sd 1: mean - 3 sd = -1 -> 0, mean + 3 sd = 5 -> 1
-    assert distr_norm([1.0, 2.0, 3.0]) == pytest.approx([2 / 6, 3 / 6, 4 / 6])
-    assert distr_norm([4.0]) == [0.5]
-    assert distr_norm([0.3, 0.3]) == [0.5, 0.5]
-    assert distr_norm([]) == []
-
-
-def test_dbsf_sums_weighted_normalised_scores() -> None:
-    sparse = [("a", 3.0), ("b", 2.0), ("c", 1.0)]
-    dense = [("c", 0.9), ("d", 0.5)]  # mean 0.7, sd 0.2828...
-    got = dict(dbsf_fuse([sparse, dense], [1.0, 0.8]))
-    sd = math.sqrt(0.08)
-    assert got["a"] == pytest.approx(4 / 6)
-    assert got["b"] == pytest.approx(3 / 6)
-    assert got["c"] == pytest.approx(2 / 6 + 0.8 * (0.9 - 0.7 + 3 * sd) / (6 * sd))
-    assert got["d"] == pytest.approx(0.8 * (0.5 - 0.7 + 3 * sd) / (6 * sd))  # dense only
-    assert [pid for pid, _ in dbsf_fuse([sparse, dense], [1.0, 0.8])] == ["c", "a", "b", "d"]
-
-
-def test_a_clear_bm25_lead_survives_where_rank_fusion_loses_it() -> None:
-    # BM25's first hit stands far above the rest; the dense side ranks BM25's second first
-    # and the first third: rank fusion sees only the ranks and puts the second on top
-    sparse = [("s1", 30.0), ("s2", 5.0), ("s3", 4.9), ("s4", 4.8), ("s5", 4.7)]
-    dense = [("s2", 0.62), ("d2", 0.45), ("s1", 0.40), ("x", 0.39), ("y", 0.38)]
-    assert [p for p, _ in dbsf_fuse([sparse, dense], [1.0, 0.8])][:2] == ["s1", "s2"]
-    ranks = [[pid for pid, _ in sparse], [pid for pid, _ in dense]]
-    assert [p for p, _ in rrf_fuse(ranks, [1.0, 0.8])][:2] == ["s2", "s1"]
-
-
-def test_ties_keep_first_seen_order_and_zero_weight_ignores() -> None:
-    assert [p for p, _ in dbsf_fuse([[("a", 1.0)], [("b", 1.0)]], [1.0, 1.0])] == ["a", "b"]
-    assert dbsf_fuse([[("a", 1.0)], [("b", 1.0)]], [1.0, 0.0]) == [("a", 0.5)]
-    assert dbsf_fuse([[], []], [1.0, 0.8]) == []
-    with pytest.raises(ValueError, match="one weight per result list"):
-        dbsf_fuse([[("a", 1.0)]], [1.0, 1.0])
 
 
 # ------------------------------------------------------------------ both stores alike
@@ -157,8 +112,7 @@ def test_edge_fuses_its_two_candidate_lists(stores: tuple[MemoryStore, MemorySto
     sv = edge._bm25.embed_query(q)
     sparse = edge._query(qe.SparseVector(sv.indices, sv.values), "bm25", flt, sparse_n)
     dense = edge._query(WordEmbedder().embed([q])[0], "dense", flt, dense_n)
-    expected = dbsf_fuse([[(str(h.id), h.score) for h in sparse],
-                          [(str(h.id), h.score) for h in dense]],
-                         [fusion.SPARSE_WEIGHT, fusion.DENSE_WEIGHT])[:5]
+    expected = rrf_fuse([[str(h.id) for h in sparse], [str(h.id) for h in dense]],
+                        [fusion.SPARSE_WEIGHT, fusion.DENSE_WEIGHT])[:5]
     got = edge.search(q, flt=flt, limit=5)
     assert [(m.id, pytest.approx(s)) for m, s in got] == [(p, s) for p, s in expected]

@@ -21,7 +21,7 @@ from opencode_memoryd.models import Memory, content_hash, point_id
 from opencode_memoryd.store.api import Embedder, MemoryFilter, MemoryStore
 from opencode_memoryd.store.bm25 import BM25_SETTINGS, Bm25Encoder, default_encoder
 from opencode_memoryd.store.edge import EdgeStore
-from opencode_memoryd.store.fusion import DENSE_WEIGHT, SPARSE_WEIGHT, rrf_fuse
+from opencode_memoryd.store.fusion import DENSE_WEIGHT, RRF_K, SPARSE_WEIGHT, rrf_fuse
 from opencode_memoryd.store.server import ServerStore
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
@@ -334,10 +334,8 @@ def test_hybrid_search(open_store: StoreFactory) -> None:
     # lexical queries still rank the right memory first
     hits = s.search("which package manager?", flt=MemoryFilter(project_id=ACME))
     assert hits[0][0] == CODING[0]
-    # fused DBSF scores: each side's normalised score is at most 0.5 + (n - 1) / sqrt(n) / 6
-    # for its n candidates (10 BM25, 20 dense)
-    best = sum(w * (0.5 + (n - 1) / math.sqrt(n) / 6)
-               for w, n in ((SPARSE_WEIGHT, 10), (DENSE_WEIGHT, 20)))
+    # RRF scores: at most first place on both sides
+    best = (1 / (1 / SPARSE_WEIGHT + RRF_K - 1)) + 1 / (1 / DENSE_WEIGHT + RRF_K - 1)
     assert 0 < hits[0][1] <= best + 1e-6
 
     # a paraphrase BM25 cannot match ("yarn"/"install" are not in the memory) is found

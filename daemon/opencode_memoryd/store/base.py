@@ -270,14 +270,12 @@ class StoreBase(WriteBatching):
         Retired memories never match unless ``flt.include_retired``.
 
         BM25 sparse search always. With an embedder, a dense search too, fused by weighted
-        distribution-based score fusion (:func:`~opencode_memoryd.store.fusion.dbsf_fuse`
-        with the settings of :mod:`~opencode_memoryd.store.fusion`: each side's scores
-        mapped to about 0..1 by mean +- 3 standard deviations, then summed with weights 1
-        for BM25 and 0.8 for dense), the sparse side taking ``limit`` candidates and the
-        dense side ``2 * limit``. Scores: BM25 scores (unbounded, >= 0) without an
-        embedder, fused scores (about 0..1.8; 0.5 per side for a lone candidate) with
-        one. A query made only of stopwords has no BM25 terms: it returns ``[]`` without
-        an embedder. While a store opened with
+        reciprocal rank fusion (:func:`~opencode_memoryd.store.fusion.rrf_fuse` with the
+        settings of :mod:`~opencode_memoryd.store.fusion`: k = 1, sparse weight 1, dense
+        weight 0.6), the sparse side taking ``limit`` candidates and the dense side
+        ``4 * limit``. Scores: BM25 scores (unbounded, >= 0) without an embedder, RRF scores
+        (at most 1 + 0.6 = 1.6) with one. A query made only of stopwords has no
+        BM25 terms: it returns ``[]`` without an embedder. While a store opened with
         ``allow_mismatch=True`` awaits :meth:`reembed`, only its still-valid vector is
         searched.
 

@@ -39,7 +39,7 @@ from opencode_memoryd.store.api import (
 )
 from opencode_memoryd.store.base import PAGE_SIZE, Row, StoreBase
 from opencode_memoryd.store.bm25 import Bm25Encoder, SparseVector
-from opencode_memoryd.store.fusion import DENSE_WEIGHT, SPARSE_WEIGHT, candidates, dbsf_fuse
+from opencode_memoryd.store.fusion import DENSE_WEIGHT, SPARSE_WEIGHT, candidates, rrf_fuse
 from opencode_memoryd.store.meta import read_meta_file, write_meta_file
 
 #: Metadata file of an :class:`EdgeStore`, next to its ``shard/`` directory.
@@ -60,7 +60,7 @@ class EdgeStore(StoreBase):
     the sparse vector ``"bm25"`` (IDF modifier) and, with an embedder, the dense cosine
     vector ``"dense"``; keyword payload indexes on the ``KEYWORD_FIELDS`` of
     :mod:`~opencode_memoryd.store.api`.
-    Hybrid fusion runs in Python (:func:`~opencode_memoryd.store.fusion.dbsf_fuse`): two
+    Hybrid fusion runs in Python (:func:`~opencode_memoryd.store.fusion.rrf_fuse`): two
     searches, one per vector.
 
     Only one process may open a store (Edge locks the shard's WAL); the same applies to two
@@ -345,9 +345,8 @@ class EdgeStore(StoreBase):
         dense_hits = self._query(dense, DENSE_NAME, flt, dense_n)
         payloads = {str(h.id): _payload(h) for h in dense_hits}
         payloads.update({str(h.id): _payload(h) for h in sparse_hits})
-        fused = dbsf_fuse(
-            [[(str(h.id), float(h.score)) for h in sparse_hits],
-             [(str(h.id), float(h.score)) for h in dense_hits]],
+        fused = rrf_fuse(
+            [[str(h.id) for h in sparse_hits], [str(h.id) for h in dense_hits]],
             [SPARSE_WEIGHT, DENSE_WEIGHT],
         )[:limit]
         return [(Memory.from_payload(payloads[pid]), score) for pid, score in fused]

@@ -23,7 +23,7 @@ from opencode_memoryd.store.api import (
 )
 from opencode_memoryd.store.base import PAGE_SIZE, Row, StoreBase
 from opencode_memoryd.store.bm25 import Bm25Encoder, SparseVector
-from opencode_memoryd.store.fusion import DENSE_WEIGHT, SPARSE_WEIGHT, candidates, dbsf_fuse
+from opencode_memoryd.store.fusion import DENSE_WEIGHT, RRF_K, SPARSE_WEIGHT, candidates
 
 #: Key of our metadata in a server collection's ``metadata``.
 SERVER_META_KEY = "opencode_memoryd"
@@ -39,13 +39,14 @@ class ServerStore(StoreBase):
     embedder is configured, keyword payload indexes on the ``KEYWORD_FIELDS`` (server
     only; local mode has none), and the store metadata
     (:mod:`opencode_memoryd.store.meta`: embedder, BM25 settings, schema version) under the
-    collection's ``metadata["opencode_memoryd"]``. Hybrid search is one ``query_batch_points``
-    call holding the BM25 and the dense query (``limit`` and ``2 * limit`` candidates),
-    fused here by :func:`~opencode_memoryd.store.fusion.dbsf_fuse` exactly as
-    :class:`~opencode_memoryd.store.edge.EdgeStore` fuses (the server's own
-    ``Fusion.DBSF`` takes no weights). Collection metadata and (for :meth:`reembed`) adding
-    named vectors need a server as recent as qdrant-client 1.20's API; an older server's
-    refusal surfaces as :class:`StoreError`. Writes use ``wait=True``.
+    collection's ``metadata["opencode_memoryd"]``. Hybrid search is one ``query_points``
+    call: two prefetches (``limit`` BM25 and ``4 * limit`` dense candidates) fused by the
+    server's weighted RRF (``Rrf(k=RRF_K, weights=[SPARSE_WEIGHT, DENSE_WEIGHT])`` of
+    :mod:`~opencode_memoryd.store.fusion`, the same formula and settings as
+    :func:`~opencode_memoryd.store.fusion.rrf_fuse`). Weighted
+    RRF, collection metadata and (for :meth:`reembed`) adding named vectors need a server as
+    recent as qdrant-client 1.20's API; an older server's refusal surfaces as
+    :class:`StoreError`. Writes use ``wait=True``.
 
     Args:
         url: server URL, e.g. ``http://localhost:6333``.
@@ -305,25 +306,27 @@ class ServerStore(StoreBase):
         m = self._m
         f = self._filter(flt)
         sparse_n, dense_n = candidates(limit)
-        requests = [m.QueryRequest(query=dense, using=DENSE_NAME, filter=f, limit=dense_n,
-                                   with_payload=True, with_vector=False)]
+        prefetch = []
+        weights = []
         if sparse:
-            requests.insert(0, m.QueryRequest(
+            prefetch.append(m.Prefetch(
                 query=m.SparseVector(indices=sparse.indices, values=sparse.values),
-                using=SPARSE_NAME, filter=f, limit=sparse_n, with_payload=True,
-                with_vector=False,
+                using=SPARSE_NAME, filter=f, limit=sparse_n,
             ))
+            weights.append(SPARSE_WEIGHT)
+        prefetch.append(m.Prefetch(query=dense, using=DENSE_NAME, filter=f, limit=dense_n))
+        weights.append(DENSE_WEIGHT)
         with self._call("search"):
-            answers = self._client.query_batch_points(self.collection, requests=requests)
-        lists = [answer.points for answer in answers]
-        sparse_hits = lists[0] if sparse else []
-        payloads = {str(p.id): p.payload or {} for hits in lists for p in hits}
-        fused = dbsf_fuse(
-            [[(str(p.id), float(p.score)) for p in sparse_hits],
-             [(str(p.id), float(p.score)) for p in lists[-1]]],
-            [SPARSE_WEIGHT, DENSE_WEIGHT],
-        )[:limit]
-        return [(Memory.from_payload(payloads[pid]), score) for pid, score in fused]
+            res = self._client.query_points(
+                self.collection,
+                prefetch=prefetch,
+                query=m.RrfQuery(rrf=m.Rrf(k=RRF_K, weights=weights)),
+                query_filter=f,
+                limit=limit,
+                with_payload=True,
+                with_vectors=False,
+            )
+        return [(Memory.from_payload(p.payload or {}), float(p.score)) for p in res.points]
 
     def info(self) -> dict[str, Any]:
         """Describe the store.
