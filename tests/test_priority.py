@@ -90,3 +90,36 @@ def test_the_control_server_marks_a_connection_until_it_is_answered(sock: Path) 
     finally:
         release.set()
         server.close(wait_seconds=2)
+
+
+def test_capture_routes_wait_for_the_capture_code(tmp_path: Path, sample_db: Path,
+                                                  isolated_env: dict[str, str]) -> None:
+    """Until the start has loaded the capture code, ``add`` (one of CAPTURE_ROUTES)
+    waits and changes nothing, while ``status`` is answered at once."""
+    from conftest import write_config
+    from opencode_memoryd.cli.main import load_app
+    from opencode_memoryd.serve.daemon import Daemon
+    from opencode_memoryd.usecases.service import Service
+
+    cfg = write_config(tmp_path / "cfg.toml", f'[opencode]\ndb_paths = ["{sample_db}"]\n'
+                       '[extraction]\nmode = "rules"\n')
+    app = load_app(str(cfg), "run", False, isolated_env)
+    d = Daemon(app)
+    d.state, d.store = app.open_state(), app.open_store()
+    try:
+        d.service = Service(app, d.state, d.store)
+        got: dict[str, Any] = {}
+        payload = {"content": "I prefer tabs over spaces in every file.", "type": "user",
+                   "scope": "user"}
+        adding = threading.Thread(target=lambda: got.update(add=d._route("add", payload)))
+        adding.start()
+        adding.join(0.3)
+        assert adding.is_alive() and d.store.count() == 0
+        assert d._route("status", {})["daemon"] == {"running": False}
+        d._capture_loaded.set()
+        adding.join(30)
+        assert got["add"]["status"] == "added" and d.store.count() == 1
+    finally:
+        d._capture_loaded.set()
+        d.store.close()
+        d.state.close()

@@ -1,7 +1,9 @@
 """``opencode-memoryd run``: tail OpenCode's databases and extract sessions as they go idle.
 
-Lifecycle: single-instance lock → state file → store → catch-up → watch, in the foreground
-(the supervisor supervises); systemd hears ``READY=1``, then ``WATCHDOG=1`` from the loop.
+Lifecycle: single-instance lock → state file → store → commands served → capture code →
+catch-up → watch, in the foreground (the supervisor supervises); systemd hears
+``READY=1``, then ``WATCHDOG=1`` from the loop. Commands come first
+(:mod:`opencode_memoryd.serve.commands`): what follows the socket steps aside for them.
 
 Change detection (:mod:`opencode_memoryd.serve.sources`): file events on each database
 folder are a hint, confirmed with ``PRAGMA data_version``; a periodic sweep re-reads the
