@@ -29,17 +29,16 @@ from opencode_memoryd.disk import (
 from opencode_memoryd.errors import MemorydError, StoreError, StoreInUseError
 from opencode_memoryd.models import Memory
 from opencode_memoryd.store.api import (
-    ACTIVE,
     DENSE_NAME,
     FACET_LIMIT,
     KEYWORD_FIELDS,
-    RETIRED,
     SPARSE_NAME,
     Embedder,
     MemoryFilter,
 )
 from opencode_memoryd.store.base import PAGE_SIZE, Row, StoreBase
 from opencode_memoryd.store.bm25 import Bm25Encoder, SparseVector
+from opencode_memoryd.store.edge_filter import edge_filter
 from opencode_memoryd.store.fusion import DENSE_WEIGHT, SPARSE_WEIGHT, candidates, rrf_fuse
 from opencode_memoryd.store.meta import read_meta_file, write_meta_file
 
@@ -193,36 +192,7 @@ class EdgeStore(StoreBase):
 
     # -- primitives ---------------------------------------------------------------------
 
-    def _filter(self, flt: MemoryFilter | None) -> qe.Filter | None:
-        flt = flt or ACTIVE
-        must: list[qe.ConditionType] = []
-        if flt.scope is not None:
-            must.append(qe.FieldCondition("scope", match=qe.MatchValue(flt.scope)))
-        if flt.types:
-            must.append(qe.FieldCondition("type", match=qe.MatchAny(list(flt.types))))
-        if flt.project_id is not None:
-            proj = qe.FieldCondition("project_id", match=qe.MatchValue(flt.project_id))
-            if flt.include_user_scope:
-                user = qe.FieldCondition("scope", match=qe.MatchValue("user"))
-                must.append(qe.Filter(should=[proj, user]))
-            else:
-                must.append(proj)
-        if flt.user_id is not None and flt.scope != "project":
-            # project memories are shared; user-scope ones must be this user's
-            must.append(qe.Filter(should=[
-                qe.FieldCondition("scope", match=qe.MatchValue("project")),
-                qe.FieldCondition("user_id", match=qe.MatchValue(flt.user_id)),
-            ]))
-        if flt.without_user_id:
-            must.append(qe.IsEmptyCondition("user_id"))
-        if flt.without_section:
-            must.append(qe.IsEmptyCondition("section"))
-        must_not: list[qe.ConditionType] = []
-        if not flt.include_retired:
-            must_not.append(qe.FieldCondition("status", match=qe.MatchValue(RETIRED)))
-        if not (must or must_not):
-            return None
-        return qe.Filter(must=must or None, must_not=must_not or None)
+    _filter = staticmethod(edge_filter)
 
     def _vectors(self, sparse: SparseVector, dense: list[float] | None) -> dict[str, Any]:
         vec: dict[str, Any] = {SPARSE_NAME: qe.SparseVector(sparse.indices, sparse.values)}
