@@ -9,8 +9,8 @@ one beside this interpreter; pip's script also imports :mod:`re`, which the comm
 imports anyway, for :mod:`json`). A script of another environment (e.g. a non-editable
 ``pip install .`` into a scratch venv) runs its installed package, not this checkout
 (``PYTHONPATH`` is left out), and ``python -c pass`` is timed with its interpreter. The
-median wall time is printed with its ratio to ``python -c pass`` on the same machine,
-with the load average (``/proc/loadavg``) before and after: ``--help``,
+median wall time and CPU time (user + system) are printed with their ratios to ``python -c
+pass`` on the same machine, with the load average (``/proc/loadavg``) before and after: ``--help``,
 then ``search``, ``list``, ``status`` and ``context`` first with no daemon (goal: <= 1 s
 each), then with ``opencode-memoryd run`` serving them (goal: <= 3x ``python -c pass``)
 once the daemon is idle: its first pass done and the sessions that pass queued extracted
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import resource
 import shutil
 import statistics
 import subprocess
@@ -44,16 +45,21 @@ COMMANDS: list[list[str]] = [["search", "pnpm"], ["list"], ["status"],
                              ["context", "--dir", "/nowhere/project"]]
 
 
-def median_ms(argv: list[str], env: dict[str, str], runs: int) -> tuple[float, int]:
-    """Median wall milliseconds of running ``argv`` to completion, and the exit code of
-    the last run that failed (0: none did)."""
-    times, failed = [], 0
+def median_ms(argv: list[str], env: dict[str, str], runs: int) -> tuple[float, float, int]:
+    """Median wall and CPU (user + system) milliseconds of running ``argv`` to completion,
+    and the exit code of the last run that failed (0: none did). The CPU time depends
+    less on what else the machine runs."""
+    times, cpus, failed = [], [], 0
     for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
         done = subprocess.run(argv, env=env, capture_output=True, check=False)
         times.append((time.perf_counter() - t) * 1000)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append((after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+                    * 1000)
         failed = done.returncode or failed
-    return statistics.median(times), failed
+    return statistics.median(times), statistics.median(cpus), failed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,13 +98,15 @@ def main(argv: list[str] | None = None) -> int:
                   "(this checkout; the console script's import without its own `import re`)")
         base += ["--config", str(box.config)]
         print(f"load average {load_average()}")
-        bare = median_ms([python, "-c", "pass"], env, args.runs)[0]
-        print(f"{python} -c pass: median {bare:.1f} ms ({args.runs} runs each)")
+        bare, bare_cpu, _ = median_ms([python, "-c", "pass"], env, args.runs)
+        print(f"{python} -c pass: median {bare:.1f} ms, CPU {bare_cpu:.1f} ms "
+              f"({args.runs} runs each; wall, its ratio, CPU, its ratio)")
 
         def row(label: str, cmd: list[str], goal: str) -> None:
-            ms, failed = median_ms(base + cmd, cmd_env, args.runs)
+            ms, cpu, failed = median_ms(base + cmd, cmd_env, args.runs)
             note = f"   FAILED (exit {failed}): not a measure" if failed else ""
-            print(f"  {label:34} {ms:7.1f} ms  {ms / bare:5.2f}x   ({goal}){note}")
+            print(f"  {label:34} {ms:7.1f} ms {ms / bare:5.2f}x  CPU {cpu:6.1f} ms "
+                  f"{cpu / bare_cpu:5.2f}x   ({goal}){note}")
 
         row("--help", ["--help"], "<= 3x")
         print("no daemon:")
