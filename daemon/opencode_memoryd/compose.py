@@ -22,7 +22,7 @@ from opencode_memoryd.disk import (
     STATE_MIN_FREE_BYTES,
     STORE_MIN_FREE_BYTES,
     FreeBytes,
-    free_bytes,
+    FreeSpaceCache,
     make_private,
     require_free,
 )
@@ -52,14 +52,15 @@ JOURNAL_FILE_NAME = "dream-journal.jsonl"
 class App:
     """The configured application: paths, settings and lazily built adapters.
 
-    ``free_space`` measures the free bytes where a path lives (injectable for tests).
+    ``free_space`` measures the free bytes where a path lives (injectable for tests; by
+    default a :class:`~opencode_memoryd.disk.FreeSpaceCache`).
     """
 
     config: Config
     env: Mapping[str, str]
     config_path: Path | None = None
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
-    free_space: FreeBytes = field(default=free_bytes)
+    free_space: FreeBytes = field(default_factory=FreeSpaceCache)
     _user_id: str | None = field(default=None, init=False, repr=False)
 
     @property
