@@ -62,6 +62,9 @@ class App:
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     free_space: FreeBytes = field(default_factory=FreeSpaceCache)
     _user_id: str | None = field(default=None, init=False, repr=False)
+    #: the folders :meth:`ensure_space` checks, with the space each needs (computed once)
+    _space_needs: tuple[tuple[Path, int], ...] | None = field(default=None, init=False,
+                                                               repr=False)
 
     @property
     def user_id(self) -> str:
@@ -172,10 +175,15 @@ class App:
         Raises:
             DiskFullError: one of them has too little free space (named in the message).
         """
-        require_free(self.state_dir, STATE_MIN_FREE_BYTES, free=self.free_space)
-        if not self.config.qdrant.url:
-            require_free(config_paths.store_dir(self.config, self.env), STORE_MIN_FREE_BYTES,
-                         free=self.free_space)
+        needs = self._space_needs
+        if needs is None:
+            needs = ((self.state_dir, STATE_MIN_FREE_BYTES),)
+            if not self.config.qdrant.url:
+                needs += ((config_paths.store_dir(self.config, self.env),
+                           STORE_MIN_FREE_BYTES),)
+            self._space_needs = needs
+        for folder, needed in needs:
+            require_free(folder, needed, free=self.free_space)
 
     def extraction_mode(self) -> str:
         """``llm`` or ``rules``: ``auto`` picks llm when an endpoint is configured."""
