@@ -417,11 +417,14 @@ def bench_stream(big: Path, n: int, args: argparse.Namespace) -> None:
         readers.append(marks_reader)
 
         def watch_marks() -> None:
-            while not stop_marks.wait(0.05):
+            while True:  # one last look once stopped: a mark committed just before counts
+                stopped = stop_marks.wait(0.05)
                 for sid, mid in marks_reader.query(
                         "SELECT session_id, message_id FROM marks WHERE updated_at >= ?",
                         (window_start_iso,)):
                     visible.setdefault((sid, mid), time.time())
+                if stopped:
+                    return
 
         marks_thread = threading.Thread(target=watch_marks, daemon=True)
         marks_thread.start()
