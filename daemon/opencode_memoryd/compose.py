@@ -147,7 +147,9 @@ class App:
                                   timeout_seconds=e.timeout_seconds)
         from opencode_memoryd.store.embedders import FastEmbedEmbedder
 
-        return FastEmbedEmbedder(model=e.model or None, batch_size=e.batch_size)
+        model_path = str(config_paths.expand_home(e.model_path, self.env)) if e.model_path else None
+        return FastEmbedEmbedder(model=e.model or None, batch_size=e.batch_size,
+                                 model_path=model_path)
 
     def open_store(self) -> MemoryStore:
         """Open the memory store: Qdrant Edge on disk, or a Qdrant server by URL."""

@@ -244,6 +244,15 @@ class EmbeddingConfig(Section):
             "CPU, about 5x fastembed's own default of 256 (1-1024)."
         ),
     )
+    model_path: PathStr = Field(
+        default="",
+        description=(
+            'A local folder holding the model\'s files (provider "fastembed": model.onnx and '
+            "the tokenizer files, laid out as fastembed expects for `model`); the model is "
+            "loaded from there and never downloaded. Empty = download it once into "
+            "fastembed's cache."
+        ),
+    )
 
     def _cross_field_problems(self) -> list[tuple[str, str]]:
         problems: list[tuple[str, str]] = []

@@ -9,6 +9,7 @@ retries behave as described in :mod:`opencode_memoryd.extract.chat`. Texts are n
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -183,8 +184,8 @@ class FastEmbedEmbedder:
 
     Raises:
         ValueError: ``batch_size`` is not positive.
-        UpstreamError: fastembed is not installed (kind ``not_found``), or the model could
-            not be loaded.
+        UpstreamError: ``model_path`` is not a directory, fastembed is not installed (kind
+            ``not_found`` both), or the model could not be loaded.
     """
 
     DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
@@ -193,6 +194,12 @@ class FastEmbedEmbedder:
                  model_path: str | None = None) -> None:
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, not {batch_size}")
+        if model_path is not None and not os.path.isdir(model_path):
+            raise UpstreamError(
+                f"embedding.model_path {model_path!r} is not a folder (it should hold the "
+                "model's files: model.onnx and the tokenizer files)",
+                kind="not_found", retryable=False,
+            )
         try:
             from fastembed import TextEmbedding
         except ImportError as exc:
