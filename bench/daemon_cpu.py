@@ -29,7 +29,9 @@ connections.
    The daemon then starts caught up; after a short idle baseline, a writer appends
    finished turns (each with a "remember that …" directive) to random existing sessions
    at ``--rate`` turns/s (20) for ``--stream-seconds`` (30). Reported: the daemon's CPU
-   over the window (and per 5 s), the writes/s achieved, commit → session marked dirty
+   over the window (and per 5 s, and by thread: the worker, the main loop, the file
+   watcher …; with ``--profile FILE``, py-spy's samples of the window as collapsed stacks),
+   the writes/s achieved, commit → session marked dirty
    under that load (one write probed at a time: its ``queue`` row polled every 5 ms), how
    many written sessions had their mark reach the last written message by the end of the
    window + quiet period and within a further ``--drain-seconds`` (30), and last write →

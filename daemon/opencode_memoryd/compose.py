@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from opencode_memoryd.config.schema import Config
     from opencode_memoryd.extract.chat import ChatClient, ModeMemory
     from opencode_memoryd.extract.recorded import ReplyMemory
+    from opencode_memoryd.source.discover import DatabaseFinder
     from opencode_memoryd.source.reader import OpenCodeDB
     from opencode_memoryd.state.db import StateDB
     from opencode_memoryd.store.api import Embedder, MemoryStore
@@ -62,6 +63,8 @@ class App:
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     free_space: FreeBytes = field(default_factory=FreeSpaceCache)
     _user_id: str | None = field(default=None, init=False, repr=False)
+    #: finds the databases in OpenCode's data dir (listing it again only once it changed)
+    _finder: DatabaseFinder | None = field(default=None, init=False, repr=False)
     #: the folders :meth:`ensure_space` checks, with the space each needs (computed once)
     _space_needs: tuple[tuple[Path, int], ...] | None = field(default=None, init=False,
                                                                repr=False)
@@ -101,7 +104,7 @@ class App:
             SourceError: none was given and none was found (the message says where we looked).
         """
         from opencode_memoryd.config.paths import normalize_dir
-        from opencode_memoryd.source.discover import discover_databases
+        from opencode_memoryd.source.discover import DatabaseFinder
 
         if override:
             return [Path(normalize_dir(override))]
@@ -109,7 +112,9 @@ class App:
         if configured:
             return configured
         data_dir = config_paths.opencode_data_dir(self.config, self.env)
-        found = discover_databases(data_dir, self.env)
+        if self._finder is None:
+            self._finder = DatabaseFinder()
+        found = self._finder(data_dir, self.env)
         if not found:
             raise SourceError(
                 f"no OpenCode database found: looked for {data_dir}/opencode*.db and "
