@@ -146,6 +146,20 @@ class Daemon:
         # fields[0] is the state (field 3); utime and stime are fields 14 and 15
         return (int(fields[11]) + int(fields[12])) / _CLK_TCK
 
+    def thread_cpu(self) -> dict[int, tuple[str, float]]:
+        """Each thread's ``(name, CPU seconds)`` by its id (the names are the kernel's:
+        a Python thread shows as its process unless the interpreter names it)."""
+        out: dict[int, tuple[str, float]] = {}
+        for task in Path(f"/proc/{self.pid}/task").iterdir():
+            try:
+                raw = (task / "stat").read_text()
+            except OSError:  # the thread ended meanwhile
+                continue
+            name = raw[raw.index("(") + 1:raw.rindex(")")]
+            fields = raw[raw.rindex(")") + 2:].split()
+            out[int(task.name)] = (name, (int(fields[11]) + int(fields[12])) / _CLK_TCK)
+        return out
+
     def context_switches(self) -> int:
         """Voluntary + involuntary context switches of all the daemon's threads (a count
         of wake-ups: an idle process that polls shows many)."""

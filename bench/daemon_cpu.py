@@ -29,7 +29,9 @@ connections.
    The daemon then starts caught up; after a short idle baseline, a writer appends
    finished turns (each with a "remember that …" directive) to random existing sessions
    at ``--rate`` turns/s (20) for ``--stream-seconds`` (30). Reported: the daemon's CPU
-   over the window (and per 5 s), the writes/s achieved, commit → session marked dirty
+   over the window (and per 5 s, and by thread: the worker, the main loop, the file
+   watcher …; with ``--profile FILE``, py-spy's samples of the window as collapsed stacks),
+   the writes/s achieved, commit → session marked dirty
    under that load (one write probed at a time: its ``queue`` row polled every 5 ms), how
    many written sessions had their mark reach the last written message by the end of the
    window + quiet period and within a further ``--drain-seconds`` (30), and last write →
@@ -51,6 +53,7 @@ import random
 import shutil
 import sqlite3
 import string
+import subprocess
 import sys
 import tempfile
 import threading
@@ -416,14 +419,25 @@ def bench_stream(big: Path, n: int, args: argparse.Namespace) -> None:
         readers.append(marks_reader)
 
         def watch_marks() -> None:
-            while not stop_marks.wait(0.05):
+            while True:  # one last look once stopped: a mark committed just before counts
+                stopped = stop_marks.wait(0.05)
                 for sid, mid in marks_reader.query(
                         "SELECT session_id, message_id FROM marks WHERE updated_at >= ?",
                         (window_start_iso,)):
                     visible.setdefault((sid, mid), time.time())
+                if stopped:
+                    return
 
         marks_thread = threading.Thread(target=watch_marks, daemon=True)
         marks_thread.start()
+        spy = None
+        if args.profile is not None:  # py-spy samples the daemon over the window
+            spy = subprocess.Popen(
+                [args.py_spy, "record", "--pid", str(d.pid), "--rate", "250", "--threads",
+                 "--nonblocking", "--format", "raw", "--output", str(args.profile),
+                 "--duration", str(int(args.stream_seconds))],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        threads0 = d.thread_cpu()
         cpu0, t0 = d.cpu_seconds(), time.monotonic()
         timeline.append((t0, cpu0))
         sampler = threading.Thread(target=sample, daemon=True)
@@ -459,6 +473,9 @@ def bench_stream(big: Path, n: int, args: argparse.Namespace) -> None:
         wall = t_end - t0
         stop_sampling.set()
         sampler.join()
+        if spy is not None:
+            spy.wait(timeout=60)
+            print(f"  profile of the window: {args.profile} (py-spy, collapsed stacks)")
         timeline.append((t_end, cpu0 + cpu_window))
         d.check_alive()
         print(f"  writer: {turns} turns in {wall:.1f} s = {turns / wall:.1f} turns/s "
@@ -479,6 +496,11 @@ def bench_stream(big: Path, n: int, args: argparse.Namespace) -> None:
         for a, b in zip(timeline[::5], timeline[5::5], strict=False):
             buckets.append(f"{100 * (b[1] - a[1]) / (b[0] - a[0]):.0f}")
         print(f"  CPU % of one core per 5 s: {' '.join(buckets)}")
+        per_thread = sorted(((cpu - threads0.get(tid, ("", 0.0))[1], tid, name)
+                             for tid, (name, cpu) in d.thread_cpu().items()), reverse=True)
+        print("  CPU by thread over the window (s, thread id and kernel name): "
+              + ", ".join(f"{c:.2f} {tid} {name}" for c, tid, name in per_thread[:5]
+                          if c > 0))
 
         def extracted() -> dict[str, str]:
             """Written sessions whose mark reached their last written message."""
@@ -559,6 +581,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline-seconds", type=float, default=5)
     ap.add_argument("--drain-seconds", type=float, default=30)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--profile", type=Path, default=None,
+                    help="sample the daemon with py-spy during the stream window into this "
+                         "file (collapsed stacks; py-spy's own CPU is not the daemon's)")
+    ap.add_argument("--py-spy", default=str(Path(sys.executable).parent / "py-spy"),
+                    help="the py-spy executable for --profile")
     args = ap.parse_args(argv)
 
     started = time.monotonic()

@@ -20,7 +20,7 @@ import pytest
 from conftest import marks
 from opencode_memoryd.compose import App
 from opencode_memoryd.config.loader import load_config
-from opencode_memoryd.disk import STORE_MIN_FREE_BYTES, require_free
+from opencode_memoryd.disk import STORE_MIN_FREE_BYTES, FreeSpaceCache, require_free
 from opencode_memoryd.errors import DiskFullError
 from opencode_memoryd.models import Memory
 from opencode_memoryd.store.edge import EdgeStore
@@ -48,6 +48,38 @@ def test_require_free_names_the_folder_and_the_space(tmp_path: Path) -> None:
     msg = str(caught.value)
     assert str(tmp_path / "store") in msg
     assert "0.5 MiB free" in msg and "32.0 MiB needed" in msg
+
+
+def test_a_roomy_reading_is_reused_for_a_second_a_tight_one_never(tmp_path: Path) -> None:
+    readings: list[str] = []
+    free = [10 * 1024 * MIB]
+    clock = [100.0]
+
+    def measure(path: Path) -> int:
+        readings.append(str(path))
+        return free[0]
+
+    probe = FreeSpaceCache(measure, seconds=1.0, floor=1024 * MIB, clock=lambda: clock[0])
+    store, state = tmp_path / "store", tmp_path / "state"
+    assert [probe(store), probe(store), probe(state)] == [free[0]] * 3
+    assert readings == [str(store), str(state)]  # one reading per folder
+    free[0] = 100 * MIB  # filled up by someone else: seen once the reading is a second old
+    clock[0] += 0.5
+    assert probe(store) == 10 * 1024 * MIB
+    clock[0] += 0.5
+    assert probe(store) == 100 * MIB
+    readings.clear()
+    assert [probe(store), probe(store)] == [100 * MIB] * 2  # below the floor: measured
+    assert readings == [str(store)] * 2
+    free[0] = STORE_MIN_FREE_BYTES - 1
+    with pytest.raises(DiskFullError):
+        require_free(store, STORE_MIN_FREE_BYTES, free=probe)
+
+
+def test_the_app_measures_through_the_cache(tmp_path: Path) -> None:
+    app = App(config=load_config(None, {"HOME": str(tmp_path)}), env={"HOME": str(tmp_path)})
+    assert isinstance(app.free_space, FreeSpaceCache)
+    assert app.free_space(tmp_path) > 0
 
 
 def test_the_embedded_store_refuses_to_write_without_room(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ tracebacks, exception objects, nested fields, other libraries' log records."""
 from __future__ import annotations
 
 import io
+import json
 import logging
 import sqlite3
 from pathlib import Path
@@ -82,3 +83,33 @@ def test_identifier_fields_pass_only_in_their_own_shape() -> None:
     leaked = logs._scrub(None, "info", {"session_id": TOKEN, "message_id": f"msg_{TOKEN}",
                                         "timestamp": f"{stamp} {TOKEN}"})
     assert all(TOKEN not in v and "[REDACTED:github_token]" in v for v in leaked.values())
+
+
+def test_a_record_is_rendered_once_for_the_file_and_the_console(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon's console (not a terminal) prints the file's JSON lines: one rendering
+    serves both and the file's size check; the file still rotates at its size."""
+    rendered = [0]
+    render = structlog.processors.JSONRenderer.__call__
+
+    def counting(self: structlog.processors.JSONRenderer, *args: object) -> object:
+        rendered[0] += 1
+        return render(self, *args)
+
+    monkeypatch.setattr(structlog.processors.JSONRenderer, "__call__", counting)
+    console = io.StringIO()
+    path = logs.configure(log_dir=tmp_path / "state", level="info", console_level="info",
+                          stream=console, max_bytes=4000, backups=50)
+    assert path is not None
+    log = structlog.get_logger("test")
+    for i in range(60):
+        log.info("session_processed", n=i, token=TOKEN)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    assert rendered[0] == 60
+    files = list(path.parent.glob(path.name + "*"))
+    assert len(files) > 2 and all(f.stat().st_size < 4000 for f in files)  # rotated
+    written = [json.loads(line) for f in files for line in f.read_text().splitlines()]
+    shown = [json.loads(line) for line in console.getvalue().splitlines()]
+    assert sorted(e["n"] for e in written) == [e["n"] for e in shown] == list(range(60))
+    assert {e["token"] for e in written + shown} == {"[REDACTED:github_token]"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from conftest import ACME, MANIFEST, PIPELINE, cli_json
 from opencode_memoryd.errors import SourceError, SourceSchemaError
-from opencode_memoryd.source.discover import discover_databases
+from opencode_memoryd.source.discover import DatabaseFinder, discover_databases
 from opencode_memoryd.source.reader import OpenCodeDB
 from opencode_memoryd.source.transcript import human_text
 from opencode_memoryd.source.turns import drop_fork_copies, finished_prefix, group_turns
@@ -87,6 +88,37 @@ def test_discovery_finds_channel_databases_and_opencode_db(tmp_path: Path) -> No
     assert data / "custom.db" in rel
     assert len(discover_databases(data, {"OPENCODE_DB": ":memory:"})) == 2
     assert discover_databases(tmp_path / "none", {}) == []
+
+
+def test_the_finder_lists_the_folder_again_once_it_changed(tmp_path: Path) -> None:
+    data = tmp_path / "opencode"
+    data.mkdir()
+    (data / "opencode.db").write_bytes(b"")
+    now = [1000.5]
+    find = DatabaseFinder(clock=lambda: now[0])
+
+    def stamp(seconds: float) -> None:  # the folder's mtime, as a change at that time
+        os.utime(data, ns=(int(seconds * 1e9), int(seconds * 1e9)))
+
+    def names(env: dict[str, str] | None = None) -> set[str]:
+        return {p.name for p in find(data, env or {})}
+
+    stamp(1000)
+    assert names() == {"opencode.db"}  # listed 0.5 s after the last change: not trusted
+    (data / "opencode-dev.db").write_bytes(b"")
+    stamp(1000)  # a second change in the same tick of the file system's clock
+    now[0] = 1002.0
+    assert names() == {"opencode.db", "opencode-dev.db"}  # listed again, now trusted
+    (data / "opencode-beta.db").write_bytes(b"")
+    stamp(1000)  # (cannot happen a second later: shows the listing is reused)
+    assert names() == {"opencode.db", "opencode-dev.db"}
+    assert names({"OPENCODE_DB": "custom.db"}) == {  # another $OPENCODE_DB: listed
+        "opencode.db", "opencode-dev.db", "opencode-beta.db", "custom.db"}
+    assert names() == {"opencode.db", "opencode-dev.db", "opencode-beta.db"}
+    (data / "opencode-dev.db").unlink()
+    stamp(1003)
+    assert names() == {"opencode.db", "opencode-beta.db"}
+    assert find(tmp_path / "none", {}) == []
 
 
 def test_discovered_database_is_used_without_db_flag(sample_db: Path, config_file: Path,

@@ -22,7 +22,7 @@ from opencode_memoryd.disk import (
     STATE_MIN_FREE_BYTES,
     STORE_MIN_FREE_BYTES,
     FreeBytes,
-    free_bytes,
+    FreeSpaceCache,
     make_private,
     require_free,
 )
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from opencode_memoryd.config.schema import Config
     from opencode_memoryd.extract.chat import ChatClient, ModeMemory
     from opencode_memoryd.extract.recorded import ReplyMemory
+    from opencode_memoryd.source.discover import DatabaseFinder
     from opencode_memoryd.source.reader import OpenCodeDB
     from opencode_memoryd.state.db import StateDB
     from opencode_memoryd.store.api import Embedder, MemoryStore
@@ -52,15 +53,21 @@ JOURNAL_FILE_NAME = "dream-journal.jsonl"
 class App:
     """The configured application: paths, settings and lazily built adapters.
 
-    ``free_space`` measures the free bytes where a path lives (injectable for tests).
+    ``free_space`` measures the free bytes where a path lives (injectable for tests; by
+    default a :class:`~opencode_memoryd.disk.FreeSpaceCache`).
     """
 
     config: Config
     env: Mapping[str, str]
     config_path: Path | None = None
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
-    free_space: FreeBytes = field(default=free_bytes)
+    free_space: FreeBytes = field(default_factory=FreeSpaceCache)
     _user_id: str | None = field(default=None, init=False, repr=False)
+    #: finds the databases in OpenCode's data dir (listing it again only once it changed)
+    _finder: DatabaseFinder | None = field(default=None, init=False, repr=False)
+    #: the folders :meth:`ensure_space` checks, with the space each needs (computed once)
+    _space_needs: tuple[tuple[Path, int], ...] | None = field(default=None, init=False,
+                                                               repr=False)
 
     @property
     def user_id(self) -> str:
@@ -97,7 +104,7 @@ class App:
             SourceError: none was given and none was found (the message says where we looked).
         """
         from opencode_memoryd.config.paths import normalize_dir
-        from opencode_memoryd.source.discover import discover_databases
+        from opencode_memoryd.source.discover import DatabaseFinder
 
         if override:
             return [Path(normalize_dir(override))]
@@ -105,7 +112,9 @@ class App:
         if configured:
             return configured
         data_dir = config_paths.opencode_data_dir(self.config, self.env)
-        found = discover_databases(data_dir, self.env)
+        if self._finder is None:
+            self._finder = DatabaseFinder()
+        found = self._finder(data_dir, self.env)
         if not found:
             raise SourceError(
                 f"no OpenCode database found: looked for {data_dir}/opencode*.db and "
@@ -173,10 +182,15 @@ class App:
         Raises:
             DiskFullError: one of them has too little free space (named in the message).
         """
-        require_free(self.state_dir, STATE_MIN_FREE_BYTES, free=self.free_space)
-        if not self.config.qdrant.url:
-            require_free(config_paths.store_dir(self.config, self.env), STORE_MIN_FREE_BYTES,
-                         free=self.free_space)
+        needs = self._space_needs
+        if needs is None:
+            needs = ((self.state_dir, STATE_MIN_FREE_BYTES),)
+            if not self.config.qdrant.url:
+                needs += ((config_paths.store_dir(self.config, self.env),
+                           STORE_MIN_FREE_BYTES),)
+            self._space_needs = needs
+        for folder, needed in needs:
+            require_free(folder, needed, free=self.free_space)
 
     def extraction_mode(self) -> str:
         """``llm`` or ``rules``: ``auto`` picks llm when an endpoint is configured."""

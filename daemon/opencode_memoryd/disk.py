@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from collections.abc import Callable, Iterable
 
 from opencode_memoryd.errors import DiskFullError
@@ -37,6 +38,7 @@ __all__ = [
     "STATE_MIN_FREE_BYTES",
     "STORE_MIN_FREE_BYTES",
     "FreeBytes",
+    "FreeSpaceCache",
     "free_bytes",
     "make_private",
     "require_free",
@@ -68,6 +70,55 @@ def free_bytes(path: Path) -> int:
     while not p.exists() and p != p.parent:
         p = p.parent
     return shutil.disk_usage(p).free
+
+
+#: A reading of :class:`FreeSpaceCache` is reused for this long (s) ...
+FREE_CACHE_SECONDS = 1.0
+#: ... when it found at least this many bytes free: 16 times :data:`STORE_MIN_FREE_BYTES`,
+#: far more than the daemon writes in that time (a chunk's memories: 96 KiB at most).
+FREE_CACHE_FLOOR_BYTES = 16 * STORE_MIN_FREE_BYTES
+
+
+class FreeSpaceCache:
+    """A :data:`FreeBytes` probe that measures a path at most once per ``seconds`` while it
+    finds plenty of room: an extraction checks the space before each write (a few
+    ``statvfs`` calls per session), and a disk with gigabytes free cannot run out in a
+    second through those writes. A reading below ``floor`` is never reused, so near a
+    full disk every check measures again.
+
+    Args:
+        measure: the probe whose readings are reused (default :func:`free_bytes`).
+        seconds: how long a reading is reused.
+        floor: the least free bytes a reading needs to be reused.
+        clock: monotonic seconds (injectable for tests).
+
+    One object may be shared by threads (a reading is one dict entry, replaced whole).
+    """
+
+    def __init__(self, measure: FreeBytes = free_bytes, *, seconds: float = FREE_CACHE_SECONDS,
+                 floor: int = FREE_CACHE_FLOOR_BYTES,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.measure = measure
+        self.seconds = seconds
+        self.floor = floor
+        self.clock = clock
+        self._readings: dict[str, tuple[float, int]] = {}
+
+    def __call__(self, path: Path) -> int:
+        """Free bytes where ``path`` lives (as :func:`free_bytes`)."""
+        key = str(path)
+        now = self.clock()
+        got = self._readings.get(key)
+        if got is not None and now - got[0] < self.seconds:
+            return got[1]
+        free = self.measure(path)
+        if free >= self.floor:
+            if len(self._readings) >= 64:  # a few folders in practice; bounded anyway
+                self._readings.clear()
+            self._readings[key] = (now, free)
+        else:
+            self._readings.pop(key, None)
+        return free
 
 
 def require_free(directory: Path, needed: int, *, free: FreeBytes = free_bytes) -> None:

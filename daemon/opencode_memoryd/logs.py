@@ -97,6 +97,24 @@ def _scrub(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> Mutable
     return event
 
 
+class _OnceFormatter(structlog.stdlib.ProcessorFormatter):
+    """A formatter that renders a record once however often it is asked: the log file's
+    size check before a write (``shouldRollover``) and the write itself, and the console
+    when it prints the same JSON lines, share the text. Shared by handlers (each calls it
+    under its own lock): the last record and its text are kept as one tuple, and a record
+    is recognised by identity."""
+
+    _last: tuple[logging.LogRecord, str] | None = None
+
+    def format(self, record: logging.LogRecord) -> str:
+        last = self._last
+        if last is not None and last[0] is record:
+            return last[1]
+        text = super().format(record)
+        self._last = (record, text)
+        return text
+
+
 class _FileHandler(logging.handlers.RotatingFileHandler):
     """The log file. A record that cannot be written (the disk is full) is dropped, and the
     first of a run of such failures is told in one line on stderr: never a traceback."""
@@ -157,15 +175,21 @@ def configure(
         h.close()
     root.setLevel(logging.DEBUG)
 
+    json_lines = _OnceFormatter(
+        foreign_pre_chain=shared,
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                    structlog.processors.JSONRenderer()],
+    )
     console = logging.StreamHandler(stream)
     console.setLevel(getattr(logging, console_level.upper()))
-    renderer: Any = (structlog.dev.ConsoleRenderer(colors=False)
-                     if hasattr(stream, "isatty") and stream.isatty()
-                     else structlog.processors.JSONRenderer())
-    console.setFormatter(structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=shared,
-        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
-    ))
+    if hasattr(stream, "isatty") and stream.isatty():
+        console.setFormatter(structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=shared,
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                        structlog.dev.ConsoleRenderer(colors=False)],
+        ))
+    else:  # the same lines as the file (rendered once for both)
+        console.setFormatter(json_lines)
     root.addHandler(console)
 
     path: Path | None = None
@@ -175,11 +199,7 @@ def configure(
         path = log_dir / LOG_FILE_NAME
         fh = _FileHandler(path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8")
         fh.setLevel(getattr(logging, level.upper()))
-        fh.setFormatter(structlog.stdlib.ProcessorFormatter(
-            foreign_pre_chain=shared,
-            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                        structlog.processors.JSONRenderer()],
-        ))
+        fh.setFormatter(json_lines)
         root.addHandler(fh)
     for noisy in ("httpx", "httpx2", "httpcore", "httpcore2", "openai", "urllib3",
                   "watchfiles"):

@@ -54,17 +54,31 @@ _BACKTICKS = re.compile(r"`([^`]*)`")
 _VOWELS = frozenset("aeiouy")
 
 
+#: An ASCII token's tests of :func:`_is_identifier` as one regex each (the same answers as
+#: the character-by-character tests, which any other token goes through).
+_ASCII_ALNUM = re.compile(r"[A-Za-z0-9]")
+_ASCII_MARK = re.compile(r"[0-9/\\_@#+:]|^[-/~.]|.[A-Z]", re.DOTALL)
+
+
 def _is_identifier(token: str) -> bool:
-    if not token or token in _NOT_IDENT or not any(c.isalnum() for c in token):
+    if not token or token in _NOT_IDENT:
         return False
-    if any(c.isdigit() for c in token):
-        return True
-    if token[0] in "-/~." or any(c in token for c in "/\\_@#+:"):
-        return True
-    if "." in token.strip("."):
-        return True
-    if any(c.isupper() for c in token[1:]):
-        return True
+    if token.isascii():
+        if not _ASCII_ALNUM.search(token):
+            return False
+        if _ASCII_MARK.search(token) or "." in token.strip("."):
+            return True
+    else:
+        if not any(c.isalnum() for c in token):
+            return False
+        if any(c.isdigit() for c in token):
+            return True
+        if token[0] in "-/~." or any(c in token for c in "/\\_@#+:"):
+            return True
+        if "." in token.strip("."):
+            return True
+        if any(c.isupper() for c in token[1:]):
+            return True
     low = token.lower()
     return len(low) >= 2 and low.isalpha() and not (set(low) & _VOWELS)
 

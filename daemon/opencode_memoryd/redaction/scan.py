@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from opencode_memoryd.redaction.hints import index_for
 from opencode_memoryd.redaction.split import (
     continuation_end,
     cut_points,
@@ -318,8 +319,8 @@ def apply_rules(text: str, rules: Sequence[Rule]) -> tuple[str, dict[str, int]]:
 def _find_all(src: ScanText, rules: Sequence[Rule]) -> list[tuple[int, int, int, str]]:
     """Every finding of every rule as ``(start, end, priority, kind)``."""
     spans: list[tuple[int, int, int, str]] = []
-    for rule in rules:
-        if not rule.may_match(src):
+    for rule, may in zip(rules, index_for(rules).may_match(src), strict=True):
+        if not may:
             continue
         if rule.priority >= P_BARE and not src.covered and spans:
             src.covered = _merged((s, e) for s, e, _, _ in spans)

@@ -133,7 +133,9 @@ def session_stamps(query: Query, schema: SchemaInfo, *, updated_after_ms: int | 
             ("session_v2", schema.has_v2_sessions, schema.v2_session_columns)):
         if not present:
             continue
-        where: list[str] = ["parent_id IS NULL"]
+        # without ids, every row is looked at: a scan of the table is cheaper than going
+        # through the ``parent_id`` index and back to the table for each row (``+``: no index)
+        where: list[str] = ["parent_id IS NULL" if ids is not None else "+parent_id IS NULL"]
         params: dict[str, Any] = {}
         if updated_after_ms is not None:
             where.append("time_updated > :after")

@@ -27,8 +27,10 @@ from opencode_memoryd.source import inotify
 log = structlog.get_logger(__name__)
 
 #: After a change is reported, the events of the next this many seconds are read at once
-#: (a turn is many small commits: one wake-up serves a burst).
-COALESCE_SECONDS = 0.01
+#: (a turn is many small commits: one wake-up serves a burst). Half the daemon's shortest
+#: time between two checks (``MIN_CHECK_INTERVAL_SECONDS``, 0.1 s): a check waits for that
+#: anyway, so a hint held back this long rarely delays one.
+COALESCE_SECONDS = 0.05
 
 #: Databases that may appear later in a watched folder (OpenCode's per-channel files).
 _PATTERNS = ("opencode*.db", "opencode*.db-wal", "opencode*.db-shm")
