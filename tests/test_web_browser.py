@@ -123,12 +123,18 @@ def test_search_edit_forget_and_undo_a_dream_in_chromium(
             assert page.locator("#memory-rows tr").count() == 6
             shot(page, "memories")
 
-            # search finds the memory (keyboard: / focuses the search box)
+            # search finds the memory (keyboard: / focuses the search box); unsearched,
+            # the table shows it below the first row
+            assert page.locator("#memory-rows tr").first.get_attribute("data-id") != target
             page.locator("body").press("/")
             page.keyboard.type("PostgreSQL database")
             page.keyboard.press("Enter")
             row = page.locator(f"#memory-rows tr[data-id='{target}']")
-            row.wait_for()
+            # the unfiltered table already holds the row: wait for the search's answer,
+            # which ranks it first (a timeout fails the test)
+            page.wait_for_function(
+                "id => document.querySelector('#memory-rows tr')?.dataset.id === id",
+                arg=target)
             assert page.locator("#memory-rows tr").first.get_attribute("data-id") == target
             shot(page, "search")
 
