@@ -11,22 +11,6 @@ from opencode_memoryd.extract import facts
 from opencode_memoryd.extract.facts import identifiers
 
 
-def _by_characters(token: str) -> bool:
-    """The definition, one character at a time."""
-    if not token or token in facts._NOT_IDENT or not any(c.isalnum() for c in token):
-        return False
-    if any(c.isdigit() for c in token):
-        return True
-    if token[0] in "-/~." or any(c in token for c in "/\\_@#+:"):
-        return True
-    if "." in token.strip("."):
-        return True
-    if any(c.isupper() for c in token[1:]):
-        return True
-    low = token.lower()
-    return len(low) >= 2 and low.isalpha() and not (set(low) & facts._VOWELS)
-
-
 def test_every_token_gets_the_answer_of_the_character_tests() -> None:
     rng = random.Random(3)
     rich = string.printable + "éÉ²İßΩ٣"
@@ -35,7 +19,7 @@ def test_every_token_gets_the_answer_of_the_character_tests() -> None:
     tokens += [a + b for a in string.printable for b in string.printable]
     tokens += ["".join(rng.choice(rich if rng.random() < 0.2 else plain)
                        for _ in range(rng.randrange(1, 8))) for _ in range(50_000)]
-    differ = [t for t in tokens if facts._is_identifier(t) != _by_characters(t)]
+    differ = [t for t in tokens if facts._is_identifier(t) != facts._is_identifier_by_characters(t)]
     assert differ == []
     assert sum(map(facts._is_identifier, tokens)) > len(tokens) // 3  # both answers occur
 

@@ -68,17 +68,26 @@ def _is_identifier(token: str) -> bool:
             return False
         if _ASCII_MARK.search(token) or "." in token.strip("."):
             return True
-    else:
-        if not any(c.isalnum() for c in token):
-            return False
-        if any(c.isdigit() for c in token):
-            return True
-        if token[0] in "-/~." or any(c in token for c in "/\\_@#+:"):
-            return True
-        if "." in token.strip("."):
-            return True
-        if any(c.isupper() for c in token[1:]):
-            return True
+        low = token.lower()
+        return len(low) >= 2 and low.isalpha() and not (set(low) & _VOWELS)
+    return _is_identifier_by_characters(token)
+
+
+def _is_identifier_by_characters(token: str) -> bool:
+    """The definition of an identifier, one character at a time (any token; the ASCII
+    regexes above give the same answers faster): not in :data:`_NOT_IDENT`, holds a letter
+    or digit, and holds a digit, starts with ``-/~.``, holds one of ``/\\_@#+:``, an inner
+    dot or an inner capital, or is a vowel-less word of 2+ letters."""
+    if not token or token in _NOT_IDENT or not any(c.isalnum() for c in token):
+        return False
+    if any(c.isdigit() for c in token):
+        return True
+    if token[0] in "-/~." or any(c in token for c in "/\\_@#+:"):
+        return True
+    if "." in token.strip("."):
+        return True
+    if any(c.isupper() for c in token[1:]):
+        return True
     low = token.lower()
     return len(low) >= 2 and low.isalpha() and not (set(low) & _VOWELS)
 
