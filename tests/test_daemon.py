@@ -128,6 +128,9 @@ def test_maintain_search_list_status_go_through_the_running_daemon(
     hits = facts(cli_json("--config", str(daemon_config), "search", "package manager npm"))
     assert hits and "pnpm" in hits[0]["content"]
     assert len(facts(cli_json("--config", str(daemon_config), "list"))) == 3
+    # commands are served before the watcher is up: the database shows once it is
+    assert wait_until(lambda: cli_json("--config", str(daemon_config), "status")
+                      ["daemon"]["databases"])
     info = cli_json("--config", str(daemon_config), "status")
     assert info["daemon"]["running"] is True
     assert info["daemon"]["pid"] == daemon.pid

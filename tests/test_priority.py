@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from conftest import wait_until
 from opencode_memoryd.serve import priority
 from opencode_memoryd.serve.control_server import ControlServer
 from opencode_memoryd.serve.priority import Foreground
@@ -85,7 +86,8 @@ def test_the_control_server_marks_a_connection_until_it_is_answered(sock: Path) 
         release.set()
         t.join(10)
         assert seen == {"result": "done"}
-        assert not server.foreground.busy()
+        # the server closes its side just after the client has read the answer
+        assert wait_until(lambda: not server.foreground.busy(), timeout=10)
         assert server.foreground.step_aside() == 0.0
     finally:
         release.set()
