@@ -123,3 +123,16 @@ def embedder(args: argparse.Namespace) -> CachedEmbedder | None:
     if not cached._vectors and not args.embeddings_url and not args.onnx_dir.is_dir():
         return None
     return cached
+
+
+def data_and_embedder(args: argparse.Namespace) -> CachedEmbedder | None:
+    """The embedder for a LoCoMo bench whose ``args.data`` exists, or ``None`` after
+    printing why the bench skips (no data file, or no embedder: see :func:`embedder`)."""
+    if not args.data.is_file():
+        print(f"SKIP: LoCoMo data not found at {args.data} (give --data PATH)")
+        return None
+    emb = embedder(args)
+    if emb is None:
+        print(f"SKIP: no dense embedder: no vector cache, no {args.onnx_dir}, no "
+              "--embeddings-url (see bench/_dense.py)")
+    return emb

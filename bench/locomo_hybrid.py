@@ -220,13 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=8, help="rows of the winning family to print")
     _dense.add_args(ap)
     args = ap.parse_args(argv)
-    if not args.data.is_file():
-        print(f"SKIP: LoCoMo data not found at {args.data} (give --data PATH)")
-        return 0
-    emb = _dense.embedder(args)
+    emb = _dense.data_and_embedder(args)
     if emb is None:
-        print(f"SKIP: no dense embedder: no vector cache, no {args.onnx_dir}, no "
-              "--embeddings-url (see bench/_dense.py)")
         return 0
 
     convs, turns, questions = load(args.data)

@@ -109,12 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="path to locomo10.json")
     _dense.add_args(ap)
     args = ap.parse_args(argv)
-    if not args.data.is_file():
-        print(f"SKIP: LoCoMo data not found at {args.data} (give --data PATH)")
-        return 0
-    emb = _dense.embedder(args)
+    emb = _dense.data_and_embedder(args)
     if emb is None:
-        print("SKIP: no dense embedder (see bench/_dense.py)")
         return 0
     _convs, turns, questions = load(args.data)
     conv = np.array([q.conv_index for q in questions])
