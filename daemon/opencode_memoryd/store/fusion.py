@@ -7,18 +7,18 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
-# Tuned with bench/locomo_hybrid.py (all-MiniLM-L6-v2 dense vectors, LoCoMo turn retrieval,
-# 1,152 settings: k x dense weight x candidates per side) on conversations 0-4 only: the
-# best MRR@10 among the settings within 0.01 of the best R@10 (a tie rule settled after a
-# first look at 5-9, so not a blind choice; the plain best R@10 gives 0.710 on 5-9; a
-# rule fixed in advance over RRF and score fusions picked DBSF: 0.702). Conversations 0-4 R@10 0.754
-# (BM25 alone 0.704); held-out 5-9 R@10 0.718-0.719 (BM25 alone 0.702-0.705; the former
-# k = 60, dense weight 0.5, 40 + 40 candidates: 0.626-0.630; equal BM25 scores order
-# differently from run to run). A small k lets BM25's first hits lead, as they
-# should on a corpus where the keywords carry most of the signal (MiniLM alone: 0.45).
+# Tuned with bench/locomo_hybrid.py (all-MiniLM-L6-v2 dense vectors, LoCoMo turn retrieval, 1,152
+# settings: k x dense weight x candidates per side) on conversations 0-4 only: the best MRR@10
+# among the settings within 0.01 of the best R@10 (a tie rule settled after a first look at 5-9,
+# so not a blind choice; the plain best R@10 gives 0.710 on 5-9; a rule fixed in advance over RRF
+# and score fusions picked DBSF: 0.702; one over dense pseudo-relevance feedback,
+# bench/locomo_rocchio.py, picked a setting scoring 0.716). Conversations 0-4 R@10 0.754 (BM25
+# alone 0.704); held-out 5-9 R@10 0.718-0.719 (BM25 alone 0.702-0.705; the former k = 60, dense
+# weight 0.5, 40 + 40 candidates: 0.626-0.630; equal BM25 scores order differently from run to
+# run). A small k lets BM25's first hits lead, as they should on a corpus where the keywords carry
+# most of the signal (MiniLM alone: 0.45).
 
 #: Reciprocal rank fusion constant. The textbook k = 60 (Cormack, Clarke & Büttcher, SIGIR
 #: 2009) flattens the ranks so much that the weaker dense ranking pulls good BM25 hits out
@@ -77,51 +77,6 @@ def rrf_fuse(
     return sorted(scores.items(), key=lambda kv: (-kv[1], order[kv[0]]))
 
 
-def rocchio(query: Sequence[float], feedback: Sequence[Sequence[float]],
-            beta: float) -> list[float]:
-    """A dense query moved towards the vectors of the first hits (pseudo-relevance feedback).
-
-    Rocchio's query update without negative feedback (Rocchio, "Relevance Feedback in
-    Information Retrieval", 1971), applied to dense vectors as in vector PRF (Li et al.,
-    "Pseudo Relevance Feedback with Deep Language Models and Dense Retrievers: Successes
-    and Pitfalls", ACM TOIS 2023): ``q / |q| + beta * mean(f / |f|)``, returned with unit
-    length. Zero vectors are skipped.
-
-    Args:
-        query: the query's embedding (any length > 0, not all zeros).
-        feedback: the embeddings of the feedback hits (same length as ``query``); empty
-            returns ``query`` at unit length.
-        beta: the weight of the feedback centroid (>= 0).
-
-    Returns:
-        The new query vector, unit length, as floats.
-
-    Raises:
-        ValueError: ``query`` is all zeros, ``beta < 0``, or a feedback vector's length
-            differs from the query's.
-    """
-    if beta < 0:
-        raise ValueError(f"rocchio: beta must be >= 0, not {beta}")
-    qn = math.sqrt(math.fsum(x * x for x in query))
-    if qn == 0:
-        raise ValueError("rocchio: the query vector is all zeros")
-    out = [x / qn for x in query]
-    units = []
-    for f in feedback:
-        if len(f) != len(out):
-            raise ValueError(f"rocchio: feedback vector of length {len(f)}, query {len(out)}")
-        fn = math.sqrt(math.fsum(x * x for x in f))
-        if fn > 0:
-            units.append([x / fn for x in f])
-    if units and beta > 0:
-        scale = beta / len(units)
-        for u in units:
-            for i, x in enumerate(u):
-                out[i] += scale * x
-    n = math.sqrt(math.fsum(x * x for x in out))
-    return [x / n for x in out] if n > 0 else [x / qn for x in query]
-
-
 __all__ = [
     "DENSE_CANDIDATES_PER_RESULT",
     "DENSE_WEIGHT",
@@ -129,6 +84,5 @@ __all__ = [
     "SPARSE_CANDIDATES_PER_RESULT",
     "SPARSE_WEIGHT",
     "candidates",
-    "rocchio",
     "rrf_fuse",
 ]
