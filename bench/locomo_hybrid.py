@@ -55,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "daemon"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _dense
-from locomo_retrieval import DEFAULT_DATA, Question, as_memory, batched, load
+from locomo_retrieval import Question, add_data_args, as_memory, batched, load
 from opencode_memoryd.store import fusion
 from opencode_memoryd.store.api import DENSE_NAME, SPARSE_NAME, MemoryFilter
 from opencode_memoryd.store.edge import EdgeStore
@@ -216,7 +216,7 @@ def defaults() -> tuple[str, Params]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="path to locomo10.json")
+    add_data_args(ap)
     ap.add_argument("--top", type=int, default=8, help="rows of the winning family to print")
     _dense.add_args(ap)
     args = ap.parse_args(argv)
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     if emb is None:
         return 0
 
-    convs, turns, questions = load(args.data)
+    convs, turns, questions = load(args.data, repair=not args.raw_evidence)
     conv = np.array([q.conv_index for q in questions])
     memories = [as_memory(t, i) for i, t in enumerate(turns)]
     print(f"LoCoMo: {len(convs)} conversations, {len(turns)} turns, {len(questions)} "

@@ -54,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _dense
 import _prf
 import locomo_hybrid as hy
-from locomo_retrieval import DEFAULT_DATA, as_memory, batched, load
+from locomo_retrieval import add_data_args, as_memory, batched, load
 from opencode_memoryd.store.api import SPARSE_NAME, MemoryFilter
 from opencode_memoryd.store.edge import EdgeStore
 
@@ -106,13 +106,13 @@ def label(p: tuple[float, ...]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="path to locomo10.json")
+    add_data_args(ap)
     _dense.add_args(ap)
     args = ap.parse_args(argv)
     emb = _dense.data_and_embedder(args)
     if emb is None:
         return 0
-    _convs, turns, questions = load(args.data)
+    _convs, turns, questions = load(args.data, repair=not args.raw_evidence)
     conv = np.array([q.conv_index for q in questions])
     memories = [as_memory(t, i) for i, t in enumerate(turns)]
     start = time.perf_counter()

@@ -55,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _dense
 import _rocchio
 import locomo_hybrid as hy
-from locomo_retrieval import DEFAULT_DATA, as_memory, batched, load
+from locomo_retrieval import add_data_args, as_memory, batched, load
 from opencode_memoryd.store.api import DENSE_NAME, MemoryFilter
 from opencode_memoryd.store.edge import EdgeStore
 
@@ -85,13 +85,13 @@ def guarded_best(grid: dict[tuple[float, ...], np.ndarray], conv: np.ndarray,
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="path to locomo10.json")
+    add_data_args(ap)
     _dense.add_args(ap)
     args = ap.parse_args(argv)
     emb = _dense.data_and_embedder(args)
     if emb is None:
         return 0
-    _convs, turns, questions = load(args.data)
+    _convs, turns, questions = load(args.data, repair=not args.raw_evidence)
     conv = np.array([q.conv_index for q in questions])
     memories = [as_memory(t, i) for i, t in enumerate(turns)]
     text = {(t.conv, t.dia_id): t.text for t in turns}
@@ -112,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
                     query = _rocchio.rocchio(qvecs[i], vecs, beta)
                     hits = store._query(query, DENSE_NAME, MemoryFilter(project_id=q.conv),
                                         hy.DEPTH)
-                    lists.append([(h.payload["message_ids"][0], float(h.score)) for h in hits])
+                    lists.append([((h.payload or {})["message_ids"][0], float(h.score))
+                                  for h in hits])
                 fed[(m, beta)] = lists
         finally:
             store.close()
@@ -149,9 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     print(hy.line("dense alone", hy.splits(
         hy.first_hits(questions, lambda i: [x for x, _ in dense_r[i]]), conv)))
     if family == "rocchio":
-        f = pick[:2]
-        print(hy.line(f"fed-back dense alone: m {f[0]:g}, beta {f[1]:g}", hy.splits(
-            hy.first_hits(questions, lambda i: [x for x, _ in fed[f][i]]), conv)))
+        fb = pick[:2]
+        print(hy.line(f"fed-back dense alone: m {fb[0]:g}, beta {fb[1]:g}", hy.splits(
+            hy.first_hits(questions, lambda i: [x for x, _ in fed[fb][i]]), conv)))
     print(hy.line("store fusion: " + label(STORE), hy.splits(store_f, conv)))
     s = hy.splits(fams[family][pick], conv)
     print(hy.line("pick: " + label(pick), s))
