@@ -33,6 +33,11 @@ alpha 0.5 with RRF k 5, dense weight 1, 10 + 20 candidates (0-4 R@10 0.770). Con
 5-9: R@10 0.728, R@5 0.638, MRR@10 0.468 (store fusion 0.716 / 0.628 / 0.498; BM25 alone
 0.704). BM25-only: PRF n 5, m 10, alpha 0.5 scores 5-9 R@10 0.711 (BM25 alone 0.704).
 The stores do not use PRF: the term weights need each term's IDF over the stored points.
+Those numbers read the evidence ids as written (``--raw-evidence``). With LoCoMo's typos
+read through (the default since), step 1 picks ``rrf`` (0.751 against 0.747) and step 2
+the store's own fusion, k 1, dense weight 0.6, 10 + 40: 5-9 R@10 0.722, R@5 0.628, MRR@10
+0.501 in that run (BM25 alone 0.705; equal BM25 scores order differently from run to run,
+and the same fusion gave 0.719 in another run).
 
 Usage: ``.bench-venv/bin/python bench/locomo_prf.py [--data PATH]``
 """
