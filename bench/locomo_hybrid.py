@@ -51,6 +51,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -58,7 +59,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "daemon"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _dense
-from locomo_retrieval import Question, add_data_args, as_memory, batched, load
+from locomo_retrieval import Question, Turn, add_data_args, as_memory, batched, load
+from opencode_memoryd.models import Memory
 from opencode_memoryd.store import fusion
 from opencode_memoryd.store.api import DENSE_NAME, SPARSE_NAME, MemoryFilter
 from opencode_memoryd.store.edge import EdgeStore
@@ -212,6 +214,49 @@ def header() -> str:
     return top + "\n" + f"{'retrieval':<44}" + " R@5    R@10   MRR   " * len(SPLITS)
 
 
+def family_step(fams: dict[str, dict[Params, np.ndarray]], conv: np.ndarray,
+                label: Callable[[str, Params], str]) -> str:
+    """Step 1 of the benches' selection rules: print each family's leave-one-conversation-out
+    R@10 and MRR@10 within conversations 0-4 (:func:`loco`) and return the family with the
+    best pair; an exact tie keeps the first family of ``fams``."""
+    print("\nStep 1, family: leave-one-conversation-out within conversations 0-4")
+    scores = {}
+    for f, grid in fams.items():
+        r10, mrr, picks = loco(grid, conv)
+        scores[f] = (r10, mrr)
+        print(f"  {f:<8} R@10 {r10:.3f}  MRR@10 {mrr:.3f}  (picks: "
+              + "; ".join(label(f, p) for p in picks) + ")")
+    return max(fams, key=lambda f: scores[f])  # max keeps the first of equal keys
+
+
+class Setup(NamedTuple):
+    """What :func:`setup` gives a dense LoCoMo bench."""
+
+    args: argparse.Namespace
+    emb: _dense.CachedEmbedder
+    turns: list[Turn]
+    questions: list[Question]
+    conv: np.ndarray  # each question's conversation index
+    memories: list[Memory]  # each turn as a memory (``as_memory``)
+
+
+def setup(doc: str, argv: list[str] | None) -> Setup | None:
+    """The shared start of the dense LoCoMo benches: parse their options (``--data``,
+    ``--raw-evidence`` and the embedder's) and load the data; ``None`` after a skip
+    message (no data or no embedder)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    add_data_args(ap)
+    _dense.add_args(ap)
+    args = ap.parse_args(argv)
+    emb = _dense.data_and_embedder(args)
+    if emb is None:
+        return None
+    _convs, turns, questions = load(args.data, repair=not args.raw_evidence)
+    conv = np.array([q.conv_index for q in questions])
+    return Setup(args, emb, turns, questions, conv,
+                 [as_memory(t, i) for i, t in enumerate(turns)])
+
+
 def defaults() -> tuple[str, Params]:
     """The store's fusion for a search of limit 10."""
     return "rrf", (fusion.RRF_K, fusion.DENSE_WEIGHT, *fusion.candidates(10))
@@ -272,14 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     store_f, store_p = defaults()
     print(line(f"EdgeStore.search: {setting(store_f, store_p)}", splits(end_to_end, conv)))
 
-    print("\nStep 1, family: leave-one-conversation-out within conversations 0-4")
-    fam = {}
-    for f, grid in scored.items():
-        r10, mrr, picks = loco(grid, conv)
-        fam[f] = (r10, mrr)
-        print(f"  {f:<8} R@10 {r10:.3f}  MRR@10 {mrr:.3f}  (picks: "
-              + "; ".join(setting(f, p) for p in picks) + ")")
-    family = max(fam, key=lambda f: fam[f])
+    family = family_step(scored, conv, setting)
     grid = scored[family]
     pick = best(grid, conv < 5)
     print(f"Step 2, setting: the best R@10 of {family} on conversations 0-4")

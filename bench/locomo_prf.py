@@ -44,7 +44,6 @@ Usage: ``.bench-venv/bin/python bench/locomo_prf.py [--data PATH]``
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import sys
 import tempfile
@@ -56,10 +55,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "daemon"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _dense
 import _prf
 import locomo_hybrid as hy
-from locomo_retrieval import add_data_args, as_memory, batched, load
+from locomo_retrieval import batched
 from opencode_memoryd.store.api import SPARSE_NAME, MemoryFilter
 from opencode_memoryd.store.edge import EdgeStore
 
@@ -110,16 +108,10 @@ def label(p: tuple[float, ...]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_data_args(ap)
-    _dense.add_args(ap)
-    args = ap.parse_args(argv)
-    emb = _dense.data_and_embedder(args)
-    if emb is None:
+    ready = hy.setup(__doc__ or "", argv)
+    if ready is None:
         return 0
-    _convs, turns, questions = load(args.data, repair=not args.raw_evidence)
-    conv = np.array([q.conv_index for q in questions])
-    memories = [as_memory(t, i) for i, t in enumerate(turns)]
+    _args, emb, turns, questions, conv, memories = ready
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="memoryd-bench-") as tmp:
         store = EdgeStore(Path(tmp) / "prf", emb)
@@ -151,14 +143,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{time.perf_counter() - start:.0f} s")
 
     bm25 = hy.first_hits(questions, lambda i: [x for x, _ in sparse_r[i]])
-    print("\nStep 1, family: leave-one-conversation-out within conversations 0-4")
-    loco = {}
-    for f, grid in fams.items():
-        r10, mrr, picks = hy.loco(grid, conv)
-        loco[f] = (r10, mrr)
-        print(f"  {f:<8} R@10 {r10:.3f}  MRR@10 {mrr:.3f}  (picks: "
-              + "; ".join(label(p) for p in picks) + ")")
-    family = max(fams, key=lambda f: loco[f])  # max keeps rrf on an exact tie
+    family = hy.family_step(fams, conv, lambda _f, p: label(p))  # rrf first: keeps ties
     pick = hy.best(fams[family], conv < 5)
     solo = hy.best(alone, conv < 5)
     print(f"Step 2, setting: the best R@10 of {family} on conversations 0-4: {label(pick)}")

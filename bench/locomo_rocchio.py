@@ -42,7 +42,6 @@ Usage: ``.bench-venv/bin/python bench/locomo_rocchio.py [--data PATH]``
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import sys
 import tempfile
@@ -54,10 +53,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "daemon"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _dense
 import _rocchio
 import locomo_hybrid as hy
-from locomo_retrieval import add_data_args, as_memory, batched, load
+from locomo_retrieval import batched
 from opencode_memoryd.store.api import DENSE_NAME, MemoryFilter
 from opencode_memoryd.store.edge import EdgeStore
 
@@ -86,16 +84,10 @@ def guarded_best(grid: dict[tuple[float, ...], np.ndarray], conv: np.ndarray,
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_data_args(ap)
-    _dense.add_args(ap)
-    args = ap.parse_args(argv)
-    emb = _dense.data_and_embedder(args)
-    if emb is None:
+    ready = hy.setup(__doc__ or "", argv)
+    if ready is None:
         return 0
-    _convs, turns, questions = load(args.data, repair=not args.raw_evidence)
-    conv = np.array([q.conv_index for q in questions])
-    memories = [as_memory(t, i) for i, t in enumerate(turns)]
+    _args, emb, turns, questions, conv, memories = ready
     text = {(t.conv, t.dia_id): t.text for t in turns}
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="memoryd-bench-") as tmp:
@@ -135,14 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     bm25 = hy.first_hits(questions, lambda i: [x for x, _ in sparse_r[i]])
     store_f = fams["rrf"][STORE]
     floor = hy.metrics(store_f, conv < 5)[2]
-    print("\nStep 1, family: leave-one-conversation-out within conversations 0-4")
-    loco = {}
-    for f, grid in fams.items():
-        r10, mrr, picks = hy.loco(grid, conv)
-        loco[f] = (r10, mrr)
-        print(f"  {f:<8} R@10 {r10:.3f}  MRR@10 {mrr:.3f}  (picks: "
-              + "; ".join(label(p) for p in picks) + ")")
-    family = max(fams, key=lambda f: loco[f])  # max keeps rrf on an exact tie
+    family = hy.family_step(fams, conv, lambda _f, p: label(p))  # rrf first: keeps ties
     pick = guarded_best(fams[family], conv, floor) or STORE
     print(f"Step 2, setting: the best 0-4 R@10 of {family} with 0-4 MRR@10 >= {floor:.3f} "
           f"(the store fusion's): {label(pick)}")
