@@ -56,20 +56,14 @@ class HintIndex:
         low, text = src.low, src.text
         # a hint of one rule is looked for only while that rule is undecided (a long text
         # holds many hints); most hints belong to one rule
-        for hint, first, rules in self._nocase:
-            if rules is None:
-                if not out[first] and hint in low:
-                    out[first] = True
-            elif hint in low:
-                for i in rules:
-                    out[i] = True
-        for hint, first, rules in self._case:
-            if rules is None:
-                if not out[first] and hint in text:
-                    out[first] = True
-            elif hint in text:
-                for i in rules:
-                    out[i] = True
+        for table, haystack in ((self._nocase, low), (self._case, text)):
+            for hint, first, rules in table:
+                if rules is None:
+                    if not out[first] and hint in haystack:
+                        out[first] = True
+                elif hint in haystack:
+                    for i in rules:
+                        out[i] = True
         for pattern, first, rules in self._patterns:
             if (rules is not None or not out[first]) and pattern.search(text):
                 for i in rules or (first,):

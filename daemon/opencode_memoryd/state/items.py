@@ -64,13 +64,7 @@ class OutboxTables(StateFile):
 
     def get_mark(self, source_id: str, session_id: str) -> Mark | None:
         """The session's high-water mark, or ``None`` when nothing was read yet."""
-        with self._read() as c:
-            row = c.exec_driver_sql(
-                "SELECT storage, time_created, message_id FROM marks "
-                     "WHERE source_id=:s AND session_id=:sid",
-                {"s": source_id, "sid": session_id},
-            ).fetchone()
-        return Mark(str(row[0]), (int(row[1]), str(row[2]))) if row else None
+        return self.get_mark_row(source_id, session_id)[0]
 
     def get_mark_row(self, source_id: str, session_id: str) -> tuple[Mark | None, int | None]:
         """The session's mark and its ``max_rowid`` in one read: ``(None, None)`` when
