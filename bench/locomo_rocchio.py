@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
             for chunk in batched(memories):
                 store.upsert(chunk)
             sparse_r, dense_r = hy.rankings(store, questions)
-            qvecs = emb.embed([q.text for q in questions])
+            qvecs = emb.embed_query([q.text for q in questions])
             first = [hy.ranker("rrf", STORE, sparse_r, dense_r)(i) for i in range(len(questions))]
             fed: dict[tuple[float, ...], list[hy.Hits]] = {}
             for m, beta in FEEDBACK_GRID:

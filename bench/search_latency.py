@@ -54,6 +54,10 @@ class RandomEmbedder:
             out.append([float(x) for x in v / np.linalg.norm(v)])
         return out
 
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        """As :meth:`embed` (a symmetric embedder)."""
+        return self.embed(texts)
+
 
 def timed(fn: Callable[[Question], object], questions: Sequence[Question],
           n: int) -> tuple[float, float]:
@@ -74,7 +78,7 @@ def measure(store: EdgeStore, questions: Sequence[Question], n: int) -> list[str
 
     emb = store._embedder
     assert emb is not None
-    qvec = dict(zip([q.text for q in questions], emb.embed([q.text for q in questions]),
+    qvec = dict(zip([q.text for q in questions], emb.embed_query([q.text for q in questions]),
                     strict=True))
     sparse_n, dense_n = candidates(10)
 

@@ -1,4 +1,4 @@
-"""``[embedding] model_path``: the config key reaches the fastembed embedder."""
+"""``[embedding]``: model_path and the query and document prefixes reach the embedder."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from opencode_memoryd.compose import App
 from opencode_memoryd.config.loader import load_config
 from opencode_memoryd.errors import ConfigError, UpstreamError
+from opencode_memoryd.store.embedders import OpenAIEmbedder
 
 
 def _app(tmp_path: Path, body: str) -> App:
@@ -64,3 +65,20 @@ def test_relative_path_is_a_config_error(tmp_path: Path) -> None:
 def test_other_providers_ignore_it(tmp_path: Path) -> None:
     app = _app(tmp_path, '[embedding]\nmodel_path = "/nowhere"\n')
     assert app.build_embedder() is None
+
+
+def test_prefixes_reach_the_embedder(tmp_path: Path) -> None:
+    app = _app(tmp_path, '[embedding]\nprovider = "openai"\nbase_url = "http://127.0.0.1:9/v1"\n'
+                         'model = "e5"\ndimensions = 8\nquery_prefix = "query: "\n'
+                         'document_prefix = "passage: "\n')
+    emb = app.build_embedder()
+    assert emb is not None
+    assert emb.name == "openai:e5 (document prefix 'passage: ')"
+    assert isinstance(emb, OpenAIEmbedder)
+    assert (emb.query_prefix, emb.document_prefix) == ("query: ", "passage: ")
+
+
+def test_an_overlong_prefix_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as ei:
+        _app(tmp_path, f'[embedding]\nquery_prefix = "{"q" * 201}"\n')
+    assert "embedding.query_prefix" in ei.value.problems[0]

@@ -65,16 +65,23 @@ def test_fastembed_embeds_shortest_first_and_keeps_order() -> None:
 
     class Model:  # stands in for fastembed's TextEmbedding (no model files here)
         def __init__(self) -> None:
-            self.calls: list[tuple[list[str], int]] = []
+            self.calls: list[tuple[str, list[str], int]] = []
 
-        def embed(self, texts: list[str], batch_size: int) -> list[list[float]]:
-            self.calls.append((texts, batch_size))
+        def passage_embed(self, texts: list[str], batch_size: int) -> list[list[float]]:
+            self.calls.append(("passage", texts, batch_size))
             return [[float(len(t))] for t in texts]
+
+        def query_embed(self, texts: list[str], batch_size: int) -> list[list[float]]:
+            self.calls.append(("query", texts, batch_size))
+            return [[-float(len(t))] for t in texts]
 
     emb = object.__new__(FastEmbedEmbedder)
     emb.batch_size, model = 3, Model()
+    emb.query_prefix, emb.document_prefix = "q: ", ""
     emb._impl = model  # type: ignore[assignment]
     texts = ["ccc", "a", "bbbbb", "dd"]
     assert emb.embed(texts) == [[3.0], [1.0], [5.0], [2.0]]
-    assert model.calls == [(["a", "dd", "ccc", "bbbbb"], 3)]
+    assert model.calls == [("passage", ["a", "dd", "ccc", "bbbbb"], 3)]
+    assert emb.embed_query(["ab", "a"]) == [[-5.0], [-4.0]]
+    assert model.calls[1] == ("query", ["q: a", "q: ab"], 3)
     assert emb.embed([]) == []

@@ -42,6 +42,9 @@ class WordEmbedder:
             out.append([x / n for x in v])
         return out
 
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.embed(texts)
+
 
 TOPICS = ["pnpm", "postgres", "docker", "ruff", "pytest", "airflow", "parquet", "nginx",
           "redis", "kafka", "terraform", "grafana"]

@@ -347,6 +347,17 @@ def test_embed_batches_and_keeps_order(fake: FakeOpenAI) -> None:
     assert all(r.json["encoding_format"] == "float" for r in fake.requests_to("/embeddings"))
 
 
+def test_prefixes_go_before_queries_and_documents(fake: FakeOpenAI) -> None:
+    emb = embedder(fake, dimensions=32, query_prefix="query: ", document_prefix="passage: ")
+    assert emb.embed(["uses pnpm"]) == [fake_vector("passage: uses pnpm", 32)]
+    assert emb.embed_query(["package manager?"]) == [fake_vector("query: package manager?", 32)]
+    sent = [r.json["input"] for r in fake.requests_to("/embeddings")]
+    assert sent == [["passage: uses pnpm"], ["query: package manager?"]]
+    # a new document prefix makes new stored vectors, so the store must see a new name
+    assert emb.name == "openai:embed-model (document prefix 'passage: ')"
+    assert embedder(fake, query_prefix="query: ").name == "openai:embed-model"
+
+
 def test_embed_nothing_makes_no_request(fake: FakeOpenAI) -> None:
     assert embedder(fake, dimensions=32).embed([]) == []
     assert fake.requests == []

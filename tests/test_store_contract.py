@@ -58,6 +58,9 @@ class HashEmbedder:
             out.append([x / n for x in v])
         return out
 
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.embed(texts)
+
 
 PKG_CONCEPTS = {w: "package-tooling" for w in
                 ("pnpm", "npm", "yarn", "bun", "install", "installs", "dependencies")}
@@ -358,6 +361,26 @@ def open_sparse_only_search(s: MemoryStore, query: str) -> list[tuple[Memory, fl
     q = set(default_encoder().embed_query(query).indices)
     return [(m, 1.0) for m in s.scroll() if q & set(default_encoder().embed_document(
         m.content).indices)]
+
+
+class AsymmetricEmbedder(HashEmbedder):
+    """Embeds a query unlike a document, as e5-style models do: ``zeta`` means ``alpha`` in
+    a query but ``beta`` in a document."""
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return super().embed([t.replace("zeta", "beta") for t in texts])
+
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        return super().embed([t.replace("zeta", "alpha") for t in texts])
+
+
+def test_search_embeds_the_query_as_a_query(open_store: StoreFactory) -> None:
+    s = open_store(AsymmetricEmbedder("asym", 64))
+    alpha = mem("alpha release notes")
+    beta = mem("beta release notes")
+    s.upsert([alpha, beta])
+    # no BM25 term matches "zeta": the dense side alone decides, through embed_query
+    assert [m.id for m, _ in s.search("zeta", limit=1)] == [alpha.id]
 
 
 def test_reembed_rebuilds_vectors(open_store: StoreFactory) -> None:

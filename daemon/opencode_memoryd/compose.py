@@ -149,12 +149,15 @@ class App:
 
             return OpenAIEmbedder(base_url=e.base_url, api_key=self._secret(e.api_key_env),
                                   model=e.model, dimensions=e.dimensions,
-                                  timeout_seconds=e.timeout_seconds)
+                                  timeout_seconds=e.timeout_seconds,
+                                  query_prefix=e.query_prefix,
+                                  document_prefix=e.document_prefix)
         from opencode_memoryd.store.embedders import FastEmbedEmbedder
 
         model_path = str(config_paths.expand_home(e.model_path, self.env)) if e.model_path else None
         return FastEmbedEmbedder(model=e.model or None, batch_size=e.batch_size,
-                                 model_path=model_path)
+                                 model_path=model_path, query_prefix=e.query_prefix,
+                                 document_prefix=e.document_prefix)
 
     def open_store(self) -> MemoryStore:
         """Open the memory store: Qdrant Edge on disk, or a Qdrant server by URL."""

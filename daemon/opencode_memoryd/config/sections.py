@@ -253,6 +253,25 @@ class EmbeddingConfig(Section):
             "fastembed's cache."
         ),
     )
+    query_prefix: str = Field(
+        default="",
+        max_length=200,
+        description=(
+            "Text put before every search query before it is embedded, for models trained "
+            'with prefixes: "query: " for e5 models, "search_query: " for nomic-embed-text. '
+            "Empty = none."
+        ),
+    )
+    document_prefix: str = Field(
+        default="",
+        max_length=200,
+        description=(
+            "Text put before every memory before it is embedded: \"passage: \" for e5 "
+            'models, "search_document: " for nomic-embed-text. Empty = none. Changing it '
+            "changes every stored vector, as a new model does: `doctor` then reports the store's "
+            "embedder as mismatched."
+        ),
+    )
 
     def _cross_field_problems(self) -> list[tuple[str, str]]:
         problems: list[tuple[str, str]] = []

@@ -65,8 +65,15 @@ class Embedder(Protocol):
         ...
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """Return one vector of ``dimensions`` floats per text, in order. May raise
-        :class:`~opencode_memoryd.errors.UpstreamError`; the store lets it propagate."""
+        """Return one vector of ``dimensions`` floats per document text (a memory's content),
+        in order. May raise :class:`~opencode_memoryd.errors.UpstreamError`; the store lets
+        it propagate."""
+        ...
+
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        """Like :meth:`embed`, for search queries. Asymmetric models embed a query unlike a
+        document (e5's ``query: `` and ``passage: `` prefixes, fastembed's ``query_embed``);
+        for symmetric models both methods give the same vectors."""
         ...
 
 

@@ -135,8 +135,9 @@ class StoreBase(WriteBatching):
 
     # -- encoding ---------------------------------------------------------------------
 
-    def _dense(self, embedder: Embedder, texts: Sequence[str]) -> list[list[float]]:
-        vectors = embedder.embed(list(texts))
+    def _dense(self, embedder: Embedder, texts: Sequence[str], *,
+               query: bool = False) -> list[list[float]]:
+        vectors = (embedder.embed_query if query else embedder.embed)(list(texts))
         if len(vectors) != len(texts):
             raise StoreError(
                 f"embedder {embedder.name!r} returned {len(vectors)} vectors "
@@ -295,7 +296,7 @@ class StoreBase(WriteBatching):
                 raise EmbedderMismatchError(self._mismatch or "store needs re-embedding")
         sparse = self._bm25.embed_query(query) if use_sparse else SparseVector([], [])
         # the query embedding is computed outside the lock: it may call the network
-        dense = self._dense(embedder, [query])[0] if embedder is not None else None
+        dense = self._dense(embedder, [query], query=True)[0] if embedder is not None else None
         with self._lock:
             self._require_open()
             if dense is None:

@@ -1,9 +1,12 @@
-"""The embedder for an OpenAI-compatible ``/embeddings`` endpoint.
+"""The embedders for an OpenAI-compatible ``/embeddings`` endpoint and for a local fastembed
+model.
 
 Texts are sent in batches of at most :data:`BATCH_SIZE`; every vector must have the
-configured length. Errors map to :class:`~opencode_memoryd.errors.UpstreamError` exactly as
-for the chat adapter (:func:`opencode_memoryd.openai_compat.map_openai_error`); the SDK's own
-retries behave as described in :mod:`opencode_memoryd.extract.chat`. Texts are never logged.
+configured length. Both embedders put the configured ``query_prefix`` before each search
+query and ``document_prefix`` before each memory (see :func:`embedder_name`). Errors map to
+:class:`~opencode_memoryd.errors.UpstreamError` exactly as for the chat adapter
+(:func:`opencode_memoryd.openai_compat.map_openai_error`); the SDK's own retries behave as
+described in :mod:`opencode_memoryd.extract.chat`. Texts are never logged.
 """
 
 from __future__ import annotations
@@ -33,6 +36,15 @@ FASTEMBED_BATCH_SIZE = 16
 PROBE_TEXT = "dimension probe"
 
 
+def embedder_name(provider: str, model: str, document_prefix: str) -> str:
+    """The name recorded with the store: ``<provider>:<model>``, plus the document prefix
+    when one is set (a new document prefix changes every stored vector, so the store asks
+    for a re-embed, as for a new model). The query prefix is not part of it: queries are
+    embedded afresh on every search."""
+    base = f"{provider}:{model}"
+    return f"{base} (document prefix {document_prefix!r})" if document_prefix else base
+
+
 class OpenAIEmbedder:
     """Embeds texts through an OpenAI-compatible ``/embeddings`` endpoint.
 
@@ -47,9 +59,14 @@ class OpenAIEmbedder:
         send_dimensions: also send ``dimensions`` in the request (for models that can shorten
             their vectors, e.g. OpenAI ``text-embedding-3-*``). Off by default because many
             local servers reject the parameter.
+        query_prefix: text put before every search query (e5: ``"query: "``;
+            nomic-embed-text: ``"search_query: "``).
+        document_prefix: text put before every memory (e5: ``"passage: "``;
+            nomic-embed-text: ``"search_document: "``).
 
     Attributes:
-        name: ``openai:<model>``, recorded with the store so a model change is detected.
+        name: :func:`embedder_name` (``openai:<model>``), recorded with the store so a model
+            change is detected.
     """
 
     def __init__(
@@ -63,13 +80,17 @@ class OpenAIEmbedder:
         max_retries: int = 2,
         http_client: Any = None,
         send_dimensions: bool = False,
+        query_prefix: str = "",
+        document_prefix: str = "",
     ) -> None:
         if dimensions < 0:
             raise ValueError(f"dimensions must be 0 (learn) or positive, not {dimensions}")
         if send_dimensions and not dimensions:
             raise ValueError("send_dimensions needs a positive dimensions")
         self.model = model
-        self.name = f"openai:{model}"
+        self.name = embedder_name("openai", model, document_prefix)
+        self.query_prefix = query_prefix
+        self.document_prefix = document_prefix
         self._dimensions = dimensions
         self._send_dimensions = send_dimensions
         self._client = openai.OpenAI(
@@ -109,16 +130,24 @@ class OpenAIEmbedder:
         self.close()
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """Embed ``texts``; returns one vector (list of floats) per text, in order.
+        """Embed memory ``texts`` (each after ``document_prefix``); returns one vector (list
+        of floats) per text, in order.
 
         Raises:
             UpstreamError: the endpoint failed, or answered with the wrong number of vectors
                 or a vector of the wrong length or with non-finite values (kind
                 ``bad_request``, not retryable).
         """
+        return self._embed_all([self.document_prefix + t for t in texts])
+
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed search queries (each after ``query_prefix``); as :meth:`embed` otherwise."""
+        return self._embed_all([self.query_prefix + t for t in texts])
+
+    def _embed_all(self, texts: list[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
         for start in range(0, len(texts), BATCH_SIZE):
-            vectors.extend(self._embed_batch(list(texts[start : start + BATCH_SIZE])))
+            vectors.extend(self._embed_batch(texts[start : start + BATCH_SIZE]))
         return vectors
 
     def _embed_batch(self, batch: list[str]) -> list[list[float]]:
@@ -174,13 +203,17 @@ class FastEmbedEmbedder:
 
     fastembed downloads its model once, on first use, from its model hub; afterwards it runs
     offline on the CPU. With ``model_path`` it loads the model files from that directory
-    instead and never downloads. ``name`` is ``fastembed:<model>``.
+    instead and never downloads. ``name`` is :func:`embedder_name` (``fastembed:<model>``).
+    Memories go through fastembed's ``passage_embed`` and queries through its
+    ``query_embed``, so a model fastembed knows to be asymmetric is used as trained.
 
     Args:
         model: a fastembed model name (default ``BAAI/bge-small-en-v1.5``, 384 dimensions).
         batch_size: texts per ONNX inference batch (default :data:`FASTEMBED_BATCH_SIZE`).
         model_path: a local directory holding the model's files (``model.onnx`` and the
             tokenizer files, laid out as fastembed expects for ``model``), or ``None``.
+        query_prefix: text put before every search query (e5: ``"query: "``).
+        document_prefix: text put before every memory (e5: ``"passage: "``).
 
     Raises:
         ValueError: ``batch_size`` is not positive.
@@ -191,7 +224,8 @@ class FastEmbedEmbedder:
     DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
 
     def __init__(self, *, model: str | None = None, batch_size: int = FASTEMBED_BATCH_SIZE,
-                 model_path: str | None = None) -> None:
+                 model_path: str | None = None, query_prefix: str = "",
+                 document_prefix: str = "") -> None:
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, not {batch_size}")
         if model_path is not None and not os.path.isdir(model_path):
@@ -209,7 +243,9 @@ class FastEmbedEmbedder:
                 kind="not_found", retryable=False,
             ) from exc
         self.model = model or self.DEFAULT_MODEL
-        self.name = f"fastembed:{self.model}"
+        self.name = embedder_name("fastembed", self.model, document_prefix)
+        self.query_prefix = query_prefix
+        self.document_prefix = document_prefix
         self.batch_size = batch_size
         try:
             self._impl = TextEmbedding(model_name=self.model, specific_model_path=model_path)
@@ -224,14 +260,24 @@ class FastEmbedEmbedder:
         return self._dimensions
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """Embed texts locally; one vector of :attr:`dimensions` floats per text, in order.
+        """Embed memory texts locally (``passage_embed``, each after ``document_prefix``); one
+        vector of :attr:`dimensions` floats per text, in order.
 
         Texts go to the model :attr:`batch_size` at a time, shortest first: a batch is padded
         to its longest text, so batches of similar lengths waste the least work.
         """
+        return self._embed_all([self.document_prefix + t for t in texts],
+                               self._impl.passage_embed)
+
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed search queries locally (``query_embed``, each after ``query_prefix``); as
+        :meth:`embed` otherwise."""
+        return self._embed_all([self.query_prefix + t for t in texts], self._impl.query_embed)
+
+    def _embed_all(self, texts: list[str], run: Any) -> list[list[float]]:
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         vectors: list[list[float]] = [[] for _ in texts]
-        embedded = self._impl.embed([texts[i] for i in order], batch_size=self.batch_size)
+        embedded = run([texts[i] for i in order], batch_size=self.batch_size)
         for i, v in zip(order, embedded, strict=True):
             vectors[i] = [float(x) for x in v]
         return vectors
