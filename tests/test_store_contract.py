@@ -365,13 +365,14 @@ def open_sparse_only_search(s: MemoryStore, query: str) -> list[tuple[Memory, fl
 
 class AsymmetricEmbedder(HashEmbedder):
     """Embeds a query unlike a document, as e5-style models do: ``zeta`` means ``alpha`` in
-    a query but ``beta`` in a document."""
+    a query but ``beta`` in a document; ``omega`` means ``beta`` in a query."""
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         return super().embed([t.replace("zeta", "beta") for t in texts])
 
     def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
-        return super().embed([t.replace("zeta", "alpha") for t in texts])
+        return super().embed([t.replace("zeta", "alpha").replace("omega", "beta")
+                              for t in texts])
 
 
 def test_search_embeds_the_query_as_a_query(open_store: StoreFactory) -> None:
@@ -379,8 +380,19 @@ def test_search_embeds_the_query_as_a_query(open_store: StoreFactory) -> None:
     alpha = mem("alpha release notes")
     beta = mem("beta release notes")
     s.upsert([alpha, beta])
-    # no BM25 term matches "zeta": the dense side alone decides, through embed_query
+    # no BM25 term matches "zeta": the dense side alone decides, through embed_query ...
     assert [m.id for m, _ in s.search("zeta", limit=1)] == [alpha.id]
+    # ... or through embed, for a memory-to-memory look-up
+    assert [m.id for m, _ in s.search("zeta", limit=1, as_document=True)] == [beta.id]
+
+
+def test_memories_are_embedded_as_documents(open_store: StoreFactory) -> None:
+    s = open_store(AsymmetricEmbedder("asym", 64))
+    zeta, beta_delta = mem("zeta"), mem("beta delta")
+    s.upsert([zeta, beta_delta])
+    # "omega" is "beta" as a query; stored as a document "zeta" is "beta" too (cosine 1),
+    # "beta delta" only half (as a query, "zeta" would be "alpha": cosine 0)
+    assert [m.id for m, _ in s.search("omega", limit=1)] == [zeta.id]
 
 
 def test_reembed_rebuilds_vectors(open_store: StoreFactory) -> None:

@@ -134,7 +134,7 @@ def write_memory(
         norm = normalize_text(content)
         flt = MemoryFilter(project_id=pkey, include_user_scope=False, scope=scope,
                            types=(type_,), user_id=uid)
-        for hit, _score in store.search(content, flt=flt, limit=5):
+        for hit, _score in store.search(content, flt=flt, limit=5, as_document=True):
             if (hit.scope == scope and hit.project_id == pkey
                     and (uid is None or hit.user_id == uid)
                     and similarity(norm, normalize_text(hit.content))

@@ -192,10 +192,12 @@ class MemoryStore(Protocol):
         ...
 
     def search(
-        self, query: str, *, flt: MemoryFilter | None = None, limit: int = 10
+        self, query: str, *, flt: MemoryFilter | None = None, limit: int = 10,
+        as_document: bool = False,
     ) -> list[tuple[Memory, float]]:
         """Best ``limit`` matches for ``query`` with their scores, best first (active only
-        unless ``flt.include_retired``)."""
+        unless ``flt.include_retired``). ``as_document``: embed ``query`` as a memory, not
+        as a search query (a memory-to-memory look-up, e.g. the near-duplicate check)."""
         ...
 
     def reembed(self, embedder: Embedder | None, *, batch_size: int = 64) -> int:

@@ -264,11 +264,14 @@ class StoreBase(WriteBatching):
         yield from found
 
     def search(
-        self, query: str, *, flt: MemoryFilter | None = None, limit: int = 10
+        self, query: str, *, flt: MemoryFilter | None = None, limit: int = 10,
+        as_document: bool = False,
     ) -> list[tuple[Memory, float]]:
         """Return the ``limit`` best memories for ``query`` with their scores, best first.
 
-        Retired memories never match unless ``flt.include_retired``.
+        Retired memories never match unless ``flt.include_retired``. The dense side embeds
+        ``query`` with the embedder's ``embed_query``, or with ``embed`` when
+        ``as_document`` (``query`` is a memory's text: a memory-to-memory look-up).
 
         BM25 sparse search always. With an embedder, a dense search too, fused by weighted
         reciprocal rank fusion (:func:`~opencode_memoryd.store.fusion.rrf_fuse` with the
@@ -296,7 +299,8 @@ class StoreBase(WriteBatching):
                 raise EmbedderMismatchError(self._mismatch or "store needs re-embedding")
         sparse = self._bm25.embed_query(query) if use_sparse else SparseVector([], [])
         # the query embedding is computed outside the lock: it may call the network
-        dense = self._dense(embedder, [query], query=True)[0] if embedder is not None else None
+        dense = (self._dense(embedder, [query], query=not as_document)[0]
+                 if embedder is not None else None)
         with self._lock:
             self._require_open()
             if dense is None:
