@@ -192,7 +192,8 @@ def embedder(args: argparse.Namespace) -> CachedEmbedder | None:
         import export_e5_onnx as e5x
 
         prefixes = {"query_prefix": e5x.QUERY_PREFIX, "document_prefix": e5x.DOCUMENT_PREFIX}
-        name = embedder_name("fastembed", "e5-onnx:multilingual-e5-small-q4",
+        suffix = "-int8" if e5x.variant(args.e5_onnx) == "int8" else ""
+        name = embedder_name("fastembed", f"e5-onnx:multilingual-e5-small-q4{suffix}",
                              e5x.DOCUMENT_PREFIX)
         available = args.e5_onnx.is_dir()
 

