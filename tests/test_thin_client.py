@@ -31,7 +31,7 @@ COSTLY_STDLIB = ("typing", "pathlib", "socket", "shutil", "dataclasses", "dateti
 #: Every command module: a thin command loads its own alone, ``--help`` none.
 COMMAND_MODULES = tuple(f"opencode_memoryd.cli.{m}" for m in (
     "context", "doctor", "dreams", "history", "maintain", "manage", "mcp", "memories",
-    "opencode_setup", "setup", "status", "web"))
+    "opencode_setup", "reembed", "setup", "status", "web"))
 PROBE = ("import contextlib, io, json, sys\n"
          "from opencode_memoryd.cli.main import main\n"
          "out = io.StringIO()\n"

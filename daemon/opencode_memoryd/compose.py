@@ -159,8 +159,19 @@ class App:
                                  model_path=model_path, query_prefix=e.query_prefix,
                                  document_prefix=e.document_prefix)
 
-    def open_store(self) -> MemoryStore:
-        """Open the memory store: Qdrant Edge on disk, or a Qdrant server by URL."""
+    def open_store(self, *, allow_mismatch: bool = False) -> MemoryStore:
+        """Open the memory store: Qdrant Edge on disk, or a Qdrant server by URL.
+
+        ``allow_mismatch``: open it even when its vectors were built with another
+        embedder or BM25 settings (or a re-embedding did not complete), to
+        :meth:`~opencode_memoryd.store.api.MemoryStore.reembed` it.
+
+        Raises:
+            StoreError: it cannot be opened (:class:`~opencode_memoryd.errors.StoreInUseError`:
+                another process holds the embedded store; without ``allow_mismatch``,
+                :class:`~opencode_memoryd.errors.EmbedderMismatchError`).
+            UpstreamError: the configured embedder cannot be built or probed.
+        """
         q = self.config.qdrant
         embedder = self.build_embedder()
         if q.url:
@@ -168,7 +179,8 @@ class App:
 
             return ServerStore(url=q.url, api_key=self._secret(q.api_key_env),
                                collection=q.collection, embedder=embedder,
-                               timeout_seconds=q.timeout_seconds)
+                               timeout_seconds=q.timeout_seconds,
+                               allow_mismatch=allow_mismatch)
         from opencode_memoryd.store.edge import EdgeStore
 
         path = config_paths.store_dir(self.config, self.env)
@@ -176,7 +188,8 @@ class App:
             with contextlib.suppress(OSError):  # EdgeStore says what is wrong
                 path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             make_private(path.parent, ())
-        return EdgeStore(path, embedder=embedder, free=self.free_space)
+        return EdgeStore(path, embedder=embedder, free=self.free_space,
+                         allow_mismatch=allow_mismatch)
 
     def ensure_space(self) -> None:
         """Check, before an extraction writes anything, that the state dir and the

@@ -34,6 +34,8 @@ COMMANDS: dict[str, str] = {
                          "the `memoryd` MCP server entry into OpenCode's global config"),
     "uninstall-opencode": "remove exactly what install-opencode added",
     "history": "browse OpenCode's conversations (read-only)",
+    "reembed": ("rebuild the store's vectors after the embedder changed (memory texts kept; "
+                "stop the daemon first)"),
     "doctor": ("check everything capture depends on; say what to do about each problem (exit 1 "
                "when a check fails)"),
     "web": ("open the web page of the running daemon (browse, search, edit, forget; the dream "

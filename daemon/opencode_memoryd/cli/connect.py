@@ -83,7 +83,7 @@ def via_daemon(app: App, name: str, payload: dict[str, Any]) -> tuple[bool, Any]
         raise _REMOTE_ERRORS.get(exc.type, MemorydError)(str(exc)) from exc
 
 
-def _daemon_starting(app: App) -> int | None:
+def daemon_starting(app: App) -> int | None:
     """The pid of a daemon that is starting (``daemon.pid`` names a live
     ``opencode-memoryd`` / ``opencode_memoryd`` process, and it does not serve yet)."""
     try:
@@ -110,7 +110,7 @@ def _wait_for_starting_daemon(app: App) -> Path | None:
     """While a daemon is starting up (it owns the store but does not serve yet), wait up
     to ``DAEMON_START_WAIT_SECONDS`` for its control socket; ``None`` when no daemon is
     starting, or it did not come up in time."""
-    pid = _daemon_starting(app)
+    pid = daemon_starting(app)
     if pid is None:
         return None
     print(f"opencode-memoryd: waiting for the daemon (pid {pid}) to finish starting",
@@ -120,7 +120,7 @@ def _wait_for_starting_daemon(app: App) -> Path | None:
         sock = app.daemon_socket()
         if sock is not None:
             return sock
-        if _daemon_starting(app) is None:
+        if daemon_starting(app) is None:
             return app.daemon_socket()
         time.sleep(0.2)
     return None

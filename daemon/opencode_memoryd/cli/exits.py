@@ -24,7 +24,8 @@ exit codes:
   5    not found: no memory with that id (or it is already forgotten), no project
        for the folder given, no session or dream run with that id
   6    refused, nothing changed: the file exists (config init), the dream run
-       cannot be undone, or install-opencode would change a file it did not write
+       cannot be undone, install-opencode would change a file it did not write,
+       or reembed while the daemon runs
   78   configuration error (EX_CONFIG)
   130  interrupted
 """

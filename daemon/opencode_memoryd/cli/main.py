@@ -138,6 +138,7 @@ def _parser(*, run_only: bool = False) -> argparse.ArgumentParser:
         mcp,
         memories,
         opencode_setup,
+        reembed,
         setup,
         status,
         web,
@@ -153,15 +154,28 @@ def _parser(*, run_only: bool = False) -> argparse.ArgumentParser:
     setup.register(sub)
     opencode_setup.register(sub)
     history.register(sub)
+    reembed.register(sub)
     doctor.register(sub)
     web.register(sub)
     return p
 
 
 def _cmd_run(app: App, args: argparse.Namespace) -> int:
+    """``run``; a store built for another embedder exits :data:`EXIT_CONFIG`, which the
+    service files do not restart on (restarting cannot fix it; ``reembed`` can)."""
+    from opencode_memoryd.errors import EmbedderMismatchError
     from opencode_memoryd.serve.daemon import run
 
-    return run(app)
+    try:
+        return run(app)
+    except EmbedderMismatchError as exc:
+        import structlog
+
+        from opencode_memoryd.cli.render import print_error
+
+        structlog.get_logger(__name__).error("store_needs_reembed", error=str(exc))
+        print_error(exc)
+        return EXIT_CONFIG
 
 
 def _load_app(args: argparse.Namespace, env: Mapping[str, str]) -> App:

@@ -200,6 +200,12 @@ class MemoryStore(Protocol):
         as a search query (a memory-to-memory look-up, e.g. the near-duplicate check)."""
         ...
 
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder this store was opened with (the configured one; ``None``: BM25
+        only); after :meth:`reembed`, the one it re-embedded with."""
+        ...
+
     def reembed(self, embedder: Embedder | None, *, batch_size: int = 64) -> int:
         """Rebuild every point's vectors from its stored text; returns the point count."""
         ...

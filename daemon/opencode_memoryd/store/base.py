@@ -92,6 +92,11 @@ class StoreBase(WriteBatching):
     single_writer = False
 
     @property
+    def embedder(self) -> Embedder | None:
+        """The embedder this store encodes with (``None``: BM25 only)."""
+        return self._embedder
+
+    @property
     def generation(self) -> int:
         """A counter of the writes made through this object (upsert, delete, payload
         updates, re-embedding): equal values mean nothing changed in between, as far as

@@ -34,6 +34,9 @@ from opencode_memoryd.store.bm25 import settings_mismatch
 
 #: Version of the on-disk layout / metadata written by the store adapters.
 SCHEMA_VERSION = 1
+#: What a mismatch message tells the user to do.
+REEMBED_HINT = ("run `opencode-memoryd reembed` with the daemon stopped (the memory texts "
+                "are kept in the store, nothing is re-extracted)")
 
 
 def embedder_record(embedder: Embedder | None) -> dict[str, Any] | None:
@@ -125,10 +128,8 @@ def check_meta(
         return MetaCheck(dense_ok, sparse_ok, None)
     return MetaCheck(dense_ok, sparse_ok, (
         f"memory store {where}: " + "; ".join(problems) + ". Its vectors must be "
-        "rebuilt before it can be used with this configuration: re-embed it (the memory "
-        "texts are kept in the store, nothing is re-extracted) — open it with "
-        "allow_mismatch=True and call reembed(embedder) — or configure the embedder it "
-        "was built with."
+        f"rebuilt before it can be used with this configuration: re-embed it — "
+        f"{REEMBED_HINT} — or configure the embedder it was built with."
     ))
 
 
@@ -137,7 +138,7 @@ def interrupted_message(where: str, target: Mapping[str, Any] | None) -> str:
     :func:`embedder_record`) is under way or did not complete."""
     return (
         f"memory store {where}: a re-embedding (target: "
-        f"{embedder_desc(target)}) did not complete; call reembed(embedder) again"
+        f"{embedder_desc(target)}) did not complete; re-embed it again: {REEMBED_HINT}"
     )
 
 
@@ -192,6 +193,7 @@ def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 
 
 __all__ = [
+    "REEMBED_HINT",
     "SCHEMA_VERSION",
     "MetaCheck",
     "check_meta",

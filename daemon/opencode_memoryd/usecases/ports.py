@@ -83,8 +83,9 @@ class AppPort(Protocol):
         """Open (or create) the state file."""
         ...
 
-    def open_store(self) -> MemoryStore:
-        """Open the memory store."""
+    def open_store(self, *, allow_mismatch: bool = False) -> MemoryStore:
+        """Open the memory store; ``allow_mismatch``: even when it was built with another
+        embedder or BM25 settings, or its re-embedding was interrupted (to re-embed it)."""
         ...
 
     def build_extractor(self, modes: ModeMemory | None = None) -> Extractor:

@@ -22,8 +22,9 @@ from opencode_memoryd.store.edge import EDGE_META_FILE
 from opencode_memoryd.store.meta import embedder_desc
 from opencode_memoryd.usecases.doctor.model import FAIL, OK, SKIP, WARN, Check, Context
 
-_MISMATCH_FIX = ("configure the embedder the store was built with ([embedding]), or move "
-                 "the store away to start a new one")
+_MISMATCH_FIX = ("run `opencode-memoryd reembed` with the daemon stopped (memory texts are "
+                 "kept, nothing is re-extracted), or configure the embedder the store was "
+                 "built with ([embedding])")
 
 
 def embedder_check(ctx: Context) -> Check:
