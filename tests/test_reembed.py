@@ -5,13 +5,14 @@ failure half-way leaves it marked, and the next run finishes it."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import ACME, cli, cli_json, write_config
-from fake_openai import FakeOpenAI
+from fake_openai import FakeOpenAI, Hang, Status
 
 RULES = '[extraction]\nmode = "rules"\n'
 
@@ -100,3 +101,91 @@ def test_reembed_without_a_store_creates_none(tmp_path: Path,
     report = cli_json("--config", str(rules), "reembed")
     assert report["reembedded"] is False and report["points"] == 0
     assert not Path(report["store"]).exists()
+
+
+def seed_store(cfg: Path, env: dict[str, str], count: int) -> dict[str, str]:
+    """Write ``count`` project memories into the embedded store of ``cfg`` (BM25 only)."""
+    from opencode_memoryd.config.loader import load_config
+    from opencode_memoryd.config.paths import store_dir
+    from opencode_memoryd.models import Memory, content_hash, point_id
+    from opencode_memoryd.store.edge import EdgeStore
+
+    now = datetime.now(UTC)
+    texts = [f"Service {i} listens on port {8000 + i} behind the gateway." for i in range(count)]
+    rows = [Memory(id=point_id("project", "p1", "project", t), content=t, type="project",
+                   scope="project", project_id="p1", project_root="/srv/p1",
+                   session_id="ses_1", message_ids=[f"msg_{i}"], source="rules",
+                   created_at=now, updated_at=now, content_hash=content_hash(t))
+            for i, t in enumerate(texts)]
+    store = EdgeStore(store_dir(load_config(cfg, env), env))
+    try:
+        store.upsert(rows)
+    finally:
+        store.close()
+    return {m.id: m.content for m in rows}
+
+
+def test_a_failure_half_way_leaves_the_store_marked_and_the_next_run_finishes_it(
+        tmp_path: Path, isolated_env: dict[str, str],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    rules = write_config(tmp_path / "rules.toml", RULES)
+    before = seed_store(rules, isolated_env, 150)  # three writes of 64
+    with FakeOpenAI() as fake:
+        dense = write_config(tmp_path / "dense.toml", RULES + f"""
+[embedding]
+provider = "openai"
+base_url = "{fake.base_url}"
+model = "test-embed"
+api_key_env = ""
+dimensions = 32
+""")
+        # the first batch is embedded, then the endpoint fails (the client retries twice)
+        fake.script_embeddings(Hang(0), Status(500), Status(500), Status(500))
+        capsys.readouterr()
+        code, out = cli("--config", str(dense), "reembed")
+        assert code == 1 and out == ""
+        err = capsys.readouterr().err
+        assert "re-embedding" in err and "failed: the embedder" in err
+        assert "run `opencode-memoryd reembed` again" in err
+        assert [r.status for r in fake.requests_to("/embeddings")] == [200, 500, 500, 500]
+
+        # still marked: refused under either configuration, doctor says what to do
+        for cfg in (dense, rules):
+            code, _ = cli("--config", str(cfg), "status")
+            assert code == 1
+            err = capsys.readouterr().err
+            assert "a re-embedding was interrupted" in err
+            assert "opencode-memoryd reembed" in err
+        check = doctor_check(dense, "embedder")
+        assert check["status"] == "fail" and "opencode-memoryd reembed" in check["fix"]
+
+        # the endpoint is back: the next run finishes it
+        report = cli_json("--config", str(dense), "reembed")
+        assert report["reembedded"] is True and report["points"] == 150
+        assert "did not complete" in report["reason"]
+        assert memories(dense) == before
+        hits = cli_json("--config", str(dense), "search", "port 8042 gateway", "--limit", "20")
+        assert before[hits[0]["id"]].startswith("Service 42 ")
+        assert doctor_check(dense, "embedder")["status"] == "ok"
+
+
+def test_refused_while_another_process_holds_the_store(
+        tmp_path: Path, isolated_env: dict[str, str],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from opencode_memoryd.config.loader import load_config
+    from opencode_memoryd.config.paths import store_dir
+    from opencode_memoryd.store.edge import EdgeStore
+
+    rules = write_config(tmp_path / "rules.toml", RULES)
+    seed_store(rules, isolated_env, 3)
+    held = EdgeStore(store_dir(load_config(rules, isolated_env), isolated_env))
+    try:
+        capsys.readouterr()
+        code, out = cli("--config", str(rules), "reembed", "--force")
+        assert code == 6 and out == ""
+        err = capsys.readouterr().err
+        assert "holds the memory store" in err and "nothing was changed" in err
+        assert "systemctl --user stop opencode-memoryd" in err or "launchctl bootout" in err
+    finally:
+        held.close()
+    assert cli_json("--config", str(rules), "reembed")["reembedded"] is False

@@ -127,6 +127,7 @@ class StoreBase(WriteBatching):
             "schema_version": self._meta.get("schema_version"),
             "created_at": self._meta.get("created_at"),
             "needs_reembed": not (self._dense_ok and self._sparse_ok),
+            "reembed_interrupted": bool(self._meta.get("reembed_in_progress")),
         }
 
     def _require_writable(self) -> None:

@@ -363,7 +363,7 @@ class EdgeStore(StoreBase):
             ``{"backend": "edge", "path": str, "points": int, "segments": int,
             "embedder": {"name", "dimensions"} | None, "configured_embedder": ... | None,
             "bm25": dict, "schema_version": int, "created_at": str,
-            "needs_reembed": bool}``.
+            "needs_reembed": bool, "reembed_interrupted": bool}``.
 
         Raises:
             StoreError: the backend failed or the store is closed.

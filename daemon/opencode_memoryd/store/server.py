@@ -351,7 +351,7 @@ class ServerStore(StoreBase):
             "location": str | None, "collection": str, "points": int,
             "embedder": {"name", "dimensions"} | None, "configured_embedder": ... | None,
             "bm25": dict, "schema_version": int, "created_at": str,
-            "needs_reembed": bool}``.
+            "needs_reembed": bool, "reembed_interrupted": bool}``.
 
         Raises:
             StoreError: the backend failed or the store is closed.

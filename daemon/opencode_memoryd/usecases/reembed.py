@@ -71,11 +71,12 @@ def reembed(app: AppPort, *, force: bool = False) -> dict[str, Any]:
         result: dict[str, Any] = {"reembedded": False, "points": int(info.get("points") or 0),
                                   "from": embedder_desc(stored),
                                   "to": embedder_desc(configured), "store": where}
-        if stored != configured:
+        if info.get("reembed_interrupted"):
+            result["reason"] = "an earlier re-embedding did not complete"
+        elif stored != configured:
             result["reason"] = "the configured embedder differs from the store's"
         elif info.get("needs_reembed"):
-            result["reason"] = ("the BM25 settings differ from the store's, or an earlier "
-                                "re-embedding did not complete")
+            result["reason"] = "the BM25 settings differ from the store's"
         elif force:
             result["reason"] = "--force: the store already matched the configuration"
         else:
