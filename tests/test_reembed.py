@@ -5,13 +5,14 @@ failure half-way leaves it marked, and the next run finishes it."""
 from __future__ import annotations
 
 import json
+import signal
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import ACME, cli, cli_json, write_config
+from conftest import ACME, SAMPLE_DB, cli, cli_json, start_daemon, wait_until, write_config
 from fake_openai import FakeOpenAI, Hang, Status
 
 RULES = '[extraction]\nmode = "rules"\n'
@@ -189,3 +190,60 @@ def test_refused_while_another_process_holds_the_store(
     finally:
         held.close()
     assert cli_json("--config", str(rules), "reembed")["reembedded"] is False
+
+
+def daemon_setup(tmp_path: Path, env: dict[str, str], extra: str = "") -> Path:
+    """A daemon config (rules, fast timings) over a copy of the sample database."""
+    data = Path(env["XDG_DATA_HOME"]) / "opencode"
+    data.mkdir(parents=True, exist_ok=True)
+    (data / "opencode.db").write_bytes(SAMPLE_DB.read_bytes())
+    return write_config(tmp_path / "daemon.toml", RULES + """
+[daemon]
+quiet_period_seconds = 0.3
+sweep_interval_seconds = 5
+poll_interval_seconds = 0.2
+""" + extra)
+
+
+def test_a_running_daemon_is_not_re_embedded_under_it(
+        tmp_path: Path, isolated_env: dict[str, str], state_db: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = daemon_setup(tmp_path, isolated_env)
+    proc = start_daemon(cfg, isolated_env)
+    try:
+        assert wait_until(lambda: (state_db.parent / "daemon.json").exists())
+        capsys.readouterr()
+        code, out = cli("--config", str(cfg), "reembed")
+        assert code == 6 and out == ""
+        err = capsys.readouterr().err
+        assert f"the opencode-memoryd daemon is running (pid {proc.pid})" in err
+        assert "Stop the daemon first" in err and "then start it again" in err
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+        assert proc.returncode == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert cli_json("--config", str(cfg), "reembed")["reembedded"] is False
+
+
+def test_the_daemon_exits_78_on_a_store_built_for_another_embedder(
+        tmp_path: Path, isolated_env: dict[str, str]) -> None:
+    seed_store(daemon_setup(tmp_path, isolated_env), isolated_env, 3)
+    with FakeOpenAI() as fake:
+        cfg = daemon_setup(tmp_path, isolated_env, f"""
+[embedding]
+provider = "openai"
+base_url = "{fake.base_url}"
+model = "test-embed"
+api_key_env = ""
+""")
+        proc = start_daemon(cfg, isolated_env, capture=True)
+        try:
+            _out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 78  # RestartPreventExitStatus=78: systemd leaves it stopped
+    assert "was built with no embedder (BM25 only)" in err
+    assert "run `opencode-memoryd reembed`" in err
