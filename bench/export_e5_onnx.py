@@ -55,6 +55,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "daemon"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from export_minilm_onnx import export_encoder  # noqa: E402
+
 DEFAULT_OUT = ROOT / ".cache" / "e5-onnx"
 #: The fastembed model whose layout and pooling the export takes.
 FASTEMBED_MODEL = "sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2"
@@ -231,27 +235,9 @@ def export(src: Path, out: Path, *, int8: bool = False) -> dict[str, Any]:
         json.dumps({**special, "model_max_length": m["MAXP"]}), encoding="utf-8")
     (out / "config.json").write_text(model.config.to_json_string(), encoding="utf-8")
 
-    class Encoder(torch.nn.Module):  # type: ignore[misc]
-        def __init__(self) -> None:
-            super().__init__()
-            self.bert = model
-
-        def forward(self, input_ids: object, attention_mask: object,
-                    token_type_ids: object) -> object:
-            return self.bert(input_ids=input_ids, attention_mask=attention_mask,
-                             token_type_ids=token_type_ids).last_hidden_state
-
     ids = torch.tensor([[0, 10, 11, 2], [0, 12, 2, 1]])
-    mask = (ids != m["pad"]).long()
-    dyn = {0: "batch", 1: "sequence"}
-    with torch.no_grad():
-        torch.onnx.export(
-            Encoder(), (ids, mask, torch.zeros_like(ids)), str(out / MODEL_FILE),
-            input_names=["input_ids", "attention_mask", "token_type_ids"],
-            output_names=["last_hidden_state"],
-            dynamic_axes={"input_ids": dyn, "attention_mask": dyn, "token_type_ids": dyn,
-                          "last_hidden_state": dyn},
-            opset_version=17, dynamo=False)
+    export_encoder(model, (ids, (ids != m["pad"]).long(), torch.zeros_like(ids)),
+                   out / MODEL_FILE)
     if int8:
         from onnxruntime.quantization import QuantType, quantize_dynamic
 

