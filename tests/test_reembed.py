@@ -58,10 +58,14 @@ def test_reembed_turns_a_bm25_store_into_a_dense_one_and_keeps_every_memory(
             assert "was built with no embedder (BM25 only)" in err
             assert "run `opencode-memoryd reembed`" in err
             assert "allow_mismatch" not in err
+            # only the embedder differs: configuring the former one is a way out too
+            assert "or configure the embedder it was built with" in err
         check = doctor_check(dense, "embedder")
         assert check["status"] == "fail" and "opencode-memoryd reembed" in check["fix"]
 
+        capsys.readouterr()
         report = cli_json("--config", str(dense), "reembed")
+        assert f"re-embedding {len(before)} memories in " in capsys.readouterr().err
         assert report["reembedded"] is True
         assert report["points"] == len(before)
         assert report["from"] == "no embedder (BM25 only)"
@@ -157,6 +161,7 @@ dimensions = 32
             err = capsys.readouterr().err
             assert "a re-embedding was interrupted" in err
             assert "opencode-memoryd reembed" in err
+            assert "configure the embedder it was built with" not in err
         check = doctor_check(dense, "embedder")
         assert check["status"] == "fail" and "opencode-memoryd reembed" in check["fix"]
 
@@ -247,3 +252,45 @@ api_key_env = ""
     assert proc.returncode == 78  # RestartPreventExitStatus=78: systemd leaves it stopped
     assert "was built with no embedder (BM25 only)" in err
     assert "run `opencode-memoryd reembed`" in err
+
+
+def test_a_local_embedder_crash_half_way_is_reported_with_the_advice(
+        tmp_path: Path, isolated_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A local model (fastembed, onnxruntime) raises its own exceptions, not UpstreamError:
+    the run still ends with exit 1 and the advice, and the next run finishes the job."""
+    from opencode_memoryd.store.embedders import OpenAIEmbedder
+
+    rules = write_config(tmp_path / "rules.toml", RULES)
+    before = seed_store(rules, isolated_env, 100)
+    real_embed = OpenAIEmbedder.embed
+    calls: list[int] = []
+
+    def crash_on_second_batch(self: OpenAIEmbedder, texts: Any) -> Any:
+        calls.append(len(texts))
+        if len(calls) == 2:
+            raise RuntimeError("onnxruntime: bad allocation")
+        return real_embed(self, texts)
+
+    with FakeOpenAI() as fake:
+        dense = write_config(tmp_path / "dense.toml", RULES + f"""
+[embedding]
+provider = "openai"
+base_url = "{fake.base_url}"
+model = "test-embed"
+api_key_env = ""
+dimensions = 32
+""")
+        monkeypatch.setattr(OpenAIEmbedder, "embed", crash_on_second_batch)
+        capsys.readouterr()
+        code, out = cli("--config", str(dense), "reembed")
+        assert code == 1 and out == ""
+        err = capsys.readouterr().err
+        assert "failed: the embedder: RuntimeError: onnxruntime: bad allocation" in err
+        assert "run `opencode-memoryd reembed` again" in err
+        code, _ = cli("--config", str(dense), "status")
+        assert code == 1 and "a re-embedding was interrupted" in capsys.readouterr().err
+
+        report = cli_json("--config", str(dense), "reembed")
+        assert report["reembedded"] is True and report["points"] == 100
+        assert memories(dense) == before

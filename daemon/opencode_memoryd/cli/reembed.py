@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.connect import daemon_starting
@@ -86,16 +86,28 @@ def cmd_reembed(app: App, args: argparse.Namespace) -> int:
     if pid is not None:
         raise _refusal(app, f"the opencode-memoryd daemon is running (pid {pid}) and owns "
                             "the memory store")
+    def announce(report: dict[str, Any]) -> None:
+        print(f"re-embedding {report['points']} memories in {report['store']}: "
+              f"{report['from']} -> {report['to']} ({report['reason']}) ...",
+              file=sys.stderr, flush=True)
+
     try:
-        result = reembed(app, force=args.force)
+        result = reembed(app, force=args.force, on_start=announce)
     except StoreInUseError as exc:
         raise _refusal(app, f"another opencode-memoryd process holds the memory store "
                             f"({exc})") from exc
+    except KeyboardInterrupt:
+        print("reembed interrupted: the store stays marked as needing a re-embed (capture "
+              "and search refuse it until then); run `opencode-memoryd reembed` again",
+              file=sys.stderr, flush=True)
+        raise
     if args.json:
         print_json(result)
     elif result["reembedded"]:
         print(f"re-embedded {result['points']} memories in {result['store']}: "
               f"{result['from']} -> {result['to']} ({result['reason']})")
+    elif result["from"] == "no store":
+        print(f"nothing to do: {result['reason']}")
     else:
         print(f"nothing to do: {result['reason']} ({result['to']}, {result['points']} "
               "memories); `opencode-memoryd reembed --force` rebuilds the vectors anyway")

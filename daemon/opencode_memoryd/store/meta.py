@@ -126,10 +126,13 @@ def check_meta(
         problems.append("its BM25 settings differ (" + "; ".join(diffs) + ")")
     if not problems:
         return MetaCheck(dense_ok, sparse_ok, None)
+    # configuring the former embedder helps only when the embedder is all that differs
+    alternative = (" — or configure the embedder it was built with"
+                   if stored != configured and not diffs and not interrupted else "")
     return MetaCheck(dense_ok, sparse_ok, (
         f"memory store {where}: " + "; ".join(problems) + ". Its vectors must be "
         f"rebuilt before it can be used with this configuration: re-embed it — "
-        f"{REEMBED_HINT} — or configure the embedder it was built with."
+        f"{REEMBED_HINT}{alternative}."
     ))
 
 

@@ -15,6 +15,7 @@ embedded store, and would write to a server store meanwhile). It is not a contro
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -33,12 +34,15 @@ RUN_AGAIN = ("the store stays marked as needing a re-embed (capture and search r
              "starts over, the memories are kept")
 
 
-def reembed(app: AppPort, *, force: bool = False) -> dict[str, Any]:
+def reembed(app: AppPort, *, force: bool = False,
+            on_start: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Re-embed the memory store for the configured embedder, when it needs it.
 
     Args:
         app: the configured application (its ``open_store``).
         force: re-embed even when the store already matches the configuration.
+        on_start: called with the report so far (``points``, ``from``, ``to``,
+            ``reason``, ``store``) just before a re-embedding starts.
 
     Returns:
         ``{"reembedded": bool, "points": int, "from": str, "to": str, "reason": str,
@@ -84,6 +88,8 @@ def reembed(app: AppPort, *, force: bool = False) -> dict[str, Any]:
             return result
         log.info("reembed_started", store=where, points=result["points"],
                  source=result["from"], target=result["to"])
+        if on_start is not None:
+            on_start(dict(result))
         try:
             result["points"] = store.reembed(store.embedder)
         except UpstreamError as exc:
@@ -93,6 +99,11 @@ def reembed(app: AppPort, *, force: bool = False) -> dict[str, Any]:
         except StoreError as exc:
             log.warning("reembed_failed", store=where, error=str(exc))
             raise StoreError(f"re-embedding {where} failed: {exc}; {RUN_AGAIN}") from exc
+        except Exception as exc:  # a local model (fastembed, onnxruntime) raises its own
+            log.warning("reembed_failed", store=where, error=repr(exc))
+            raise UpstreamError(f"re-embedding {where} failed: the embedder: "
+                                f"{type(exc).__name__}: {exc}; {RUN_AGAIN}",
+                                kind="server", retryable=False) from exc
         result["reembedded"] = True
         log.info("reembed_done", store=where, points=result["points"], target=result["to"])
         return result
