@@ -408,7 +408,11 @@ def test_reembed_rebuilds_vectors(open_store: StoreFactory) -> None:
     # BM25 still serves searches meanwhile
     assert s2.search("which package manager?")[0][0] == CODING[0]
 
-    assert s2.reembed(emb, batch_size=4) == len(CODING)
+    seen: list[tuple[int, int]] = []
+    assert s2.reembed(emb, batch_size=4,
+                      progress=lambda done, total: seen.append((done, total))) == len(CODING)
+    n = len(CODING)
+    assert seen == [(min(i + 4, n), n) for i in range(0, n, 4)]
     assert s2.info()["needs_reembed"] is False
     assert s2.search("should I install with yarn?",
                      flt=MemoryFilter(project_id=ACME))[0][0] == CODING[0]

@@ -86,21 +86,37 @@ def cmd_reembed(app: App, args: argparse.Namespace) -> int:
     if pid is not None:
         raise _refusal(app, f"the opencode-memoryd daemon is running (pid {pid}) and owns "
                             "the memory store")
+    bar: Any = None
+
     def announce(report: dict[str, Any]) -> None:
+        nonlocal bar
         print(f"re-embedding {report['points']} memories in {report['store']}: "
               f"{report['from']} -> {report['to']} ({report['reason']}) ...",
               file=sys.stderr, flush=True)
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+
+            bar = tqdm(total=report["points"], desc="memories", unit="memory", leave=False)
+
+    def advance(done: int, total: int) -> None:
+        if bar is not None:
+            bar.update(done - bar.n)
 
     try:
-        result = reembed(app, force=args.force, on_start=announce)
+        result = reembed(app, force=args.force, on_start=announce, progress=advance)
     except StoreInUseError as exc:
         raise _refusal(app, f"another opencode-memoryd process holds the memory store "
                             f"({exc})") from exc
     except KeyboardInterrupt:
+        if bar is not None:
+            bar.close()
         print("reembed interrupted: the store stays marked as needing a re-embed (capture "
               "and search refuse it until then); run `opencode-memoryd reembed` again",
               file=sys.stderr, flush=True)
         raise
+    finally:
+        if bar is not None:
+            bar.close()
     if args.json:
         print_json(result)
     elif result["reembedded"]:

@@ -24,7 +24,7 @@ This module imports no Qdrant library: code that only talks to a store depends o
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -206,8 +206,10 @@ class MemoryStore(Protocol):
         only); after :meth:`reembed`, the one it re-embedded with."""
         ...
 
-    def reembed(self, embedder: Embedder | None, *, batch_size: int = 64) -> int:
-        """Rebuild every point's vectors from its stored text; returns the point count."""
+    def reembed(self, embedder: Embedder | None, *, batch_size: int = 64,
+                progress: Callable[[int, int], None] | None = None) -> int:
+        """Rebuild every point's vectors from its stored text; returns the point count.
+        ``progress`` gets (points done, points in all) after each batch."""
         ...
 
     def info(self) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, Self
 
@@ -98,9 +98,8 @@ class StoreBase(WriteBatching):
 
     @property
     def generation(self) -> int:
-        """A counter of the writes made through this object (upsert, delete, payload
-        updates, re-embedding): equal values mean nothing changed in between, as far as
-        this process wrote."""
+        """Counts the writes through this object (upsert, delete, payload, re-embedding):
+        equal values mean this process wrote nothing in between."""
         return self._generation
 
     # -- metadata ---------------------------------------------------------------------
@@ -313,19 +312,20 @@ class StoreBase(WriteBatching):
                 return self._search_sparse(sparse, flt, limit) if sparse else []
             return self._search_hybrid(sparse, dense, flt, limit)
 
-    def reembed(self, embedder: Embedder | None, *, batch_size: int = 64) -> int:
+    def reembed(self, embedder: Embedder | None, *, batch_size: int = 64,
+                progress: Callable[[int, int], None] | None = None) -> int:
         """Rebuild every point's vectors from the ``content`` in its payload.
 
-        Drops the dense vector and creates it again for ``embedder`` (or leaves none when
-        ``embedder`` is ``None``), recomputes the BM25 vectors with this store's encoder,
-        then records the new embedder and BM25 settings. Nothing is re-extracted; payloads
-        are unchanged. An interrupted run is recorded, and the store then refuses to open
-        without ``allow_mismatch=True`` until ``reembed`` completes.
+        Drops the dense vector and creates it again for ``embedder`` (none for ``None``),
+        recomputes the BM25 vectors, then records the new embedder and BM25 settings.
+        Nothing is re-extracted; payloads are unchanged. An interrupted run is recorded, and
+        the store refuses to open without ``allow_mismatch=True`` until ``reembed`` ends.
 
         Args:
             embedder: the embedder to build dense vectors with (``None``: BM25 only). It
                 becomes this store's embedder.
             batch_size: memories per ``embed`` call and per write.
+            progress: called after each batch with (points done, points in all).
 
         Returns:
             The number of points re-embedded.
@@ -352,6 +352,8 @@ class StoreBase(WriteBatching):
             memories = list(self._scroll_all(ALL))
             for i in range(0, len(memories), batch_size):
                 self._update_vectors(self._encode(memories[i : i + batch_size], embedder))
+                if progress is not None:
+                    progress(min(i + batch_size, len(memories)), len(memories))
             self._flush()
             meta = dict(self._meta)
             meta.update(

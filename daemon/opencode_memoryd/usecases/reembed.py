@@ -35,7 +35,8 @@ RUN_AGAIN = ("the store stays marked as needing a re-embed (capture and search r
 
 
 def reembed(app: AppPort, *, force: bool = False,
-            on_start: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+            on_start: Callable[[dict[str, Any]], None] | None = None,
+            progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Re-embed the memory store for the configured embedder, when it needs it.
 
     Args:
@@ -43,6 +44,7 @@ def reembed(app: AppPort, *, force: bool = False,
         force: re-embed even when the store already matches the configuration.
         on_start: called with the report so far (``points``, ``from``, ``to``,
             ``reason``, ``store``) just before a re-embedding starts.
+        progress: called after each batch with (memories done, memories in all).
 
     Returns:
         ``{"reembedded": bool, "points": int, "from": str, "to": str, "reason": str,
@@ -91,7 +93,7 @@ def reembed(app: AppPort, *, force: bool = False,
         if on_start is not None:
             on_start(dict(result))
         try:
-            result["points"] = store.reembed(store.embedder)
+            result["points"] = store.reembed(store.embedder, progress=progress)
         except UpstreamError as exc:
             log.warning("reembed_failed", store=where, error=str(exc))
             raise UpstreamError(f"re-embedding {where} failed: the embedder: {exc}; "
