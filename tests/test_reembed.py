@@ -18,15 +18,16 @@ from fake_openai import FakeOpenAI, Hang, Status
 RULES = '[extraction]\nmode = "rules"\n'
 
 
-def dense_config(path: Path, fake: FakeOpenAI) -> Path:
-    """A rules-mode config with the fake's embeddings endpoint."""
+def dense_config(path: Path, fake: FakeOpenAI, dimensions: int = 0) -> Path:
+    """A rules-mode config with the fake's embeddings endpoint (``dimensions``: given, so
+    no probe request is made; 0: probed)."""
     return write_config(path, RULES + f"""
 [embedding]
 provider = "openai"
 base_url = "{fake.base_url}"
 model = "test-embed"
 api_key_env = ""
-""")
+""" + (f"dimensions = {dimensions}\n" if dimensions else ""))
 
 
 def memories(cfg: Path) -> dict[str, str]:
@@ -136,14 +137,7 @@ def test_a_failure_half_way_leaves_the_store_marked_and_the_next_run_finishes_it
     rules = write_config(tmp_path / "rules.toml", RULES)
     before = seed_store(rules, isolated_env, 150)  # three writes of 64
     with FakeOpenAI() as fake:
-        dense = write_config(tmp_path / "dense.toml", RULES + f"""
-[embedding]
-provider = "openai"
-base_url = "{fake.base_url}"
-model = "test-embed"
-api_key_env = ""
-dimensions = 32
-""")
+        dense = dense_config(tmp_path / "dense.toml", fake, dimensions=32)
         # the first batch is embedded, then the endpoint fails (the client retries twice)
         fake.script_embeddings(Hang(0), Status(500), Status(500), Status(500))
         capsys.readouterr()
@@ -273,14 +267,7 @@ def test_a_local_embedder_crash_half_way_is_reported_with_the_advice(
         return real_embed(self, texts)
 
     with FakeOpenAI() as fake:
-        dense = write_config(tmp_path / "dense.toml", RULES + f"""
-[embedding]
-provider = "openai"
-base_url = "{fake.base_url}"
-model = "test-embed"
-api_key_env = ""
-dimensions = 32
-""")
+        dense = dense_config(tmp_path / "dense.toml", fake, dimensions=32)
         monkeypatch.setattr(OpenAIEmbedder, "embed", crash_on_second_batch)
         capsys.readouterr()
         code, out = cli("--config", str(dense), "reembed")
