@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from opencode_memoryd.store import fusion
@@ -85,3 +87,23 @@ def test_fastembed_embeds_shortest_first_and_keeps_order() -> None:
     assert emb.embed_query(["ab", "a"]) == [[-5.0], [-4.0]]
     assert model.calls[1] == ("query", ["q: a", "q: ab"], 3)
     assert emb.embed([]) == []
+
+
+def test_a_fastembed_model_failure_is_an_upstream_error() -> None:
+    """fastembed and onnxruntime raise their own exceptions; callers (capture, search,
+    reembed) handle an embedder failure as :class:`UpstreamError`."""
+    from opencode_memoryd.errors import UpstreamError
+    from opencode_memoryd.store.embedders import FastEmbedEmbedder
+
+    class Broken:  # stands in for fastembed's TextEmbedding whose ONNX session fails
+        def passage_embed(self, texts: list[str], batch_size: int) -> Any:
+            yield [1.0]
+            raise RuntimeError("onnxruntime: bad allocation")
+
+    emb = object.__new__(FastEmbedEmbedder)
+    emb.batch_size, emb.model = 8, "test/model"
+    emb.query_prefix, emb.document_prefix = "", ""
+    emb._impl = Broken()  # type: ignore[assignment]
+    with pytest.raises(UpstreamError, match="RuntimeError: onnxruntime: bad allocation") as err:
+        emb.embed(["a", "bb"])
+    assert err.value.kind == "server" and "test/model" in str(err.value)

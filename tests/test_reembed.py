@@ -247,37 +247,3 @@ api_key_env = ""
     assert "was built with no embedder (BM25 only)" in err
     assert "run `opencode-memoryd reembed`" in err
 
-
-def test_a_local_embedder_crash_half_way_is_reported_with_the_advice(
-        tmp_path: Path, isolated_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    """A local model (fastembed, onnxruntime) raises its own exceptions, not UpstreamError:
-    the run still ends with exit 1 and the advice, and the next run finishes the job."""
-    from opencode_memoryd.store.embedders import OpenAIEmbedder
-
-    rules = write_config(tmp_path / "rules.toml", RULES)
-    before = seed_store(rules, isolated_env, 100)
-    real_embed = OpenAIEmbedder.embed
-    calls: list[int] = []
-
-    def crash_on_second_batch(self: OpenAIEmbedder, texts: Any) -> Any:
-        calls.append(len(texts))
-        if len(calls) == 2:
-            raise RuntimeError("onnxruntime: bad allocation")
-        return real_embed(self, texts)
-
-    with FakeOpenAI() as fake:
-        dense = dense_config(tmp_path / "dense.toml", fake, dimensions=32)
-        monkeypatch.setattr(OpenAIEmbedder, "embed", crash_on_second_batch)
-        capsys.readouterr()
-        code, out = cli("--config", str(dense), "reembed")
-        assert code == 1 and out == ""
-        err = capsys.readouterr().err
-        assert "failed: the embedder: RuntimeError: onnxruntime: bad allocation" in err
-        assert "run `opencode-memoryd reembed` again" in err
-        code, _ = cli("--config", str(dense), "status")
-        assert code == 1 and "a re-embedding was interrupted" in capsys.readouterr().err
-
-        report = cli_json("--config", str(dense), "reembed")
-        assert report["reembedded"] is True and report["points"] == 100
-        assert memories(dense) == before

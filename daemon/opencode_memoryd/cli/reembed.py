@@ -80,16 +80,18 @@ def cmd_reembed(app: App, args: argparse.Namespace) -> int:
         RefusedError: a daemon runs, or another process holds the embedded store.
         UpstreamError, StoreError: the re-embedding failed (the store still needs one).
     """
-    from opencode_memoryd.usecases.reembed import reembed
+    from opencode_memoryd.usecases.reembed import MARKED, reembed
 
     pid = _running_daemon(app)
     if pid is not None:
         raise _refusal(app, f"the opencode-memoryd daemon is running (pid {pid}) and owns "
                             "the memory store")
     bar: Any = None
+    started = False
 
     def announce(report: dict[str, Any]) -> None:
-        nonlocal bar
+        nonlocal bar, started
+        started = True
         print(f"re-embedding {report['points']} memories in {report['store']}: "
               f"{report['from']} -> {report['to']} ({report['reason']}) ...",
               file=sys.stderr, flush=True)
@@ -100,6 +102,7 @@ def cmd_reembed(app: App, args: argparse.Namespace) -> int:
 
     def advance(done: int, total: int) -> None:
         if bar is not None:
+            bar.total = total
             bar.update(done - bar.n)
 
     try:
@@ -110,9 +113,9 @@ def cmd_reembed(app: App, args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         if bar is not None:
             bar.close()
-        print("reembed interrupted: the store stays marked as needing a re-embed (capture "
-              "and search refuse it until then); run `opencode-memoryd reembed` again",
-              file=sys.stderr, flush=True)
+        if started:  # before that, nothing was changed
+            print(f"reembed interrupted: {MARKED}; run `opencode-memoryd reembed` again — it "
+                  "starts over, the memories are kept", file=sys.stderr, flush=True)
         raise
     finally:
         if bar is not None:

@@ -275,9 +275,16 @@ class FastEmbedEmbedder:
         return self._embed_all([self.query_prefix + t for t in texts], self._impl.query_embed)
 
     def _embed_all(self, texts: list[str], run: Any) -> list[list[float]]:
+        """Raises :class:`UpstreamError` (kind ``server``) when the model fails: fastembed
+        and onnxruntime raise exceptions of their own."""
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         vectors: list[list[float]] = [[] for _ in texts]
-        embedded = run([texts[i] for i in order], batch_size=self.batch_size)
-        for i, v in zip(order, embedded, strict=True):
-            vectors[i] = [float(x) for x in v]
+        try:
+            embedded = run([texts[i] for i in order], batch_size=self.batch_size)
+            for i, v in zip(order, embedded, strict=True):
+                vectors[i] = [float(x) for x in v]
+        except Exception as exc:  # the model's own errors (onnxruntime, tokenizers, numpy)
+            raise UpstreamError(f"fastembed could not embed {len(texts)} texts with "
+                                f"{self.model}: {type(exc).__name__}: {exc}",
+                                kind="server", retryable=False) from exc
         return vectors

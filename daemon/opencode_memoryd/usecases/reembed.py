@@ -29,8 +29,9 @@ from opencode_memoryd.usecases.ports import AppPort
 log = structlog.get_logger(__name__)
 
 #: The advice at the end of a failed run's message.
-RUN_AGAIN = ("the store stays marked as needing a re-embed (capture and search refuse it "
-             "until then); run `opencode-memoryd reembed` again once that is fixed — it "
+MARKED = ("the store stays marked as needing a re-embed (capture and search refuse it "
+          "until then)")
+RUN_AGAIN = (f"{MARKED}; run `opencode-memoryd reembed` again once that is fixed — it "
              "starts over, the memories are kept")
 
 
@@ -101,11 +102,6 @@ def reembed(app: AppPort, *, force: bool = False,
         except StoreError as exc:
             log.warning("reembed_failed", store=where, error=str(exc))
             raise StoreError(f"re-embedding {where} failed: {exc}; {RUN_AGAIN}") from exc
-        except Exception as exc:  # a local model (fastembed, onnxruntime) raises its own
-            log.warning("reembed_failed", store=where, error=repr(exc))
-            raise UpstreamError(f"re-embedding {where} failed: the embedder: "
-                                f"{type(exc).__name__}: {exc}; {RUN_AGAIN}",
-                                kind="server", retryable=False) from exc
         result["reembedded"] = True
         log.info("reembed_done", store=where, points=result["points"], target=result["to"])
         return result
@@ -113,4 +109,4 @@ def reembed(app: AppPort, *, force: bool = False,
         store.close()
 
 
-__all__ = ["RUN_AGAIN", "reembed"]
+__all__ = ["MARKED", "RUN_AGAIN", "reembed"]
