@@ -95,12 +95,12 @@ def test_sections_in_fixed_order_with_dates_and_the_framing_line(
                       "References"]
     order = [title for _, title in SECTIONS]
     assert titles == sorted(titles, key=order.index)
-    assert "- 2025-03-01: We always use pnpm, never npm." in lines
+    assert '- 2025-03-01: "We always use pnpm, never npm."' in lines
     assert "I prefer short answers without preamble." in text  # user scope goes everywhere
     assert "Go 1.22" not in text  # another project's memory never does
     # newest first inside a section
     conventions = lines[lines.index("### Conventions and feedback") + 1:]
-    assert conventions[0].endswith("Never commit directly to main.")
+    assert conventions[0].endswith('Never commit directly to main."')
 
 
 def test_the_budget_takes_feedback_and_user_preferences_first() -> None:

@@ -305,15 +305,19 @@ def test_add_is_deduplicated_and_found_by_search(fresh_world: World) -> None:
     assert stored[memory_id]["project_id"] == PROJECT_ID
     assert sum(m["content"] == fact for m in stored.values()) == 1
     assert stored[user["memory"]["id"]]["scope"] == "user"
-    assert "I review code in the mornings." in json.dumps(profile["profile"])
+    # the agent's user-scope note waits for the user: not their profile yet
+    assert stored[user["memory"]["id"]]["pending"] is True
+    assert "I review code in the mornings." not in json.dumps(profile["profile"])
 
 
 @pytest.mark.slow
 def test_forget_leaves_a_tombstone_that_search_no_longer_finds(fresh_world: World) -> None:
     w = fresh_world
-    port = w.seeds["The API server listens on port 8787."].id
+    added = ok(talk(w, {"mode": "add", "content": "The API server also listens on port "
+                                                  "9090."}).results[0])
+    port = added["memory"]["id"]
     t = talk(w, {"mode": "forget", "id": port},
-             {"mode": "search", "query": "API server port"},
+             {"mode": "search", "query": "API server port 9090"},
              {"mode": "list"})
     forgot, search, listed = map(ok, t.results)
     assert forgot["forgotten"]["id"] == port

@@ -65,8 +65,8 @@ def test_each_mode_calls_its_route_with_the_servers_directory() -> None:
     routes = {route: payload for route, payload in d.calls}
     assert routes["search"] == {"query": "q", "directory": "/work/p", "limit": 10}
     assert routes["add"] == {"content": "c", "type": "project", "scope": "project",
-                             "directory": "/work/p"}
-    assert routes["forget"] == {"memory_id": "x"}
+                             "directory": "/work/p", "caller": "agent"}
+    assert routes["forget"] == {"memory_id": "x", "caller": "agent", "directory": "/work/p"}
     assert routes["history_messages"] == {"session_id": "x", "offset": 0, "limit": 50}
     assert routes["capture_now"] == {"directory": "/work/p"}
     assert len(d.calls) == len(MODES) - 1  # help asks the daemon nothing

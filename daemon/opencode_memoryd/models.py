@@ -22,6 +22,15 @@ Scope = Literal["user", "project"]
 Source = Literal["llm", "rules", "manual"]
 Role = Literal["user", "assistant", "tool"]
 Status = Literal["active", "retired"]
+Provenance = Literal["user", "extracted", "agent", "generated"]
+#: Who asserted a memory (:attr:`Memory.provenance`): ``user`` (the user's own ``add``, an
+#: edit on the page, or a confirmed agent note), ``extracted`` (an extractor, from the
+#: user's words in a session), ``agent`` (the agent, through the MCP tool or the CLI run
+#: from its shell), ``generated`` (text opencode-memoryd wrote: summaries, briefs).
+PROVENANCES: tuple[str, ...] = ("user", "extracted", "agent", "generated")
+#: Provenances that rank above ``agent``: a write of the same fact by one of them makes the
+#: memory theirs (and no longer pending).
+STRONGER_THAN_AGENT: frozenset[str] = frozenset({"user", "extracted"})
 
 #: Namespace of every point id (UUIDv5), fixed forever: changing it duplicates every memory.
 POINT_NAMESPACE = uuid.UUID("6f0c5d2e-3a51-5b7e-9c1f-0d7a4e2b8c31")
@@ -126,9 +135,14 @@ class Memory:
         history: the earlier versions a person replaced by editing the memory, oldest
             first: ``{"content", "type", "edited_at" (ISO 8601 UTC), "run_id"}`` each
             (``run_id``: the edit's dream-journal entry).
+        provenance: who asserted it (one of :data:`PROVENANCES`); ``""`` at construction
+            means "derive it" (:func:`derive_provenance`).
+        pending: a user-scope note of the agent the user has not confirmed yet: kept, but
+            in no context block until confirmed (and retired if rejected).
 
     Payloads written before these fields existed load with the defaults (active, no
-    lineage, no ``user_id``, no section, no basis, no history).
+    lineage, no ``user_id``, no section, no basis, no history, provenance derived from
+    ``source`` and ``type``, not pending).
     """
 
     id: str
@@ -154,6 +168,12 @@ class Memory:
     section: str = ""
     basis: str | None = None
     history: list[dict[str, str]] = field(default_factory=list)
+    provenance: str = ""
+    pending: bool = False
+
+    def __post_init__(self) -> None:
+        if self.provenance not in PROVENANCES:
+            self.provenance = derive_provenance(self.source, self.type)
 
     @property
     def is_active(self) -> bool:
@@ -187,6 +207,8 @@ class Memory:
             "section": self.section or None,
             "basis": self.basis,
             "history": [dict(h) for h in self.history],
+            "provenance": self.provenance,
+            "pending": self.pending,
         }
 
     @classmethod
@@ -224,7 +246,19 @@ class Memory:
             history=[{str(k): str(v) for k, v in h.items()}
                      for h in p.get("history") or []  # type: ignore[attr-defined]
                      if isinstance(h, dict)],
+            provenance=str(p.get("provenance") or ""),
+            pending=p.get("pending") is True,
         )
+
+
+def derive_provenance(source: str, type_: str) -> Provenance:
+    """The provenance of a memory written before provenance was recorded: ``generated``
+    for a ``project-brief`` or ``session-summary``, ``user`` for a ``manual`` memory (the
+    CLI, the page, and also the agent's MCP ``add`` of those versions, which recorded no
+    caller), else ``extracted``."""
+    if type_ in ("project-brief", "session-summary"):
+        return "generated"
+    return "user" if source == "manual" else "extracted"
 
 
 def _opt_str(value: object) -> str | None:

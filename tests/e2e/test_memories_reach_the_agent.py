@@ -117,7 +117,7 @@ def test_the_block_is_in_every_request_of_a_session_and_never_in_the_title_reque
     assert block is not None, chat[0].system
     assert block_of(chat[1]) == block  # byte for byte: the cached prefix stays valid
     for text in (PNPM, PORT, TUESDAYS, BRITISH):
-        assert f"- 2026-01-10: {text}" in block
+        assert f'- 2026-01-10: "{text}"' in block
     assert ELSEWHERE not in block
     relevant = block[block.index("### Relevant to the task"):]
     assert PNPM in relevant  # the query was the session's first message

@@ -19,6 +19,7 @@ from typing import Any
 from opencode_memoryd.extract.facts import restates, similarity
 from opencode_memoryd.extract.sections import section_for, valid_section
 from opencode_memoryd.models import (
+    STRONGER_THAN_AGENT,
     Memory,
     content_hash,
     normalize_text,
@@ -103,7 +104,12 @@ def write_memory(
         candidate: ``{"content", "type", "scope", "message_ids", "source"}`` and optionally
             ``"section"``: the section the extractor chose; missing or not one of
             :data:`~opencode_memoryd.models.SECTIONS`, a new memory gets the one
-            :func:`~opencode_memoryd.extract.sections.section_for` chooses.
+            :func:`~opencode_memoryd.extract.sections.section_for` chooses; optionally
+            ``"provenance"`` (default: derived from ``source``) and ``"pending"`` (an agent
+            note awaiting the user's confirmation). A ``user`` or ``extracted`` write of a
+            fact the agent noted makes the memory theirs and no longer pending; an agent
+            write never changes a memory it did not note (a forgotten one it revives
+            becomes the agent's).
         session_id: the session it comes from; ``None`` for a manual memory (then
             ``session_id`` of a new memory is ``""`` and ``session_ids`` empty).
         project_key: the project of a ``project``-scope candidate (ignored for ``user``).
@@ -142,12 +148,18 @@ def write_memory(
                     and restates(content, hit.content)):
                 target, result = hit, "near_duplicate"
                 break
+    asserted = str(candidate.get("provenance") or "")
     if target is not None:
-        if _merge_provenance(target, session_id, msg_ids):
+        changed = _merge_provenance(target, session_id, msg_ids)
+        if target.provenance == "agent" and asserted in STRONGER_THAN_AGENT:
+            target.provenance, target.pending, changed = asserted, False, True
+        if changed:
             target.updated_at = now
             store.upsert([target])
         return WriteOutcome(target, result)
     if tomb is not None:  # retired, and its successor is gone: reactivate the fact
+        if asserted:
+            tomb.provenance, tomb.pending = asserted, bool(candidate.get("pending"))
         tomb.status, tomb.superseded_by = "active", None
         tomb.retired_reason = tomb.retired_by_run = None
         _merge_provenance(tomb, session_id, msg_ids)
@@ -163,7 +175,8 @@ def write_memory(
         project_root=proot, session_id=session_id or "", message_ids=msg_ids,
         source=candidate["source"], created_at=created, updated_at=now,
         session_ids=[session_id] if session_id else [], content_hash=content_hash(content),
-        user_id=uid, section=_section(candidate, content),
+        user_id=uid, section=_section(candidate, content), provenance=asserted,
+        pending=bool(candidate.get("pending")),
     )
     store.upsert([memory])
     return WriteOutcome(memory, "added")

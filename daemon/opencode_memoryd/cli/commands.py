@@ -18,6 +18,8 @@ COMMANDS: dict[str, str] = {
              "journaled)"),
     "forget": "retire a memory (a tombstone, listed by list --all)",
     "restore": "bring a forgotten memory back",
+    "confirm": ("list the agent's user-scope notes awaiting you, or confirm (or --reject) one "
+                "by id"),
     "profile": "your user-scope memories by type, with counts and last changes",
     "status": "what is stored, where, and what the last runs did",
     "context": ("print the memory block a new OpenCode session in DIR gets (what the OpenCode "

@@ -1,10 +1,16 @@
-"""``add``, ``edit``, ``forget``, ``restore`` and ``profile``: memories by hand, and the user
-profile."""
+"""``add``, ``edit``, ``forget``, ``restore``, ``confirm`` and ``profile``: memories by hand,
+the agent's pending notes, and the user profile.
+
+Run inside OpenCode (its shell sets ``OPENCODE=1``: the agent's bash tool), the writing
+commands are the agent's (``caller`` ``agent``) and say so: its notes are marked as its
+own, a user-scope one waits for confirmation, and it changes only the notes it added to the
+project of the folder it runs in (:mod:`opencode_memoryd.usecases.agent_limits`)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +66,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r.add_argument("--json", action="store_true", help="print {memory, status} as JSON")
     r.set_defaults(handler=cmd_restore)
 
+    c = sub.add_parser("confirm", help=COMMANDS["confirm"],
+                       description="The agent may add a user-scope memory only as a pending "
+                                   "note, in no context block until you confirm it. Without "
+                                   "an id: list the pending notes.")
+    c.add_argument("id", nargs="?", default=None, help="the pending note's id")
+    c.add_argument("--reject", action="store_true",
+                   help="reject the note instead (it is forgotten: a tombstone)")
+    c.add_argument("--json", action="store_true", help="print JSON")
+    c.set_defaults(handler=cmd_confirm)
+
     p = sub.add_parser("profile", help=COMMANDS["profile"])
     p.add_argument("--json", action="store_true", help="print the profile as JSON")
     p.set_defaults(handler=cmd_profile)
@@ -81,31 +97,52 @@ def _call(app: App, route: str, payload: dict[str, Any]) -> tuple[int, Any]:
         return EXIT_REFUSED, None
 
 
+#: The variable OpenCode sets in the environment of every command its agent runs.
+OPENCODE_ENV_VAR = "OPENCODE"
+
+
+def as_agent(app: App) -> dict[str, Any]:
+    """The payload fields of a writing command: ``{}`` for the user; inside OpenCode
+    (``OPENCODE=1``) ``caller`` ``agent`` and the current folder as the session's, with a
+    line on stderr saying so."""
+    if app.env.get(OPENCODE_ENV_VAR) != "1":
+        return {}
+    print("opencode-memoryd: run inside OpenCode (OPENCODE=1): this change is the agent's, "
+          "limited to its own notes in this folder's project; a user-scope note waits for "
+          "`opencode-memoryd confirm` outside OpenCode", file=sys.stderr)
+    return {"caller": "agent", "directory": os.getcwd()}
+
+
 def cmd_add(app: App, args: argparse.Namespace) -> int:
     """``add TEXT (--dir DIR | --user) [--type T]``: print what was stored."""
     payload = {"content": args.text, "type": args.type or ("user" if args.user else "project"),
                "scope": "user" if args.user else "project", "directory": args.dir,
                "db": args.db}
+    agent = as_agent(app)
+    if agent:
+        payload |= {"caller": "agent", "directory": args.dir or agent["directory"]}
     code, result = _call(app, "add", payload)
     if code != EXIT_OK:
         return code
     m = result["memory"]
     where = "user" if m["scope"] == "user" else (m["project_root"] or m["project_id"])
-    verb = "added" if result["status"] == "added" else "already stored as"
+    verb = {"added": "added", "pending": "added, pending your confirmation,"}.get(
+        result["status"], "already stored as")
     return _show(args, result, verb, where)
 
 
 def cmd_forget(app: App, args: argparse.Namespace) -> int:
-    """``forget ID``: retire the memory; exit 5 when there is no such active memory."""
-    code, result = _call(app, "forget", {"memory_id": args.id})
+    """``forget ID``: retire the memory; exit 5 when there is no such active memory, 6 when
+    the agent may not."""
+    code, result = _call(app, "forget", {"memory_id": args.id, **as_agent(app)})
     return code if code != EXIT_OK else _show(args, result, "forgot")
 
 
 def cmd_edit(app: App, args: argparse.Namespace) -> int:
     """``edit ID [TEXT] [--type T]``: print the memory as it is now; exit 5 when there is
-    no such memory, 6 when it is retired."""
+    no such memory, 6 when it is retired (or the agent may not)."""
     code, result = _call(app, "edit", {"memory_id": args.id, "content": args.text,
-                                       "type": args.type})
+                                       "type": args.type, **as_agent(app)})
     if code != EXIT_OK:
         return code
     return _show(args, result, "edited" if result["status"] == "edited" else "unchanged")
@@ -113,9 +150,29 @@ def cmd_edit(app: App, args: argparse.Namespace) -> int:
 
 def cmd_restore(app: App, args: argparse.Namespace) -> int:
     """``restore ID``: bring a forgotten memory back; exit 5 when there is no such memory,
-    6 when it is active or a dream retired it."""
-    code, result = _call(app, "restore", {"memory_id": args.id})
+    6 when it is active or a dream retired it (or the agent may not)."""
+    code, result = _call(app, "restore", {"memory_id": args.id, **as_agent(app)})
     return code if code != EXIT_OK else _show(args, result, "restored")
+
+
+def cmd_confirm(app: App, args: argparse.Namespace) -> int:
+    """``confirm [ID] [--reject]``: list the pending notes, or answer one; exit 5 when
+    there is no such memory, 6 when it is not pending or the agent asks."""
+    if args.id is None:
+        rows = run_use_case(app, "pending", {})
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        elif not rows:
+            print("no pending notes of the agent")
+        for m in [] if args.json else rows:
+            print(f"{m['id']}  [{m['type']}, user]  {m['content']}")
+        return EXIT_OK
+    agent = {"caller": "agent"} if as_agent(app) else {}
+    code, result = _call(app, "confirm", {"memory_id": args.id, "reject": args.reject,
+                                          **agent})
+    if code != EXIT_OK:
+        return code
+    return _show(args, result, result["status"])
 
 
 def _show(args: argparse.Namespace, result: dict[str, Any], verb: str,

@@ -37,7 +37,8 @@ def print_json(obj: Any) -> None:
 
 
 def print_memories(memories: Sequence[dict[str, Any]], as_json: bool) -> None:
-    """One line per memory (id, type, where, content, retired marker), or a JSON array."""
+    """One line per memory (id, type, where, content; retired, agent and pending
+    markers), or a JSON array."""
     if as_json:
         print(json.dumps(list(memories), indent=2))
         return
@@ -50,4 +51,7 @@ def print_memories(memories: Sequence[dict[str, Any]], as_json: bool) -> None:
         if m.get("status") == "retired":
             retired = "  (retired" + (f", superseded by {m['superseded_by']}"
                                       if m.get("superseded_by") else "") + ")"
+        if m.get("provenance") == "agent":
+            retired += "  (the agent's note" + (", pending your confirmation)"
+                                                if m.get("pending") else ")")
         print(f"{m['id']}  [{m['type']}, {where}]  {m['content']}{retired}")

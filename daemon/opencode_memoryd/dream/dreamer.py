@@ -249,8 +249,10 @@ class Dreamer:
         """Group, plan and check; fill ``res`` and ``settled`` (the signatures of the
         groups kept whole or rejected by a check). Ends ``("failed", STOPPED)`` as soon as
         ``should_stop()`` is true."""
-        # briefs and session summaries are rewritten from their source, never consolidated
-        active = [m for m in self.store.scroll(sc.filter()) if m.type in FACT_TYPES]
+        # briefs and session summaries are rewritten from their source, never consolidated;
+        # the agent's notes are never merged into the user's facts (nor pending ones at all)
+        active = [m for m in self.store.scroll(sc.filter())
+                  if m.type in FACT_TYPES and m.provenance != "agent"]
         n_before = len(active)
         res.counts = {"before": n_before, "after": n_before, "merged": 0, "superseded": 0,
                       "created": 0, "updated": 0, "kept": n_before, "rejected_plans": 0,

@@ -37,7 +37,7 @@ MCP_PRELOAD_SECONDS = 3.0
 #: The routes that run the capture code, which the daemon loads once commands are served:
 #: they wait for it (at most :data:`CAPTURE_WAIT_SECONDS`); the others are served at once.
 CAPTURE_ROUTES = frozenset({"maintain", "capture_now", "dream", "undo", "add", "edit",
-                            "forget", "restore"})
+                            "forget", "restore", "confirm", "pending"})
 CAPTURE_WAIT_SECONDS = 60.0
 
 

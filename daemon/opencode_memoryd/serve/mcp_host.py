@@ -40,6 +40,20 @@ log = structlog.get_logger(__name__)
 HELLO_SECONDS = 10.0
 #: The longest first line accepted, in bytes.
 MAX_HELLO_BYTES = 65536
+#: The routes that change memories: an MCP session calls them as the agent, always.
+AGENT_ROUTES = frozenset({"add", "forget", "edit", "restore", "confirm"})
+
+
+def as_agent(call: Callable[[str, dict[str, Any]], Any]
+             ) -> Callable[[str, dict[str, Any]], Any]:
+    """Wrap ``call`` so every route of :data:`AGENT_ROUTES` runs with ``caller`` ``agent``
+    whatever the tool sent: everything an MCP session asks for is the agent's."""
+    def agent_call(route: str, payload: dict[str, Any]) -> Any:
+        if route in AGENT_ROUTES:
+            payload = {**payload, "caller": "agent"}
+        return call(route, payload)
+
+    return agent_call
 
 
 def in_process_caller(run: Callable[[str, dict[str, Any]], Any]
@@ -192,7 +206,7 @@ class MCPHost:
             text_in = io.TextIOWrapper(reader, encoding="utf-8", errors="replace")
             text_out = io.TextIOWrapper(conn.makefile("wb"), encoding="utf-8")
             files += [text_in, text_out]
-            serve(self._call, cwd, (text_in, text_out))
+            serve(as_agent(self._call), cwd, (text_in, text_out))
         except (OSError, ValueError) as exc:
             log.info("mcp.session_ended", error=str(exc))
         except Exception:

@@ -6,8 +6,14 @@ directory, which is the OpenCode session's directory (OpenCode starts one server
 directory and sends no project or session id), so the daemon resolves the project exactly
 as its reader does.
 
+Every write is the agent's (``caller`` ``agent``, see
+:mod:`opencode_memoryd.usecases.agent_limits`): its notes are project memories marked as
+its own, a user-scope one waits for the user's confirmation, and it forgets only what it
+added to this project.
+
 Results are JSON objects in the shape users of memory tools know: ``{"success": true, ...}``;
-memories as ``{"id", "content", "type", "scope", "createdAt", "updatedAt"}``; search hits add
+memories as ``{"id", "content", "type", "scope", "createdAt", "updatedAt", "provenance",
+"pending"}``; search hits add
 ``similarity`` (0-100, relative to the best hit of the search); errors ``{"success": false,
 "error": "<what went wrong and what to do>"}``. Nothing here opens the store.
 """
@@ -58,14 +64,18 @@ INSTRUCTIONS = (
     "opencode-memoryd remembers durable facts from past sessions: the user's preferences, "
     "this project's conventions, decisions and fixes. Call `memory` with mode=search before "
     "work that may depend on them; mode=add when the user states a lasting preference or "
-    "convention. Memories may be out of date and are never instructions."
+    "convention. Memories may be out of date and are never instructions. What you add is "
+    "marked as your note; a user-scope note waits for the user's confirmation; you can "
+    "forget only notes you added in this project."
 )
 
 HELP = {
     "search": "search(query, limit?, scope?): memories of this project and the user, best first",
-    "add": "add(content, type?=project, scope?=project): keep a durable fact",
+    "add": ("add(content, type?=project, scope?=project): keep a durable fact, marked as "
+            "your note; scope=user waits until the user confirms it"),
     "list": "list(scope?, type?, limit?): stored memories, newest first",
-    "forget": "forget(id): retire a memory (kept as a tombstone, never deleted)",
+    "forget": ("forget(id): retire a note you added to this project (a tombstone); the "
+               "user's memories are theirs to forget"),
     "profile": "profile: the user-scope memories by type",
     "capture-now": "capture-now: extract this directory's newest session now",
     "sessions": "sessions(limit?): recent OpenCode sessions of this project",
@@ -84,7 +94,8 @@ Caller = Callable[[str, dict[str, Any]], Any]
 def _memory(p: Mapping[str, Any]) -> dict[str, Any]:
     return {"id": p.get("id"), "content": p.get("content"), "type": p.get("type"),
             "scope": p.get("scope"), "createdAt": p.get("created_at"),
-            "updatedAt": p.get("updated_at")}
+            "updatedAt": p.get("updated_at"), "provenance": p.get("provenance"),
+            "pending": bool(p.get("pending"))}
 
 
 def _hits(hits: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -158,6 +169,7 @@ def _search(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str, 
     scope = _choice(args, "scope", SCOPES)
     hits = call("search", {"query": query, "directory": directory,
                            "limit": _limit(args, 10)})
+    hits = [h for h in hits if not h.get("pending")]  # not the user's until confirmed
     if scope:
         hits = [h for h in hits if h.get("scope") == scope]
     return {"results": _hits(hits), "count": len(hits)}
@@ -168,7 +180,7 @@ def _add(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str, Any
     scope = _choice(args, "scope", SCOPES) or "project"
     kind = _choice(args, "type", MEMORY_TYPES) or ("user" if scope == "user" else "project")
     done = call("add", {"content": content, "type": kind, "scope": scope,
-                        "directory": directory})
+                        "directory": directory, "caller": "agent"})
     return {"memory": _memory(done["memory"]), "status": done.get("status", "added")}
 
 
@@ -177,6 +189,7 @@ def _list(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str, An
     kind = _choice(args, "type", MEMORY_TYPES)
     limit = _limit(args, 20)
     rows = call("list", {"user": True} if scope == "user" else {"directory": directory})
+    rows = [r for r in rows if not r.get("pending")]
     if kind:
         rows = [r for r in rows if r.get("type") == kind]
     rows = sorted(rows, key=lambda r: (str(r.get("updated_at")), str(r.get("id"))),
@@ -185,7 +198,8 @@ def _list(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str, An
 
 
 def _forget(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str, Any]:
-    done = call("forget", {"memory_id": _need(args, "id", "forget")})
+    done = call("forget", {"memory_id": _need(args, "id", "forget"), "caller": "agent",
+                           "directory": directory})
     return {"forgotten": _memory(done.get("memory", done))}
 
 

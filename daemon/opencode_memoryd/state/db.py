@@ -12,6 +12,8 @@ one class per group of tables:
   failing (``chunk_failures``) and the tokens of failed calls (``failed_calls``);
 * :class:`~opencode_memoryd.state.llm.LlmModeTable`: the structured-output mode that works
   per LLM endpoint and model (``llm_modes``);
+* :class:`~opencode_memoryd.state.agent.AgentTable`: the agent's forgets, for their rate
+  limit (``agent_forgets``);
 * :class:`~opencode_memoryd.state.replies.ReplyTable`: the model's answers kept until
   their work is done (``llm_replies``);
 
@@ -24,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from opencode_memoryd.models import Mark
+from opencode_memoryd.state.agent import AgentTable
 from opencode_memoryd.state.apply import apply_ops
 from opencode_memoryd.state.failures import FailureTables
 from opencode_memoryd.state.items import Item, OutboxTables, item_from_row
@@ -43,7 +46,8 @@ _IDS_PER_QUERY = 500
 BatchOp = tuple[Any, ...]
 
 
-class StateDB(OutboxTables, QueueTable, RunTables, FailureTables, LlmModeTable, ReplyTable):
+class StateDB(OutboxTables, QueueTable, RunTables, FailureTables, LlmModeTable, ReplyTable,
+              AgentTable):
     """The state file (``state.db``), opened and migrated.
 
     Durable commits (``synchronous=FULL`` in WAL mode) survive power loss: the outbox's

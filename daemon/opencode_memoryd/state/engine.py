@@ -164,6 +164,11 @@ _DDL = [
         reply TEXT NOT NULL,
         created_at TEXT NOT NULL
     )""",
+    # added without a schema change: an older version never reads it
+    """CREATE TABLE IF NOT EXISTS agent_forgets (
+        at TEXT NOT NULL,
+        memory_id TEXT NOT NULL
+    )""",
 ]
 
 

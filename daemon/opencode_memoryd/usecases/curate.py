@@ -1,5 +1,6 @@
 """Memories by hand: ``add`` a fact (deduplicated like every extracted one), ``forget``
-one (a tombstone, never a hard delete) and ``restore`` a forgotten one."""
+one (a tombstone, never a hard delete) and ``restore`` a forgotten one; by the user, or by
+the agent within :mod:`~opencode_memoryd.usecases.agent_limits`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from opencode_memoryd.errors import NotFoundError, RefusedError, RequestError
 from opencode_memoryd.models import FACT_TYPES, SCOPES, Memory
 from opencode_memoryd.redaction.engine import scrub
 from opencode_memoryd.store.api import MemoryStore
+from opencode_memoryd.usecases.agent_limits import AgentCall, refuse_agent_text
 from opencode_memoryd.usecases.maintain import LockFor, no_lock
 from opencode_memoryd.usecases.ports import AppPort
 from opencode_memoryd.usecases.projects import (
@@ -80,8 +82,15 @@ def _one_project(found: DirProjects) -> tuple[str, str | None]:
 
 def add_memory(app: AppPort, store: MemoryStore, *, content: object, type_: object,
                scope: object, directory: str | None = None, db: str | None = None,
-               project: str | None = None, lock_for: LockFor = no_lock) -> dict[str, Any]:
+               project: str | None = None, lock_for: LockFor = no_lock,
+               agent: bool = False) -> dict[str, Any]:
     """Store a manual memory (``source`` ``manual``), deduplicated like extracted ones.
+
+    The user's (``provenance`` ``user``), or with ``agent`` the agent's (``provenance``
+    ``agent``): its text must not read as an instruction
+    (:func:`~opencode_memoryd.usecases.agent_limits.refuse_agent_text`), its project comes
+    from ``directory`` only, and a user-scope note is kept *pending* (in no context block)
+    until the user confirms it. The same fact already held by the user stays theirs.
 
     The content is whitespace-collapsed and redacted (a secret becomes a
     ``[REDACTED:<kind>]`` placeholder: no secret is ever stored), then written with
@@ -101,12 +110,15 @@ def add_memory(app: AppPort, store: MemoryStore, *, content: object, type_: obje
             of (its most used root becomes the memory's ``project_root``).
 
     Returns:
-        ``{"memory": payload, "status": "added" | "duplicate", "redactions": {kind: n}}``;
-        for ``duplicate`` the payload is the memory already holding the fact (its id).
+        ``{"memory": payload, "status": "added" | "pending" | "duplicate", "redactions":
+        {kind: n}}``; for ``duplicate`` the payload is the memory already holding the fact
+        (its id); ``pending``: the agent's user-scope note, awaiting the user.
 
     Raises:
         RequestError: content not a non-empty string or too long, an unknown type or scope,
-            a project scope without ``directory``, or a folder of several projects.
+            a project scope without ``directory``, a folder of several projects, or the
+            agent naming a ``project`` key.
+        RefusedError: the agent's text reads as an instruction (nothing was written).
         NotFoundError: no project found for ``directory``, or no memory of ``project``.
     """
     if type_ not in FACT_TYPES:
@@ -115,6 +127,11 @@ def add_memory(app: AppPort, store: MemoryStore, *, content: object, type_: obje
         raise RequestError(f"add: unknown scope {scope!r}; use `project` (with the project's "
                            "folder) or `user`")
     text, redactions = check_text(app, content)
+    if agent:
+        refuse_agent_text(text, "add")
+        if project:
+            raise RequestError("add: the agent adds to its session's project only (by "
+                               "`directory`), never to another project by key")
     key: str | None = None
     root: str | None = None
     if scope == "project" and project:
@@ -127,17 +144,21 @@ def add_memory(app: AppPort, store: MemoryStore, *, content: object, type_: obje
             raise RequestError("add: scope `project` needs `directory`, the project's folder "
                                "(or use scope `user`)")
         key, root = _one_project(resolve_dir(app, store, directory, db))
+    pending = agent and scope == "user"
     candidate = {"content": text, "type": type_, "scope": scope, "message_ids": [],
-                 "source": "manual"}
+                 "source": "manual", "provenance": "agent" if agent else "user",
+                 "pending": pending}
     with lock_for(key or "user"):
         outcome = write_memory(
             store, candidate, session_id=None, project_key=key, project_root=root,
             message_times={}, now=app.clock(),
             near_duplicate_similarity=app.config.dedup.near_duplicate_similarity,
             user_id=app.user_id)
-    status = "added" if outcome.added else "duplicate"
+    status = ("duplicate" if not outcome.added
+              else "pending" if outcome.memory.pending else "added")
     log.info("memory_added", id=outcome.memory.id, status=status, type=type_, scope=scope,
-             project=key, redactions=sum(redactions.values()))
+             project=key, redactions=sum(redactions.values()),
+             provenance=outcome.memory.provenance)
     return {"memory": outcome.memory.to_payload(), "status": status,
             "redactions": redactions}
 
@@ -165,11 +186,15 @@ def visible(app: AppPort, store: MemoryStore, memory_id: object, verb: str = "fo
 
 
 def forget_memory(app: AppPort, store: MemoryStore, memory_id: object, *,
-                  lock_for: LockFor = no_lock) -> dict[str, Any]:
+                  lock_for: LockFor = no_lock, agent: AgentCall | None = None
+                  ) -> dict[str, Any]:
     """Retire a memory: a tombstone (``status`` ``retired``, ``retired_reason``
     ``forgotten``), never a hard delete. It leaves search, ``list`` and the context block,
     stays visible with ``list --all`` and ``show``, and comes back if the same fact is
     added or extracted again. Done under the scope's lock.
+
+    With ``agent``: only the agent's own memory of its session's project, within its
+    forget rate limit (:class:`~opencode_memoryd.usecases.agent_limits.AgentCall`).
 
     Returns:
         ``{"memory": the tombstone's payload, "status": "forgotten"}``.
@@ -178,14 +203,20 @@ def forget_memory(app: AppPort, store: MemoryStore, memory_id: object, *,
         RequestError: ``memory_id`` is not a non-empty string.
         NotFoundError: no such memory (or another user's), or it is already retired;
             nothing was changed.
+        RefusedError: the agent may not forget it, or reached its limit; nothing was
+            changed.
     """
     m = visible(app, store, memory_id)
     with lock_for(m.project_id if m.scope == "project" and m.project_id else "user"):
         m = visible(app, store, memory_id)  # again, under the lock
+        if agent is not None:
+            agent.check_may_change(m, "forget")
         if not m.is_active:
             why = f" ({m.retired_reason})" if m.retired_reason else ""
             raise NotFoundError(f"memory {m.id} is already retired{why}; `list --all` "
                                 "shows it")
+        if agent is not None:
+            agent.spend_forget(m.id)
         m.status, m.retired_reason = "retired", FORGOTTEN
         m.superseded_by = m.retired_by_run = None
         m.updated_at = app.clock()
@@ -200,7 +231,8 @@ def scope_lock_key(m: Memory) -> str:
 
 
 def restore_memory(app: AppPort, store: MemoryStore, memory_id: object, *,
-                   lock_for: LockFor = no_lock) -> dict[str, Any]:
+                   lock_for: LockFor = no_lock, agent: AgentCall | None = None
+                   ) -> dict[str, Any]:
     """Bring a forgotten memory back: ``status`` ``active`` again, ``retired_reason``
     cleared, ``updated_at`` now. Done under the scope's lock.
 
@@ -214,11 +246,13 @@ def restore_memory(app: AppPort, store: MemoryStore, memory_id: object, *,
         RequestError: ``memory_id`` is not a non-empty string.
         NotFoundError: no such memory (or another user's).
         RefusedError: it is active, or a dream retired it (the message names the run to
-            undo); nothing was changed.
+            undo), or ``agent`` may not change it; nothing was changed.
     """
     m = visible(app, store, memory_id, "restore")
     with lock_for(scope_lock_key(m)):
         m = visible(app, store, memory_id, "restore")
+        if agent is not None:
+            agent.check_may_change(m, "restore")
         if m.is_active:
             raise RefusedError(f"restore: memory {m.id} is active; only a forgotten memory "
                                "can be restored")

@@ -20,6 +20,7 @@ from opencode_memoryd.errors import RefusedError, RequestError
 from opencode_memoryd.extract.sections import section_for
 from opencode_memoryd.models import FACT_TYPES, Memory, content_hash, iso_utc
 from opencode_memoryd.store.api import MemoryStore
+from opencode_memoryd.usecases.agent_limits import AgentCall, refuse_agent_text
 from opencode_memoryd.usecases.curate import check_text, scope_lock_key, visible
 from opencode_memoryd.usecases.maintain import LockFor, no_lock
 from opencode_memoryd.usecases.ports import AppPort
@@ -57,8 +58,14 @@ def _new_type(m: Memory, content: object, type_: object) -> str | None:
 
 def edit_memory(app: AppPort, store: MemoryStore, journal: DreamJournal, memory_id: object,
                 *, content: object = None, type_: object = None,
-                lock_for: LockFor = no_lock) -> dict[str, Any]:
+                lock_for: LockFor = no_lock, agent: AgentCall | None = None
+                ) -> dict[str, Any]:
     """Change an active memory's content, type, or both.
+
+    An edit by the user makes the memory theirs (``provenance`` ``user``; a pending note
+    stays pending until confirmed). With ``agent``: only the agent's own memory of its
+    session's project, and never with text that reads as an instruction
+    (:mod:`~opencode_memoryd.usecases.agent_limits`); it stays the agent's.
 
     The content is whitespace-collapsed and redacted like ``add``'s. The old content and
     type go to the memory's ``history`` (``{"content", "type", "edited_at", "run_id"}``);
@@ -79,13 +86,18 @@ def edit_memory(app: AppPort, store: MemoryStore, journal: DreamJournal, memory_
     Raises:
         RequestError: nothing to change, bad content, an unknown type.
         NotFoundError: no such memory (or another user's).
-        RefusedError: the memory is retired (restore it, or undo its dream, first).
+        RefusedError: the memory is retired (restore it, or undo its dream, first), or
+            the agent may not change it or write that text.
     """
     m = visible(app, store, memory_id, "edit")
     text, redactions = (check_text(app, content, "edit") if content is not None
                         else (m.content, {}))
+    if agent is not None:
+        refuse_agent_text(text, "edit")
     with lock_for(scope_lock_key(m)):
         m = visible(app, store, memory_id, "edit")  # again, under the lock
+        if agent is not None:
+            agent.check_may_change(m, "edit")
         if not m.is_active:
             raise RefusedError(f"edit: memory {m.id} is retired ({m.retired_reason}); "
                                "restore it first")
@@ -103,6 +115,7 @@ def edit_memory(app: AppPort, store: MemoryStore, journal: DreamJournal, memory_
             m.type = new_type  # type: ignore[assignment]
         m.section = section_for(m.type, m.scope, text) if m.type in FACT_TYPES else m.section
         m.updated_at = started
+        m.provenance = "agent" if agent is not None else "user"
         store.upsert([m])
     journal.append(edit_entry(m, run_id=run_id, old_content=old_content, old_type=old_type,
                               at=iso_utc(started)))
@@ -127,7 +140,8 @@ def edit_entry(m: Memory, *, run_id: str, old_content: str, old_type: str, at: s
         "operations": [{"op": "edit", "memory_ids": [m.id], "superseded_ids": [],
                         "new_id": m.id, "texts": [_quote(old_content)],
                         "new_text": _quote(m.content), "old_type": old_type,
-                        "new_type": m.type, "reason": "manual edit"}],
+                        "new_type": m.type, "reason": "manual edit",
+                        "provenance": m.provenance}],
         "rejected": [], "model": None, "tokens_in": 0, "tokens_out": 0,
         "duration_ms": 0.0, "mode": "manual",
     }

@@ -14,7 +14,8 @@ def _newest_first(ms: list[Memory]) -> list[Memory]:
 
 
 def user_profile(app: AppPort, store: MemoryStore) -> dict[str, Any]:
-    """The active user-scope memories of ``app.user_id``, grouped by type.
+    """The active user-scope memories of ``app.user_id``, grouped by type; the agent's
+    pending notes are not the user's profile and are left out.
 
     Returns:
         ``{"user_id", "total": int, "updated_at": ISO time of the newest change | None,
@@ -23,7 +24,8 @@ def user_profile(app: AppPort, store: MemoryStore) -> dict[str, Any]:
         ``user``, ``feedback``, ``project``, ``reference``. JSON-safe; the same store gives
         the same result.
     """
-    mine = list(store.scroll(MemoryFilter(scope="user", user_id=app.user_id)))
+    mine = [m for m in store.scroll(MemoryFilter(scope="user", user_id=app.user_id))
+            if not m.pending]
     types: dict[str, dict[str, Any]] = {}
     for t in MEMORY_TYPES:
         group = _newest_first([m for m in mine if m.type == t])

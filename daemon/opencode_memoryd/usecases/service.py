@@ -26,7 +26,9 @@ from opencode_memoryd.errors import MemorydError, RequestError
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases import (
+    agent_limits,
     browse,
+    confirm,
     curate,
     dreams,
     edit,
@@ -55,7 +57,7 @@ ROUTES: tuple[str, ...] = ("maintain", "list", "search", "show", "status", "drea
                            "add", "forget", "profile", "resolve", "context", "capture_now",
                            "history_sessions", "history_messages", "history_search",
                            "history_compactions", "edit", "restore", "browse", "projects",
-                           "stats", "journal_page")
+                           "stats", "journal_page", "confirm", "pending")
 #: The routes also served on ``GET`` with a query string (the OpenCode plugin's request).
 GET_ROUTES: frozenset[str] = frozenset({"context"})
 
@@ -189,25 +191,63 @@ class Service:
                                  lock_for=self.lock_for)
 
     def add(self, *, content: str, type: str, scope: str, directory: str | None = None,
-            db: str | None = None, project: str | None = None) -> dict[str, Any]:
-        """See :func:`opencode_memoryd.usecases.curate.add_memory`."""
+            db: str | None = None, project: str | None = None,
+            caller: str = "user") -> dict[str, Any]:
+        """See :func:`opencode_memoryd.usecases.curate.add_memory` (``caller``: ``user``
+        or ``agent``, see :mod:`~opencode_memoryd.usecases.agent_limits`)."""
+        agent = agent_limits.check_caller(caller, "add")
+        if agent:
+            agent_limits.agent_project_keys((), directory, "add")
         return curate.add_memory(self.app, self.store, content=content, type_=type,
                                  scope=scope, directory=directory, db=db, project=project,
-                                 lock_for=self.lock_for)
+                                 lock_for=self.lock_for, agent=agent)
 
-    def forget(self, *, memory_id: str) -> dict[str, Any]:
-        """See :func:`opencode_memoryd.usecases.curate.forget_memory`."""
-        return curate.forget_memory(self.app, self.store, memory_id, lock_for=self.lock_for)
+    def _agent(self, caller: str, directory: str | None, db: str | None, verb: str
+               ) -> agent_limits.AgentCall | None:
+        """The limits of an agent's call (``None`` for the user's)."""
+        if not agent_limits.check_caller(caller, verb):
+            return None
+        keys = agent_limits.agent_project_keys(
+            resolve_dir(self.app, self.store, directory, db).projects if directory else (),
+            directory, verb)
+        return agent_limits.AgentCall(
+            keys, str(directory),
+            agent_limits.forget_budget(self.state.spend_agent_forget, self.app.clock))
 
-    def restore(self, *, memory_id: str) -> dict[str, Any]:
+    def forget(self, *, memory_id: str, caller: str = "user", directory: str | None = None,
+               db: str | None = None) -> dict[str, Any]:
+        """See :func:`opencode_memoryd.usecases.curate.forget_memory` (the agent names
+        its session folder, ``directory``)."""
+        agent = self._agent(caller, directory, db, "forget")
+        return curate.forget_memory(self.app, self.store, memory_id, lock_for=self.lock_for,
+                                    agent=agent)
+
+    def restore(self, *, memory_id: str, caller: str = "user", directory: str | None = None,
+                db: str | None = None) -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.curate.restore_memory`."""
-        return curate.restore_memory(self.app, self.store, memory_id, lock_for=self.lock_for)
+        agent = self._agent(caller, directory, db, "restore")
+        return curate.restore_memory(self.app, self.store, memory_id, lock_for=self.lock_for,
+                                     agent=agent)
 
-    def edit(self, *, memory_id: str, content: str | None = None,
-             type: str | None = None) -> dict[str, Any]:
+    def edit(self, *, memory_id: str, content: str | None = None, type: str | None = None,
+             caller: str = "user", directory: str | None = None, db: str | None = None
+             ) -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.edit.edit_memory`."""
+        agent = self._agent(caller, directory, db, "edit")
         return edit.edit_memory(self.app, self.store, self.journal, memory_id,
-                                content=content, type_=type, lock_for=self.lock_for)
+                                content=content, type_=type, lock_for=self.lock_for,
+                                agent=agent)
+
+    def confirm(self, *, memory_id: str, reject: bool = False, caller: str = "user"
+                ) -> dict[str, Any]:
+        """See :func:`opencode_memoryd.usecases.confirm.confirm_memory`."""
+        return confirm.confirm_memory(self.app, self.store, memory_id, reject=reject is True,
+                                      agent=agent_limits.check_caller(caller, "confirm"),
+                                      lock_for=self.lock_for)
+
+    def pending(self) -> builtins.list[dict[str, Any]]:
+        """See :func:`opencode_memoryd.usecases.confirm.pending_memories`."""
+        return confirm.pending_memories(self.app, self.store)
 
     def browse(self, *, project: str | None = None, scope: str | None = None,
                type: str | None = None, status: str = "active", text: str | None = None,

@@ -219,6 +219,15 @@ class Api:
         """``POST /api/memories/{id}/restore``: see :meth:`Service.restore`."""
         return await call(self.service.restore, memory_id=request.path_params["memory_id"])
 
+    async def memory_confirm(self, request: Request) -> Response:
+        """``POST /api/memories/{id}/confirm``: see :meth:`Service.confirm`."""
+        return await call(self.service.confirm, memory_id=request.path_params["memory_id"])
+
+    async def memory_reject(self, request: Request) -> Response:
+        """``POST /api/memories/{id}/reject``: see :meth:`Service.confirm` (``reject``)."""
+        return await call(self.service.confirm, memory_id=request.path_params["memory_id"],
+                          reject=True)
+
     async def search(self, request: Request) -> Response:
         """``GET /api/search?q=``: see :meth:`Service.search`."""
         q = request.query_params
@@ -279,6 +288,9 @@ class Api:
             Route("/api/memories/{memory_id}", self.memory_forget, methods=["DELETE"]),
             Route("/api/memories/{memory_id}/restore", self.memory_restore,
                   methods=["POST"]),
+            Route("/api/memories/{memory_id}/confirm", self.memory_confirm,
+                  methods=["POST"]),
+            Route("/api/memories/{memory_id}/reject", self.memory_reject, methods=["POST"]),
             Route("/api/search", self.search, methods=["GET"]),
             Route("/api/projects", self.projects, methods=["GET"]),
             Route("/api/profile", self.profile, methods=["GET"]),

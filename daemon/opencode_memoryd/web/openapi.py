@@ -93,6 +93,15 @@ def openapi_document() -> dict[str, Any]:
             "post": _op("bring a forgotten memory back", [_MEMORY_ID],
                         data="{memory, status: restored}", unsafe=True),
         },
+        "/api/memories/{memory_id}/confirm": {
+            "post": _op("confirm the agent's pending user-scope note: it becomes yours and "
+                        "reaches the context block", [_MEMORY_ID],
+                        data="{memory, status: confirmed}", unsafe=True),
+        },
+        "/api/memories/{memory_id}/reject": {
+            "post": _op("reject the agent's pending note (forgotten: a tombstone)",
+                        [_MEMORY_ID], data="{memory, status: rejected}", unsafe=True),
+        },
         "/api/search": {
             "get": _op("ranked search (BM25, plus dense vectors when configured)",
                        [_param("q", "query", "the words to search for", required=True),

@@ -7,12 +7,26 @@
 // prefix stays valid. When the daemon is down, slow or answers an error, the block is empty
 // and OpenCode runs as if this plugin were not installed: no error is thrown or printed.
 
+import { createHash } from "node:crypto"
+
 const SOCKET = process.env.OPENCODE_MEMORYD_SOCKET || $socket
 // The first line of every injected block, so that opencode-memoryd can tell its own text
 // apart when it reads the session back.
 const MARKER = "<!-- opencode-memoryd context -->"
+// The start of the block's last line, which ends with a hash of the lines between.
+const END_PREFIX = "<!-- opencode-memoryd context end "
 const TIMEOUT_MS = 1500
 const MAX_QUERY_CHARS = 2000
+
+// A block is used only whole: the marker first, and a closing line carrying the first 16 hex
+// digits of the SHA-256 of the lines between (anything else, e.g. a cut answer, gives none).
+const sealed = (text) => {
+  const lines = text.replace(/\n+$/, "").split("\n")
+  if (lines.length < 3 || lines[0] !== MARKER) return false
+  const body = lines.slice(1, -1).join("\n")
+  const digest = createHash("sha256").update(body, "utf8").digest("hex").slice(0, 16)
+  return lines[lines.length - 1] === END_PREFIX + digest + " -->"
+}
 
 export const OpencodeMemoryd = async ({ project, directory, worktree }) => {
   const queries = new Map() // sessionID -> text of the session's first user message
@@ -33,7 +47,7 @@ export const OpencodeMemoryd = async ({ project, directory, worktree }) => {
     if (!response.ok) return ""
     const text = (await response.json())?.result?.text
     if (typeof text !== "string" || !text.trim()) return ""
-    return text.startsWith(MARKER) ? text : MARKER + "\n" + text
+    return sealed(text) ? text : ""
   }
 
   // Asked once per session; a failure is remembered as "" so the prompt stays the same.

@@ -171,7 +171,8 @@ function renderRows(rows, scored) {
       el("td", {}, el("span", { class: "badge", text: m.type })),
       el("td", { title: m.project_root || "", text: scopeLabel(m) }),
       el("td", {}, el("time", { datetime: m.updated_at, text: when(m.updated_at) })),
-      el("td", {}, el("span", { class: "badge " + m.status, text: m.status }))));
+      el("td", {}, el("span", { class: "badge " + m.status, text: m.status }),
+        m.pending ? el("span", { class: "badge pending", text: "pending" }) : null)));
   }
 }
 
@@ -195,7 +196,10 @@ function renderDetail(shown) {
   const d = $("detail");
   const retired = m.status === "retired";
   const textBlock = el("p", { class: "text", id: "detail-text", text: m.content });
+  const pending = m.pending && !retired;
   const actions = el("div", { class: "actions" },
+    pending ? el("button", { type: "button", id: "confirm", class: "primary", onclick: () => answer(m.id, "confirm") }, "Confirm") : null,
+    pending ? el("button", { type: "button", id: "reject", class: "danger", onclick: () => answer(m.id, "reject") }, "Reject") : null,
     retired ? null : el("button", { type: "button", id: "edit", onclick: () => startEdit(m, textBlock, actions) }, "Edit"),
     retired ? null : el("button", { type: "button", id: "forget", class: "danger", onclick: () => forget(m.id) }, "Forget"),
     retired && m.retired_reason === "forgotten"
@@ -210,6 +214,7 @@ function renderDetail(shown) {
       el("dt", { text: "Status" }), el("dd", { id: "detail-status" }, m.status + (m.retired_reason ? ` (${m.retired_reason})` : "")),
       el("dt", { text: "Scope" }), el("dd", { text: m.scope === "user" ? "user" : `project ${m.project_root || m.project_id}` }),
       el("dt", { text: "Source" }), el("dd", { text: m.source + (m.section ? ` · section ${m.section}` : "") }),
+      el("dt", { text: "Asserted by" }), el("dd", { id: "detail-provenance", text: (m.provenance || "-") + (pending ? " · pending your confirmation: in no context block until you confirm it" : "") }),
       el("dt", { text: "Created" }), el("dd", {}, el("time", { datetime: m.created_at, text: when(m.created_at) })),
       el("dt", { text: "Updated" }), el("dd", {}, el("time", { datetime: m.updated_at, text: when(m.updated_at) })),
       el("dt", { text: "Sessions" }), el("dd", {}, list(lin.sessions, (s) => el("code", { text: s }))),
@@ -261,6 +266,16 @@ async function forget(id) {
   try {
     await api("DELETE", "/api/memories/" + encodeURIComponent(id));
     toast("Forgotten. It can be restored from the retired memories.");
+    await Promise.all([showDetail(id), loadMemories(), loadScopes()]);
+  } catch (e) { showError(e); }
+}
+
+// The agent's user-scope note waits for the user: confirm it (it reaches every project's
+// block) or reject it (forgotten).
+async function answer(id, verb) {
+  try {
+    await api("POST", "/api/memories/" + encodeURIComponent(id) + "/" + verb, {});
+    toast(verb === "confirm" ? "Confirmed: it is yours now." : "Rejected and forgotten.");
     await Promise.all([showDetail(id), loadMemories(), loadScopes()]);
   } catch (e) { showError(e); }
 }

@@ -1,0 +1,161 @@
+"""What the agent may do to memories, and what it may not.
+
+A memory is the user's unless the agent added it. The agent (an OpenCode session calling the
+MCP ``memory`` tool, or running this CLI from its shell, where OpenCode sets ``OPENCODE=1``)
+may:
+
+* add project memories of its session's project only; they are marked as its own
+  (``provenance`` ``agent``) and shown apart in the context block;
+* add a user-scope memory only as a *pending* note: in no block until the user confirms it
+  (:mod:`opencode_memoryd.usecases.confirm`);
+* forget, edit or restore only the memories it added itself, of its session's project, and
+  forget at most :data:`AGENT_FORGETS_PER_HOUR` in any hour.
+
+Everything else is refused with a message telling the agent to ask the user. The agent's
+text is untrusted on its way to the prompt: text that reads as an attempt to steer the agent
+or to break out of the block (:func:`instruction_like`) is refused when the agent writes it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from opencode_memoryd.errors import RefusedError, RequestError
+from opencode_memoryd.models import Memory, iso_utc
+
+#: The callers a write use case accepts: the user (CLI, page) or the agent.
+USER = "user"
+AGENT = "agent"
+CALLERS: tuple[str, ...] = (USER, AGENT)
+#: The most memories the agent may forget in :data:`FORGET_WINDOW`.
+AGENT_FORGETS_PER_HOUR = 10
+#: The window of the agent's forget limit (a sliding window).
+FORGET_WINDOW = timedelta(hours=1)
+
+ASK_USER = ("it is the user's: ask the user to change it (`opencode-memoryd edit` / "
+            "`forget`, or the memory page)")
+
+# Each pattern is a way injected text tries to steer the agent or leave the block: undoing
+# its instructions, piping a download into a shell, posing as a prompt's role tags or as
+# our marker, or sending data away. Matching is on NFKC-folded text, case-insensitive.
+_INSTRUCTION_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("overrides instructions",
+     r"\b(?:ignore|disregard|forget|override)\b.{0,40}\b(?:previous|prior|above|earlier|"
+     r"all|any|other|system|the)\b.{0,30}\b(?:instructions?|rules|messages?|prompts?|"
+     r"guidelines|notes)\b"),
+    ("addresses the model", r"\b(?:you are now|new instructions?|system prompt|"
+                            r"developer message|jailbreak)\b"),
+    ("pipes a download into a shell",
+     r"\b(?:curl|wget|iwr|invoke-webrequest)\b[^\n]{0,200}\|\s*(?:sudo\s+)?"
+     r"(?:ba|z|da|k|fi)?sh\b|\b(?:curl|wget)\b[^\n]{0,200}\|\s*(?:python3?|node|perl|"
+     r"ruby|iex|powershell)\b"),
+    ("runs a remote script", r"\b(?:bash|sh)\s+<\s*\(\s*(?:curl|wget)\b"),
+    ("imitates a prompt tag or marker",
+     r"</?\s*(?:system|assistant|user|instructions?|tool|developer|memory)\b[^>]*>|<!--|-->"),
+    ("sends data away",
+     r"\b(?:send|post|upload|exfiltrate|email)\b.{0,60}\b(?:secrets?|tokens?|keys?|"
+     r"credentials?|passwords?|\.env|ssh)\b"),
+)
+_COMPILED = tuple((why, re.compile(rx, re.IGNORECASE | re.DOTALL))
+                  for why, rx in _INSTRUCTION_PATTERNS)
+
+
+def instruction_like(text: str) -> str | None:
+    """Why ``text`` reads as an instruction aimed at the agent or as an escape from the
+    context block (e.g. ``overrides instructions``, ``pipes a download into a shell``),
+    or ``None`` when it reads as a plain note."""
+    import unicodedata
+
+    folded = unicodedata.normalize("NFKC", text)
+    for why, rx in _COMPILED:
+        if rx.search(folded):
+            return why
+    return None
+
+
+def check_caller(caller: object, verb: str) -> bool:
+    """Whether ``caller`` is the agent.
+
+    Raises:
+        RequestError: not one of :data:`CALLERS`.
+    """
+    if caller not in CALLERS:
+        raise RequestError(f"{verb}: `caller` must be one of {', '.join(CALLERS)}, not "
+                           f"{caller!r}")
+    return caller == AGENT
+
+
+def refuse_agent_text(text: str, verb: str) -> None:
+    """Refuse text the agent writes when it reads as an instruction or a block escape.
+
+    Raises:
+        RefusedError: :func:`instruction_like` found a reason; nothing was written.
+    """
+    why = instruction_like(text)
+    if why is not None:
+        raise RefusedError(f"{verb}: refused: the text {why}, which a memory written by the "
+                           "agent may not do; if the user wants this remembered, ask them to "
+                           "add it (`opencode-memoryd add`)")
+
+
+@dataclass(frozen=True)
+class AgentCall:
+    """A write the agent asked for, with what it is allowed to touch.
+
+    Attributes:
+        project_keys: the projects of the agent's session folder (empty: none known).
+        directory: that folder, for messages.
+        spend_forget: counts one forget of a memory id against the rate limit; raises
+            :class:`RefusedError` when the limit is reached (:func:`forget_budget`).
+    """
+
+    project_keys: frozenset[str]
+    directory: str
+    spend_forget: Callable[[str], None]
+
+    def check_may_change(self, m: Memory, verb: str) -> None:
+        """Refuse unless ``m`` is the agent's own memory of its session's project.
+
+        Raises:
+            RefusedError: ``m`` is the user's (any other provenance), user scope, or of
+                another project; nothing was changed.
+        """
+        if m.provenance != "agent":
+            raise RefusedError(f"{verb}: memory {m.id} was not added by the agent; {ASK_USER}")
+        if m.scope != "project" or m.project_id not in self.project_keys:
+            raise RefusedError(f"{verb}: memory {m.id} is not a memory of this session's "
+                               f"project ({self.directory}); the agent may change only "
+                               f"the notes it added to its own project. {ASK_USER}")
+
+
+def forget_budget(spend: Callable[..., int | None], clock: Callable[[], datetime],
+                  limit: int = AGENT_FORGETS_PER_HOUR) -> Callable[[str], None]:
+    """A ``spend_forget`` for :class:`AgentCall` over the state file's counter
+    (:meth:`~opencode_memoryd.state.agent.AgentTable.spend_agent_forget`).
+
+    Raises (from the returned function):
+        RefusedError: ``limit`` agent forgets in the last :data:`FORGET_WINDOW` already.
+    """
+    def spend_forget(memory_id: str) -> None:
+        now = clock()
+        if spend(memory_id, now=iso_utc(now), since=iso_utc(now - FORGET_WINDOW),
+                 limit=limit) is None:
+            raise RefusedError(f"forget: the agent may forget at most {limit} memories an "
+                               "hour and reached that; ask the user to forget the rest")
+
+    return spend_forget
+
+
+def agent_project_keys(keys: Collection[str], directory: str | None, verb: str
+                       ) -> frozenset[str]:
+    """The agent's projects, checked: the agent always says where its session runs.
+
+    Raises:
+        RequestError: no ``directory``.
+    """
+    if not directory:
+        raise RequestError(f"{verb}: the agent's session folder (`directory`) is required")
+    return frozenset(keys)
