@@ -24,6 +24,7 @@ from opencode_memoryd.install.opencode import (
     render_plugin,
     uninstall,
 )
+from opencode_memoryd.usecases.fence import seal
 
 NODE = shutil.which("node")
 
@@ -67,7 +68,10 @@ globalThis.fetch = async (url, options) => {
   const marked = "<!-- opencode-memoryd context -->\nM"
   if (mode === "marked") return Response.json({ result: { text: marked } })
   if (mode === "empty") return Response.json({ result: { text: "" } })
-  return Response.json({ result: { text: "## Memories\n- use pnpm" } })
+  if (mode === "unmarked") return Response.json({ result: { text: "## Memories\n- use pnpm" } })
+  const tampered = process.env.SEALED.replace("pnpm", "npm")
+  if (mode === "tampered") return Response.json({ result: { text: tampered } })
+  return Response.json({ result: { text: process.env.SEALED } })
 }
 const { OpencodeMemoryd } = await import(process.argv[2])
 const hooks = await OpencodeMemoryd({ project: { id: "p1" }, directory: "/w/app", worktree: "/w" })
@@ -96,6 +100,8 @@ out.call = calls[0]
 mode = "down"; out.down = await system("s2")
 mode = "error"; out.error = await system("s3")
 mode = "marked"; out.marked = await system("s4")
+mode = "unmarked"; out.unmarked = await system("s6")
+mode = "tampered"; out.tampered = await system("s7")
 mode = "empty"; out.empty = await system("s5")
 mode = "ok"; out.afterRecovery = await system("s2")
 await hooks.event({ event: { type: "session.deleted", properties: { info: { id: "s2" } } } })
@@ -115,7 +121,8 @@ def test_the_plugin_injects_one_block_per_session(tmp_path: Path, override: str 
     module.write_text(render_plugin(Path("/run/user/1000/opencode-memoryd/control.sock")))
     harness = tmp_path / "harness.mjs"
     harness.write_text(HARNESS)
-    env = {"PATH": os.environ["PATH"]}
+    block = seal(["## Memories", '- 2026-01-10: "use pnpm"'])
+    env = {"PATH": os.environ["PATH"], "SEALED": block}
     if override:
         env["OPENCODE_MEMORYD_SOCKET"] = override
     done = subprocess.run([NODE or "node", str(harness), module.as_uri()], env=env,
@@ -123,8 +130,6 @@ def test_the_plugin_injects_one_block_per_session(tmp_path: Path, override: str 
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     out = json.loads(done.stdout)  # nothing else was printed
-    marker = "<!-- opencode-memoryd context -->"
-    block = marker + "\n## Memories\n- use pnpm"
     assert out["title"] == ["You are a title generator. Output a title."]
     assert out["callsAfterTitle"] == 0
     assert out["first"] == ["You are OpenCode.", block]
@@ -138,11 +143,12 @@ def test_the_plugin_injects_one_block_per_session(tmp_path: Path, override: str 
     assert parse_qs(urlsplit(url).query) == {
         "directory": ["/w/app"], "session": ["s1"], "project": ["p1"], "worktree": ["/w"],
         "query": ["Fix the login bug\nin auth.ts"]}
+    # only a whole block is used: not an unmarked, cut or changed one
     assert out["down"] == out["error"] == out["empty"] == ["You are OpenCode."]
-    assert out["marked"] == ["You are OpenCode.", marker + "\nM"]
+    assert out["marked"] == out["unmarked"] == out["tampered"] == ["You are OpenCode."]
     assert out["afterRecovery"] == ["You are OpenCode."]  # the session keeps what it had
     assert out["afterDelete"] == ["You are OpenCode.", block]
-    assert out["calls"] == 6
+    assert out["calls"] == 8
 
 
 # --------------------------------------------------------------------------------------

@@ -145,7 +145,9 @@ def test_the_memory_tool_searches_adds_and_forgets(
     sandbox.script("drop the port fact",
                    call_tool(TOOL, mode="search", query="which port does the API server use"),
                    forget_the_first_hit,
-                   call_tool(TOOL, mode="search", query="which port does the API server use"),
+                   call_tool(TOOL, mode="search", query="staging database name"),
+                   forget_the_first_hit,
+                   call_tool(TOOL, mode="search", query="staging database name"),
                    reply("Forgotten."))
 
     looked = sandbox.run("look up the package manager")
@@ -168,17 +170,22 @@ def test_the_memory_tool_searches_adds_and_forgets(
     assert searched["results"][0]["content"] == STAGING
 
     dropped = sandbox.run("drop the port fact")
-    first, forgot, again = tool_results(dropped.chat_requests[-1])
+    first, refused, own, forgot, again = tool_results(dropped.chat_requests[-1])
+    note = added["memory"]["id"]
     assert first["results"][0]["id"] == ids[PORT]
-    assert forgot["success"] is True and forgot["forgotten"]["id"] == ids[PORT]
-    assert ids[PORT] not in [hit["id"] for hit in again["results"]]
+    # the user's memory is the user's to forget; the agent's own note is its to forget
+    assert refused["success"] is False and "ask the user" in refused["error"]
+    assert own["results"][0]["id"] == note
+    assert forgot["success"] is True and forgot["forgotten"]["id"] == note
+    assert note not in [hit["id"] for hit in again["results"]]
     assert dropped.text == "Forgotten."
     stored = memoryd.memories()
-    assert stored[ids[PORT]]["status"] == "retired"
-    assert stored[ids[PORT]]["retired_reason"] == "forgotten"
-    assert stored[added["memory"]["id"]]["source"] == "manual"
+    assert stored[ids[PORT]]["status"] == "active"
+    assert stored[note]["status"] == "retired"
+    assert stored[note]["retired_reason"] == "forgotten"
+    assert (stored[note]["source"], stored[note]["provenance"]) == ("manual", "agent")
     active = {m["id"] for m in memoryd.cli_json("list")}
-    assert ids[PORT] not in active and added["memory"]["id"] in active
+    assert ids[PORT] in active and note not in active
 
 
 def test_the_memory_tool_shows_the_real_session_history(

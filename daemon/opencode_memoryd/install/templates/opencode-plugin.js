@@ -21,7 +21,8 @@ const MAX_QUERY_CHARS = 2000
 // A block is used only whole: the marker first, and a closing line carrying the first 16 hex
 // digits of the SHA-256 of the lines between (anything else, e.g. a cut answer, gives none).
 const sealed = (text) => {
-  const lines = text.replace(/\n+$/, "").split("\n")
+  const lines = text.split("\n")
+  while (lines.length && lines[lines.length - 1] === "") lines.pop()
   if (lines.length < 3 || lines[0] !== MARKER) return false
   const body = lines.slice(1, -1).join("\n")
   const digest = createHash("sha256").update(body, "utf8").digest("hex").slice(0, 16)
