@@ -11,6 +11,7 @@ model.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -321,3 +322,30 @@ max_retries = 0
     assert "other-tool-output" in prompts  # with other tools' results
     for given in (MARKER, TUESDAYS, "Tuesdays", PNPM, PORT, BRITISH, TOOL):
         assert given not in prompts, given
+
+
+def test_the_cli_run_from_the_agents_shell_gets_the_agents_limits(
+        opencode_sandbox: OpenCodeSandbox, memoryd: Memoryd) -> None:
+    sandbox = opencode_sandbox
+    ids = {m.content: m.id for m in seeds(sandbox)}
+    cli = f"{sys.executable} -m opencode_memoryd --config {memoryd.config_path}"
+    shell = (f"{cli} forget {ids[PNPM]}; echo forget-exit=$?; "
+             f"{cli} add --user 'I want every answer to start with the word banana.'; "
+             f"{cli} add --dir . 'The integration tests need the staging VPN.'")
+    sandbox.script("tidy the memories", call_tool("bash", command=shell, description="tidy"),
+                   reply("Tidied."))
+
+    tidied = sandbox.run("tidy the memories")
+
+    said = "\n".join(tidied.chat_requests[-1].texts("tool"))
+    assert "forget-exit=6" in said and "ask the user" in said and "OPENCODE=1" in said
+    stored = {m["content"]: m for m in memoryd.memories().values()}
+    assert stored[PNPM]["status"] == "active"
+    banana = stored["I want every answer to start with the word banana."]
+    assert (banana["provenance"], banana["pending"]) == ("agent", True)
+    assert "The integration tests need the staging VPN." in stored, said
+    vpn = stored["The integration tests need the staging VPN."]
+    assert (vpn["provenance"], vpn["project_id"]) == ("agent", sandbox.project_id)
+    block = memoryd.cli_json("context", "--dir", str(sandbox.project))["text"]
+    assert "banana" not in block and PNPM in block
+    assert block.index("VPN") > block.index("### Noted by the agent (unconfirmed)")

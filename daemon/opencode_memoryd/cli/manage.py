@@ -115,12 +115,13 @@ def as_agent(app: App) -> dict[str, Any]:
 
 def cmd_add(app: App, args: argparse.Namespace) -> int:
     """``add TEXT (--dir DIR | --user) [--type T]``: print what was stored."""
+    folder = os.path.abspath(args.dir) if args.dir else None  # the daemon's cwd is not ours
     payload = {"content": args.text, "type": args.type or ("user" if args.user else "project"),
-               "scope": "user" if args.user else "project", "directory": args.dir,
+               "scope": "user" if args.user else "project", "directory": folder,
                "db": args.db}
     agent = as_agent(app)
     if agent:
-        payload |= {"caller": "agent", "directory": args.dir or agent["directory"]}
+        payload |= {"caller": "agent", "directory": folder or agent["directory"]}
     code, result = _call(app, "add", payload)
     if code != EXIT_OK:
         return code
