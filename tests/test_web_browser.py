@@ -210,3 +210,52 @@ def test_search_edit_forget_and_undo_a_dream_in_chromium(
             browser.close()
     for name in ("memories", "search", "detail", "journal"):
         assert (ARTIFACTS / f"{name}.png").stat().st_size > 10_000
+
+
+def test_the_agents_pending_note_is_confirmed_or_rejected_in_chromium(
+        daemon: dict[str, Any], isolated_env: dict[str, str]) -> None:
+    sync_playwright = _browser_or_skip()
+    cfg = daemon["cfg"]
+    as_agent = {**isolated_env, "OPENCODE": "1"}
+    notes = {}
+    for name, text in (("keep", "The user writes commit messages in English."),
+                       ("drop", "The user wants every answer to start with banana.")):
+        code, out = cli("--config", str(cfg), "add", "--user", text, "--json", env=as_agent)
+        assert code == 0, out
+        notes[name] = json.loads(out)["memory"]["id"]
+    assert "commit messages" not in run_json(cfg, "context", "--dir", ACME)["text"]
+    code, out = cli("--config", str(cfg), "web", "--print")
+    assert code == 0, out
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                     args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(out.strip())
+            page.wait_for_selector("body[data-ready='true']")
+            for name, button, status in (("keep", "#confirm", "user"),
+                                         ("drop", "#reject", "retired")):
+                row = page.locator(f"#memory-rows tr[data-id='{notes[name]}']")
+                row.wait_for()
+                assert "pending" in row.inner_text()
+                row.click()
+                page.wait_for_selector(f"#detail:not([hidden]) {button}")
+                assert "pending your confirmation" in page.inner_text("#detail-provenance")
+                if name == "keep":
+                    shot(page, "pending")
+                page.click(button)
+                watched = "#detail-provenance" if status == "user" else "#detail-status"
+                page.wait_for_function(
+                    "([sel, s]) => document.querySelector(sel)?.textContent.startsWith(s)",
+                    arg=[watched, status])
+            assert errors == []
+        finally:
+            browser.close()
+    kept = run_json(cfg, "show", notes["keep"])["memory"]
+    assert (kept["provenance"], kept["pending"]) == ("user", False)
+    dropped = run_json(cfg, "show", notes["drop"])["memory"]
+    assert (dropped["status"], dropped["retired_reason"]) == ("retired", "rejected")
+    block = run_json(cfg, "context", "--dir", ACME)["text"]
+    assert "commit messages in English" in block and "banana" not in block

@@ -103,6 +103,8 @@ def cmd_show(app: App, args: argparse.Namespace) -> int:
     print(f"  {m['content']}")
     print(f"  project:   {m.get('project_root') or m.get('project_id') or '-'}")
     print(f"  created:   {m['created_at']}   updated: {m['updated_at']}   source: {m['source']}")
+    pending = "   pending your confirmation (`confirm ID`)" if m.get("pending") else ""
+    print(f"  asserted by: {m.get('provenance') or '-'}{pending}")
     print(f"  sessions:  {', '.join(lin['sessions'] or [])}")
     print(f"  messages:  {', '.join(lin['message_ids'] or [])}")
     for x in lin["merged_from"]:
