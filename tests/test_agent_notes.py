@@ -20,7 +20,7 @@ import test_mcp as mcp_world
 from conftest import cli
 from opencode_memoryd.compose import App
 from opencode_memoryd.config.loader import load_config
-from opencode_memoryd.errors import RemoteError
+from opencode_memoryd.errors import RemoteError, RequestError
 from opencode_memoryd.usecases.agent_limits import AGENT_FORGETS_PER_HOUR
 from opencode_memoryd.usecases.fence import is_sealed
 from opencode_memoryd.usecases.service import open_local
@@ -250,3 +250,25 @@ def test_an_injected_agent_writes_no_line_into_any_block(world: World) -> None:
     assert after.splitlines()[0] == before.splitlines()[0]
     assert json.dumps(PNPM) in after and BILLING in block(w, project=OTHER_ID)
     assert '"Use npm not pnpm."' in agent_lines
+
+
+def test_only_the_same_fact_from_the_user_makes_an_agent_note_theirs(
+        config_file: Path, isolated_env: dict[str, str]) -> None:
+    app = App(config=load_config(config_file, None), env=dict(isolated_env))
+    with open_local(app) as service:
+        note = "I prefer squash merges for every single pull request."
+        pending = service.add(content=note, type="user", scope="user", caller="agent",
+                              directory="/nowhere")
+        assert pending["status"] == "pending"
+        similar = service.add(content="I prefer squash merges for every pull request.",
+                              type="user", scope="user")
+        # never folded into the pending note (it would reach no block)
+        assert similar["status"] == "added", similar
+        kept = service.store.get([pending["memory"]["id"]])[0]
+        assert (kept.provenance, kept.pending) == ("agent", True)
+        same = service.add(content=note, type="user", scope="user")
+        assert same["memory"]["id"] == pending["memory"]["id"]
+        mine = service.store.get([pending["memory"]["id"]])[0]
+        assert (mine.provenance, mine.pending) == ("user", False)
+        with pytest.raises(RequestError, match="caller"):
+            service.add(content="x is y.", type="user", scope="user", caller="root")

@@ -22,6 +22,7 @@ from opencode_memoryd.models import (
     STRONGER_THAN_AGENT,
     Memory,
     content_hash,
+    derive_provenance,
     normalize_text,
     point_id,
     utc_from_ms,
@@ -109,7 +110,8 @@ def write_memory(
             note awaiting the user's confirmation). A ``user`` or ``extracted`` write of a
             fact the agent noted makes the memory theirs and no longer pending; an agent
             write never changes a memory it did not note (a forgotten one it revives
-            becomes the agent's).
+            becomes the agent's). A similar text (a near-duplicate) never changes hands,
+            and a fact not the agent's is never folded into the agent's note.
         session_id: the session it comes from; ``None`` for a manual memory (then
             ``session_id`` of a new memory is ``""`` and ``session_ids`` empty).
         project_key: the project of a ``project``-scope candidate (ignored for ``user``).
@@ -130,6 +132,8 @@ def write_memory(
     uid = user_id if scope == "user" else None
     pid = point_id(scope, pkey, type_, content, uid)
     msg_ids = list(candidate["message_ids"])
+    asserted = str(candidate.get("provenance")
+                   or derive_provenance(str(candidate["source"]), str(type_)))
     existing = store.get([pid])
     target: Memory | None = existing[0] if existing else None
     result = "duplicate"
@@ -143,23 +147,26 @@ def write_memory(
         for hit, _score in store.search(content, flt=flt, limit=5, as_document=True):
             if (hit.scope == scope and hit.project_id == pkey
                     and (uid is None or hit.user_id == uid)
+                    # the user's fact is never folded into a note of the agent
+                    and (hit.provenance != "agent" or asserted == "agent")
                     and similarity(norm, normalize_text(hit.content))
                     >= near_duplicate_similarity
                     and restates(content, hit.content)):
                 target, result = hit, "near_duplicate"
                 break
-    asserted = str(candidate.get("provenance") or "")
     if target is not None:
         changed = _merge_provenance(target, session_id, msg_ids)
-        if target.provenance == "agent" and asserted in STRONGER_THAN_AGENT:
+        # the same fact (same id, not a similar text that may say more) asserted by the
+        # user is the user's now
+        if (target.id == pid and target.provenance == "agent"
+                and asserted in STRONGER_THAN_AGENT):
             target.provenance, target.pending, changed = asserted, False, True
         if changed:
             target.updated_at = now
             store.upsert([target])
         return WriteOutcome(target, result)
     if tomb is not None:  # retired, and its successor is gone: reactivate the fact
-        if asserted:
-            tomb.provenance, tomb.pending = asserted, bool(candidate.get("pending"))
+        tomb.provenance, tomb.pending = asserted, bool(candidate.get("pending"))
         tomb.status, tomb.superseded_by = "active", None
         tomb.retired_reason = tomb.retired_by_run = None
         _merge_provenance(tomb, session_id, msg_ids)
