@@ -235,6 +235,8 @@ def test_the_agents_pending_note_is_confirmed_or_rejected_in_chromium(
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(out.strip())
             page.wait_for_selector("body[data-ready='true']")
+            page.wait_for_function("() => document.querySelector('#stats')?.textContent"
+                                   ".includes('2 pending your confirmation')")
             for name, button, status in (("keep", "#confirm", "user"),
                                          ("drop", "#reject", "retired")):
                 row = page.locator(f"#memory-rows tr[data-id='{notes[name]}']")

@@ -135,7 +135,9 @@ def store_stats(app: AppPort, store: MemoryStore, journal: DreamJournal) -> dict
 
     Returns:
         ``{"memories": {"active", "retired", "by_type": {type: n}, "by_scope": {scope: n},
-        "by_source": {source: n}, "edited": n}, "projects": n, "journal": {"entries": n,
+        "by_source": {source: n}, "by_provenance": {provenance: n}, "pending": n (the
+        agent's notes awaiting confirmation), "edited": n}, "projects": n, "journal":
+        {"entries": n,
         "by_action": {action: n}, "tokens_in", "tokens_out"}}`` (the ``by_`` counts are of
         active memories).
     """
@@ -143,6 +145,8 @@ def store_stats(app: AppPort, store: MemoryStore, journal: DreamJournal) -> dict
     by_type: Counter[str] = Counter()
     by_scope: Counter[str] = Counter()
     by_source: Counter[str] = Counter()
+    by_provenance: Counter[str] = Counter()
+    pending = 0
     projects: set[str] = set()
     for m in store.scroll(MemoryFilter(user_id=app.user_id, include_retired=True)):
         if m.project_id:
@@ -154,10 +158,13 @@ def store_stats(app: AppPort, store: MemoryStore, journal: DreamJournal) -> dict
         by_type[m.type] += 1
         by_scope[m.scope] += 1
         by_source[m.source] += 1
+        by_provenance[m.provenance] += 1
+        pending += m.pending
         edited += bool(m.history)
     entries = journal.entries()
     return {"memories": {"active": active, "retired": retired, "by_type": dict(by_type),
                          "by_scope": dict(by_scope), "by_source": dict(by_source),
+                         "by_provenance": dict(by_provenance), "pending": pending,
                          "edited": edited},
             "projects": len(projects),
             "journal": {"entries": len(entries),

@@ -96,6 +96,7 @@ async function loadScopes() {
   for (const x of p.projects) list.append(item("project", x.id, x.name, x.counts.active, x.root));
   const m = stats.memories;
   $("stats").textContent = `${m.active} active · ${m.retired} retired · ` +
+    (m.pending ? `${m.pending} pending your confirmation · ` : "") +
     `${plural(stats.projects, "project")} · ${plural(stats.journal.entries, "journal entry", "journal entries")}`;
 }
 
