@@ -43,9 +43,10 @@ ASK_USER = ("it is the user's: ask the user to change it (`opencode-memoryd edit
 # our marker, or sending data away. Matching is on NFKC-folded text, case-insensitive.
 _INSTRUCTION_PATTERNS: tuple[tuple[str, str], ...] = (
     ("overrides instructions",
-     r"\b(?:ignore|disregard|forget|override)\b.{0,40}\b(?:previous|prior|above|earlier|"
-     r"all|any|other|system|the)\b.{0,30}\b(?:instructions?|rules|messages?|prompts?|"
-     r"guidelines|notes)\b"),
+     r"\b(?:ignore|disregard|forget|override)\b.{0,30}\b(?:previous|prior|above|earlier|"
+     r"preceding|system|your|original)\b.{0,20}\b(?:instructions?|rules|messages?|"
+     r"prompts?|guidelines|directives)\b|\b(?:ignore|disregard|forget|override)\s+"
+     r"(?:all|any)\s+(?:instructions?|prompts?|guidelines|directives)\b"),
     ("addresses the model", r"\b(?:you are now|new instructions?|system prompt|"
                             r"developer message|jailbreak)\b"),
     ("pipes a download into a shell",
