@@ -1,5 +1,6 @@
 """The web page's access token: a random secret in a ``0600`` file under the state dir,
-created on first use, and what is derived from it (the CSRF token, the page's URL).
+created on first use, and what is derived from it (the CSRF token, one-time login codes,
+the page's URL, the ``0600`` login page a browser is started with).
 
 This module imports no web framework: the CLI's ``web`` command reads the token too.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import html
 import json
 import os
 import secrets
@@ -18,6 +20,8 @@ from opencode_memoryd.errors import StateError
 
 #: The token file in the state dir.
 TOKEN_FILE = "web-token"
+#: The login page ``opencode-memoryd web`` starts the browser with, in the state dir.
+LOGIN_PAGE_FILE = "web-login.html"
 #: What the daemon writes in the state dir while it serves the page: ``{"url", "host",
 #: "port", "pid"}`` (the port actually bound: ``port = 0`` picks one).
 WEB_INFO_FILE = "web.json"
@@ -67,8 +71,9 @@ LOGIN_CODE_SECONDS = 120
 def login_code(token: str, now: float) -> str:
     """A one-time code that logs the page in instead of the token, good for
     :data:`LOGIN_CODE_SECONDS` from ``now`` (Unix seconds): ``"<seconds>.<HMAC-SHA256 of
-    them under the token, hex>"``. ``opencode-memoryd web`` hands it to the browser, whose
-    command line other users of the machine can read: the token itself never goes there.
+    them under the token, hex>"``. ``opencode-memoryd web`` puts it in a ``0600`` file
+    (:func:`write_login_page`), never on a command line: other users of the machine can
+    read a browser's.
     """
     stamp = str(int(now))
     mac = hmac.new(token.encode(), b"opencode-memoryd login " + stamp.encode(),
@@ -95,6 +100,40 @@ def page_url(host: str, port: int, token: str | None = None, *, code: str | None
     if token:
         return f"{base}#token={token}"
     return f"{base}#code={code}" if code else base
+
+
+def write_login_page(state_dir: Path, url: str) -> Path:
+    """Write ``state_dir/web-login.html``, mode ``0600``: a page that sends the browser on
+    to ``url`` (the page's address with its ``#code=…``), and return its path. Only its
+    path goes on the browser's command line; the file is replaced atomically (a symlink
+    in its place is replaced, never followed).
+
+    Raises:
+        StateError: the file cannot be written.
+    """
+    target = json.dumps(url)
+    shown = html.escape(url, quote=True)
+    page = ("<!doctype html>\n<html><head><meta charset=\"utf-8\">"
+            "<meta name=\"referrer\" content=\"no-referrer\">"
+            f"<meta http-equiv=\"refresh\" content=\"0;url={shown}\">"
+            "<title>opencode-memoryd</title></head>\n"
+            f"<body><script>location.replace({target})</script>"
+            f"<p><a href=\"{shown}\">Open the opencode-memoryd page</a></p></body></html>\n")
+    path = Path(state_dir) / LOGIN_PAGE_FILE
+    tmp = path.with_name(f".{LOGIN_PAGE_FILE}.{secrets.token_hex(8)}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, page.encode("utf-8"))
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise StateError(f"cannot write the login page {path}: {exc}") from exc
+    return path
 
 
 def read_web_info(state_dir: Path) -> dict[str, Any] | None:
