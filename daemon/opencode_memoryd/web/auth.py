@@ -38,7 +38,7 @@ from opencode_memoryd.web.token import (
 #: Methods that change something: they need the CSRF token.
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 #: The login route: a POST that proves itself with the bearer token or a one-time login
-#: code (then it answers the token).
+#: code (either opens a page session).
 LOGIN_PATH = "/api/session"
 #: The header of a one-time login code (``opencode-memoryd web`` gives one; see
 #: :func:`~opencode_memoryd.web.token.login_code`).
