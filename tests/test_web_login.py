@@ -22,11 +22,12 @@ from conftest import write_config
 from opencode_memoryd.compose import App
 from opencode_memoryd.config.loader import load_config
 from opencode_memoryd.config.web import WebConfig
+from opencode_memoryd.errors import StateError
 from opencode_memoryd.usecases.service import Service, open_local
 from opencode_memoryd.web.app import build_app
 from opencode_memoryd.web.server import WebServer
 from opencode_memoryd.web.sessions import GRACE_SECONDS, ROTATED_HEADER
-from opencode_memoryd.web.token import LOGIN_PAGE_FILE, TOKEN_FILE
+from opencode_memoryd.web.token import LOGIN_PAGE_FILE, TOKEN_FILE, load_or_create_token
 
 BASE = "http://127.0.0.1:4747"
 TOKEN = "t0ken-for-tests"
@@ -210,3 +211,16 @@ def test_the_session_token_rotates_and_the_old_one_then_stops(service: Service) 
     crossed = c.post("/api/memories", headers={**page, "X-CSRF-Token": other["X-CSRF-Token"]},
                      json={"content": "The user likes long answers.", "scope": "user"})
     assert crossed.status_code == 403
+
+
+def test_a_token_file_that_is_a_symlink_is_neither_followed_nor_chmod_ed(
+        tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("not-a-token-of-ours\n")
+    elsewhere.chmod(0o644)
+    (state / TOKEN_FILE).symlink_to(elsewhere)
+    with pytest.raises(StateError, match=TOKEN_FILE):
+        load_or_create_token(state)
+    assert stat.S_IMODE(elsewhere.stat().st_mode) == 0o644

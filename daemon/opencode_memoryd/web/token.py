@@ -13,6 +13,7 @@ import html
 import json
 import os
 import secrets
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,8 @@ def load_or_create_token(state_dir: Path) -> str:
     mode ``0600``) when there is none; a file of another mode is made ``0600``.
 
     Raises:
-        StateError: the file cannot be read or written, or it is empty.
+        StateError: the file cannot be read or written, it is empty, or it is a symbolic
+            link, not a regular file or another user's (never followed nor chmod-ed).
     """
     path = Path(state_dir) / TOKEN_FILE
     try:
@@ -40,9 +42,7 @@ def load_or_create_token(state_dir: Path) -> str:
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         except FileExistsError:
-            if path.stat().st_mode & 0o077:
-                os.chmod(path, 0o600)
-            token = path.read_text(encoding="ascii").strip()
+            token = _read_private(path)
         else:
             token = secrets.token_urlsafe(32)
             try:
@@ -57,6 +57,29 @@ def load_or_create_token(state_dir: Path) -> str:
         raise StateError(f"the web token file {path} is empty; delete it and start the "
                          "daemon again")
     return token
+
+
+def _read_private(path: Path) -> str:
+    """The text of ``path``, a regular file of this user's opened without following a
+    link, made ``0600`` through its descriptor first if it was open to others.
+
+    Raises:
+        OSError: it cannot be read, or it is a link (``ELOOP``).
+        UnicodeDecodeError: it is not ASCII.
+        StateError: not a regular file, or another user's.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+            raise StateError(f"the web token {path} is not a file of this user's; delete "
+                             "it and start the daemon again")
+        if stat.S_IMODE(st.st_mode) & 0o077:
+            os.fchmod(fd, 0o600)
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read().decode("ascii").strip()
+    finally:
+        os.close(fd)
 
 
 def csrf_token(token: str) -> str:
