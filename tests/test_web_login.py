@@ -10,6 +10,7 @@ import re
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -27,7 +28,12 @@ from opencode_memoryd.usecases.service import Service, open_local
 from opencode_memoryd.web.app import build_app
 from opencode_memoryd.web.server import WebServer
 from opencode_memoryd.web.sessions import GRACE_SECONDS, ROTATED_HEADER
-from opencode_memoryd.web.token import LOGIN_PAGE_FILE, TOKEN_FILE, load_or_create_token
+from opencode_memoryd.web.token import (
+    LOGIN_PAGE_FILE,
+    TOKEN_FILE,
+    load_or_create_token,
+    login_code,
+)
 
 BASE = "http://127.0.0.1:4747"
 TOKEN = "t0ken-for-tests"
@@ -224,3 +230,15 @@ def test_a_token_file_that_is_a_symlink_is_neither_followed_nor_chmod_ed(
     with pytest.raises(StateError, match=TOKEN_FILE):
         load_or_create_token(state)
     assert stat.S_IMODE(elsewhere.stat().st_mode) == 0o644
+
+
+def test_a_code_made_before_the_server_started_is_refused(service: Service) -> None:
+    """The codes a server took are known to it alone: one taken before a restart could
+    otherwise be replayed after it."""
+    before = login_code(TOKEN, time.time() - 10)
+    c = TestClient(build_app(service, TOKEN), base_url=BASE)
+    stale = c.post("/api/session", headers={"X-Login-Code": before, "Origin": BASE})
+    assert stale.status_code == 401 and "used or expired" in stale.json()["error"]
+    fresh = c.post("/api/session", headers={"X-Login-Code": login_code(TOKEN, time.time()),
+                                            "Origin": BASE})
+    assert fresh.status_code == 200, fresh.text

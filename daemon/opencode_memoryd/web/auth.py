@@ -110,6 +110,7 @@ class Guard(BaseHTTPMiddleware):
         self._token = token
         self._sessions = sessions
         self._csrf = csrf_token(token)
+        self._started = int(time.time())
         self._codes_lock = threading.Lock()
         self._used_codes: dict[str, float] = {}
 
@@ -176,7 +177,8 @@ class Guard(BaseHTTPMiddleware):
 
     def _code_refusal(self, request: Request, code: str, host: str) -> Response | None:
         """The login with a one-time code (:func:`~opencode_memoryd.web.token.login_code`):
-        a same-origin ``POST /api/session``; each code is taken once."""
+        a same-origin ``POST /api/session``; each code is taken once, and none made
+        before this server started (the codes taken before a restart are not known)."""
         if not same_origin(request.headers.get("origin") or f"http://{host}", host) or (
                 request.headers.get("sec-fetch-site") not in (None, "same-origin", "none")):
             return error(403, "cross-site login refused")
@@ -184,7 +186,9 @@ class Guard(BaseHTTPMiddleware):
         with self._codes_lock:
             self._used_codes = {c: t for c, t in self._used_codes.items()
                                 if now - t <= LOGIN_CODE_SECONDS}
-            if code in self._used_codes or not login_code_ok(self._token, code, now):
+            stamp = code.partition(".")[0]
+            if (code in self._used_codes or not login_code_ok(self._token, code, now)
+                    or int(stamp) < self._started):
                 return error(401, "this login code is used or expired: run "
                                   "`opencode-memoryd web` again")
             self._used_codes[code] = now
