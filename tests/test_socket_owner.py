@@ -304,9 +304,11 @@ def test_a_socket_served_by_another_user_is_refused_even_in_our_folder(
         ours.mkdir(mode=0o700)
         os.rename(theirs / "s.sock", ours / "control.sock")
         os.chown(ours / "control.sock", os.getuid(), os.getgid())
-        with pytest.raises(SocketOwnerError, match=f"served by uid {OTHER_UID}"):
-            raw_client.ping(ours / "control.sock")
-        assert proc.stdout.readline().strip() == "0"  # connected, and sent nothing
+        for attempt in (lambda: raw_client.ping(ours / "control.sock"),
+                        lambda: ControlClient(ours / "control.sock").call("status", {})):
+            with pytest.raises(SocketOwnerError, match=f"served by uid {OTHER_UID}"):
+                attempt()
+            assert proc.stdout.readline().strip() == "0"  # connected, and sent nothing
     finally:
         proc.kill()
         proc.wait()

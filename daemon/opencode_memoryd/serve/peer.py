@@ -115,3 +115,24 @@ def check_peer(sock: _socket.socket, path: str | PathLike[str]) -> None:
         raise SocketOwnerError(
             f"{os.fspath(path)} is served by {_owner(uid)}: nothing sent; stop that "
             "process, or set XDG_RUNTIME_DIR to a folder of your own, and restart the daemon")
+
+
+def verify_server(path: str | PathLike[str], timeout: float = 5.0) -> None:
+    """:func:`check_path`, then a connection that sends nothing, for :func:`check_peer`:
+    for a client that cannot reach its own connection's socket (httpx). A connection that
+    fails passes (the client's own request then reports it).
+
+    Raises:
+        SocketOwnerError: see :func:`check_path` and :func:`check_peer`.
+    """
+    check_path(path)
+    probe = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        probe.settimeout(timeout)
+        try:
+            probe.connect(os.fspath(path))
+        except OSError:
+            return
+        check_peer(probe, path)
+    finally:
+        probe.close()
