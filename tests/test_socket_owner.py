@@ -240,6 +240,37 @@ def test_the_daemon_never_follows_a_symlinked_folder(tmp_path: Path) -> None:
         assert raw_client.ping(link / "control.sock") == os.getpid()
 
 
+def test_the_daemon_process_stops_with_the_message(tmp_path: Path,
+                                                   isolated_env: dict[str, str]) -> None:
+    import shutil
+    import tempfile
+
+    run = Path(tempfile.mkdtemp(prefix="r", dir="/tmp"))  # short: no $TMPDIR fallback
+    try:
+        target = run / "target"
+        target.mkdir(mode=0o755)
+        target.chmod(0o755)
+        (run / "opencode-memoryd").symlink_to(target)
+        (tmp_path / "none").mkdir()
+        cfg = write_config(tmp_path / "c.toml", f'[opencode]\nsettle_seconds = 0\n'
+                           f'data_dir = "{tmp_path / "none"}"\n[extraction]\nmode = "rules"\n')
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "opencode_memoryd", "--config", str(cfg), "run"],
+            env={**isolated_env, "XDG_RUNTIME_DIR": str(run)}, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert proc.returncode == 1
+        assert f"{run / 'opencode-memoryd'} is a symbolic link" in err
+        assert stat.S_IMODE(target.stat().st_mode) == 0o755 and list(target.iterdir()) == []
+    finally:
+        shutil.rmtree(run)
+
+
 @pytest.mark.skipif(not ROOT, reason="making a folder of another uid needs root")
 def test_the_daemon_refuses_a_tmp_folder_another_user_made_first(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
