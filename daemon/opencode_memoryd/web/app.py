@@ -53,6 +53,6 @@ def build_app(service: Service, token: str, cfg: WebConfig | None = None, *,
     return Starlette(
         routes=[Route("/", _index, methods=["GET"]), *Api(service, sessions).routes(),
                 Mount("/static", StaticFiles(directory=STATIC_DIR), name="static")],
-        middleware=[Middleware(Guard, token=token, sessions=sessions)],
+        middleware=[Middleware(Guard, token=token, sessions=sessions, started=time.time())],
         exception_handlers={HTTPException: _http_error},
     )

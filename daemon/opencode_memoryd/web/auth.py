@@ -103,14 +103,16 @@ class Guard(BaseHTTPMiddleware):
         app: the wrapped application.
         token: the access token (the ``web-token`` file's).
         sessions: the page's sessions (their tokens are good bearer tokens too).
+        started: when the application was built (Unix seconds): older login codes are
+            refused.
     """
 
-    def __init__(self, app: ASGIApp, token: str, sessions: Sessions) -> None:
+    def __init__(self, app: ASGIApp, token: str, sessions: Sessions, started: float) -> None:
         super().__init__(app)
         self._token = token
         self._sessions = sessions
         self._csrf = csrf_token(token)
-        self._started = int(time.time())
+        self._started = int(started)
         self._codes_lock = threading.Lock()
         self._used_codes: dict[str, float] = {}
 
