@@ -117,12 +117,12 @@ class Guard(BaseHTTPMiddleware):
         self._used_codes: dict[str, float] = {}
 
     def _refusal(self, request: Request) -> Response | None:
-        """The refusal of a request that may not pass, else ``None``. A request that
-        passes gets ``request.state.csrf`` (the CSRF token of its credential),
-        ``request.state.login`` (a ``POST /api/session`` that proved itself: a session is
-        to be opened) and ``request.state.rotated`` (a replacement session token)."""
+        """The refusal of a request that may not pass, else ``None``. An ``/api/``
+        request that passes gets ``request.state.csrf`` (the CSRF token of its
+        credential) and ``request.state.rotated`` (a replacement session token, or
+        ``None``); a ``POST /api/session`` that passes proved itself (a session is
+        opened)."""
         request.state.rotated = None
-        request.state.login = False
         host = request.headers.get("host", "")
         if not loopback_host(host):
             return error(400, "the Host header must be 127.0.0.1, localhost or [::1] (a "
@@ -134,9 +134,7 @@ class Guard(BaseHTTPMiddleware):
         code = request.headers.get(LOGIN_CODE_HEADER)
         login = request.method == "POST" and request.url.path == LOGIN_PATH
         if code is not None and login:
-            refused = self._code_refusal(request, code, host)
-            request.state.login = refused is None
-            return refused
+            return self._code_refusal(request, code, host)
         if not given:
             return error(401, "a token is needed: open the page with `opencode-memoryd web`, "
                               "or send `Authorization: Bearer TOKEN`",
@@ -158,7 +156,6 @@ class Guard(BaseHTTPMiddleware):
         if site is not None and site not in ("same-origin", "none"):
             return error(403, f"cross-site request ({site}) refused")
         if login:  # the bearer token proved itself
-            request.state.login = True
             return None
         sent = request.headers.get("x-csrf-token", "")
         if not hmac.compare_digest(sent.encode(), request.state.csrf.encode()):
