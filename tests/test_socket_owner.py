@@ -271,6 +271,28 @@ def test_the_daemon_process_stops_with_the_message(tmp_path: Path,
         shutil.rmtree(run)
 
 
+def test_doctor_fails_on_a_socket_folder_not_ours(tmp_path: Path,
+                                                 isolated_env: dict[str, str]) -> None:
+    import shutil
+    import tempfile
+
+    run = Path(tempfile.mkdtemp(prefix="r", dir="/tmp"))  # short: no $TMPDIR fallback
+    try:
+        (run / "elsewhere").mkdir(mode=0o700)
+        (run / "opencode-memoryd").symlink_to(run / "elsewhere")
+        (tmp_path / "none").mkdir()
+        cfg = write_config(tmp_path / "c.toml", f'[opencode]\ndata_dir = "{tmp_path / "none"}"'
+                           '\n[extraction]\nmode = "rules"\n')
+        code, out = cli("--config", str(cfg), "doctor", "--json",
+                        env={**isolated_env, "XDG_RUNTIME_DIR": str(run)})
+        daemon = {c["name"]: c for c in json.loads(out)["checks"]}["daemon"]
+        assert code == 1 and daemon["status"] == "fail"
+        assert f"{run / 'opencode-memoryd'} is a symbolic link" in daemon["detail"]
+        assert "XDG_RUNTIME_DIR" in daemon["fix"]
+    finally:
+        shutil.rmtree(run)
+
+
 @pytest.mark.skipif(not ROOT, reason="making a folder of another uid needs root")
 def test_the_daemon_refuses_a_tmp_folder_another_user_made_first(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
