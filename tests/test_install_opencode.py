@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket as sock_mod
 import stat
 import subprocess
 from pathlib import Path
@@ -114,17 +115,27 @@ process.stdout.write(JSON.stringify(out))
 """
 
 
+def _socket_file(path: Path) -> Path:
+    """A Unix socket file at ``path`` in a 0700 folder, as the daemon makes them (the
+    plugin sends nothing to a socket that is not this user's)."""
+    path.parent.mkdir(mode=0o700, parents=True)
+    with sock_mod.socket(sock_mod.AF_UNIX, sock_mod.SOCK_STREAM) as s:
+        s.bind(str(path))
+    return path
+
+
 @pytest.mark.skipif(NODE is None, reason="node is not installed")
-@pytest.mark.parametrize("override", [None, "/run/other.sock"])
-def test_the_plugin_injects_one_block_per_session(tmp_path: Path, override: str | None) -> None:
+@pytest.mark.parametrize("override", [False, True])
+def test_the_plugin_injects_one_block_per_session(tmp_path: Path, override: bool) -> None:
+    socket = _socket_file(tmp_path / "run" / "control.sock")
     module = tmp_path / "plugin.mjs"
-    module.write_text(render_plugin(Path("/run/user/1000/opencode-memoryd/control.sock")))
+    module.write_text(render_plugin(socket))
     harness = tmp_path / "harness.mjs"
     harness.write_text(HARNESS)
     block = seal(["## Memories", '- 2026-01-10: "use pnpm"'])
     env = {"PATH": os.environ["PATH"], "SEALED": block}
     if override:
-        env["OPENCODE_MEMORYD_SOCKET"] = override
+        env["OPENCODE_MEMORYD_SOCKET"] = str(_socket_file(tmp_path / "other" / "x.sock"))
     done = subprocess.run([NODE or "node", str(harness), module.as_uri()], env=env,
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
@@ -136,7 +147,7 @@ def test_the_plugin_injects_one_block_per_session(tmp_path: Path, override: str 
     assert out["second"] == out["first"]
     assert out["noSession"] == ["You are OpenCode."]
     assert out["callsS1"] == 1
-    assert out["call"]["unix"] == (override or "/run/user/1000/opencode-memoryd/control.sock")
+    assert out["call"]["unix"] == (env.get("OPENCODE_MEMORYD_SOCKET") or str(socket))
     assert out["call"]["timed"] is True
     url = out["call"]["url"]
     assert url.startswith("http://opencode-memoryd/v1/context?")

@@ -3,8 +3,8 @@ Playwright with the system executable) against a real daemon on a sandbox store.
 
 Search finds a memory; editing it in the page changes what ``opencode-memoryd search``
 returns; forgetting hides it; the journal shows a dream, and its undo (confirmed in the
-browser's dialog) restores the memories; the one-time code `web` opens the browser with
-logs a fresh browser in once. Screenshots of the main views are saved under
+browser's dialog) restores the memories; the login page (a one-time code) `web` opens
+the browser with logs a fresh browser in once. Screenshots of the main views are saved under
 ``tests/artifacts/web/`` (or ``$TEST_ARTIFACTS_DIR/web``).
 """
 
@@ -102,7 +102,7 @@ def test_search_edit_forget_and_undo_a_dream_in_chromium(
     code, out = cli("--config", str(cfg), "web", "--print")
     assert code == 0, out
     url = out.strip()
-    assert url.startswith("http://127.0.0.1:") and "#token=" in url
+    assert url.startswith("http://127.0.0.1:") and "#code=" in url
     target = ids["fact0"]
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True,
@@ -111,13 +111,13 @@ def test_search_edit_forget_and_undo_a_dream_in_chromium(
             page = browser.new_page(viewport={"width": 1280, "height": 800})
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
-            # without the token: the page says how to get in, and shows no data
+            # without the code: the page says how to get in, and shows no data
             page.goto(url.split("#")[0])
             page.wait_for_selector("#login:not([hidden])")
             assert page.locator("#memory-rows tr").count() == 0
-            page.goto(url)  # the same page with the token: it starts again
+            page.goto(url)  # the same page with the code: it starts again
             page.wait_for_selector("body[data-ready='true']")
-            assert "#token" not in page.url  # the token left the address bar
+            assert "#code" not in page.url  # the code left the address bar
             page.wait_for_selector("#scopes button[data-scope='project']")
             assert "acme-web" in page.inner_text("#scopes")
             assert page.locator("#memory-rows tr").count() == 6
@@ -193,11 +193,12 @@ def test_search_edit_forget_and_undo_a_dream_in_chromium(
             assert {ids["dup1"], ids["dup2"]} <= listed
             assert errors == []
 
-            # `web` opens the browser with a one-time code: the page logs in with it once
+            # `web` opens the browser with a 0600 login page that holds a one-time code:
+            # the page logs in with it once
             opened: list[str] = []
             monkeypatch.setattr("webbrowser.open", lambda u: opened.append(u) or True)
             assert cli("--config", str(cfg), "web")[0] == 0
-            assert "#code=" in opened[0]
+            assert opened[0].startswith("file://") and "#code=" not in opened[0]
             fresh = browser.new_context().new_page()
             fresh.goto(opened[0])
             fresh.wait_for_selector("body[data-ready='true']")

@@ -156,6 +156,12 @@ class DaemonUnreachableError(ControlError):
     """
 
 
+class SocketOwnerError(ControlError):
+    """A socket, or its folder, is not certainly this user's: a symbolic link, another
+    user's, open to others, or served by another user's process. Nothing was sent (see
+    :mod:`opencode_memoryd.serve.peer`)."""
+
+
 class RequestError(MemorydError):
     """Raised by a handler to reject its payload (missing or invalid fields): HTTP 400."""
 

@@ -53,11 +53,19 @@ def probe_daemon(app: App) -> DaemonProbe:
 
 def cmd_doctor(app: App, args: argparse.Namespace) -> int:
     """``doctor``: run every check, print them, exit 1 when one failed."""
+    from opencode_memoryd.errors import SocketOwnerError
+    from opencode_memoryd.serve.peer import check_path
     from opencode_memoryd.serve.protocol import socket_path
     from opencode_memoryd.usecases.doctor.model import Probes
     from opencode_memoryd.usecases.doctor.runner import doctor
 
-    probes = Probes(socket=socket_path(app.state_dir, app.env), daemon=probe_daemon(app))
+    sock = socket_path(app.state_dir, app.env)
+    try:
+        check_path(sock)
+        problem = None
+    except SocketOwnerError as exc:
+        problem = str(exc)
+    probes = Probes(socket=sock, socket_problem=problem, daemon=probe_daemon(app))
     result = doctor(app, probes)
     if args.json:
         print(json.dumps(result, indent=2))

@@ -1,4 +1,4 @@
-"""``web``: open the daemon's web page in a browser, with the access token."""
+"""``web``: open the daemon's web page in a browser, logged in with a one-time code."""
 
 from __future__ import annotations
 
@@ -18,12 +18,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``web`` to the CLI."""
     w = sub.add_parser("web", help=COMMANDS["web"],
                        description="Open the page the daemon serves on 127.0.0.1 when "
-                                   "[web] enabled = true. Prints the address with the "
-                                   "access token (the token file is web-token in the state "
-                                   "dir); the browser gets a one-time login code instead, "
-                                   "good for two minutes.")
+                                   "[web] enabled = true, logged in with a one-time code "
+                                   "(good once, for two minutes). The browser is started "
+                                   "with the path of web-login.html (mode 0600, in the "
+                                   "state dir), which holds the code: no secret goes on "
+                                   "its command line.")
     w.add_argument("--print", dest="print_only", action="store_true",
-                   help="only print the address, do not start a browser")
+                   help="only print the page's address with a one-time code (#code=…, "
+                        "good once, for two minutes), do not start a browser")
     w.set_defaults(handler=cmd_web)
 
 
@@ -40,17 +42,20 @@ def _alive(pid: object) -> bool:
 
 
 def cmd_web(app: App, args: argparse.Namespace) -> int:
-    """``web [--print]``: print the page's address with the token, and open the page in a
-    browser with a one-time login code (good for two minutes) instead of the token; exit 1
-    when the page is off or no daemon serves it."""
+    """``web [--print]``: open the page in a browser through a ``0600`` login page that
+    holds a one-time code (good for two minutes), and print the page's address; with
+    ``--print``, print the address with the code instead. Exit 1 when the page is off or
+    no daemon serves it, or the login page cannot be written."""
     import time
     import webbrowser
 
+    from opencode_memoryd.errors import StateError
     from opencode_memoryd.web.token import (
         load_or_create_token,
         login_code,
         page_url,
         read_web_info,
+        write_login_page,
     )
 
     cfg = app.config.web
@@ -67,11 +72,21 @@ def cmd_web(app: App, args: argparse.Namespace) -> int:
         return EXIT_FAILURE
     host, port = str(info["host"]), int(info["port"])
     token = load_or_create_token(app.state_dir)
-    print(page_url(host, port, token))
-    # the browser gets a one-time code, not the token: its command line is readable by
-    # every user of this machine, and the page's port too
-    if not args.print_only and not webbrowser.open(
-            page_url(host, port, code=login_code(token, time.time()))):
-        print("opencode-memoryd: no browser could be started; open the address above",
-              file=sys.stderr)
+    with_code = page_url(host, port, code=login_code(token, time.time()))
+    if args.print_only:
+        print(with_code)
+        return EXIT_OK
+    # a browser's command line is readable by every user of this machine: it gets the
+    # path of a 0600 file that holds the code, never the code
+    try:
+        login_page = write_login_page(app.state_dir, with_code)
+    except StateError as exc:
+        print(f"opencode-memoryd: {exc}; `opencode-memoryd web --print` prints an address "
+              "to open instead", file=sys.stderr)
+        return EXIT_FAILURE
+    print(page_url(host, port))
+    if not webbrowser.open(login_page.as_uri()):
+        print("opencode-memoryd: no browser could be started; open "
+              f"{login_page.as_uri()} in one within two minutes, or the address "
+              "`opencode-memoryd web --print` prints", file=sys.stderr)
     return EXIT_OK

@@ -36,6 +36,31 @@ class WebConfig(Section):
         le=65535,
         description="The TCP port to listen on; 0 picks a free one at each start. 0 to 65535.",
     )
+    session_idle_seconds: int = Field(
+        default=1800,
+        ge=60,
+        le=86400,
+        description=(
+            "A page session (a browser tab logged in by `opencode-memoryd web`) ends after "
+            "this long without a request. 60 to 86400."
+        ),
+    )
+    session_max_seconds: int = Field(
+        default=43200,
+        ge=300,
+        le=604800,
+        description="A page session ends this long after its login, however active. 300 to "
+                    "604800.",
+    )
+    session_rotate_seconds: int = Field(
+        default=600,
+        ge=30,
+        le=86400,
+        description=(
+            "A page session's token is replaced by a new one once it is this old (the old "
+            "one stays good 30 s more). 30 to 86400."
+        ),
+    )
 
     @field_validator("host")
     @classmethod

@@ -1,5 +1,7 @@
 """The control socket's client: ping the daemon and call its routes (httpx over a Unix
-socket; see :mod:`opencode_memoryd.serve.protocol`)."""
+socket; see :mod:`opencode_memoryd.serve.protocol`). Before each request the socket's
+folder, file and serving process are checked to be this user's
+(:func:`~opencode_memoryd.serve.peer.verify_server`)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 import httpx
 
 from opencode_memoryd.errors import ControlError, DaemonUnreachableError, RemoteError
+from opencode_memoryd.serve.peer import verify_server
 from opencode_memoryd.serve.protocol import BASE_URL, ROUTE_NAME_RE
 
 
@@ -66,9 +69,14 @@ class ControlClient:
 
         ``None`` covers a missing socket file, a refused connection (stale socket), a
         timeout and any answer that is not a valid ping reply. Never raises for those.
+
+        Raises:
+            SocketOwnerError: the socket's folder, file or server is not certainly this
+                user's.
         """
         if not self.path.exists():
             return None
+        verify_server(self.path, min(timeout, 5.0))
         try:
             response = self._http().get("/v1/ping", timeout=timeout)
             if response.status_code != 200:
@@ -92,6 +100,8 @@ class ControlClient:
 
         Raises:
             ValueError: ``name`` is not a valid route name.
+            SocketOwnerError: the socket's folder, file or server is not certainly this
+                user's; nothing was sent.
             RemoteError: the daemon answered with an error (``type``, ``kind``,
                 ``message``, ``status``).
             DaemonUnreachableError: no daemon accepted the connection; the request was
@@ -101,6 +111,7 @@ class ControlClient:
         """
         if not ROUTE_NAME_RE.fullmatch(name):
             raise ValueError(f"invalid control route name {name!r}")
+        verify_server(self.path)
         try:
             response = self._http().post(f"/v1/{name}", json=payload or {})
         except httpx.ConnectError as exc:

@@ -7,6 +7,7 @@ wakes it through a pipe: an idle daemon's control socket costs no wake-ups.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -234,12 +235,41 @@ class ControlServer:
 
 
 def _private_dir(directory: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    st = os.stat(directory)
-    if st.st_uid != os.getuid():
-        raise ControlError(f"the control socket folder {directory} belongs to another user")
-    if stat.S_IMODE(st.st_mode) & 0o077:
-        os.chmod(directory, 0o700)
+    """Make ``directory`` a folder of this user's, mode 0700, or refuse.
+
+    Its parents are created as needed (0700); the folder itself is created alone, then
+    opened with ``O_NOFOLLOW``: a symbolic link in its place is refused, never followed
+    (nor is its target chmod-ed), and a folder of another user's (one who created it
+    first in a shared ``$XDG_RUNTIME_DIR`` or ``$TMPDIR``) is refused with what to do.
+    An existing folder of ours is tightened to 0700 through the opened descriptor.
+
+    Raises:
+        ControlError: a link, not a folder, another user's folder, or it cannot be made.
+    """
+    try:
+        directory.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(directory, 0o700)
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if os.path.islink(directory):
+            raise ControlError(
+                f"the control socket folder {directory} is a symbolic link: not following "
+                "it (another user may have made it); remove it, or set XDG_RUNTIME_DIR to "
+                "a folder of your own") from exc
+        raise ControlError(f"cannot make the control socket folder {directory}: {exc}"
+                           ) from exc
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.getuid():
+            raise ControlError(
+                f"the control socket folder {directory} belongs to uid {st.st_uid}, not to "
+                f"this user (uid {os.getuid()}): another user made it first; remove it (as "
+                "that user or root), or set XDG_RUNTIME_DIR to a folder of your own")
+        if stat.S_IMODE(st.st_mode) & 0o077:
+            os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
 
 
 def _acquire_lock(lock_path: Path, path: Path) -> int:

@@ -36,7 +36,12 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from opencode_memoryd import __version__
-from opencode_memoryd.errors import ControlError, DaemonUnreachableError, MemorydError
+from opencode_memoryd.errors import (
+    ControlError,
+    DaemonUnreachableError,
+    MemorydError,
+    SocketOwnerError,
+)
 from opencode_memoryd.serve.mcp_tool import (
     DESCRIPTION,
     INPUT_SCHEMA,
@@ -45,6 +50,7 @@ from opencode_memoryd.serve.mcp_tool import (
     dispatch,
     to_text,
 )
+from opencode_memoryd.serve.peer import check_path, check_peer
 
 #: How long (s) the daemon has to answer ``initialize`` or a ping before a tool call.
 ANSWER_SECONDS = 3.0
@@ -149,11 +155,17 @@ class Relay:
             return
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
+            check_path(path)
             conn.settimeout(ANSWER_SECONDS)
             conn.connect(str(path))
+            check_peer(conn, path)
             conn.settimeout(None)
             hello = json.dumps({"cwd": self._dir}) + "\n"
             conn.sendall(hello.encode())
+        except SocketOwnerError as exc:  # another user's socket: it gets nothing
+            conn.close()
+            self._down = exc
+            return
         except OSError:
             conn.close()
             return

@@ -10,7 +10,9 @@ Where the socket lives (:func:`socket_path`)::
     <state_dir>/control.sock                         otherwise
 
 The socket file is mode 0600 and its folder 0700, so only the owning user can connect
-(Linux checks write permission on the socket file at ``connect``). A lock file
+(Linux checks write permission on the socket file at ``connect``). Clients check the
+other way round before they send anything: the folder and the socket are theirs, and so
+is the process serving it (:mod:`opencode_memoryd.serve.peer`). A lock file
 ``control.sock.lock`` next to it, held with ``flock`` for the server's lifetime, keeps two
 daemons that start at the same moment from replacing each other's socket.
 

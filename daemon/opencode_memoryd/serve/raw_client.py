@@ -12,7 +12,13 @@ from __future__ import annotations
 import _socket
 import json
 
-from opencode_memoryd.errors import ControlError, DaemonUnreachableError, RemoteError
+from opencode_memoryd.errors import (
+    ControlError,
+    DaemonUnreachableError,
+    RemoteError,
+    SocketOwnerError,
+)
+from opencode_memoryd.serve.peer import check_path, check_peer
 
 TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:
@@ -28,12 +34,15 @@ def _exchange(path: SocketPath, method: str, route: str, body: bytes, timeout: f
     """Send one request; return ``(status, decoded JSON body or None)``.
 
     Raises:
+        SocketOwnerError: the socket's folder or file, or the process serving it, is not
+            this user's (:mod:`opencode_memoryd.serve.peer`); nothing was sent.
         DaemonUnreachableError: nothing accepts connections on ``path``.
         ControlError: no (complete) answer within ``timeout`` seconds.
     """
     head = (f"{method} /v1/{route} HTTP/1.1\r\nHost: opencode-memoryd\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
             "Connection: close\r\n\r\n").encode()
+    check_path(path)
     s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         s.settimeout(min(5.0, timeout))
@@ -42,6 +51,7 @@ def _exchange(path: SocketPath, method: str, route: str, body: bytes, timeout: f
         except OSError as exc:
             raise DaemonUnreachableError(
                 f"no opencode-memoryd daemon answers on {path}: {exc}") from exc
+        check_peer(s, path)
         s.settimeout(timeout)
         chunks = []
         try:
@@ -73,10 +83,16 @@ def _exchange(path: SocketPath, method: str, route: str, body: bytes, timeout: f
 
 def ping(path: SocketPath, timeout: float = 1.0) -> int | None:
     """The daemon's pid, or ``None`` when no daemon answers within ``timeout`` seconds
-    (never raises for that)."""
+    (never raises for that).
+
+    Raises:
+        SocketOwnerError: the socket is not certainly this user's (nothing was sent).
+    """
     try:
         status, data = _exchange(path, "GET", "ping", b"", timeout)
         pid = data["result"]["pid"] if status == 200 else None
+    except SocketOwnerError:
+        raise
     except (ControlError, DaemonUnreachableError, KeyError, TypeError):
         return None
     return pid if isinstance(pid, int) and not isinstance(pid, bool) else None
@@ -87,6 +103,7 @@ def call(path: SocketPath, route: str, payload: dict[str, Any], *, timeout: floa
 
     Raises:
         RemoteError: the daemon answered with an error.
+        SocketOwnerError: the socket is not certainly this user's (nothing was sent).
         DaemonUnreachableError: no daemon accepted the connection.
         ControlError: a timeout, a broken connection or a malformed answer.
     """

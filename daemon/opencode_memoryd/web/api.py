@@ -24,7 +24,7 @@ from starlette.routing import Route
 from opencode_memoryd.errors import MemorydError, NotFoundError, RefusedError, RequestError
 from opencode_memoryd.usecases.service import Service
 from opencode_memoryd.web.openapi import OPENAPI_PATH, openapi_document
-from opencode_memoryd.web.token import csrf_token
+from opencode_memoryd.web.sessions import Sessions
 
 log = structlog.get_logger(__name__)
 
@@ -142,26 +142,27 @@ def body_str(b: Mapping[str, Any], name: str) -> str | None:
 
 
 class Api:
-    """The API's handlers over ``service`` (``token``: the access token, which a login with
-    a one-time code answers)."""
+    """The API's handlers over ``service``; ``sessions``: the page's sessions, which a
+    login opens."""
 
-    def __init__(self, service: Service, token: str) -> None:
+    def __init__(self, service: Service, sessions: Sessions) -> None:
         self.service = service
-        self.token = token
-        self.csrf = csrf_token(token)
+        self.sessions = sessions
 
     async def session_get(self, request: Request) -> Response:
-        """``GET /api/session``: the CSRF token and the user id."""
-        return ok({"csrf_token": self.csrf, "user_id": self.service.app.user_id})
+        """``GET /api/session``: the CSRF token of the request's credential and the user
+        id."""
+        return ok({"csrf_token": request.state.csrf, "user_id": self.service.app.user_id})
 
     async def session_post(self, request: Request) -> Response:
-        """``POST /api/session``: the login (bearer token, or a one-time code the guard
-        checked: then the answer carries the token too, as ``token``). No cookie: see
-        :mod:`opencode_memoryd.web.auth`."""
-        data = {"csrf_token": self.csrf, "user_id": self.service.app.user_id}
-        if "x-login-code" in request.headers:
-            data["token"] = self.token
-        return ok(data)
+        """``POST /api/session``: the login (a one-time code or the access token, which
+        the guard checked): a new page session, ``{token, csrf_token, user_id,
+        idle_seconds, max_seconds}``. No cookie: see :mod:`opencode_memoryd.web.auth`."""
+        token, session = self.sessions.login()
+        return ok({"token": token, "csrf_token": session.csrf,
+                   "user_id": self.service.app.user_id,
+                   "idle_seconds": self.sessions.idle_seconds,
+                   "max_seconds": self.sessions.max_seconds})
 
     async def memories_list(self, request: Request) -> Response:
         """``GET /api/memories``: see :meth:`Service.browse`."""

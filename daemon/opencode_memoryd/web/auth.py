@@ -1,7 +1,9 @@
-"""The guard in front of every request: a loopback ``Host`` (no DNS rebinding), the
-token for ``/api/`` in ``Authorization: Bearer`` (the login itself may instead carry a
-one-time code in ``X-Login-Code``), and for requests that change something a CSRF token in
-``X-CSRF-Token`` and a same-origin ``Origin``.
+"""The guard in front of every request: a loopback ``Host`` (no DNS rebinding), a token
+for ``/api/`` in ``Authorization: Bearer`` (a page session's, see
+:mod:`opencode_memoryd.web.sessions`, or the access token of the ``web-token`` file; the
+login itself may instead carry a one-time code in ``X-Login-Code``), and for requests that
+change something the credential's CSRF token in ``X-CSRF-Token`` and a same-origin
+``Origin``.
 
 No cookie carries the token: a browser sends a host's cookies to every port of it, so
 one would reach any other server on this machine's loopback address. The page keeps the
@@ -26,6 +28,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp
 
 from opencode_memoryd.config.web import LOOPBACK_NAMES
+from opencode_memoryd.web.sessions import ROTATED_HEADER, Sessions
 from opencode_memoryd.web.token import (
     LOGIN_CODE_SECONDS,
     csrf_token,
@@ -35,9 +38,10 @@ from opencode_memoryd.web.token import (
 #: Methods that change something: they need the CSRF token.
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 #: The login route: a POST that proves itself with the bearer token or a one-time login
-#: code (then it answers the token).
+#: code (either opens a page session).
 LOGIN_PATH = "/api/session"
-#: The header of a one-time login code (``opencode-memoryd web`` puts one in the address).
+#: The header of a one-time login code (``opencode-memoryd web`` gives one; see
+#: :func:`~opencode_memoryd.web.token.login_code`).
 LOGIN_CODE_HEADER = "x-login-code"
 #: The headers of every answer.
 SECURITY_HEADERS = {
@@ -97,18 +101,28 @@ class Guard(BaseHTTPMiddleware):
 
     Args:
         app: the wrapped application.
-        token: the access token.
+        token: the access token (the ``web-token`` file's).
+        sessions: the page's sessions (their tokens are good bearer tokens too).
+        started: when the application was built (Unix seconds): older login codes are
+            refused.
     """
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str, sessions: Sessions, started: float) -> None:
         super().__init__(app)
         self._token = token
+        self._sessions = sessions
         self._csrf = csrf_token(token)
+        self._started = int(started)
         self._codes_lock = threading.Lock()
         self._used_codes: dict[str, float] = {}
 
     def _refusal(self, request: Request) -> Response | None:
-        """The refusal of a request that may not pass, else ``None``."""
+        """The refusal of a request that may not pass, else ``None``. An ``/api/``
+        request that passes gets ``request.state.csrf`` (the CSRF token of its
+        credential) and ``request.state.rotated`` (a replacement session token, or
+        ``None``); a ``POST /api/session`` that passes proved itself (a session is
+        opened)."""
+        request.state.rotated = None
         host = request.headers.get("host", "")
         if not loopback_host(host):
             return error(400, "the Host header must be 127.0.0.1, localhost or [::1] (a "
@@ -118,15 +132,21 @@ class Guard(BaseHTTPMiddleware):
         bearer = request.headers.get("authorization", "")
         given = bearer[7:].strip() if bearer.lower().startswith("bearer ") else None
         code = request.headers.get(LOGIN_CODE_HEADER)
-        if code is not None and request.method == "POST" and request.url.path == LOGIN_PATH:
+        login = request.method == "POST" and request.url.path == LOGIN_PATH
+        if code is not None and login:
             return self._code_refusal(request, code, host)
         if not given:
             return error(401, "a token is needed: open the page with `opencode-memoryd web`, "
                               "or send `Authorization: Bearer TOKEN`",
                          {"WWW-Authenticate": "Bearer"})
-        if not hmac.compare_digest(given.encode(), self._token.encode()):
-            return error(401, "wrong token: open the page again with `opencode-memoryd web`",
-                         {"WWW-Authenticate": "Bearer"})
+        if hmac.compare_digest(given.encode(), self._token.encode()):
+            request.state.csrf = self._csrf
+        else:
+            verdict = self._sessions.check(given)
+            if verdict.session is None:
+                return error(401, self._ended(verdict.reason), {"WWW-Authenticate": "Bearer"})
+            request.state.csrf = verdict.session.csrf
+            request.state.rotated = verdict.rotated
         if request.method not in UNSAFE_METHODS:
             return None
         origin = request.headers.get("origin")
@@ -135,17 +155,29 @@ class Guard(BaseHTTPMiddleware):
         site = request.headers.get("sec-fetch-site")
         if site is not None and site not in ("same-origin", "none"):
             return error(403, f"cross-site request ({site}) refused")
-        if request.url.path == LOGIN_PATH:  # the bearer token proved itself
+        if login:  # the bearer token proved itself
             return None
         sent = request.headers.get("x-csrf-token", "")
-        if not hmac.compare_digest(sent.encode(), self._csrf.encode()):
+        if not hmac.compare_digest(sent.encode(), request.state.csrf.encode()):
             return error(403, "missing or wrong X-CSRF-Token header (GET /api/session gives "
                               "it)")
         return None
 
+    def _ended(self, reason: str) -> str:
+        """The 401 message of a session token :class:`Sessions` refused for ``reason``."""
+        again = "open the page again with `opencode-memoryd web`"
+        if reason == "idle":
+            return (f"this page session ended after {self._sessions.idle_seconds:g} s "
+                    f"without a request ([web] session_idle_seconds): {again}")
+        if reason == "max":
+            return (f"this page session ended {self._sessions.max_seconds:g} s after its "
+                    f"login ([web] session_max_seconds): {again}")
+        return f"wrong or expired token: {again}"
+
     def _code_refusal(self, request: Request, code: str, host: str) -> Response | None:
         """The login with a one-time code (:func:`~opencode_memoryd.web.token.login_code`):
-        a same-origin ``POST /api/session``; each code is taken once."""
+        a same-origin ``POST /api/session``; each code is taken once, and none made
+        before this server started (the codes taken before a restart are not known)."""
         if not same_origin(request.headers.get("origin") or f"http://{host}", host) or (
                 request.headers.get("sec-fetch-site") not in (None, "same-origin", "none")):
             return error(403, "cross-site login refused")
@@ -153,7 +185,9 @@ class Guard(BaseHTTPMiddleware):
         with self._codes_lock:
             self._used_codes = {c: t for c, t in self._used_codes.items()
                                 if now - t <= LOGIN_CODE_SECONDS}
-            if code in self._used_codes or not login_code_ok(self._token, code, now):
+            stamp = code.partition(".")[0]
+            if (code in self._used_codes or not login_code_ok(self._token, code, now)
+                    or int(stamp) < self._started):
                 return error(401, "this login code is used or expired: run "
                                   "`opencode-memoryd web` again")
             self._used_codes[code] = now
@@ -163,6 +197,8 @@ class Guard(BaseHTTPMiddleware):
                        call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         """Refuse, or pass the request on; add the security headers either way."""
         response = self._refusal(request) or await call_next(request)
+        if getattr(request.state, "rotated", None):
+            response.headers[ROTATED_HEADER] = request.state.rotated
         for key, value in SECURITY_HEADERS.items():
             response.headers.setdefault(key, value)
         if request.url.path.startswith("/api/"):

@@ -11,7 +11,7 @@ OPENAPI_PATH = "/api/openapi.json"
 
 _ERRORS = {
     "400": "bad request (an unknown field, a bad value)",
-    "401": "no token, or a wrong one",
+    "401": "no token, a wrong one, or an ended page session",
     "403": "a state-changing request without the CSRF token, or from another site",
     "404": "no such memory, project or dream run",
     "409": "refused (the memory is retired, the run is already undone …)",
@@ -59,11 +59,14 @@ def openapi_document() -> dict[str, Any]:
     """The OpenAPI document (a JSON-safe dict)."""
     paths: dict[str, dict[str, Any]] = {
         "/api/session": {
-            "get": _op("the CSRF token and the user id", data="{csrf_token, user_id}"),
-            "post": _op("log in with `Authorization: Bearer TOKEN`, or with a one-time "
-                        "code of `opencode-memoryd web` in `X-Login-Code` (then the answer "
-                        "carries the token; no cookie is ever set)",
-                        data="{csrf_token, user_id, token (a code's login)}"),
+            "get": _op("the CSRF token of the request's token and the user id",
+                       data="{csrf_token, user_id}"),
+            "post": _op("log in with `Authorization: Bearer TOKEN` (the web-token file's), "
+                        "or with a one-time code of `opencode-memoryd web` in "
+                        "`X-Login-Code`: a page session, whose token is the bearer token "
+                        "from then on (a rotated one comes back in the `X-Session-Token` "
+                        "header; no cookie is ever set)",
+                        data="{token, csrf_token, user_id, idle_seconds, max_seconds}"),
         },
         "/api/memories": {
             "get": _op("memories by filter, most recently changed first, a page at a time",
@@ -133,7 +136,8 @@ def openapi_document() -> dict[str, Any]:
         "info": {"title": "opencode-memoryd", "version": __version__,
                  "description": "Browse, search, edit and forget memories; read the dream "
                                 "journal. Served on a loopback port only; every /api/ "
-                                "request needs the token."},
+                                "request needs a token (a page session's, or the "
+                                "web-token file's)."},
         "servers": [{"url": "/"}],
         "security": [{"bearer": []}],
         "paths": paths,

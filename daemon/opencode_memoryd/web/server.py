@@ -65,7 +65,7 @@ class WebServer:
             raise ControlError(f"cannot serve the web page on {self.cfg.host}:"
                                f"{self.cfg.port}: {exc}; choose another [web] port") from exc
         port = int(sock.getsockname()[1])
-        config = uvicorn.Config(build_app(self.service, token), lifespan="off",
+        config = uvicorn.Config(build_app(self.service, token, self.cfg), lifespan="off",
                                 log_config=None, access_log=False, server_header=False,
                                 proxy_headers=False, timeout_graceful_shutdown=1)
         self._server = uvicorn.Server(config)

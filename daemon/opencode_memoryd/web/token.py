@@ -1,5 +1,6 @@
 """The web page's access token: a random secret in a ``0600`` file under the state dir,
-created on first use, and what is derived from it (the CSRF token, the page's URL).
+created on first use, and what is derived from it (the CSRF token, one-time login codes,
+the page's URL, the ``0600`` login page a browser is started with).
 
 This module imports no web framework: the CLI's ``web`` command reads the token too.
 """
@@ -8,9 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import html
 import json
 import os
 import secrets
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,8 @@ from opencode_memoryd.errors import StateError
 
 #: The token file in the state dir.
 TOKEN_FILE = "web-token"
+#: The login page ``opencode-memoryd web`` starts the browser with, in the state dir.
+LOGIN_PAGE_FILE = "web-login.html"
 #: What the daemon writes in the state dir while it serves the page: ``{"url", "host",
 #: "port", "pid"}`` (the port actually bound: ``port = 0`` picks one).
 WEB_INFO_FILE = "web.json"
@@ -28,7 +33,8 @@ def load_or_create_token(state_dir: Path) -> str:
     mode ``0600``) when there is none; a file of another mode is made ``0600``.
 
     Raises:
-        StateError: the file cannot be read or written, or it is empty.
+        StateError: the file cannot be read or written, it is empty, or it is a symbolic
+            link, not a regular file or another user's (never followed nor chmod-ed).
     """
     path = Path(state_dir) / TOKEN_FILE
     try:
@@ -36,9 +42,7 @@ def load_or_create_token(state_dir: Path) -> str:
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         except FileExistsError:
-            if path.stat().st_mode & 0o077:
-                os.chmod(path, 0o600)
-            token = path.read_text(encoding="ascii").strip()
+            token = _read_private(path)
         else:
             token = secrets.token_urlsafe(32)
             try:
@@ -55,6 +59,29 @@ def load_or_create_token(state_dir: Path) -> str:
     return token
 
 
+def _read_private(path: Path) -> str:
+    """The text of ``path``, a regular file of this user's opened without following a
+    link, made ``0600`` through its descriptor first if it was open to others.
+
+    Raises:
+        OSError: it cannot be read, or it is a link (``ELOOP``).
+        UnicodeDecodeError: it is not ASCII.
+        StateError: not a regular file, or another user's.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+            raise StateError(f"the web token {path} is not a file of this user's; delete "
+                             "it and start the daemon again")
+        if stat.S_IMODE(st.st_mode) & 0o077:
+            os.fchmod(fd, 0o600)
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read().decode("ascii").strip()
+    finally:
+        os.close(fd)
+
+
 def csrf_token(token: str) -> str:
     """The CSRF token of an access token (an HMAC-SHA256 of a fixed label, hex)."""
     return hmac.new(token.encode(), b"opencode-memoryd csrf", hashlib.sha256).hexdigest()
@@ -67,8 +94,9 @@ LOGIN_CODE_SECONDS = 120
 def login_code(token: str, now: float) -> str:
     """A one-time code that logs the page in instead of the token, good for
     :data:`LOGIN_CODE_SECONDS` from ``now`` (Unix seconds): ``"<seconds>.<HMAC-SHA256 of
-    them under the token, hex>"``. ``opencode-memoryd web`` hands it to the browser, whose
-    command line other users of the machine can read: the token itself never goes there.
+    them under the token, hex>"``. ``opencode-memoryd web`` puts it in a ``0600`` file
+    (:func:`write_login_page`), never on a command line: other users of the machine can
+    read a browser's.
     """
     stamp = str(int(now))
     mac = hmac.new(token.encode(), b"opencode-memoryd login " + stamp.encode(),
@@ -95,6 +123,40 @@ def page_url(host: str, port: int, token: str | None = None, *, code: str | None
     if token:
         return f"{base}#token={token}"
     return f"{base}#code={code}" if code else base
+
+
+def write_login_page(state_dir: Path, url: str) -> Path:
+    """Write ``state_dir/web-login.html``, mode ``0600``: a page that sends the browser on
+    to ``url`` (the page's address with its ``#code=…``), and return its path. Only its
+    path goes on the browser's command line; the file is replaced atomically (a symlink
+    in its place is replaced, never followed).
+
+    Raises:
+        StateError: the file cannot be written.
+    """
+    target = json.dumps(url)
+    shown = html.escape(url, quote=True)
+    page = ("<!doctype html>\n<html><head><meta charset=\"utf-8\">"
+            "<meta name=\"referrer\" content=\"no-referrer\">"
+            f"<meta http-equiv=\"refresh\" content=\"0;url={shown}\">"
+            "<title>opencode-memoryd</title></head>\n"
+            f"<body><script>location.replace({target})</script>"
+            f"<p><a href=\"{shown}\">Open the opencode-memoryd page</a></p></body></html>\n")
+    path = Path(state_dir) / LOGIN_PAGE_FILE
+    tmp = path.with_name(f".{LOGIN_PAGE_FILE}.{secrets.token_hex(8)}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, page.encode("utf-8"))
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise StateError(f"cannot write the login page {path}: {exc}") from exc
+    return path
 
 
 def read_web_info(state_dir: Path) -> dict[str, Any] | None:

@@ -6,7 +6,10 @@
 // of the session. The text never changes within a session, so the provider's cached prompt
 // prefix stays valid. When the daemon is down, slow or answers an error, the block is empty
 // and OpenCode runs as if this plugin were not installed: no error is thrown or printed.
+// Nothing is sent unless the socket is this user's (see ownSocket).
 
+import { lstatSync } from "node:fs"
+import { dirname } from "node:path"
 import { createHash } from "node:crypto"
 
 const SOCKET = process.env.OPENCODE_MEMORYD_SOCKET || $socket
@@ -29,11 +32,26 @@ const sealed = (text) => {
   return lines[lines.length - 1] === END_PREFIX + digest + " -->"
 }
 
+// Whether the socket is certainly this user's: its folder a real folder (not a link) owned
+// by this user and closed to others (the daemon makes it 0700), the socket file in it this
+// user's. Another user who made the folder first (a shared XDG_RUNTIME_DIR or TMPDIR)
+// would otherwise serve the block and read each session's first message.
+const ownSocket = () => {
+  if (typeof process.getuid !== "function") return false
+  const uid = process.getuid()
+  const folder = lstatSync(dirname(SOCKET))
+  if (folder.isSymbolicLink() || !folder.isDirectory() || folder.uid !== uid) return false
+  if ((folder.mode & 0o077) !== 0) return false
+  const file = lstatSync(SOCKET)
+  return file.isSocket() && file.uid === uid
+}
+
 export const OpencodeMemoryd = async ({ project, directory, worktree }) => {
   const queries = new Map() // sessionID -> text of the session's first user message
   const blocks = new Map() // sessionID -> Promise<string>: the session's block, or ""
 
   const request = async (sessionID) => {
+    if (!ownSocket()) return ""
     const params = new URLSearchParams({
       directory: directory ?? "",
       session: sessionID,

@@ -114,6 +114,8 @@ class Probes:
 
     Attributes:
         socket: the control socket the OpenCode plugin should talk to.
+        socket_problem: why its folder or file is not certainly this user's (another
+            user's, a link, open to others), or ``None``.
         daemon: what the caller learned of a running daemon.
         run: runs a service-manager command (:func:`run_command`).
         disk_free: free bytes under a path (:func:`disk_free`).
@@ -122,6 +124,7 @@ class Probes:
     """
 
     socket: Path
+    socket_problem: str | None = None
     daemon: DaemonProbe = field(default_factory=DaemonProbe)
     run: RunCommand = run_command
     disk_free: Callable[[Path], int] = disk_free

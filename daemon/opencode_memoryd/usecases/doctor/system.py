@@ -29,7 +29,13 @@ _START = ("`opencode-memoryd install-service` and run the command it prints, or 
 
 
 def daemon_check(ctx: Context) -> Check:
-    """The ``daemon`` check, from :attr:`Probes.daemon`."""
+    """The ``daemon`` check, from :attr:`Probes.daemon` (a failure first when the socket's
+    folder is not certainly this user's: :attr:`Probes.socket_problem`)."""
+    if ctx.probes.socket_problem:
+        return Check("daemon", FAIL, ctx.probes.socket_problem,
+                     "remove that folder (as its owner, or root), or set XDG_RUNTIME_DIR to "
+                     "a folder of your own; then restart the daemon and run "
+                     "`opencode-memoryd install-opencode`")
     probe = ctx.probes.daemon
     if probe.status is None:
         if probe.socket is not None:

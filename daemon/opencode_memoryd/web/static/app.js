@@ -47,6 +47,12 @@ async function api(method, path, body, bearer, code) {
   if (code) headers["X-Login-Code"] = code;
   const res = await fetch(path, { method, headers, credentials: "omit",
     body: body === undefined ? undefined : JSON.stringify(body) });
+  // the session's token is replaced now and then: the answer carries the new one
+  const rotated = res.headers.get("X-Session-Token");
+  if (rotated && state.token) {
+    state.token = rotated;
+    sessionStorage.setItem("memoryd-token", rotated);
+  }
   let payload = null;
   try { payload = await res.json(); } catch (e) { payload = null; }
   if (!res.ok || !payload || !payload.success) {
@@ -58,14 +64,15 @@ async function api(method, path, body, bearer, code) {
 }
 
 async function login() {
-  // `opencode-memoryd web` opens #code=… (a one-time code); `web --print` gives #token=…
+  // `opencode-memoryd web` opens #code=… (a one-time code); #token=… is the web-token
+  // file's access token. Either gives this tab a session token of its own.
   const m = location.hash.match(/(token|code)=([^&]+)/);
   if (m) {
     history.replaceState(null, "", location.pathname);  // it leaves the address bar
     const secret = decodeURIComponent(m[2]);
     const s = m[1] === "token" ? await api("POST", "/api/session", undefined, secret)
       : await api("POST", "/api/session", undefined, undefined, secret);
-    state.token = s.token || secret;
+    state.token = s.token;
     sessionStorage.setItem("memoryd-token", state.token);
     state.csrf = s.csrf_token;
     return;
@@ -351,7 +358,11 @@ function showView(view) {
 }
 
 function showError(e) {
-  if (e && e.status === 401) { $("app").hidden = true; $("login").hidden = false; return; }
+  if (e && e.status === 401) {
+    sessionStorage.removeItem("memoryd-token");
+    $("login-reason").textContent = e.message;
+    $("app").hidden = true; $("login").hidden = false; return;
+  }
   toast(e && e.message ? e.message : String(e), true);
 }
 
