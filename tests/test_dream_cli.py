@@ -687,5 +687,5 @@ def test_dream_and_journal_take_every_folder_list_takes(
         journal = cli_json(*base, "journal", "--dir", deep, *db)
         assert entry["run_id"] in {e["run_id"] for e in journal}
     # a folder with neither sessions nor memories is still not found
-    code, _ = cli(*base, "dream", "--dir", str(tmp_path / "elsewhere"))
+    code, _ = cli(*base, "dream", "--dir", str(tmp_path / "elsewhere"), "--db", str(sample_db))
     assert code == 5

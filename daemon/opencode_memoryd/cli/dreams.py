@@ -42,6 +42,8 @@ def cmd_dream(app: App, args: argparse.Namespace) -> int:
     """``dream``: dream (or undo) and print the journal entries and their operations.
 
     Raises:
+        SourceError: ``--dir`` selects nothing and no OpenCode database can be read
+            (exit 4).
         NotFoundError: no project for ``--dir`` (:func:`_dir_projects`), or no such run
             (exit 5).
         DreamError: the run cannot be undone (exit 6).
@@ -72,25 +74,30 @@ def cmd_dream(app: App, args: argparse.Namespace) -> int:
     return EXIT_FAILURE if any(e.get("status") == "failed" for e in entries) else EXIT_OK
 
 
-def _dir_projects(app: App, directory: str, db: str | None) -> list[tuple[str, str]]:
+def _dir_projects(app: App, directory: str, db: str | None, *,
+                  required: bool = True) -> list[tuple[str, str]]:
     """``(project key, project root)`` of the projects ``--dir DIR`` selects, resolved as
     ``list --dir`` resolves it (:func:`~opencode_memoryd.usecases.projects.resolve_dir`:
     the OpenCode sessions there, else the store's memories of DIR or a parent of it).
 
     Raises:
-        NotFoundError: neither selects a project (the message names the folders the
-            store has memories for).
+        SourceError: only when ``required`` and nothing was found: no OpenCode database,
+            or one that cannot be read (exit 4).
+        NotFoundError: only when ``required``: neither selects a project (exit 5; the
+            message names the folders the store has memories for).
     """
     found = run_use_case(app, "resolve", {"directory": directory, "db": db})
     projects = [(p["project_id"], p["project_root"] or found["directory"])
                 for p in found["projects"]]
-    if not projects:
-        roots = found["store_roots"]
-        raise NotFoundError(
-            f"no project found for {found['directory']}: no OpenCode session there and no "
-            "memory of it" + (f"; memories are stored for {', '.join(roots[:10])}"
-                              if roots else ""))
-    return projects
+    if projects or not required:
+        return projects
+    from opencode_memoryd.usecases.projects import project_keys_for_dir
+
+    project_keys_for_dir(app, found["directory"], db, strict=True)  # no database: exit 4
+    roots = found["store_roots"]
+    raise NotFoundError(f"no OpenCode project found for {found['directory']}, and no "
+                        "memory of it" + (f"; memories are stored for {', '.join(roots[:10])}"
+                                          if roots else ""))
 
 
 def cmd_journal(app: App, args: argparse.Namespace) -> int:
@@ -101,7 +108,7 @@ def cmd_journal(app: App, args: argparse.Namespace) -> int:
 
     journal = DreamJournal(app.journal_path)
     if args.dir:
-        keys = [key for key, _root in _dir_projects(app, args.dir, args.db)]
+        keys = [key for key, _root in _dir_projects(app, args.dir, args.db, required=False)]
         entries = sorted((e for k in keys for e in journal.entries(project_key=k)),
                          key=lambda e: str(e.get("started_at")), reverse=True)
         entries = entries[: args.limit]
