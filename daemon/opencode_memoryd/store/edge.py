@@ -42,6 +42,7 @@ from opencode_memoryd.store.edge_filter import edge_filter
 from opencode_memoryd.store.fusion import DENSE_WEIGHT, SPARSE_WEIGHT, candidates, rrf_fuse
 from opencode_memoryd.store.meta import (
     OPEN_LOCK_FILE,
+    REBUILD_HINT,
     opening_lock,
     read_meta_file,
     write_meta_file,
@@ -188,7 +189,8 @@ class EdgeStore(StoreBase):
                     "time. Stop that process or go through the running daemon. "
                     f"(Qdrant Edge: {text})"
                 ) from e
-            raise StoreError(f"cannot open memory store {self.path}: {text}") from e
+            hint = f"; {REBUILD_HINT}" if self._shard_path.is_dir() else ""
+            raise StoreError(f"cannot open memory store {self.path}: {text}{hint}") from e
 
     @contextmanager
     def _edge(self, action: str) -> Iterator[None]:

@@ -38,6 +38,11 @@ SCHEMA_VERSION = 1
 REEMBED_HINT = ("run `opencode-memoryd reembed` with the daemon stopped (the memory texts "
                 "are kept in the store, nothing is re-extracted)")
 
+#: What a damaged store's message tells the user to do.
+REBUILD_HINT = ("if the store is damaged, run `opencode-memoryd rebuild` with the daemon "
+                "stopped: it moves the store aside and rebuilds it from OpenCode's databases "
+                "and the journal of manual changes")
+
 
 def embedder_record(embedder: Embedder | None) -> dict[str, Any] | None:
     """The metadata record of ``embedder``: ``{"name": str, "dimensions": int}``, or
@@ -229,6 +234,7 @@ def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 __all__ = [
     "OPEN_LOCK_FILE",
     "OPEN_LOCK_SECONDS",
+    "REBUILD_HINT",
     "REEMBED_HINT",
     "SCHEMA_VERSION",
     "MetaCheck",

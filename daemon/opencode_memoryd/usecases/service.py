@@ -23,6 +23,7 @@ import structlog
 from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.dream.journal import DreamJournal
 from opencode_memoryd.errors import MemorydError, RequestError
+from opencode_memoryd.models import iso_utc
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases import (
@@ -39,6 +40,7 @@ from opencode_memoryd.usecases import (
 )
 from opencode_memoryd.usecases.context_cache import ContextCache
 from opencode_memoryd.usecases.maintain import LockFor, Progress, capture_now, maintain, no_lock
+from opencode_memoryd.usecases.manual_log import manual_journal, record_change
 from opencode_memoryd.usecases.ports import AppPort
 from opencode_memoryd.usecases.projects import resolve_dir
 
@@ -55,7 +57,7 @@ ROUTES: tuple[str, ...] = ("maintain", "list", "search", "show", "status", "drea
                            "add", "forget", "profile", "resolve", "context", "capture_now",
                            "history_sessions", "history_messages", "history_search",
                            "history_compactions", "edit", "restore", "browse", "projects",
-                           "stats", "journal_page")
+                           "stats", "journal_page", "integrity")
 #: The routes also served on ``GET`` with a query string (the OpenCode plugin's request).
 GET_ROUTES: frozenset[str] = frozenset({"context"})
 
@@ -89,6 +91,7 @@ class Service:
         self.state = state
         self.store = store
         self.journal = DreamJournal(app.journal_path)
+        self.manual_journal = manual_journal(app.journal_path)
         self.lock_for = lock_for
         self.progress = progress
         self.daemon_status = daemon_status
@@ -176,6 +179,12 @@ class Service:
         info["daemon"] = self.daemon_status() if self.daemon_status else {"running": False}
         return info
 
+    def integrity(self) -> dict[str, Any]:
+        """See :func:`opencode_memoryd.usecases.integrity.store_integrity`."""
+        from opencode_memoryd.usecases.integrity import store_integrity
+
+        return store_integrity(self.state, self.store)
+
     def dream(self, *, project_key: str | None = None, project_root: str | None = None,
               dry_run: bool = False) -> dict[str, Any]:
         """A forced dream of one scope (``project_key`` ``None``: the user scope), applied
@@ -191,23 +200,39 @@ class Service:
     def add(self, *, content: str, type: str, scope: str, directory: str | None = None,
             db: str | None = None, project: str | None = None) -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.curate.add_memory`."""
-        return curate.add_memory(self.app, self.store, content=content, type_=type,
-                                 scope=scope, directory=directory, db=db, project=project,
-                                 lock_for=self.lock_for)
+        return self._journaled("add", curate.add_memory(
+            self.app, self.store, content=content, type_=type, scope=scope,
+            directory=directory, db=db, project=project, lock_for=self.lock_for))
 
     def forget(self, *, memory_id: str) -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.curate.forget_memory`."""
-        return curate.forget_memory(self.app, self.store, memory_id, lock_for=self.lock_for)
+        return self._journaled("forget", curate.forget_memory(
+            self.app, self.store, memory_id, lock_for=self.lock_for))
 
     def restore(self, *, memory_id: str) -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.curate.restore_memory`."""
-        return curate.restore_memory(self.app, self.store, memory_id, lock_for=self.lock_for)
+        return self._journaled("restore", curate.restore_memory(
+            self.app, self.store, memory_id, lock_for=self.lock_for))
 
     def edit(self, *, memory_id: str, content: str | None = None,
              type: str | None = None) -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.edit.edit_memory`."""
-        return edit.edit_memory(self.app, self.store, self.journal, memory_id,
-                                content=content, type_=type, lock_for=self.lock_for)
+        return self._journaled("edit", edit.edit_memory(
+            self.app, self.store, self.journal, memory_id, content=content, type_=type,
+            lock_for=self.lock_for))
+
+    def _journaled(self, op: str, result: dict[str, Any]) -> dict[str, Any]:
+        """Record ``result["memory"]`` in the journal of manual changes
+        (:mod:`~opencode_memoryd.usecases.manual_log`); a journal that cannot be written
+        is logged, the change stands."""
+        payload = result.get("memory")
+        if isinstance(payload, dict):
+            try:
+                record_change(self.manual_journal, op, payload, iso_utc(self.app.clock()))
+            except MemorydError as exc:
+                log.error("manual_journal_failed", op=op, id=payload.get("id"),
+                          error=str(exc))
+        return result
 
     def browse(self, *, project: str | None = None, scope: str | None = None,
                type: str | None = None, status: str = "active", text: str | None = None,
