@@ -154,3 +154,34 @@ def test_rebuild_is_refused_while_the_daemon_runs(
             daemon.kill()
             daemon.wait()
     assert snapshot(cfg) == before
+
+
+def test_rebuild_in_llm_mode_replays_the_recorded_results_without_a_call(
+        tmp_path: Path, sample_db: Path, isolated_env: dict[str, str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from fake_openai import FakeOpenAI
+    from test_maintain_llm import remember_responder
+
+    monkeypatch.setenv("TEST_LLM_KEY", "test-key")
+    with FakeOpenAI(responder=remember_responder) as fake:
+        cfg = write_config(tmp_path / "llm.toml", f"""
+[opencode]
+settle_seconds = 0
+db_paths = ["{sample_db}"]
+[extraction]
+mode = "llm"
+[llm]
+base_url = "{fake.base_url}"
+model = "test-model"
+api_key_env = "TEST_LLM_KEY"
+max_retries = 0
+""")
+        cli_json("--config", str(cfg), "maintain", "--all")
+        before = snapshot(cfg)
+        calls = len(fake.chat_requests)
+        assert calls and any(m["source"] == "llm" for m in before.values())
+        shutil.rmtree(store_path(cfg))
+        report = cli_json("--config", str(cfg), "rebuild")
+        assert report["failed"] == 0
+        assert len(fake.chat_requests) == calls  # every result came from the state file
+        assert snapshot(cfg) == before

@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "reads). Dreams are not replayed. Stop the daemon first: it owns the store."))
     r.add_argument("--json", action="store_true",
                    help='print {"store", "moved_to", "old_store_read", "old_store_error", '
-                        '"marks_reset", "sessions", "added", "llm_calls", "failed", '
+                        '"marks_reset", "sessions", "added", "failed", '
                         '"manual_restored", "points"}')
     r.set_defaults(handler=cmd_rebuild)
 

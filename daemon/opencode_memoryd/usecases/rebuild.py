@@ -95,9 +95,8 @@ def rebuild(app: AppPort, *, progress: Progress | None = None) -> dict[str, Any]
     Returns:
         ``{"store": str, "moved_to": str | None (None: there was no store folder),
         "old_store_read": bool, "old_store_error": str | None, "marks_reset": int,
-        "sessions": int, "added": int (memories extraction added), "llm_calls": int
-        (recorded results are replayed, so only turns never extracted cost a call),
-        "failed": int (sessions that ended in an error; their marks did not move),
+        "sessions": int, "added": int (memories extraction added), "failed": int
+        (sessions that ended in an error; their marks did not move),
         "manual_restored": int, "points": int (live and retired)}``.
 
     Raises:
@@ -136,7 +135,6 @@ def rebuild(app: AppPort, *, progress: Progress | None = None) -> dict[str, Any]
               "old_store_read": old_error is None, "old_store_error": old_error,
               "marks_reset": marks, "sessions": int(totals.get("sessions", 0)),
               "added": int(totals.get("added", 0)),
-              "llm_calls": int(totals.get("llm_calls", 0)),
               "failed": int(summary.get("failed", 0)),
               "manual_restored": len(manual), "points": points}
     log.info("rebuild_finished", **report)
