@@ -185,3 +185,23 @@ max_retries = 0
         assert report["failed"] == 0
         assert len(fake.chat_requests) == calls  # every result came from the state file
         assert snapshot(cfg) == before
+
+
+def test_manual_memories_from_before_the_journal_come_from_the_old_store(
+        cfg: Path, isolated_env: dict[str, str]) -> None:
+    before = seed(cfg)
+    journal = Path(isolated_env["XDG_STATE_HOME"]) / "opencode-memoryd" / "manual-journal.jsonl"
+    journal.unlink()  # written by a version that kept no journal of manual changes
+    report = cli_json("--config", str(cfg), "rebuild")
+    assert report["old_store_read"] is True
+    manual = {i for i, m in before.items() if m["source"] == "manual"}
+    assert len(manual) == 2 and report["manual_restored"] == 2
+    assert {i: m for i, m in snapshot(cfg).items() if i in manual} == {
+        i: before[i] for i in manual}
+    # exported to the journal before the store moved: a second rebuild has them too
+    ops = [json.loads(line)["op"] for line in journal.read_text().splitlines()]
+    assert ops == ["export", "export"]
+    shutil.rmtree(store_path(cfg))
+    cli_json("--config", str(cfg), "rebuild")
+    assert {i: m for i, m in snapshot(cfg).items() if i in manual} == {
+        i: before[i] for i in manual}

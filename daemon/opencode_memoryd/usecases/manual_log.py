@@ -7,7 +7,11 @@ One JSON line per change in ``<state dir>/manual-journal.jsonl``, written throug
 ``fsync``-ed, ``flock``-ed; a torn tail is set aside)::
 
     {"run_id": str (unique per change), "status": "ok", "op": "add" | "edit" | "forget" |
-     "restore", "at": ISO-8601 UTC str, "memory": Memory payload}
+     "restore" | "export", "at": ISO-8601 UTC str, "memory": Memory payload}
+
+``export`` entries are written by ``rebuild``: the ``manual`` memories an old store still
+gave that the journal did not hold (written before it existed), so a rebuild that is
+interrupted and run again still has them.
 
 Memories written by extraction are not journaled: ``rebuild`` extracts them again from
 OpenCode's databases (an edit or a forget of one is journaled, and replayed over it).
@@ -25,7 +29,7 @@ from opencode_memoryd.models import Memory
 #: The file, next to the dream journal.
 MANUAL_JOURNAL_FILE = "manual-journal.jsonl"
 #: The changes journaled.
-MANUAL_OPS = ("add", "edit", "forget", "restore")
+MANUAL_OPS = ("add", "edit", "forget", "restore", "export")
 
 
 def manual_journal(dream_journal_path: Path) -> DreamJournal:

@@ -4,7 +4,8 @@ manual changes, for a store that is lost or damaged.
 1. The memories to bring back by hand are gathered first: every memory the journal of
    manual changes (:mod:`~opencode_memoryd.usecases.manual_log`) holds, as its last change
    left it, and, when the old store can still be read, its other ``manual`` memories (an
-   export of what was written before that journal existed).
+   export of what was written before that journal existed, appended to the journal as
+   ``export`` entries before anything moves).
 2. The old store's folder is moved aside (``<store>.broken-<UTC time>``), never deleted.
 3. Every high-water mark is reset, and ``maintain`` reads every session again from its
    start: a chunk whose extraction result the state file recorded is replayed from that
@@ -26,10 +27,14 @@ import structlog
 
 from opencode_memoryd.config.paths import store_dir
 from opencode_memoryd.errors import RefusedError, StoreError, StoreInUseError, UpstreamError
-from opencode_memoryd.models import Memory
+from opencode_memoryd.models import Memory, iso_utc
 from opencode_memoryd.store.api import MemoryFilter
 from opencode_memoryd.usecases.maintain import Progress
-from opencode_memoryd.usecases.manual_log import manual_journal, manual_memories
+from opencode_memoryd.usecases.manual_log import (
+    manual_journal,
+    manual_memories,
+    record_change,
+)
 from opencode_memoryd.usecases.ports import AppPort
 
 log = structlog.get_logger(__name__)
@@ -113,10 +118,13 @@ def rebuild(app: AppPort, *, progress: Progress | None = None) -> dict[str, Any]
     from opencode_memoryd.usecases.service import open_local
 
     path = store_dir(app.config, app.env)
-    manual = manual_memories(manual_journal(app.journal_path))
+    journal = manual_journal(app.journal_path)
+    manual = manual_memories(journal)
     salvaged, old_error = _salvage(app) if path.exists() else ({}, "no store")
     for mid, m in salvaged.items():
-        manual.setdefault(mid, m)
+        if mid not in manual:  # journaled before the store moves: a second run has it too
+            record_change(journal, "export", m.to_payload(), iso_utc(app.clock()))
+            manual[mid] = m
     moved = _move_aside(path, app.clock())
     log.info("rebuild_started", store=str(path), moved_to=str(moved) if moved else None,
              manual=len(manual), old_store_error=old_error)
