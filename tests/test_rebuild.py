@@ -205,3 +205,20 @@ def test_manual_memories_from_before_the_journal_come_from_the_old_store(
     cli_json("--config", str(cfg), "rebuild")
     assert {i: m for i, m in snapshot(cfg).items() if i in manual} == {
         i: before[i] for i in manual}
+
+
+def test_a_store_whose_reads_fail_fails_doctor_and_rebuild_makes_it_again(cfg: Path) -> None:
+    before = seed(cfg)
+    rng = random.Random(3)
+    path = store_path(cfg)
+    for page in path.glob("shard/segments/*/payload_storage/page_*"):
+        with page.open("r+b") as f:
+            f.write(bytes(rng.randrange(256) for _ in range(65536)))
+    assert cli("--config", str(cfg), "list", "--all")[0] == 1  # opens, but cannot read
+    code, store = check(cfg, "store")
+    assert code == 1 and store["status"] == "fail"
+    assert "cannot be read" in store["detail"] and "opencode-memoryd rebuild" in store["fix"]
+    report = cli_json("--config", str(cfg), "rebuild")
+    assert report["old_store_read"] is False
+    assert Path(report["moved_to"]).parent == path.parent
+    assert snapshot(cfg) == before
