@@ -195,7 +195,7 @@ def opening_lock(folder: Path, timeout: float = OPEN_LOCK_SECONDS) -> Iterator[N
     """
     from filelock import FileLock, Timeout
 
-    lock = FileLock(str(folder / OPEN_LOCK_FILE), timeout=timeout)
+    lock = FileLock(str(folder / OPEN_LOCK_FILE), timeout=timeout, mode=0o600)
     try:
         lock.acquire()
     except Timeout:
