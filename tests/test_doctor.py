@@ -234,7 +234,7 @@ def test_nothing_captured_yet_creates_nothing(sandbox: Sandbox) -> None:
     sandbox.store_dir.rmdir()
     code, checks = sandbox.doctor()
     assert code == 0
-    assert problems(checks) == {**BASELINE, "stuck": "skip", "embedder": "skip",
+    assert problems(checks) == {**BASELINE, "stuck": "skip", "embedder": "skip", "store": "skip",
                                 "last-extraction": "warn"}
     assert not (sandbox.state_dir / "state.db").exists()
     assert not sandbox.store_dir.exists()

@@ -670,3 +670,22 @@ def test_missed_slot_dreams_once_at_start_then_the_gate_closes(
                         acme[0]["reason"]), acme
     assert cli_json("--config", str(cfg), "status")["daemon"]["last_dream"] == {}
     _stop(proc)
+
+
+def test_dream_and_journal_take_every_folder_list_takes(
+        config_file: Path, sample_db: Path, tmp_path: Path) -> None:
+    # a folder below a project where no OpenCode session ran: `list` finds the project by
+    # its stored root, so `dream` and `journal` do too, with or without a database at hand
+    base = ("--config", str(config_file))
+    cli_json(*base, "maintain", "--all", "--db", str(sample_db))
+    deep = f"{ACME}/packages/ui/src"
+    for db in (("--db", str(sample_db)), ()):
+        listed = cli_json(*base, "list", "--dir", deep, *db)
+        assert listed and {m["project_id"] for m in listed} == {ACME_KEY}
+        entry = cli_json(*base, "dream", "--dir", deep, *db)
+        assert entry["project_key"] == ACME_KEY and entry["status"] != "failed", entry
+        journal = cli_json(*base, "journal", "--dir", deep, *db)
+        assert entry["run_id"] in {e["run_id"] for e in journal}
+    # a folder with neither sessions nor memories is still not found
+    code, _ = cli(*base, "dream", "--dir", str(tmp_path / "elsewhere"), "--db", str(sample_db))
+    assert code == 5

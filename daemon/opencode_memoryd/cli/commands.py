@@ -38,6 +38,8 @@ COMMANDS: dict[str, str] = {
     "history": "browse OpenCode's conversations (read-only)",
     "reembed": ("rebuild the store's vectors after the embedder changed (memory texts kept; "
                 "stop the daemon first)"),
+    "rebuild": ("make the store again from OpenCode's databases and the journal of manual "
+                "changes, when it is lost or damaged (stop the daemon first)"),
     "doctor": ("check everything capture depends on; say what to do about each problem (exit 1 "
                "when a check fails)"),
     "web": ("open the web page of the running daemon (browse, search, edit, forget; the dream "

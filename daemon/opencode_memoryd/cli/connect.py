@@ -21,6 +21,7 @@ from opencode_memoryd.errors import (
     SourceError,
     StateError,
     StoreError,
+    StoreInUseError,
     UpstreamError,
 )
 
@@ -56,10 +57,17 @@ def run_use_case(app: App, route: str, payload: dict[str, Any], *,
     if isinstance(app, ThinApp):  # the daemon went away: the full config after all
         app = app.load()
 
-    with open_local(app, progress=progress) as service:
-        if route in ("dream", "undo"):
-            service.recover_dreams()
-        return call(service, route, payload)
+    try:
+        with open_local(app, progress=progress) as service:
+            if route in ("dream", "undo"):
+                service.recover_dreams()
+            return call(service, route, payload)
+    except StoreInUseError:
+        # a daemon that started after our first look holds the store: it serves us
+        served, result = via_daemon(app, route, payload)
+        if served:
+            return result
+        raise
 
 
 def via_daemon(app: App, name: str, payload: dict[str, Any]) -> tuple[bool, Any]:

@@ -27,7 +27,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Checks the OpenCode databases (schema, which storage shape is live, "
                     "rows in tables this version does not read, rows dated in the future, "
                     "stuck sessions), the daemon, its service and linger, the LLM endpoint, "
-                    "the store's embedder, the OpenCode plugin and MCP entry, file modes, "
+                    "the store's embedder, the store's points against what the state file says "
+                    "was stored, the OpenCode plugin and MCP entry, file modes, "
                     "disk space, and the last extraction and dream. Each check prints ok, "
                     "warn, fail or skip and what to do; exit 1 when any check fails.")
     d.add_argument("--json", action="store_true",
@@ -37,7 +38,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def probe_daemon(app: App) -> DaemonProbe:
-    """Ask a running daemon for its ``status`` (it owns the embedded store)."""
+    """Ask a running daemon for its ``status`` and ``integrity`` (it owns the embedded
+    store)."""
     from opencode_memoryd.usecases.doctor.model import DaemonProbe
 
     sock = app.daemon_socket()
@@ -47,7 +49,11 @@ def probe_daemon(app: App) -> DaemonProbe:
     except MemorydError as exc:
         return DaemonProbe(socket=named, error=str(exc))
     if served:
-        return DaemonProbe(status=info, socket=named)
+        try:
+            _, integrity = via_daemon(app, "integrity", {})
+        except MemorydError as exc:
+            return DaemonProbe(status=info, socket=named, integrity_error=str(exc))
+        return DaemonProbe(status=info, socket=named, integrity=integrity)
     return DaemonProbe(socket=named, error="nothing answers on it" if named else None)
 
 

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
-from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.errors import NotFoundError
 
 if TYPE_CHECKING:
@@ -43,8 +42,10 @@ def cmd_dream(app: App, args: argparse.Namespace) -> int:
     """``dream``: dream (or undo) and print the journal entries and their operations.
 
     Raises:
-        SourceError: ``--dir`` without a readable OpenCode database (exit 4).
-        NotFoundError: no OpenCode project for ``--dir``, or no such run (exit 5).
+        SourceError: ``--dir`` selects nothing and no OpenCode database can be read
+            (exit 4).
+        NotFoundError: no project for ``--dir`` (:func:`_dir_projects`), or no such run
+            (exit 5).
         DreamError: the run cannot be undone (exit 6).
     """
     calls: list[tuple[str, dict[str, Any]]] = []
@@ -54,14 +55,9 @@ def cmd_dream(app: App, args: argparse.Namespace) -> int:
         calls.append(("dream", {"project_key": None, "project_root": None,
                                 "dry_run": args.dry_run}))
     else:
-        directory = normalize_dir(args.dir)
-        from opencode_memoryd.usecases.projects import project_keys_for_dir
-
-        keys = sorted(project_keys_for_dir(app, directory, args.db, strict=True))
-        if not keys:
-            raise NotFoundError(f"no OpenCode project found for {directory}")
-        calls += [("dream", {"project_key": k, "project_root": directory,
-                             "dry_run": args.dry_run}) for k in keys]
+        calls += [("dream", {"project_key": key, "project_root": root,
+                             "dry_run": args.dry_run})
+                  for key, root in _dir_projects(app, args.dir, args.db)]
     entries = [run_use_case(app, route, payload) for route, payload in calls]
     from opencode_memoryd.cli.journal_table import render_table
 
@@ -78,16 +74,41 @@ def cmd_dream(app: App, args: argparse.Namespace) -> int:
     return EXIT_FAILURE if any(e.get("status") == "failed" for e in entries) else EXIT_OK
 
 
+def _dir_projects(app: App, directory: str, db: str | None, *,
+                  required: bool = True) -> list[tuple[str, str]]:
+    """``(project key, project root)`` of the projects ``--dir DIR`` selects, resolved as
+    ``list --dir`` resolves it (:func:`~opencode_memoryd.usecases.projects.resolve_dir`:
+    the OpenCode sessions there, else the store's memories of DIR or a parent of it).
+
+    Raises:
+        SourceError: only when ``required`` and nothing was found: no OpenCode database,
+            or one that cannot be read (exit 4).
+        NotFoundError: only when ``required``: neither selects a project (exit 5; the
+            message names the folders the store has memories for).
+    """
+    found = run_use_case(app, "resolve", {"directory": directory, "db": db})
+    projects = [(p["project_id"], p["project_root"] or found["directory"])
+                for p in found["projects"]]
+    if projects or not required:
+        return projects
+    from opencode_memoryd.usecases.projects import project_keys_for_dir
+
+    project_keys_for_dir(app, found["directory"], db, strict=True)  # no database: exit 4
+    roots = found["store_roots"]
+    raise NotFoundError(f"no OpenCode project found for {found['directory']}, and no "
+                        "memory of it" + (f"; memories are stored for {', '.join(roots[:10])}"
+                                          if roots else ""))
+
+
 def cmd_journal(app: App, args: argparse.Namespace) -> int:
-    """``journal``: the dream journal, newest first (read from the file, never the store)."""
+    """``journal``: the dream journal, newest first (read from the file; ``--dir`` selects
+    projects as ``list --dir`` does)."""
     from opencode_memoryd.cli.journal_table import render_table
     from opencode_memoryd.dream.journal import DreamJournal
 
     journal = DreamJournal(app.journal_path)
     if args.dir:
-        from opencode_memoryd.usecases.projects import project_keys_for_dir
-
-        keys = sorted(project_keys_for_dir(app, normalize_dir(args.dir), args.db))
+        keys = [key for key, _root in _dir_projects(app, args.dir, args.db, required=False)]
         entries = sorted((e for k in keys for e in journal.entries(project_key=k)),
                          key=lambda e: str(e.get("started_at")), reverse=True)
         entries = entries[: args.limit]

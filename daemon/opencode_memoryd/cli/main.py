@@ -138,6 +138,7 @@ def _parser(*, run_only: bool = False) -> argparse.ArgumentParser:
         mcp,
         memories,
         opencode_setup,
+        rebuild,
         reembed,
         setup,
         status,
@@ -155,6 +156,7 @@ def _parser(*, run_only: bool = False) -> argparse.ArgumentParser:
     opencode_setup.register(sub)
     history.register(sub)
     reembed.register(sub)
+    rebuild.register(sub)
     doctor.register(sub)
     web.register(sub)
     return p

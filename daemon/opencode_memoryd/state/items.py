@@ -148,6 +148,15 @@ class OutboxTables(StateFile):
         with self._tx(durable=False) as c:
             self._replace_mark(c, source_id, session_id, mark, now)
 
+    def reset_marks(self) -> int:
+        """Delete every high-water mark and queued session, so every session is read again
+        from its start (``rebuild``: recorded results are replayed, not extracted again).
+        A durable commit. Returns the number of marks deleted."""
+        with self._tx() as c:
+            n = c.exec_driver_sql("DELETE FROM marks").rowcount
+            c.exec_driver_sql("DELETE FROM queue")
+        return int(n or 0)
+
     @classmethod
     def _replace_mark(cls, c: Connection, source_id: str, session_id: str,
                       mark: Mark | None, now: str) -> None:
@@ -242,6 +251,17 @@ class OutboxTables(StateFile):
             f = c.exec_driver_sql("SELECT coalesce(sum(tokens_in + tokens_out), 0) "
                                "FROM failed_calls WHERE at >= :t", {"t": iso}).scalar_one()
         return int(n or 0) + int(f or 0)
+
+    def sessions_with_memories(self) -> dict[str, int]:
+        """Session id -> memory candidates recorded as stored (items ``stored`` whose result
+        has candidates): every such session is in some point's provenance, so one no
+        point names is a lost memory (``doctor``'s ``store`` check)."""
+        with self._read() as c:
+            rows = c.exec_driver_sql(
+                "SELECT session_id, sum(json_array_length(result, '$.candidates')) FROM items "
+                "WHERE status = 'stored' AND json_array_length(result, '$.candidates') > 0 "
+                "GROUP BY session_id").fetchall()
+        return {str(r[0]): int(r[1]) for r in rows}
 
     def counts(self) -> dict[str, int]:
         """Numbers for ``status``: sessions with marks, items by status, tokens spent

@@ -40,7 +40,13 @@ from opencode_memoryd.store.base import PAGE_SIZE, Row, StoreBase
 from opencode_memoryd.store.bm25 import Bm25Encoder, SparseVector
 from opencode_memoryd.store.edge_filter import edge_filter
 from opencode_memoryd.store.fusion import DENSE_WEIGHT, SPARSE_WEIGHT, candidates, rrf_fuse
-from opencode_memoryd.store.meta import read_meta_file, write_meta_file
+from opencode_memoryd.store.meta import (
+    OPEN_LOCK_FILE,
+    REBUILD_HINT,
+    opening_lock,
+    read_meta_file,
+    write_meta_file,
+)
 
 #: Metadata file of an :class:`EdgeStore`, next to its ``shard/`` directory.
 EDGE_META_FILE = "store.json"
@@ -105,30 +111,34 @@ class EdgeStore(StoreBase):
         self._shard_or_none: qe.EdgeShard | None = None
         self._free = free
         self._require_space()  # opening fills preallocated pages too
-        shard_exists = self._shard_path.is_dir() and any(self._shard_path.iterdir())
         try:
             self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as e:
             raise StoreError(f"cannot create memory store directory {self.path}: {e}") from e
-        make_private(self.path, (EDGE_META_FILE, EDGE_SHARD_DIR))
+        # one process at a time creates or loads the shard: two that both find no shard
+        # would create it over each other (Edge's own lock comes only with a loaded shard)
+        with opening_lock(self.path):
+            make_private(self.path, (EDGE_META_FILE, EDGE_SHARD_DIR, OPEN_LOCK_FILE))
+            shard_exists = self._shard_path.is_dir() and any(self._shard_path.iterdir())
+            if self._meta_path.exists():
+                self._meta = read_meta_file(self._meta_path)
+            elif shard_exists:
+                raise StoreError(
+                    f"memory store {self.path}: {EDGE_SHARD_DIR}/ exists but {EDGE_META_FILE} "
+                    "is missing, so the embedder and BM25 settings it was built with are "
+                    "unknown. Restore the file, or move the directory away to start a new "
+                    "store."
+                )
+            else:
+                self._meta = self._new_meta()
+                self._write_meta(self._meta)
 
-        if self._meta_path.exists():
-            self._meta = read_meta_file(self._meta_path)
-        elif shard_exists:
-            raise StoreError(
-                f"memory store {self.path}: {EDGE_SHARD_DIR}/ exists but {EDGE_META_FILE} is "
-                "missing, so the embedder and BM25 settings it was built with are unknown. "
-                "Restore the file, or move the directory away to start a new store."
-            )
-        else:
-            self._meta = self._new_meta()
-            self._write_meta(self._meta)
-
-        self._check_meta()
-        if shard_exists:
-            self._shard_or_none = self._open(lambda: qe.EdgeShard.load(str(self._shard_path)))
-        else:
-            self._shard_or_none = self._open(self._create_shard)
+            self._check_meta()
+            if shard_exists:
+                self._shard_or_none = self._open(
+                    lambda: qe.EdgeShard.load(str(self._shard_path)))
+            else:
+                self._shard_or_none = self._open(self._create_shard)
 
     # -- opening ------------------------------------------------------------------------
 
@@ -179,7 +189,8 @@ class EdgeStore(StoreBase):
                     "time. Stop that process or go through the running daemon. "
                     f"(Qdrant Edge: {text})"
                 ) from e
-            raise StoreError(f"cannot open memory store {self.path}: {text}") from e
+            hint = f"; {REBUILD_HINT}" if self._shard_path.is_dir() else ""
+            raise StoreError(f"cannot open memory store {self.path}: {text}{hint}") from e
 
     @contextmanager
     def _edge(self, action: str) -> Iterator[None]:

@@ -20,14 +20,14 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Mapping
-from contextlib import suppress
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from opencode_memoryd.errors import StoreError
+from opencode_memoryd.errors import StoreError, StoreInUseError
 from opencode_memoryd.models import iso_utc
 from opencode_memoryd.store.api import Embedder
 from opencode_memoryd.store.bm25 import settings_mismatch
@@ -37,6 +37,11 @@ SCHEMA_VERSION = 1
 #: What a mismatch message tells the user to do.
 REEMBED_HINT = ("run `opencode-memoryd reembed` with the daemon stopped (the memory texts "
                 "are kept in the store, nothing is re-extracted)")
+
+#: What a damaged store's message tells the user to do.
+REBUILD_HINT = ("if the store is damaged, run `opencode-memoryd rebuild` with the daemon "
+                "stopped: it moves the store aside and rebuilds it from OpenCode's databases "
+                "and the journal of manual changes")
 
 
 def embedder_record(embedder: Embedder | None) -> dict[str, Any] | None:
@@ -172,6 +177,37 @@ def write_meta_file(path: Path, meta: dict[str, Any]) -> None:
         raise StoreError(f"cannot write memory store metadata {path}: {e}") from e
 
 
+#: The lock file in an embedded store's folder, held while one process creates or loads it.
+OPEN_LOCK_FILE = "open.lock"
+#: How long (s) opening waits for another process that is creating or loading the store.
+OPEN_LOCK_SECONDS = 60.0
+
+
+@contextmanager
+def opening_lock(folder: Path, timeout: float = OPEN_LOCK_SECONDS) -> Iterator[None]:
+    """Hold ``folder/open.lock`` (a kernel ``flock`` through ``filelock``) while the store in
+    ``folder`` is created or loaded: a daemon and a command starting at the same moment
+    would otherwise both find no shard and create it over each other (a store whose
+    payload indexes or sparse-vector files are missing for good).
+
+    Raises:
+        StoreInUseError: another process kept it longer than ``timeout`` seconds.
+    """
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(folder / OPEN_LOCK_FILE), timeout=timeout, mode=0o600)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise StoreInUseError(
+            f"memory store {folder} is in use: another process has been opening it for "
+            f"{timeout:.0f} s") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     """Write ``data`` as JSON to ``path`` atomically: temp file in the same directory,
     fsync, rename over ``path``, fsync the directory."""
@@ -196,6 +232,9 @@ def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 
 
 __all__ = [
+    "OPEN_LOCK_FILE",
+    "OPEN_LOCK_SECONDS",
+    "REBUILD_HINT",
     "REEMBED_HINT",
     "SCHEMA_VERSION",
     "MetaCheck",
@@ -204,6 +243,7 @@ __all__ = [
     "embedder_record",
     "interrupted_message",
     "new_meta",
+    "opening_lock",
     "read_meta_file",
     "write_meta_file",
 ]

@@ -22,7 +22,8 @@ import structlog
 
 from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.dream.journal import DreamJournal
-from opencode_memoryd.errors import MemorydError, RequestError
+from opencode_memoryd.errors import RequestError
+from opencode_memoryd.models import iso_utc
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases import (
@@ -33,14 +34,14 @@ from opencode_memoryd.usecases import (
     dreams,
     edit,
     history,
-    identity,
     memories,
+    migrations,
     profile,
-    section_migration,
     status,
 )
 from opencode_memoryd.usecases.context_cache import ContextCache
 from opencode_memoryd.usecases.maintain import LockFor, Progress, capture_now, maintain, no_lock
+from opencode_memoryd.usecases.manual_log import journaled, manual_journal
 from opencode_memoryd.usecases.ports import AppPort
 from opencode_memoryd.usecases.projects import resolve_dir
 
@@ -57,7 +58,7 @@ ROUTES: tuple[str, ...] = ("maintain", "list", "search", "show", "status", "drea
                            "add", "forget", "profile", "resolve", "context", "capture_now",
                            "history_sessions", "history_messages", "history_search",
                            "history_compactions", "edit", "restore", "browse", "projects",
-                           "stats", "journal_page", "confirm", "pending")
+                           "stats", "journal_page", "confirm", "pending", "integrity")
 #: The routes also served on ``GET`` with a query string (the OpenCode plugin's request).
 GET_ROUTES: frozenset[str] = frozenset({"context"})
 
@@ -91,6 +92,7 @@ class Service:
         self.state = state
         self.store = store
         self.journal = DreamJournal(app.journal_path)
+        self.manual_journal = manual_journal(app.journal_path)
         self.lock_for = lock_for
         self.progress = progress
         self.daemon_status = daemon_status
@@ -178,6 +180,12 @@ class Service:
         info["daemon"] = self.daemon_status() if self.daemon_status else {"running": False}
         return info
 
+    def integrity(self) -> dict[str, Any]:
+        """See :func:`opencode_memoryd.usecases.integrity.store_integrity`."""
+        from opencode_memoryd.usecases.integrity import store_integrity
+
+        return store_integrity(self.state, self.store)
+
     def dream(self, *, project_key: str | None = None, project_root: str | None = None,
               dry_run: bool = False) -> dict[str, Any]:
         """A forced dream of one scope (``project_key`` ``None``: the user scope), applied
@@ -198,9 +206,10 @@ class Service:
         agent = agent_limits.check_caller(caller, "add")
         if agent:
             agent_limits.agent_project_keys((), directory, "add")
-        return curate.add_memory(self.app, self.store, content=content, type_=type,
-                                 scope=scope, directory=directory, db=db, project=project,
-                                 lock_for=self.lock_for, agent=agent)
+        return self._journaled("add", curate.add_memory(
+            self.app, self.store, content=content, type_=type, scope=scope,
+            directory=directory, db=db, project=project, lock_for=self.lock_for,
+            agent=agent))
 
     def _agent(self, caller: str, directory: str | None, db: str | None, verb: str
                ) -> agent_limits.AgentCall | None:
@@ -219,35 +228,40 @@ class Service:
         """See :func:`opencode_memoryd.usecases.curate.forget_memory` (the agent names
         its session folder, ``directory``)."""
         agent = self._agent(caller, directory, db, "forget")
-        return curate.forget_memory(self.app, self.store, memory_id, lock_for=self.lock_for,
-                                    agent=agent)
+        return self._journaled("forget", curate.forget_memory(
+            self.app, self.store, memory_id, lock_for=self.lock_for, agent=agent))
 
     def restore(self, *, memory_id: str, caller: str = "user", directory: str | None = None,
                 db: str | None = None) -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.curate.restore_memory`."""
         agent = self._agent(caller, directory, db, "restore")
-        return curate.restore_memory(self.app, self.store, memory_id, lock_for=self.lock_for,
-                                     agent=agent)
+        return self._journaled("restore", curate.restore_memory(
+            self.app, self.store, memory_id, lock_for=self.lock_for, agent=agent))
 
     def edit(self, *, memory_id: str, content: str | None = None, type: str | None = None,
              caller: str = "user", directory: str | None = None, db: str | None = None
              ) -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.edit.edit_memory`."""
         agent = self._agent(caller, directory, db, "edit")
-        return edit.edit_memory(self.app, self.store, self.journal, memory_id,
-                                content=content, type_=type, lock_for=self.lock_for,
-                                agent=agent)
+        return self._journaled("edit", edit.edit_memory(
+            self.app, self.store, self.journal, memory_id, content=content, type_=type,
+            lock_for=self.lock_for, agent=agent))
 
     def confirm(self, *, memory_id: str, reject: bool = False, caller: str = "user"
                 ) -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.confirm.confirm_memory`."""
-        return confirm.confirm_memory(self.app, self.store, memory_id, reject=reject is True,
-                                      agent=agent_limits.check_caller(caller, "confirm"),
-                                      lock_for=self.lock_for)
+        return self._journaled("reject" if reject is True else "confirm",
+                               confirm.confirm_memory(
+            self.app, self.store, memory_id, reject=reject is True,
+            agent=agent_limits.check_caller(caller, "confirm"), lock_for=self.lock_for))
 
     def pending(self) -> builtins.list[dict[str, Any]]:
         """See :func:`opencode_memoryd.usecases.confirm.pending_memories`."""
         return confirm.pending_memories(self.app, self.store)
+
+    def _journaled(self, op: str, result: dict[str, Any]) -> dict[str, Any]:
+        """See :func:`opencode_memoryd.usecases.manual_log.journaled`."""
+        return journaled(self.manual_journal, op, result, iso_utc(self.app.clock()))
 
     def browse(self, *, project: str | None = None, scope: str | None = None,
                type: str | None = None, status: str = "active", text: str | None = None,
@@ -325,33 +339,12 @@ class Service:
     # -- not routes -------------------------------------------------------------------
 
     def migrate_user_scope(self) -> int:
-        """Give user-scope memories written before user identities existed this user's
-        identity (:func:`opencode_memoryd.usecases.identity.migrate_user_scope`), under
-        the user scope's lock. A store error is logged, not raised: the next open retries.
-
-        Returns:
-            The number of memories migrated (0 on error).
-        """
-        try:
-            with self.lock_for("user"):
-                return identity.migrate_user_scope(self.store, self.app.user_id)
-        except MemorydError as exc:
-            log.warning("user_scope_migration_failed", error=str(exc))
-            return 0
+        """See :func:`opencode_memoryd.usecases.migrations.migrate_user_scope`."""
+        return migrations.migrate_user_scope(self.store, self.app.user_id, self.lock_for)
 
     def migrate_sections(self) -> int:
-        """Give memories written before sections existed a section
-        (:func:`opencode_memoryd.usecases.section_migration.migrate_sections`). A store
-        error is logged, not raised: the next open retries.
-
-        Returns:
-            The number of memories given a section (0 on error).
-        """
-        try:
-            return section_migration.migrate_sections(self.store)
-        except MemorydError as exc:
-            log.warning("section_migration_failed", error=str(exc))
-            return 0
+        """See :func:`opencode_memoryd.usecases.migrations.migrate_sections`."""
+        return migrations.migrate_sections(self.store)
 
     def close(self) -> None:
         """Release what the use cases keep open between calls (OpenCode connections);

@@ -96,11 +96,17 @@ class DaemonProbe:
         socket: the control socket ``daemon.json`` names, or ``None`` when there is no
             such file (no daemon, or one that stopped cleanly).
         error: why a daemon named by ``daemon.json`` gave no answer.
+        integrity: the daemon's answer to the ``integrity`` route
+            (:func:`~opencode_memoryd.usecases.integrity.store_integrity`), else ``None``
+            and ``integrity_error`` says why.
     """
 
     status: dict[str, Any] | None = None
     socket: str | None = None
     error: str | None = None
+    #: its answer to the ``integrity`` route, or why there was none
+    integrity: dict[str, Any] | None = None
+    integrity_error: str | None = None
 
     @property
     def running(self) -> bool:

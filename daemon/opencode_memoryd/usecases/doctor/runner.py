@@ -25,7 +25,7 @@ from opencode_memoryd.usecases.doctor.model import (
 )
 from opencode_memoryd.usecases.doctor.opencode import opencode_checks
 from opencode_memoryd.usecases.doctor.sources import database_checks
-from opencode_memoryd.usecases.doctor.store import embedder_check
+from opencode_memoryd.usecases.doctor.store import embedder_check, store_check
 from opencode_memoryd.usecases.doctor.system import daemon_check, linger_check, service_check
 from opencode_memoryd.usecases.ports import AppPort
 
@@ -39,6 +39,7 @@ CHECKS: tuple[tuple[str, CheckFn], ...] = (
     ("linger", linger_check),
     ("llm", llm_checks),
     ("embedder", embedder_check),
+    ("store", store_check),
     ("plugin", opencode_checks),
     ("file-modes", file_modes_check),
     ("disk-space", disk_space_check),

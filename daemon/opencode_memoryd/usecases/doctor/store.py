@@ -1,5 +1,7 @@
 """``embedder``: the store was built with the embedder (name and dimensions) and BM25
-settings the config names (:mod:`opencode_memoryd.store.meta`).
+settings the config names (:mod:`opencode_memoryd.store.meta`). ``store``: it can be read
+and still holds what the state file says was stored
+(:func:`~opencode_memoryd.usecases.integrity.store_integrity`).
 
 While a daemon runs it owns the embedded store, so its ``status`` answer is judged; when
 none runs the store is opened here for a moment (an embedded store that does not exist yet
@@ -19,9 +21,12 @@ from opencode_memoryd.errors import (
     UpstreamError,
 )
 from opencode_memoryd.store.edge import EDGE_META_FILE
-from opencode_memoryd.store.meta import embedder_desc
+from opencode_memoryd.store.meta import REBUILD_HINT, embedder_desc
 from opencode_memoryd.usecases.doctor.model import FAIL, OK, SKIP, WARN, Check, Context
 
+_REBUILD_FIX = ("run `opencode-memoryd rebuild` with the daemon stopped: it moves the store "
+                "aside and rebuilds it from OpenCode's databases and the journal of manual "
+                "changes")
 _MISMATCH_FIX = ("run `opencode-memoryd reembed` with the daemon stopped (memory texts are "
                  "kept, nothing is re-extracted), or configure the embedder the store was "
                  "built with ([embedding])")
@@ -52,7 +57,9 @@ def embedder_check(ctx: Context) -> Check:
         return Check("embedder", FAIL, f"the configured embedder cannot be used: {exc}",
                      "check [embedding] in the config")
     except StoreError as exc:
-        return Check("embedder", FAIL, str(exc), "see the message; the store was not changed")
+        return Check("embedder", FAIL, str(exc).replace(f"; {REBUILD_HINT}", ""),
+                     _REBUILD_FIX if REBUILD_HINT in str(exc)
+                     else "see the message; the store was not changed")
     try:
         info = store.info()
     finally:
@@ -74,3 +81,63 @@ def judge(info: dict[str, Any], whose: str) -> Check:
                      _MISMATCH_FIX)
     return Check("embedder", OK, f"{whose} ({where}, {info.get('points', '?')} points) "
                                  f"matches the config: {embedder_desc(stored)}")
+
+
+def store_check(ctx: Context) -> Check:
+    """The ``store`` check: every point readable, and every session the state file
+    recorded memories of named by one (the daemon's answer while one runs)."""
+    daemon = ctx.probes.daemon
+    if daemon.status is not None:
+        if daemon.integrity is None:
+            return Check("store", WARN, "the daemon did not say what its store holds: "
+                                        f"{daemon.integrity_error}",
+                         "run doctor again; restart the daemon if it persists")
+        return judge_integrity(daemon.integrity, "the daemon's store")
+    cfg = ctx.app.config
+    if not cfg.qdrant.url and not (store_dir(cfg, ctx.app.env) / EDGE_META_FILE).exists():
+        state = ctx.state()
+        lost = state.sessions_with_memories() if state is not None else {}
+        if lost:
+            return Check("store", FAIL,
+                         f"no store at {store_dir(cfg, ctx.app.env)}, but the state file "
+                         f"records {sum(lost.values())} memories of {len(lost)} session(s) "
+                         "stored", _REBUILD_FIX)
+        return Check("store", SKIP, "no store yet (the first capture creates it)")
+    state = ctx.state()
+    if state is None:
+        return Check("store", SKIP, "no state file yet: nothing was stored")
+    try:
+        store = ctx.app.open_store(allow_mismatch=True)
+    except (DiskFullError, UpstreamError, StoreInUseError) as exc:
+        return Check("store", SKIP, f"the store was not opened: {exc}")
+    except StoreError as exc:
+        return Check("store", FAIL, str(exc).replace(f"; {REBUILD_HINT}", ""), _REBUILD_FIX)
+    from opencode_memoryd.usecases.integrity import store_integrity
+
+    try:
+        report = store_integrity(state, store)
+    except StoreError as exc:
+        return Check("store", FAIL, f"the store cannot be read: {exc}", _REBUILD_FIX)
+    finally:
+        store.close()
+    return judge_integrity(report, "the store")
+
+
+def judge_integrity(report: dict[str, Any], whose: str) -> Check:
+    """The verdict on a :func:`~opencode_memoryd.usecases.integrity.store_integrity`
+    report."""
+    points, missing = report["points"], report["missing_sessions"]
+    if missing:
+        named = ", ".join(report["missing"]) + (", …" if missing > len(report["missing"])
+                                                else "")
+        return Check("store", FAIL,
+                     f"{whose} lost memories: {missing} of {report['recorded_sessions']} "
+                     f"session(s) the state file records memories of are in no point "
+                     f"({named}); {points} points left", _REBUILD_FIX)
+    if report["sampled"] < report["sample"]:
+        return Check("store", FAIL,
+                     f"{whose} lost points: {report['sample'] - report['sampled']} of "
+                     f"{report['sample']} points listed cannot be read by id", _REBUILD_FIX)
+    return Check("store", OK, f"{whose} holds {points} points; every one of the "
+                              f"{report['recorded_sessions']} session(s) with stored memories "
+                              "is in them")

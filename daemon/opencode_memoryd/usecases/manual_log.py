@@ -1,0 +1,88 @@
+"""The journal of manual changes: every memory a person or the agent added, edited,
+forgot or restored (CLI, web page, MCP tool), with the memory's full payload after the
+change, so ``rebuild`` can bring those memories back when the store is lost.
+
+One JSON line per change in ``<state dir>/manual-journal.jsonl``, written through
+:class:`~opencode_memoryd.dream.journal.DreamJournal` (appended with ``O_APPEND``,
+``fsync``-ed, ``flock``-ed; a torn tail is set aside)::
+
+    {"run_id": str (unique per change), "status": "ok", "op": "add" | "edit" | "forget" |
+     "restore" | "confirm" | "reject" | "export", "at": ISO-8601 UTC str, "memory": Memory payload}
+
+``export`` entries are written by ``rebuild``: the ``manual`` memories an old store still
+gave that the journal did not hold (written before it existed), so a rebuild that is
+interrupted and run again still has them.
+
+Memories written by extraction are not journaled: ``rebuild`` extracts them again from
+OpenCode's databases (an edit or a forget of one is journaled, and replayed over it).
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from opencode_memoryd.dream.journal import DreamJournal
+from opencode_memoryd.errors import MemorydError
+from opencode_memoryd.models import Memory
+
+log = structlog.get_logger(__name__)
+
+#: The file, next to the dream journal.
+MANUAL_JOURNAL_FILE = "manual-journal.jsonl"
+#: The changes journaled.
+MANUAL_OPS = ("add", "edit", "forget", "restore", "confirm", "reject", "export")
+
+
+def manual_journal(dream_journal_path: Path) -> DreamJournal:
+    """The journal of manual changes in the folder of the dream journal at
+    ``dream_journal_path``."""
+    return DreamJournal(Path(dream_journal_path).with_name(MANUAL_JOURNAL_FILE))
+
+
+def record_change(journal: DreamJournal, op: str, payload: dict[str, Any], at: str) -> None:
+    """Append one change: ``op`` (one of :data:`MANUAL_OPS`) left the memory as
+    ``payload`` (:meth:`Memory.to_payload`) at ``at`` (ISO 8601 UTC).
+
+    Raises:
+        StateError: the journal cannot be written.
+    """
+    journal.append({"run_id": uuid.uuid4().hex, "status": "ok", "op": op, "at": at,
+                    "memory": payload})
+
+
+def journaled(journal: DreamJournal, op: str, result: dict[str, Any], at: str
+              ) -> dict[str, Any]:
+    """Record ``result["memory"]`` (a use case's answer) as change ``op`` at ``at`` and
+    return ``result`` unchanged; a journal that cannot be written is logged
+    (``manual_journal_failed``), and the change stands."""
+    payload = result.get("memory")
+    if isinstance(payload, dict):
+        try:
+            record_change(journal, op, payload, at)
+        except MemorydError as exc:
+            log.error("manual_journal_failed", op=op, id=payload.get("id"), error=str(exc))
+    return result
+
+
+def manual_memories(journal: DreamJournal) -> dict[str, Memory]:
+    """Every journaled memory as its last change left it: id -> memory (a forgotten one
+    as its tombstone). Entries without a readable payload are skipped.
+
+    Raises:
+        StateError: the journal cannot be read.
+    """
+    out: dict[str, Memory] = {}
+    for entry in reversed(journal.entries()):  # oldest first: the last change wins
+        payload = entry.get("memory")
+        if entry.get("op") not in MANUAL_OPS or not isinstance(payload, dict):
+            continue
+        try:
+            m = Memory.from_payload(payload)
+        except (KeyError, TypeError, ValueError):
+            continue
+        out[m.id] = m
+    return out
