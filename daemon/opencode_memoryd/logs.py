@@ -6,7 +6,9 @@ and stack were rendered to text (``exception``, ``stack``), so a secret quoted b
 message or a traceback (SQLite quotes row data) never reaches the log file or the console.
 Events never carry transcript text by design (the one exception, the debug-level
 ``memory_refused``, carries a refused memory's first 80 characters, redacted); the
-scrubber is the second line of defence.
+scrubber is the second line of defence. While a session is processed
+(:func:`known_secrets`), the values its text revealed as secrets are redacted too, so a
+model that proposes one bare (no key word around it) never writes it to the log.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import logging
 import logging.handlers
 import re
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,7 @@ import structlog
 
 from opencode_memoryd.disk import make_private
 from opencode_memoryd.redaction.engine import redact
+from opencode_memoryd.redaction.known import SessionSecrets
 
 LOG_FILE_NAME = "opencode-memoryd.log"
 
@@ -46,19 +51,41 @@ def _redacted(text: str) -> str:
     return got
 
 
+#: The secrets of the session this thread processes (:func:`known_secrets`).
+_KNOWN: ContextVar[SessionSecrets | None] = ContextVar("opencode_memoryd_known", default=None)
+
+
+@contextmanager
+def known_secrets(secrets: SessionSecrets) -> Iterator[None]:
+    """Within the block, every log value of this thread (and of the tasks it starts) is
+    also cleared of the values ``secrets`` knows, found bare
+    (:meth:`~opencode_memoryd.redaction.known.SessionSecrets.redact_known`)."""
+    token = _KNOWN.set(secrets)
+    try:
+        yield
+    finally:
+        _KNOWN.reset(token)
+
+
+def _redacted_known(text: str) -> str:
+    got = _redacted(text)
+    known = _KNOWN.get()
+    return known.redact_known(got).text if known is not None and len(known) else got
+
+
 def scrub_value(value: Any) -> Any:
     """``value`` with every secret redacted: strings, the items of dicts, lists and tuples
     (recursively); numbers, booleans and ``None`` unchanged; any other object (an
     exception, a path) as its redacted text."""
     if isinstance(value, str):
-        return _redacted(value) if value else value
+        return _redacted_known(value) if value else value
     if value is None or isinstance(value, bool | int | float):
         return value
     if isinstance(value, dict):
         return {k: scrub_value(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [scrub_value(v) for v in value]
-    return _redacted(str(value))
+    return _redacted_known(str(value))
 
 
 #: Fields that hold our own identifiers, never a secret: an OpenCode project id is the hash

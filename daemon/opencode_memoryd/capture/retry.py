@@ -108,7 +108,7 @@ def retry_given_up(proc: SessionProcessor, session: SessionRow,
         return report
     try:
         raw, times = _chunk_lines(proc, session, failure)
-        lines = proc.redacted(raw, report)
+        lines = proc.redactor(session.id).redacted(raw, report)
         report.chunks = 1
         report.turns_read = len({x.message_id for x in lines if x.role == "user"})
         try:

@@ -69,7 +69,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from opencode_memoryd.redaction.scan import apply_rules
+from opencode_memoryd.redaction.scan import apply_rules_found
 from opencode_memoryd.redaction.split import find_joins, join
 from opencode_memoryd.redaction.unicode import strip_invisible
 
@@ -85,6 +85,7 @@ __all__ = [
     "placeholder",
     "redact",
     "scrub",
+    "scrub_found",
 ]
 
 #: Every kind :func:`redact` can report, i.e. every ``X`` in ``[REDACTED:X]``.
@@ -295,8 +296,14 @@ def redact(text: str) -> Redacted:
     if not text:
         return Redacted(text, {})
 
-    scrubbed, counts = apply_rules(text, _rules or _load_rules())
-    return Redacted(scrubbed, counts)
+    return _found(text)[0]
+
+
+def _found(text: str) -> tuple[Redacted, list[tuple[str, str]]]:
+    if not text:
+        return Redacted(text, {}), []
+    scrubbed, counts, values = apply_rules_found(text, _rules or _load_rules())
+    return Redacted(scrubbed, counts), values
 
 
 def scrub(text: str) -> Redacted:
@@ -317,6 +324,23 @@ def scrub(text: str) -> Redacted:
         TypeError: ``text`` is not a ``str``.
     """
     return redact(strip_invisible(text))
+
+
+def scrub_found(text: str) -> tuple[Redacted, list[tuple[str, str]]]:
+    """As :func:`scrub`, and the secrets it replaced, to recognise them elsewhere.
+
+    Returns:
+        ``(result, values)``: ``values`` holds ``(value, kind)`` per replaced finding, in
+        text order (a key split over lines or string literals whole, without the break).
+        The values are the caller's to keep in memory or hash
+        (:class:`~opencode_memoryd.redaction.known.SessionSecrets`), never to log or store.
+
+    Raises:
+        TypeError: ``text`` is not a ``str``.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"scrub_found() expects str, not {type(text).__name__}")
+    return _found(strip_invisible(text))
 
 
 def join_split_tokens(text: str) -> str:

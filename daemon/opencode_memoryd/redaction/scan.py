@@ -303,17 +303,37 @@ def apply_rules(text: str, rules: Sequence[Rule]) -> tuple[str, dict[str, int]]:
         ``(scrubbed text, {kind: replaced spans})``, keys sorted; ``(text, {})`` (the same
         string) when nothing was found.
     """
+    scrubbed, counts, _values = apply_rules_found(text, rules)
+    return scrubbed, counts
+
+
+def apply_rules_found(text: str, rules: Sequence[Rule]
+                      ) -> tuple[str, dict[str, int], list[tuple[str, str]]]:
+    """As :func:`apply_rules`, and the values found: ``(scrubbed, counts, values)``.
+
+    ``values`` holds ``(value, kind)`` for each finding that was replaced, in text order,
+    each value as the rules saw it: a key split over lines or string literals
+    (:func:`~opencode_memoryd.redaction.split.find_joins`) is given whole, without the
+    break. A finding that merged with others is given on its own too. For the caller
+    to recognise the same value elsewhere; never logged or stored as it is.
+    """
     joins = find_joins(text)
-    spans = _find_all(ScanText(join(text, joins) if joins else text), rules)
-    if not spans:
-        return text, {}
+    joined = join(text, joins) if joins else text
+    found = _find_all(ScanText(joined), rules)
+    if not found:
+        return text, {}, []
+    spans = found
     if joins:
         cuts = cut_points(joins)
-        spans = [(*to_original(joins, cuts, s, e), p, k) for s, e, p, k in spans]
-    spans = _without_placeholders(text, spans)
-    if not spans:
-        return text, {}
-    return _replace(text, spans)
+        spans = [(*to_original(joins, cuts, s, e), p, k) for s, e, p, k in found]
+    kept = _without_placeholders(text, spans)
+    if not kept:
+        return text, {}, []
+    keep = set(kept)
+    values = sorted((s, joined[s:e], k) for (s, e, _p, k), mapped in zip(found, spans, strict=True)
+                    if mapped in keep)
+    scrubbed, counts = _replace(text, kept)
+    return scrubbed, counts, [(v, k) for _s, v, k in values]
 
 
 def _find_all(src: ScanText, rules: Sequence[Rule]) -> list[tuple[int, int, int, str]]:

@@ -1,0 +1,83 @@
+"""A session's transcript redacted with what the session itself taught.
+
+A secret recognised once in a session (a key word before it, in any role) is redacted
+wherever the session shows it again bare: in a tool output, the assistant's reply, an
+earlier or a later turn (:class:`~opencode_memoryd.redaction.known.SessionSecrets`). What a
+run learns is kept in the state file as keyed digests
+(:class:`~opencode_memoryd.state.secrets.SecretTable`), so a later run, which reads only the
+turns after the mark, still knows it; every turn a run reads is scanned before the first of
+its chunks is sent (:meth:`SessionRedactor.prepare`), so a value taught in the last turn
+is hidden in the first.
+
+While a session is processed, the same digests redact the log
+(:func:`~opencode_memoryd.logs.known_secrets`): a model that proposes such a value bare
+never writes it there, at any level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+from opencode_memoryd.capture.report import SessionReport
+from opencode_memoryd.models import TranscriptLine
+from opencode_memoryd.redaction.engine import Redacted, merge_counts
+from opencode_memoryd.redaction.known import SessionSecrets
+from opencode_memoryd.state.db import StateDB
+
+__all__ = ["SessionRedactor"]
+
+
+class SessionRedactor:
+    """Redacts the transcript lines of one session of one source.
+
+    Args:
+        state: the state file (digest key, digests of earlier runs; new ones are written
+            to it durably before the lines that taught them are used).
+        source_id: the OpenCode database's identity.
+        session_id: the session.
+        now: the current time as ISO 8601 UTC text (for the rows written).
+    """
+
+    def __init__(self, state: StateDB, source_id: str, session_id: str,
+                 now: Callable[[], str]) -> None:
+        self.state = state
+        self.source_id = source_id
+        self.session_id = session_id
+        self._now = now
+        self.secrets = SessionSecrets(state.secret_key(),
+                                      state.session_secrets(source_id, session_id))
+        self._scrubbed: dict[tuple[str, str, str], Redacted] = {}
+
+    def prepare(self, lines: Iterable[TranscriptLine]) -> None:
+        """Scrub ``lines`` (every line a run read, before any is sent), learn the secrets
+        they hold and keep the new ones in the state file. The lines of the run's
+        previous read are forgotten (only their secrets are kept)."""
+        self._scrubbed = {}
+        for line in lines:
+            self._scrub(line)
+        self._keep()
+
+    def _scrub(self, line: TranscriptLine) -> Redacted:
+        key = (line.message_id, line.role, line.text)
+        got = self._scrubbed.get(key)
+        if got is None:
+            got = self._scrubbed[key] = self.secrets.scrub(line.text)
+        return got
+
+    def _keep(self) -> None:
+        new = self.secrets.new()
+        if new:
+            self.state.add_session_secrets(self.source_id, self.session_id, new, self._now())
+
+    def redacted(self, lines: Sequence[TranscriptLine],
+                 report: SessionReport) -> list[TranscriptLine]:
+        """``lines`` with every secret redacted: by the rules, and each value the session
+        taught wherever it stands bare; the redactions are counted in ``report``."""
+        scrubbed = [self._scrub(line) for line in lines]
+        self._keep()
+        out: list[TranscriptLine] = []
+        for line, first in zip(lines, scrubbed, strict=True):
+            again = self.secrets.redact_known(first.text)  # a value taught by a later line
+            report.redactions.update(merge_counts(first.counts, again.counts))
+            out.append(TranscriptLine(line.message_id, line.role, again.text))
+        return out
