@@ -25,6 +25,7 @@ from opencode_memoryd.capture.failures import failure_fingerprint, failure_reaso
 from opencode_memoryd.capture.processor import SessionProcessor
 from opencode_memoryd.capture.report import SessionReport
 from opencode_memoryd.errors import ExtractionError, UpstreamError
+from opencode_memoryd.logs import known_secrets
 from opencode_memoryd.models import STORAGE_MESSAGE, TranscriptLine, iso_utc
 from opencode_memoryd.source.reader import MESSAGE_BATCH
 from opencode_memoryd.source.rows import MessageRow, SessionRow
@@ -108,11 +109,14 @@ def retry_given_up(proc: SessionProcessor, session: SessionRow,
         return report
     try:
         raw, times = _chunk_lines(proc, session, failure)
-        lines = proc.redactor(session.id).redacted(raw, report)
+        redactor = proc.redactor(session.id)
+        lines = redactor.redacted(raw, report)
         report.chunks = 1
         report.turns_read = len({x.message_id for x in lines if x.role == "user"})
         try:
-            result = ChunkExtractor(proc.extractor).extract(lines, session.project_root, spent)
+            with known_secrets(redactor.secrets):  # the model's text, logged, is cleared too
+                result = ChunkExtractor(proc.extractor).extract(lines, session.project_root,
+                                                                spent)
         except (ExtractionError, UpstreamError) as exc:
             proc.count_spent(spent, report, failed=exc)
             fingerprint = failure_fingerprint(exc)

@@ -22,6 +22,7 @@ from opencode_memoryd.redaction.split import (
     continuation_end,
     cut_points,
     find_joins,
+    grown_end,
     join,
     to_original,
 )
@@ -325,15 +326,21 @@ def apply_rules_found(text: str, rules: Sequence[Rule]
     spans = found
     if joins:
         cuts = cut_points(joins)
+        found = [(s, grown_end(joined, cuts, s, e), p, k) for s, e, p, k in found]
         spans = [(*to_original(joins, cuts, s, e), p, k) for s, e, p, k in found]
     kept = _without_placeholders(text, spans)
     if not kept:
         return text, {}, []
     keep = set(kept)
-    values = sorted((s, joined[s:e], k) for (s, e, _p, k), mapped in zip(found, spans, strict=True)
-                    if mapped in keep)
+    # one kind per value: that of the finding that names its span (lowest priority)
+    best: dict[str, tuple[int, int, str]] = {}
+    for (s, e, p, k), mapped in zip(found, spans, strict=True):
+        value = joined[s:e]
+        if mapped in keep and (value not in best or (p, s) < best[value][:2]):
+            best[value] = (p, s, k)
     scrubbed, counts = _replace(text, kept)
-    return scrubbed, counts, [(v, k) for _s, v, k in values]
+    return scrubbed, counts, sorted(((v, k) for v, (_p, _s, k) in best.items()),
+                                    key=lambda x: best[x[0]][1])
 
 
 def _find_all(src: ScanText, rules: Sequence[Rule]) -> list[tuple[int, int, int, str]]:
