@@ -7,8 +7,9 @@ message or a traceback (SQLite quotes row data) never reaches the log file or th
 Events never carry transcript text by design (the one exception, the debug-level
 ``memory_refused``, carries a refused memory's first 80 characters, redacted); the
 scrubber is the second line of defence. While a session is processed
-(:func:`known_secrets`), the values its text revealed as secrets are redacted too, so a
-model that proposes one bare (no key word around it) never writes it to the log.
+(:func:`~opencode_memoryd.redaction.engine.redacting_also`), the values its text revealed
+as secrets are redacted too, so a model that proposes one bare (no key word around it)
+never writes it to the log.
 """
 
 from __future__ import annotations
@@ -17,17 +18,14 @@ import logging
 import logging.handlers
 import re
 import sys
-from collections.abc import Iterator, MutableMapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
 import structlog
 
 from opencode_memoryd.disk import make_private
-from opencode_memoryd.redaction.engine import redact
-from opencode_memoryd.redaction.known import SessionSecrets
+from opencode_memoryd.redaction.engine import extra_redaction, redact_by_rules
 
 LOG_FILE_NAME = "opencode-memoryd.log"
 
@@ -43,7 +41,7 @@ _SCRUBBED_MAX_CHARS = 256
 def _redacted(text: str) -> str:
     got = _SCRUBBED.get(text)
     if got is None:
-        got = redact(text).text
+        got = redact_by_rules(text).text
         if len(text) <= _SCRUBBED_MAX_CHARS:
             if len(_SCRUBBED) >= _SCRUBBED_MAX:
                 _SCRUBBED.clear()
@@ -51,26 +49,9 @@ def _redacted(text: str) -> str:
     return got
 
 
-#: The secrets of the session this thread processes (:func:`known_secrets`).
-_KNOWN: ContextVar[SessionSecrets | None] = ContextVar("opencode_memoryd_known", default=None)
-
-
-@contextmanager
-def known_secrets(secrets: SessionSecrets) -> Iterator[None]:
-    """Within the block, every log value of this thread (and of the tasks it starts) is
-    also cleared of the values ``secrets`` knows, found bare
-    (:meth:`~opencode_memoryd.redaction.known.SessionSecrets.redact_known`)."""
-    token = _KNOWN.set(secrets)
-    try:
-        yield
-    finally:
-        _KNOWN.reset(token)
-
-
 def _redacted_known(text: str) -> str:
-    got = _redacted(text)
-    known = _KNOWN.get()
-    return known.redact_known(got).text if known is not None and len(known) else got
+    """Redacted by the rules (cached), then by the calling context's extra redaction."""
+    return extra_redaction(_redacted(text)).text
 
 
 def scrub_value(value: Any) -> Any:

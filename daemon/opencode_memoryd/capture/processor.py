@@ -67,9 +67,8 @@ from opencode_memoryd.capture.writer import write_memories
 from opencode_memoryd.errors import DiskFullError, ExtractionError, SourceError, UpstreamError
 from opencode_memoryd.extract.rules import RulesExtractor
 from opencode_memoryd.extract.summarize import RulesSummarizer
-from opencode_memoryd.logs import known_secrets
 from opencode_memoryd.models import STORAGE_MESSAGE, ExtractionResult, Mark, TranscriptLine, iso_utc
-from opencode_memoryd.redaction.engine import scrub
+from opencode_memoryd.redaction.engine import redacting_also, scrub
 from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB
 from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.source.transcript import Chunk, chunk_turns
@@ -197,7 +196,7 @@ class SessionProcessor:
             if ends is None:
                 ends = self.source.last_messages([session.id])
             end = ends.get(session.id)
-            with known_secrets(self.redactor(session.id).secrets):
+            with redacting_also(self.redactor(session.id).secrets.redact_known):
                 seen = self._process_new(session, report, end)
                 self.notes.after_session(session, report, now=self.clock(), seen=seen,
                                          end=end)

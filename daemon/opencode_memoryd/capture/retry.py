@@ -25,8 +25,8 @@ from opencode_memoryd.capture.failures import failure_fingerprint, failure_reaso
 from opencode_memoryd.capture.processor import SessionProcessor
 from opencode_memoryd.capture.report import SessionReport
 from opencode_memoryd.errors import ExtractionError, UpstreamError
-from opencode_memoryd.logs import known_secrets
 from opencode_memoryd.models import STORAGE_MESSAGE, TranscriptLine, iso_utc
+from opencode_memoryd.redaction.engine import redacting_also
 from opencode_memoryd.source.reader import MESSAGE_BATCH
 from opencode_memoryd.source.rows import MessageRow, SessionRow
 from opencode_memoryd.source.transcript import chunk_turns
@@ -114,7 +114,7 @@ def retry_given_up(proc: SessionProcessor, session: SessionRow,
         report.chunks = 1
         report.turns_read = len({x.message_id for x in lines if x.role == "user"})
         try:
-            with known_secrets(redactor.secrets):  # the model's text, logged, is cleared too
+            with redacting_also(redactor.secrets.redact_known):  # the answer, its log too
                 result = ChunkExtractor(proc.extractor).extract(lines, session.project_root,
                                                                 spent)
         except (ExtractionError, UpstreamError) as exc:

@@ -9,9 +9,10 @@ turns after the mark, still knows it; every turn a run reads is scanned before t
 its chunks is sent (:meth:`SessionRedactor.prepare`), so a value taught in the last turn
 is hidden in the first.
 
-While a session is processed, the same digests redact the log
-(:func:`~opencode_memoryd.logs.known_secrets`): a model that proposes such a value bare
-never writes it there, at any level.
+While a session is processed (:func:`~opencode_memoryd.redaction.engine.redacting_also`),
+every text redacted in that thread is cleared of those values too: the memories, the
+session's summary, the model's recorded answers and the log, so a model that proposes
+such a value bare never writes it anywhere, at any level.
 """
 
 from __future__ import annotations

@@ -7,7 +7,11 @@ replaced. The secrets themselves are never returned, logged or counted by value.
 
 The function is pure (no I/O, no global state, safe to call from several threads) and
 idempotent: ``redact(redact(x).text).text == redact(x).text``, because placeholders are
-protected from every rule.
+protected from every rule. One thing is read from the calling context: inside
+:func:`redacting_also` (the daemon processing one session), :func:`redact` and
+:func:`scrub` also apply that block's extra redaction, the values that session revealed as
+secrets (:class:`~opencode_memoryd.redaction.known.SessionSecrets`), so every text of the
+session bound for a model, the store or the log is cleared of them.
 
 Where the rules come from
 -------------------------
@@ -65,7 +69,9 @@ word, private-key blocks), :mod:`~opencode_memoryd.redaction.cli` (command lines
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -80,10 +86,13 @@ __all__ = [
     "KINDS",
     "Redacted",
     "RedactionCounter",
+    "extra_redaction",
     "join_split_tokens",
     "merge_counts",
     "placeholder",
     "redact",
+    "redact_by_rules",
+    "redacting_also",
     "scrub",
     "scrub_found",
 ]
@@ -291,12 +300,55 @@ def redact(text: str) -> Redacted:
     users and hosts of URLs stay); existing placeholders are never redacted again, so
     the function is idempotent. Kinds: see :data:`KINDS`.
     """
+    return _also(redact_by_rules(text))
+
+
+def redact_by_rules(text: str) -> Redacted:
+    """As :func:`redact`, without the extra redaction of :func:`redacting_also` (the same
+    answer in any context, for a cache).
+
+    Raises:
+        TypeError: ``text`` is not a ``str``.
+    """
     if not isinstance(text, str):
         raise TypeError(f"redact() expects str, not {type(text).__name__}")
-    if not text:
-        return Redacted(text, {})
-
     return _found(text)[0]
+
+
+#: The extra redaction of the block the caller is in (:func:`redacting_also`).
+_ALSO: ContextVar[Callable[[str], Redacted] | None] = ContextVar(
+    "opencode_memoryd_redacting_also", default=None)
+
+
+@contextmanager
+def redacting_also(extra: Callable[[str], Redacted]) -> Iterator[None]:
+    """Within the block, :func:`redact` and :func:`scrub` in this thread (and the tasks
+    it starts) also pass their result through ``extra``: e.g.
+    :meth:`~opencode_memoryd.redaction.known.SessionSecrets.redact_known` while one
+    session is processed, so its summaries, memories, the model's answers and the log
+    are cleared of the values the session revealed as secrets."""
+    token = _ALSO.set(extra)
+    try:
+        yield
+    finally:
+        _ALSO.reset(token)
+
+
+def extra_redaction(text: str) -> Redacted:
+    """Only the extra redaction of the :func:`redacting_also` block the caller is in
+    (``text`` unchanged, no counts, outside one): for a caller that caches
+    :func:`redact_by_rules`."""
+    return _also(Redacted(text, {}))
+
+
+def _also(result: Redacted) -> Redacted:
+    extra = _ALSO.get()
+    if extra is None or not result.text:
+        return result
+    again = extra(result.text)
+    if not again.counts:
+        return result
+    return Redacted(again.text, merge_counts(result.counts, again.counts))
 
 
 def _found(text: str) -> tuple[Redacted, list[tuple[str, str]]]:
