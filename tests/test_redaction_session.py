@@ -142,6 +142,9 @@ def test_keys_split_over_literals_continuations_and_yaml_blocks_are_redacted_who
               if any(p in scrub(text).text for p in pieces)]
     assert not misses, misses[:10]
     assert [scrub(code).text for code in ORDINARY] == ORDINARY
+    # an escaped line break inside JSON is no shell line continuation
+    assert scrub('{"output": "DB_PASSWORD=Kiwi42&xy\\nDB_USER=app"}').text == \
+        '{"output": "DB_PASSWORD=[REDACTED:password]\\nDB_USER=app"}'
 
 
 def test_a_split_key_is_one_placeholder_and_learned_whole() -> None:

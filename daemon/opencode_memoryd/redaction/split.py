@@ -184,7 +184,7 @@ def break_joins(text: str) -> list[tuple[int, int]]:
         i = br
         while i > 0 and br - i <= 400 and text[i - 1] in _CONTINUED_CHARS:
             i -= 1
-        continued = text[br] == "\\"
+        continued = text[br] == "\\" and text[br + 1] in "\r\n"
         if continued or text.startswith(_LONG_PREFIXES, i):
             # a shell's line continuation goes on with the same word; a provider prefix
             # says what the word is, whatever its case, when the next line is one run
