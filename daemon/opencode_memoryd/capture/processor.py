@@ -215,6 +215,7 @@ class SessionProcessor:
         finally:
             report.duration_ms = (time.perf_counter() - started) * 1000
             log.info("session_processed", **report.as_dict())
+            self._redactor = None  # the text it holds: read again only by the next run
         return report
 
     def _process_new(self, session: SessionRow, report: SessionReport,
