@@ -5,9 +5,10 @@ A real OpenCode-shaped database (the 1.18.33 sample, one session added with
 (``.env`` lines, command-line passwords, passwords in prose, URLs, a key split over two
 string literals). The session shows each value bare before its key-worded turn (an
 assistant reply and a tool output of an earlier turn of the same read), after it (the
-reply and the tool output of the same turn) and in a later turn that a second
-``maintain`` reads. The fake model (real HTTP on 127.0.0.1) knows the values and proposes
-memories holding them bare, one of them refused (logged at ``debug``). No value may be
+reply and the tool output of the same turn), in a compaction summary, and in a later turn
+that a second ``maintain`` reads. The fake model (real HTTP on 127.0.0.1) knows the
+values and proposes memories holding them bare, one of them refused (logged at
+``debug``). No value may be
 found in any request the model received, the store, the state file, the log, or the
 history answers through the CLI, the control-socket routes and the MCP tool.
 """
@@ -94,7 +95,7 @@ def llm_config(tmp_path: Path, fake: FakeOpenAI) -> Path:
 [opencode]
 settle_seconds = 0
 [summaries]
-session_summaries = false
+session_summaries = true
 project_brief = false
 [extraction]
 mode = "llm"
@@ -130,6 +131,19 @@ def _files(env: dict[str, str]) -> dict[str, bytes]:
     return out
 
 
+def compact(w: OpenCodeWriter, sid: str, summary: str) -> None:
+    """A compaction as OpenCode 1.x writes it: the request, then the summary message."""
+    ms = w.now_ms()
+    req = w._insert_message(sid, {"role": "user", "time": {"created": ms}, "agent": "build"},
+                            ms)
+    w._insert_part(sid, req, {"type": "compaction", "auto": False})
+    ms = w.now_ms()
+    mid = w._insert_message(sid, {"role": "assistant", "parentID": req, "agent": "compaction",
+                                  "summary": True, "time": {"created": ms, "completed": ms}},
+                            ms)
+    w._insert_part(sid, mid, {"type": "text", "text": summary})
+
+
 def _maintain(cfg: Path, db: Path) -> dict[str, Any]:
     code, out = cli("--config", str(cfg), "maintain", "--dir", ACME, "--db", str(db),
                     "--json")
@@ -155,6 +169,7 @@ def test_a_secret_given_once_is_hidden_in_every_artifact_of_its_session(
     w.append_turn(sid, f'remember the client setup: api_key = "{SPLIT_KEY[:14]}" + '
                        f'"{SPLIT_KEY[14:]}"', f"The client now uses {SPLIT_KEY}.",
                   bash="grep -r api_key src", bash_output=f"src/client.py: {SPLIT_KEY}\n")
+    compact(w, sid, f"## Objective\n- deploy with the credentials {every}")
     w.close()
     first = _maintain(llm_config, sample_db)
     sent_first = len(fake.chat_requests)
@@ -176,6 +191,7 @@ def test_a_secret_given_once_is_hidden_in_every_artifact_of_its_session(
     listed = cli_json("--config", str(llm_config), "list", "--dir", ACME, "--db",
                       str(sample_db))
     assert any("rotate [REDACTED:" in m["content"] for m in listed)
+    assert any("credentials [REDACTED:" in m["content"] for m in listed)  # the compaction
     files = _files(isolated_env)
     log = b"".join(blob for name, blob in files.items() if ".log" in name)
     assert b"memory_refused" in log
@@ -208,6 +224,7 @@ def test_a_secret_given_once_is_hidden_in_every_artifact_of_its_session(
     assert not leaks, (len(leaks), sorted({Path(where).name for where, _ in leaks}))
     assert not re.search(r"sk-proj-\w{4}", shown)  # not even the split key's first half
     assert shown.count("rotate [REDACTED:") >= len(SECRETS)  # the later turns are there
+    assert "credentials [REDACTED:" in json.dumps(history["cli compactions"])
     with sqlite3.connect(Path(isolated_env["XDG_STATE_HOME"]) / "opencode-memoryd"
                          / "state.db") as c:
         kept = c.execute("SELECT count(*) FROM session_secrets WHERE session_id=?",

@@ -266,14 +266,14 @@ class SessionProcessor:
             if not done:
                 return seen  # wait for the turn in flight to finish
             report.turns_read += len(done)
-            report.summaries += self.notes.compactions(
-                session, [m for t in done for m in t.messages])
-            times = {m.id: m.time_created for m in real}
             # Fork copies precede the session's own messages, so the first chunk's mark
-            # moves past them too.
+            # moves past them too. Every line is scanned for secrets before any is used.
             chunks = chunk_turns(done, max_tokens=self.limits.max_chunk_tokens,
                                  tool_output_chars=self.limits.tool_output_chars)
             self.redactor(session.id).prepare(line for c in chunks for line in c.lines)
+            report.summaries += self.notes.compactions(
+                session, [m for t in done for m in t.messages])
+            times = {m.id: m.time_created for m in real}
             for chunk in chunks:
                 chunk = replace(chunk, rowid=max(chunk.rowid, max_rowid or 0))
                 self._process_chunk(session, chunk, report, times, storage)
