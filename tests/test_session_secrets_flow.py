@@ -39,6 +39,8 @@ from test_maintain_llm import LINE, user_prompt
 ACME_ID = next(p["project_id"] for p in MANIFEST["projects"] if p["name"] == "acme-web")
 #: A key the user splits over two string literals; the session later shows it whole.
 SPLIT_KEY = "s" + "k-proj-" + Gen(2207).s(48)
+#: A value given away only in a compaction summary, shown bare in a later run's turn.
+SUMMARY_SECRET = Gen(2208).s(18)
 
 
 def _values() -> list[tuple[str, str]]:
@@ -117,7 +119,8 @@ def _forms(secret: str) -> set[bytes]:
 
 
 def _leaks(places: dict[str, bytes]) -> list[tuple[str, str]]:
-    return [(where, s[:10]) for s in SECRETS for where, blob in places.items()
+    return [(where, s[:10]) for s in [*SECRETS, SUMMARY_SECRET]
+            for where, blob in places.items()
             if any(form in blob for form in _forms(s))]
 
 
@@ -169,13 +172,14 @@ def test_a_secret_given_once_is_hidden_in_every_artifact_of_its_session(
     w.append_turn(sid, f'remember the client setup: api_key = "{SPLIT_KEY[:14]}" + '
                        f'"{SPLIT_KEY[14:]}"', f"The client now uses {SPLIT_KEY}.",
                   bash="grep -r api_key src", bash_output=f"src/client.py: {SPLIT_KEY}\n")
-    compact(w, sid, f"## Objective\n- deploy with the credentials {every}")
+    compact(w, sid, f"## Objective\n- deploy with the credentials {every}\n"
+                    f"- `export STAGING_TOKEN={SUMMARY_SECRET}` before the staging deploy")
     w.close()
     first = _maintain(llm_config, sample_db)
     sent_first = len(fake.chat_requests)
 
     w = OpenCodeWriter(sample_db)  # later turns, read by a later run
-    for value in SECRETS:
+    for value in [*SECRETS, SUMMARY_SECRET]:
         w.append_turn(sid, f"remember to rotate {value} next week",
                       f"Noted, {value} gets rotated next week.")
     w.close()

@@ -69,6 +69,7 @@ from opencode_memoryd.extract.rules import RulesExtractor
 from opencode_memoryd.extract.summarize import RulesSummarizer
 from opencode_memoryd.models import STORAGE_MESSAGE, ExtractionResult, Mark, TranscriptLine, iso_utc
 from opencode_memoryd.redaction.engine import redacting_also, scrub
+from opencode_memoryd.source.activity import compaction_summaries
 from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB
 from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.source.transcript import Chunk, chunk_turns
@@ -270,9 +271,10 @@ class SessionProcessor:
             # moves past them too. Every line is scanned for secrets before any is used.
             chunks = chunk_turns(done, max_tokens=self.limits.max_chunk_tokens,
                                  tool_output_chars=self.limits.tool_output_chars)
-            self.redactor(session.id).prepare(line for c in chunks for line in c.lines)
-            report.summaries += self.notes.compactions(
-                session, [m for t in done for m in t.messages])
+            read = [m for t in done for m in t.messages]
+            self.redactor(session.id).prepare((line for c in chunks for line in c.lines),
+                                              (text for _, text in compaction_summaries(read)))
+            report.summaries += self.notes.compactions(session, read)
             times = {m.id: m.time_created for m in real}
             for chunk in chunks:
                 chunk = replace(chunk, rowid=max(chunk.rowid, max_rowid or 0))

@@ -49,13 +49,16 @@ class SessionRedactor:
                                       state.session_secrets(source_id, session_id))
         self._scrubbed: dict[tuple[str, str, str], Redacted] = {}
 
-    def prepare(self, lines: Iterable[TranscriptLine]) -> None:
-        """Scrub ``lines`` (every line a run read, before any is sent), learn the secrets
-        they hold and keep the new ones in the state file. The lines of the run's
-        previous read are forgotten (only their secrets are kept)."""
+    def prepare(self, lines: Iterable[TranscriptLine], texts: Iterable[str] = ()) -> None:
+        """Scrub ``lines`` (every line a read holds, before any is sent) and other
+        ``texts`` of the read (its compaction summaries), learn the secrets they hold and
+        keep the new ones in the state file. The lines of the run's previous read are
+        forgotten (only their secrets are kept)."""
         self._scrubbed = {}
         for line in lines:
             self._scrub(line)
+        for text in texts:
+            self.secrets.scrub(text)
         self._keep()
 
     def _scrub(self, line: TranscriptLine) -> Redacted:
