@@ -234,3 +234,40 @@ def test_a_secret_given_once_is_hidden_in_every_artifact_of_its_session(
         kept = c.execute("SELECT count(*) FROM session_secrets WHERE session_id=?",
                          (sid,)).fetchone()[0]
     assert kept >= len(SECRETS)  # digests of what the session gave away, kept for later runs
+
+
+def fork(w: OpenCodeWriter, source: str, title: str) -> str:
+    """A fork of ``source`` as OpenCode writes one: a new session holding copies of the
+    source's messages and parts (new ids, the original ``time_created``)."""
+    sid = w.new_session(project_id=ACME_ID, directory=ACME, title=title)
+    for mid, ms, data in w.conn.execute(
+            "SELECT id, time_created, data FROM message WHERE session_id=? "
+            "ORDER BY time_created, id", (source,)).fetchall():
+        copy = w._insert_message(sid, json.loads(data), ms)
+        for (part,) in w.conn.execute("SELECT data FROM part WHERE message_id=? ORDER BY id",
+                                      (mid,)).fetchall():
+            w._insert_part(sid, copy, json.loads(part))
+    return sid
+
+
+def test_a_fork_hides_what_its_source_session_gave_away(
+        sample_db: Path, llm_config: Path, fake: FakeOpenAI,
+        isolated_env: dict[str, str]) -> None:
+    snippet, value = VALUES[0]
+    w = OpenCodeWriter(sample_db)
+    source = w.new_session(project_id=ACME_ID, directory=ACME, title="Deploy")
+    w.append_turn(source, f"remember this for the deploy: {snippet}", "Saved.")
+    fork_id = fork(w, source, "Deploy (fork #1)")
+    w.append_turn(fork_id, f"remember to rotate {value} next week",
+                  f"Noted, {value} gets rotated next week.")
+    w.close()
+    _maintain(llm_config, sample_db)
+
+    wire = json.dumps(fake.chat_requests)
+    assert "rotate [REDACTED:" in wire  # the fork's own turn was sent, redacted
+    listed = cli_json("--config", str(llm_config), "list", "--dir", ACME, "--db",
+                      str(sample_db))
+    places = {"requests": wire.encode(), "list": json.dumps(listed).encode(),
+              **_files(isolated_env)}
+    leaks = [where for where, blob in places.items() if any(f in blob for f in _forms(value))]
+    assert not leaks, leaks

@@ -249,6 +249,7 @@ class SessionProcessor:
             seen = (Seen(end, messages) if mark is None and not full_batch
                     and messages[-1].mark == end.position else None)
             real = drop_fork_copies(messages, session.time_created)
+            self.redactor(session.id).learn_copies(messages, real, self.limits.tool_output_chars)
             top = (max([max_rowid or 0, *(m.rowid for m in messages)])  # ``message`` only
                    if storage == STORAGE_MESSAGE else None)
             if not real:  # a batch of fork copies only: nothing to read, move past them

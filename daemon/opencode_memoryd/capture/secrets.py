@@ -7,7 +7,8 @@ run learns is kept in the state file as keyed digests
 (:class:`~opencode_memoryd.state.secrets.SecretTable`), so a later run, which reads only the
 turns after the mark, still knows it; every turn a run reads is scanned before the first of
 its chunks is sent (:meth:`SessionRedactor.prepare`), so a value taught in the last turn
-is hidden in the first.
+is hidden in the first; so are a fork's copies of its source session's messages, which are
+never sent themselves (:meth:`SessionRedactor.learn_copies`).
 
 While a session is processed (:func:`~opencode_memoryd.redaction.engine.redacting_also`),
 every text redacted in that thread is cleared of those values too: the memories, the
@@ -21,8 +22,11 @@ from collections.abc import Callable, Iterable, Sequence
 
 from opencode_memoryd.capture.report import SessionReport
 from opencode_memoryd.models import TranscriptLine
-from opencode_memoryd.redaction.engine import Redacted, merge_counts
+from opencode_memoryd.redaction.engine import Redacted, merge_counts, scrub_found
 from opencode_memoryd.redaction.known import SessionSecrets
+from opencode_memoryd.source.rows import MessageRow
+from opencode_memoryd.source.transcript import transcript_lines
+from opencode_memoryd.source.turns import group_turns
 from opencode_memoryd.state.db import StateDB
 
 __all__ = ["SessionRedactor"]
@@ -59,6 +63,19 @@ class SessionRedactor:
             self._scrub(line)
         for text in texts:
             self.secrets.scrub(text)
+        self._keep()
+
+    def learn_copies(self, messages: Sequence[MessageRow], kept: Sequence[MessageRow],
+                     tool_output_chars: int) -> None:
+        """Learn the secrets of the messages a fork copied from its source session (those
+        of ``messages`` not ``kept``): they are never sent, but the fork's own turns may
+        show their values again."""
+        if len(kept) == len(messages):
+            return
+        ids = {m.id for m in kept}
+        copies = [m for m in messages if m.id not in ids]
+        for line in transcript_lines(group_turns(copies), tool_output_chars=tool_output_chars):
+            self.secrets.learn(scrub_found(line.text)[1])
         self._keep()
 
     def _scrub(self, line: TranscriptLine) -> Redacted:
