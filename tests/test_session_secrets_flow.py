@@ -271,3 +271,27 @@ def test_a_fork_hides_what_its_source_session_gave_away(
               **_files(isolated_env)}
     leaks = [where for where, blob in places.items() if any(f in blob for f in _forms(value))]
     assert not leaks, leaks
+
+
+def test_history_hides_a_value_given_away_after_an_earlier_answer(
+        sample_db: Path, isolated_env: dict[str, str]) -> None:
+    """The second answer reads only the messages added since the first (the process keeps
+    what it learned), and still hides the bare copy in the first message."""
+    snippet, value = VALUES[0]
+    db = str(sample_db)
+    w = OpenCodeWriter(sample_db)
+    sid = w.new_session(project_id=ACME_ID, directory=ACME, title="Deploy")
+    w.append_turn(sid, f"which credential does staging use? I think {value}", "Let me check.")
+    w.close()
+    app = App(config=load_config(None, isolated_env), env=isolated_env)
+    with open_local(app) as svc:
+        def page() -> str:
+            return json.dumps(call(svc, "history_messages", {"session_id": sid, "db": db}))
+
+        assert value in page()  # nothing in the session says it is a secret yet
+        w = OpenCodeWriter(sample_db)
+        w.append_turn(sid, f"remember this for the deploy: {snippet}", "Saved.")
+        w.close()
+        again = page()
+    assert value not in again
+    assert "I think [REDACTED:" in again
