@@ -10,8 +10,11 @@ length and kind, never as they are, so the state file can keep them across runs
 (the daemon reads a session in increments). A text is searched by hashing only its
 substrings that have the length of a known value and start and end at a word edge: a
 boundary between a letter, digit, ``_`` or ``-`` and anything else, or the text's ends.
-Cost: per word, (edges) x (distinct known lengths) set look-ups, and one hash per
-candidate whose both ends are edges; nothing at all while the session knows no value.
+Cost: words shorter than the shortest known value are skipped by the regex engine; a
+word of token characters only costs one set look-up, others (edges) x (distinct known
+lengths); one hash per candidate whose both ends are edges; nothing at all while the
+session knows no value. About 11 MB/s of transcript text with 50 known values of 35
+lengths, 16 MB/s with one (the rules themselves run at about 3 MB/s).
 
 Only values without white space and at least :data:`MIN_CHARS` long are learned, and an
 all-letter value only from :data:`MIN_WORD_CHARS` (so that "the password is summer" does
@@ -20,6 +23,7 @@ not hide every "summer" of the session).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Iterable, Iterator
@@ -39,7 +43,6 @@ MIN_WORD_CHARS = 10
 #: Longest value learned (a PEM block or a long JWT is recognised by its rules anyway).
 MAX_CHARS = 2000
 
-_WORD_RE = re.compile(r"\S+")
 _OTHER_RE = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -155,20 +158,31 @@ class SessionSecrets:
         return Redacted("".join(out), merge_counts(counts))
 
     def _find(self, text: str) -> Iterator[tuple[int, int, str]]:
-        lengths = sorted(self._lengths, reverse=True)
-        shortest = lengths[-1]
-        for m in _WORD_RE.finditer(text):
+        lengths = sorted(self._lengths)
+        known = self._known
+        for m in _words_of(lengths[0]).finditer(text):
             start, end = m.span()
-            if end - start < shortest:
+            if _OTHER_RE.search(text, start, end) is None:  # one run: the word itself
+                if end - start in self._lengths:
+                    k = known.get(self.digest(text[start:end]))
+                    if k is not None:
+                        yield start, end, k.kind
                 continue
             edges = _edges(text, start, end)
             for a in sorted(edges):
                 for n in lengths:
-                    b = a + n
-                    if b in edges:
-                        k = self._known.get(self.digest(text[a:b]))
+                    if a + n > end:
+                        break
+                    if a + n in edges:
+                        k = known.get(self.digest(text[a:a + n]))
                         if k is not None:
-                            yield a, b, k.kind
+                            yield a, a + n, k.kind
+
+
+@functools.lru_cache(maxsize=64)
+def _words_of(shortest: int) -> re.Pattern[str]:
+    """Runs of ``shortest`` or more characters other than white space."""
+    return re.compile(rf"\S{{{shortest},}}")
 
 
 def _edges(text: str, start: int, end: int) -> set[int]:
