@@ -39,7 +39,8 @@ Where the rules come from
   "das Passwort ist …"), high-entropy strings right after a key word, and bare
   high-entropy strings with no key word at all (hex only when the words around do not
   say hash or id).
-* A key pasted over two lines is found whole (:mod:`~opencode_memoryd.redaction.split`).
+* A key pasted over two lines or split over string literals is found whole
+  (:mod:`~opencode_memoryd.redaction.split`).
 
 Left alone on purpose: git SHAs, UUIDs, content hashes, integrity strings, paths, URLs
 without credentials, base64 data such as inline images and public keys (unless a key word
@@ -51,15 +52,18 @@ measure both (``bench/redaction_corpus.py`` prints recall per kind and false pos
 Layout
 ------
 This module is the public surface: :func:`redact`, :func:`scrub` (invisible Unicode
-stripped, then redacted: for text bound to a model or the store), :class:`Redacted`,
-:data:`KINDS`, :func:`placeholder`, :func:`merge_counts` and :class:`RedactionCounter`.
-Behind it: :mod:`~opencode_memoryd.redaction.rules` (the rule table, context rules as
-data), :mod:`~opencode_memoryd.redaction.tokens` (token shapes as data),
+stripped, then redacted: for text bound to a model or the store), :func:`scrub_found`
+(and the values replaced), :func:`redacting_also`, :func:`redact_by_rules`,
+:func:`extra_redaction`, :class:`Redacted`, :data:`KINDS`, :func:`placeholder`,
+:func:`merge_counts` and :class:`RedactionCounter`; beside it
+:mod:`~opencode_memoryd.redaction.known` (the values one session revealed). Behind it:
+:mod:`~opencode_memoryd.redaction.rules` (the rule table, context rules as data),
+:mod:`~opencode_memoryd.redaction.tokens` (token shapes as data),
 :mod:`~opencode_memoryd.redaction.finders` (headers, assignments, entropy after a key
 word, private-key blocks), :mod:`~opencode_memoryd.redaction.cli` (command lines),
 :mod:`~opencode_memoryd.redaction.prose` (passwords in prose),
 :mod:`~opencode_memoryd.redaction.bare` (bare high-entropy strings),
-:mod:`~opencode_memoryd.redaction.split` (keys split over lines),
+:mod:`~opencode_memoryd.redaction.split` (keys split over lines or string literals),
 :mod:`~opencode_memoryd.redaction.heuristics` (is a value a secret?),
 :mod:`~opencode_memoryd.redaction.scan` (rule type, regex finders, span merging),
 :mod:`~opencode_memoryd.redaction.unicode` (invisible characters) and
