@@ -32,6 +32,7 @@ from opencode_memoryd.redaction.engine import redact
 from opencode_memoryd.serve.mcp_tool import dispatch, to_text
 from opencode_memoryd.usecases.service import call, open_local
 from opencode_writer import OpenCodeWriter
+from opencode_writer_v2 import V2Writer
 from redaction_corpus import CASES
 from redaction_gen import Gen
 from test_maintain_llm import LINE, user_prompt
@@ -295,3 +296,33 @@ def test_history_hides_a_value_given_away_after_an_earlier_answer(
         again = page()
     assert value not in again
     assert "I think [REDACTED:" in again
+
+
+def test_a_v2_session_hides_in_a_later_run_what_it_gave_away(
+        tmp_path: Path, config_file: Path, isolated_env: dict[str, str]) -> None:
+    """The same in ``session_message`` storage, in rules mode: the later turn's directive,
+    stored as a memory, and the history page hold no copy of the value."""
+    from test_v2_storage import SESSIONS as V2_SESSIONS
+    from test_v2_storage import V2_DB
+
+    snippet, value = VALUES[0]
+    db = tmp_path / "opencode" / "opencode.db"
+    db.parent.mkdir(parents=True)
+    db.write_bytes(V2_DB.read_bytes())
+    sid = V2_SESSIONS["v2-multiturn"]["id"]
+    w = V2Writer(db, pause=0)
+    w.append_turn(sid, f"here is the deploy setting: {snippet}", "Saved.")
+    w.close()
+    cli_json("--config", str(config_file), "maintain", "--all", "--db", str(db))
+    w = V2Writer(db, pause=0)
+    w.append_turn(sid, f"Remember that {value} is only for the staging deploy.", "Noted.")
+    w.close()
+    cli_json("--config", str(config_file), "maintain", "--all", "--db", str(db))
+
+    listed = cli_json("--config", str(config_file), "list")
+    assert any("is only for the staging deploy" in m["content"] for m in listed)
+    page = cli_json("history", "messages", sid, "--limit", "200", "--db", str(db))
+    places = {"list": json.dumps(listed).encode(), "history": json.dumps(page).encode(),
+              **_files(isolated_env)}
+    leaks = [where for where, blob in places.items() if any(f in blob for f in _forms(value))]
+    assert not leaks, leaks
