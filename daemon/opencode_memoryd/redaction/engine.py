@@ -404,14 +404,16 @@ def join_split_tokens(text: str) -> str:
 
     The breaks :func:`redact` itself looks through
     (:func:`~opencode_memoryd.redaction.split.find_joins`): a line ending in a random-looking
-    run of token characters, the next starting with one. Call it before folding white
-    space (a tool output shown on one line), so that the two halves of a key do not
-    become two words, each too short to be recognised.
+    run of token characters, the next starting with one, and the lines of a YAML block
+    scalar holding one key; not the glue between string literals, which folding leaves
+    recognisable. Call it before folding white space (a tool output shown on one line),
+    so that the two halves of a key do not become two words, each too short to be
+    recognised.
 
     Raises:
         TypeError: ``text`` is not a ``str``.
     """
     if not isinstance(text, str):
         raise TypeError(f"join_split_tokens() expects str, not {type(text).__name__}")
-    joins = find_joins(text)
+    joins = find_joins(text, literals=False)  # folding keeps concatenations recognisable
     return join(text, joins) if joins else text

@@ -76,12 +76,13 @@ def _breaks(text: str) -> list[tuple[int, int]]:
     return out
 
 
-def find_joins(text: str) -> list[tuple[int, int]]:
+def find_joins(text: str, *, literals: bool = True) -> list[tuple[int, int]]:
     """What to remove from ``text`` to make split tokens whole, as ``(start, length)``
-    in order, never overlapping: line breaks inside tokens (:func:`break_joins`) and the
-    glue between concatenated string literals (:func:`concat_joins`)."""
+    in order, never overlapping: line breaks inside tokens (:func:`break_joins`,
+    :func:`yaml_joins`) and, with ``literals``, the glue between concatenated string
+    literals (:func:`concat_joins`)."""
     breaks = break_joins(text)
-    concats = concat_joins(text) + yaml_joins(text)
+    concats = (concat_joins(text) if literals else []) + yaml_joins(text)
     if not concats:
         return breaks
     if not breaks:
