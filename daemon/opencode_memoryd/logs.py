@@ -6,7 +6,10 @@ and stack were rendered to text (``exception``, ``stack``), so a secret quoted b
 message or a traceback (SQLite quotes row data) never reaches the log file or the console.
 Events never carry transcript text by design (the one exception, the debug-level
 ``memory_refused``, carries a refused memory's first 80 characters, redacted); the
-scrubber is the second line of defence.
+scrubber is the second line of defence. While a session is processed
+(:func:`~opencode_memoryd.redaction.engine.redacting_also`), the values its text revealed
+as secrets are redacted too, so a model that proposes one bare (no key word around it)
+never writes it to the log.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 import structlog
 
 from opencode_memoryd.disk import make_private
-from opencode_memoryd.redaction.engine import redact
+from opencode_memoryd.redaction.engine import extra_redaction, redact_by_rules
 
 LOG_FILE_NAME = "opencode-memoryd.log"
 
@@ -38,7 +41,7 @@ _SCRUBBED_MAX_CHARS = 256
 def _redacted(text: str) -> str:
     got = _SCRUBBED.get(text)
     if got is None:
-        got = redact(text).text
+        got = redact_by_rules(text).text
         if len(text) <= _SCRUBBED_MAX_CHARS:
             if len(_SCRUBBED) >= _SCRUBBED_MAX:
                 _SCRUBBED.clear()
@@ -46,19 +49,24 @@ def _redacted(text: str) -> str:
     return got
 
 
+def _redacted_known(text: str) -> str:
+    """Redacted by the rules (cached), then by the calling context's extra redaction."""
+    return extra_redaction(_redacted(text)).text
+
+
 def scrub_value(value: Any) -> Any:
     """``value`` with every secret redacted: strings, the items of dicts, lists and tuples
     (recursively); numbers, booleans and ``None`` unchanged; any other object (an
     exception, a path) as its redacted text."""
     if isinstance(value, str):
-        return _redacted(value) if value else value
+        return _redacted_known(value) if value else value
     if value is None or isinstance(value, bool | int | float):
         return value
     if isinstance(value, dict):
         return {k: scrub_value(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [scrub_value(v) for v in value]
-    return _redacted(str(value))
+    return _redacted_known(str(value))
 
 
 #: Fields that hold our own identifiers, never a secret: an OpenCode project id is the hash

@@ -10,8 +10,9 @@ and idempotent):
    whose row vanished from ``session_message`` (an OpenCode migration wiped the table)
    means re-reading the session from its start, which stores nothing twice: an item
    already recorded for the same turns is reused, and the store merges a fact it holds);
-2. build the transcript, strip invisible Unicode and redact it
-   (:func:`~opencode_memoryd.redaction.engine.scrub`), and ask the extractor (LLM or rules);
+2. build the transcript, strip invisible Unicode and redact it, also each value redacted
+   once wherever the session shows it (:mod:`~opencode_memoryd.capture.secrets`), and ask
+   the extractor (LLM or rules);
 3. **record** the result in the state file (status ``extracted``) before touching the store;
 4. write the memories to the store with deterministic point ids and write-time dedup;
 5. mark the item ``stored`` and advance the mark, in one state transaction.
@@ -61,18 +62,14 @@ from opencode_memoryd.capture.marks import reconcile_mark
 from opencode_memoryd.capture.notes import Seen, SessionNotes, Summarizer
 from opencode_memoryd.capture.outbox import item_id_of, recorded_candidate
 from opencode_memoryd.capture.report import Limits, SessionReport
+from opencode_memoryd.capture.secrets import SessionRedactor
 from opencode_memoryd.capture.writer import write_memories
 from opencode_memoryd.errors import DiskFullError, ExtractionError, SourceError, UpstreamError
 from opencode_memoryd.extract.rules import RulesExtractor
 from opencode_memoryd.extract.summarize import RulesSummarizer
-from opencode_memoryd.models import (
-    STORAGE_MESSAGE,
-    ExtractionResult,
-    Mark,
-    TranscriptLine,
-    iso_utc,
-)
-from opencode_memoryd.redaction.engine import scrub
+from opencode_memoryd.models import STORAGE_MESSAGE, ExtractionResult, Mark, TranscriptLine, iso_utc
+from opencode_memoryd.redaction.engine import redacting_also, scrub
+from opencode_memoryd.source.activity import compaction_summaries
 from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB
 from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.source.transcript import Chunk, chunk_turns
@@ -146,6 +143,7 @@ class SessionProcessor:
         self.chunks = ChunkExtractor(extractor, floor=self.rules)
         self.notes = SessionNotes(source, self.writes, store, summarizer or RulesSummarizer(),
                                   limits.notes, tool_output_chars=limits.tool_output_chars)
+        self._redactor: SessionRedactor | None = None
 
     def apply_item(self, item: Item, report: SessionReport) -> None:
         """Write a recorded item's memories to the store, then mark it stored and move the
@@ -199,8 +197,10 @@ class SessionProcessor:
             if ends is None:
                 ends = self.source.last_messages([session.id])
             end = ends.get(session.id)
-            seen = self._process_new(session, report, end)
-            self.notes.after_session(session, report, now=self.clock(), seen=seen, end=end)
+            with redacting_also(self.redactor(session.id).secrets.redact_known):
+                seen = self._process_new(session, report, end)
+                self.notes.after_session(session, report, now=self.clock(), seen=seen,
+                                         end=end)
         except UpstreamError as exc:
             report.error = scrub(f"{exc.kind}: {exc}").text
             report.error_kind = exc.kind
@@ -216,6 +216,7 @@ class SessionProcessor:
         finally:
             report.duration_ms = (time.perf_counter() - started) * 1000
             log.info("session_processed", **report.as_dict())
+            self._redactor = None  # the text it holds: read again only by the next run
         return report
 
     def _process_new(self, session: SessionRow, report: SessionReport,
@@ -248,6 +249,7 @@ class SessionProcessor:
             seen = (Seen(end, messages) if mark is None and not full_batch
                     and messages[-1].mark == end.position else None)
             real = drop_fork_copies(messages, session.time_created)
+            self.redactor(session.id).learn_copies(messages, real, self.limits.tool_output_chars)
             top = (max([max_rowid or 0, *(m.rowid for m in messages)])  # ``message`` only
                    if storage == STORAGE_MESSAGE else None)
             if not real:  # a batch of fork copies only: nothing to read, move past them
@@ -266,13 +268,16 @@ class SessionProcessor:
             if not done:
                 return seen  # wait for the turn in flight to finish
             report.turns_read += len(done)
-            report.summaries += self.notes.compactions(
-                session, [m for t in done for m in t.messages])
-            times = {m.id: m.time_created for m in real}
             # Fork copies precede the session's own messages, so the first chunk's mark
-            # moves past them too.
-            for chunk in chunk_turns(done, max_tokens=self.limits.max_chunk_tokens,
-                                     tool_output_chars=self.limits.tool_output_chars):
+            # moves past them too. Every line is scanned for secrets before any is used.
+            chunks = chunk_turns(done, max_tokens=self.limits.max_chunk_tokens,
+                                 tool_output_chars=self.limits.tool_output_chars)
+            read = [m for t in done for m in t.messages]
+            self.redactor(session.id).prepare((line for c in chunks for line in c.lines),
+                                              (text for _, text in compaction_summaries(read)))
+            report.summaries += self.notes.compactions(session, read)
+            times = {m.id: m.time_created for m in real}
+            for chunk in chunks:
                 chunk = replace(chunk, rowid=max(chunk.rowid, max_rowid or 0))
                 self._process_chunk(session, chunk, report, times, storage)
             if not more:
@@ -296,7 +301,7 @@ class SessionProcessor:
                                 result={**known.result, "max_rowid": rowid}), report)
             return
         self.ensure_space()
-        lines = self.redacted(chunk.lines, report)
+        lines = self.redactor(session.id).redacted(chunk.lines, report)
         spent = Spent()
         try:
             result = self.chunks.extract(lines, session.project_root, spent)
@@ -329,15 +334,13 @@ class SessionProcessor:
         if isinstance(self.writes, StateBatch):
             self.writes.prefetch(self.source.identity, session_ids)
 
-    def redacted(self, lines: Sequence[TranscriptLine],
-                 report: SessionReport) -> list[TranscriptLine]:
-        """``lines`` with every secret redacted; the redactions are counted in ``report``."""
-        out: list[TranscriptLine] = []
-        for line in lines:
-            r = scrub(line.text)
-            report.redactions.update(r.counts)
-            out.append(TranscriptLine(line.message_id, line.role, r.text))
-        return out
+    def redactor(self, session_id: str) -> SessionRedactor:
+        """The :class:`SessionRedactor` of a session (redacts its transcript lines; the
+        last one is kept)."""
+        if self._redactor is None or self._redactor.session_id != session_id:
+            self._redactor = SessionRedactor(self.state, self.source.identity, session_id,
+                                             lambda: _now_iso(self.clock()))
+        return self._redactor
 
     def count_spent(self, spent: Spent, report: SessionReport, *,
                     failed: BaseException | None = None) -> None:

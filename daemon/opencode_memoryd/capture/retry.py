@@ -26,6 +26,7 @@ from opencode_memoryd.capture.processor import SessionProcessor
 from opencode_memoryd.capture.report import SessionReport
 from opencode_memoryd.errors import ExtractionError, UpstreamError
 from opencode_memoryd.models import STORAGE_MESSAGE, TranscriptLine, iso_utc
+from opencode_memoryd.redaction.engine import redacting_also
 from opencode_memoryd.source.reader import MESSAGE_BATCH
 from opencode_memoryd.source.rows import MessageRow, SessionRow
 from opencode_memoryd.source.transcript import chunk_turns
@@ -108,11 +109,14 @@ def retry_given_up(proc: SessionProcessor, session: SessionRow,
         return report
     try:
         raw, times = _chunk_lines(proc, session, failure)
-        lines = proc.redacted(raw, report)
+        redactor = proc.redactor(session.id)
+        lines = redactor.redacted(raw, report)
         report.chunks = 1
         report.turns_read = len({x.message_id for x in lines if x.role == "user"})
         try:
-            result = ChunkExtractor(proc.extractor).extract(lines, session.project_root, spent)
+            with redacting_also(redactor.secrets.redact_known):  # the answer, its log too
+                result = ChunkExtractor(proc.extractor).extract(lines, session.project_root,
+                                                                spent)
         except (ExtractionError, UpstreamError) as exc:
             proc.count_spent(spent, report, failed=exc)
             fingerprint = failure_fingerprint(exc)

@@ -7,7 +7,11 @@ replaced. The secrets themselves are never returned, logged or counted by value.
 
 The function is pure (no I/O, no global state, safe to call from several threads) and
 idempotent: ``redact(redact(x).text).text == redact(x).text``, because placeholders are
-protected from every rule.
+protected from every rule. One thing is read from the calling context: inside
+:func:`redacting_also` (the daemon processing one session), :func:`redact` and
+:func:`scrub` also apply that block's extra redaction, the values that session revealed as
+secrets (:class:`~opencode_memoryd.redaction.known.SessionSecrets`), so every text of the
+session bound for a model, the store or the log is cleared of them.
 
 Where the rules come from
 -------------------------
@@ -35,7 +39,8 @@ Where the rules come from
   "das Passwort ist …"), high-entropy strings right after a key word, and bare
   high-entropy strings with no key word at all (hex only when the words around do not
   say hash or id).
-* A key pasted over two lines is found whole (:mod:`~opencode_memoryd.redaction.split`).
+* A key pasted over two lines or split over string literals is found whole
+  (:mod:`~opencode_memoryd.redaction.split`).
 
 Left alone on purpose: git SHAs, UUIDs, content hashes, integrity strings, paths, URLs
 without credentials, base64 data such as inline images and public keys (unless a key word
@@ -47,15 +52,18 @@ measure both (``bench/redaction_corpus.py`` prints recall per kind and false pos
 Layout
 ------
 This module is the public surface: :func:`redact`, :func:`scrub` (invisible Unicode
-stripped, then redacted: for text bound to a model or the store), :class:`Redacted`,
-:data:`KINDS`, :func:`placeholder`, :func:`merge_counts` and :class:`RedactionCounter`.
-Behind it: :mod:`~opencode_memoryd.redaction.rules` (the rule table, context rules as
-data), :mod:`~opencode_memoryd.redaction.tokens` (token shapes as data),
+stripped, then redacted: for text bound to a model or the store), :func:`scrub_found`
+(and the values replaced), :func:`redacting_also`, :func:`redact_by_rules`,
+:func:`extra_redaction`, :class:`Redacted`, :data:`KINDS`, :func:`placeholder`,
+:func:`merge_counts` and :class:`RedactionCounter`; beside it
+:mod:`~opencode_memoryd.redaction.known` (the values one session revealed). Behind it:
+:mod:`~opencode_memoryd.redaction.rules` (the rule table, context rules as data),
+:mod:`~opencode_memoryd.redaction.tokens` (token shapes as data),
 :mod:`~opencode_memoryd.redaction.finders` (headers, assignments, entropy after a key
 word, private-key blocks), :mod:`~opencode_memoryd.redaction.cli` (command lines),
 :mod:`~opencode_memoryd.redaction.prose` (passwords in prose),
 :mod:`~opencode_memoryd.redaction.bare` (bare high-entropy strings),
-:mod:`~opencode_memoryd.redaction.split` (keys split over lines),
+:mod:`~opencode_memoryd.redaction.split` (keys split over lines or string literals),
 :mod:`~opencode_memoryd.redaction.heuristics` (is a value a secret?),
 :mod:`~opencode_memoryd.redaction.scan` (rule type, regex finders, span merging),
 :mod:`~opencode_memoryd.redaction.unicode` (invisible characters) and
@@ -65,11 +73,13 @@ word, private-key blocks), :mod:`~opencode_memoryd.redaction.cli` (command lines
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from opencode_memoryd.redaction.scan import apply_rules
+from opencode_memoryd.redaction.scan import apply_rules_found
 from opencode_memoryd.redaction.split import find_joins, join
 from opencode_memoryd.redaction.unicode import strip_invisible
 
@@ -80,11 +90,15 @@ __all__ = [
     "KINDS",
     "Redacted",
     "RedactionCounter",
+    "extra_redaction",
     "join_split_tokens",
     "merge_counts",
     "placeholder",
     "redact",
+    "redact_by_rules",
+    "redacting_also",
     "scrub",
+    "scrub_found",
 ]
 
 #: Every kind :func:`redact` can report, i.e. every ``X`` in ``[REDACTED:X]``.
@@ -290,13 +304,62 @@ def redact(text: str) -> Redacted:
     users and hosts of URLs stay); existing placeholders are never redacted again, so
     the function is idempotent. Kinds: see :data:`KINDS`.
     """
+    return _also(redact_by_rules(text))
+
+
+def redact_by_rules(text: str) -> Redacted:
+    """As :func:`redact`, without the extra redaction of :func:`redacting_also` (the same
+    answer in any context, for a cache).
+
+    Raises:
+        TypeError: ``text`` is not a ``str``.
+    """
     if not isinstance(text, str):
         raise TypeError(f"redact() expects str, not {type(text).__name__}")
-    if not text:
-        return Redacted(text, {})
+    return _found(text)[0]
 
-    scrubbed, counts = apply_rules(text, _rules or _load_rules())
-    return Redacted(scrubbed, counts)
+
+#: The extra redaction of the block the caller is in (:func:`redacting_also`).
+_ALSO: ContextVar[Callable[[str], Redacted] | None] = ContextVar(
+    "opencode_memoryd_redacting_also", default=None)
+
+
+@contextmanager
+def redacting_also(extra: Callable[[str], Redacted]) -> Iterator[None]:
+    """Within the block, :func:`redact` and :func:`scrub` in this thread (and the tasks
+    it starts) also pass their result through ``extra``: e.g.
+    :meth:`~opencode_memoryd.redaction.known.SessionSecrets.redact_known` while one
+    session is processed, so its summaries, memories, the model's answers and the log
+    are cleared of the values the session revealed as secrets."""
+    token = _ALSO.set(extra)
+    try:
+        yield
+    finally:
+        _ALSO.reset(token)
+
+
+def extra_redaction(text: str) -> Redacted:
+    """Only the extra redaction of the :func:`redacting_also` block the caller is in
+    (``text`` unchanged, no counts, outside one): for a caller that caches
+    :func:`redact_by_rules`."""
+    return _also(Redacted(text, {}))
+
+
+def _also(result: Redacted) -> Redacted:
+    extra = _ALSO.get()
+    if extra is None or not result.text:
+        return result
+    again = extra(result.text)
+    if not again.counts:
+        return result
+    return Redacted(again.text, merge_counts(result.counts, again.counts))
+
+
+def _found(text: str) -> tuple[Redacted, list[tuple[str, str]]]:
+    if not text:
+        return Redacted(text, {}), []
+    scrubbed, counts, values = apply_rules_found(text, _rules or _load_rules())
+    return Redacted(scrubbed, counts), values
 
 
 def scrub(text: str) -> Redacted:
@@ -319,19 +382,38 @@ def scrub(text: str) -> Redacted:
     return redact(strip_invisible(text))
 
 
+def scrub_found(text: str) -> tuple[Redacted, list[tuple[str, str]]]:
+    """As :func:`scrub`, and the secrets it replaced, to recognise them elsewhere.
+
+    Returns:
+        ``(result, values)``: ``values`` holds ``(value, kind)`` per replaced finding, in
+        text order (a key split over lines or string literals whole, without the break).
+        The values are the caller's to keep in memory or hash
+        (:class:`~opencode_memoryd.redaction.known.SessionSecrets`), never to log or store.
+
+    Raises:
+        TypeError: ``text`` is not a ``str``.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"scrub_found() expects str, not {type(text).__name__}")
+    return _found(strip_invisible(text))
+
+
 def join_split_tokens(text: str) -> str:
     """``text`` with the line breaks inside keys pasted over two lines removed.
 
     The breaks :func:`redact` itself looks through
     (:func:`~opencode_memoryd.redaction.split.find_joins`): a line ending in a random-looking
-    run of token characters, the next starting with one. Call it before folding white
-    space (a tool output shown on one line), so that the two halves of a key do not
-    become two words, each too short to be recognised.
+    run of token characters, the next starting with one, and the lines of a YAML block
+    scalar holding one key; not the glue between string literals, which folding leaves
+    recognisable. Call it before folding white space (a tool output shown on one line),
+    so that the two halves of a key do not become two words, each too short to be
+    recognised.
 
     Raises:
         TypeError: ``text`` is not a ``str``.
     """
     if not isinstance(text, str):
         raise TypeError(f"join_split_tokens() expects str, not {type(text).__name__}")
-    joins = find_joins(text)
+    joins = find_joins(text, literals=False)  # folding keeps concatenations recognisable
     return join(text, joins) if joins else text

@@ -22,6 +22,7 @@ from opencode_memoryd.redaction.split import (
     continuation_end,
     cut_points,
     find_joins,
+    grown_end,
     join,
     to_original,
 )
@@ -303,17 +304,43 @@ def apply_rules(text: str, rules: Sequence[Rule]) -> tuple[str, dict[str, int]]:
         ``(scrubbed text, {kind: replaced spans})``, keys sorted; ``(text, {})`` (the same
         string) when nothing was found.
     """
+    scrubbed, counts, _values = apply_rules_found(text, rules)
+    return scrubbed, counts
+
+
+def apply_rules_found(text: str, rules: Sequence[Rule]
+                      ) -> tuple[str, dict[str, int], list[tuple[str, str]]]:
+    """As :func:`apply_rules`, and the values found: ``(scrubbed, counts, values)``.
+
+    ``values`` holds ``(value, kind)`` for each finding that was replaced, in text order,
+    each value as the rules saw it: a key split over lines or string literals
+    (:func:`~opencode_memoryd.redaction.split.find_joins`) is given whole, without the
+    break. A finding that merged with others is given on its own too. For the caller
+    to recognise the same value elsewhere; never logged or stored as it is.
+    """
     joins = find_joins(text)
-    spans = _find_all(ScanText(join(text, joins) if joins else text), rules)
-    if not spans:
-        return text, {}
+    joined = join(text, joins) if joins else text
+    found = _find_all(ScanText(joined), rules)
+    if not found:
+        return text, {}, []
+    spans = found
     if joins:
         cuts = cut_points(joins)
-        spans = [(*to_original(joins, cuts, s, e), p, k) for s, e, p, k in spans]
-    spans = _without_placeholders(text, spans)
-    if not spans:
-        return text, {}
-    return _replace(text, spans)
+        found = [(s, grown_end(joined, cuts, s, e), p, k) for s, e, p, k in found]
+        spans = [(*to_original(joins, cuts, s, e), p, k) for s, e, p, k in found]
+    kept = _without_placeholders(text, spans)
+    if not kept:
+        return text, {}, []
+    keep = set(kept)
+    # one kind per value: that of the finding that names its span (lowest priority)
+    best: dict[str, tuple[int, int, str]] = {}
+    for (s, e, p, k), mapped in zip(found, spans, strict=True):
+        value = joined[s:e]
+        if mapped in keep and (value not in best or (p, s) < best[value][:2]):
+            best[value] = (p, s, k)
+    scrubbed, counts = _replace(text, kept)
+    return scrubbed, counts, sorted(((v, k) for v, (_p, _s, k) in best.items()),
+                                    key=lambda x: best[x[0]][1])
 
 
 def _find_all(src: ScanText, rules: Sequence[Rule]) -> list[tuple[int, int, int, str]]:

@@ -16,6 +16,8 @@ one class per group of tables:
   limit (``agent_forgets``);
 * :class:`~opencode_memoryd.state.replies.ReplyTable`: the model's answers kept until
   their work is done (``llm_replies``);
+* :class:`~opencode_memoryd.state.secrets.SecretTable`: the keyed digests of the secrets
+  recognised per session (``session_secrets``, ``secret_key``);
 
 all on one :class:`~opencode_memoryd.state.engine.StateFile` (engine, PRAGMAs, schema).
 """
@@ -34,6 +36,7 @@ from opencode_memoryd.state.llm import LlmModeTable
 from opencode_memoryd.state.queue import QueueTable
 from opencode_memoryd.state.replies import ReplyTable
 from opencode_memoryd.state.runs import RunTables
+from opencode_memoryd.state.secrets import SecretTable
 
 __all__ = ["BatchOp", "StateDB"]
 
@@ -47,7 +50,7 @@ BatchOp = tuple[Any, ...]
 
 
 class StateDB(OutboxTables, QueueTable, RunTables, FailureTables, LlmModeTable, ReplyTable,
-              AgentTable):
+              AgentTable, SecretTable):
     """The state file (``state.db``), opened and migrated.
 
     Durable commits (``synchronous=FULL`` in WAL mode) survive power loss: the outbox's

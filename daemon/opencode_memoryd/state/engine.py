@@ -169,6 +169,19 @@ _DDL = [
         at TEXT NOT NULL,
         memory_id TEXT NOT NULL
     )""",
+    """CREATE TABLE IF NOT EXISTS secret_key (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        key BLOB NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS session_secrets (
+        source_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        digest BLOB NOT NULL,
+        length INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (source_id, session_id, digest)
+    )""",
 ]
 
 

@@ -5,8 +5,10 @@ Nothing here touches the memory store or writes anywhere: every call opens the O
 database(s) read-only (``--db PATH``, else the configured or discovered ones), runs a few
 bounded queries (:mod:`opencode_memoryd.source.history`) and closes them. Every text that
 leaves (titles, message texts, snippets, summaries) has gone through
-:func:`~opencode_memoryd.redaction.engine.redact` first, so history never hands a secret
-to the model that asks for it. Times are ISO 8601 UTC strings with milliseconds.
+:func:`~opencode_memoryd.redaction.engine.scrub` first, and a session's messages, snippets
+and summaries are also cleared of every value the session revealed as a secret elsewhere
+(:mod:`~opencode_memoryd.usecases.history_secrets`), so history never hands a secret to
+the model that asks for it. Times are ISO 8601 UTC strings with milliseconds.
 
 A folder's project is resolved as for memories
 (:func:`~opencode_memoryd.usecases.projects.project_keys_for_dir`): the OpenCode projects
@@ -30,9 +32,11 @@ from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.errors import NotFoundError, RequestError, SourceError
 from opencode_memoryd.models import iso_utc, utc_from_ms
 from opencode_memoryd.redaction.engine import scrub
+from opencode_memoryd.redaction.known import SessionSecrets
 from opencode_memoryd.source import history as queries
 from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.usecases import limits
+from opencode_memoryd.usecases.history_secrets import session_secrets
 from opencode_memoryd.usecases.ports import AppPort
 from opencode_memoryd.usecases.projects import project_keys_for_dir
 
@@ -112,21 +116,25 @@ def _iso(ms: int) -> str:
     return iso_utc(utc_from_ms(ms))
 
 
-def _clean(text: str, limit: int) -> tuple[str, bool]:
-    """Redacted, then cut to ``limit`` characters (cutting after redaction never leaves
-    half a secret unrecognised)."""
-    red = scrub(text).text
+def _clean(text: str, limit: int, known: SessionSecrets) -> tuple[str, bool]:
+    """Redacted (also the session's ``known`` secrets), then cut to ``limit`` characters
+    (cutting after redaction never leaves half a secret unrecognised)."""
+    red = known.redact_known(scrub(text).text).text
     if len(red) <= limit:
         return red, False
     return red[: limit - 1] + "…", True
 
 
-def session_info(s: SessionRow, active: int | None = None) -> dict[str, Any]:
-    """A session as JSON: ``{id, title (redacted), directory, project_id, created,
-    updated (ISO 8601 UTC), parent_id, archived}``; ``updated`` is ``active`` (the
-    session's newest activity in ms, see :func:`queries.last_activity`) when given, else
-    its ``time_updated``."""
-    return {"id": s.id, "title": scrub(s.title).text, "directory": s.directory,
+def session_info(s: SessionRow, active: int | None = None,
+                 known: SessionSecrets | None = None) -> dict[str, Any]:
+    """A session as JSON: ``{id, title (redacted, also of the ``known`` secrets),
+    directory, project_id, created, updated (ISO 8601 UTC), parent_id, archived}``;
+    ``updated`` is ``active`` (the session's newest activity in ms, see
+    :func:`queries.last_activity`) when given, else its ``time_updated``."""
+    title = scrub(s.title).text
+    if known is not None:
+        title = known.redact_known(title).text
+    return {"id": s.id, "title": title, "directory": s.directory,
             "project_id": s.project_id, "created": _iso(s.time_created),
             "updated": _iso(s.time_updated if active is None else active),
             "parent_id": s.parent_id, "archived": s.archived}
@@ -238,14 +246,15 @@ def messages(app: AppPort, *, session_id: str, offset: int = 0, limit: int = 50,
         total = queries.message_count(source, sid)
         page = queries.message_page(source, sid, offset=offset, limit=limit)
         active = queries.last_activity(source, row)
+        known = session_secrets(source, sid, row.title)
     out = []
     for m in page:
         r = queries.render(m, tool_output_chars=TOOL_OUTPUT_CHARS)
-        text, cut = _clean(r.text, MESSAGE_TEXT_CHARS)
+        text, cut = _clean(r.text, MESSAGE_TEXT_CHARS, known)
         out.append({"id": m.id, "role": queries.role_of(m), "time": _iso(m.time_created),
                     "kind": r.kind, "text": text, "truncated": cut})
     end = offset + len(page)
-    return {"session": session_info(row, active), "messages": out, "offset": offset,
+    return {"session": session_info(row, active, known), "messages": out, "offset": offset,
             "limit": limit, "total": total, "next_offset": end if end < total else None}
 
 
@@ -310,18 +319,24 @@ def search(app: AppPort, *, query: str, directory: str, limit: int = 20,
     with _databases(app, db) as dbs:
         for source in dbs:
             found = 0
+            known: dict[str, SessionSecrets] = {}
             for part in queries.text_parts_like(source, scope, terms,
                                                 batch=max(limit * 3, 60),
                                                 max_rows=SEARCH_MAX_ROWS):
                 if part.message_id in hits:
                     continue
-                text = scrub(part.text).text
+                if part.session_id not in known:
+                    known[part.session_id] = session_secrets(source, part.session_id,
+                                                             part.session_title)
+                secrets = known[part.session_id]
+                text = secrets.redact_known(scrub(part.text).text).text
                 low = text.lower()
                 if not all(t in low for t in terms):
                     continue
                 hits[part.message_id] = (part.time_created, {
                     "session_id": part.session_id,
-                    "session_title": scrub(part.session_title).text,
+                    "session_title": secrets.redact_known(
+                        scrub(part.session_title).text).text,
                     "message_id": part.message_id, "role": part.role,
                     "kind": "summary" if part.summary else "text",
                     "time": _iso(part.time_created), "snippet": _snippet(text, terms)})
@@ -364,6 +379,7 @@ def compactions(app: AppPort, *, session_id: str, db: str | None = None) -> dict
         source, row = _find_session(dbs, sid)
         points = queries.compactions(source, sid, limit=MAX_COMPACTIONS)
         active = queries.last_activity(source, row)
+        known = session_secrets(source, sid, row.title)
     out = []
     for p in points:
         item: dict[str, Any] = {
@@ -373,8 +389,8 @@ def compactions(app: AppPort, *, session_id: str, db: str | None = None) -> dict
             "truncated": False}
         if p.summary is not None:
             text = queries.render(p.summary, tool_output_chars=TOOL_OUTPUT_CHARS).text
-            item["summary"], item["truncated"] = _clean(text, SUMMARY_TEXT_CHARS)
+            item["summary"], item["truncated"] = _clean(text, SUMMARY_TEXT_CHARS, known)
             item["summary_message_id"] = p.summary.id
             item["summary_time"] = _iso(p.summary.time_created)
         out.append(item)
-    return {"session": session_info(row, active), "compactions": out}
+    return {"session": session_info(row, active, known), "compactions": out}
