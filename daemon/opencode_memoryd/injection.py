@@ -24,9 +24,11 @@ _I = re.IGNORECASE
 #: and NFKC-folded (so full-width letters and look-alike compatibility forms match).
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("override", re.compile(
-        r"\b(ignore|disregard|forget|override|bypass|skip)\b[^.\n]{0,40}?"
-        r"\b(instructions?|prompts?|rules|guidelines|directions|directives|context|guardrails"
-        r"|polic(y|ies)|everything (above|before))\b", _I)),
+        r"\b(ignore|disregard|forget|override|bypass)\s+(all\s+|any\s+|the\s+)?"
+        r"(previous|prior|above|earlier|preceding|your|system|original|existing|other|these"
+        r"|those|all)\s+(\w+\s+)?(instructions?|prompts?|rules|guidelines|directions"
+        r"|directives|context|guardrails|polic(y|ies))\b|\b(ignore|disregard|forget)\s+"
+        r"(everything|all)\s+(above|before|else)\b", _I)),
     ("addresses the agent", re.compile(
         r"\b(you|your|assistants?|agents?|ai|llms?|models?|claude|gpt|copilot|opencode)\b"
         r"[^.\n]{0,30}?\b(must|should|shall|will|need to|needs to|have to|has to|are to"
@@ -41,6 +43,9 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("urgent framing", re.compile(
         r"(^|\n)\s*[\[(*_]*\s*(important|attention|urgent|warning|note to|notice|system"
         r"|admin(istrator)?|instructions?|reminder|critical|override)\s*[\])*_]*\s*[:!]", _I)),
+    ("urgent framing", re.compile(
+        r"\b(note|message|instructions?|reminder|memo)\s+(to|for)\s+(the\s+|all\s+|any\s+)?"
+        r"(ai|assistants?|agents?|llms?|models?|bots?|claude|gpt|copilot)\b", _I)),
     ("markup", re.compile(
         r"</?\s*(system|assistant|user|human|instructions?|memory|memories|context|tool"
         r"|prompt|im_start|im_end|s|inst)\b[^>]*>|<\|[\w-]+\|>|\[/?(INST|SYS)\]"
@@ -49,7 +54,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"(^|\n)\s*(system|assistant|user|human|developer|tool)\s*:\s", _I)),
     ("fake heading", re.compile(
         r"(^|\n)\s*(#{1,6}\s|={3,}|-{3,}|\*{3,})|\b(end|begin|start) of (the )?(memory|memories"
-        r"|notes|context|instructions|system|prompt)\b|opencode-memoryd", _I)),
+        r"|notes|context|instructions|system|prompt)\b", _I)),
     ("hidden command", re.compile(
         r"\b(curl|wget|fetch|iwr|invoke-webrequest)\b[^\n]{0,120}\|\s*(sudo\s+)?(ba|z|k|fi)?sh\b"
         r"|\brm\s+-[a-z]*r[a-z]*f|\bbase64\s+(-d|--decode)|\bnc\s+-[a-z]*e|\beval\s*[($`]"

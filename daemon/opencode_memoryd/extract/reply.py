@@ -27,6 +27,8 @@ from opencode_memoryd.errors import ExtractionError
 from opencode_memoryd.extract.facts import unsupported
 from opencode_memoryd.extract.polarity import flip_reason
 from opencode_memoryd.extract.sections import section_for, valid_section
+from opencode_memoryd.extract.segment import units
+from opencode_memoryd.injection import instruction_reason
 from opencode_memoryd.models import (
     FACT_TYPES,
     SCOPES,
@@ -171,6 +173,26 @@ def junk_reason(content: str) -> str | None:
     return None
 
 
+_QUOTED = re.compile(r'"([^"\n]{0,400})"')
+#: Instruction-gate reasons (:func:`~opencode_memoryd.injection.instruction_reason`) that
+#: no fact of the user's needs: text that overrides the agent's instructions, calls itself
+#: a note to the AI, speaks as a role or fakes markup, headings or markers is someone
+#: else's text pasted into the user's message. (A user's own "always …", "don't mention
+#: …" or "install with curl … | sh" are facts.)
+FOREIGN_REASONS = frozenset({"override", "urgent framing", "markup", "role prefix",
+                             "fake heading", "invisible characters"})
+
+
+def own_words(text: str) -> str:
+    """What the user wrote in their own words in ``text`` (one user message): its prose
+    sentences (:func:`~opencode_memoryd.extract.segment.units`), so not code blocks,
+    quoted lines (``> …``), pasted transcripts, logs and what follows an introducer
+    ("Here's what the issue says:"), and without quotations of three words or more.
+    What the user pastes or quotes is someone else's text, not their fact."""
+    said = " \n".join(u.text for u in units(text) if u.kind == "sentence")
+    return _QUOTED.sub(lambda m: m.group(0) if len(m.group(1).split()) < 3 else " ", said)
+
+
 def grounding_gap(claim: str, cited: str) -> str | None:
     """Why ``cited`` (the user text a claim cites, redacted) does not ground ``claim``, or
     ``None`` when it does: an identifier or number missing or too few of its words there
@@ -224,7 +246,10 @@ def _check_item(
     reason = junk_reason(content)
     if reason:
         return None, f"junk: {reason}", short
-    cited = "\n".join([*(said[i] for i in ids if i in said), project_name or ""])
+    foreign = instruction_reason(content)
+    if foreign in FOREIGN_REASONS:
+        return None, f"instruction: {foreign}", short
+    cited = "\n".join([*(own_words(said[i]) for i in ids if i in said), project_name or ""])
     gap = grounding_gap(shown, cited)
     if gap:
         return None, f"ungrounded: {gap}", short
