@@ -8,9 +8,10 @@ note_id`) rewritten in place when its source changes, redacted and size-capped:
   paragraph (:func:`~opencode_memoryd.extract.digest.condense_summary`); provenance: the
   session and the summary message. OpenCode's model writes it from tool output too, so
   each item passes the gate of generated text (:mod:`opencode_memoryd.extract.generated`)
-  against the user's words and the files and commands of the turns read with it; a
-  summary with no item left is not stored. Written as the turn holding it is read; a memory that
-  already exists for that message (even one the user forgot) is left as it is.
+  against the user's words and the files and commands of the session before it (read
+  again from its start); a summary with no item left is not stored. Written as the turn
+  holding it is read; a memory that already exists for that message (even one the user
+  forgot) is left as it is.
 * **session notes** (type ``session-summary``, one per session): when a top-level session
   is read to its end, has been idle for ``idle_ms`` and did not end with a compaction, the
   state it ended in (rules mode: files changed, commands still failing,
@@ -39,9 +40,11 @@ import structlog
 from opencode_memoryd.capture.report import NoteSettings, SessionReport
 from opencode_memoryd.extract.digest import cap, condense_summary
 from opencode_memoryd.extract.generated import gate
+from opencode_memoryd.extract.reply import own_words
 from opencode_memoryd.extract.summarize import Summary
 from opencode_memoryd.models import (
     STORAGE_MESSAGE,
+    STORAGE_SESSION_MESSAGE,
     Mark,
     Memory,
     TranscriptLine,
@@ -114,16 +117,17 @@ def _tail(lines: list[TranscriptLine], max_tokens: int) -> list[TranscriptLine]:
 
 
 def _grounds(messages: Sequence[MessageRow], until: str) -> str:
-    """What a compaction summary may draw on: the human text of the user messages before
-    the message ``until`` among ``messages``, and the files and (shown) commands of their
-    tool calls."""
+    """What a compaction summary may draw on: the user's own words
+    (:func:`~opencode_memoryd.extract.reply.own_words`) in the user messages before the
+    message ``until`` among ``messages``, and the files and (shown) commands of their tool
+    calls."""
     before: list[MessageRow] = []
     for m in messages:
         if m.id == until:
             break
         before.append(m)
     act = session_activity(before)
-    said = [human_text(m) for m in before if m.role == "user" and not m.corrupt]
+    said = [own_words(human_text(m)) for m in before if m.role == "user" and not m.corrupt]
     return "\n".join([*said, *act.files, *(shown_command(f.command) for f in act.failing)])
 
 
@@ -164,11 +168,15 @@ class SessionNotes:
         if not self.settings.session_summaries or session.is_subagent:
             return 0
         added = 0
+        whole: list[MessageRow] | None = None
         for m, text in compaction_summaries(messages):
             pid = note_id(session.project_key, "session-summary", f"compaction:{m.id}")
             if self.store.get([pid]):
                 continue  # stored before (a re-read), or forgotten by the user: keep it so
-            grounds = scrub(_grounds(messages, m.id)).text
+            if whole is None:  # the turns it restates were read by earlier runs
+                whole = self._read_to_end(session, STORAGE_MESSAGE if m.kind is None
+                                          else STORAGE_SESSION_MESSAGE)
+            grounds = scrub(_grounds(whole, m.id)).text
 
             def keep(item: str, grounds: str = grounds) -> str:
                 return gate(item, grounds)[0]

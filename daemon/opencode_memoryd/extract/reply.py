@@ -24,7 +24,14 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from opencode_memoryd.errors import ExtractionError
-from opencode_memoryd.extract.facts import unsupported
+from opencode_memoryd.extract.facts import (
+    FRAME_STEMS,
+    content_words,
+    identifiers,
+    missing_identifiers,
+    stem,
+    unsupported,
+)
 from opencode_memoryd.extract.polarity import flip_reason
 from opencode_memoryd.extract.sections import section_for, valid_section
 from opencode_memoryd.extract.segment import units
@@ -173,6 +180,7 @@ def junk_reason(content: str) -> str | None:
     return None
 
 
+_IDENTISH = re.compile(r"[0-9/\\_@#+:]|\w\.\w")
 _QUOTED = re.compile(r'"([^"\n]{0,400})"')
 #: Instruction-gate reasons (:func:`~opencode_memoryd.injection.instruction_reason`) that
 #: no fact of the user's needs: text that overrides the agent's instructions, calls itself
@@ -193,18 +201,45 @@ def own_words(text: str) -> str:
     return _QUOTED.sub(lambda m: m.group(0) if len(m.group(1).split()) < 3 else " ", said)
 
 
-def grounding_gap(claim: str, cited: str) -> str | None:
+def grounding_gap(claim: str, cited: str, own: str | None = None) -> str | None:
     """Why ``cited`` (the user text a claim cites, redacted) does not ground ``claim``, or
     ``None`` when it does: an identifier or number missing or too few of its words there
     (:func:`~opencode_memoryd.extract.facts.unsupported` at
     :data:`GROUNDING_MIN_SHARE`: ``missing identifier``, ``unsupported words``), or the
     claim turns the cited words around (:func:`~opencode_memoryd.extract.polarity.
-    flip_reason`: ``flipped negation``, ``flipped modality``, ``flipped order``)."""
-    gap = unsupported(claim, cited, min_share=GROUNDING_MIN_SHARE)
+    flip_reason`: ``flipped negation``, ``flipped modality``, ``flipped order``).
+
+    ``own``: the user's own words in ``cited`` (:func:`own_words`). When given, the
+    identifiers must be in ``cited`` (the user may paste a URL or a config line) and count
+    as the user's words there, but the other words must be in ``own``, and a claim whose
+    identifiers are not all in ``own`` must find :data:`GROUNDING_MIN_SHARE` of its
+    other words there too: a pasted or quoted sentence grounds nothing. The polarity is
+    compared with ``own``."""
+    if own is None:
+        gap = unsupported(claim, cited, min_share=GROUNDING_MIN_SHARE)
+    elif missing_identifiers(claim, cited):
+        gap = "missing identifier"
+    else:
+        idents = identifiers(claim)
+        gap = unsupported(claim, "\n".join([own, *idents]), min_share=GROUNDING_MIN_SHARE)
+        anchor = {stem(w) for w in content_words(_without_identifiers(claim))} - FRAME_STEMS
+        if (not gap and missing_identifiers(claim, own) and len(
+                anchor & {stem(w) for w in content_words(own)})
+                < GROUNDING_MIN_SHARE * max(len(anchor), 1)):
+            gap = "unsupported words"
     if gap:
         return gap
-    flip = flip_reason(claim, cited)
+    flip = flip_reason(claim, cited if own is None else own)
     return f"flipped {flip}" if flip else None
+
+
+def _without_identifiers(text: str) -> str:
+    """``text`` without its code spans and identifier tokens
+    (:func:`~opencode_memoryd.extract.facts.identifiers`)."""
+    idents = identifiers(text)
+    rest = re.sub(r"`[^`]*`", " ", text)
+    return " ".join(w for w in rest.split() if w.strip(".,;:!?()[]{}'\"").casefold()
+                    not in idents and not _IDENTISH.search(w))
 
 
 def _check_item(
@@ -249,8 +284,9 @@ def _check_item(
     foreign = instruction_reason(content)
     if foreign in FOREIGN_REASONS:
         return None, f"instruction: {foreign}", short
-    cited = "\n".join([*(own_words(said[i]) for i in ids if i in said), project_name or ""])
-    gap = grounding_gap(shown, cited)
+    cited = "\n".join([*(said[i] for i in ids if i in said), project_name or ""])
+    own = "\n".join([*(own_words(said[i]) for i in ids if i in said), project_name or ""])
+    gap = grounding_gap(shown, cited, own)
     if gap:
         return None, f"ungrounded: {gap}", short
     # a missing or unknown section is not a reason to lose the fact: the rules choose one

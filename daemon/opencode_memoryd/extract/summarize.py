@@ -41,7 +41,7 @@ from opencode_memoryd.extract.brief import project_facts, render_brief
 from opencode_memoryd.extract.digest import cap
 from opencode_memoryd.extract.generated import gate
 from opencode_memoryd.extract.llm_extractor import ChatModel, render_transcript
-from opencode_memoryd.extract.reply import junk_reason
+from opencode_memoryd.extract.reply import junk_reason, own_words
 from opencode_memoryd.models import TranscriptLine
 
 log = structlog.get_logger(__name__)
@@ -195,7 +195,7 @@ class LlmSummarizer:
         user = Template(_prompt("summary_user.md")).substitute(
             max_chars=max_chars, state=_escape(state or "(nothing recorded)"),
             transcript=render_transcript(lines))
-        said = "\n".join(x.text for x in lines if x.role == "user")
+        said = "\n".join(own_words(x.text) for x in lines if x.role == "user")
         return self._ask("session_summary", _prompt("summary_system.md").strip(),
                          user.strip(), max_chars, fallback, f"{said}\n{state}")
 
