@@ -129,4 +129,6 @@ FAITHFUL: list[tuple[str, str]] = [
      "No one should push directly to the release branch."),
     ("Hide the internal endpoints from the docs.", "The internal endpoints are hidden from "
      "the docs."),
+    ("dont forget that staging is on eu-west-1", "Staging is on eu-west-1."),
+    ("Dont forget to tag the release after merging!!", "Tag the release after merging."),
 ]

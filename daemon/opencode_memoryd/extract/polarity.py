@@ -32,6 +32,9 @@ from opencode_memoryd.extract.facts import FRAME_STEMS, content_words, stem
 _NEGATORS = frozenset({
     "not", "no", "never", "nor", "neither", "without", "avoid", "cannot", "nothing", "none",
     "nobody", "nowhere", "stop", "refrain", "skip", "omit", "ignore", "forget",
+    # contractions typed without the apostrophe
+    "dont", "doesnt", "didnt", "cant", "wont", "shouldnt", "mustnt", "isnt", "arent",
+    "wasnt", "werent", "couldnt", "wouldnt", "havent", "hasnt", "neednt",
 })
 #: The negative member of opposite pairs (the positive one counts as no negation).
 _NEGATIVE = frozenset({
