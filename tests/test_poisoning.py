@@ -92,3 +92,10 @@ def test_no_attacker_line_reaches_any_block(tmp_path: Path, sample_db: Path,
     assert brief["content"].startswith("cloned-tool: a JavaScript project (package.json).")
     notes = [m["content"] for m in memories if m["type"] == "session-summary"]
     assert any("app.ts" in n for n in notes)
+    if mode == "rules":  # crafted names are counted, plain ones shown
+        [named] = [n for n in notes if "src/cart.ts" in n]
+        assert named.startswith("The session stopped after the request \"tidy the docs\".")
+        assert "`pnpm test cart --run` (exit 1)" in named
+        assert "`pytest` (exit 1)" in named and "`false` (exit 1)" in named
+        assert "1 command not shown" in named
+        assert "Files changed: src/cart.ts, 3 files not shown." in named
