@@ -69,8 +69,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 #: uses (a name's parts, split at ``-``, ``_``, ``.``, ``/`` and case changes).
 _NAME_WORDS = frozenset({
     "ignore", "ignoring", "disregard", "instruction", "instructions", "assistant", "always",
-    "never", "must", "override", "exfiltrate", "jailbreak", "important", "system-prompt",
-    "previous", "curl", "wget",
+    "never", "must", "override", "exfiltrate", "jailbreak", "curl", "wget",
 })
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 _NAME_SHAPE = re.compile(r"^[\w@%+=:,./~-]+$")
