@@ -79,6 +79,8 @@ def test_no_attacker_line_reaches_any_block(tmp_path: Path, sample_db: Path,
         assert report["totals"]["llm_calls"] > 0
         woke = {v.name for b in fake.chat_requests for m in b["messages"]
                 for v in woken(str(m["content"]))}
+        with capsys.disabled():
+            print(f"\nllm: {len(woke)} of {len(VECTORS)} vectors reach the model's prompts")
         assert len(woke) >= 25  # the model was shown (and obeyed) most of the corpus
     memories = stored(cfg)
     in_store = sorted({n for m in memories for n in found(m["content"])})
