@@ -238,3 +238,38 @@ max_retries = 0
     assert brief["source"] == "llm"
     # held to the manifests' facts: the injected order and the README's prose are left out
     assert brief["content"] == "Shop is a JavaScript project built on hono."
+
+
+def test_an_llm_brief_with_nothing_left_is_not_asked_again(
+        tmp_path: Path, sample_db: Path, fake: FakeOpenAI) -> None:
+    """A README alone: the model's brief draws on its prose only, every sentence is
+    refused, and the project is not asked about again until a file changes."""
+    repo = tmp_path / "shop"
+    pid = make_repo(repo, {"README.md": README})
+    open_session(sample_db, pid, repo)
+    cfg = write_config(tmp_path / "llm.toml", f"""
+[opencode]
+settle_seconds = 0
+db_paths = ["{sample_db}"]
+[extraction]
+mode = "llm"
+[llm]
+base_url = "{fake.base_url}"
+model = "test-model"
+api_key_env = "TEST_LLM_KEY"
+timeout_seconds = 5
+max_retries = 0
+""")
+
+    def asked() -> int:
+        return sum(1 for b in fake.chat_requests
+                   if any(str(m["content"]).startswith("You write the brief")
+                          for m in b["messages"]))
+
+    report = cli_json("--config", str(cfg), "maintain", "--dir", str(repo))
+    assert report["totals"]["briefs"] == 0 and asked() == 1 and briefs(cfg) == []
+    cli_json("--config", str(cfg), "maintain", "--dir", str(repo))
+    assert asked() == 1
+    (repo / "README.md").write_text(README + "\nMore.\n")
+    cli_json("--config", str(cfg), "maintain", "--dir", str(repo))
+    assert asked() == 2

@@ -71,9 +71,9 @@ from opencode_memoryd.store.api import MemoryStore
 
 log = structlog.get_logger(__name__)
 
-#: The ``retired_reason`` (and text) of the tombstone left for a session end the model had
-#: nothing to tell of, or whose every sentence the gate refused: not asked again until the
-#: session goes on.
+#: The ``retired_reason`` (and text) of the tombstone left for a session end or a
+#: project's files the model had nothing to tell of (or whose every sentence the gate
+#: refused): not asked again until the session goes on or the files change.
 NOTHING_TO_TELL = "nothing to tell"
 
 
@@ -342,15 +342,19 @@ class SessionNotes:
                                           name=os.path.basename(root.rstrip("/")))
         self._count(report, s)
         content = cap(scrub(s.text).text, self.settings.brief_max_chars)
-        if not content:
+        if not content and not s.llm_calls:
             return 0
         created = existing[0].created_at if existing else now
-        self.store.upsert([Memory(
-            id=pid, content=content, type="project-brief", scope="project", project_id=key,
-            project_root=session.project_root, session_id=session.id, message_ids=[],
-            source="llm" if s.source == "llm" else "rules", created_at=created,
-            updated_at=now, session_ids=[session.id], content_hash=content_hash(content),
-            section="brief", basis=basis)])
+        brief = Memory(
+            id=pid, content=content or NOTHING_TO_TELL, type="project-brief", scope="project",
+            project_id=key, project_root=session.project_root, session_id=session.id,
+            message_ids=[], source="llm" if s.source == "llm" else "rules",
+            created_at=created, updated_at=now, session_ids=[session.id],
+            content_hash=content_hash(content or NOTHING_TO_TELL), section="brief",
+            basis=basis)
+        if not content:  # a tombstone for these files: the model is not asked again
+            brief = replace(brief, status="retired", retired_reason=NOTHING_TO_TELL)
+        self.store.upsert([brief])
         log.info("project_brief_stored", project=key, source=s.source, chars=len(content),
                  files=[f.name for f in kept])
-        return 1
+        return 1 if content else 0
