@@ -158,7 +158,3 @@ def find_manifests(worktree: str) -> list[ProjectFile]:
             out.append(f)
     return out
 
-
-def read_manifests(worktree: str) -> list[ProjectFile]:
-    """The manifest files (:func:`find_manifests`) that git does not ignore."""
-    return [f for f in find_manifests(worktree) if shareable(worktree, [f])]
