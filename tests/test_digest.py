@@ -1,4 +1,4 @@
-"""The pure parts of summaries and briefs: README paragraphs, condensed compaction summaries,
+"""The pure parts of summaries and briefs: condensed compaction summaries,
 caps, which failed commands count as fixed, and the daemon queue's deferred summaries."""
 
 from __future__ import annotations
@@ -7,35 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from opencode_memoryd.extract.digest import cap, condense_summary, first_paragraph
+from opencode_memoryd.extract.digest import cap, condense_summary
 from opencode_memoryd.source.activity import command_key, session_activity
 from opencode_memoryd.source.rows import MessageRow, PartRow
 from opencode_memoryd.state.db import StateDB
-
-
-@pytest.mark.parametrize(("readme", "paragraph"), [
-    ("# T\n\n![logo](x.png)\n\nA tiny tool that syncs calendars between two providers "
-     "every hour.\n", "A tiny tool that syncs calendars between two providers every hour."),
-    ("<!-- a comment\nspanning lines -->\n<div align=center>\n<h1>X</h1>\n</div>\n\n"
-     "X renders Markdown notes to static HTML pages with a search index built in.",
-     "X renders Markdown notes to static HTML pages with a search index built in."),
-    ("Title\n=====\n\n.. image:: a.png\n\nThe library parses ISO 8601 dates and durations "
-     "with :func:`parse` and no dependencies.\n",
-     "The library parses ISO 8601 dates and durations with parse and no dependencies."),
-    ("# Y\n\nShort tagline.\n\n```sh\nnpm install y and then run it like this please\n```\n"
-     "\n- a list item is not a paragraph either, however long it may be\n\n"
-     "| a | table | row | with | many | cells | here | too |\n\n"
-     "Y is a **fast** `HTTP` router for [Deno](https://deno.land) with typed params.",
-     "Y is a fast HTTP router for Deno with typed params."),
-    ("# Only headings\n\n## And badges\n\n[![a](b)](c) [![d](e)](f)\n", ""),
-])
-def test_first_paragraph_skips_what_is_not_prose(readme: str, paragraph: str) -> None:
-    assert first_paragraph(readme, max_chars=600) == paragraph
-
-
-def test_identifiers_keep_their_underscores() -> None:
-    text = "The parse_iso_date helper and `__init__` hooks are the public API of this package."
-    assert first_paragraph(text, max_chars=600) == text.replace("`", "")
 
 
 def test_cap_cuts_at_a_sentence_or_a_word() -> None:

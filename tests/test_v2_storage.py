@@ -150,7 +150,7 @@ def test_notes_are_never_human_text_and_never_block_a_turn(
         ("agent-switched", {"agent": "plan"}),
         ("shell", {"callID": "c1", "command": "echo hi", "output": "remember: shell output",
                    "time": {"created": 1, "completed": 2}}),
-        ("compaction", {"reason": "auto", "summary": "remember: summaries restate old facts",
+        ("compaction", {"reason": "auto", "summary": "remember: release notes go in CHANGELOG.md",
                         "recent": "msg_x"}),
     ):
         w.row(sid, kind, data, gap=3)
@@ -168,7 +168,7 @@ def test_notes_are_never_human_text_and_never_block_a_turn(
     assert len([m for m in listed if m["type"] != "session-summary"]) == 4
     # the compaction row's summary is kept as the session's summary, never mined
     [summary] = [m for m in listed if m["type"] == "session-summary"]
-    assert summary["content"] == "remember: summaries restate old facts."
+    assert summary["content"] == "remember: release notes go in CHANGELOG.md."
     assert summary["session_ids"] == [sid]
 
 

@@ -6,8 +6,12 @@ note_id`) rewritten in place when its source changes, redacted and size-capped:
 * **compaction summaries** (type ``session-summary``): each summary OpenCode writes when
   it compacts a top-level session becomes one memory of the project, condensed to one
   paragraph (:func:`~opencode_memoryd.extract.digest.condense_summary`); provenance: the
-  session and the summary message. Written as the turn holding it is read; a memory that
-  already exists for that message (even one the user forgot) is left as it is.
+  session and the summary message. OpenCode's model writes it from tool output too, so
+  each item passes the gate of generated text (:mod:`opencode_memoryd.extract.generated`)
+  against the user's words and the files and commands of the session before it (read
+  again from its start); a summary with no item left is not stored. Written as the turn
+  holding it is read; a memory that already exists for that message (even one the user
+  forgot) is left as it is.
 * **session notes** (type ``session-summary``, one per session): when a top-level session
   is read to its end, has been idle for ``idle_ms`` and did not end with a compaction, the
   state it ended in (rules mode: files changed, commands still failing,
@@ -15,15 +19,19 @@ note_id`) rewritten in place when its source changes, redacted and size-capped:
   ``basis`` is the last message it covers: written again only when the session went on.
   Not idle long enough yet: the report says when it will be (``summary_due_ms``).
 * **project briefs** (type ``project-brief``, one per project): on first sight of a git
-  project whose worktree exists on this machine, its README's first substantive paragraph
-  (rules) or a short summary of its README and manifests (LLM), read under the rules of
-  :mod:`opencode_memoryd.source.worktree`; ``basis`` is the README's content hash, so the
-  brief is made again only when the README changes.
+  project whose worktree exists on this machine, the facts its manifests state (rules:
+  :mod:`opencode_memoryd.extract.brief`) or a short summary of its README and manifests
+  held to those facts (LLM), read under the rules of
+  :mod:`opencode_memoryd.source.worktree`; ``basis`` is a hash of the README's and the
+  manifests' content hashes, so the brief is made again only when one of them changes.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Literal, NamedTuple, Protocol
 
@@ -31,9 +39,12 @@ import structlog
 
 from opencode_memoryd.capture.report import NoteSettings, SessionReport
 from opencode_memoryd.extract.digest import cap, condense_summary
+from opencode_memoryd.extract.generated import gate
+from opencode_memoryd.extract.reply import own_words
 from opencode_memoryd.extract.summarize import Summary
 from opencode_memoryd.models import (
     STORAGE_MESSAGE,
+    STORAGE_SESSION_MESSAGE,
     Mark,
     Memory,
     TranscriptLine,
@@ -47,17 +58,23 @@ from opencode_memoryd.source.activity import (
     compaction_summaries,
     render_state,
     session_activity,
+    shown_command,
 )
 from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB
 from opencode_memoryd.source.rows import MessageRow, SessionRow
-from opencode_memoryd.source.transcript import estimate_tokens, transcript_lines
+from opencode_memoryd.source.transcript import estimate_tokens, human_text, transcript_lines
 from opencode_memoryd.source.turns import drop_fork_copies, group_turns
-from opencode_memoryd.source.worktree import find_readme, read_manifests, shareable
+from opencode_memoryd.source.worktree import find_manifests, find_readme, shareable
 from opencode_memoryd.state.batch import StateBatch
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 
 log = structlog.get_logger(__name__)
+
+#: The ``retired_reason`` (and text) of the tombstone left for a session end or a
+#: project's files the model had nothing to tell of (or whose every sentence the gate
+#: refused): not asked again until the session goes on or the files change.
+NOTHING_TO_TELL = "nothing to tell"
 
 
 class Seen(NamedTuple):
@@ -81,7 +98,7 @@ class Summarizer(Protocol):
         ...
 
     def project_brief(self, readme: str, manifests: Mapping[str, str], *,
-                      max_chars: int) -> Summary:
+                      max_chars: int, name: str = "") -> Summary:
         """A project's brief from its README and manifest files."""
         ...
 
@@ -97,6 +114,21 @@ def _tail(lines: list[TranscriptLine], max_tokens: int) -> list[TranscriptLine]:
         out.append(line)
         used += cost
     return out[::-1]
+
+
+def _grounds(messages: Sequence[MessageRow], until: str) -> str:
+    """What a compaction summary may draw on: the user's own words
+    (:func:`~opencode_memoryd.extract.reply.own_words`) in the user messages before the
+    message ``until`` among ``messages``, and the files and (shown) commands of their tool
+    calls."""
+    before: list[MessageRow] = []
+    for m in messages:
+        if m.id == until:
+            break
+        before.append(m)
+    act = session_activity(before)
+    said = [own_words(human_text(m)) for m in before if m.role == "user" and not m.corrupt]
+    return "\n".join([*said, *act.files, *(shown_command(f.command) for f in act.failing)])
 
 
 class SessionNotes:
@@ -136,11 +168,20 @@ class SessionNotes:
         if not self.settings.session_summaries or session.is_subagent:
             return 0
         added = 0
+        whole: list[MessageRow] | None = None
         for m, text in compaction_summaries(messages):
             pid = note_id(session.project_key, "session-summary", f"compaction:{m.id}")
             if self.store.get([pid]):
                 continue  # stored before (a re-read), or forgotten by the user: keep it so
-            content = condense_summary(scrub(text).text,
+            if whole is None:  # the turns it restates were read by earlier runs
+                whole = self._read_to_end(session, STORAGE_MESSAGE if m.kind is None
+                                          else STORAGE_SESSION_MESSAGE)
+            grounds = scrub(_grounds(whole, m.id)).text
+
+            def keep(item: str, grounds: str = grounds) -> str:
+                return gate(item, grounds)[0]
+
+            content = condense_summary(scrub(text).text, keep=keep,
                                        max_chars=self.settings.summary_max_chars)
             if not content:
                 continue
@@ -215,7 +256,9 @@ class SessionNotes:
             if not self._worth_a_note(session_activity(messages)):
                 return
         existing = self.store.get([pid])
-        if existing and (existing[0].basis == end.position[1] or not existing[0].is_active):
+        if existing and (existing[0].basis == end.position[1]
+                         or (not existing[0].is_active
+                             and existing[0].retired_reason != NOTHING_TO_TELL)):
             return  # written for this very end already, or forgotten by the user
         if messages is None:
             if (self.summarizer.name == "rules"
@@ -242,14 +285,22 @@ class SessionNotes:
                                             max_chars=self.settings.summary_max_chars)
         self._count(report, s)
         content = cap(scrub(s.text).text, self.settings.summary_max_chars)
+        if content or s.llm_calls:
+            self._store_note(pid, session, act, content, s.source)
+            report.summaries += bool(content)
+
+    def _store_note(self, pid: str, session: SessionRow, act: SessionActivity, content: str,
+                    source: str) -> None:
+        """Store a session's note; for ``content`` ``""`` a tombstone
+        (:data:`NOTHING_TO_TELL`), so that the model is not asked again for this end."""
+        memory = self._memory(pid, session, content or NOTHING_TO_TELL,
+                              [act.last_message_id], source, act.last_message_id,
+                              created_ms=session.time_created,
+                              updated_ms=act.last_activity_ms)
         if not content:
-            return
-        self.store.upsert([self._memory(pid, session, content, [act.last_message_id],
-                                        s.source, act.last_message_id,
-                                        created_ms=session.time_created,
-                                        updated_ms=act.last_activity_ms)])
-        report.summaries += 1
-        log.info("session_note_stored", session_id=session.id, source=s.source,
+            memory = replace(memory, status="retired", retired_reason=NOTHING_TO_TELL)
+        self.store.upsert([memory])
+        log.info("session_note_stored", session_id=session.id, source=source,
                  chars=len(content), files=len(act.files), failing=len(act.failing))
 
     def _worth_a_note(self, act: SessionActivity) -> bool:
@@ -269,33 +320,41 @@ class SessionNotes:
         if session.project_id == "global" or key in self._briefs_checked:
             return 0
         self._briefs_checked.add(key)
-        readme = find_readme(session.project_root)
-        if readme is None:
+        root = session.project_root
+        readme = find_readme(root)
+        found = [f for f in [readme, *find_manifests(root)] if f is not None]
+        if not found:
             return 0
+        basis = hashlib.sha256(" ".join(f"{f.name}:{f.sha256}" for f in found)
+                               .encode()).hexdigest()
         pid = note_id(key, "project-brief", "readme")
         existing = self.store.get([pid])
-        if existing and existing[0].basis == readme.sha256:
-            return 0  # the README did not change (or the user forgot the brief of it)
-        if not shareable(session.project_root, [readme]):
+        if existing and existing[0].basis == basis:
+            return 0  # no file changed (or the user forgot the brief of them)
+        kept = [f for f in found if shareable(root, [f])]
+        if not kept:
             log.info("project_brief_skipped", project=key, reason="not in git or ignored")
             return 0
-        manifests: dict[str, str] = {}
-        if self.summarizer.name != "rules":
-            manifests = {f.name: scrub(f.text).text
-                         for f in read_manifests(session.project_root)}
-        s = self.summarizer.project_brief(scrub(readme.text).text, manifests,
-                                          max_chars=self.settings.brief_max_chars)
+        manifests = {f.name: scrub(f.text).text for f in kept if f is not readme}
+        text = scrub(readme.text).text if readme in kept and readme is not None else ""
+        s = self.summarizer.project_brief(text, manifests,
+                                          max_chars=self.settings.brief_max_chars,
+                                          name=os.path.basename(root.rstrip("/")))
         self._count(report, s)
         content = cap(scrub(s.text).text, self.settings.brief_max_chars)
-        if not content:
+        if not content and not s.llm_calls:
             return 0
         created = existing[0].created_at if existing else now
-        self.store.upsert([Memory(
-            id=pid, content=content, type="project-brief", scope="project", project_id=key,
-            project_root=session.project_root, session_id=session.id, message_ids=[],
-            source="llm" if s.source == "llm" else "rules", created_at=created,
-            updated_at=now, session_ids=[session.id], content_hash=content_hash(content),
-            section="brief", basis=readme.sha256)])
+        brief = Memory(
+            id=pid, content=content or NOTHING_TO_TELL, type="project-brief", scope="project",
+            project_id=key, project_root=session.project_root, session_id=session.id,
+            message_ids=[], source="llm" if s.source == "llm" else "rules",
+            created_at=created, updated_at=now, session_ids=[session.id],
+            content_hash=content_hash(content or NOTHING_TO_TELL), section="brief",
+            basis=basis)
+        if not content:  # a tombstone for these files: the model is not asked again
+            brief = replace(brief, status="retired", retired_reason=NOTHING_TO_TELL)
+        self.store.upsert([brief])
         log.info("project_brief_stored", project=key, source=s.source, chars=len(content),
-                 readme=readme.name)
-        return 1
+                 files=[f.name for f in kept])
+        return 1 if content else 0

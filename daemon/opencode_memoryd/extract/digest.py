@@ -1,11 +1,7 @@
-"""Short digests of texts that are not user statements: a README, a compaction summary.
+"""Short digests of texts that are not user statements: a compaction summary.
 
 Pure text functions, no LLM:
 
-* :func:`first_paragraph`: the first substantive paragraph of a README (Markdown, reST or
-  plain text): headings, badges, images, HTML, link-only lines, code blocks, tables, front
-  matter, tables of contents and one-line taglines are skipped; inline Markdown is reduced
-  to its text;
 * :func:`condense_summary`: an OpenCode compaction summary (Markdown headings and bullet
   lists) as one paragraph: ``Heading: item; item. Next heading: …``, empty headings and
   ``(none)`` items left out;
@@ -15,9 +11,7 @@ Pure text functions, no LLM:
 from __future__ import annotations
 
 import re
-
-#: The fewest words a README paragraph needs to count as substantive.
-MIN_PARAGRAPH_WORDS = 8
+from collections.abc import Callable
 
 _IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)|!\[[^\]]*\]\[[^\]]*\]")
 _LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)|\[([^\]]+)\]\[[^\]]*\]")
@@ -26,8 +20,6 @@ _EMPHASIS = re.compile(r"(?<!\w)(\*\*|__|\*|_|~~)(?=\S)(.+?)(?<=\S)\1(?!\w)")
 _CODE = re.compile(r"`([^`]+)`")
 _REST_ROLE = re.compile(r":\w+:`([^`]+)`")
 _REST_LINK = re.compile(r"`([^`<]+?)\s*<[^>]+>`_+")
-_HEADING_UNDERLINE = re.compile(r"^([=\-~^\"'`#*+]){3,}\s*$")
-_REF_DEF = re.compile(r"^\s*\[[^\]]+\]:\s*\S+")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _LIST = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
@@ -54,79 +46,27 @@ def _inline(text: str) -> str:
     return " ".join(t.split())
 
 
-def _blocks(text: str) -> list[list[str]]:
-    """Paragraphs of prose lines: fenced and indented code, front matter, headings,
-    tables, list items, HTML and reference definitions end a paragraph and are dropped."""
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    if lines and lines[0].strip() in ("---", "+++"):  # front matter
-        end = next((i for i, x in enumerate(lines[1:], 1) if x.strip() == lines[0].strip()),
-                   0)
-        lines = lines[end + 1:]
-    blocks: list[list[str]] = []
-    cur: list[str] = []
-    fence = False
-    in_comment = False
-    for i, raw in enumerate(lines):
-        line = raw.rstrip()
-        stripped = line.strip()
-        if in_comment:
-            in_comment = "-->" not in stripped
-            continue
-        if stripped.startswith("<!--"):
-            in_comment = "-->" not in stripped
-            continue
-        if _FENCE.match(line):
-            fence = not fence
-            cur = _flush(blocks, cur)
-            continue
-        nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
-        skip = (fence or not stripped or stripped.startswith(("#", "|", "<", ">", "..", ":"))
-                or _HEADING_UNDERLINE.match(stripped) or _REF_DEF.match(stripped)
-                or _LIST.match(line) or raw.startswith(("    ", "\t"))
-                or (_HEADING_UNDERLINE.match(nxt) and len(nxt) >= len(stripped) * 0.6))
-        if skip:
-            cur = _flush(blocks, cur)
-            continue
-        cur.append(stripped)
-    _flush(blocks, cur)
-    return blocks
-
-
-def _flush(blocks: list[list[str]], cur: list[str]) -> list[str]:
-    if cur:
-        blocks.append(cur)
-    return []
-
-
-def _substantive(text: str) -> bool:
-    words = re.findall(r"[^\W\d_][\w'-]*", text)
-    if len(words) < MIN_PARAGRAPH_WORDS:
-        return False
-    visible = [c for c in text if not c.isspace()]
-    return sum(c.isalpha() for c in visible) >= len(visible) * 0.6
-
-
-def first_paragraph(readme: str, *, max_chars: int) -> str:
-    """The first substantive paragraph of a README, inline markup removed, whitespace
-    collapsed, cut to ``max_chars`` (:func:`cap`); ``""`` when there is none.
-
-    A paragraph is substantive when it has at least :data:`MIN_PARAGRAPH_WORDS` words and
-    is mostly letters (not a line of badges, links or a command).
-    """
-    for block in _blocks(readme):
-        text = _inline(" ".join(block))
-        if _substantive(text):
-            return cap(text, max_chars)
-    return ""
-
-
 _MD_HEADING = re.compile(r"^\s*#{1,6}\s+(.*?)\s*#*\s*$")
 _NONE_ITEM = re.compile(r"^\(?\s*(none|n/?a|nothing|-)\s*\)?\.?$", re.IGNORECASE)
 
 
-def condense_summary(text: str, *, max_chars: int) -> str:
+#: Headings of a compaction summary kept as the title of their items (lower case, without
+#: a trailing colon); any other heading is the model's prose and is left out.
+SUMMARY_HEADINGS = frozenset({
+    "goal", "goals", "objective", "objectives", "task", "tasks", "progress", "done",
+    "completed", "status", "current state", "state", "next steps", "next", "remaining",
+    "todo", "open questions", "open problems", "blockers", "decisions", "key decisions",
+    "context", "summary", "files", "files changed", "files modified", "changes",
+    "constraints", "discoveries", "accomplished", "relevant files",
+})
+
+
+def condense_summary(text: str, *, max_chars: int,
+                     keep: Callable[[str], str] | None = None) -> str:
     """A compaction summary as one paragraph, cut to ``max_chars`` (see the module
-    docstring); ``""`` when it holds no text."""
+    docstring); ``""`` when it holds no text. ``keep``: when given, each item (a list
+    item, a line) is replaced by what it returns for it (``""``: left out), and only the
+    headings in :data:`SUMMARY_HEADINGS` are shown."""
     sections: list[tuple[str, list[str]]] = [("", [])]
     for raw in text.replace("\r\n", "\n").split("\n"):
         line = raw.strip()
@@ -134,9 +74,14 @@ def condense_summary(text: str, *, max_chars: int) -> str:
             continue
         heading = _MD_HEADING.match(line)
         if heading:
-            sections.append((_inline(heading.group(1)).rstrip(":"), []))
+            title = _inline(heading.group(1)).rstrip(":")
+            if keep is not None and title.lower() not in SUMMARY_HEADINGS:
+                title = ""
+            sections.append((title, []))
             continue
         item = _inline(_LIST.sub("", line))
+        if item and not _NONE_ITEM.match(item) and keep is not None:
+            item = keep(item)
         if item and not _NONE_ITEM.match(item):
             sections[-1][1].append(item.rstrip(";"))
     out = []

@@ -5,8 +5,8 @@ Summarizer`):
 
 * :class:`RulesSummarizer` (no LLM): a session's summary is the state it ended in, as
   computed from its tool parts (files changed, commands still failing); a project's brief
-  is the first substantive paragraph of its README
-  (:func:`~opencode_memoryd.extract.digest.first_paragraph`).
+  is made of the facts its manifests state (:mod:`opencode_memoryd.extract.brief`), never
+  of prose from its README.
 * :class:`LlmSummarizer`: asks the model for a short summary of what a session did (files
   changed, decisions, open problems), from the tail of its (redacted) transcript and the
   rules' state, and for a short brief of a project from its README and manifest files.
@@ -15,7 +15,12 @@ Summarizer`):
   endpoint is down.
 
 Every input is data for the model, never instructions (the prompts say so; inputs are
-redacted by the caller and every text is redacted again before it is stored).
+redacted by the caller and every text is redacted again before it is stored). The model
+obeys what it reads all the same, sometimes, so its reply goes through the gate of
+:mod:`opencode_memoryd.extract.generated` sentence by sentence: a summary may say only
+what the user's own lines and the recorded state support, a brief only what the
+manifests' facts support; a reply none of whose sentences passes falls back to the
+rules.
 """
 
 from __future__ import annotations
@@ -32,9 +37,11 @@ from typing import Any
 import structlog
 
 from opencode_memoryd.errors import ExtractionError, UpstreamError
-from opencode_memoryd.extract.digest import cap, first_paragraph
+from opencode_memoryd.extract.brief import project_facts, render_brief
+from opencode_memoryd.extract.digest import cap
+from opencode_memoryd.extract.generated import gate
 from opencode_memoryd.extract.llm_extractor import ChatModel, render_transcript
-from opencode_memoryd.extract.reply import junk_reason
+from opencode_memoryd.extract.reply import junk_reason, own_words
 from opencode_memoryd.models import TranscriptLine
 
 log = structlog.get_logger(__name__)
@@ -93,10 +100,12 @@ class RulesSummarizer:
         return Summary(cap(state, max_chars))
 
     def project_brief(self, readme: str, manifests: Mapping[str, str], *,
-                      max_chars: int) -> Summary:
-        """The README's first substantive paragraph, cut to ``max_chars``."""
-        del manifests
-        return Summary(first_paragraph(readme, max_chars=max_chars))
+                      max_chars: int, name: str = "") -> Summary:
+        """The facts of ``manifests`` (:func:`~opencode_memoryd.extract.brief.
+        render_brief`), cut to ``max_chars``; ``name``: the worktree folder's name, used
+        when no manifest names the project. The README is not read."""
+        del readme
+        return Summary(cap(render_brief(project_facts(manifests, folder=name)), max_chars))
 
 
 @functools.cache
@@ -152,7 +161,7 @@ class LlmSummarizer:
         self.rules = RulesSummarizer()
 
     def _ask(self, what: str, system: str, user: str, max_chars: int,
-             fallback: Summary) -> Summary:
+             fallback: Summary, grounds: str) -> Summary:
         try:
             reply = self.chat.complete_json(system=system, user=user, schema=SUMMARY_SCHEMA,
                                             schema_name=SUMMARY_SCHEMA_NAME,
@@ -166,7 +175,12 @@ class LlmSummarizer:
             log.warning(f"{what}_fallback", reason=str(exc)[:200],
                         finish_reason=reply.finish_reason)
             return Summary(fallback.text, "rules", reply.tokens_in, reply.tokens_out, 1)
-        return Summary(text, "llm", reply.tokens_in, reply.tokens_out, 1)
+        kept, refused = gate(text, grounds)
+        if refused:
+            log.info(f"{what}_sentences_refused", reasons=refused)
+        if text and not kept:
+            return Summary(fallback.text, "rules", reply.tokens_in, reply.tokens_out, 1)
+        return Summary(cap(kept, max_chars), "llm", reply.tokens_in, reply.tokens_out, 1)
 
     def session_summary(self, lines: Sequence[TranscriptLine], state: str, *,
                         max_chars: int) -> Summary:
@@ -181,18 +195,23 @@ class LlmSummarizer:
         user = Template(_prompt("summary_user.md")).substitute(
             max_chars=max_chars, state=_escape(state or "(nothing recorded)"),
             transcript=render_transcript(lines))
+        said = "\n".join(own_words(x.text) for x in lines if x.role == "user")
         return self._ask("session_summary", _prompt("summary_system.md").strip(),
-                         user.strip(), max_chars, fallback)
+                         user.strip(), max_chars, fallback, f"{said}\n{state}")
 
     def project_brief(self, readme: str, manifests: Mapping[str, str], *,
-                      max_chars: int) -> Summary:
+                      max_chars: int, name: str = "") -> Summary:
         """A short brief of the project from its README and manifest files (already
-        redacted). Never raises for the endpoint: a failure gives the rules' brief."""
-        fallback = self.rules.project_brief(readme, manifests, max_chars=max_chars)
+        redacted), kept only as far as the manifests' facts support it. Never raises for
+        the endpoint: a failure gives the rules' brief."""
+        fallback = self.rules.project_brief(readme, manifests, max_chars=max_chars,
+                                            name=name)
+        facts = project_facts(manifests, folder=name)
+        grounds = " ".join([render_brief(facts), facts.name, *facts.dependencies])
         blocks = "\n".join(f'<manifest name="{name}">\n{_escape(text[:MANIFEST_CHARS])}\n'
                            "</manifest>" for name, text in sorted(manifests.items()))
         user = Template(_prompt("brief_user.md")).substitute(
             max_chars=max_chars, readme=_escape(readme[:README_CHARS]),
             manifests=blocks or "(none)")
         return self._ask("project_brief", _prompt("brief_system.md").strip(), user.strip(),
-                         max_chars, fallback)
+                         max_chars, fallback, grounds)

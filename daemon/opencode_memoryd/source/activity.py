@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from opencode_memoryd.injection import instruction_reason, safe_name
 from opencode_memoryd.source.rows import MessageRow, sub_object
 from opencode_memoryd.source.transcript import (
     OWN_TOOL_PREFIX,
@@ -234,11 +235,46 @@ def _listed(items: Sequence[str], budget: int, sep: str = ", ") -> str:
     return sep.join(shown)
 
 
+#: Most characters of the last request and of a command shown in a session's state.
+REQUEST_CHARS = 160
+COMMAND_CHARS = 120
+
+
+def shown_request(text: str) -> str:
+    """The part of a user's request a session's state may quote: its first line, at most
+    :data:`REQUEST_CHARS` characters, and only when it reads as no instruction
+    (:func:`~opencode_memoryd.injection.instruction_reason`); ``""`` otherwise. What
+    follows the first line is often pasted (a log, a README, an issue) and is not quoted."""
+    first = next((x.strip() for x in text.splitlines() if x.strip()), "")
+    line = _short(first, REQUEST_CHARS)
+    return "" if not line or instruction_reason(line) else line
+
+
+def shown_command(command: str) -> str:
+    """How a shell command may be named in a session's state: the command itself when
+    every word of it is a plain name (:func:`~opencode_memoryd.injection.safe_name`: no
+    quote, pipe, redirection or prose) and it fits :data:`COMMAND_CHARS`, leading
+    environment assignments left out; else its program and first argument
+    (:func:`command_key`) when they are plain names; else its program; else ``""``."""
+    words = [w for w in command.split() if not _ENV.match(w)]
+    line = " ".join(words)
+    if words and len(line) <= COMMAND_CHARS and all(safe_name(w) for w in words):
+        return line
+    program, arg = command_key(command)
+    if safe_name(program) and safe_name(arg):
+        return f"{program} {arg}"
+    return program if safe_name(program) else ""
+
+
 def render_state(act: SessionActivity, *, title: str, root: str | None,
                  max_chars: int) -> str:
     """The state a session ended in, as one paragraph of at most ``max_chars``
-    characters: its last request, the files it changed (relative to ``root`` when inside
-    it) and the commands still failing; ``""`` when it changed nothing and nothing failed.
+    characters: its last request (:func:`shown_request`), the files it changed (relative
+    to ``root`` when inside it) and the commands still failing (:func:`shown_command`);
+    ``""`` when it changed nothing and nothing failed. Every name comes from a tool call
+    an injected agent could have made, so a file name or command that is not a plain name
+    (:func:`~opencode_memoryd.injection.safe_name`) is counted, not shown, and a title
+    that reads as an instruction is left out.
 
     Example: ``Session "Fix date parsing" stopped after the request "make the tests
     pass". Files changed: src/dates.py, tests/test_dates.py. Still failing: `pytest -q`
@@ -246,18 +282,25 @@ def render_state(act: SessionActivity, *, title: str, root: str | None,
     """
     if not act.has_state:
         return ""
-    named = title and not title.startswith("New session")
+    named = (title and not title.startswith("New session")
+             and not instruction_reason(title) and '"' not in title)
     head = f'Session "{_short(title, 80)}"' if named else "The session"
-    out = [f'{head} stopped after the request "{_short(act.last_request, 160)}".'
-           if act.last_request else f"{head} stopped here."]
+    request = shown_request(act.last_request)
+    out = [f'{head} stopped after the request "{request}".' if request
+           else f"{head} stopped here."]
     budget = max(max_chars - len(out[0]) - 40, 60)
     if act.failing:
-        cmds = [f"`{_short(f.command, 120)}` ("
-                + (f"exit {f.exit}" if f.exit is not None else "error") + ")"
-                for f in act.failing]
+        cmds = [f"`{shown}` (" + (f"exit {f.exit}" if f.exit is not None else "error") + ")"
+                for f in act.failing if (shown := shown_command(f.command))]
+        hidden = len(act.failing) - len(cmds)
+        if hidden:
+            cmds.append(f"{hidden} command{'s' if hidden > 1 else ''} not shown")
         out.append("Still failing: " + _listed(cmds, budget // 2, "; ") + ".")
     if act.files:
-        files = [_relative(f, root) for f in act.files]
+        files = [r for f in act.files if safe_name(r := _relative(f, root), max_chars=160)]
+        hidden = len(act.files) - len(files)
+        if hidden:
+            files.append(f"{hidden} file{'s' if hidden > 1 else ''} not shown")
         out.append("Files changed: "
                    + _listed(files, budget - sum(len(x) for x in out[1:])) + ".")
     text = " ".join(out)

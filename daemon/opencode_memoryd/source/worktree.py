@@ -143,18 +143,18 @@ def shareable(worktree: str, files: list[ProjectFile]) -> bool:
     return ignored is not None and ignored.returncode == 1
 
 
-def read_manifests(worktree: str) -> list[ProjectFile]:
-    """The manifest files (:data:`MANIFEST_NAMES`) directly in the worktree, under the
-    same rules as the README; ones git ignores are left out."""
+def find_manifests(worktree: str) -> list[ProjectFile]:
+    """The manifest files (:data:`MANIFEST_NAMES`) directly in the worktree, read under the
+    same rules as the README (symlinks resolved and kept inside), without asking git yet:
+    :func:`shareable` must say yes before their text is used."""
     root = _real_root(worktree)
     if root is None:
         return []
     out = []
     for name in MANIFEST_NAMES:
         found = _inside(root, name)
-        if found is None:
-            continue
-        f = _read(name, found[1])
-        if f is not None and shareable(worktree, [f]):
+        f = _read(name, found[1]) if found is not None else None
+        if f is not None:
             out.append(f)
     return out
+
