@@ -18,6 +18,7 @@ Internal to :mod:`opencode_memoryd.redaction`; other code imports
 from __future__ import annotations
 
 from opencode_memoryd.redaction.bare import find_bare
+from opencode_memoryd.redaction.catalog import find_catalog
 from opencode_memoryd.redaction.cli import CliFlag, cli_rule, find_cli
 from opencode_memoryd.redaction.finders import (
     find_assignments,
@@ -33,6 +34,7 @@ from opencode_memoryd.redaction.scan import (
     P_ENTROPY,
     P_HEADER,
     P_PROSE,
+    P_PROVIDER,
     P_URL,
     NoCase,
     Rule,
@@ -104,6 +106,8 @@ PROSE_VERBS: tuple[str, ...] = (
 )
 
 _CONTEXT_ROWS: tuple[RegexRule | Rule, ...] = (
+    # Every token shape of the maintained catalogue (see catalog.py); it reports kinds.
+    Rule("token", P_PROVIDER, find_catalog),
     # scheme://user:password@host, the password possibly holding any of !#$&*+,;=@ and
     # %-escapes (the detect-secrets rule stops at them); it runs to the last "@" before
     # the host.
