@@ -205,7 +205,8 @@ TOKEN_ROWS: tuple[RegexRule | Rule, ...] = (
     RegexRule("stripe_key", ds.STRIPE[0], ("k_live_",), left=True, extend=True),
     RegexRule("telegram_bot_token", ds.TELEGRAM[0], (":",), left=True, right=True,
               check=mixed),
-    RegexRule("twilio_key", ds.TWILIO[0], ("AC",), left=True, right=True, check=mixed),
+    # ds.TWILIO[0] (AC…, an account SID) is left out: the SID identifies the account, its
+    # auth token is the secret (the assignment rules find TWILIO_AUTH_TOKEN=…).
     RegexRule("twilio_key", ds.TWILIO[1], ("SK",), left=True, right=True, check=mixed),
     RegexRule("artifactory_token", ds.ARTIFACTORY[0], ("AKC",),
               inner=re.compile(r"AKC[a-zA-Z0-9]{10,}"), check=mixed),
@@ -284,6 +285,12 @@ TOKEN_ROWS: tuple[RegexRule | Rule, ...] = (
                      r"=(?P<v>[^&#\s\"'`<>]{16,})"),
               ("sig=", "-signature=", "-token="), nocase=True, group="v",
               check=_not_placeholder),
+    # sentry.go: a DSN's key (and legacy secret) before "@…sentry…/<project>"; the
+    # catalogue knows Sentry's auth tokens, not its DSNs.
+    RegexRule("sentry_token",
+              r"(?<=://)(?P<v>[0-9a-f]{32}(?::[0-9a-f]{32})?)@[A-Za-z0-9.-]*sentry[A-Za-z0-9.-]*"
+              r"(?::\d+)?/\d+",
+              ("sentry",), nocase=False, group="v"),
     # google: OAuth refresh tokens ("1//0…").
     RegexRule("google_oauth_token", r"(?<![A-Za-z0-9/])1//0[0-9A-Za-z_-]{40,}", ("1//0",),
               extend=True, check=mixed),
@@ -308,7 +315,8 @@ TOKEN_ROWS: tuple[RegexRule | Rule, ...] = (
             ("grafana_token",
              r"(?:glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/]{32,}={0,2})",
              ("glsa_", "glc_")),
-            ("doppler_token", r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}", ("dp.",)),
+            ("doppler_token", r"dp\.(?:pt|st|sa|ct|scim|audit)\.(?:[a-z0-9_-]{1,30}\.)?"
+             r"[A-Za-z0-9]{40,}", ("dp.",)),
             ("replicate_token", r"r8_[A-Za-z0-9]{37}", ("r8_",)),
             ("supabase_token", r"sb(?:p|_secret)_[a-f0-9A-Za-z_-]{32,}", ("sbp_", "sb_secret_")),
             ("newrelic_key", r"NR(?:AK|AA|II|JS)-[A-Za-z0-9]{20,}", ("NRAK-", "NRAA-", "NRII-",
