@@ -29,10 +29,12 @@ PIPELINE = "/tmp/projects/sample/data-pipeline"
 
 @pytest.fixture(scope="session")
 def kingfisher_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One folder for the compiled redaction rule catalogue, shared by the run's workers
-    and the daemons they start (compiling it takes seconds, loading it a fraction)."""
+    """One folder for the compiled redaction rule catalogue, shared by the runs' workers
+    and the daemons they start (compiling it takes seconds, loading it a fraction): beside
+    pytest's numbered run folders, in its own temporary root, never in a home."""
     base = tmp_path_factory.getbasetemp()
-    folder = (base.parent if base.name.startswith("popen-gw") else base) / "kingfisher-cache"
+    root = next((p for p in base.parents if p.name.startswith("pytest-of-")), base)
+    folder = root / "kingfisher-cache"
     folder.mkdir(mode=0o700, exist_ok=True)
     return folder
 
