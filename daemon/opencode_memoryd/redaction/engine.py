@@ -23,13 +23,13 @@ Where the rules come from
 * The maintained catalogue of ``kingfisher-secret-scanner``
   (:mod:`~opencode_memoryd.redaction.catalog`: the betterleaks and veles rules, some 490
   provider shapes, updated with the package) finds every token shape it knows, in one pass.
-* Shapes neither knows are our own rules (:mod:`~opencode_memoryd.redaction.tokens`), with
-  prefixes and lengths learned from the gitleaks rule set
-  (``cmd/generate/config/rules/*.go``): Anthropic, Google, Hugging Face, Groq, LangSmith,
-  GitHub fine-grained PATs, current OpenAI keys, npm ``npm_`` tokens, Stripe keys of any
-  length and webhook secrets, Mailgun, Discord webhooks, signed-URL signatures, some
-  twenty more vendors by prefix (Shopify, DigitalOcean, Vault, Tailscale, …), and whole
-  PEM blocks.
+* Shapes neither knows, or knows narrower, are our own rules
+  (:mod:`~opencode_memoryd.redaction.tokens`), with prefixes and lengths learned from the
+  gitleaks rule set (``cmd/generate/config/rules/*.go``): any ``sk-ant-`` key, Google,
+  Hugging Face and Groq keys of any length, LangSmith, GitHub tokens of any length,
+  OpenAI keys without their marker, Stripe keys of any length and webhook secrets,
+  Mailgun, Discord webhooks, signed-URL signatures, Sentry DSNs, a dozen more vendors by
+  prefix (Vault, Tailscale, Doppler, New Relic, …), and whole PEM blocks.
 * Context rules are ours (:mod:`~opencode_memoryd.redaction.rules`): passwords in URLs
   (any characters, up to the last ``@``), ``Authorization`` headers, command lines
   (``mysql -p…``, ``sshpass -p``, ``curl -u``, ``redis-cli -a``, ``--password=…``,
