@@ -25,8 +25,6 @@ Internal to :mod:`opencode_memoryd.redaction`; other code imports
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import re
 import threading
 from collections.abc import Iterator
@@ -37,7 +35,8 @@ from opencode_memoryd.redaction.scan import ScanText
 if TYPE_CHECKING:
     from kingfisher_sdk import Scanner
 
-__all__ = ["CONFIDENCE", "CONTEXT_RULE_RE", "IDENTIFIER_RULE_RE", "catalog_kind", "find_catalog"]
+__all__ = ["CONFIDENCE", "CONTEXT_RULE_RE", "IDENTIFIER_RULE_RE", "SECRET_DESPITE_NAME",
+           "catalog_kind", "find_catalog"]
 
 #: The catalogue's confidence level we load: ``medium`` takes every rule of ``high`` and
 #: the provider rules whose shape needs a key word nearby.
@@ -47,9 +46,17 @@ CONFIDENCE: Final[Literal["medium"]] = "medium"
 #: findings identify rather than authenticate: client, account and tenant ids, user names,
 #: host names, URLs, publishable and public keys.
 IDENTIFIER_RULE_RE = re.compile(
-    r"(?:-id|-ids|-url|-host|-name|-domain|-address|-username|-repository|pub-key|"
+    r"(?:-id|-ids|-url|-host|-name|-domain|-address|-username|-repository|pub-key|pub-api-key|"
     r"public-key|public-api-token|project-api-key|-endpoint)(?:\.\d+)?$"
 )
+
+#: Rules whose names read as identifiers but whose findings are secrets: a Slack webhook
+#: URL carries its token, ``sb_secret_…`` is Supabase's secret key, and Alibaba access key
+#: ids are redacted like AWS's.
+SECRET_DESPITE_NAME: frozenset[str] = frozenset({
+    "slack-webhook-url", "supabase-project-api-key", "alibaba-access-key-id",
+    "alibaba-sts-access-key-id",
+})
 
 #: Rules whose findings our context rules make finer (they keep the scheme, user and host
 #: of a URL and the name of a header): curl's ``-u`` and ``-H``, credentials in URLs.
@@ -63,6 +70,8 @@ _KIND_PREFIXES: tuple[tuple[str, str], ...] = (
     ("anthropic", "anthropic_api_key"),
     ("openai", "openai_api_key"),
     ("aws-access-token", "aws_access_key"),
+    ("alibaba-access-key-id", "aws_access_key"),
+    ("alibaba-sts-access-key-id", "aws_access_key"),
     ("aws-secret", "aws_secret_key"),
     ("github", "github_token"),
     ("gitlab", "gitlab_token"),
@@ -123,7 +132,8 @@ def catalog_kind(rule_id: str) -> str | None:
     :data:`CONTEXT_RULE_RE` names -> None.
     """
     name = rule_id.rsplit("/", 1)[-1] if "/" in rule_id else rule_id.split(".", 1)[-1]
-    if IDENTIFIER_RULE_RE.search(name) or CONTEXT_RULE_RE.match(name):
+    if name not in SECRET_DESPITE_NAME and (IDENTIFIER_RULE_RE.search(name)
+                                            or CONTEXT_RULE_RE.match(name)):
         return None
     for prefix, kind in _KIND_PREFIXES:
         if name.startswith(prefix):
@@ -144,10 +154,29 @@ def _load() -> Scanner:
         return _scanner
 
 
-def _char_offsets(text: str) -> list[int]:
-    """The UTF-8 byte offset at which each character of ``text`` ends."""
-    return list(itertools.accumulate(
-        len(c.encode("utf-8", "surrogatepass")) for c in text))
+def _decoded_len(chunk: bytes) -> int:
+    """Characters in a UTF-8 chunk (lone surrogates included; a cut character counts as
+    replacement characters, which the finder's search around the offset absorbs)."""
+    try:
+        return len(chunk.decode("utf-8", "surrogatepass"))
+    except UnicodeDecodeError:
+        return len(chunk.decode("utf-8", "replace"))
+
+
+class _CharIndex:
+    """Byte offsets of a UTF-8 text to character offsets, asked in any order.
+
+    Decodes only the bytes between the offsets asked (sorted first), so a few findings
+    in a long text cost one pass over it at most.
+    """
+
+    def __init__(self, data: bytes, offsets: list[int]) -> None:
+        self.chars: dict[int, int] = {}
+        pos = chars = 0
+        for off in sorted(set(offsets)):
+            chars += _decoded_len(data[pos:off])
+            self.chars[off] = chars
+            pos = off
 
 
 def find_catalog(src: ScanText) -> Iterator[tuple[int, int, str]]:
@@ -159,21 +188,16 @@ def find_catalog(src: ScanText) -> Iterator[tuple[int, int, str]]:
     text = src.text
     data = text.encode("utf-8", "surrogatepass")
     findings = _load().scan(data)
-    ends: list[int] | None = None
+    found: list[tuple[int, int, str, str]] = []
     for f in findings:
-        if not f.visible:
-            continue
-        kind = catalog_kind(f.rule_id)
-        secret = f.secret
-        if kind is None or not secret:
-            continue
-        loc = f.location
-        start, end = loc["start_offset"], loc["end_offset"]
-        if len(data) != len(text):  # bytes to characters
-            if ends is None:
-                ends = _char_offsets(text)
-            start = bisect.bisect_right(ends, start)
-            end = bisect.bisect_left(ends, end) + 1
+        kind = catalog_kind(f.rule_id) if f.visible else None
+        if kind is not None and f.secret:
+            loc = f.location
+            found.append((loc["start_offset"], loc["end_offset"], kind, f.secret))
+    if found and len(data) != len(text):  # bytes to characters
+        index = _CharIndex(data, [o for s, e, _, _ in found for o in (s, e)])
+        found = [(index.chars[s], index.chars[e], k, v) for s, e, k, v in found]
+    for start, end, kind, secret in found:
         at = text.find(secret, max(0, start - 1), end + 1)
         if at < 0:
             at = text.find(secret)
