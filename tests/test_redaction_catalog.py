@@ -8,13 +8,14 @@ from pieces so that this file holds nothing a scanner would flag.
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from opencode_memoryd.redaction.catalog import catalog_kind
 from opencode_memoryd.redaction.engine import redact
-from redaction_gen import URLSAFE, Gen
+from redaction_gen import URLSAFE, Gen, jwt
 
 G = Gen(7)
 DOCKER = "dckr" + "_pat_" + G.s(27, URLSAFE)
@@ -65,3 +66,11 @@ def test_the_catalogue_is_shared_by_threads() -> None:
     with ThreadPoolExecutor(4) as pool:
         outs = list(pool.map(lambda t: redact(t).text, texts))
     assert outs == [f"line {i}: [REDACTED:token] [REDACTED:token]" for i in range(200)]
+
+
+def test_an_escaped_quote_after_a_token_stays() -> None:
+    token = jwt(Gen(3))
+    text = json.dumps({"output": json.dumps({"id_token": token, "n": 1})})
+    out = redact(text).text
+    assert out == json.dumps({"output": json.dumps({"id_token": "[REDACTED:jwt]", "n": 1})})
+    json.loads(json.loads(out)["output"])  # still JSON inside JSON

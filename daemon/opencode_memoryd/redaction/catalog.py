@@ -191,9 +191,12 @@ def find_catalog(src: ScanText) -> Iterator[tuple[int, int, str]]:
     found: list[tuple[int, int, str, str]] = []
     for f in findings:
         kind = catalog_kind(f.rule_id) if f.visible else None
-        if kind is not None and f.secret:
+        # A trailing backslash is the escape of a quote in JSON text, never the secret's
+        # (the catalogue's JWT rule takes it: ``\"id_token\": \"eyJ…\"``).
+        secret = f.secret.rstrip("\\")
+        if kind is not None and secret:
             loc = f.location
-            found.append((loc["start_offset"], loc["end_offset"], kind, f.secret))
+            found.append((loc["start_offset"], loc["end_offset"], kind, secret))
     if found and len(data) != len(text):  # bytes to characters
         index = _CharIndex(data, [o for s, e, _, _ in found for o in (s, e)])
         found = [(index.chars[s], index.chars[e], k, v) for s, e, k, v in found]
