@@ -9,6 +9,8 @@ from pieces so that this file holds nothing a scanner would flag.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -74,3 +76,14 @@ def test_an_escaped_quote_after_a_token_stays() -> None:
     out = redact(text).text
     assert out == json.dumps({"output": json.dumps({"id_token": "[REDACTED:jwt]", "n": 1})})
     json.loads(json.loads(out)["output"])  # still JSON inside JSON
+
+
+def test_without_the_package_our_own_rules_still_run() -> None:
+    # As on an Intel Mac, where kingfisher-secret-scanner has no wheel: importing it fails.
+    github = "gh" + "p_" + G.s(36)
+    code = ("import sys; sys.modules['kingfisher_sdk'] = None\n"
+            "from opencode_memoryd.redaction.engine import redact\n"
+            f"print(redact({f'push {github} and {DOCKER}'!r}).text)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)
+    assert done.stdout.strip() == f"push [REDACTED:github_token] and {DOCKER}"

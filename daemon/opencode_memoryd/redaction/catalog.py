@@ -17,7 +17,9 @@ our context rules do more finely (:data:`CONTEXT_RULE_RE`).
 The catalogue is compiled on first use, once per process (about 3 s; Kingfisher caches
 the compiled form in its private cache folder, ``KF_RULE_CACHE_DIR`` or the user's cache
 directory, after which a load takes about 0.3 s). The scan makes no network request:
-validation and revocation are separate Kingfisher calls we never make.
+validation and revocation are separate Kingfisher calls we never make. Where the package
+has no wheel (Intel Macs) it is not installed, and the finder finds nothing: our own
+token rules and the context rules still run.
 
 Internal to :mod:`opencode_memoryd.redaction`; other code imports
 :mod:`opencode_memoryd.redaction.engine`; the only module importing ``kingfisher_sdk``.
@@ -122,6 +124,7 @@ _KIND_PREFIXES: tuple[tuple[str, str], ...] = (
 
 _lock = threading.Lock()
 _scanner: Scanner | None = None
+_missing = False  # the package is not installed (no wheel for the platform)
 
 
 def catalog_kind(rule_id: str) -> str | None:
@@ -141,13 +144,17 @@ def catalog_kind(rule_id: str) -> str | None:
     return "token"
 
 
-def _load() -> Scanner:
-    """The shared scanner, its rules compiled on first use (thread-safe)."""
-    global _scanner
+def _load() -> Scanner | None:
+    """The shared scanner, its rules compiled on first use (thread-safe); None where the
+    package is not installed (Intel Macs, for which it ships no wheel)."""
+    global _scanner, _missing
     with _lock:
-        if _scanner is None:
-            from kingfisher_sdk import Rules, Scanner
-
+        if _scanner is None and not _missing:
+            try:
+                from kingfisher_sdk import Rules, Scanner
+            except ImportError:
+                _missing = True
+                return None
             # base64=False: encoded blobs are the bare rule's; redact=False: we need the
             # values to find their spans.
             _scanner = Scanner(Rules(confidence=CONFIDENCE), base64=False, redact=False)
@@ -185,9 +192,12 @@ def find_catalog(src: ScanText) -> Iterator[tuple[int, int, str]]:
     Yields:
         ``(start, end, kind)`` in characters of ``src.text``; kinds per :func:`catalog_kind`.
     """
+    scanner = _load()
+    if scanner is None:
+        return
     text = src.text
     data = text.encode("utf-8", "surrogatepass")
-    findings = _load().scan(data)
+    findings = scanner.scan(data)
     found: list[tuple[int, int, str, str]] = []
     for f in findings:
         kind = catalog_kind(f.rule_id) if f.visible else None
