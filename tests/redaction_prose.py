@@ -39,7 +39,7 @@ PROSE_KINDS: dict[str, list[Template]] = {
     "prose_fr": _t("le mot de passe est {}", "mon mot de passe : {}", "mot de passe = {}",
                    "le mot de passe de la base est {}", "mdp : {}"),
     "prose_es": _t("la contraseña es {}", "mi contraseña es {}", "contraseña: {}",
-                   "la clave de la base de datos es {}", "cambié la contraseña a {}"),
+                   "la contraseña de la base es {}", "cambié la contraseña a {}"),
     "prose_pt": _t("a senha é {}", "minha senha é {}", "senha: {}", "a senha do banco é {}",
                    "mudei a senha para {}"),
     "prose_it": _t("la password è {}", "la mia password è {}", "password: {}",

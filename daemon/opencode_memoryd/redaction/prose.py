@@ -152,14 +152,15 @@ class _ProseFinder:
             rf"(?P<key>{_alternation([*keys, *self.pair, *self.secret])})(?![a-z0-9-])"
             # Qualifier words are taken whole (possessive): a verb never starts inside
             # one, and a key without a verb costs a few steps, not a backtracking search.
-            r"(?:(?P<mid>(?:[ \t]+[^\s:=\"'`()\[\]{}<>]{1,30}+){0,5}?)[ \t]*"
+            # (a backslash ends them: "\n" in JSON text is a line break)
+            r"(?:(?P<mid>(?:[ \t]+[^\s:=\"'`()\[\]{}<>\\]{1,30}+){0,4}?)[ \t]*"
             rf"(?P<verb>{_verbs(verbs)})|(?P<sp>[ \t]+))[ \t]*"
         )
         self.pattern = re.compile(body)  # matched at candidate key starts of ``low``
         self.fallback = NoCase(r"(?<![a-z0-9])" + body)  # when ``low`` is not aligned
         # The same with the longest qualifier first: "lösenordet till databasen är X",
         # where the first verb ("till") is followed by no password.
-        self.longest = re.compile(body.replace("){0,5}?)", "){0,5})"))
+        self.longest = re.compile(body.replace("){0,4}?)", "){0,4})"))
 
     def matches(self, src: ScanText) -> Iterator[re.Match[str]]:
         """Key, qualifier and verb, wherever a key starts (after a non-alphanumeric)."""
