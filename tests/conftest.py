@@ -27,12 +27,26 @@ ACME = "/tmp/projects/sample/acme-web"
 PIPELINE = "/tmp/projects/sample/data-pipeline"
 
 
+@pytest.fixture(scope="session")
+def kingfisher_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One folder for the compiled redaction rule catalogue, shared by the runs' workers
+    and the daemons they start (compiling it takes seconds, loading it a fraction): beside
+    pytest's numbered run folders, in its own temporary root, never in a home."""
+    base = tmp_path_factory.getbasetemp()
+    root = next((p for p in base.parents if p.name.startswith("pytest-of-")), base)
+    folder = root / "kingfisher-cache"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder
+
+
 @pytest.fixture(autouse=True)
-def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                 kingfisher_cache: Path) -> dict[str, str]:
     """Point HOME and XDG_* into tmp_path and drop every variable that could leak in."""
     home = tmp_path / "isolated-home"
     home.mkdir()
     env = {
+        "KF_RULE_CACHE_DIR": str(kingfisher_cache),
         "HOME": str(home),
         "XDG_CONFIG_HOME": str(home / ".config"),
         "XDG_DATA_HOME": str(home / ".local/share"),

@@ -11,14 +11,18 @@ corpus is ``tests/redaction_negatives.py``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from redaction_gen import Gen
 from redaction_kinds import CONTEXT_KINDS, TOKEN_KINDS, Template
+from redaction_kinds_recent import ANY_VALUE_KINDS, BARE_RECENT, RECENT_KINDS
+from redaction_prose import PROSE_KINDS
 
 SEED = 20250101
 #: Every kind of the corpus and its templates.
-KINDS: dict[str, list[Template]] = {**TOKEN_KINDS, **CONTEXT_KINDS}
+KINDS: dict[str, list[Template]] = {**TOKEN_KINDS, **CONTEXT_KINDS, **RECENT_KINDS,
+                                    **BARE_RECENT, **ANY_VALUE_KINDS, **PROSE_KINDS}
 
 
 @dataclass(frozen=True)
@@ -75,3 +79,11 @@ def build_cases(per_template: int = 1, seed: int = SEED) -> list[Case]:
 
 
 CASES: list[Case] = build_cases()
+
+
+def iter_secrets(cases: Iterable[Case] = CASES) -> Iterator[tuple[str, str, str]]:
+    """``(kind, secret, text)`` for every secret of every case (a PEM block's lines are
+    several secrets of one text): the shape other corpora build their variants from."""
+    for case in cases:
+        for secret in case.secrets:
+            yield case.kind, secret, case.text

@@ -134,7 +134,6 @@ TOKEN_KINDS: dict[str, list[Template]] = {
     ],
     "twilio": [
         one("TWILIO_API_KEY={}", lambda g: "S" + "K" + g.s(32, HEX)),
-        one("account {} auth", lambda g: "A" + "C" + g.s(32, HEX)),
         one("TWILIO_AUTH_TOKEN={}", lambda g: g.s(32, HEX)),
     ],
     "sendgrid": [

@@ -19,6 +19,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from redaction_negatives_ids import ID_TEMPLATES
+
 SEED = 20250102
 HEX = "0123456789abcdef"
 ALNUM = string.ascii_letters + string.digits
@@ -313,7 +315,7 @@ def build_negatives(per_template: int = 3, seed: int = SEED) -> list[Negative]:
     g = _G(seed)
     out: list[Negative] = []
     seen: set[str] = set()
-    for kind, templates in TEMPLATES.items():
+    for kind, templates in {**TEMPLATES, **ID_TEMPLATES}.items():
         for template in templates:
             for _ in range(per_template):
                 text = template(g)

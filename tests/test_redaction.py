@@ -99,7 +99,7 @@ _TP = [
      "pypi_token", "pypi"),
     ("", "S" + "G." + _rand(22, _ALNUM + "-_") + "." + _rand(43, _ALNUM + "-_"), "",
      "sendgrid_api_key", "sendgrid"),
-    ("sid ", "A" + "C" + _rand(32, string.digits + "abcdef"), " ok", "twilio_key", "twilio"),
+    ("key sid ", "S" + "K" + _rand(32, string.digits + "abcdef"), " ok", "twilio_key", "twilio"),
     ("LANGSMITH_API_KEY=", "lsv" + "2_pt_" + _rand(32, string.digits + "abcdef") + "_"
      + _rand(10, string.digits + "abcdef"), "", "langsmith_api_key", "langsmith"),
     ("conn: DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=",

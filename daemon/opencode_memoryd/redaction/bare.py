@@ -68,7 +68,7 @@ _HEX_WORDS = (
     "layer", "layers", "docker", "podman", "volume", "lfs", "cache", "lock", "lockfile",
     "resolved", "cid", "ipfs", "txid", "tx", "transaction", "block", "version", "release",
     "artifact", "wheel", "download", "gist", "alg", "algorithm", "reference", "gpg", "pgp",
-    "fpr", "keyring", "keyserver", "recv", "submodule",
+    "fpr", "keyring", "keyserver", "recv", "submodule", "sid", "sids",
 )
 _HEX_SUFFIXES = tuple(_HEX_SUFFIX_WORDS)
 _HEX_WORD_SET = frozenset(_HEX_WORDS) | frozenset(_HEX_SUFFIX_WORDS)
@@ -93,13 +93,14 @@ _FILE_MAGIC = ("iVBORw0KGgo", "/9j/", "R0lGOD", "UklGR", "JVBERi0", "UEsDB", "H4
 #: SSH public key blobs (``ssh-rsa``, ``ssh-ed25519``, ``ecdsa-…``, ``ssh-dss``).
 _SSH_BLOB = ("AAAAB3NzaC1", "AAAAC3NzaC1", "AAAAE2VjZHNh", "AAAAB3NzaC1kc3", "AAAAGnNr")
 #: Object ids of APIs and tools (``msg_…``, ``call_…``, ``chatcmpl-…``, ``cus_…``),
-#: publishable keys (``pk_live_…``) and lone JWT parts (``eyJ…``, a real JWT is its own
-#: rule).
+#: publishable keys (``pk_live_…``), Twilio SIDs (two capitals and 32 hex digits: ``AC…``
+#: accounts, ``SM…`` messages, ``CA…`` calls) and lone JWT parts (``eyJ…``, a real JWT is
+#: its own rule).
 _ID_PREFIX_RE = re.compile(
     r"^(?:ses|msg|prt|per|que|call|toolu|tool|chatcmpl|req|resp|run|thread|asst|batch|file|"
     r"evt|cus|pi|pm|ch|in|ii|sub|si|prod|price|acct|txn|ord|usr|user|org|proj|task|job|"
     r"cs|seti|src|tok|ba|po|re|tr|py|inv|cn|dp|ic|la|plan|sess|span|trace|step|vs|ft|"
-    r"msgbatch|compl|cmpl|gen)[_-][A-Za-z0-9]|^pk_(?:live|test)_|^eyJ"
+    r"msgbatch|compl|cmpl|gen)[_-][A-Za-z0-9]|^pk_(?:live|test)_|^eyJ|^[A-Z]{2}[0-9a-f]{32}$"
 )
 _INTEGRITY_PREFIXES = ("sha1-", "sha224-", "sha256-", "sha384-", "sha512-", "md5-",
                        "blake2b-", "blake3-")

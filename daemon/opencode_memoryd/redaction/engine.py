@@ -5,7 +5,8 @@ returns a :class:`Redacted`: the text with every secret it recognises replaced b
 placeholder such as ``[REDACTED:aws_access_key]``, and how many secrets of each kind it
 replaced. The secrets themselves are never returned, logged or counted by value.
 
-The function is pure (no I/O, no global state, safe to call from several threads) and
+The function is pure (no global state but the rules compiled on first use, which the
+catalogue caches in its private cache folder; safe to call from several threads) and
 idempotent: ``redact(redact(x).text).text == redact(x).text``, because placeholders are
 protected from every rule. One thing is read from the calling context: inside
 :func:`redacting_also` (the daemon processing one session), :func:`redact` and
@@ -23,13 +24,16 @@ Where the rules come from
   ``scan_line`` (which mutates process-wide settings) nor its network verifiers. Its JWT
   validity check and heuristic filters (UUIDs, templated values, sequential strings) and
   its Shannon-entropy calculators are reused as plain functions.
-* Shapes it lacks are our own rules (:mod:`~opencode_memoryd.redaction.tokens`), with
-  prefixes and lengths learned from the gitleaks rule set
-  (``cmd/generate/config/rules/*.go``): Anthropic, Google, Hugging Face, Groq, LangSmith,
-  GitHub fine-grained PATs, current OpenAI keys, npm ``npm_`` tokens, Stripe keys of any
-  length and webhook secrets, Mailgun, Discord webhooks, signed-URL signatures, some
-  twenty more vendors by prefix (Shopify, DigitalOcean, Vault, Tailscale, …), and whole
-  PEM blocks.
+* The maintained catalogue of ``kingfisher-secret-scanner``
+  (:mod:`~opencode_memoryd.redaction.catalog`: the betterleaks and veles rules, some 490
+  provider shapes, updated with the package) finds every token shape it knows, in one pass.
+* Shapes neither knows, or knows narrower, are our own rules
+  (:mod:`~opencode_memoryd.redaction.tokens`), with prefixes and lengths learned from the
+  gitleaks rule set (``cmd/generate/config/rules/*.go``): any ``sk-ant-`` key, Google,
+  Hugging Face and Groq keys of any length, LangSmith, GitHub tokens of any length,
+  OpenAI keys without their marker, Stripe keys of any length and webhook secrets,
+  Mailgun, Discord webhooks, signed-URL signatures, Sentry DSNs, a dozen more vendors by
+  prefix (Vault, Tailscale, Doppler, New Relic, …), and whole PEM blocks.
 * Context rules are ours (:mod:`~opencode_memoryd.redaction.rules`): passwords in URLs
   (any characters, up to the last ``@``), ``Authorization`` headers, command lines
   (``mysql -p…``, ``sshpass -p``, ``curl -u``, ``redis-cli -a``, ``--password=…``,
@@ -66,6 +70,7 @@ word, private-key blocks), :mod:`~opencode_memoryd.redaction.cli` (command lines
 :mod:`~opencode_memoryd.redaction.split` (keys split over lines or string literals),
 :mod:`~opencode_memoryd.redaction.heuristics` (is a value a secret?),
 :mod:`~opencode_memoryd.redaction.scan` (rule type, regex finders, span merging),
+:mod:`~opencode_memoryd.redaction.catalog` (the maintained rule catalogue),
 :mod:`~opencode_memoryd.redaction.unicode` (invisible characters) and
 :mod:`~opencode_memoryd.redaction.plugins` (everything taken from detect-secrets).
 """

@@ -169,6 +169,8 @@ def assignment_kind(name: str) -> str | None:
         return "token"
     if last.endswith("apikey"):
         return "api_key"
+    if last == "key" and len(segs) == 1 and name.isupper():
+        return "api_key"  # KEY=… in an env file
     if last == "key" and len(segs) > 1:
         prev = segs[-2]
         if prev == "private":
@@ -180,7 +182,7 @@ def assignment_kind(name: str) -> str | None:
     return None
 
 
-def assigned_value_ok(kind: str, value: str, quoted: bool) -> bool:
+def assigned_value_ok(kind: str, value: str, quoted: bool, *, const: bool = False) -> bool:
     """Whether an assigned value is plausibly a literal secret (see :func:`find_assignments`).
 
     Passwords need 4 characters, other kinds 8 and a digit or 16 mixed-case characters.
@@ -188,7 +190,15 @@ def assigned_value_ok(kind: str, value: str, quoted: bool) -> bool:
     value must hold no white space (a password may hold two blanks if it has a digit or
     symbol: ``"p@ss w0rd"``), an unquoted one must not read as a reference. Brackets
     mean code, unless the value is long and random (Django's ``SECRET_KEY``).
+
+    With ``const`` (the target is a constant's name, ``API_TOKEN`` or ``KEY``, as in env
+    files, YAML and shell), any value of 3 characters or more without a blank is a
+    secret, whatever its shape (a UUID, ``hunter2``, ``1234``), unless it is a
+    placeholder (``changeme``, ``<token>``, ``xxx``, ``true``), a reference (``$VAR``,
+    ``${VAR}``, ``$(cmd)``, ``OTHER_NAME``), code, a path or a URL.
     """
+    if const and len(value) >= 3 and not any(c.isspace() for c in value):
+        return _const_value_ok(value)
     if len(value) < (4 if kind == "password" else 8) or is_placeholder(value):
         return False
     if any(c in value for c in "()[]{}") and not random_symbols(value):
@@ -208,6 +218,17 @@ def assigned_value_ok(kind: str, value: str, quoted: bool) -> bool:
         return not blanks or (kind == "password" and blanks <= 2 and password_like(value)
                               and value.strip() == value)
     return not looks_like_reference(value)
+
+
+def _const_value_ok(value: str) -> bool:
+    """A value assigned to a constant's name that is no placeholder, reference or code."""
+    if is_placeholder(value):
+        return False
+    if any(c in value for c in "()[]{}") and not random_symbols(value):
+        return False  # code
+    if "://" in value or DOTTED_RE.match(value) or looks_like_path(value):
+        return False
+    return not (IDENT_RE.match(value) and (CONST_RE.match(value) or names_secret(value)))
 
 
 def _env_value_end(text: str, end: int) -> int:
@@ -234,9 +255,10 @@ def find_assignments(src: ScanText) -> Iterator[tuple[int, int, str]]:
         kind = assignment_kind(name)
         if kind is None or (group_text(src, m, "op") == ":" and in_url(text, m.start())):
             continue
+        const = name.isupper() and CONST_RE.match(name.lstrip("-") + "_X") is not None
         if m.start("qv") >= 0:
             start, end = m.span("qv")
-            if assigned_value_ok(kind, text[start:end], quoted=True):
+            if assigned_value_ok(kind, text[start:end], quoted=True, const=const):
                 yield start, end, kind
             continue
         # NAME=value with no blanks: an environment variable, whose value is all of it.
@@ -256,7 +278,7 @@ def find_assignments(src: ScanText) -> Iterator[tuple[int, int, str]]:
         if env:
             end = _env_value_end(text, end)  # NAME=value: all of it, "&R=9^…" included
             value = text[start:end]
-        if not assigned_value_ok(kind, value, quoted=False):
+        if not assigned_value_ok(kind, value, quoted=False, const=const):
             continue
         op = group_text(src, m, "op")
         if IDENT_RE.match(value):
@@ -267,7 +289,8 @@ def find_assignments(src: ScanText) -> Iterator[tuple[int, int, str]]:
                 continue
             if op == ":" and text[end : end + 1] in (",", ")"):
                 continue
-        if op == ":" and not _PROSE_OK_RE.match(text, end):
+        if op == ":" and not _PROSE_OK_RE.match(text, end) and not (
+                "_" in name and CONST_RE.match(name.lstrip("-"))):
             continue  # "Password: reset it from the admin page" is prose
         yield start, end, kind
 
@@ -289,6 +312,8 @@ _HE_NOT_SECRET = frozenset(
         "recv", "gpg", "pgp", "thumbprint",
     }
 )
+#: Prefixes of keys meant to be public: Stripe's publishable keys.
+_PUBLISHABLE = ("pk_live_", "pk_test_")
 _HE_RE = NoCase(
     r"(?:key|secret|token|passw(?:or)?d|pwd|cred|auth|api)"
     r"[a-z0-9_.-]{0,40}"
@@ -316,6 +341,6 @@ def find_high_entropy(src: ScanText) -> Iterator[tuple[int, int]]:
             continue  # "monkey", "author", "keyboard"
         if any(s in _HE_NOT_SECRET for s in segs):
             continue  # key_sha256, public_key, key_id: digests and identifiers
-        if is_placeholder(run) or not high_entropy(run):
+        if is_placeholder(run) or not high_entropy(run) or run.startswith(_PUBLISHABLE):
             continue
         yield start, end

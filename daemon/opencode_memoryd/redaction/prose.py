@@ -21,7 +21,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from opencode_memoryd.redaction.heuristics import in_url, password_like, prose_value_ok
+from opencode_memoryd.redaction.heuristics import (
+    PROSE_STOPWORDS,
+    in_url,
+    password_like,
+    prose_value_ok,
+)
 from opencode_memoryd.redaction.scan import Finder, NoCase, ScanText
 
 #: Opening quotes and their closers: ASCII, typographic (U+201C/D, U+2018/9, U+201E)
@@ -30,7 +35,11 @@ _QUOTES = {'"': '"', "'": "'", "`": "`", "\u201c": "\u201d", "\u2018": "\u2019",
            "\u00ab": "\u00bb", "\u201e": "\u201c"}
 _TRAILING = ".,;:)]}>\"'`\u201d\u2019\u00bb"
 _LATIN_WORD_RE = re.compile(r"^[a-zà-ÿ ]+$")
+_SPACED_SCRIPT_RE = re.compile(r"^[\u0370-\u04ff ]+$")  # Greek and Cyrillic words
 _ASCII_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+#: Verbs that are prepositions ("cambié la contraseña a X", "пароль на X"): they state a
+#: value only right after the key.
+_PREPOSITIONS = frozenset({"a", "auf", "para", "на", "na", "till"})
 _SIGN_RE = re.compile("^(?::=|=>|->|=|:|\uff1a)$")  # U+FF1A: the full-width colon
 _USERNAME_RE = re.compile(r"^[\w.@+-]{1,64}$")
 _PAIR_SEP_RE = re.compile(r"[ \t]*(?:/|:|\||,)[ \t]*")
@@ -39,6 +48,12 @@ _PAIR_SEP_RE = re.compile(r"[ \t]*(?:/|:|\||,)[ \t]*")
 def _alternation(words: Iterable[str]) -> str:
     return "|".join(re.escape(w).replace(r"\ ", r"[ \t]+")
                     for w in sorted(set(words), key=len, reverse=True))
+
+
+def _letters_and_digits(value: str, least: int) -> bool:
+    """At least ``least`` characters with a letter and a digit: ``Sommar2024``."""
+    return len(value) >= least and any(c.isalpha() for c in value) \
+        and any(c.isdigit() for c in value)
 
 
 def _user_colon(m: re.Match[str]) -> bool:
@@ -58,12 +73,13 @@ def _secret_kind(key: str) -> str:
 
 
 def _verbs(verbs: Iterable[str]) -> str:
-    """Verbs as an alternation; Latin words must end there ("is" but not "issue")."""
+    """Verbs as an alternation; words of scripts written with spaces (Latin, Cyrillic,
+    Greek) must stand alone ("is" but not "issue", "на" but not "наш")."""
     out = []
     for v in sorted(set(verbs), key=len, reverse=True):
         alt = re.escape(v).replace(r"\ ", r"[ \t]+")
-        if _LATIN_WORD_RE.match(v):
-            alt = r"(?<![a-zà-ÿ])" + alt + r"(?![a-z0-9])"
+        if _LATIN_WORD_RE.match(v) or _SPACED_SCRIPT_RE.match(v):
+            alt = r"(?<![\w])" + alt + r"(?![\w])"
         out.append(alt)
     return "|".join(out)
 
@@ -95,7 +111,7 @@ def _value_at(text: str, pos: int) -> tuple[int, int, bool] | None:
 
 def prose_finder(keys: Iterable[str], verbs: Iterable[str], pair_keys: Iterable[str],
                  weak_keys: Iterable[str], secret_keys: Iterable[str],
-                 seed_words: Iterable[str]) -> Finder:
+                 seed_words: Iterable[str], bare_keys: Iterable[str] = ()) -> Finder:
     """A finder of passwords stated in prose.
 
     Args:
@@ -110,12 +126,15 @@ def prose_finder(keys: Iterable[str], verbs: Iterable[str], pair_keys: Iterable[
         seed_words: lower-case prefixes, one of which every key starts with; the regex is
             tried only where a seed occurs (``str.find`` of the seeds is much faster than
             a regex alternation of the keys).
+        bare_keys: keys of languages that state a password with no verb ("мой пароль X",
+            "şifrem X"): a value right after them needs six characters with a letter and
+            a digit (other keys: eight, or a symbol or inner capital).
 
     Returns:
         A finder yielding ``(start, end, kind)`` spans: ``password``, or for secret keys
         ``token``, ``secret`` or ``api_key``.
     """
-    return _ProseFinder(keys, verbs, pair_keys, weak_keys, secret_keys, seed_words)
+    return _ProseFinder(keys, verbs, pair_keys, weak_keys, secret_keys, seed_words, bare_keys)
 
 
 class _ProseFinder:
@@ -123,8 +142,9 @@ class _ProseFinder:
 
     def __init__(self, keys: Iterable[str], verbs: Iterable[str], pair_keys: Iterable[str],
                  weak_keys: Iterable[str], secret_keys: Iterable[str],
-                 seed_words: Iterable[str]) -> None:
+                 seed_words: Iterable[str], bare_keys: Iterable[str]) -> None:
         self.pair = frozenset(pair_keys)
+        self.bare = frozenset(bare_keys)
         self.weak = frozenset(weak_keys)
         self.seeds = tuple(seed_words)
         self.secret = frozenset(" ".join(k.split()) for k in secret_keys)
@@ -132,11 +152,15 @@ class _ProseFinder:
             rf"(?P<key>{_alternation([*keys, *self.pair, *self.secret])})(?![a-z0-9-])"
             # Qualifier words are taken whole (possessive): a verb never starts inside
             # one, and a key without a verb costs a few steps, not a backtracking search.
-            r"(?:(?P<mid>(?:[ \t]+[^\s:=\"'`()\[\]{}<>]{1,30}+){0,4}?)[ \t]*"
+            # (a backslash ends them: "\n" in JSON text is a line break)
+            r"(?:(?P<mid>(?:[ \t]+[^\s:=\"'`()\[\]{}<>\\]{1,30}+){0,4}?)[ \t]*"
             rf"(?P<verb>{_verbs(verbs)})|(?P<sp>[ \t]+))[ \t]*"
         )
         self.pattern = re.compile(body)  # matched at candidate key starts of ``low``
         self.fallback = NoCase(r"(?<![a-z0-9])" + body)  # when ``low`` is not aligned
+        # The same with the longest qualifier first: "lösenordet till databasen är X",
+        # where the first verb ("till") is followed by no password.
+        self.longest = re.compile(body.replace("){0,4}?)", "){0,4})"))
 
     def matches(self, src: ScanText) -> Iterator[re.Match[str]]:
         """Key, qualifier and verb, wherever a key starts (after a non-alphanumeric)."""
@@ -169,10 +193,11 @@ class _ProseFinder:
         # assignment rule judges those; after "is" it is a stated password.
         if not prose_value_ok(value, quoted=quoted and not sign):
             return None
-        if spaced and not password_like(value, strong=True):
+        if spaced and not (password_like(value, strong=True)
+                           or _letters_and_digits(value, 6 if key in self.bare else 8)):
             return None
-        if key in self.weak and not any(c.isalpha() for c in value):
-            return None  # "pass: 118 tests"
+        if (key in self.weak or len(key) <= 3) and not any(c.isalpha() for c in value):
+            return None  # "pass: 118 tests", "mdp: 0.95"
         if key not in self.secret:
             return "password"
         if len(value) < 6 or not any(c.isalpha() for c in value) or not password_like(value):
@@ -180,22 +205,41 @@ class _ProseFinder:
         return _secret_kind(key)
 
     def __call__(self, src: ScanText) -> Iterator[tuple[int, int, str]]:
-        text = src.text
         for m in self.matches(src):
-            key = " ".join(src.low[m.start("key") : m.end("key")].split())
-            spaced = m.start("sp") >= 0
-            sign = spaced or bool(_SIGN_RE.match(m.group("verb")))
-            if key in self.weak and (not sign or spaced or m.group("mid")
-                                     or m.start("verb") != m.end("key")):
-                continue  # "pw X", "pass to …", "pass :meth:`x`", a Python "pass" comment
-            if sign and in_url(text, m.start()):
-                continue  # https://user:password@host is the URL rule's
-            found = _value_at(text, m.end())
-            if found is not None and key in self.pair and not _user_colon(m):
-                found = self._pair_value(text, found)
-            if found is None:
-                continue
-            start, end, quoted = found
-            kind = self._kind(key, text[start:end], quoted=quoted, sign=sign, spaced=spaced)
-            if kind is not None:
-                yield start, end, kind
+            found = self._statement(src, m)
+            if found is None and m.group("mid") is not None and src.aligned \
+                    and not self._about(src.low, m.end()):
+                longest = self.longest.match(src.low, m.start())
+                if longest is not None and longest.end() != m.end():
+                    found = self._statement(src, longest)
+            if found is not None:
+                yield found
+
+    @staticmethod
+    def _about(low: str, pos: int) -> bool:
+        """Whether the word at ``pos`` is one that speaks about the password ("is in …",
+        "is required"): then no later verb states one either."""
+        word = low[pos : pos + 30].split(maxsplit=1)
+        return not word or word[0].strip(".,;:!?") in PROSE_STOPWORDS
+
+    def _statement(self, src: ScanText, m: re.Match[str]) -> tuple[int, int, str] | None:
+        """The password one match of key, qualifier and verb states, or None."""
+        text = src.text
+        key = " ".join(src.low[m.start("key") : m.end("key")].split())
+        spaced = m.start("sp") >= 0
+        sign = spaced or bool(_SIGN_RE.match(m.group("verb")))
+        if key in self.weak and (not sign or spaced or m.group("mid")
+                                 or m.start("verb") != m.end("key")):
+            return None  # "pw X", "pass to …", "pass :meth:`x`", a Python "pass" comment
+        if not spaced and m.group("mid") and m.group("verb") in _PREPOSITIONS:
+            return None  # "token bug in …", "password for the db a …": not "password a X"
+        if sign and in_url(text, m.start()):
+            return None  # https://user:password@host is the URL rule's
+        found = _value_at(text, m.end())
+        if found is not None and key in self.pair and not _user_colon(m):
+            found = self._pair_value(text, found)
+        if found is None:
+            return None
+        start, end, quoted = found
+        kind = self._kind(key, text[start:end], quoted=quoted, sign=sign, spaced=spaced)
+        return None if kind is None else (start, end, kind)

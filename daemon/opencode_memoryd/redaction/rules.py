@@ -18,6 +18,7 @@ Internal to :mod:`opencode_memoryd.redaction`; other code imports
 from __future__ import annotations
 
 from opencode_memoryd.redaction.bare import find_bare
+from opencode_memoryd.redaction.catalog import find_catalog
 from opencode_memoryd.redaction.cli import CliFlag, cli_rule, find_cli
 from opencode_memoryd.redaction.finders import (
     find_assignments,
@@ -33,6 +34,7 @@ from opencode_memoryd.redaction.scan import (
     P_ENTROPY,
     P_HEADER,
     P_PROSE,
+    P_PROVIDER,
     P_URL,
     NoCase,
     Rule,
@@ -71,6 +73,18 @@ PROSE_KEYS: tuple[str, ...] = (
     "hasło", "haslo", "пароль", "密码", "密碼", "パスワード", "비밀번호", "şifre", "sifre",
     "parola", "heslo", "salasana", "lösenord", "losenord", "adgangskode", "passord",
     "jelszó", "jelszo", "κωδικός",
+    # inflected and possessive forms: Swedish, Danish and Norwegian definite ("lösenordet",
+    # "adgangskoden", "passordet"), Turkish "my/its password" ("şifrem", "şifresi",
+    # "parolam"), Finnish "my password" ("salasanani"), Polish and Russian cases.
+    "lösenordet", "losenordet", "adgangskoden", "kodeord", "kodeordet", "passordet",
+    "şifrem", "şifresi", "şifreyi", "şifreniz", "sifrem", "sifresi", "parolam", "parolas\u0131",
+    "salasanani", "salasanan", "hasła", "hasłem", "пароля", "паролем", "mdp",
+)
+#: Keys of languages with no copula, or whose possessive is the statement ("мой пароль X",
+#: "şifrem X"): a value may follow them directly (see :func:`prose_finder`).
+PROSE_BARE_KEYS: tuple[str, ...] = (
+    "пароль", "пароля", "şifrem", "şifresi", "şifreyi", "şifreniz", "sifrem", "sifresi",
+    "parolam", "parolas\u0131", "şifre", "sifre", "parola",
 )
 #: Keys of a ``user<sep>password`` pair ("credentials: admin / …", "login admin / …").
 PROSE_PAIR_KEYS: tuple[str, ...] = ("credentials", "creds", "login", "user/pass",
@@ -82,11 +96,14 @@ PROSE_SECRET_KEYS: tuple[str, ...] = (
 )
 #: Keys too short to take a value without a verb ("pw X" is not a statement).
 PROSE_WEAK_KEYS: tuple[str, ...] = ("pw", "pass", "pwd")
+# ("mdp", the French "mot de passe", takes a verb or a sign; its value needs a letter:
+# "MDP: 0.95" is a Markov decision process.)
 #: Where prose keys start: every key starts with one of these (see :func:`prose_finder`).
 PROSE_SEEDS: tuple[str, ...] = (
     "pass", "pw", "kennwort", "contrase", "clave", "senha", "wachtwoord", "hasło", "haslo",
     "пароль", "密码", "密碼", "パスワード", "비밀번호", "şifre", "sifre", "parola", "heslo",
     "salasana", "lösenord", "losenord", "adgangskode", "jelsz", "κωδικός", "mot de passe",
+    "kodeord", "mdp", "hasł", "парол",
     "cred", "login", "user/pass", "username/password", "login/password", "secret", "token",
     "api key", "apikey", "api token", "access key", "access token", "auth token",
     "client secret",
@@ -101,9 +118,16 @@ PROSE_VERBS: tuple[str, ...] = (
     "is set to", "is just", "was", "are", "set to", "changed to", "reset to", "to", "will be",
     "should be", "ist", "lautet", "war", "est", "était", "es", "era", "é", "è", "er",
     "var", "je", "jest", "är", "on", "是", "为", "為", "は", "が", "는", "은", "이",
+    # "changed to X" in other languages: "veranderd in", "auf … geändert", "cambié … a",
+    # "mudei … para", "поменял … на", "zmieniłem … na", "bytte … till", "を … に変更",
+    # "를 … 로", "改成了" (the prepositions count right after the key only: see prose.py).
+    "veranderd in", "gewijzigd in", "auf", "a", "para", "на", "na", "till", "を", "를", "을",
+    "改成了", "改成", "改为", "设为", "设置为", "это",
 )
 
 _CONTEXT_ROWS: tuple[RegexRule | Rule, ...] = (
+    # Every token shape of the maintained catalogue (see catalog.py); it reports kinds.
+    Rule("token", P_PROVIDER, find_catalog),
     # scheme://user:password@host, the password possibly holding any of !#$&*+,;=@ and
     # %-escapes (the detect-secrets rule stops at them); it runs to the last "@" before
     # the host.
@@ -126,7 +150,8 @@ _CONTEXT_ROWS: tuple[RegexRule | Rule, ...] = (
               priority=P_ASSIGN, check=tag_value_ok),
     *(cli_rule(row) for row in CLI_FLAGS),
     Rule("password", P_PROSE, prose_finder(PROSE_KEYS, PROSE_VERBS, PROSE_PAIR_KEYS,
-                                            PROSE_WEAK_KEYS, PROSE_SECRET_KEYS, PROSE_SEEDS),
+                                            PROSE_WEAK_KEYS, PROSE_SECRET_KEYS, PROSE_SEEDS,
+                                            PROSE_BARE_KEYS),
          PROSE_SEEDS, hints_nocase=True),
     # Reports password / secret / token / api_key / private_key by the assigned name.
     Rule("password", P_ASSIGN, find_assignments, ("pass", "pwd", "secret", "token", "key"),
