@@ -66,6 +66,7 @@ from opencode_memoryd.serve.sources import SourceTracking, TrackedSource
 from opencode_memoryd.serve.timed import DREAM_EXECUTOR, TimedWork
 from opencode_memoryd.serve.web_host import WebPage, start_web_page
 from opencode_memoryd.source.watcher import DbWatcher
+from opencode_memoryd.state.queue import GIVE_UP_ATTEMPTS
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.service import Service
 
@@ -342,6 +343,7 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
                          "attempts": r["attempts"], "last_error": r["last_error"]}
                         for r in self.state.queue(limit=STATUS_PENDING_LIMIT)],
             "pending_count": self.state.queue_size(),
+            "failing": self._failing(),
             "last_extraction": self.last_extraction,
             "paused": ({"reason": self.pause.reason, "until": iso_utc(self.pause.until)}
                        if self.pause else None),
@@ -351,6 +353,15 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
             "alerts": self.alerts.active(),
             "web": self._web.url if self._web is not None else None,
         }
+
+    def _failing(self) -> dict[str, Any]:
+        """Sessions whose last attempts failed: ``{count, given_up, sessions[]}``."""
+        count, rows = self.state.queue_failing()
+        sessions = [{"session_id": r["session_id"], "attempts": r["attempts"],
+                     "last_error": r["last_error"],
+                     "given_up": r["attempts"] >= GIVE_UP_ATTEMPTS} for r in rows]
+        return {"count": count, "given_up": sum(s["given_up"] for s in sessions),
+                "sessions": sessions}
 
 
 def run(app: App) -> int:
