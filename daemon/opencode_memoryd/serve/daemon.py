@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
 import threading
 import time
@@ -62,6 +61,7 @@ from opencode_memoryd.serve.control_server import ControlServer
 from opencode_memoryd.serve.jobs import Pause
 from opencode_memoryd.serve.mcp_host import MCPHost
 from opencode_memoryd.serve.notify import sd_notify
+from opencode_memoryd.serve.signals import StopSignals
 from opencode_memoryd.serve.sources import SourceTracking, TrackedSource
 from opencode_memoryd.serve.timed import DREAM_EXECUTOR, TimedWork
 from opencode_memoryd.serve.web_host import WebPage, start_web_page
@@ -375,18 +375,17 @@ def run(app: App) -> int:
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
     daemon = Daemon(app)
 
-    def _stop(signum: int, _frame: object) -> None:
-        log.info("signal_received", signal=signal.Signals(signum).name)
+    def _stop(name: str) -> None:
+        log.info("signal_received", signal=name)
         daemon.stop_event.set()
         daemon._poke.set()
 
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    try:
-        daemon.start()
-        daemon.run_forever()
-    finally:
-        abandoned = daemon.shutdown()
+    with StopSignals(_stop):
+        try:
+            daemon.start()
+            daemon.run_forever()
+        finally:
+            abandoned = daemon.shutdown()
     if abandoned:
         # a worker is still in a call (an LLM answer): the interpreter would wait for it
         # at exit; its work is crash-safe and resumes at the next start
