@@ -161,10 +161,11 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
     def start(self) -> None:
         """Lock, open state and store, serve commands, start the worker and watching.
 
-        Commands are served as soon as the state file and the store are open; then the
-        capture code is loaded (extractor, summarizer), the main loop's first pass (a full
-        one) queues what changed while the daemon was away, and the worker resumes what
-        was queued before a restart. Each step lets a command being served go first
+        Commands are served as soon as the state file and the store are open and a dream a
+        crash interrupted mid-apply is finished (nothing half applied is ever served); then
+        the capture code is loaded (extractor, summarizer), the main loop's first pass (a
+        full one) queues what changed while the daemon was away, and the worker resumes
+        what was queued before a restart. Each step lets a command being served go first
         (:meth:`step_aside`).
         """
         self.acquire_lock()
@@ -175,6 +176,8 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
         # served before the next lines run builds them itself
         self.service = Service(self.app, self.state, self.store, lock_for=self.project_lock,
                                daemon_status=self.status)
+        # a dream a crash left half applied is finished before anything is served
+        self.service.recover_dreams()
         self._start_control()
         log.info("daemon_started", version=__version__, pid=os.getpid(),
                  mode=self.app.extraction_mode(),
@@ -223,9 +226,7 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
     # -- time-based work --------------------------------------------------------------
 
     def _start_scheduler(self) -> None:
-        """Finish dreams a crash interrupted, then start the timed work
-        (:meth:`~opencode_memoryd.serve.timed.TimedWork._schedule`)."""
-        self.service.recover_dreams()
+        """Start the timed work (:meth:`~opencode_memoryd.serve.timed.TimedWork._schedule`)."""
         self.scheduler = self._schedule(self.cfg.sweep_interval_seconds)
 
     # -- main loop --------------------------------------------------------------------
