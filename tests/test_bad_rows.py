@@ -209,20 +209,25 @@ def test_fuzz_no_row_makes_the_decoder_raise(
 
 #: The session behind PY39.
 PY39_SESSION = "ses_dfec3e0e7ffemMTQpWH5L89esM"
+#: A session with no directive ("Changelog summary").
+PLAIN_SESSION = "ses_dfec3906affe7mNz9acnHRC1kP"
 
 
 @pytest.mark.slow
-def test_the_daemon_reads_past_deep_rows(
+def test_the_daemon_reads_past_deep_rows_and_isolates_a_failing_session(
         tmp_path: Path, isolated_env: dict[str, str], state_db: Path) -> None:
     db = Path(isolated_env["XDG_DATA_HOME"]) / "opencode" / "opencode.db"
     db.parent.mkdir(parents=True)
     shutil.copyfile(FIXTURES / "opencode-sample.db", db)
+    newest = _newest_messages(db)
     with sqlite3.connect(db) as c:
         c.execute("UPDATE part SET data = ? WHERE id = ?", (DEEP, _text_part(db)))
-        c.execute("UPDATE message SET data = ? WHERE id = (SELECT id FROM message WHERE "
-                  "session_id = ? ORDER BY time_created DESC LIMIT 1)",
-                  (DEEP_LIST, PY39_SESSION))
-    newest = _newest_messages(db)
+        c.execute("UPDATE message SET data = ? WHERE id = ?",
+                  (DEEP_LIST, newest[PY39_SESSION]))
+        # a time that is not a number (OpenCode writes integers): the session cannot be
+        # read; it fails alone, again and again, and every other session is captured
+        c.execute("UPDATE message SET time_created = 'soon' WHERE id = ?",
+                  (newest.pop(PLAIN_SESSION),))
     cfg = write_config(tmp_path / "daemon.toml", """
 [extraction]
 mode = "rules"
@@ -231,15 +236,26 @@ quiet_period_seconds = 0.3
 poll_interval_seconds = 0.2
 """)
     proc = start_daemon(cfg, isolated_env)
+
+    def failing() -> list[dict[str, Any]]:
+        info = cli_json("--config", str(cfg), "status")["daemon"]
+        return list(info["failing"]["sessions"])
+
     try:
-        assert wait_until(lambda: read_marks(state_db) == newest, timeout=60)
-        assert cli_json("--config", str(cfg), "status")["daemon"]["failing"]["count"] == 0
+        assert wait_until(lambda: {s: m for s, m in read_marks(state_db).items()
+                                   if s != PLAIN_SESSION} == newest, timeout=60)
+        # retried with backoff: its second attempt failed too, and the daemon runs on
+        assert wait_until(lambda: any(f["attempts"] >= 2 for f in failing()), timeout=60)
+        (f,) = failing()
+        assert f["session_id"] == PLAIN_SESSION and not f["given_up"]
+        assert f["last_error"].startswith("internal: ValueError")
         assert _facts(cfg) == {PNPM, PY39} and proc.poll() is None
     finally:
         proc.kill()
         proc.wait()
     log = (state_db.parent / LOG_FILE_NAME).read_text()
-    assert "corrupt_part_row" in log and "Traceback" not in log
+    assert "corrupt_part_row" in log and "session_crashed" in log
+    assert "worker_crashed" not in log and "internal_error" not in log
 
 
 def test_a_session_that_fails_unexpectedly_fails_alone(
