@@ -134,3 +134,42 @@ def test_a_state_file_of_schema_1_gets_max_rowid(tmp_path: Path) -> None:
         state.close()
     with sqlite3.connect(path) as c:
         assert c.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+
+
+HOUR_MS = 3_600_000
+DIR = "/tmp/projects/clock"
+
+
+def test_turns_written_after_the_clock_went_back_an_hour_are_read(
+        config_file: Path, sample_db: Path) -> None:
+    """Stamped before their session's own creation, they are no fork's copies: their ids
+    come from the same clock as their times."""
+    _maintain(config_file, sample_db)
+    w = OpenCodeWriter(sample_db)
+    busy = w.new_session(project_id="d" * 40, directory=DIR, worktree=DIR)
+    w.append_turn(busy, "remember that the clock service runs on port 7001")
+    fresh = w.new_session(project_id="d" * 40, directory=DIR, worktree=DIR)
+    first = _maintain(config_file, sample_db)
+    assert first["totals"]["turns_read"] == 1 and first["totals"]["added"] == 1
+    w.set_clock(-HOUR_MS)  # the writer's clock goes back an hour
+    for i in range(5):
+        w.append_turn(busy, f"remember that worker {i} listens on port 710{i}")
+    w.append_turn(fresh, "remember that the fresh session uses port 7200")
+    w.close()
+    second = _maintain(config_file, sample_db)
+    assert second["totals"]["turns_read"] == 6 and second["totals"]["added"] == 6
+    assert all(_remembered(config_file, f"listens on port 710{i}") == 1 for i in range(5))
+    assert _remembered(config_file, "port 7200") == 1
+    assert _maintain(config_file, sample_db)["totals"]["turns_read"] == 0
+
+
+def test_a_fork_copy_is_still_skipped(config_file: Path, sample_db: Path) -> None:
+    """A fork's copies keep their original times and get ids minted at the fork: the
+    directive the sample's fork repeats is stored once, from its original session."""
+    report = _maintain(config_file, sample_db)
+    with sqlite3.connect(sample_db) as c:
+        (fork,) = c.execute("SELECT id FROM session WHERE title LIKE '%(fork #1)'").fetchone()
+    (row,) = [r for r in report["sessions"] if r["session_id"] == fork]
+    assert row["turns_read"] == 1  # its own turn; the six copied messages are skipped
+    memories = cli_json("--config", str(config_file), "list")
+    assert all(fork not in m["session_ids"] or len(m["session_ids"]) > 1 for m in memories)

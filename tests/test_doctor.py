@@ -166,6 +166,22 @@ def test_a_session_queued_too_long_is_stuck_with_its_last_error(sandbox: Sandbox
             "endpoint answered 503)") in checks["stuck"]["detail"]
 
 
+def test_a_session_given_up_is_named_at_once(sandbox: Sandbox) -> None:
+    """Given up after 5 failures in a row (backoff 5 + 10 + 20 + 40 s): named although it
+    has not waited max_wait_seconds yet."""
+    state = StateDB(sandbox.state_dir / "state.db")
+    ident = source_identity(sandbox.db)
+    state.queue_touch_many(ident, [SID], int(time.time() * 1000) - 120_000, 60, 900)
+    for _ in range(5):
+        state.queue_failed(ident, SID, "internal: ValueError: no")
+    state.close()
+    code, checks = sandbox.doctor()
+    assert code == 0
+    assert problems(checks) == {**BASELINE, "stuck": "warn"}
+    assert (f"{SID} (queued 2 min ago, given up after 5 failed attempts, last error: "
+            "internal: ValueError: no)") in checks["stuck"]["detail"]
+
+
 # --------------------------------------------------------------------------------------
 # The daemon, the service, OpenCode's side
 # --------------------------------------------------------------------------------------

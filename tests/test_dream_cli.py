@@ -689,3 +689,28 @@ def test_dream_and_journal_take_every_folder_list_takes(
     # a folder with neither sessions nor memories is still not found
     code, _ = cli(*base, "dream", "--dir", str(tmp_path / "elsewhere"), "--db", str(sample_db))
     assert code == 5
+
+
+@pytest.mark.slow
+def test_a_daemon_started_after_a_kill_9_mid_apply_never_serves_the_half_dream(
+        cfg: Path, isolated_env: dict[str, str], sample_db: Path,
+        procs: list[subprocess.Popen[str]]) -> None:
+    import sys
+
+    seed(cfg, isolated_env)
+    before = listed(cfg)
+    env = {**os.environ, **isolated_env, "OPENCODE_MEMORYD_FAULT": "dream_mid_apply",
+           "PYTHONPATH": os.pathsep.join(sys.path)}
+    killed = subprocess.run(
+        [sys.executable, "-m", "opencode_memoryd", "--config", str(cfg), "dream", "--dir",
+         ACME, "--db", str(sample_db), "--json"],
+        env=env, capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    mid = listed(cfg)  # half applied: the merged memory written, the retired ones still on
+    assert MERGED_ID in mid and set(mid) >= ACME_RETIRED
+    proc = start_daemon(cfg, isolated_env)
+    procs.append(proc)
+    assert wait_until(lambda: _daemon_ready(cfg, proc), timeout=60)
+    check_acme_dreamed(before, listed(cfg))  # its first answer: the dream finished
+    (recovered,) = journal_lines(cfg, isolated_env)
+    assert "completed by recovery" in recovered["reason"]

@@ -56,7 +56,7 @@ from datetime import UTC, datetime
 import structlog
 
 from opencode_memoryd.capture.chunks import ChunkExtractor, Extractor, Spent
-from opencode_memoryd.capture.failures import failure_fingerprint, failure_kind, failure_reason
+from opencode_memoryd.capture.failures import failure_kind, give_up
 from opencode_memoryd.capture.marks import max_rowid as rowid_of
 from opencode_memoryd.capture.marks import reconcile_mark
 from opencode_memoryd.capture.notes import Seen, SessionNotes, Summarizer
@@ -64,10 +64,16 @@ from opencode_memoryd.capture.outbox import item_id_of, recorded_candidate
 from opencode_memoryd.capture.report import Limits, SessionReport
 from opencode_memoryd.capture.secrets import SessionRedactor
 from opencode_memoryd.capture.writer import write_memories
-from opencode_memoryd.errors import DiskFullError, ExtractionError, SourceError, UpstreamError
+from opencode_memoryd.errors import (
+    DiskFullError,
+    ExtractionError,
+    MemorydError,
+    SourceError,
+    UpstreamError,
+)
 from opencode_memoryd.extract.rules import RulesExtractor
 from opencode_memoryd.extract.summarize import RulesSummarizer
-from opencode_memoryd.models import STORAGE_MESSAGE, ExtractionResult, Mark, TranscriptLine, iso_utc
+from opencode_memoryd.models import STORAGE_MESSAGE, ExtractionResult, Mark, iso_utc
 from opencode_memoryd.redaction.engine import redacting_also, scrub
 from opencode_memoryd.source.activity import compaction_summaries
 from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB
@@ -76,7 +82,6 @@ from opencode_memoryd.source.transcript import Chunk, chunk_turns
 from opencode_memoryd.source.turns import Idle, drop_fork_copies, finished_prefix, group_turns
 from opencode_memoryd.state.batch import StateBatch
 from opencode_memoryd.state.db import StateDB
-from opencode_memoryd.state.failures import ChunkFailure, failure_id
 from opencode_memoryd.state.items import Item
 from opencode_memoryd.store.api import MemoryStore
 
@@ -180,7 +185,10 @@ class SessionProcessor:
         :class:`ExtractionError`), :class:`SourceError` and :class:`DiskFullError` end this
         session's run, leave its mark where it was and are reported in ``error`` (redacted);
         ``auth``/``not_found`` and a full disk are re-raised when ``raise_fatal``, since
-        every other session would fail too. Undecodable rows are counted (``corrupt_rows``).
+        every other session would fail too. Any other exception but a
+        :class:`MemorydError` or :class:`OSError` (a store or state failure, which every
+        session would share) is this session's alone: logged with its traceback and
+        reported as ``internal``. Undecodable rows are counted (``corrupt_rows``).
         """
         started = time.perf_counter()
         src = self.source.identity
@@ -213,6 +221,12 @@ class SessionProcessor:
             report.error, report.error_kind = scrub(f"{kind}: {exc}").text, kind
             if kind == "disk_full" and self.raise_fatal:
                 raise
+        except (MemorydError, OSError):
+            raise  # the store or the state file: every session would fail the same way
+        except Exception as exc:  # a row or a bug nothing foresaw: this session alone
+            log.exception("session_crashed", session_id=session.id)
+            report.error = scrub(f"internal: {type(exc).__name__}: {exc}").text
+            report.error_kind = "internal"
         finally:
             report.duration_ms = (time.perf_counter() - started) * 1000
             log.info("session_processed", **report.as_dict())
@@ -307,7 +321,7 @@ class SessionProcessor:
             result = self.chunks.extract(lines, session.project_root, spent)
         except (ExtractionError, UpstreamError) as exc:
             self.count_spent(spent, report, failed=exc)
-            if not self._give_up(session, chunk, storage, item_id, lines, exc, report, times):
+            if not give_up(self, session, chunk, storage, item_id, lines, exc, report, times):
                 raise
             return
         self.count_spent(spent, report)
@@ -373,41 +387,6 @@ class SessionProcessor:
             tokens_in=spent.tokens_in if spent else 0,
             tokens_out=spent.tokens_out if spent else 0, storage=storage,
         )
-
-    def _give_up(self, session: SessionRow, chunk: Chunk, storage: str, item_id: str,
-                 lines: list[TranscriptLine], exc: Exception, report: SessionReport,
-                 times: dict[str, int]) -> bool:
-        """Count a failure of the chunk; after ``max_identical_failures`` identical ones,
-        give the chunk up (rules capture, record, store, move the mark) and return
-        ``True``. ``False``: the caller re-raises (the mark stays)."""
-        fingerprint = failure_fingerprint(exc)
-        threshold = self.limits.max_identical_failures
-        if fingerprint is None or threshold <= 0:
-            return False
-        src = self.source.identity
-        now = _now_iso(self.clock())
-        stored = self.writes.get_mark(src, session.id)
-        failure = ChunkFailure(
-            id=failure_id(src, session.id, storage, chunk.first[1]), source_id=src,
-            session_id=session.id, storage=storage,
-            after=stored if stored is not None and stored.storage == storage else None,
-            first=chunk.first, last=chunk.last, project_key=session.project_key,
-            project_root=session.project_root, fingerprint=fingerprint,
-            reason=failure_reason(exc))
-        failures = self.state.chunk_failed(failure, now)
-        if failures < threshold:
-            return False
-        rules = self.rules.extract(lines, project_root=session.project_root)
-        item = self.item_of(item_id, session, chunk.first, chunk.last, storage, rules, times,
-                            extractor=self.rules.name, max_rowid=chunk.rowid or None)
-        self.state.give_up_chunk(failure.id, item, now)
-        log.warning("chunk_given_up", session_id=session.id, failures=failures,
-                    reason=failure.reason, directives=len(rules.candidates),
-                    detail="captured by the rules; `maintain --retry-failed` extracts it "
-                           "again")
-        report.given_up += 1
-        self._apply(item, report)
-        return True
 
 
 def _fault_point(name: str) -> None:

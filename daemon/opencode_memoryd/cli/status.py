@@ -50,6 +50,11 @@ def _print_daemon(d: dict[str, Any]) -> None:
               + "".join(f"\n             {p['session_id']} due {p['due']}"
                         + (f" ({p['last_error']})" if p.get("last_error") else "")
                         for p in d["pending"][:10]))
+        failing = d.get("failing") or {}
+        for f in failing.get("sessions", [])[:5]:
+            print(f"{'WARNING:' if f['given_up'] else 'failing:':<13}session {f['session_id']} "
+                  f"{'given up after' if f['given_up'] else 'failed'} {f['attempts']} "
+                  f"attempt(s): {f['last_error']}")
         for _key, e in sorted(d.get("last_extraction", {}).items()):
             print(f"extracted:   {e['project_root']} at {e['at']} (+{e['added']})")
         print(f"tokens today: {d['tokens_today']}")

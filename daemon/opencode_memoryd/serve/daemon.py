@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
 import threading
 import time
@@ -62,10 +61,12 @@ from opencode_memoryd.serve.control_server import ControlServer
 from opencode_memoryd.serve.jobs import Pause
 from opencode_memoryd.serve.mcp_host import MCPHost
 from opencode_memoryd.serve.notify import sd_notify
+from opencode_memoryd.serve.signals import StopSignals
 from opencode_memoryd.serve.sources import SourceTracking, TrackedSource
 from opencode_memoryd.serve.timed import DREAM_EXECUTOR, TimedWork
 from opencode_memoryd.serve.web_host import WebPage, start_web_page
 from opencode_memoryd.source.watcher import DbWatcher
+from opencode_memoryd.state.queue import GIVE_UP_ATTEMPTS
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.service import Service
 
@@ -160,10 +161,11 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
     def start(self) -> None:
         """Lock, open state and store, serve commands, start the worker and watching.
 
-        Commands are served as soon as the state file and the store are open; then the
-        capture code is loaded (extractor, summarizer), the main loop's first pass (a full
-        one) queues what changed while the daemon was away, and the worker resumes what
-        was queued before a restart. Each step lets a command being served go first
+        Commands are served as soon as the state file and the store are open and a dream a
+        crash interrupted mid-apply is finished (nothing half applied is ever served); then
+        the capture code is loaded (extractor, summarizer), the main loop's first pass (a
+        full one) queues what changed while the daemon was away, and the worker resumes
+        what was queued before a restart. Each step lets a command being served go first
         (:meth:`step_aside`).
         """
         self.acquire_lock()
@@ -174,6 +176,8 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
         # served before the next lines run builds them itself
         self.service = Service(self.app, self.state, self.store, lock_for=self.project_lock,
                                daemon_status=self.status)
+        # a dream a crash left half applied is finished before anything is served
+        self.service.recover_dreams()
         self._start_control()
         log.info("daemon_started", version=__version__, pid=os.getpid(),
                  mode=self.app.extraction_mode(),
@@ -222,9 +226,7 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
     # -- time-based work --------------------------------------------------------------
 
     def _start_scheduler(self) -> None:
-        """Finish dreams a crash interrupted, then start the timed work
-        (:meth:`~opencode_memoryd.serve.timed.TimedWork._schedule`)."""
-        self.service.recover_dreams()
+        """Start the timed work (:meth:`~opencode_memoryd.serve.timed.TimedWork._schedule`)."""
         self.scheduler = self._schedule(self.cfg.sweep_interval_seconds)
 
     # -- main loop --------------------------------------------------------------------
@@ -342,6 +344,7 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
                          "attempts": r["attempts"], "last_error": r["last_error"]}
                         for r in self.state.queue(limit=STATUS_PENDING_LIMIT)],
             "pending_count": self.state.queue_size(),
+            "failing": self._failing(),
             "last_extraction": self.last_extraction,
             "paused": ({"reason": self.pause.reason, "until": iso_utc(self.pause.until)}
                        if self.pause else None),
@@ -351,6 +354,15 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
             "alerts": self.alerts.active(),
             "web": self._web.url if self._web is not None else None,
         }
+
+    def _failing(self) -> dict[str, Any]:
+        """Sessions whose last attempts failed: ``{count, given_up, sessions[]}``."""
+        count, rows = self.state.queue_failing()
+        sessions = [{"session_id": r["session_id"], "attempts": r["attempts"],
+                     "last_error": r["last_error"],
+                     "given_up": r["attempts"] >= GIVE_UP_ATTEMPTS} for r in rows]
+        return {"count": count, "given_up": sum(s["given_up"] for s in sessions),
+                "sessions": sessions}
 
 
 def run(app: App) -> int:
@@ -364,18 +376,17 @@ def run(app: App) -> int:
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
     daemon = Daemon(app)
 
-    def _stop(signum: int, _frame: object) -> None:
-        log.info("signal_received", signal=signal.Signals(signum).name)
+    def _stop(name: str) -> None:
+        log.info("signal_received", signal=name)
         daemon.stop_event.set()
         daemon._poke.set()
 
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    try:
-        daemon.start()
-        daemon.run_forever()
-    finally:
-        abandoned = daemon.shutdown()
+    with StopSignals(_stop):
+        try:
+            daemon.start()
+            daemon.run_forever()
+        finally:
+            abandoned = daemon.shutdown()
     if abandoned:
         # a worker is still in a call (an LLM answer): the interpreter would wait for it
         # at exit; its work is crash-safe and resumes at the next start

@@ -15,6 +15,7 @@ import structlog
 from opencode_memoryd.debounce import backoff_seconds
 from opencode_memoryd.errors import MemorydError, SourceError
 from opencode_memoryd.models import STORAGE_SESSION_MESSAGE, Mark, iso_utc
+from opencode_memoryd.state.queue import GIVE_UP_ATTEMPTS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -47,6 +48,9 @@ WORKER_BACKOFF_SECONDS = 5.0
 DUE_COALESCE_SECONDS = 0.2
 #: Seconds between two tries of a session that found the disk full.
 DISK_FULL_RETRY = 60.0
+#: Seconds before a session given up (:data:`GIVE_UP_ATTEMPTS` unexpected failures in a
+#: row) is tried again, unless it changes first.
+GIVEN_UP_RETRY_SECONDS = 6 * 3600.0
 
 
 @dataclass
@@ -163,8 +167,8 @@ class SessionJobs:
                 if group.commits != commits:  # the commit forgot the batch's reads
                     self._read_ahead(due[i:], group, ends=False)
                     commits = group.commits
-                self._run_session(source_id, session_id, group, ends.get(source_id),
-                                  now_ms)
+                self._run_isolated(source_id, session_id, group, ends.get(source_id),
+                                   now_ms)
                 group.commit_if_due(flush_seconds=flush)
             if due:
                 return None
@@ -207,7 +211,9 @@ class SessionJobs:
             if ends and src is not None:
                 try:
                     out[source_id] = src.db.last_messages(ids)
-                except SourceError:
+                except Exception as exc:  # each session looks itself up, and fails alone
+                    if not isinstance(exc, SourceError):
+                        log.warning("read_ahead_failed", error=f"{type(exc).__name__}: {exc}")
                     continue
         return out
 
@@ -240,6 +246,19 @@ class SessionJobs:
                 log.warning("token_budget_reached", budget=budget, until=iso_utc(until))
                 return (until - now).total_seconds()
         return None
+
+    def _run_isolated(self, source_id: str, session_id: str, group: WriteGroup,
+                      ends: dict[str, Mark] | None, started_ms: int) -> None:
+        """:meth:`_run_session`, with any failure but the store's or the state file's
+        (which every session would share) this session's alone (:meth:`_session_failed`)."""
+        try:
+            self._run_session(source_id, session_id, group, ends, started_ms)
+        except (MemorydError, OSError):
+            raise
+        except Exception as exc:  # a row or a bug nothing foresaw
+            log.exception("session_crashed", session_id=session_id)
+            self._session_failed(source_id, session_id,
+                                 f"internal: {type(exc).__name__}: {exc}")
 
     def _run_session(self, source_id: str, session_id: str, group: WriteGroup,
                      ends: dict[str, Mark] | None = None, started_ms: int | None = None
@@ -331,6 +350,9 @@ class SessionJobs:
             log.error("llm_paused", reason=self.pause.reason, until=iso_utc(self.pause.until))
             self._retry(source_id, session_id, self.cfg.auth_pause_seconds, error)
             return
+        if kind == "internal":
+            self._session_failed(source_id, session_id, error)
+            return
         attempts = self.state.queue_failed(source_id, session_id, error)
         self._consecutive_failures += 1
         if self._consecutive_failures >= self.cfg.circuit_failure_threshold:
@@ -343,3 +365,18 @@ class SessionJobs:
         if self.pause is not None:
             delay = max(delay, (self.pause.until - now).total_seconds())
         self._retry(source_id, session_id, delay, error)
+
+    def _session_failed(self, source_id: str, session_id: str, error: str) -> None:
+        """A failure of this session alone (a row or a bug nothing foresaw): counted, and
+        retried with backoff (never the circuit breaker); after :data:`GIVE_UP_ATTEMPTS`
+        in a row, given up: logged as an error, shown by ``status``/``doctor``, and tried
+        again only after :data:`GIVEN_UP_RETRY_SECONDS` or a change of the session."""
+        self.last_error = error
+        attempts = self.state.queue_failed(source_id, session_id, error)
+        if attempts < GIVE_UP_ATTEMPTS:
+            self._retry(source_id, session_id, backoff_seconds(attempts), error)
+            return
+        log.error("session_given_up", session_id=session_id, attempts=attempts, error=error,
+                  retry_seconds=GIVEN_UP_RETRY_SECONDS,
+                  detail="its new turns are not captured; every other session's are")
+        self._retry(source_id, session_id, GIVEN_UP_RETRY_SECONDS, error)

@@ -62,7 +62,9 @@ class SessionLookups:
         ``session_message`` and, for the sessions without rows there, the
         ``(session_id, time_created, id)`` index of ``message``, in batches of 500 ids;
         sessions without any row are left out. Used to tell, without reading any message
-        bodies, whether a session holds anything after its mark.
+        bodies, whether a session holds anything after its mark. A ``message`` row whose
+        ``time_created`` is not an integer (OpenCode writes integers) is passed over here,
+        so it never fails the lookup of a whole batch; reading its session fails alone.
 
         Args:
             session_ids: the sessions to look up.
@@ -86,6 +88,7 @@ class SessionLookups:
                     SELECT ids.sid, m.time_created, m.id
                     FROM ids JOIN message m ON m.id = (
                         SELECT id FROM message WHERE session_id = ids.sid
+                        AND typeof(time_created) = 'integer'
                         ORDER BY time_created DESC, id DESC LIMIT 1)""",
                 params,
             )

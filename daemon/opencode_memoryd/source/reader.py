@@ -9,8 +9,9 @@ this module's connection. Rules it keeps, from how SQLite's WAL mode treats read
 how OpenCode opens the file
 (``journal_mode=WAL``, ``busy_timeout=5000``; observed with OpenCode 1.2.1 to 1.18.33):
 
-* the database is opened with a ``file:…?mode=ro`` URI: never ``immutable``, never a write,
-  never a checkpoint, never a PRAGMA that changes the file;
+* the database is opened with a ``file:…?mode=ro`` URI (``immutable`` only on a folder that
+  cannot be written, :mod:`~opencode_memoryd.source.uri`): never a write, never a
+  checkpoint, never a PRAGMA that changes the file;
 * every read is a short bounded query whose cursor is fully consumed; a batch that must be
   consistent across ``message`` and ``part`` runs in one explicit, short read transaction
   that is ended at once, so no read transaction is ever held between reads (an open reader
@@ -37,14 +38,12 @@ Errors: :class:`~opencode_memoryd.errors.SourceError` when the file is missing o
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 import structlog
 
@@ -63,6 +62,7 @@ from opencode_memoryd.source.rows import (
     is_utf8,
 )
 from opencode_memoryd.source.schema import SchemaInfo, detect_schema
+from opencode_memoryd.source.uri import read_uri
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
@@ -90,7 +90,7 @@ class OpenCodeDB(SessionLookups):
         if not self.path.is_file():
             raise SourceError(f"OpenCode database not found: {self.path}")
         self.identity = source_identity(self.path)
-        uri = f"file:{quote(os.path.abspath(self.path))}?mode=ro"
+        uri = read_uri(self.path)
         timeout = max(busy_timeout_ms, 0) / 1000
 
         from sqlalchemy import create_engine

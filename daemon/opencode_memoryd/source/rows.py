@@ -5,11 +5,11 @@ tables and for the v2 ``session_message`` table alike (a v2 row is mapped onto
 :class:`MessageRow` by :mod:`opencode_memoryd.source.v2rows`), so turns, transcripts and
 the session processor never see how a row was stored. Times are integer milliseconds since
 the Unix epoch, as OpenCode writes them. ``message.data`` and ``part.data`` hold OpenCode's
-JSON; a row whose JSON cannot be decoded (not JSON, not an object, or not UTF-8 text) is
-kept with ``{}`` and flagged ``corrupt``, never dropped, so a high-water mark can move past
-it: one bad row costs its own content only. Text that is not valid UTF-8 arrives from the
-reader with its bad bytes as lone surrogates (``surrogateescape``); :func:`is_utf8` tells,
-:func:`clean_text` repairs names.
+JSON; a row whose JSON cannot be decoded (not JSON, not an object, nested too deep, or not
+UTF-8 text) is kept with ``{}`` and flagged ``corrupt``, never dropped, so a high-water mark
+can move past it: one bad row costs its own content only. Text that is not valid UTF-8
+arrives from the reader with its bad bytes as lone surrogates (``surrogateescape``);
+:func:`is_utf8` tells, :func:`clean_text` repairs names.
 """
 
 from __future__ import annotations
@@ -174,13 +174,14 @@ def decode_object(raw: object) -> tuple[dict[str, Any], bool]:
 
     Returns:
         ``(object, corrupt)``: the decoded object and ``False``, or ``({}, True)`` when the
-        value is not UTF-8 text, not JSON or not a JSON object. Never raises.
+        value is not UTF-8 text, not JSON, not a JSON object, or nested deeper than the
+        decoder can go (:class:`RecursionError` past about 1,000 levels). Never raises.
     """
     if isinstance(raw, str) and not is_utf8(raw):
         return {}, True
     try:
         value = json.loads(raw) if isinstance(raw, str | bytes) else None
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         return {}, True
     if not isinstance(value, dict):
         return {}, True

@@ -17,7 +17,9 @@ Rules, as observed on databases written by OpenCode 1.2.1 to 1.18.33:
   a provider error;
 * a fork copies the messages of its source session with new ids but the original
   ``time_created``, which is older than the fork session itself, so a message created before
-  its session is a copy and is skipped.
+  its session whose id was minted well after its time is a copy and is skipped (a message
+  written after the clock was set back is stamped before its session too, but its id and
+  its time come from the same clock: it is read).
 
 For v2 turns two more rules apply: a turn followed by a later user row is finished once
 every answer has ``time.completed`` (or an error), even when the newest one says
@@ -30,6 +32,7 @@ finished once ``abandoned_ms`` passed, like a crashed one.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -171,10 +174,44 @@ def finished_prefix(
     return out
 
 
-def drop_fork_copies(messages: Sequence[MessageRow], session_time_created: int) -> list[MessageRow]:
-    """Drop the messages a fork copied from its source session.
+#: How far apart (ms) a message's id and its ``time_created`` may have been taken for the
+#: message to have been written where it is: OpenCode takes both from one clock within a
+#: few ms (0 to 4 ms apart in the sample databases), a fork's copy gets its id when the
+#: fork is made, seconds or days after the original's time.
+FORK_ID_SKEW_MS = 1000
+_ID_HEX = re.compile(r"^[a-z]+_([0-9a-f]{12})")
+_ID_BITS = 48
 
-    A fork's copies keep the original ``time_created`` and so predate the fork session
-    (see the module docstring); messages written in the session itself never do.
+
+def id_skew_ms(message: MessageRow) -> int | None:
+    """How long after its ``time_created`` (ms, negative: before) the message's id was
+    minted; ``None`` for an id not in OpenCode's shape.
+
+    An id's 12 hex digits hold the low 48 bits of ``ms * 4096 + counter`` (see
+    ``docs/opencode-db.md``, "IDs"), so the difference is known modulo 2**48 / 4096 ms
+    (about 2.2 years) and is taken as the one nearest to zero.
     """
-    return [m for m in messages if m.time_created >= session_time_created]
+    found = _ID_HEX.match(message.id)
+    if found is None:
+        return None
+    span = 1 << _ID_BITS
+    diff = (int(found.group(1), 16) - message.time_created * 4096) % span
+    if diff >= span // 2:
+        diff -= span
+    return diff // 4096
+
+
+def is_fork_copy(message: MessageRow, session_time_created: int) -> bool:
+    """Whether a fork copied ``message`` from its source session: it is stamped before the
+    session was created, and its id was not minted when it was stamped (a copy keeps
+    the original's time and gets a new id). A message written after the writer's clock
+    went back is stamped before its session too, but its id comes from the same clock."""
+    if message.time_created >= session_time_created:
+        return False
+    skew = id_skew_ms(message)
+    return skew is None or abs(skew) >= FORK_ID_SKEW_MS
+
+
+def drop_fork_copies(messages: Sequence[MessageRow], session_time_created: int) -> list[MessageRow]:
+    """Drop the messages a fork copied from its source session (:func:`is_fork_copy`)."""
+    return [m for m in messages if not is_fork_copy(m, session_time_created)]

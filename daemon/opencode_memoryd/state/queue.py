@@ -16,7 +16,11 @@ from opencode_memoryd.state.engine import StateFile
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
-__all__ = ["QUEUE_DONE_SQL", "QueueTable"]
+__all__ = ["GIVE_UP_ATTEMPTS", "QUEUE_DONE_SQL", "QueueTable"]
+
+#: Failed attempts in a row after which a session is given up: it is looked at again only
+#: after a long wait, or when it changes (and is given up again at its next failure).
+GIVE_UP_ATTEMPTS = 5
 
 #: Remove a session from the queue unless it changed after ``:t`` (ms).
 QUEUE_DONE_SQL = ("DELETE FROM queue WHERE source_id=:s AND session_id=:sid "
@@ -109,6 +113,16 @@ class QueueTable(StateFile):
             row = c.exec_driver_sql("SELECT attempts FROM queue WHERE source_id=:s AND "
                             "session_id=:sid", {"s": source_id, "sid": session_id}).fetchone()
         return int(row[0]) if row and row[0] else 1
+
+    def queue_failing(self, limit: int = 10) -> tuple[int, list[dict[str, Any]]]:
+        """Queued sessions whose last attempt failed (``attempts > 0``), the most failed
+        first: ``(how many, the first limit rows as dicts)`` (see :meth:`queue`)."""
+        with self._read() as c:
+            n = c.exec_driver_sql("SELECT count(*) FROM queue WHERE attempts > 0").scalar_one()
+            rows = c.exec_driver_sql("SELECT * FROM queue WHERE attempts > 0 ORDER BY "
+                                     "attempts DESC, due_ms LIMIT ?", (limit,)
+                                     ).mappings().all()
+        return int(n), [dict(r) for r in rows]
 
     def queue_done(self, source_id: str, session_id: str, started_ms: int) -> None:
         """Remove a session from the queue unless it changed again after ``started_ms``;

@@ -5,16 +5,22 @@ An edit rewrites the memory in place (same id, same provenance: sessions, messag
 source, creation time, lineage) and re-embeds it through the store, so search finds it
 under its new text at once. The version it replaces is appended to the memory's
 ``history``, and the edit is written to the dream journal as an ``action`` ``edit`` entry,
-so ``journal`` and ``show`` list it beside the dreams that touched the memory.
+so ``journal`` and ``show`` list it beside the dreams that touched the memory. The entry
+is written before the memory (write-ahead): a crash between the two leaves an entry whose
+edit is not in the memory's ``history``, which :func:`recover_edits` journals again as
+``failed`` (the edit was not applied; the request that made it got no answer).
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import uuid
 from typing import Any
 
 import structlog
 
+from opencode_memoryd.dream.apply import FAULT_ENV
 from opencode_memoryd.dream.journal import DreamJournal
 from opencode_memoryd.errors import RefusedError, RequestError
 from opencode_memoryd.extract.sections import section_for
@@ -31,6 +37,16 @@ log = structlog.get_logger(__name__)
 EDIT_ACTION = "edit"
 #: Characters of each text a journal operation quotes (as a dream's operations do).
 QUOTE_CHARS = 80
+#: Crash tests: die after the journal entry, before the memory is written.
+FAULT_EDIT_JOURNALED = "edit_journaled"
+#: Newest journal entries :func:`recover_edits` looks at.
+RECOVER_ENTRIES = 200
+
+
+def _fault_point(name: str) -> None:
+    """Die here, as by ``kill -9``, when ``OPENCODE_MEMORYD_FAULT`` names this point."""
+    if os.environ.get(FAULT_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _quote(text: str) -> str:
@@ -116,9 +132,11 @@ def edit_memory(app: AppPort, store: MemoryStore, journal: DreamJournal, memory_
         m.section = section_for(m.type, m.scope, text) if m.type in FACT_TYPES else m.section
         m.updated_at = started
         m.provenance = "agent" if agent is not None else "user"
+        # write-ahead: an edit a crash interrupts is journaled, never applied unjournaled
+        journal.append(edit_entry(m, run_id=run_id, old_content=old_content,
+                                  old_type=old_type, at=iso_utc(started)))
+        _fault_point(FAULT_EDIT_JOURNALED)
         store.upsert([m])
-    journal.append(edit_entry(m, run_id=run_id, old_content=old_content, old_type=old_type,
-                              at=iso_utc(started)))
     log.info("memory_edited", id=m.id, run_id=run_id, type=m.type, scope=m.scope,
              project=m.project_id, redactions=sum(redactions.values()))
     return {"memory": m.to_payload(), "status": "edited", "run_id": run_id,
@@ -145,3 +163,33 @@ def edit_entry(m: Memory, *, run_id: str, old_content: str, old_type: str, at: s
         "rejected": [], "model": None, "tokens_in": 0, "tokens_out": 0,
         "duration_ms": 0.0, "mode": "manual",
     }
+
+
+def recover_edits(store: MemoryStore, journal: DreamJournal) -> list[str]:
+    """Journal as ``failed`` the edits a crash interrupted between their journal entry and
+    the memory's write: an ``ok`` edit entry (among the newest :data:`RECOVER_ENTRIES`)
+    whose memory's ``history`` does not hold its ``run_id``.
+
+    Returns:
+        The run ids journaled as failed (oldest first).
+    """
+    seen: set[str] = set()
+    failed: list[str] = []
+    for entry in journal.entries(limit=RECOVER_ENTRIES):  # newest first
+        run_id = str(entry.get("run_id"))
+        if run_id in seen or entry.get("action") != EDIT_ACTION:
+            continue
+        seen.add(run_id)
+        ops = entry.get("operations") or [{}]
+        memory_id = (ops[0].get("memory_ids") or [None])[0]
+        if entry.get("status") != "ok" or not memory_id:
+            continue
+        found = store.get([str(memory_id)])
+        if found and any(h.get("run_id") == run_id for h in found[0].history):
+            continue
+        journal.append({**entry, "status": "failed",
+                        "reason": "interrupted before it was applied: the memory is unchanged"})
+        log.warning("edit_not_applied", run_id=run_id, id=memory_id)
+        failed.append(run_id)
+    failed.reverse()
+    return failed

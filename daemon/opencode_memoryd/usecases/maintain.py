@@ -141,13 +141,17 @@ class _Ahead:
     def __init__(self, proc: SessionProcessor, group: WriteGroup, ids: list[str]) -> None:
         self.proc, self.group, self.ids = proc, group, ids
         self._until, self._commits = 0, -1
-        self._ends: dict[str, Mark] = {}
+        self._ends: dict[str, Mark] | None = {}
 
-    def ends(self, i: int) -> dict[str, Mark]:
+    def ends(self, i: int) -> dict[str, Mark] | None:
         """The newest rows, by session id, read at most :data:`PREFETCH_SESSIONS` sessions
-        ago; call with the index of each session in turn."""
+        ago (``None`` when that read failed: each session looks itself up); call with the
+        index of each session in turn."""
         if i >= self._until:
-            self._ends = self.proc.source.last_messages(self.ids[i:i + PREFETCH_SESSIONS])
+            try:
+                self._ends = self.proc.source.last_messages(self.ids[i:i + PREFETCH_SESSIONS])
+            except Exception:  # each session looks itself up, and fails alone
+                self._ends = None
             self._until = i + PREFETCH_SESSIONS
             self._commits = -1
         if self._commits != self.group.commits:

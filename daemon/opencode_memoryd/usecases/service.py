@@ -352,8 +352,11 @@ class Service:
         self._context.close()
 
     def recover_dreams(self) -> builtins.list[str]:
-        """See :func:`opencode_memoryd.usecases.dreams.recover_dreams`."""
-        return dreams.recover_dreams(self.dreamer, self.journal)
+        """See :func:`opencode_memoryd.usecases.dreams.recover_dreams`; then journal the
+        edits a crash interrupted (:func:`~opencode_memoryd.usecases.edit.recover_edits`)."""
+        recovered = dreams.recover_dreams(self.dreamer, self.journal)
+        edit.recover_edits(self.store, self.journal)
+        return recovered
 
     def dream_open_scopes(self, *, trigger: str, should_stop: Callable[[], bool]
                           ) -> builtins.list[dreams.ScopeDream]:

@@ -17,6 +17,7 @@ from opencode_memoryd.models import Mark
 from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB
 from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.source.turns import Idle, drop_fork_copies, finished_prefix, group_turns
+from opencode_memoryd.state.queue import GIVE_UP_ATTEMPTS
 from opencode_memoryd.usecases.doctor.model import FAIL, OK, SKIP, WARN, Check, Context
 
 #: At most this many sessions behind their mark are read, those idle longest first.
@@ -63,10 +64,12 @@ def stuck_check(ctx: Context, db: OpenCodeDB) -> Check:
     waiting: dict[str, str] = {}
     for row in state.queue():
         queued = ctx.now_ms - int(row["first_change_ms"])
-        if row["source_id"] == ident and queued > max_wait_ms:
+        given_up = row["attempts"] >= GIVE_UP_ATTEMPTS
+        if row["source_id"] == ident and (queued > max_wait_ms or given_up):
             waiting[row["session_id"]] = (
                 f"queued {age(queued)} ago"
-                + (f", {row['attempts']} failed attempt(s)" if row["attempts"] else "")
+                + (f", given up after {row['attempts']} failed attempts" if given_up else
+                   f", {row['attempts']} failed attempt(s)" if row["attempts"] else "")
                 + (f", last error: {row['last_error']}" if row["last_error"] else ""))
     sessions = {s.id: s for s in db.sessions(include_archived=cfg.opencode.include_archived)}
     marks = state.marks(ident)
