@@ -34,15 +34,11 @@ Where the rules come from
   OpenAI keys without their marker, Stripe keys of any length and webhook secrets,
   Mailgun, Discord webhooks, signed-URL signatures, Sentry DSNs, a dozen more vendors by
   prefix (Vault, Tailscale, Doppler, New Relic, …), and whole PEM blocks.
-* Context rules are ours (:mod:`~opencode_memoryd.redaction.rules`): passwords in URLs
-  (any characters, up to the last ``@``), ``Authorization`` headers, command lines
-  (``mysql -p…``, ``sshpass -p``, ``curl -u``, ``redis-cli -a``, ``--password=…``,
-  ``echo … | sudo -S`` …), ``.netrc``, assignments (``password=…``, ``"token": "…"``,
-  ``export FOO_TOKEN=…``, values holding ``& % # ! $ @``), ``<password>`` elements,
-  passwords stated in prose in several languages ("the db password is …", "pw: …",
-  "das Passwort ist …"), high-entropy strings right after a key word, and bare
-  high-entropy strings with no key word at all (hex only when the words around do not
-  say hash or id).
+* Context rules are ours (:mod:`~opencode_memoryd.redaction.rules`): passwords in URLs,
+  ``Authorization`` headers, command lines (``mysql -p…``, ``curl -u``, ``--password=…``
+  …), ``.netrc``, assignments (``password=…``, ``export FOO_TOKEN=…``), ``<password>``
+  elements, passwords stated in prose in many languages, high-entropy strings after a key
+  word, and bare high-entropy strings (hex only when the words around do not say hash/id).
 * A key pasted over two lines or split over string literals is found whole
   (:mod:`~opencode_memoryd.redaction.split`).
 
