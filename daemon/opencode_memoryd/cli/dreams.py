@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
+from opencode_memoryd.cli.manage import as_agent
 from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.errors import NotFoundError
 
@@ -46,13 +47,16 @@ def cmd_dream(app: App, args: argparse.Namespace) -> int:
         SourceError: ``--dir`` without a readable OpenCode database (exit 4).
         NotFoundError: no OpenCode project for ``--dir``, or no such run (exit 5).
         DreamError: the run cannot be undone (exit 6).
+        RefusedError: run inside OpenCode (``OPENCODE=1``: the agent), anything but a dry
+            run (exit 6).
     """
     calls: list[tuple[str, dict[str, Any]]] = []
+    caller = {"caller": "agent"} if as_agent(app) else {}
     if args.undo:
-        calls.append(("undo", {"run_id": args.undo}))
+        calls.append(("undo", {"run_id": args.undo, **caller}))
     elif args.user:
         calls.append(("dream", {"project_key": None, "project_root": None,
-                                "dry_run": args.dry_run}))
+                                "dry_run": args.dry_run, **caller}))
     else:
         directory = normalize_dir(args.dir)
         from opencode_memoryd.usecases.projects import project_keys_for_dir
@@ -61,7 +65,7 @@ def cmd_dream(app: App, args: argparse.Namespace) -> int:
         if not keys:
             raise NotFoundError(f"no OpenCode project found for {directory}")
         calls += [("dream", {"project_key": k, "project_root": directory,
-                             "dry_run": args.dry_run}) for k in keys]
+                             "dry_run": args.dry_run, **caller}) for k in keys]
     entries = [run_use_case(app, route, payload) for route, payload in calls]
     from opencode_memoryd.cli.journal_table import render_table
 

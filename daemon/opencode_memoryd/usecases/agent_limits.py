@@ -9,7 +9,8 @@ may:
 * add a user-scope memory only as a *pending* note: in no block until the user confirms it
   (:mod:`opencode_memoryd.usecases.confirm`);
 * forget, edit or restore only the memories it added itself, of its session's project, and
-  forget at most :data:`AGENT_FORGETS_PER_HOUR` in any hour.
+  forget at most :data:`AGENT_FORGETS_PER_HOUR` in any hour;
+* dream only as a dry run, and never undo a dream.
 
 Everything else is refused with a message telling the agent to ask the user. The agent's
 text is untrusted on its way to the prompt: text that reads as an attempt to steer the agent
@@ -87,6 +88,21 @@ def check_caller(caller: object, verb: str) -> bool:
         raise RequestError(f"{verb}: `caller` must be one of {', '.join(CALLERS)}, not "
                            f"{caller!r}")
     return caller == AGENT
+
+
+def refuse_agent_dream(caller: object, verb: str) -> None:
+    """Refuse the agent a dream that changes memories, or an undo of one: both rewrite the
+    user's memories (an undo brings back the facts a dream retired), which only the user
+    may do.
+
+    Raises:
+        RequestError: ``caller`` is not one of :data:`CALLERS`.
+        RefusedError: the agent asked; nothing was changed.
+    """
+    if check_caller(caller, verb):
+        raise RefusedError(f"{verb}: the agent may not dream or undo a dream: both change "
+                           "the user's memories; ask the user to run it (`opencode-memoryd "
+                           "dream`), or use `--dry-run` to see the plan")
 
 
 def refuse_agent_text(text: str, verb: str) -> None:
