@@ -19,13 +19,13 @@ or to break out of the block (:func:`instruction_like`) is refused when the agen
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from opencode_memoryd.errors import RefusedError, RequestError
 from opencode_memoryd.models import Memory, iso_utc
+from opencode_memoryd.usecases.instructions import instruction_like as instruction_like
 
 #: The callers a write use case accepts: the user (CLI, page) or the agent.
 USER = "user"
@@ -38,45 +38,6 @@ FORGET_WINDOW = timedelta(hours=1)
 
 ASK_USER = ("it is the user's: ask the user to change it (`opencode-memoryd edit` / "
             "`forget`, or the memory page)")
-
-# Each pattern is a way injected text tries to steer the agent or leave the block: undoing
-# its instructions, piping a download into a shell, posing as a prompt's role tags or as
-# our marker, or sending data away. Matching is on NFKC-folded text, case-insensitive.
-_INSTRUCTION_PATTERNS: tuple[tuple[str, str], ...] = (
-    ("overrides instructions",
-     r"\b(?:ignore|disregard|forget|override)\b.{0,30}\b(?:previous|prior|above|earlier|"
-     r"preceding|system|your|original)\b.{0,20}\b(?:instructions?|rules|messages?|"
-     r"prompts?|guidelines|directives)\b|\b(?:ignore|disregard|forget|override)\s+"
-     r"(?:all|any)\s+(?:instructions?|prompts?|guidelines|directives)\b"),
-    ("addresses the model", r"\b(?:you are now|new instructions?|system prompt|"
-                            r"developer message|jailbreak)\b"),
-    ("pipes a download into a shell",
-     r"\b(?:curl|wget|iwr|invoke-webrequest)\b[^\n]{0,200}\|\s*(?:sudo\s+)?"
-     r"(?:ba|z|da|k|fi)?sh\b|\b(?:curl|wget)\b[^\n]{0,200}\|\s*(?:python3?|node|perl|"
-     r"ruby|iex|powershell)\b"),
-    ("runs a remote script", r"\b(?:bash|sh)\s+<\s*\(\s*(?:curl|wget)\b"),
-    ("imitates a prompt tag or marker",
-     r"</?\s*(?:system|assistant|user|instructions?|tool|developer|memory)\b[^>]*>|<!--|-->"),
-    ("sends data away",
-     r"\b(?:send|post|upload|exfiltrate|email)\b.{0,60}\b(?:secrets?|tokens?|keys?|"
-     r"credentials?|passwords?|\.env|ssh)\b"),
-)
-_COMPILED = tuple((why, re.compile(rx, re.IGNORECASE | re.DOTALL))
-                  for why, rx in _INSTRUCTION_PATTERNS)
-
-
-def instruction_like(text: str) -> str | None:
-    """Why ``text`` reads as an instruction aimed at the agent or as an escape from the
-    context block (e.g. ``overrides instructions``, ``pipes a download into a shell``),
-    or ``None`` when it reads as a plain note."""
-    import unicodedata
-
-    folded = unicodedata.normalize("NFKC", text)
-    for why, rx in _COMPILED:
-        if rx.search(folded):
-            return why
-    return None
-
 
 def check_caller(caller: object, verb: str) -> bool:
     """Whether ``caller`` is the agent.
