@@ -272,3 +272,28 @@ def test_only_the_same_fact_from_the_user_makes_an_agent_note_theirs(
         assert (mine.provenance, mine.pending) == ("user", False)
         with pytest.raises(RequestError, match="caller"):
             service.add(content="x is y.", type="user", scope="user", caller="root")
+
+
+def test_the_cli_run_by_the_agent_does_not_hand_out_the_pages_token(
+        tmp_path: Path, isolated_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from conftest import write_config
+    from opencode_memoryd.web.server import start_web
+    from opencode_memoryd.web.token import TOKEN_FILE
+
+    cfg = write_config(tmp_path / "c.toml", '[extraction]\nmode = "rules"\n'
+                       "[web]\nenabled = true\nport = 0\n")
+    app = App(config=load_config(cfg, None), env=dict(isolated_env))
+    with open_local(app) as service:
+        web = start_web(service, app.config.web, app.state_dir)
+        assert web is not None
+        try:
+            token = (app.state_dir / TOKEN_FILE).read_text().strip()
+            monkeypatch.setenv("OPENCODE", "1")  # the agent's shell: it would confirm its
+            code, out = cli("--config", str(cfg), "web", "--print")  # own notes with it
+            assert code == 6 and token not in out + capsys.readouterr().out
+            monkeypatch.delenv("OPENCODE")
+            code, out = cli("--config", str(cfg), "web", "--print")
+            assert code == 0 and token in out
+        finally:
+            web.stop()

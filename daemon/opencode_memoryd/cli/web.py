@@ -8,7 +8,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from opencode_memoryd.cli.commands import COMMANDS
-from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
+from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK, EXIT_REFUSED
+from opencode_memoryd.cli.manage import OPENCODE_ENV_VAR
 
 if TYPE_CHECKING:
     from opencode_memoryd.compose import App
@@ -21,7 +22,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "[web] enabled = true. Prints the address with the "
                                    "access token (the token file is web-token in the state "
                                    "dir); the browser gets a one-time login code instead, "
-                                   "good for two minutes.")
+                                   "good for two minutes. Refused inside OpenCode "
+                                   "(OPENCODE=1): the token acts as you.")
     w.add_argument("--print", dest="print_only", action="store_true",
                    help="only print the address, do not start a browser")
     w.set_defaults(handler=cmd_web)
@@ -42,7 +44,12 @@ def _alive(pid: object) -> bool:
 def cmd_web(app: App, args: argparse.Namespace) -> int:
     """``web [--print]``: print the page's address with the token, and open the page in a
     browser with a one-time login code (good for two minutes) instead of the token; exit 1
-    when the page is off or no daemon serves it."""
+    when the page is off or no daemon serves it, 6 inside OpenCode (``OPENCODE=1``: the
+    agent's shell), where the token would make the agent the user."""
+    if app.env.get(OPENCODE_ENV_VAR) == "1":
+        print("opencode-memoryd: web: refused inside OpenCode (OPENCODE=1): the page's token "
+              "acts as the user; open the page from your own shell", file=sys.stderr)
+        return EXIT_REFUSED
     import time
     import webbrowser
 
