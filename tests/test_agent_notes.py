@@ -297,3 +297,21 @@ def test_the_cli_run_by_the_agent_does_not_hand_out_the_pages_token(
             assert code == 0 and token in out
         finally:
             web.stop()
+
+
+def test_a_pending_note_the_user_edited_swallows_none_of_their_facts(
+        config_file: Path, isolated_env: dict[str, str]) -> None:
+    app = App(config=load_config(config_file, None), env=dict(isolated_env))
+    with open_local(app) as service:
+        note = service.add(content="I prefer squash merges for every single pull request.",
+                           type="user", scope="user", caller="agent", directory="/nowhere")
+        fixed = "I prefer squash merges for all pull requests."
+        edited = service.edit(memory_id=note["memory"]["id"], content=fixed)["memory"]
+        # the user fixed the wording without confirming: still the agent's, still pending
+        assert (edited["provenance"], edited["pending"]) == ("agent", True)
+        said = service.add(content=fixed, type="user", scope="user")
+        assert said["memory"]["pending"] is False, said
+        assert said["memory"]["provenance"] == "user"
+        assert fixed in service.context(directory="/nowhere")["text"]
+        confirmed = service.confirm(memory_id=note["memory"]["id"])["memory"]
+        assert (confirmed["provenance"], confirmed["pending"]) == ("user", False)
