@@ -315,3 +315,28 @@ def test_a_pending_note_the_user_edited_swallows_none_of_their_facts(
         assert fixed in service.context(directory="/nowhere")["text"]
         confirmed = service.confirm(memory_id=note["memory"]["id"])["memory"]
         assert (confirmed["provenance"], confirmed["pending"]) == ("user", False)
+
+
+def test_the_agents_notes_never_crowd_the_users_out_of_the_block(
+        tmp_path: Path, isolated_env: dict[str, str], sample_db: Path) -> None:
+    from conftest import ACME, write_config
+
+    cfg = write_config(tmp_path / "c.toml", f'[opencode]\ndb_paths = ["{sample_db}"]\n'
+                       '[extraction]\nmode = "rules"\n'
+                       "[context]\nmax_chars = 900\nrelevant_entries = 3\n")
+    app = App(config=load_config(cfg, None), env=dict(isolated_env))
+    mine = ["Deploys to staging run through the deploy-staging workflow.",
+            "Staging deploys need the release branch green first.",
+            "The staging database is reset every Monday at 06:00."]
+    with open_local(app) as service:
+        for text in mine:
+            service.add(content=text, type="project", scope="project", directory=ACME)
+        for i in range(6):  # notes stuffed with the task's words, to rank first
+            service.add(content=f"Staging deploys: deploy staging deploys staging deploy "
+                                f"workflow staging deploys, note {i}.", type="project",
+                        scope="project", directory=ACME, caller="agent")
+        got = service.context(directory=ACME, query="How do staging deploys work?")
+    text = got["text"]
+    assert all(json.dumps(t) in text for t in mine), text  # every one of the user's
+    relevant = section(text, "### Relevant to the task")
+    assert "note " not in relevant and relevant.count("\n- ") >= 2
