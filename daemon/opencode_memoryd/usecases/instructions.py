@@ -95,9 +95,9 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
      rf"|\b(?:include|print|cat|read|copy|paste|commit|send|post|upload|attach|echo|dump|"
      rf"share)\b.{{0,60}}{_SECRET_FILES}"),
     ("links to an address that carries data",
-     r"!\[[^\]\n]*\]\(\s*<?(?:https?:)?//[^)\s]*[?#]"
-     r"|<img\b[^>]*\bsrc\s*=\s*[\"']?(?:https?:)?//"
-     r"|https?://[^\s)]*[?&#][^\s)=]*=\s*(?:\{|\$\{?\w|<|%7b|%24)"),
+     r"!\[[^\]\n]{0,200}\]\(\s*<?(?:https?:)?//[^)\s]{0,300}[?#]"
+     r"|<img\b[^>]{0,200}\bsrc\s*=\s*[\"']?(?:https?:)?//"
+     r"|https?://[^\s)]{0,300}[?&#][^\s)=]{0,100}=\s*(?:\{|\$\{?\w|<|%7b|%24)"),
     ("runs a destructive command",
      r"\brm\s+-(?:rf|fr|r\s+-f)\s+(?:/|~|\$home)(?:\s|$|\*)|--no-preserve-root\b"
      r"|\bmkfs(?:\.\w+)?\s+/dev/|\bdd\b[^\n]{0,60}\bof=/dev/(?:sd|nvme|hd|disk)"
