@@ -33,7 +33,7 @@ from opencode_memoryd.usecases.fence import clean
 _SH = r"(?:sudo\s+)?(?:ba|z|da|k|fi)?sh\b"
 _SECRETS = (r"(?:secrets?|tokens?|api[ _-]?keys?|keys?|credentials?|passwords?|\.env\b|"
             r"ssh\b|private[ _-]keys?)")
-_SECRET_FILES = (r"(?:~/\.ssh\b|\bid_(?:rsa|ed25519|ecdsa|dsa)\b|\.aws/credentials|\.netrc\b|"
+_SECRET_FILES = (r"(?:\bid_(?:rsa|ed25519|ecdsa|dsa)\b|\.aws/credentials|\.netrc\b|"
                  r"/etc/shadow\b|\.git-credentials\b|\.docker/config\.json|\.kube/config\b|"
                  r"\.npmrc\b|\.pypirc\b)")
 _CLAUSE = r"\b(?:when|if|after|before|once|whenever|with|using|via)\b"
@@ -65,7 +65,8 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
      r"|(?:指示|命令|ルール|プロンプト)[^。\n]{0,20}(?:無視|忘れ)"
      r"|(?:지시|명령|규칙|프롬프트)[^.\n]{0,20}(?:무시|잊)"),
     ("addresses the model",
-     r"\b(?:you are now|new instructions?\s*:|(?:reveal|print|show|ignore|override|"
+     r"\b(?:you are now (?:a|an|the|in|my|free|unrestricted|jailbroken|no longer)|"
+     r"new instructions?\s*:|(?:reveal|print|show|ignore|override|"
      r"change|replace)\b.{0,20}\bsystem prompt|developer message|jailbreak)\b"
      r"|\bact as\b.{0,30}\b(?:admin\w*|root|owner|maintainer|developer|system)\b"),
     ("claims the user's consent or hides from the user",
@@ -86,18 +87,20 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
      r"|\biex\b.{0,40}\b(?:iwr|irm|invoke-webrequest|invoke-restmethod|downloadstring|"
      r"net\.webclient)\b"
      r"|\b(?:run|execute|source)\b[^\n]{0,60}\bhttps?://\S+\.(?:sh|ps1|py|bash)\b"
-     r"|\b(?:download|fetch)\w*\b[^.\n]{0,80}\b(?:script|installer|binary)\b[^.\n]{0,40}"
-     r"\b(?:run|execute|source)\b"),
+     r"|\b(?:download|fetch)\w*\b[^\n]{0,80}https?://[^\n]{0,80}\b(?:run|execute|"
+     r"source)\b"),
     ("imitates a prompt tag or marker",
      r"</?\s*(?:system|assistant|user|instructions?|tool|developer|memory)\b[^>]*>|<!--|-->"),
     ("sends data away",
      rf"\b(?:send|post|upload|exfiltrate|email|leak)\b(?:(?!{_CLAUSE}).){{0,60}}?\b{_SECRETS}"
-     rf"|\b(?:include|print|cat|read|copy|paste|commit|send|post|upload|attach|echo|dump|"
-     rf"share)\b.{{0,60}}{_SECRET_FILES}"),
+     rf"|(?<!\bnever )(?<!\bnot )(?<!n't )\b(?:include|print|cat|copy|paste|commit|send|post|"
+     rf"upload|attach|echo|dump|share)\b.{{0,60}}{_SECRET_FILES}"),
     ("links to an address that carries data",
      r"!\[[^\]\n]{0,200}\]\(\s*<?(?:https?:)?//[^)\s]{0,300}[?#]"
      r"|<img\b[^>]{0,200}\bsrc\s*=\s*[\"']?(?:https?:)?//"
-     r"|https?://[^\s)]{0,300}[?&#][^\s)=]{0,100}=\s*(?:\{|\$\{?\w|<|%7b|%24)"),
+     r"|\]\(\s*<?https?://[^\s)]{0,300}[?&#][^\s)=]{0,100}=\s*(?:\{|\$\{?\w|<|%7b|%24)"
+     r"|https?://[^\s)]{0,300}[?&#][^\s)=]{0,100}=\s*\$\{?\w*(?:token|secret|key|password|"
+     r"pass|pwd|credential)"),
     ("runs a destructive command",
      r"\brm\s+-(?:rf|fr|r\s+-f)\s+(?:/|~|\$home)(?:\s|$|\*)|--no-preserve-root\b"
      r"|\bmkfs(?:\.\w+)?\s+/dev/|\bdd\b[^\n]{0,60}\bof=/dev/(?:sd|nvme|hd|disk)"
