@@ -272,3 +272,71 @@ def test_only_the_same_fact_from_the_user_makes_an_agent_note_theirs(
         assert (mine.provenance, mine.pending) == ("user", False)
         with pytest.raises(RequestError, match="caller"):
             service.add(content="x is y.", type="user", scope="user", caller="root")
+
+
+def test_the_cli_run_by_the_agent_does_not_hand_out_the_pages_token(
+        tmp_path: Path, isolated_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from conftest import write_config
+    from opencode_memoryd.web.server import start_web
+    from opencode_memoryd.web.token import TOKEN_FILE
+
+    cfg = write_config(tmp_path / "c.toml", '[extraction]\nmode = "rules"\n'
+                       "[web]\nenabled = true\nport = 0\n")
+    app = App(config=load_config(cfg, None), env=dict(isolated_env))
+    with open_local(app) as service:
+        web = start_web(service, app.config.web, app.state_dir)
+        assert web is not None
+        try:
+            token = (app.state_dir / TOKEN_FILE).read_text().strip()
+            monkeypatch.setenv("OPENCODE", "1")  # the agent's shell: it would confirm its
+            code, out = cli("--config", str(cfg), "web", "--print")  # own notes with it
+            assert code == 6 and token not in out + capsys.readouterr().out
+            monkeypatch.delenv("OPENCODE")
+            code, out = cli("--config", str(cfg), "web", "--print")
+            assert code == 0 and token in out
+        finally:
+            web.stop()
+
+
+def test_a_pending_note_the_user_edited_swallows_none_of_their_facts(
+        config_file: Path, isolated_env: dict[str, str]) -> None:
+    app = App(config=load_config(config_file, None), env=dict(isolated_env))
+    with open_local(app) as service:
+        note = service.add(content="I prefer squash merges for every single pull request.",
+                           type="user", scope="user", caller="agent", directory="/nowhere")
+        fixed = "I prefer squash merges for all pull requests."
+        edited = service.edit(memory_id=note["memory"]["id"], content=fixed)["memory"]
+        # the user fixed the wording without confirming: still the agent's, still pending
+        assert (edited["provenance"], edited["pending"]) == ("agent", True)
+        said = service.add(content=fixed, type="user", scope="user")
+        assert said["memory"]["pending"] is False, said
+        assert said["memory"]["provenance"] == "user"
+        assert fixed in service.context(directory="/nowhere")["text"]
+        confirmed = service.confirm(memory_id=note["memory"]["id"])["memory"]
+        assert (confirmed["provenance"], confirmed["pending"]) == ("user", False)
+
+
+def test_the_agents_notes_never_crowd_the_users_out_of_the_block(
+        tmp_path: Path, isolated_env: dict[str, str], sample_db: Path) -> None:
+    from conftest import ACME, write_config
+
+    cfg = write_config(tmp_path / "c.toml", f'[opencode]\ndb_paths = ["{sample_db}"]\n'
+                       '[extraction]\nmode = "rules"\n'
+                       "[context]\nmax_chars = 900\nrelevant_entries = 3\n")
+    app = App(config=load_config(cfg, None), env=dict(isolated_env))
+    mine = ["Deploys to staging run through the deploy-staging workflow.",
+            "Staging deploys need the release branch green first.",
+            "The staging database is reset every Monday at 06:00."]
+    with open_local(app) as service:
+        for text in mine:
+            service.add(content=text, type="project", scope="project", directory=ACME)
+        for i in range(6):  # notes stuffed with the task's words, to rank first
+            service.add(content=f"Staging deploys: deploy staging deploys staging deploy "
+                                f"workflow staging deploys, note {i}.", type="project",
+                        scope="project", directory=ACME, caller="agent")
+        got = service.context(directory=ACME, query="How do staging deploys work?")
+    text = got["text"]
+    assert all(json.dumps(t) in text for t in mine), text  # every one of the user's
+    relevant = section(text, "### Relevant to the task")
+    assert "note " not in relevant and relevant.count("\n- ") >= 2

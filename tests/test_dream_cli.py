@@ -714,3 +714,21 @@ def test_a_daemon_started_after_a_kill_9_mid_apply_never_serves_the_half_dream(
     check_acme_dreamed(before, listed(cfg))  # its first answer: the dream finished
     (recovered,) = journal_lines(cfg, isolated_env)
     assert "completed by recovery" in recovered["reason"]
+
+
+def test_the_agent_may_neither_dream_nor_undo_the_users_dream(
+        cfg: Path, isolated_env: dict[str, str], sample_db: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    seed(cfg, isolated_env)
+    entry = cli_json("--config", str(cfg), "dream", "--user")
+    assert entry["counts"]["merged"] == 1
+    dreamed = store_snapshot(cfg, isolated_env)
+    monkeypatch.setenv("OPENCODE", "1")  # the agent's shell inside OpenCode
+    assert cli("--config", str(cfg), "dream", "--undo", entry["run_id"])[0] == 6
+    assert cli("--config", str(cfg), "dream", "--dir", ACME, "--db", str(sample_db))[0] == 6
+    assert cli("--config", str(cfg), "dream", "--user")[0] == 6
+    assert store_snapshot(cfg, isolated_env) == dreamed  # the merge stands
+    assert cli_json("--config", str(cfg), "dream", "--user", "--dry-run")["dry_run"] is True
+    monkeypatch.delenv("OPENCODE")
+    undo = cli_json("--config", str(cfg), "dream", "--undo", entry["run_id"])
+    assert undo["status"] == "undone"

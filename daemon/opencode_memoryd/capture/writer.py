@@ -148,7 +148,8 @@ def write_memory(
             if (hit.scope == scope and hit.project_id == pkey
                     and (uid is None or hit.user_id == uid)
                     # the user's fact is never folded into a note of the agent
-                    and (hit.provenance != "agent" or asserted == "agent")
+                    and ((hit.provenance != "agent" and not hit.pending)
+                         or asserted == "agent")
                     and similarity(norm, normalize_text(hit.content))
                     >= near_duplicate_similarity
                     and restates(content, hit.content)):
@@ -158,7 +159,7 @@ def write_memory(
         changed = _merge_provenance(target, session_id, msg_ids)
         # the same fact (same id, not a similar text that may say more) asserted by the
         # user is the user's now
-        if (target.id == pid and target.provenance == "agent"
+        if (target.id == pid and (target.provenance == "agent" or target.pending)
                 and asserted in STRONGER_THAN_AGENT):
             target.provenance, target.pending, changed = asserted, False, True
         if changed:

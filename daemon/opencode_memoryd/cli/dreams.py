@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
+from opencode_memoryd.cli.manage import as_agent
 from opencode_memoryd.errors import NotFoundError
 
 if TYPE_CHECKING:
@@ -47,16 +48,19 @@ def cmd_dream(app: App, args: argparse.Namespace) -> int:
         NotFoundError: no project for ``--dir`` (:func:`_dir_projects`), or no such run
             (exit 5).
         DreamError: the run cannot be undone (exit 6).
+        RefusedError: run inside OpenCode (``OPENCODE=1``: the agent), anything but a dry
+            run (exit 6).
     """
     calls: list[tuple[str, dict[str, Any]]] = []
+    caller = {"caller": "agent"} if as_agent(app) else {}
     if args.undo:
-        calls.append(("undo", {"run_id": args.undo}))
+        calls.append(("undo", {"run_id": args.undo, **caller}))
     elif args.user:
         calls.append(("dream", {"project_key": None, "project_root": None,
-                                "dry_run": args.dry_run}))
+                                "dry_run": args.dry_run, **caller}))
     else:
         calls += [("dream", {"project_key": key, "project_root": root,
-                             "dry_run": args.dry_run})
+                             "dry_run": args.dry_run, **caller})
                   for key, root in _dir_projects(app, args.dir, args.db)]
     entries = [run_use_case(app, route, payload) for route, payload in calls]
     from opencode_memoryd.cli.journal_table import render_table

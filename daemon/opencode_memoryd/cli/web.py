@@ -8,7 +8,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from opencode_memoryd.cli.commands import COMMANDS
-from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
+from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK, EXIT_REFUSED
+from opencode_memoryd.cli.manage import OPENCODE_ENV_VAR
 
 if TYPE_CHECKING:
     from opencode_memoryd.compose import App
@@ -22,7 +23,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "(good once, for two minutes). The browser is started "
                                    "with the path of web-login.html (mode 0600, in the "
                                    "state dir), which holds the code: no secret goes on "
-                                   "its command line.")
+                                   "its command line. Refused inside OpenCode (OPENCODE=1): "
+                                   "the page acts as you.")
     w.add_argument("--print", dest="print_only", action="store_true",
                    help="only print the page's address with a one-time code (#code=…, "
                         "good once, for two minutes), do not start a browser")
@@ -45,7 +47,12 @@ def cmd_web(app: App, args: argparse.Namespace) -> int:
     """``web [--print]``: open the page in a browser through a ``0600`` login page that
     holds a one-time code (good for two minutes), and print the page's address; with
     ``--print``, print the address with the code instead. Exit 1 when the page is off or
-    no daemon serves it, or the login page cannot be written."""
+    no daemon serves it, or the login page cannot be written; 6 inside OpenCode
+    (``OPENCODE=1``: the agent's shell), where a login would make the agent the user."""
+    if app.env.get(OPENCODE_ENV_VAR) == "1":
+        print("opencode-memoryd: web: refused inside OpenCode (OPENCODE=1): the page "
+              "acts as the user; open it from your own shell", file=sys.stderr)
+        return EXIT_REFUSED
     import time
     import webbrowser
 

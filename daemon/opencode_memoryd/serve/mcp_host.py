@@ -41,7 +41,7 @@ HELLO_SECONDS = 10.0
 #: The longest first line accepted, in bytes.
 MAX_HELLO_BYTES = 65536
 #: The routes that change memories: an MCP session calls them as the agent, always.
-AGENT_ROUTES = frozenset({"add", "forget", "edit", "restore", "confirm"})
+AGENT_ROUTES = frozenset({"add", "forget", "edit", "restore", "confirm", "dream", "undo"})
 
 
 def as_agent(call: Callable[[str, dict[str, Any]], Any]

@@ -9,7 +9,8 @@ may:
 * add a user-scope memory only as a *pending* note: in no block until the user confirms it
   (:mod:`opencode_memoryd.usecases.confirm`);
 * forget, edit or restore only the memories it added itself, of its session's project, and
-  forget at most :data:`AGENT_FORGETS_PER_HOUR` in any hour.
+  forget at most :data:`AGENT_FORGETS_PER_HOUR` in any hour;
+* dream only as a dry run, and never undo a dream.
 
 Everything else is refused with a message telling the agent to ask the user. The agent's
 text is untrusted on its way to the prompt: text that reads as an attempt to steer the agent
@@ -18,13 +19,13 @@ or to break out of the block (:func:`instruction_like`) is refused when the agen
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from opencode_memoryd.errors import RefusedError, RequestError
 from opencode_memoryd.models import Memory, iso_utc
+from opencode_memoryd.usecases.instructions import instruction_like as instruction_like
 
 #: The callers a write use case accepts: the user (CLI, page) or the agent.
 USER = "user"
@@ -38,45 +39,6 @@ FORGET_WINDOW = timedelta(hours=1)
 ASK_USER = ("it is the user's: ask the user to change it (`opencode-memoryd edit` / "
             "`forget`, or the memory page)")
 
-# Each pattern is a way injected text tries to steer the agent or leave the block: undoing
-# its instructions, piping a download into a shell, posing as a prompt's role tags or as
-# our marker, or sending data away. Matching is on NFKC-folded text, case-insensitive.
-_INSTRUCTION_PATTERNS: tuple[tuple[str, str], ...] = (
-    ("overrides instructions",
-     r"\b(?:ignore|disregard|forget|override)\b.{0,30}\b(?:previous|prior|above|earlier|"
-     r"preceding|system|your|original)\b.{0,20}\b(?:instructions?|rules|messages?|"
-     r"prompts?|guidelines|directives)\b|\b(?:ignore|disregard|forget|override)\s+"
-     r"(?:all|any)\s+(?:instructions?|prompts?|guidelines|directives)\b"),
-    ("addresses the model", r"\b(?:you are now|new instructions?|system prompt|"
-                            r"developer message|jailbreak)\b"),
-    ("pipes a download into a shell",
-     r"\b(?:curl|wget|iwr|invoke-webrequest)\b[^\n]{0,200}\|\s*(?:sudo\s+)?"
-     r"(?:ba|z|da|k|fi)?sh\b|\b(?:curl|wget)\b[^\n]{0,200}\|\s*(?:python3?|node|perl|"
-     r"ruby|iex|powershell)\b"),
-    ("runs a remote script", r"\b(?:bash|sh)\s+<\s*\(\s*(?:curl|wget)\b"),
-    ("imitates a prompt tag or marker",
-     r"</?\s*(?:system|assistant|user|instructions?|tool|developer|memory)\b[^>]*>|<!--|-->"),
-    ("sends data away",
-     r"\b(?:send|post|upload|exfiltrate|email)\b.{0,60}\b(?:secrets?|tokens?|keys?|"
-     r"credentials?|passwords?|\.env|ssh)\b"),
-)
-_COMPILED = tuple((why, re.compile(rx, re.IGNORECASE | re.DOTALL))
-                  for why, rx in _INSTRUCTION_PATTERNS)
-
-
-def instruction_like(text: str) -> str | None:
-    """Why ``text`` reads as an instruction aimed at the agent or as an escape from the
-    context block (e.g. ``overrides instructions``, ``pipes a download into a shell``),
-    or ``None`` when it reads as a plain note."""
-    import unicodedata
-
-    folded = unicodedata.normalize("NFKC", text)
-    for why, rx in _COMPILED:
-        if rx.search(folded):
-            return why
-    return None
-
-
 def check_caller(caller: object, verb: str) -> bool:
     """Whether ``caller`` is the agent.
 
@@ -87,6 +49,21 @@ def check_caller(caller: object, verb: str) -> bool:
         raise RequestError(f"{verb}: `caller` must be one of {', '.join(CALLERS)}, not "
                            f"{caller!r}")
     return caller == AGENT
+
+
+def refuse_agent_dream(caller: object, verb: str) -> None:
+    """Refuse the agent a dream that changes memories, or an undo of one: both rewrite the
+    user's memories (an undo brings back the facts a dream retired), which only the user
+    may do.
+
+    Raises:
+        RequestError: ``caller`` is not one of :data:`CALLERS`.
+        RefusedError: the agent asked; nothing was changed.
+    """
+    if check_caller(caller, verb):
+        raise RefusedError(f"{verb}: the agent may not dream or undo a dream: both change "
+                           "the user's memories; ask the user to run it (`opencode-memoryd "
+                           "dream`), or use `--dry-run` to see the plan")
 
 
 def refuse_agent_text(text: str, verb: str) -> None:

@@ -36,10 +36,11 @@ Selection: the entries are chosen most important first (:data:`PRIORITY`: conven
 feedback, then user preferences, then the brief, progress, architecture and references;
 newer before older inside each), until ``[context] max_entries`` entries or ``max_chars``
 characters are used. Search hits for the query (the session's first user message) come
-first, at most ``relevant_entries`` of them, because they are about the task at hand. The
-same store, scope and query always give the same bytes (ties are broken by memory id). An
-empty selection gives an empty string, with no header; so does a sub-agent session (its
-parent already has the block) and a directory with no known project.
+first, at most ``relevant_entries`` of them (the agent's notes never), because they are
+about the task at hand. The same store, scope and query always give the same bytes (ties
+are broken by memory id). An empty selection gives an empty string, with no header; so
+does a sub-agent session (its parent already has the block) and a directory with no known
+project.
 """
 
 from __future__ import annotations
@@ -175,7 +176,8 @@ def select(candidates: Sequence[Memory], relevant: Sequence[Memory], *, max_char
         candidates: the active memories of the scope (any order); ignored when ``pool``
             is given.
         relevant: search hits for the query, best first (already capped); the agent's
-            notes among them stay in their own section, pending notes are left out.
+            notes and pending notes among them are left out (the agent's come with their
+            section, last).
         max_chars: the block's budget in characters, headers included.
         max_entries: the most entries.
         pool: :func:`ordered_pool` of the candidates, when already made.
@@ -188,8 +190,8 @@ def select(candidates: Sequence[Memory], relevant: Sequence[Memory], *, max_char
     count = 0
     seen: set[str] = set()
     ordered = ordered_pool(candidates) if pool is None else pool
-    queue = itertools.chain((("agent" if m.provenance == "agent" else "relevant", m, _line(m))
-                             for m in relevant if not m.pending), ordered)
+    queue = itertools.chain((("relevant", m, _line(m)) for m in relevant
+                             if not m.pending and m.provenance != "agent"), ordered)
     for key, m, line in queue:
         if count >= max_entries:
             break
@@ -340,6 +342,14 @@ def candidate_pool(read: Callable[[MemoryFilter], Iterable[Memory]],
     return ordered_pool(newest_summaries_only(candidates.values()))
 
 
+def _agents_notes(pool: Sequence[Entry], scroll: Callable[[MemoryFilter], Iterable[Memory]],
+                  user_flt: MemoryFilter) -> int:
+    """How many of the agent's notes a search of the block's scopes can return: those of
+    ``pool`` and the pending ones of the user scope (which no pool holds)."""
+    return (sum(m.provenance == "agent" for _, m, _ in pool)
+            + sum(m.pending for m in scroll(user_flt)))
+
+
 def build_context(app: AppPort, store: MemoryStore, *, directory: str | None = None,
                   project: str | None = None, session: str | None = None,
                   query: str | None = None, user_filter: MemoryFilter | None = None,
@@ -387,11 +397,17 @@ def build_context(app: AppPort, store: MemoryStore, *, directory: str | None = N
     relevant: list[Memory] = []
     if query and query.strip() and cfg.relevant_entries:
         hits: dict[str, tuple[Memory, float]] = {}
+        # enough hits that the user's best are found however many notes the agent wrote
+        limit = cfg.relevant_entries + _agents_notes(pool, scroll or store.scroll, user_flt)
         for flt in flts:
-            for m, score in store.search(query, flt=flt, limit=cfg.relevant_entries):
+            for m, score in store.search(query, flt=flt, limit=limit):
                 if m.id not in hits or hits[m.id][1] < score:
                     hits[m.id] = (m, score)
-        ranked = sorted(hits.values(), key=lambda h: (-h[1], h[0].id))
+        # the agent's notes (and pending ones) take no slot of the task's hits: they are
+        # spent last, or an agent could write notes that outrank the user's for any task
+        ranked = sorted(((m, s) for m, s in hits.values()
+                         if m.provenance != "agent" and not m.pending),
+                        key=lambda h: (-h[1], h[0].id))
         relevant = [m for m, _ in ranked[: cfg.relevant_entries]]
     chosen = select((), relevant, max_chars=cfg.max_chars, max_entries=cfg.max_entries,
                     pool=pool)

@@ -78,10 +78,10 @@ def edit_memory(app: AppPort, store: MemoryStore, journal: DreamJournal, memory_
                 ) -> dict[str, Any]:
     """Change an active memory's content, type, or both.
 
-    An edit by the user makes the memory theirs (``provenance`` ``user``; a pending note
-    stays pending until confirmed). With ``agent``: only the agent's own memory of its
-    session's project, and never with text that reads as an instruction
-    (:mod:`~opencode_memoryd.usecases.agent_limits`); it stays the agent's.
+    An edit by the user makes the memory theirs (``provenance`` ``user``), except a pending
+    note: it stays the agent's and pending until confirmed. With ``agent``: only the
+    agent's own memory of its session's project, and never with text that reads as an
+    instruction (:mod:`~opencode_memoryd.usecases.agent_limits`); it stays the agent's.
 
     The content is whitespace-collapsed and redacted like ``add``'s. The old content and
     type go to the memory's ``history`` (``{"content", "type", "edited_at", "run_id"}``);
@@ -131,7 +131,8 @@ def edit_memory(app: AppPort, store: MemoryStore, journal: DreamJournal, memory_
             m.type = new_type  # type: ignore[assignment]
         m.section = section_for(m.type, m.scope, text) if m.type in FACT_TYPES else m.section
         m.updated_at = started
-        m.provenance = "agent" if agent is not None else "user"
+        # a pending note stays the agent's until the user confirms it
+        m.provenance = "agent" if agent is not None or m.pending else "user"
         # write-ahead: an edit a crash interrupts is journaled, never applied unjournaled
         journal.append(edit_entry(m, run_id=run_id, old_content=old_content,
                                   old_type=old_type, at=iso_utc(started)))

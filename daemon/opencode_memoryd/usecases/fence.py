@@ -13,7 +13,11 @@ them, each memory is one line whose text is a quoted string (:func:`quote`):
   as ``\\u003c``, ``\\u003e``, ``\\u0026`` (the HTML-safe escaping of Go's
   ``encoding/json``): it cannot open or close a tag (``</system>``), write an HTML
   comment (the marker or the end line), leave its quotes, or start a line of its own
-  (a ``###`` header, a second marker line).
+  (a ``###`` header, a second marker line);
+* so are the characters that become one of ``<``, ``>``, ``&``, ``"`` or ``\\`` under
+  Unicode compatibility or canonical decomposition (fullwidth U+FF1C, small U+FE64, U+226E
+  (``<`` and a combining stroke), ...): text that a reader or tokenizer folds
+  (NFKC/NFKD) cannot close a tag or the string either.
 """
 
 from __future__ import annotations
@@ -46,15 +50,23 @@ _INVISIBLE = frozenset([*range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0),
 # (unassigned); Zl and Zp (line and paragraph separators) become spaces.
 _DROPPED_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Cn"})
 _ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"}
+# Every code point whose NFKD form holds ``<``, ``>``, ``&``, ``"`` or ``\\`` (it covers
+# NFKC and NFD as well), from the Unicode Character Database (UnicodeData.txt
+# decomposition mappings; ``tests/test_block_fence.py`` recomputes it): fullwidth and
+# small forms, and the negated relations U+226E/U+226F.
+_FOLDS_TO_SYNTAX = (0x226E, 0x226F, 0xFE60, 0xFE64, 0xFE65, 0xFE68, 0xFF02, 0xFF06, 0xFF1C,
+                    0xFF1E, 0xFF3C)
+_ESCAPES |= {chr(cp): f"\\u{cp:04x}" for cp in _FOLDS_TO_SYNTAX}
 
 
 def clean(text: str) -> str:
     """``text`` without control, format, private-use, unassigned and invisible characters,
-    white space (every kind, line breaks included) folded to single spaces, stripped."""
+    white space (every kind, line breaks included: NEL U+0085, U+2028, U+2029) folded to
+    single spaces, stripped."""
     kept = []
     for ch in text:
         cat = unicodedata.category(ch)
-        if ch in "\t\n\r\v\f" or cat in ("Zl", "Zp", "Zs"):
+        if ch in "\t\n\r\v\f\x85" or cat in ("Zl", "Zp", "Zs"):
             kept.append(" ")
         elif cat not in _DROPPED_CATEGORIES and ord(ch) not in _INVISIBLE:
             kept.append(ch)
@@ -62,8 +74,9 @@ def clean(text: str) -> str:
 
 
 def quote(text: str) -> str:
-    """``text`` :func:`clean`-ed as a one-line JSON string literal with ``<``, ``>`` and
-    ``&`` escaped (see the module docstring), e.g. ``"Use pnpm, \\u003c/system\\u003e"``."""
+    """``text`` :func:`clean`-ed as a one-line JSON string literal with ``<``, ``>``, ``&``
+    and the characters that fold to those, ``"`` or ``\\`` escaped (see the module
+    docstring), e.g. ``"Use pnpm, \\u003c/system\\u003e"``."""
     literal = json.dumps(clean(text), ensure_ascii=False)
     return "".join(_ESCAPES.get(ch, ch) for ch in literal)
 

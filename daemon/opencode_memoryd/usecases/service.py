@@ -187,14 +187,18 @@ class Service:
         return store_integrity(self.state, self.store)
 
     def dream(self, *, project_key: str | None = None, project_root: str | None = None,
-              dry_run: bool = False) -> dict[str, Any]:
+              dry_run: bool = False, caller: str = "user") -> dict[str, Any]:
         """A forced dream of one scope (``project_key`` ``None``: the user scope), applied
-        under the scope's lock; returns its journal entry."""
+        under the scope's lock; returns its journal entry. The agent may only dry-run
+        (:func:`~opencode_memoryd.usecases.agent_limits.refuse_agent_dream`)."""
+        if not dry_run:
+            agent_limits.refuse_agent_dream(caller, "dream")
         return dreams.run_dream(self.dreamer, self.journal, project_key, project_root,
                                 trigger="forced", dry_run=dry_run, lock_for=self.lock_for)
 
-    def undo(self, *, run_id: str) -> dict[str, Any]:
-        """See :func:`opencode_memoryd.usecases.dreams.undo_dream`."""
+    def undo(self, *, run_id: str, caller: str = "user") -> dict[str, Any]:
+        """See :func:`opencode_memoryd.usecases.dreams.undo_dream` (never the agent's)."""
+        agent_limits.refuse_agent_dream(caller, "undo")
         return dreams.undo_dream(self.dreamer, self.journal, self.state, run_id,
                                  lock_for=self.lock_for)
 
