@@ -38,6 +38,7 @@ from opencode_memoryd.extract.clauses import (
 )
 from opencode_memoryd.extract.complement import How, complement
 from opencode_memoryd.extract.segment import MASK, Unit
+from opencode_memoryd.extract.temporal import temporary_reason
 from opencode_memoryd.models import Scope
 
 
@@ -206,6 +207,10 @@ _TAG_QUESTION = re.compile(r"[,\s]+(?:ok(?:ay)?|right|alright|yeah|got\s+it|unde
 _QUESTION_END = re.compile(r"\?[\s\"')\]" + MASK + r"]*$")
 _PRONOUN_ONLY = re.compile(r"^[\s,;:\u2014\u2013-]*(?:(?:this|that|it|these|those|them|both)"
                            r"[\s,;:\u2014\u2013-]*)?$", re.IGNORECASE)
+#: A temporary sentence that speaks of the one before ("It's just for now.", "Only until
+#: the release."): it takes that one back.
+_POINTS_BACK = re.compile(r"^\W*(?:(?:but|and|though|oh)\W+)*(?:(?:it|this|that|these|those)\b"
+                          r"|(?:just|only|at\s+least)\b|(?:\W*\S+){0,5}\W*$)", re.IGNORECASE)
 #: Trigger kinds that may qualify the trigger before them ("remember that for later").
 _QUALIFYING = frozenset({"future", "later", "forlater", "forref"})
 _VERBS = frozenset({"mem", "keepmind", "keepobj", "dontforget"})
@@ -250,8 +255,8 @@ def read(unit: Unit) -> Reading:
     question = bool(_QUESTION_END.search(m))
     out.retract = bool(lx.RETRACT.match(m.lower()))
     has_trigger = lx.TRIGGER.search(m) is not None
-    if lx.TEMPORARY.search(m):
-        out.retract = out.retract or not has_trigger
+    if temporary_reason(m):  # "for now", "until the release": nothing lasting
+        out.retract = out.retract or (not has_trigger and bool(_POINTS_BACK.match(m)))
         return out
     if user and tail_start(m, len(m)) == 0:
         out.scope_note = True

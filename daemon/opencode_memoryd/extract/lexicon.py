@@ -170,13 +170,6 @@ RETRACT = _rx(r"""^(?:(?:""" + _FILLER + r""")\b[\s,;:!.]*)*(?:
     | not\s+(?:something|worth|needed|necessary)
     | there'?s\s+no\s+need
     )""")
-#: A directive that holds only for now ("just for this session"): never stored.
-TEMPORARY = _rx(r"""\b(?:(?:just|only)\s+(?:for\s+)?(?:now|today|this\s+(?:session|task|conversation
-    |chat|experiment|once|time|run|branch))|for\s+(?:this|the\s+current)\s+(?:session|task
-    |conversation|chat|experiment)\s+only|(?:just|only)\s+for\s+today|for\s+today\s+only
-    |(?:it'?s|this\s+is|that'?s|it\s+is|that\s+is)\s+(?:just\s+|only\s+)?(?:temporary|a\s+one-?off
-    |one-?off|a\s+one-time\s+thing|a\s+throwaway)|one-?off\s+workaround|throwaway\s+test
-    |after\s+today|only\s+for\s+this\s+(?:experiment|session|task))\b""")
 #: What marks a "remember to X" as a task for now ("… and tell me what you find").
 ONE_OFF = _rx(r"""\b(?:tell\s+me|let\s+me\s+know|report\s+back|show\s+me|what\s+you\s+find
     |when\s+you'?re\s+done|once\s+you'?re\s+done|once\s+done|when\s+done|afterwards|right\s+now
