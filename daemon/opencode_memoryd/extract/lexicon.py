@@ -141,9 +141,9 @@ BOUNDARY = _rx(r"[,;:!.()\[\]\n\u2014\u2013]|\s-+>?\s|\b(?:and|but|so|also|then|
                r"|however|because|since)\b")
 #: A request frame that makes a question a request ("Can you remember that …?").
 QUESTION_REQUEST = _rx(r"\b(?:can|could|would|will)\s+you\b")
-#: A left context that reports somebody else's words.
-REPORTED = _rx(r"""\b(?:said|says|say|wrote|writes|replied|answered|commented|posted|told\s+me
-               |tells\s+me|put\s+it|quote|quoting|reads|states|stated)\s*[:,]\s*$""")
+#: A left context that reports somebody else's words ("as I said," recalls the user's own).
+REPORTED = _rx(r"""(?<!like\si\s)(?<!as\si\s)\b(?:said|says|say|wrote|writes|replied|answered
+               |commented|posted|told\s+me|tells\s+me|put\s+it|quote|quoting|reads|states|stated)\s*[:,]\s*$""")
 #: A left context that is a subordinate clause kept in the fact ("When you deploy, …").
 SUBORDINATE = _rx(r"^\s*(?:when|whenever|if|unless|before|after|while|until|till|once"
                   r"|as\s+long\s+as|every\s+time|each\s+time|during|for\s+(?:new|every|each|any)\b)")
