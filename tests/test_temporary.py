@@ -54,6 +54,12 @@ LASTING = [
     ("Going forward, the API answers in UTC.", "The API answers in UTC."),
     ("Remember that we dropped Webpack for good, Vite builds everything.",
      "We dropped Webpack for good, Vite builds everything."),
+    # "until" / "while" as the condition of a standing rule
+    ("Remember: never deploy while the build is broken.",
+     "Never deploy while the build is broken."),
+    ("Keep in mind: don't merge until CI is green.", "Don't merge until CI is green."),
+    ("Remember that feature branches live until they are merged.",
+     "Feature branches live until they are merged."),
 ]
 
 

@@ -32,11 +32,15 @@ LASTING = _rx(r"""\b(?:from\s+(?:now|today|this\s+(?:week|session|point))\s+on(?
     |going\s+forward|moving\s+forward|permanently|for\s+good|until\s+further\s+notice
     |(?:not|never)\s+(?:just|only)\s+(?:for\s+)?(?:now|today|this\s+\w+))\b""")
 
-_UNTIL_EVENT = (r"(?:the|a|our|my|we|it|they|this|that|[\w./-]+)\s+(?:\w+\s+){0,3}?"
-                r"(?:release[sd]?|ships?|shipped|merge[sd]?|merged|lands?|landed|fix(?:ed)?"
-                r"|is\s+(?:fixed|merged|back|done|out|green|stable|up|resolved)|are\s+(?:fixed"
-                r"|merged|back|done|green|stable|up)|gets?\s+(?:fixed|merged|released)|launch"
-                r"|migration|freeze|deploy|demo|deadline|upgrade|rewrite|refactor)")
+#: A one-off event a directive waits for ("until the release", "until the sandbox is fixed",
+#: "until Friday"); a recurring condition ("until CI is green") is none.
+_UNTIL_EVENT = (r"(?:(?:the|our|my|this|that|its)\s+(?:[\w.-]+\s+){0,2}?(?:release|migration"
+                r"|upgrade|rewrite|refactor|freeze|launch|demo|deadline|outage|incident|cutover"
+                r"|hotfix|fix|sprint)\b"
+                r"|[\w./-]+(?:\s+[\w./-]+){0,3}?\s+(?:is|are|gets?|has\s+been|have\s+been)\s+"
+                r"(?:fixed|resolved|back|restored|repaired|upgraded|migrated|released|shipped)"
+                r"|[\w./-]+(?:\s+[\w./-]+){0,3}?\s+(?:lands|ships)|tomorrow|next\s+week"
+                r"|(?:mon|tues|wednes|thurs|fri)day|the\s+end\s+of\s+the\s+(?:day|week|sprint|month))")
 #: What makes a directive hold only for now ("for now", "this week", "until the release",
 #: "just this session", "temporarily", "while X is broken").
 TEMPORARY = _rx(r"""\b(?:
@@ -52,8 +56,8 @@ TEMPORARY = _rx(r"""\b(?:
     | this\s+(?:week|sprint) | today | tonight | after\s+today | until\s+tomorrow
     | (?:until|till|til|unt?il)\s+""" + _UNTIL_EVENT + r"""
     | (?:while|as\s+long\s+as)\s+(?:the\s+|our\s+|my\s+|it\s+|they\s+)?[\w./-]+(?:\s+[\w./-]+){0,3}?
-        \s+(?:is|are|'s|stays?|remains?)\s+(?:still\s+)?(?:broken|down|flaky|failing|red
-        |unstable|offline|out|slow|disabled|being\s+\w+)
+        \s+(?:is|are|'s|stays?|remains?)\s+(?:still\s+)?(?:broken|down|flaky|unstable|offline
+        |disabled|being\s+\w+)
     )\b""")
 #: Past-tense words: "today" in a sentence that says what happened dates a fact, it does
 #: not limit a directive ("we moved to uv today").
@@ -61,6 +65,9 @@ _PAST = _rx(r"""\b(?:was|were|did|had|moved|switched|migrated|changed|decided|ag
     |released|shipped|upgraded|renamed|dropped|removed|added|replaced|learned|found|broke
     |broken|started|landed|fixed|deployed|set\s+up|went)\b""")
 _DATING = _rx(r"\b(?:today|tonight|this\s+week)\b")
+_CONDITION = _rx(r"(?:while|as\s+long\s+as|until|till|til|untill?)\b")
+_PROHIBITION = _rx(r"\b(?:don'?t|do\s+not|never|no|must\s+not|mustn'?t|shouldn'?t|should\s+not"
+                   r"|cannot|can'?t|may\s+not)\b(?!\s+(?:ever\s+)?forget)")
 
 
 def temporary_reason(text: str) -> str | None:
@@ -68,7 +75,9 @@ def temporary_reason(text: str) -> str | None:
     now: the temporary phrase found (lowercase, spaces collapsed), else ``None``.
 
     Lasting phrases (:data:`LASTING`) are masked first, so "from now on" and "starting
-    today" are never temporary. "today", "tonight" and "this week" in a sentence that
+    today" are never temporary; "until" / "while" after a prohibition is the condition of
+    a standing rule ("never deploy while the build is broken", "don't merge until the
+    release is out"). "today", "tonight" and "this week" in a sentence that
     reports something done ("we moved to uv today") date it rather than limit it:
     :func:`resolve_relative` handles them there.
     """
@@ -76,6 +85,8 @@ def temporary_reason(text: str) -> str | None:
     for x in TEMPORARY.finditer(masked):
         if _DATING.fullmatch(x.group(0)) and _PAST.search(masked):
             continue
+        if _CONDITION.match(x.group(0)) and _PROHIBITION.search(masked, 0, x.start()):
+            continue  # "never deploy while the build is broken": a standing rule's condition
         return " ".join(x.group(0).lower().split())
     return None
 
