@@ -25,9 +25,10 @@ def test_the_corpus_is_big_enough_and_well_formed() -> None:
     assert len(CASES) >= 400 and len(negatives) >= 100, (len(CASES), len(negatives))
     categories = {c.category for c in CASES}
     assert {"start", "middle", "end", "anaphora", "note", "user_scope", "paragraph",
-            "abbrev"} <= categories
+            "abbrev", "announce"} <= categories
     assert {c.category for c in negatives if c.category.startswith("neg_")} >= {
-        "neg_question", "neg_quoted", "neg_code_log", "neg_promise", "neg_negation"}
+        "neg_question", "neg_quoted", "neg_code_log", "neg_promise", "neg_negation",
+        "neg_temporary", "neg_announce"}
     assert any(s == "user" for c in CASES for _, s in c.expected)
 
 

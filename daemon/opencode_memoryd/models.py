@@ -139,6 +139,9 @@ class Memory:
             means "derive it" (:func:`derive_provenance`).
         pending: a user-scope note of the agent the user has not confirmed yet: kept, but
             in no context block until confirmed (and retired if rejected).
+        said_at: when the user said it (aware UTC): the time OpenCode gave the first message
+            it comes from; ``None`` for a memory written before this was kept and for a
+            manual one (see :attr:`said`).
 
     Payloads written before these fields existed load with the defaults (active, no
     lineage, no ``user_id``, no section, no basis, no history, provenance derived from
@@ -170,10 +173,16 @@ class Memory:
     history: list[dict[str, str]] = field(default_factory=list)
     provenance: str = ""
     pending: bool = False
+    said_at: datetime | None = None
 
     def __post_init__(self) -> None:
         if self.provenance not in PROVENANCES:
             self.provenance = derive_provenance(self.source, self.type)
+
+    @property
+    def said(self) -> datetime:
+        """When the fact was said (valid from): :attr:`said_at`, else ``created_at``."""
+        return self.said_at or self.created_at
 
     @property
     def is_active(self) -> bool:
@@ -209,6 +218,7 @@ class Memory:
             "history": [dict(h) for h in self.history],
             "provenance": self.provenance,
             "pending": self.pending,
+            "said_at": iso_utc(self.said_at) if self.said_at else None,
         }
 
     @classmethod
@@ -248,6 +258,7 @@ class Memory:
                      if isinstance(h, dict)],
             provenance=str(p.get("provenance") or ""),
             pending=p.get("pending") is True,
+            said_at=parse_iso(str(p["said_at"])) if p.get("said_at") else None,
         )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from opencode_memoryd.extract.facts import restates, similarity
 from opencode_memoryd.extract.sections import section_for, valid_section
+from opencode_memoryd.extract.temporal import resolve_relative
 from opencode_memoryd.models import (
     STRONGER_THAN_AGENT,
     Memory,
@@ -124,14 +125,18 @@ def write_memory(
         StoreError, UpstreamError: from the store (nothing is half-written: each change is
             one upsert).
     """
+    msg_ids = list(candidate["message_ids"])
+    times = [message_times[m] for m in msg_ids if m in message_times]
+    said = utc_from_ms(min(times)) if times else None
     content = scrub(str(candidate["content"])).text
+    if candidate["source"] == "rules":  # "last night" is true on the day it was said
+        content = resolve_relative(content, said.date() if said else None)
     scope = candidate["scope"]
     type_ = candidate["type"]
     pkey = None if scope == "user" else project_key
     proot = None if scope == "user" else project_root
     uid = user_id if scope == "user" else None
     pid = point_id(scope, pkey, type_, content, uid)
-    msg_ids = list(candidate["message_ids"])
     asserted = str(candidate.get("provenance")
                    or derive_provenance(str(candidate["source"]), str(type_)))
     existing = store.get([pid])
@@ -169,6 +174,7 @@ def write_memory(
     if tomb is not None:  # retired, and its successor is gone: reactivate the fact
         tomb.provenance, tomb.pending = asserted, bool(candidate.get("pending"))
         tomb.status, tomb.superseded_by = "active", None
+        tomb.said_at = said or tomb.said_at
         tomb.retired_reason = tomb.retired_by_run = None
         _merge_provenance(tomb, session_id, msg_ids)
         tomb.user_id = tomb.user_id or uid
@@ -176,15 +182,13 @@ def write_memory(
         tomb.updated_at = now
         store.upsert([tomb])
         return WriteOutcome(tomb, "revived")
-    times = [message_times[m] for m in msg_ids if m in message_times]
-    created = utc_from_ms(min(times)) if times else now
     memory = Memory(
         id=pid, content=content, type=type_, scope=scope, project_id=pkey,
         project_root=proot, session_id=session_id or "", message_ids=msg_ids,
-        source=candidate["source"], created_at=created, updated_at=now,
+        source=candidate["source"], created_at=said or now, updated_at=now,
         session_ids=[session_id] if session_id else [], content_hash=content_hash(content),
         user_id=uid, section=_section(candidate, content), provenance=asserted,
-        pending=bool(candidate.get("pending")),
+        pending=bool(candidate.get("pending")), said_at=said,
     )
     store.upsert([memory])
     return WriteOutcome(memory, "added")
@@ -215,9 +219,12 @@ def write_memories(
     existing memory of the same type and scope that says all it says (every content word
     and identifier, :func:`~opencode_memoryd.extract.facts.restates`) is not added: its provenance
     (session and message ids) is merged into the existing point. Replaying the same
-    candidates therefore adds nothing. ``created_at`` of a new memory is the time of its
-    first cited message. User-scope candidates belong to ``user_id`` (see
-    :func:`write_memory`).
+    candidates therefore adds nothing. ``created_at`` and ``said_at`` of a new memory are
+    the time of its first cited message (``message_times``: message id -> OpenCode's
+    milliseconds); the relative time words of a ``rules`` candidate ("last night", "this
+    morning") become that message's date (UTC), or are dropped when it is unknown
+    (:func:`~opencode_memoryd.extract.temporal.resolve_relative`). User-scope candidates
+    belong to ``user_id`` (see :func:`write_memory`).
 
     When the point of the candidate's id is a tombstone (retired by a dream), the candidate
     is merged into the memory that holds the fact now: ``superseded_by`` is followed, at

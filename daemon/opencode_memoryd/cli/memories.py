@@ -102,6 +102,7 @@ def cmd_show(app: App, args: argparse.Namespace) -> int:
     print(f"{m['id']}  [{m['type']}, {m['scope']}, {m.get('status', 'active')}]")
     print(f"  {m['content']}")
     print(f"  project:   {m.get('project_root') or m.get('project_id') or '-'}")
+    print(f"  said:      {m.get('said_at') or m['created_at']}")
     print(f"  created:   {m['created_at']}   updated: {m['updated_at']}   source: {m['source']}")
     pending = "   pending your confirmation (`confirm ID`)" if m.get("pending") else ""
     print(f"  asserted by: {m.get('provenance') or '-'}{pending}")

@@ -113,3 +113,33 @@ def verb_first(text: str) -> bool:
         return True
     return (len(ws[0]) > 3 and ws[0].endswith("s") and ws[0] not in _NOT_VERB_S
             and len(ws) > 1 and (ws[1] in _AFTER_VERB or ws[1].isdigit()))
+
+
+#: A first-person report of what was just done or is about to be ("I pushed the fix", "we
+#: just merged it", "I'm heading out"): news, not a standing fact.
+_REPORT = re.compile(r"^\W*(?:i|we)(?:'m|'ve|'ll|'d|\s+(?:am|are|have|has|had|will|just|already"
+                     r"|was|were|did|\w+ed)\b)", re.IGNORECASE)
+#: A state that passes ("the build is broken", "CI is red again").
+_PASSING_STATE = re.compile(r"\b(?:is|are|'s|'re)\s+(?:currently\s+|still\s+|now\s+)?(?:broken"
+                            r"|down|red|failing|flaky|offline|fixed|back|green|done|merged|ready"
+                            r"|here|out|over)\b", re.IGNORECASE)
+
+
+def is_standing(text: str, *, strict: bool) -> bool:
+    """Whether ``text``, announced ("Heads-up: X", "PSA: X", "worth knowing: X"), states
+    a standing fact: a rule ("never force-push"), or a clause (:func:`is_clause`) that is
+    no first-person report ("I pushed the fix") and, when ``strict`` (no "for later" /
+    "for future sessions" says it is meant to last), neither tied to the moment ("today",
+    "right now"), nor about "it" / "this" ("this bug took me days"), nor a passing state
+    ("the build is broken"). Not ``strict``, an imperative is one too ("Tip for
+    next time: run make dev"); ``strict``, it is a suggestion for now ("Tip: restart
+    it")."""
+    c = strip_filler(text).strip()
+    if lx.RULE_OPENER.match(c):
+        return True  # "PSA: never force-push to main"
+    if not strict and first_word(c) in lx.IMPERATIVE:
+        return True  # "Pro tip for later: run make dev"
+    if not is_clause(c) or _REPORT.match(c):
+        return False
+    return not strict or not (lx.MOMENT.search(c) or lx.EXPLETIVE.match(c)
+                              or _PASSING_STATE.search(c))

@@ -17,6 +17,9 @@ A sentence (:class:`opencode_memoryd.extract.segment.Unit`) is read in four step
    ("X, keep that in mind"); an anaphor standing alone points at another sentence, which
    :mod:`opencode_memoryd.extract.rules` resolves. An adverbial trigger ("from now on",
    "going forward", "next time") makes the rest of its clause the fact when it is a rule.
+   An announcement ("heads-up:", "PSA:", "FYI for next time,", "worth knowing:") makes
+   what follows its colon or comma the fact when that is a standing fact, not news of
+   the moment (:func:`_idle_announcement`).
 4. **Negation.** A sentence that takes something back ("forget that", "scratch that",
    "no need to remember that") is a retraction; one that holds only for now ("just for
    this session") yields nothing.
@@ -33,11 +36,13 @@ from opencode_memoryd.extract.clauses import (
     first_word,
     is_clause,
     is_rule,
+    is_standing,
     strip_filler,
     verb_first,
 )
-from opencode_memoryd.extract.complement import How, complement
+from opencode_memoryd.extract.complement import Complement, How, complement
 from opencode_memoryd.extract.segment import MASK, Unit
+from opencode_memoryd.extract.temporal import temporary_reason
 from opencode_memoryd.models import Scope
 
 
@@ -206,6 +211,10 @@ _TAG_QUESTION = re.compile(r"[,\s]+(?:ok(?:ay)?|right|alright|yeah|got\s+it|unde
 _QUESTION_END = re.compile(r"\?[\s\"')\]" + MASK + r"]*$")
 _PRONOUN_ONLY = re.compile(r"^[\s,;:\u2014\u2013-]*(?:(?:this|that|it|these|those|them|both)"
                            r"[\s,;:\u2014\u2013-]*)?$", re.IGNORECASE)
+#: A temporary sentence that speaks of the one before ("It's just for now.", "Only until
+#: the release."): it takes that one back.
+_POINTS_BACK = re.compile(r"^\W*(?:(?:but|and|though|oh)\W+)*(?:(?:it|this|that|these|those)\b"
+                          r"|(?:just|only|at\s+least)\b|(?:\W*\S+){0,5}\W*$)", re.IGNORECASE)
 #: Trigger kinds that may qualify the trigger before them ("remember that for later").
 _QUALIFYING = frozenset({"future", "later", "forlater", "forref"})
 _VERBS = frozenset({"mem", "keepmind", "keepobj", "dontforget"})
@@ -250,8 +259,8 @@ def read(unit: Unit) -> Reading:
     question = bool(_QUESTION_END.search(m))
     out.retract = bool(lx.RETRACT.match(m.lower()))
     has_trigger = lx.TRIGGER.search(m) is not None
-    if lx.TEMPORARY.search(m):
-        out.retract = out.retract or not has_trigger
+    if temporary_reason(m):  # "for now", "until the release": nothing lasting
+        out.retract = out.retract or (not has_trigger and bool(_POINTS_BACK.match(m)))
         return out
     if user and tail_start(m, len(m)) == 0:
         out.scope_note = True
@@ -327,7 +336,8 @@ class _Sentence:
         if has_head and ((not bounded and c.kind != "forref") or c.kind in lx.NEEDS_PUNCT):
             return  # "I remember …": a trigger mid-clause
         comp = complement(c.kind, c.match, m[end:reach], end)
-        if comp.kind == "reject" or (self.question and comp.bare):
+        if (comp.kind == "reject" or (self.question and comp.bare)
+                or _idle_announcement(c, comp, m[comp.start:reach])):
             return  # "can you remember things between sessions?" asks what it can do
         self.consumed = reach
         if comp.kind == "anaphor":
@@ -374,6 +384,19 @@ class _Sentence:
               and (x := re.match(r"^[^,]{3,80},\s*(.+)$", rest_t, re.DOTALL))
               and is_rule(x.group(1), strong=False)):
             self.out.facts.append(Fact(t[start:reach]))  # "Next time you touch X, add Y"
+
+
+def _idle_announcement(c: _Cand, comp: Complement, fact_m: str) -> bool:
+    """Whether an announcement ("FYI", "heads-up", "worth knowing") holds no standing
+    fact: an acknowledgement ("Good to know, thanks"), news of the moment ("FYI: I pushed
+    the fix"; :func:`~opencode_memoryd.extract.clauses.is_standing`), or a bare list head
+    with no "for later"."""
+    if c.kind != "announce":
+        return False
+    later = c.match.group("ann_later") is not None
+    if comp.kind != "fact":
+        return comp.kind == "anaphor" or not later
+    return not is_standing(fact_m, strict=not later)
 
 
 def _count(pro: str) -> int:

@@ -28,8 +28,8 @@ REMEMBER = _alt(
     "rememebr", "remenber", "rmember", "remmeber", "rememer", "remembe", "memori[sz]e",
 )
 _PRONOUN_OBJ = r"(?:this|that|it|these|those|them|both|all\s+(?:of\s+)?(?:this|that|these|those))"
-_LATER = (r"(?:the\s+)?(?:future\s+(?:sessions?|reference|work|you|self|me)\b|future|futur|later"
-          r"|next\s+time)")
+_LATER = (r"(?:the\s+)?(?:future\s+(?:sessions?|reference|work|you|self|me|agents?|chats?)\b"
+          r"|future|futur|later|next\s+time)")
 _WORD_START = r"(?<![\w./\\@#$'-])"
 _WORD_END = r"(?![\w-]|\.\w|\(|/)"
 
@@ -58,12 +58,24 @@ _TRIGGERS = {
               | worth\s+(?:remembering|keeping\s+in\s+mind|noting\s+for\s+""" + _LATER + r""")
               | (?:important|good|useful|crucial|essential|key)\s+to\s+(?:remember|keep\s+in\s+mind
                  |bear\s+in\s+mind)
-              | (?:a\s+)?(?:note|reminder|memo)\s+(?:for|to)\s+(?:""" + _LATER
+              | (?:a\s+)?(?:(?:quick|short|small|little|side|friendly)\s+)?(?:note|reminder|memo)
+                 \s+(?:for|to)\s+(?:""" + _LATER
              + r"""|yourself|self|myself)""",
+    "announce": r"""(?:(?:just|a|one|another|quick|small|little|friendly|short|general|useful
+                 |important|big)\s+){0,3}
+                 (?:heads[\s-]*ups?|psa|fyi|f\.y\.i\.?|for\s+your\s+information|so\s+you\s+know
+                 |(?:pro[\s-]+)?tips?|(?:fun\s+)?facts?|(?:something|things?)\s+(?:to|worth)\s+know(?:ing)?
+                 |(?:good|worth|useful|nice|important|helpful|handy)\s+(?:to\s+know|knowing|noting)
+                 |note\s+to\s+(?:my|your)?(?:future\s+)?self|note\s+for\s+(?:the\s+)?(?:next\s+
+                 (?:session|one|agent)|future\s+(?:you|me|agents?|sessions?)))
+                 (?P<ann_later>\s+for\s+(?:the\s+)?(?:later|futur?e?(?:\s+(?:sessions?|you|self|me
+                 |reference|work|agents?|chats?))?|next\s+(?:time|session|sessions|chat|agent)
+                 |(?:all\s+)?future\s+(?:sessions|chats|work)|whoever\s+works\s+on\s+this\s+next))?""",
     "things": r"""(?:(?:a\s+couple\s+of|a\s+few|some|two|three|several|few)\s+)?(?:thing|point|note
                  |rule|tip)s?\s+for\s+(?:the\s+)?(?:future|later|next\s+time|future\s+sessions)""",
     "forref": r"for\s+future\s+reference|future\s+reference",
-    "forlater": r"for\s+(?:the\s+future|futur|later|next\s+time|future\s+sessions|the\s+record)",
+    "forlater": r"""for\s+(?:the\s+future|futur|later|next\s+time|future\s+sessions|the\s+record
+                 |the\s+next\s+(?:session|sessions|chat|agent))""",
     "rule": r"""(?:new|house|standing|ground|golden|permanent|team)\s+(?:rule|instruction|policy
               |convention)s?
               | (?:friendly\s+)?reminder""",
@@ -86,7 +98,7 @@ KINDS = tuple(_TRIGGERS)
 #: Trigger kinds that are adverbials (the directive is the rest of the clause).
 ADVERBIAL = frozenset({"future", "later"})
 #: Trigger kinds whose words alone never make a directive without a colon or comma after.
-NEEDS_PUNCT = frozenset({"forlater", "rule", "things"})
+NEEDS_PUNCT = frozenset({"forlater", "rule", "things", "announce"})
 
 # --- what may stand before a trigger ------------------------------------------------------
 
@@ -99,7 +111,7 @@ _FILLER = _alt(
     "thanks", r"thank\s+you", "thx", "perfect", "good", "fine", "hmm+", "anyways?", "plus",
     "additionally", "moreover", r"in\s+addition", "besides", "actually", "basically",
     "honestly", "seriously", r"(?:very\s+)?important(?:ly)?", "crucial(?:ly)?", "note",
-    "nb", "ps", "fyi", "psa", r"heads\s+up", r"(?:quick|side)\s+note", "though", "however",
+    "nb", "ps", "fyi", "psa", r"heads[\s-]*up", r"(?:quick|side)\s+note", "though", "however",
     "do", r"for\s+the\s+record", r"as\s+a\s+reminder", "reminder", "too", r"as\s+well",
     "basically", "remember", r"here'?s", r"here\s+is", "or", "yo", "oops",
     r"(?:it|that|this|which)(?:'s|\s+is|\s+was)", r"and\s+that'?s", "because", "since",
@@ -129,9 +141,9 @@ BOUNDARY = _rx(r"[,;:!.()\[\]\n\u2014\u2013]|\s-+>?\s|\b(?:and|but|so|also|then|
                r"|however|because|since)\b")
 #: A request frame that makes a question a request ("Can you remember that …?").
 QUESTION_REQUEST = _rx(r"\b(?:can|could|would|will)\s+you\b")
-#: A left context that reports somebody else's words.
-REPORTED = _rx(r"""\b(?:said|says|say|wrote|writes|replied|answered|commented|posted|told\s+me
-               |tells\s+me|put\s+it|quote|quoting|reads|states|stated)\s*[:,]\s*$""")
+#: A left context that reports somebody else's words ("as I said," recalls the user's own).
+REPORTED = _rx(r"""(?<!like\si\s)(?<!as\si\s)\b(?:said|says|say|wrote|writes|replied|answered
+               |commented|posted|told\s+me|tells\s+me|put\s+it|quote|quoting|reads|states|stated)\s*[:,]\s*$""")
 #: A left context that is a subordinate clause kept in the fact ("When you deploy, …").
 SUBORDINATE = _rx(r"^\s*(?:when|whenever|if|unless|before|after|while|until|till|once"
                   r"|as\s+long\s+as|every\s+time|each\s+time|during|for\s+(?:new|every|each|any)\b)")
@@ -170,13 +182,6 @@ RETRACT = _rx(r"""^(?:(?:""" + _FILLER + r""")\b[\s,;:!.]*)*(?:
     | not\s+(?:something|worth|needed|necessary)
     | there'?s\s+no\s+need
     )""")
-#: A directive that holds only for now ("just for this session"): never stored.
-TEMPORARY = _rx(r"""\b(?:(?:just|only)\s+(?:for\s+)?(?:now|today|this\s+(?:session|task|conversation
-    |chat|experiment|once|time|run|branch))|for\s+(?:this|the\s+current)\s+(?:session|task
-    |conversation|chat|experiment)\s+only|(?:just|only)\s+for\s+today|for\s+today\s+only
-    |(?:it'?s|this\s+is|that'?s|it\s+is|that\s+is)\s+(?:just\s+|only\s+)?(?:temporary|a\s+one-?off
-    |one-?off|a\s+one-time\s+thing|a\s+throwaway)|one-?off\s+workaround|throwaway\s+test
-    |after\s+today|only\s+for\s+this\s+(?:experiment|session|task))\b""")
 #: What marks a "remember to X" as a task for now ("… and tell me what you find").
 ONE_OFF = _rx(r"""\b(?:tell\s+me|let\s+me\s+know|report\s+back|show\s+me|what\s+you\s+find
     |when\s+you'?re\s+done|once\s+you'?re\s+done|once\s+done|when\s+done|afterwards|right\s+now

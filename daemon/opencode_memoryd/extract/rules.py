@@ -145,6 +145,25 @@ _LEAD_FILLER = re.compile(
     r"|then|well|alright|yes|yeah|sure|thanks|thank\s+you|actually|basically|though|fyi|anyway"
     r"|important|note|personally|here'?s\s+the\s+thing)\b[\s,:;!.\-\u2014\u2013]*)+",
     re.IGNORECASE)
+#: Conversational openers: true when said, noise in a memory ("Before we dive in: …",
+#: "First things first, …", "As I said, …"); cut where a comma, colon or dash follows.
+_OPENER = re.compile(
+    r"^\s*(?:before\s+(?:we|you|i)\s+(?:(?:dive|jump|get)\s+(?:in(?:to\s+\w+)?|started|going)"
+    r"|start|begin|continue|proceed|go\s+on|kick\s+off)(?:\s+(?:anything|with\s+(?:this|that|it)"
+    r"|today))?|first\s+things\s+first|first\s+of\s+all|as\s+(?:i\s+(?:said|mentioned)|mentioned"
+    r"|discussed)(?:\s+(?:before|earlier))?|like\s+i\s+said|(?:just\s+)?to\s+be\s+clear"
+    r"|for\s+context|real\s+quick|quick\s+thing|one\s+(?:more|last)\s+thing|oh\s+and"
+    r"|while\s+i\s+remember|while\s+i\s+think\s+of\s+it|now\s+that\s+i\s+think\s+of\s+it)"
+    r"\s*[,:;\u2014\u2013-]\s*", re.IGNORECASE)
+#: An invitation to ask at the end of a fact ("…, ask me if you're unsure"): about the
+#: conversation, not the fact.
+_ASK_ME = re.compile(
+    r"(?:[\s,;:\u2014\u2013-]+(?:and\s+|so\s+|but\s+)?(?:just\s+|please\s+)?(?:ask|ping|check\s+with)"
+    r"\s+me\s+(?:if|when|whenever)\s+(?:you(?:'re|\s+are)\s+(?:ever\s+)?(?:unsure|not\s+sure|stuck"
+    r"|in\s+doubt)|in\s+doubt|unsure|not\s+sure|anything\s+(?:is\s+)?unclear|(?:you\s+have|there"
+    r"\s+are)\s+(?:any\s+)?questions)|[\s,;:\u2014\u2013-]+(?:and\s+)?(?:if|when)\s+(?:in\s+doubt"
+    r"|unsure|you(?:'re|\s+are)\s+(?:unsure|not\s+sure)),?\s+(?:just\s+)?ask\s+me)[\s.!]*$",
+    re.IGNORECASE)
 #: A complementizer left at the start once a parenthetical between the trigger and its
 #: clause was cut ("remember — for every project — that I use …"): followed by a subject or
 #: a determiner it is never the demonstrative ("That file is generated").
@@ -176,7 +195,9 @@ def _unwrap(s: str) -> str:
 def finish(fact: grammar.Fact, *, project: str | None, scope: Scope) -> str | None:
     """The memory text of a fact, or ``None`` when nothing durable is left.
 
-    Filler before and after the fact is dropped, "remember to X" becomes "X" and
+    Filler before and after the fact is dropped (conversational openers such as "Before
+    we dive in:" and "First things first," too, and a closing "ask me if you're unsure"),
+    "remember to X" becomes "X" and
     "remember not to X" "Do not X"; a fact wholly in quotes loses them; "this repo /
     service …" becomes "the <project> repo / service …" in a project-scope memory when
     ``project`` (the project folder's name) is known; the first letter is capitalised
@@ -185,7 +206,9 @@ def finish(fact: grammar.Fact, *, project: str | None, scope: Scope) -> str | No
     trigger words: "That.").
     """
     s = " ".join(fact.text.split())
-    s = _COMPLEMENTIZER.sub("", _LEAD_FILLER.sub("", s))
+    while (bare := _OPENER.sub("", _LEAD_FILLER.sub("", s))) != s:
+        s = bare
+    s = _COMPLEMENTIZER.sub("", _ASK_ME.sub("", s))
     cut = max(0, len(s) - 120)
     s = (s[:cut] + _TRAIL_FILLER.sub("", s[cut:])).strip()
     s = _unwrap(_SYMBOLS_END.sub("", s)).strip()

@@ -22,6 +22,9 @@ Shape (sections in this fixed order; empty ones left out)::
     - 2026-11-20: "<memory text, quoted>"
     <!-- opencode-memoryd context end <hash of the lines between> -->
 
+The date of an entry is when the user said it (``Memory.said``: the time of the message it
+comes from, UTC), not when it was stored or last changed.
+
 Memory text is quoted data inside a fence (:mod:`opencode_memoryd.usecases.fence`): it
 cannot end the notes, open or close a tag, fake the marker, a header or the closing line,
 or add a line. The agent's own notes (``provenance`` ``agent``) are shown apart, last, and
@@ -143,7 +146,7 @@ def newest_summaries_only(memories: Iterable[Memory]) -> list[Memory]:
 
 
 def _line(memory: Memory) -> str:
-    return entry_line(memory.updated_at.date().isoformat(), memory.content)
+    return entry_line(memory.said.date().isoformat(), memory.content)
 
 
 def _newest_first(memories: Iterable[Memory]) -> list[Memory]:

@@ -178,11 +178,14 @@ function renderRows(rows, scored) {
         scored && m.score !== undefined ? el("span", { class: "score", text: ` (score ${m.score.toFixed(3)})` }) : null),
       el("td", {}, el("span", { class: "badge", text: m.type })),
       el("td", { title: m.project_root || "", text: scopeLabel(m) }),
-      el("td", {}, el("time", { datetime: m.updated_at, text: when(m.updated_at) })),
+      el("td", {}, el("time", { datetime: saidAt(m), text: when(saidAt(m)) })),
       el("td", {}, el("span", { class: "badge " + m.status, text: m.status }),
         m.pending ? el("span", { class: "badge pending", text: "pending" }) : null)));
   }
 }
+
+// When the user said it (the message's time); older memories have only created_at.
+function saidAt(m) { return m.said_at || m.created_at; }
 
 function list(items, render) {
   if (!items || !items.length) return el("span", { class: "hint", text: "none" });
@@ -223,6 +226,7 @@ function renderDetail(shown) {
       el("dt", { text: "Scope" }), el("dd", { text: m.scope === "user" ? "user" : `project ${m.project_root || m.project_id}` }),
       el("dt", { text: "Source" }), el("dd", { text: m.source + (m.section ? ` · section ${m.section}` : "") }),
       el("dt", { text: "Asserted by" }), el("dd", { id: "detail-provenance", text: (m.provenance || "-") + (pending ? " · pending your confirmation: in no context block until you confirm it" : "") }),
+      el("dt", { text: "Said" }), el("dd", { id: "detail-said" }, el("time", { datetime: saidAt(m), text: when(saidAt(m)) })),
       el("dt", { text: "Created" }), el("dd", {}, el("time", { datetime: m.created_at, text: when(m.created_at) })),
       el("dt", { text: "Updated" }), el("dd", {}, el("time", { datetime: m.updated_at, text: when(m.updated_at) })),
       el("dt", { text: "Sessions" }), el("dd", {}, list(lin.sessions, (s) => el("code", { text: s }))),
