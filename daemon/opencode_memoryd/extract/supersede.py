@@ -1,0 +1,158 @@
+"""What a correction replaces: the cue parsing of supersession (pure, no I/O).
+
+A memory that says it replaces something ("use Vitest instead of Jest", "we moved off
+Poetry", "switched from npm to pnpm", "replace Webpack with Vite", "we no longer use
+Travis CI", "we don't use Redux any more", "Moment.js is deprecated", "we dropped MySQL",
+"Flask → FastAPI", "use Ruff, not Black") names the replaced term; :func:`replaced_terms`
+finds it. :func:`states_use` then decides, with precision first, whether an older memory is
+about that term as the choice of its slot ("We use Jest for unit tests") rather than merely
+mentioning it ("The Jest config lives in config/", "We never use npm"): only such a memory
+is superseded.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+#: A term: one name (letters, digits, ``. @ / + # _ -``), optionally followed by up to two
+#: more capitalised names ("Travis CI", "Create React App").
+_NAME = r"[A-Za-z0-9][\w.@/+#-]*"
+_TERM = rf"(?:the\s+|our\s+|an?\s+)?(?P<x>{_NAME}(?:\s+[A-Z0-9][\w.@/+#-]*){{0,2}})"
+#: Each cue with the replaced term in group ``x``.
+_CUES: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECASE) for p in (
+    rf"\binstead\s+of\s+(?:using\s+)?{_TERM}",
+    rf"\b(?:moved|moving|migrated|migrating|switched|switching)\s+"
+    rf"(?:off(?:\s+of)?|away\s+from|from)\s+{_TERM}",
+    rf"\b(?:replace[sd]?|replacing|swap(?:ped)?)\s+{_TERM}\s+(?:with|by|for)\b",
+    rf"\bno\s+longer\s+(?:use|uses|using|need|run|runs|on|with)?\s*{_TERM}",
+    rf"\b(?:don't|do\s+not|doesn't|does\s+not|won't|aren't|are\s+not)\s+"
+    rf"(?:use|using|need|run)\s+{_TERM}\s+any\s*more\b",
+    rf"\bnot\s+(?:using\s+)?{_TERM}\s+any\s*more\b",
+    rf"\b(?:stopped|stop)\s+using\s+{_TERM}",
+    rf"\b(?:dropped|ditched|removed|retired|abandoned|dumped)\s+{_TERM}",
+    rf"(?:^|[\s,;:(])(?:the\s+|our\s+)?(?P<x>{_NAME}(?:\s+[A-Z0-9][\w.@/+#-]*){{0,2}})"
+    r"(?:\s+\w+){0,2}\s+(?:is|are|was|were|has\s+been|have\s+been)\s+"
+    r"(?:now\s+)?(?:gone|deprecated|dead|retired|removed|dropped|obsolete)\b",
+    rf"(?:^|[\s,;:(])(?P<x>{_NAME})\s*(?:→|->|=>)\s*{_NAME}",
+    rf"\b(?:use|prefer|pick|choose)\s+{_NAME}(?:\s+[A-Z0-9][\w.@/+#-]*){{0,2}},?\s+"
+    rf"(?:not|rather\s+than)\s+{_TERM}",
+))
+
+
+def _set(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+#: Words that are never a replaced term on their own.
+_NOT_TERMS = _set("""
+a an the our it its this that these those them they we you i he she there here
+something anything everything nothing one ones using use old new former previous
+""")
+_WORD = re.compile(r"[\w.@/+#-]+")
+#: Words right before a term that state it as the choice of its slot.
+_USE_CUES = _set("""
+use uses using used prefer prefers preferred run runs running with via on in install
+installs installed manage manages managed always our is are by through
+""")
+#: Words that, close before the term, say it is not in use (or already replaced).
+_NEGATIONS = _set("""
+never not no don't doesn't dont avoid without instead off from replace replaced
+replacing drop dropped stop stopped
+""")
+#: How many words before a term :func:`states_use` looks at.
+_WINDOW = 4
+
+
+def _clean(term: str) -> str:
+    return term.strip(" \t.,;:!?'\"()[]`").strip()
+
+
+def replaced_terms(text: str) -> tuple[str, ...]:
+    """The terms ``text`` says are replaced, in order of appearance, without repeats
+    (compared case-insensitively).
+
+    ``"Use Vitest instead of Jest."`` -> ``("Jest",)``; ``"We switched from npm to
+    pnpm."`` -> ``("npm",)``; a text without a replacement cue -> ``()``.
+    """
+    found: list[tuple[int, str]] = []
+    for cue in _CUES:
+        for m in cue.finditer(text):
+            term = _clean(m.group("x"))
+            first, *rest = term.split() or [""]
+            # a name goes on only with capitalised words ("Travis CI", not "CircleCI to")
+            more = []
+            for w in rest:
+                if not w[:1].isupper() and not w[:1].isdigit():
+                    break
+                more.append(w)
+            term = " ".join([first, *more])
+            if (term and term.casefold() not in _NOT_TERMS and not term.isdigit()
+                    and not (term.islower() and term.endswith("ing"))):
+                found.append((m.start("x"), term))
+    seen: set[str] = set()
+    out: list[str] = []
+    for _pos, term in sorted(found):
+        key = fold(term)
+        if key not in seen:
+            seen.add(key)
+            out.append(term)
+    return tuple(out)
+
+
+def fold(text: str) -> str:
+    """``text`` NFKC-normalised and case-folded, as terms are compared."""
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def _words(text: str) -> list[str]:
+    return [w.strip(".-") or w for w in _WORD.findall(fold(text))]
+
+
+def _positions(words: list[str], term: str) -> list[int]:
+    """Where ``term`` (one or more words; a plural "s"/"es" allowed on its last) starts in
+    ``words``."""
+    parts = _words(term)
+    if not parts:
+        return []
+    n = len(parts)
+    hits = []
+    for i in range(len(words) - n + 1):
+        window = words[i:i + n]
+        *head, last = window
+        if head == parts[:-1] and last in (parts[-1], parts[-1] + "s", parts[-1] + "es",
+                                           parts[-1] + "'s"):
+            hits.append(i)
+    return hits
+
+
+def mentions(text: str, term: str) -> bool:
+    """Whether ``text`` names ``term`` as a whole term (case-insensitive; "Jest's" and
+    "Makefiles" name "Jest" and "Makefile"; "jester" does not name "Jest")."""
+    return bool(_positions(_words(text), term))
+
+
+def states_use(text: str, term: str) -> bool:
+    """Whether ``text`` states ``term`` as what is used (the slot a correction replaces).
+
+    True when ``text`` names ``term`` with one of the use words ("use", "with", "run",
+    "prefer", "our", …) among the four words before it, or as its first words followed
+    by "is/are/for/as" ("Jest is our test runner"), and no negation or replacement word
+    ("never", "not", "instead", "from", "off", "dropped", …) among those four words, and
+    ``text`` does not itself say it replaces ``term``. So "The Jest config lives in
+    config/" and "We never use npm" are not about using the term.
+    """
+    if any(fold(t) == fold(term) for t in replaced_terms(text)):
+        return False
+    words = _words(text)
+    n = len(_words(term))
+    for i in _positions(words, term):
+        before = words[max(0, i - _WINDOW):i]
+        if any(w in _NEGATIONS for w in before):
+            continue
+        if any(w in _USE_CUES for w in before):
+            return True
+        after = words[i + n:i + n + 1]
+        if i == 0 and after and after[0] in ("is", "are", "for", "as", "handles"):
+            return True
+    return False

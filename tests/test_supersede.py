@@ -1,0 +1,156 @@
+"""Supersession at write time, rules mode, on copies of databases the genuine OpenCode wrote:
+a correction said days after a fact retires that fact (soft, journaled, undoable), in both
+storage shapes, and nothing superseded is shown as current (list, search, context block)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import ACME, FIXTURES, cli, cli_json
+from opencode_writer import OpenCodeWriter
+from opencode_writer_v2 import V2Writer
+
+ACME_PROJECT = "aa96382a4f1e45500e577aeab09e21df3c441bfc"
+V2 = json.loads((FIXTURES / "opencode-v2-sample.db.manifest.json").read_text())
+V2_SESSION = next(s for s in V2["sessions"] if s["key"] == "v2-directive")
+DAY_MS = 86_400_000
+
+#: (phrasing, the fact said days before, the correction, the old fact's key word, a query)
+PHRASINGS = [
+    ("instead of", "Remember that we use Jest for unit tests.",
+     "Actually, use Vitest instead of Jest from now on.", "Jest", "which test framework"),
+    ("moved off", "Remember that we use Poetry to manage dependencies.",
+     "Remember that we moved off Poetry: it's uv now.", "Poetry", "package manager"),
+    ("switched from X to Y", "Remember: we use Yarn to install packages.",
+     "From now on, we switched from Yarn to Bun.", "Yarn", "install packages"),
+    ("replace X with Y", "Remember that we bundle the app with Webpack.",
+     "Going forward, replace Webpack with Vite.", "Webpack", "bundler"),
+    ("no longer", "Remember: CI runs on Travis CI.",
+     "Remember: we no longer use Travis CI, it's GitHub Actions now.", "Travis", "CI"),
+    ("not X any more", "Keep in mind: we use Redux for state.",
+     "Keep in mind: we don't use Redux any more, we use Zustand.", "Redux", "state"),
+    ("X is deprecated", "Remember that we use Moment.js for dates.",
+     "For future reference, Moment.js is deprecated here; use date-fns.", "Moment",
+     "dates"),
+    ("we dropped X", "Remember that the database is MySQL.",
+     "Remember that we dropped MySQL, the database is PostgreSQL now.", "MySQL",
+     "database"),
+    ("X → Y", "Remember that the API server runs on Flask.",
+     "Remember: Flask → FastAPI for the API server.", "Flask", "API server"),
+    ("use Y, not X", "Remember that we format code with Black.",
+     "From now on use Ruff, not Black, for formatting.", "Black", "formatting"),
+]
+
+
+class Shape:
+    """One storage shape: a copy of a fixture the genuine OpenCode wrote, and a writer
+    appending sessions and turns to it."""
+
+    def __init__(self, kind: str, tmp: Path) -> None:
+        self.kind = kind
+        self.db = tmp / "opencode" / "opencode.db"
+        self.db.parent.mkdir(parents=True)
+        name = "opencode-sample.db" if kind == "message" else "opencode-v2-sample.db"
+        shutil.copyfile(FIXTURES / name, self.db)
+        if kind == "message":
+            self.project, self.directory = ACME_PROJECT, ACME
+        else:
+            self.project, self.directory = V2_SESSION["project_id"], V2_SESSION["directory"]
+
+    def say(self, text: str, *, days_ago: int = 0) -> None:
+        """A new session in the project whose one turn is ``text`` (said ``days_ago``)."""
+        if self.kind == "message":
+            w = OpenCodeWriter(self.db)
+            w.set_clock(-days_ago * DAY_MS)
+            sid = w.new_session(project_id=self.project, directory=self.directory)
+            w.append_turn(sid, text, "Noted.")
+        else:
+            v2 = V2Writer(self.db, pause=0.0)
+            sid = v2.new_session(project_id=self.project, directory=self.directory)
+            v2.append_turn(sid, text, "Noted.")
+            w = v2  # type: ignore[assignment]
+        w.close()
+
+
+def run(cfg: Path, *args: str) -> Any:
+    return cli_json("--config", str(cfg), *args)
+
+
+def facts(cfg: Path, shape: Shape, *extra: str) -> list[dict[str, Any]]:
+    rows = run(cfg, "list", "--dir", shape.directory, "--db", str(shape.db), *extra)
+    return [m for m in rows if m["type"] in ("user", "feedback", "project", "reference")]
+
+
+@pytest.fixture(params=["message", "session_message"])
+def shape(request: pytest.FixtureRequest, tmp_path: Path) -> Shape:
+    return Shape(request.param, tmp_path)
+
+
+@pytest.mark.parametrize(("phrasing", "old", "correction", "key", "query"), PHRASINGS,
+                         ids=[p[0] for p in PHRASINGS])
+def test_a_correction_retires_the_fact_it_replaces(
+        shape: Shape, config_file: Path, phrasing: str, old: str, correction: str,
+        key: str, query: str) -> None:
+    db = ("--db", str(shape.db))
+    shape.say(old, days_ago=3)
+    run(config_file, "maintain", "--all", *db)
+    before = [m for m in facts(config_file, shape) if key in m["content"]]
+    assert len(before) == 1, before
+    old_id = before[0]["id"]
+    shape.say(correction)
+    report = run(config_file, "maintain", "--all", *db)
+    assert report["totals"]["added"] >= 1
+    current = facts(config_file, shape)
+    new = [m for m in current if m["message_ids"] != before[0]["message_ids"]
+           and key in m["content"]]
+    assert len(new) == 1, current  # the correction is stored
+    assert old_id not in {m["id"] for m in current}  # and the old fact is not current
+    hits = run(config_file, "search", query, "--dir", shape.directory, *db, "--limit", "3",
+               "--json")
+    assert old_id not in {h["id"] for h in hits}
+    block = run(config_file, "context", "--project", shape.project, "--json")
+    assert before[0]["content"] not in block["text"]
+    assert new[0]["content"] in block["text"]
+    tomb = next(m for m in facts(config_file, shape, "--all") if m["id"] == old_id)
+    assert tomb["status"] == "retired"
+    assert tomb["superseded_by"] == new[0]["id"]
+    assert tomb["retired_reason"] == f"superseded: {new[0]['content']}"
+    entries = run(config_file, "journal", "--json")
+    entry = next(e for e in entries if e.get("action") == "supersede")
+    assert entry["run_id"] == tomb["retired_by_run"]
+    assert entry["operations"][0]["superseded_ids"] == [old_id]
+    # undo brings the old fact back, and the correction stays
+    code, out = cli("--config", str(config_file), "dream", "--undo", entry["run_id"])
+    assert code == 0, out
+    ids = {m["id"] for m in facts(config_file, shape)}
+    assert {old_id, new[0]["id"]} <= ids
+
+
+def test_a_correction_leaves_facts_that_only_mention_the_term(
+        sample_db: Path, config_file: Path) -> None:
+    db = ("--db", str(sample_db))
+    w = OpenCodeWriter(sample_db)
+    w.set_clock(-2 * DAY_MS)
+    sid = w.new_session(project_id=ACME_PROJECT, directory=ACME)
+    for text in ("Remember that the Jest config lives in config/jest.config.js.",
+                 "Remember: we never use Jest snapshots for components.",
+                 "Remember that we use Playwright for the e2e tests."):
+        w.append_turn(sid, text, "Noted.")
+    w.set_clock(0)
+    sid2 = w.new_session(project_id=ACME_PROJECT, directory=ACME)
+    # the sample already holds "We always use pnpm, never npm."
+    w.append_turn(sid2, "From now on, we switched from npm to pnpm.", "OK.")
+    w.append_turn(sid2, "Actually, use Vitest instead of Jest from now on.", "OK.")
+    w.close()
+    cli_json("--config", str(config_file), "maintain", "--all", *db)
+    listed = cli_json("--config", str(config_file), "list", "--dir", ACME, *db, "--all")
+    retired = [m["content"] for m in listed if m["status"] == "retired"]
+    assert retired == []
+    contents = {m["content"] for m in listed}
+    assert {"We always use pnpm, never npm.", "The Jest config lives in config/jest.config.js.",
+            "We use Playwright for the e2e tests."} <= contents
