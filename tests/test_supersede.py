@@ -5,13 +5,16 @@ storage shapes, and nothing superseded is shown as current (list, search, contex
 from __future__ import annotations
 
 import json
+import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import ACME, FIXTURES, cli, cli_json
+from conftest import ACME, FIXTURES, cli, cli_json, write_config
+from fake_openai import FakeOpenAI
 from opencode_writer import OpenCodeWriter
 from opencode_writer_v2 import V2Writer
 
@@ -131,7 +134,7 @@ def test_a_correction_retires_the_fact_it_replaces(
     assert {old_id, new[0]["id"]} <= ids
 
 
-def test_a_correction_leaves_facts_that_only_mention_the_term(
+def test_a_correction_retires_only_the_facts_that_state_the_term(
         sample_db: Path, config_file: Path) -> None:
     db = ("--db", str(sample_db))
     w = OpenCodeWriter(sample_db)
@@ -139,7 +142,8 @@ def test_a_correction_leaves_facts_that_only_mention_the_term(
     sid = w.new_session(project_id=ACME_PROJECT, directory=ACME)
     for text in ("Remember that the Jest config lives in config/jest.config.js.",
                  "Remember: we never use Jest snapshots for components.",
-                 "Remember that we use Playwright for the e2e tests."):
+                 "Remember that we use Playwright for the e2e tests.",
+                 "Remember that we use Jest for unit tests."):
         w.append_turn(sid, text, "Noted.")
     w.set_clock(0)
     sid2 = w.new_session(project_id=ACME_PROJECT, directory=ACME)
@@ -150,7 +154,111 @@ def test_a_correction_leaves_facts_that_only_mention_the_term(
     cli_json("--config", str(config_file), "maintain", "--all", *db)
     listed = cli_json("--config", str(config_file), "list", "--dir", ACME, *db, "--all")
     retired = [m["content"] for m in listed if m["status"] == "retired"]
-    assert retired == []
+    assert retired == ["We use Jest for unit tests."]
     contents = {m["content"] for m in listed}
     assert {"We always use pnpm, never npm.", "The Jest config lives in config/jest.config.js.",
             "We use Playwright for the e2e tests."} <= contents
+
+
+# -- LLM mode: a scripted model that says what each correction replaces -----------------
+
+LINE = re.compile(r"^\[(msg_\w+)\] (user|assistant|tool): (.*)$", re.MULTILINE)
+TRIGGER = re.compile(r"^(?:Actually, |Remember that |Remember: |Keep in mind: |From now on,? "
+                     r"|Going forward, |For future reference, )", re.IGNORECASE)
+#: The term each correction replaces, as the scripted model names it.
+REPLACED = dict(zip([p[2] for p in PHRASINGS],
+                    ["Jest", "Poetry", "Yarn", "Webpack", "Travis CI", "Redux", "Moment.js",
+                     "MySQL", "Flask", "Black"], strict=True))
+#: A line with no replacement cue whose memory the model says replaces "Jest" anyway.
+NO_CUE = "Remember that we use Vitest for the component tests."
+
+
+def scripted_model(body: dict[str, Any]) -> dict[str, Any]:
+    """One memory per user line: its words without the trigger, and what it replaces."""
+    prompt = "\n".join(str(m["content"]) for m in body["messages"] if m["role"] == "user")
+    memories = []
+    for mid, role, text in LINE.findall(prompt):
+        if role != "user":
+            continue
+        fact = TRIGGER.sub("", text).strip()
+        fact = fact[:1].upper() + fact[1:]
+        replaces = ["Jest"] if text == NO_CUE else [REPLACED[text]] if text in REPLACED else []
+        memories.append({"content": fact, "type": "project", "scope": "project",
+                         "section": "architecture", "message_ids": [mid],
+                         "replaces": replaces})
+    return {"memories": memories, "more": False}
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI(responder=scripted_model) as f:
+        yield f
+
+
+@pytest.fixture
+def llm_config(tmp_path: Path, fake: FakeOpenAI) -> Path:
+    return write_config(tmp_path / "llm.toml", f"""
+[opencode]
+settle_seconds = 0
+[summaries]
+session_summaries = false
+project_brief = false
+[extraction]
+mode = "llm"
+[llm]
+base_url = "{fake.base_url}"
+model = "test-model"
+api_key_env = "TEST_LLM_KEY"
+timeout_seconds = 5
+max_retries = 0
+""")
+
+
+@pytest.mark.parametrize(("phrasing", "old", "correction", "key", "query"), PHRASINGS,
+                         ids=[p[0] for p in PHRASINGS])
+def test_a_models_correction_retires_the_fact_it_replaces(
+        shape: Shape, llm_config: Path, fake: FakeOpenAI, phrasing: str, old: str,
+        correction: str, key: str, query: str) -> None:
+    db = ("--db", str(shape.db))
+    shape.say(old, days_ago=3)
+    run(llm_config, "maintain", "--all", *db)
+    before = [m for m in facts(llm_config, shape) if key in m["content"]]
+    assert [m["source"] for m in before] == ["llm"], before
+    shape.say(correction)
+    run(llm_config, "maintain", "--all", *db)
+    assert fake.chat_requests[-1]["response_format"]["json_schema"]["schema"][
+        "properties"]["memories"]["items"]["required"][-1] == "replaces"
+    current = facts(llm_config, shape)
+    assert before[0]["id"] not in {m["id"] for m in current}
+    assert any(m["source"] == "llm" and key in m["content"] for m in current)
+    hits = run(llm_config, "search", query, "--dir", shape.directory, *db, "--limit", "3",
+               "--json")
+    assert before[0]["id"] not in {h["id"] for h in hits}
+    block = run(llm_config, "context", "--project", shape.project, "--json")
+    assert before[0]["content"] not in block["text"]
+    tomb = next(m for m in facts(llm_config, shape, "--all") if m["id"] == before[0]["id"])
+    # the reason quotes the user's sentence, not the model's paraphrase
+    assert tomb["retired_reason"].startswith("superseded: ")
+    assert REPLACED[correction].split()[0] in tomb["retired_reason"]
+    code, out = cli("--config", str(llm_config), "dream", "--undo", tomb["retired_by_run"])
+    assert code == 0, out
+    assert before[0]["id"] in {m["id"] for m in facts(llm_config, shape)}
+
+
+def test_a_models_replaces_counts_only_with_a_cue_in_the_users_words(
+        sample_db: Path, llm_config: Path) -> None:
+    db = ("--db", str(sample_db))
+    w = OpenCodeWriter(sample_db)
+    w.set_clock(-DAY_MS)
+    sid = w.new_session(project_id=ACME_PROJECT, directory=ACME)
+    w.append_turn(sid, "Remember that we use Jest for unit tests.", "Noted.")
+    w.append_turn(sid, "Remember that we format code with Black.", "Noted.")
+    w.set_clock(0)
+    w.append_turn(sid, NO_CUE, "Noted.")
+    w.append_turn(sid, "From now on use Ruff, not Black, for formatting.", "Noted.")
+    w.close()
+    cli_json("--config", str(llm_config), "maintain", "--all", *db)
+    listed = cli_json("--config", str(llm_config), "list", "--dir", ACME, *db, "--all")
+    assert [m["content"] for m in listed if m["status"] == "retired"] == [
+        "We format code with Black."]
+    assert "We use Jest for unit tests." in {m["content"] for m in listed}

@@ -156,3 +156,36 @@ def states_use(text: str, term: str) -> bool:
         if i == 0 and after and after[0] in ("is", "are", "for", "as", "handles"):
             return True
     return False
+
+
+def grounded_replaces(proposed: object, content: str, own: str,
+                      sentences: list[str]) -> tuple[tuple[str, ...], str]:
+    """The replaced terms of a model's proposal that the user's own words say are
+    replaced, and the user's sentence saying so: ``(terms, cue)``, ``((), "")`` for none.
+
+    Nothing is retired without a cue in the cited user text: a term counts only when a
+    replacement cue of one of ``sentences`` (the user's own sentences the proposal cites)
+    names it (:func:`replaced_terms`); the user's spelling of it is kept. ``proposed`` is
+    the proposal's ``replaces``: a list of terms; when the proposal has no such key
+    (``None``: a model that ignores the field) the terms the cited sentences replace and
+    ``content`` names are taken. ``own`` (all the cited own words) must name each term.
+    """
+    if proposed is None:
+        wanted = [t for s in sentences for t in replaced_terms(s) if mentions(content, t)]
+    elif isinstance(proposed, list):
+        wanted = [str(t) for t in proposed if isinstance(t, str) and t.strip()]
+    else:
+        return (), ""
+    terms: list[str] = []
+    cues: list[str] = []
+    for want in wanted:
+        for sentence in sentences:
+            said = next((t for t in replaced_terms(sentence)
+                         if fold(t) == fold(want) or mentions(t, want)), None)
+            if said is not None and mentions(own, said):
+                if fold(said) not in {fold(t) for t in terms}:
+                    terms.append(said)
+                if sentence not in cues:
+                    cues.append(sentence)
+                break
+    return tuple(terms), " ".join(cues)
