@@ -262,3 +262,78 @@ def test_a_models_replaces_counts_only_with_a_cue_in_the_users_words(
     assert [m["content"] for m in listed if m["status"] == "retired"] == [
         "We format code with Black."]
     assert "We use Jest for unit tests." in {m["content"] for m in listed}
+
+
+# -- a store written before write-time supersession: the next dream sets it right --------
+
+OLD_STORE = ["We use Jest for unit tests.", "The Jest config lives in config/jest.config.js.",
+             "We use Playwright for the e2e tests.", "Our API base path is /api/v2."]
+CORRECTION = "Use Vitest instead of Jest from now on."
+
+
+def old_store(cfg: Path, db: Path) -> dict[str, str]:
+    """Facts added by hand (no supersession at write time), the correction last: text ->
+    id."""
+    ids = {}
+    for text in [*OLD_STORE, CORRECTION]:
+        added = cli_json("--config", str(cfg), "add", "--dir", ACME, "--db", str(db), text,
+                         "--json")
+        ids[text] = added["memory"]["id"]
+    return ids
+
+
+def dream_and_check(cfg: Path, db: Path, ids: dict[str, str]) -> None:
+    code, out = cli("--config", str(cfg), "dream", "--dir", ACME, "--db", str(db), "--json")
+    assert code == 0, out
+    entry = json.loads(out)
+    listed = cli_json("--config", str(cfg), "list", "--dir", ACME, "--db", str(db), "--all")
+    retired = {m["content"]: m for m in listed if m["status"] == "retired"}
+    assert list(retired) == ["We use Jest for unit tests."], entry
+    assert retired["We use Jest for unit tests."]["superseded_by"] == ids[CORRECTION]
+    code, out = cli("--config", str(cfg), "dream", "--undo", entry["run_id"])
+    assert code == 0, out
+    active = cli_json("--config", str(cfg), "list", "--dir", ACME, "--db", str(db))
+    assert ids["We use Jest for unit tests."] in {m["id"] for m in active}
+
+
+def test_the_next_rules_dream_retires_what_an_older_correction_replaces(
+        sample_db: Path, config_file: Path) -> None:
+    ids = old_store(config_file, sample_db)
+    dream_and_check(config_file, sample_db, ids)
+
+
+def planner(body: dict[str, Any]) -> dict[str, Any]:
+    """A scripted dream planner: the correction supersedes the memory it corrects."""
+    prompt = "\n".join(str(m["content"]) for m in body["messages"] if m["role"] == "user")
+    found = {text: mid for mid, text in re.findall(r"^\[(\S+)\] \([^)]*\) (.+)$", prompt,
+                                                   re.MULTILINE)}
+    new = next((i for t, i in found.items() if "instead of Jest" in t), None)
+    old = next((i for t, i in found.items() if t.startswith("We use Jest")), None)
+    if new is None or old is None:
+        return {"operations": [{"op": "keep", "memory_ids": list(found.values()),
+                                "new_content": None, "superseded_ids": [], "reason": "ok"}]}
+    rest = [i for i in found.values() if i not in (new, old)]
+    keep = [{"op": "keep", "memory_ids": rest, "new_content": None, "superseded_ids": [],
+             "reason": "ok"}] if rest else []
+    return {"operations": [{"op": "supersede", "memory_ids": [new, old], "new_content": None,
+                            "superseded_ids": [old], "reason": "corrected"}, *keep]}
+
+
+def test_the_next_llm_dream_retires_what_an_older_correction_replaces(
+        sample_db: Path, tmp_path: Path) -> None:
+    with FakeOpenAI(responder=planner) as f:
+        cfg = write_config(tmp_path / "dream.toml", f"""
+[extraction]
+mode = "llm"
+[llm]
+base_url = "{f.base_url}"
+model = "test-model"
+api_key_env = "TEST_LLM_KEY"
+timeout_seconds = 5
+max_retries = 0
+""")
+        ids = old_store(cfg, sample_db)
+        dream_and_check(cfg, sample_db, ids)
+        prompts = [m["content"] for r in f.chat_requests for m in r["messages"]]
+        # the correction was planned together with what it corrects
+        assert any(CORRECTION in p and "We use Jest for unit tests." in p for p in prompts)

@@ -189,3 +189,11 @@ def grounded_replaces(proposed: object, content: str, own: str,
                     cues.append(sentence)
                 break
     return tuple(terms), " ".join(cues)
+
+
+def corrects(new: str, old: str) -> bool:
+    """Whether the text ``new`` says it replaces a term that ``old`` states as its choice
+    (:func:`replaced_terms` of ``new``, :func:`states_use` of ``old``): "Use Vitest
+    instead of Jest." corrects "We use Jest for unit tests." but not "The Jest config
+    lives in config/"."""
+    return any(states_use(old, t) for t in replaced_terms(new) if mentions(old, t))
