@@ -19,6 +19,9 @@ import unicodedata
 #: more capitalised names ("Travis CI", "Create React App").
 _NAME = r"[A-Za-z0-9][\w.@/+#-]*"
 _TERM = rf"(?:the\s+|our\s+|an?\s+)?(?P<x>{_NAME}(?:\s+[A-Z0-9][\w.@/+#-]*){{0,2}})"
+#: Marks a cue whose term must look like a name (not a plain lowercase word): "the
+#: client is deprecated", "removed in June" replace no tool.
+_WEAK = "(?P<weak>)"
 #: Each cue with the replaced term in group ``x``.
 _CUES: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECASE) for p in (
     rf"\binstead\s+of\s+(?:using\s+)?{_TERM}",
@@ -30,9 +33,12 @@ _CUES: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECASE) for p in
     rf"(?:use|using|need|run)\s+{_TERM}\s+any\s*more\b",
     rf"\bnot\s+(?:using\s+)?{_TERM}\s+any\s*more\b",
     rf"\b(?:stopped|stop)\s+using\s+{_TERM}",
-    rf"\b(?:dropped|ditched|removed|retired|abandoned|dumped)\s+{_TERM}",
-    rf"(?:^|[\s,;:(])(?:the\s+|our\s+)?(?P<x>{_NAME}(?:\s+[A-Z0-9][\w.@/+#-]*){{0,2}})"
-    r"(?:\s+\w+){0,2}\s+(?:is|are|was|were|has\s+been|have\s+been)\s+"
+    rf"\b(?:dropped|ditched|removed|retired|abandoned|dumped)\s+{_WEAK}{_TERM}",
+    rf"(?:^|[\s,;:(]){_WEAK}(?:the\s+|our\s+)?"
+    rf"(?P<x>{_NAME}(?:\s+[A-Z0-9][\w.@/+#-]*){{0,2}})"
+    r"(?:\s+(?:deploy|deployment|setup|config|integration|pipeline|server|build|plugin|"
+    r"package|library|runner|workflow|CLI|SDK|API)s?)?\s+(?:is|are|was|were|has\s+been|"
+    r"have\s+been)\s+"
     r"(?:now\s+)?(?:gone|deprecated|dead|retired|removed|dropped|obsolete)\b",
     rf"(?:^|[\s,;:(])(?P<x>{_NAME})\s*(?:→|->|=>)\s*{_NAME}",
     rf"\b(?:use|prefer|pick|choose)\s+{_NAME}(?:\s+[A-Z0-9][\w.@/+#-]*){{0,2}},?\s+"
@@ -48,8 +54,10 @@ def _set(text: str) -> frozenset[str]:
 _NOT_TERMS = _set("""
 a an the our it its this that these those them they we you i he she there here
 something anything everything nothing one ones using use old new former previous
+and or but so then also if when while because with for to in on at of by from as
+is are was were be not no all any
 """)
-_WORD = re.compile(r"[\w.@/+#-]+")
+_WORD = re.compile(r"[\w.@/+#'-]+")
 #: Words right before a term that state it as the choice of its slot.
 _USE_CUES = _set("""
 use uses using used prefer prefers preferred run runs running with via on in install
@@ -60,8 +68,10 @@ _NEGATIONS = _set("""
 never not no don't doesn't dont avoid without instead off from replace replaced
 replacing drop dropped stop stopped
 """)
-#: How many words before a term :func:`states_use` looks at.
-_WINDOW = 4
+#: How many words before a term :func:`states_use` looks at for a use word ...
+_WINDOW = 2
+#: ... and for a negation.
+_NEGATION_WINDOW = 4
 
 
 def _clean(term: str) -> str:
@@ -76,6 +86,7 @@ def replaced_terms(text: str) -> tuple[str, ...]:
     pnpm."`` -> ``("npm",)``; a text without a replacement cue -> ``()``.
     """
     found: list[tuple[int, str]] = []
+    text = text.replace("\u2019", "'")
     for cue in _CUES:
         for m in cue.finditer(text):
             term = _clean(m.group("x"))
@@ -87,8 +98,15 @@ def replaced_terms(text: str) -> tuple[str, ...]:
                     break
                 more.append(w)
             term = " ".join([first, *more])
-            if (term and term.casefold() not in _NOT_TERMS and not term.isdigit()
-                    and not (term.islower() and term.endswith("ing"))):
+            # a plain lowercase word that reads as an English noun or verb form
+            # ("spaces", "fixtures", "nested", "asking") is not a name of a tool
+            weak = "weak" in cue.groupindex and ((term.islower() and term.isalpha())
+                                                  or (" " in term and term.split()[0].islower()))
+            if (term and not weak and fold(term.split()[0]) not in _NOT_TERMS
+                    and not term.isdigit()
+                    and not (term.islower() and term.isalpha()
+                             and term.endswith(("s", "ed", "ing")))
+                    and not _used(_words(text), term, as_subject=False)):
                 found.append((m.start("x"), term))
     seen: set[str] = set()
     out: list[str] = []
@@ -102,7 +120,7 @@ def replaced_terms(text: str) -> tuple[str, ...]:
 
 def fold(text: str) -> str:
     """``text`` NFKC-normalised and case-folded, as terms are compared."""
-    return unicodedata.normalize("NFKC", text).casefold()
+    return unicodedata.normalize("NFKC", text).casefold().replace("\u2019", "'")
 
 
 def _words(text: str) -> list[str]:
@@ -136,24 +154,30 @@ def states_use(text: str, term: str) -> bool:
     """Whether ``text`` states ``term`` as what is used (the slot a correction replaces).
 
     True when ``text`` names ``term`` with one of the use words ("use", "with", "run",
-    "prefer", "our", …) among the four words before it, or as its first words followed
+    "prefer", "our", …) among the two words before it, or as its first words followed
     by "is/are/for/as" ("Jest is our test runner"), and no negation or replacement word
-    ("never", "not", "instead", "from", "off", "dropped", …) among those four words, and
+    ("never", "not", "instead", "from", "off", "dropped", …) among the four before it, and
     ``text`` does not itself say it replaces ``term``. So "The Jest config lives in
     config/" and "We never use npm" are not about using the term.
     """
     if any(fold(t) == fold(term) for t in replaced_terms(text)):
         return False
-    words = _words(text)
+    return _used(_words(text), term, as_subject=True)
+
+
+def _used(words: list[str], term: str, *, as_subject: bool) -> bool:
+    """Whether ``words`` name ``term`` after a use word and no negation (see
+    :func:`states_use`); with ``as_subject`` also as the first words followed by
+    "is/are/for/as". (A correction that also uses the term, "We use yarn 1 not yarn
+    berry", does not replace it.)"""
     n = len(_words(term))
     for i in _positions(words, term):
-        before = words[max(0, i - _WINDOW):i]
-        if any(w in _NEGATIONS for w in before):
+        if any(w in _NEGATIONS for w in words[max(0, i - _NEGATION_WINDOW):i]):
             continue
-        if any(w in _USE_CUES for w in before):
+        if any(w in _USE_CUES for w in words[max(0, i - _WINDOW):i]):
             return True
         after = words[i + n:i + n + 1]
-        if i == 0 and after and after[0] in ("is", "are", "for", "as", "handles"):
+        if as_subject and i == 0 and after and after[0] in ("is", "are", "for", "as"):
             return True
     return False
 

@@ -1,0 +1,92 @@
+"""The cue parsing of supersession: which term a correction replaces, and which memories
+state that term as their choice (precision first: a labelled list and the rules corpus as
+negatives)."""
+
+from __future__ import annotations
+
+import pytest
+
+from opencode_memoryd.extract.supersede import (
+    corrects,
+    grounded_replaces,
+    replaced_terms,
+    states_use,
+)
+from rules_scoring import load
+
+CORRECTIONS = [
+    ("Use Vitest instead of Jest.", "Jest"),
+    ("Actually, use Vitest instead of using Jest.", "Jest"),
+    ("We moved off Poetry: it's uv now.", "Poetry"),
+    ("We migrated away from CircleCI to GitHub Actions.", "CircleCI"),
+    ("We switched from npm to pnpm.", "npm"),
+    ("Replace Webpack with Vite.", "Webpack"),
+    ("We no longer use Travis CI, it's GitHub Actions now.", "Travis CI"),
+    ("We don't use Redux any more, we use Zustand.", "Redux"),
+    ("We don\u2019t use Redux anymore.", "Redux"),
+    ("Not Poetry any more: uv.", "Poetry"),
+    ("We stopped using Sentry.", "Sentry"),
+    ("Moment.js is deprecated here; use date-fns.", "Moment.js"),
+    ("The Heroku deploy is gone; we deploy on Fly.io now.", "Heroku"),
+    ("We dropped MySQL, the database is PostgreSQL now.", "MySQL"),
+    ("Flask → FastAPI for the API server.", "Flask"),
+    ("Flask -> FastAPI.", "Flask"),
+    ("Use Ruff, not Black, for formatting.", "Black"),
+    ("Prefer pnpm rather than npm.", "npm"),
+]
+NOT_CORRECTIONS = [
+    "We use Jest for unit tests.",
+    "We always use pnpm, never npm.",
+    "We use yarn 1 not yarn berry.",
+    "Instead of asking, just run the tests.",
+    "Lint before tests, not after.",
+    "The old endpoint is deprecated.",
+    "The old `v1` client is deprecated and will be removed in June.",
+    "I use tabs, not spaces.",
+    "Tests should use factories instead of fixtures.",
+    "The API base path is /api/v2.",
+]
+STATES = ["We use Jest for unit tests.", "Jest is our test runner.", "Run the tests with Jest.",
+          "We always use npm to install.", "CI runs on Travis CI.", "The database is MySQL."]
+MENTIONS = ["The Jest config lives in config/jest.config.js.", "We never use npm.",
+            "Docs for Poetry plugins are at https://python-poetry.org/docs/plugins/.",
+            "We use Vitest instead of Jest.", "The jester script prints jokes.",
+            "We don't use Jest snapshots."]
+
+
+@pytest.mark.parametrize(("text", "term"), CORRECTIONS)
+def test_a_correction_names_the_term_it_replaces(text: str, term: str) -> None:
+    assert replaced_terms(text) == (term,)
+
+
+@pytest.mark.parametrize("text", NOT_CORRECTIONS)
+def test_a_text_without_a_replacement_replaces_nothing(text: str) -> None:
+    assert replaced_terms(text) == ()
+
+
+def test_a_fact_states_the_term_only_as_its_choice() -> None:
+    term = {"We always use npm to install.": "npm", "CI runs on Travis CI.": "Travis CI",
+            "The database is MySQL.": "MySQL"}
+    assert [t for t in STATES if not states_use(t, term.get(t, "Jest"))] == []
+    terms = {MENTIONS[1]: "npm", MENTIONS[2]: "Poetry"}
+    assert [t for t in MENTIONS if states_use(t, terms.get(t, "Jest"))] == []
+
+
+def test_no_fact_of_the_rules_corpus_corrects_an_unrelated_one() -> None:
+    facts = sorted({fact for case in load() for fact, _scope in case.expected})
+    assert len(facts) > 500
+    pairs = [(new, old) for new in facts if replaced_terms(new)
+             for old in facts if old != new and corrects(new, old)]
+    assert pairs == []
+
+
+def test_a_models_replaces_counts_only_where_the_users_sentence_says_so() -> None:
+    said = ["Actually, use Vitest instead of Jest from now on.", "We deploy on Fridays."]
+    own = " ".join(said)
+    assert grounded_replaces(["jest"], "The project uses Vitest.", own, said) == (
+        ("Jest",), said[0])
+    assert grounded_replaces(["Mocha"], "The project uses Vitest.", own, said) == ((), "")
+    # no key: the terms the cited cue replaces that the memory names
+    assert grounded_replaces(None, "Vitest replaces Jest.", own, said) == (("Jest",), said[0])
+    assert grounded_replaces(None, "The project uses Vitest.", own, said) == ((), "")
+    assert grounded_replaces("Jest", "The project uses Vitest.", own, said) == ((), "")
