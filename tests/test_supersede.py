@@ -127,6 +127,10 @@ def test_a_correction_retires_the_fact_it_replaces(
     entry = next(e for e in entries if e.get("action") == "supersede")
     assert entry["run_id"] == tomb["retired_by_run"]
     assert entry["operations"][0]["superseded_ids"] == [old_id]
+    code, out = cli("--config", str(config_file), "show", old_id)
+    assert code == 0 and f"superseded by {new[0]['id']}" in out, out
+    code, out = cli("--config", str(config_file), "journal")
+    assert code == 0 and entry["run_id"] in out, out
     # undo brings the old fact back, and the correction stays
     code, out = cli("--config", str(config_file), "dream", "--undo", entry["run_id"])
     assert code == 0, out
