@@ -341,3 +341,40 @@ max_retries = 0
         prompts = [m["content"] for r in f.chat_requests for m in r["messages"]]
         # the correction was planned together with what it corrects
         assert any(CORRECTION in p and "We use Jest for unit tests." in p for p in prompts)
+
+
+def test_a_model_that_leaves_replaces_out_still_retires_what_the_user_corrected(
+        sample_db: Path, tmp_path: Path) -> None:
+    def no_field(body: dict[str, Any]) -> dict[str, Any]:
+        reply = scripted_model(body)
+        for m in reply["memories"]:
+            del m["replaces"]
+        return reply
+
+    with FakeOpenAI(responder=no_field) as f:
+        cfg = write_config(tmp_path / "nofield.toml", f"""
+[summaries]
+session_summaries = false
+project_brief = false
+[extraction]
+mode = "llm"
+[llm]
+base_url = "{f.base_url}"
+model = "test-model"
+api_key_env = "TEST_LLM_KEY"
+json_mode = "json_object"
+timeout_seconds = 5
+max_retries = 0
+""")
+        db = ("--db", str(sample_db))
+        w = OpenCodeWriter(sample_db)
+        w.set_clock(-DAY_MS)
+        sid = w.new_session(project_id=ACME_PROJECT, directory=ACME)
+        w.append_turn(sid, "Remember that we use Jest for unit tests.", "Noted.")
+        w.set_clock(0)
+        w.append_turn(sid, "Actually, use Vitest instead of Jest from now on.", "Noted.")
+        w.close()
+        cli_json("--config", str(cfg), "maintain", "--all", *db)
+        listed = cli_json("--config", str(cfg), "list", "--dir", ACME, *db, "--all")
+    assert [m["content"] for m in listed if m["status"] == "retired"] == [
+        "We use Jest for unit tests."]

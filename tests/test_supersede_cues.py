@@ -86,7 +86,8 @@ def test_a_models_replaces_counts_only_where_the_users_sentence_says_so() -> Non
     assert grounded_replaces(["jest"], "The project uses Vitest.", own, said) == (
         ("Jest",), said[0])
     assert grounded_replaces(["Mocha"], "The project uses Vitest.", own, said) == ((), "")
-    # no key: the terms the cited cue replaces that the memory names
+    # none named: the terms the cited cue replaces that the memory names
     assert grounded_replaces(None, "Vitest replaces Jest.", own, said) == (("Jest",), said[0])
+    assert grounded_replaces([], "Vitest, not Jest.", own, said) == (("Jest",), said[0])
     assert grounded_replaces(None, "The project uses Vitest.", own, said) == ((), "")
     assert grounded_replaces("Jest", "The project uses Vitest.", own, said) == ((), "")

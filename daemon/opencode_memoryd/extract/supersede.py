@@ -190,11 +190,11 @@ def grounded_replaces(proposed: object, content: str, own: str,
     Nothing is retired without a cue in the cited user text: a term counts only when a
     replacement cue of one of ``sentences`` (the user's own sentences the proposal cites)
     names it (:func:`replaced_terms`); the user's spelling of it is kept. ``proposed`` is
-    the proposal's ``replaces``: a list of terms; when the proposal has no such key
-    (``None``: a model that ignores the field) the terms the cited sentences replace and
-    ``content`` names are taken. ``own`` (all the cited own words) must name each term.
+    the proposal's ``replaces``: a list of terms; when it names none (``None`` or ``[]``:
+    a model that ignores the field) the terms the cited sentences replace and ``content``
+    names are taken. ``own`` (all the cited own words) must name each term.
     """
-    if proposed is None:
+    if proposed is None or proposed == []:
         wanted = [t for s in sentences for t in replaced_terms(s) if mentions(content, t)]
     elif isinstance(proposed, list):
         wanted = [str(t) for t in proposed if isinstance(t, str) and t.strip()]
