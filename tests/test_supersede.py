@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,7 @@ class Shape:
             w.append_turn(sid, text, "Noted.")
         else:
             v2 = V2Writer(self.db, pause=0.0)
+            v2.set_clock(-days_ago * DAY_MS)
             sid = v2.new_session(project_id=self.project, directory=self.directory)
             v2.append_turn(sid, text, "Noted.")
             w = v2  # type: ignore[assignment]
@@ -112,6 +114,9 @@ def test_a_correction_retires_the_fact_it_replaces(
     new = [m for m in current if m["message_ids"] != before[0]["message_ids"]
            and key in m["content"]]
     assert len(new) == 1, current  # the correction is stored
+    said = [datetime.fromisoformat(m["created_at"].replace("Z", "+00:00"))
+            for m in (before[0], new[0])]
+    assert said[1] - said[0] > timedelta(days=2)  # said days apart
     assert old_id not in {m["id"] for m in current}  # and the old fact is not current
     hits = run(config_file, "search", query, "--dir", shape.directory, *db, "--limit", "3",
                "--json")
