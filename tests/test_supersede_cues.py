@@ -4,14 +4,18 @@ negatives)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
+from opencode_memoryd.dream.grouping import correction_edges
 from opencode_memoryd.extract.supersede import (
     corrects,
     grounded_replaces,
     replaced_terms,
     states_use,
 )
+from opencode_memoryd.models import Memory
 from rules_scoring import load
 
 CORRECTIONS = [
@@ -91,3 +95,27 @@ def test_a_models_replaces_counts_only_where_the_users_sentence_says_so() -> Non
     assert grounded_replaces([], "Vitest, not Jest.", own, said) == (("Jest",), said[0])
     assert grounded_replaces(None, "The project uses Vitest.", own, said) == ((), "")
     assert grounded_replaces("Jest", "The project uses Vitest.", own, said) == ((), "")
+
+
+def _memory(i: int, text: str) -> Memory:
+    at = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(days=i)
+    return Memory(id=f"m{i:04d}", content=text, type="project", scope="project",
+                  project_id="p", project_root="/p", session_id="s", message_ids=["msg"],
+                  source="rules", created_at=at, updated_at=at)
+
+
+def test_a_dream_joins_each_correction_with_the_older_facts_it_corrects_only() -> None:
+    texts = sorted({fact for case in load() for fact, _scope in case.expected})
+    olds = ["We use Jest for unit tests.", "We build with Makefiles.",
+            "The Jest config lives in config/jest.config.js."]
+    later = ["Use Vitest instead of Jest.", "Replace Makefile with just."]
+    active = [_memory(i, t) for i, t in enumerate([*olds, *texts, *later])]
+    ids = {m.content: m.id for m in active}
+    edges = {(a, b) for _score, a, b in correction_edges(active)}
+    # the corpus's own facts that state Jest or Makefiles as the choice are corrected too;
+    # "Tabs for indentation in Makefiles only, …" and the Jest config are not
+    corrected = {later[0]: ["We use Jest for unit tests.",
+                            "We use Jest for unit tests and Playwright for e2e."],
+                 later[1]: ["We build with Makefiles.", "I prefer Makefiles over npm scripts."]}
+    assert edges == {tuple(sorted((ids[new], ids[old])))
+                     for new, olds_of in corrected.items() for old in olds_of}

@@ -45,7 +45,7 @@ from typing import NamedTuple
 from opencode_memoryd.dream.model import DreamSettings
 from opencode_memoryd.dream.terms import SalientTerms
 from opencode_memoryd.extract.facts import content_words, restates, similarity
-from opencode_memoryd.extract.supersede import corrects, replaced_terms
+from opencode_memoryd.extract.supersede import index_keys, replaced_terms, states_use, term_key
 from opencode_memoryd.models import Memory, content_hash, normalize_text
 
 #: A candidate pair of memory ids, the smaller id first.
@@ -111,13 +111,23 @@ def correction_edges(active: Sequence[Memory]) -> list[tuple[float, str, str]]:
     """Edges ``(CORRECTION_SCORE, id, id)`` between each memory that says it replaces a
     term and each memory no newer than it that states that term as its choice
     (:func:`~opencode_memoryd.extract.supersede.corrects`), whatever their types."""
+    corrections = [(c, terms) for c in active if (terms := replaced_terms(c.content))]
+    if not corrections:
+        return []
+    # only the memories naming a replaced term are looked at
+    by_key: dict[str, list[Memory]] = {}
+    for m in active:
+        for key in index_keys(m.content):
+            by_key.setdefault(key, []).append(m)
     edges = []
-    for c in active:
-        if not replaced_terms(c.content):
-            continue
-        for m in active:
-            if m.id != c.id and m.created_at <= c.created_at and corrects(c.content, m.content):
-                edges.append((CORRECTION_SCORE, *_pair(c.id, m.id)))
+    for c, terms in corrections:
+        seen = {c.id}
+        for term in terms:
+            for m in by_key.get(term_key(term), []):
+                if (m.id not in seen and m.created_at <= c.created_at
+                        and states_use(m.content, term)):
+                    seen.add(m.id)
+                    edges.append((CORRECTION_SCORE, *_pair(c.id, m.id)))
     return edges
 
 
