@@ -37,6 +37,7 @@ CORRECTIONS = [
     ("Flask -> FastAPI.", "Flask"),
     ("Use Ruff, not Black, for formatting.", "Black"),
     ("Prefer pnpm rather than npm.", "npm"),
+    ("The billing service now uses Valkey for caching, replacing Redis.", "Redis"),
 ]
 NOT_CORRECTIONS = [
     "We use Jest for unit tests.",
@@ -119,3 +120,11 @@ def test_a_dream_joins_each_correction_with_the_older_facts_it_corrects_only() -
                  later[1]: ["We build with Makefiles.", "I prefer Makefiles over npm scripts."]}
     assert edges == {tuple(sorted((ids[new], ids[old])))
                      for new, olds_of in corrected.items() for old in olds_of}
+
+
+def test_a_correction_about_one_subject_leaves_the_same_term_of_another() -> None:
+    new = "The billing service now uses Valkey for caching, replacing Redis."
+    assert corrects(new, "The billing service uses Redis for caching.")
+    assert not corrects(new, "The payments service uses Redis for caching.")
+    # a correction naming no particular subject is about every fact stating the term
+    assert corrects("The project uses Vitest instead of Jest.", "We use Jest for unit tests.")

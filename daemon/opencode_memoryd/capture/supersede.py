@@ -23,7 +23,7 @@ from typing import Any
 
 import structlog
 
-from opencode_memoryd.extract.supersede import fold, mentions, states_use
+from opencode_memoryd.extract.supersede import fold, mentions, same_subject, states_use
 from opencode_memoryd.models import FACT_TYPES, Memory, iso_utc, scope_key
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
@@ -46,8 +46,9 @@ def _quote(text: str, most: int = MAX_CUE_CHARS) -> str:
 
 def superseded(store: MemoryStore, new: Memory, terms: Sequence[str]) -> list[Memory]:
     """The active facts of ``new``'s scope that ``new`` replaces: each states one of
-    ``terms`` as its choice (:func:`~opencode_memoryd.extract.supersede.states_use`), was
-    created no later than ``new`` and is not ``new``, oldest first.
+    ``terms`` as its choice (:func:`~opencode_memoryd.extract.supersede.states_use`) and
+    names the subject ``new`` names (:func:`~opencode_memoryd.extract.supersede.
+    same_subject`), was created no later than ``new`` and is not ``new``, oldest first.
 
     Briefs and session summaries are never superseded. Empty when ``terms`` is.
     """
@@ -62,7 +63,8 @@ def superseded(store: MemoryStore, new: Memory, terms: Sequence[str]) -> list[Me
     for m in store.scroll(flt):
         if m.id == new.id or m.created_at > new.created_at:
             continue
-        if any(states_use(m.content, t) for t in wanted if mentions(m.content, t)):
+        if (any(states_use(m.content, t) for t in wanted if mentions(m.content, t))
+                and same_subject(new.content, m.content, terms)):
             out.append(m)
     return sorted(out, key=lambda m: (m.created_at, m.id))
 

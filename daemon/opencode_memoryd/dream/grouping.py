@@ -45,7 +45,13 @@ from typing import NamedTuple
 from opencode_memoryd.dream.model import DreamSettings
 from opencode_memoryd.dream.terms import SalientTerms
 from opencode_memoryd.extract.facts import content_words, restates, similarity
-from opencode_memoryd.extract.supersede import index_keys, replaced_terms, states_use, term_key
+from opencode_memoryd.extract.supersede import (
+    index_keys,
+    replaced_terms,
+    same_subject,
+    states_use,
+    term_key,
+)
 from opencode_memoryd.models import Memory, content_hash, normalize_text
 
 #: A candidate pair of memory ids, the smaller id first.
@@ -125,7 +131,8 @@ def correction_edges(active: Sequence[Memory]) -> list[tuple[float, str, str]]:
         for term in terms:
             for m in by_key.get(term_key(term), []):
                 if (m.id not in seen and m.created_at <= c.created_at
-                        and states_use(m.content, term)):
+                        and states_use(m.content, term)
+                        and same_subject(c.content, m.content, terms)):
                     seen.add(m.id)
                     edges.append((CORRECTION_SCORE, *_pair(c.id, m.id)))
     return edges

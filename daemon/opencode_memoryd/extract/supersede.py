@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 
 #: A term: one name (letters, digits, ``. @ / + # _ -``), optionally followed by up to two
 #: more capitalised names ("Travis CI", "Create React App").
@@ -27,7 +28,8 @@ _CUES: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECASE) for p in
     rf"\binstead\s+of\s+(?:using\s+)?{_TERM}",
     rf"\b(?:moved|moving|migrated|migrating|switched|switching)\s+"
     rf"(?:off(?:\s+of)?|away\s+from|from)\s+{_TERM}",
-    rf"\b(?:replace[sd]?|replacing|swap(?:ped)?)\s+{_TERM}\s+(?:with|by|for)\b",
+    rf"\b(?:replace[sd]?|swap(?:ped)?)\s+{_TERM}\s+(?:with|by|for)\b",
+    rf"\b(?:replacing|in\s+place\s+of)\s+{_TERM}",
     rf"\bno\s+longer\s+(?:use|uses|using|need|run|runs|on|with)?\s*{_TERM}",
     rf"\b(?:don't|do\s+not|doesn't|does\s+not|won't|aren't|are\s+not)\s+"
     rf"(?:use|using|need|run)\s+{_TERM}\s+any\s*more\b",
@@ -225,10 +227,12 @@ def grounded_replaces(proposed: object, content: str, own: str,
 
 def corrects(new: str, old: str) -> bool:
     """Whether the text ``new`` says it replaces a term that ``old`` states as its choice
-    (:func:`replaced_terms` of ``new``, :func:`states_use` of ``old``): "Use Vitest
-    instead of Jest." corrects "We use Jest for unit tests." but not "The Jest config
-    lives in config/"."""
-    return any(states_use(old, t) for t in replaced_terms(new) if mentions(old, t))
+    (:func:`replaced_terms` of ``new``, :func:`states_use` of ``old``), about the same
+    subject (:func:`same_subject`): "Use Vitest instead of Jest." corrects "We use Jest
+    for unit tests." but not "The Jest config lives in config/"."""
+    terms = replaced_terms(new)
+    return (any(states_use(old, t) for t in terms if mentions(old, t))
+            and same_subject(new, old, terms))
 
 
 def index_keys(text: str) -> set[str]:
@@ -248,3 +252,42 @@ def term_key(term: str) -> str:
     one-word term); ``""`` for an empty term."""
     words = _words(term)
     return words[0] if words else ""
+
+
+#: Words that end the leading noun phrase of a correction (its subject) ...
+_SUBJECT_END = _set("""
+is are was were has have had will would should must can uses use used using now no not
+never don't doesn't moved moving switched migrated dropped replaced replace runs run goes
+go lives stores prefers prefer always -> → => instead from off any
+""")
+#: ... and the words of it that name no particular subject (pronouns, framing).
+_NO_SUBJECT = _set("""
+we i you they it this that these those the a an our my your their project user team repo
+repository codebase app here also actually
+""")
+
+
+def subject_words(text: str, terms: Sequence[str]) -> set[str]:
+    """The words of the leading noun phrase of ``text`` (its subject, up to its first verb
+    or cue word: "The billing service now uses …" -> ``{"billing", "service"}``), without
+    pronouns, framing words ("the project", "we") and the replaced ``terms``. Empty for an
+    imperative ("Use Vitest instead of Jest") or a sentence about "we"."""
+    replaced = {w for t in terms for w in _words(t)}
+    out: set[str] = set()
+    for w in _words(text):
+        if w in _SUBJECT_END or w in replaced:
+            break
+        if w in _USE_CUES and not out:  # an imperative: "Use …", "Run …"
+            break
+        if w not in _NO_SUBJECT:
+            out.add(w)
+    return out
+
+
+def same_subject(new: str, old: str, terms: Sequence[str]) -> bool:
+    """Whether ``old`` is about the subject the correction ``new`` names: every word of
+    :func:`subject_words` of ``new`` is in ``old`` (a plural "s" aside). "The billing
+    service now uses Valkey, replacing Redis" is about "The billing service uses Redis",
+    not "The payments service uses Redis"."""
+    keys = index_keys(old)
+    return all(w in keys for w in subject_words(new, terms))
