@@ -63,6 +63,9 @@ def superseded(store: MemoryStore, new: Memory, terms: Sequence[str]) -> list[Me
     for m in store.scroll(flt):
         if m.id == new.id or m.created_at > new.created_at:
             continue
+        text = fold(m.content)
+        if not any(t in text for t in wanted):  # a substring test before the word match
+            continue
         if (any(states_use(m.content, t) for t in wanted if mentions(m.content, t))
                 and same_subject(new.content, m.content, terms)):
             out.append(m)
