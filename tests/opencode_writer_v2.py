@@ -94,15 +94,26 @@ class V2Writer:
         self._rng = random.Random(seed)
         self._counter = 0
         self._last_ms = 0
+        self._skew_ms = 0
 
     def close(self) -> None:
         """Close the connection."""
         self.conn.close()
 
     def now_ms(self) -> int:
-        """Strictly increasing milliseconds, never ahead of the clock."""
+        """Strictly increasing milliseconds, never ahead of the writer's clock (the real
+        one unless :meth:`set_clock` moved it)."""
+        if self._skew_ms:
+            self._last_ms = max(int(time.time() * 1000) + self._skew_ms, self._last_ms + 1)
+            return self._last_ms
         self._last_ms = next_ms(self._last_ms)
         return self._last_ms
+
+    def set_clock(self, skew_ms: int) -> None:
+        """Set the writer's clock ``skew_ms`` ahead of (or, negative, behind) the real one:
+        turns said days ago."""
+        self._skew_ms = skew_ms
+        self._last_ms = 0
 
     def new_id(self, prefix: str, ms: int) -> str:
         """An id in OpenCode's shape: ``prefix_`` + 12 hex + 14 base62."""

@@ -306,3 +306,24 @@ def test_start_waits_for_a_command_holding_the_store_and_commands_wait_for_it(
         held.close()
         if proc.poll() is None:
             proc.kill()
+
+
+def test_the_running_daemon_retires_what_a_correction_replaces_and_journals_it(
+        daemon: subprocess.Popen[str], live_db: Path, daemon_config: Path,
+        state_db: Path) -> None:
+    sid = "ses_dfec4032affe4TNn4bUt9e26HR"
+    assert wait_until(lambda: sid in read_marks(state_db))
+    w = OpenCodeWriter(live_db)
+    old = w.append_turn(sid, "Remember that we use Jest for unit tests.", "Noted.")
+    assert wait_until(lambda: read_marks(state_db).get(sid) == old["assistant"])
+    new = w.append_turn(sid, "Actually, use Vitest instead of Jest from now on.", "OK.")
+    w.close()
+    assert wait_until(lambda: read_marks(state_db).get(sid) == new["assistant"])
+    cfg = ("--config", str(daemon_config))
+    listed = cli_json(*cfg, "list", "--all")
+    jest = next(m for m in listed if m["content"] == "We use Jest for unit tests.")
+    vitest = next(m for m in listed if m["content"] == "Use Vitest instead of Jest.")
+    assert (jest["status"], jest["superseded_by"]) == ("retired", vitest["id"])
+    entries = cli_json(*cfg, "journal", "--json")
+    assert [e["run_id"] for e in entries if e.get("action") == "supersede"] == [
+        jest["retired_by_run"]]

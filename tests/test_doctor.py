@@ -267,3 +267,19 @@ def test_a_failed_dream_warns(sandbox: Sandbox) -> None:
     assert checks["last-dream"]["detail"] == (
         "last dream 2026-01-01T00:00:01.000Z (user, auto): failed: the planner answered "
         "garbage")
+
+
+def test_a_supersession_after_the_last_dream_is_not_reported_as_the_last_dream(
+        sandbox: Sandbox) -> None:
+    journal = DreamJournal(sandbox.state_dir / "dream-journal.jsonl")
+    journal.append(
+        {"run_id": "r1", "action": "dream", "status": "failed", "scope": "user",
+         "project_key": None, "trigger": "auto", "reason": "the planner answered garbage",
+         "started_at": "2026-01-01T00:00:00.000Z", "ended_at": "2026-01-01T00:00:01.000Z"})
+    journal.append(
+        {"run_id": "r2", "action": "supersede", "status": "ok", "scope": "user",
+         "project_key": None, "trigger": "supersede", "reason": "superseded: use uv",
+         "started_at": "2026-01-02T00:00:00.000Z", "ended_at": "2026-01-02T00:00:00.000Z"})
+    code, checks = sandbox.doctor()
+    assert code == 0
+    assert checks["last-dream"]["detail"].startswith("last dream 2026-01-01T00:00:01.000Z")

@@ -90,6 +90,10 @@ class MemoryCandidate:
         source: which extractor produced it.
         section: the context-block section the extractor chose (one of :data:`SECTIONS`),
             or ``""`` to let the rules choose (:mod:`opencode_memoryd.extract.sections`).
+        replaces: the terms the fact replaces ("Jest" of "use Vitest instead of Jest"),
+            each grounded in a replacement cue of the cited user text; the memories that
+            state them are superseded when it is written.
+        cue: the user's words saying what it replaces (``""``: none, or the content).
     """
 
     content: str
@@ -98,6 +102,8 @@ class MemoryCandidate:
     message_ids: tuple[str, ...]
     source: Source
     section: str = ""
+    replaces: tuple[str, ...] = ()
+    cue: str = ""
 
 
 @dataclass(slots=True)

@@ -6,6 +6,7 @@ import hashlib
 from typing import Any
 
 from opencode_memoryd.extract.sections import section_for, valid_section
+from opencode_memoryd.extract.supersede import replaced_terms
 from opencode_memoryd.models import STORAGE_MESSAGE, MemoryCandidate
 from opencode_memoryd.redaction.engine import scrub
 from opencode_memoryd.source.transcript import Chunk
@@ -27,8 +28,16 @@ def item_id_of(source_id: str, session_id: str, chunk: Chunk, storage: str) -> s
 
 def recorded_candidate(c: MemoryCandidate) -> dict[str, Any]:
     """The recorded form of a candidate: redacted, with the extractor's section or the
-    rules' choice (so both extractors' memories get one)."""
+    rules' choice (so both extractors' memories get one), and what it replaces:
+    ``replaces`` (terms) and ``cue`` (the user's words saying so), the model's grounded
+    ones or, for the rules (whose memory is the user's words), those its text names."""
     content = scrub(c.content).text
-    return {"content": content, "type": c.type, "scope": c.scope,
-            "message_ids": list(c.message_ids), "source": c.source,
-            "section": valid_section(c.section) or section_for(c.type, c.scope, content)}
+    out: dict[str, Any] = {
+        "content": content, "type": c.type, "scope": c.scope,
+        "message_ids": list(c.message_ids), "source": c.source,
+        "section": valid_section(c.section) or section_for(c.type, c.scope, content)}
+    replaces = list(c.replaces) if c.source != "rules" else list(replaced_terms(content))
+    if replaces:
+        out["replaces"] = replaces
+        out["cue"] = scrub(c.cue).text if c.cue else content
+    return out

@@ -23,9 +23,8 @@ is read to its end, its project brief and its own summary are looked at
 
 A crash after 3 replays the recorded result at the next run (no second LLM call); a crash
 after 4 rewrites the same points (no duplicate). An extractor error leaves the mark where
-it was. Memories are written with :func:`~opencode_memoryd.capture.writer.write_memories`,
-which merges provenance into an existing point instead of adding a second one for the same
-(or a near-identical) fact.
+it was. :func:`~opencode_memoryd.capture.writer.write_memories` merges a fact the store holds
+and retires what a correction supersedes (journaled through ``record``).
 
 A chunk is extracted by :class:`~opencode_memoryd.capture.chunks.ChunkExtractor`, which
 splits it on turn boundaries whenever an answer hits a cap, so no fact is dropped for want
@@ -63,6 +62,7 @@ from opencode_memoryd.capture.notes import Seen, SessionNotes, Summarizer
 from opencode_memoryd.capture.outbox import item_id_of, recorded_candidate
 from opencode_memoryd.capture.report import Limits, SessionReport
 from opencode_memoryd.capture.secrets import SessionRedactor
+from opencode_memoryd.capture.supersede import Record
 from opencode_memoryd.capture.writer import write_memories
 from opencode_memoryd.errors import (
     DiskFullError,
@@ -112,6 +112,7 @@ class SessionProcessor:
         ensure_space: raises :class:`DiskFullError` when the state dir or the store has
             too little free space; called before a session's and each chunk's writes (and
             before the LLM is paid for a chunk that could not be stored).
+        record: appends a write-time supersession's entry to the dream journal.
         batch: collect the marks, rules results and their completion here instead of
             committing each (the caller flushes the store, then commits the batch). An
             answer that cost LLM tokens is still recorded durably at once, so a crash
@@ -132,8 +133,9 @@ class SessionProcessor:
         summarizer: Summarizer | None = None,
         ensure_space: Callable[[], None] = lambda: None,
         batch: StateBatch | None = None,
+        record: Record | None = None,
     ) -> None:
-        self.raise_fatal = raise_fatal
+        self.raise_fatal, self.record = raise_fatal, record
         self.user_id = user_id
         self.ensure_space = ensure_space
         self.source = source
@@ -166,8 +168,7 @@ class SessionProcessor:
             message_times=item.result.get("message_times", {}),
             now=now,
             near_duplicate_similarity=self.limits.near_duplicate_similarity,
-            user_id=self.user_id,
-        )
+            user_id=self.user_id, state=self.state, record=self.record)
         self.writes.complete_item(item, _now_iso(now))
         report.added += added
         report.skipped.update(skipped)

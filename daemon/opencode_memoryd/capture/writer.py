@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from opencode_memoryd.capture.supersede import Record, supersede
 from opencode_memoryd.extract.facts import restates, similarity
 from opencode_memoryd.extract.sections import section_for, valid_section
 from opencode_memoryd.extract.temporal import resolve_relative
@@ -29,6 +30,7 @@ from opencode_memoryd.models import (
     utc_from_ms,
 )
 from opencode_memoryd.redaction.engine import scrub
+from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 
 #: Most ``superseded_by`` links :func:`write_memories` follows from a tombstone.
@@ -211,6 +213,8 @@ def write_memories(
     now: datetime,
     near_duplicate_similarity: float,
     user_id: str | None = None,
+    state: StateDB | None = None,
+    record: Record | None = None,
 ) -> tuple[int, Counter[str]]:
     """Write candidates to the store with write-time dedup; return (added, skipped reasons).
 
@@ -233,6 +237,12 @@ def write_memories(
     long, or the memory was forgotten), a near-duplicate among the active memories is
     looked for as usual, and failing that the tombstone is reactivated with the
     candidate's provenance added (counted as added).
+
+    A candidate with ``replaces`` (terms) and ``cue`` (the user's words) then retires the
+    older active facts of its scope that state a replaced term, recorded in ``state`` and
+    journaled through ``record``
+    (:func:`~opencode_memoryd.capture.supersede.supersede`); again on a replay (whatever
+    is left active then), never without ``state``.
     """
     added = 0
     skipped: Counter[str] = Counter()
@@ -245,4 +255,8 @@ def write_memories(
             added += 1
         else:
             skipped[outcome.result] += 1
+        terms = [str(t) for t in c.get("replaces") or []]
+        if terms and state is not None and outcome.memory.is_active:
+            supersede(store, state, outcome.memory, terms, str(c.get("cue") or c["content"]),
+                      now=now, record=record)
     return added, skipped

@@ -27,7 +27,9 @@ on:
    * *supersede*: the superseding memory stays active, is strictly newer (``created_at``)
      than each memory it supersedes, and shares the subject: at least
      ``max(min(2, |T|), ceil(supersede_overlap * |T|))`` of the superseded memory's
-     salient terms ``T`` (``supersede_overlap`` 0.5). The superseded fact is not lost: it
+     salient terms ``T`` (``supersede_overlap`` 0.5), or says it replaces a term the
+     superseded memory states as its choice
+     (:func:`~opencode_memoryd.extract.supersede.corrects`). The superseded fact is not lost: it
      was replaced by a newer statement, and stays readable as a tombstone;
 
 3. **cap**: one dream retires at most ``floor(max_retire_share * active memories of the
@@ -58,6 +60,7 @@ from opencode_memoryd.dream.planning import Operation
 from opencode_memoryd.dream.terms import SalientTerms
 from opencode_memoryd.extract.facts import missing_identifiers, restates
 from opencode_memoryd.extract.reply import junk_reason
+from opencode_memoryd.extract.supersede import corrects
 from opencode_memoryd.models import Memory, content_hash, point_id
 from opencode_memoryd.redaction.engine import scrub
 from opencode_memoryd.store.api import MemoryStore
@@ -255,7 +258,8 @@ class PlanChecker:
             old = members[i]
             if not s.created_at > old.created_at:
                 return f"{s.id} is not newer than {old.id}"
-            if not self.shares_subject(old.content, s.content):
+            if not (self.shares_subject(old.content, s.content)
+                    or corrects(s.content, old.content)):
                 return (f"{short_text(s.content)!r} does not share the subject of "
                         f"{short_text(old.content)!r}")
         for i in old_ids:

@@ -25,6 +25,12 @@ pairs:
   ``SUBJECT_CANDIDATES * max_group_size`` of them (a group holds ``max_group_size``
   members at most, and its edges are taken strongest first).
 
+A correction joins what it corrects in both modes: a memory whose text says it replaces a
+term ("use Vitest instead of Jest") and an older one that states that term as its choice
+("We use Jest for unit tests", :func:`~opencode_memoryd.extract.supersede.corrects`) are
+joined before any other edge, so a store written before corrections retired anything at
+write time is set right by its next dream.
+
 Scoring is cheap first: word overlap (a set intersection) before difflib, content words
 before :func:`~opencode_memoryd.extract.facts.restates`.
 """
@@ -39,6 +45,13 @@ from typing import NamedTuple
 from opencode_memoryd.dream.model import DreamSettings
 from opencode_memoryd.dream.terms import SalientTerms
 from opencode_memoryd.extract.facts import content_words, restates, similarity
+from opencode_memoryd.extract.supersede import (
+    index_keys,
+    replaced_terms,
+    same_subject,
+    states_use,
+    term_key,
+)
 from opencode_memoryd.models import Memory, content_hash, normalize_text
 
 #: A candidate pair of memory ids, the smaller id first.
@@ -46,6 +59,8 @@ Pair = tuple[str, str]
 #: In LLM mode each memory is scored against at most this many times ``max_group_size``
 #: memories found by its subject (a group holds at most ``max_group_size`` - 1 others).
 SUBJECT_CANDIDATES = 2
+#: The weight of a correction's edge: above every other (near-duplicates score at most 2).
+CORRECTION_SCORE = 3.0
 
 
 def group_signature(group: Sequence[Memory]) -> str:
@@ -89,12 +104,38 @@ def candidate_groups(active: Sequence[Memory], settled: Set[str], *,
         score = _edge_score(sim, a, b, settings, by_subject=by_subject)
         if score is not None:
             edges.append((score, a, b))
+    edges.extend(correction_edges(active))
     edges.sort(key=lambda e: (-e[0], e[1], e[2]))
     groups = _join(active, edges, settings.max_group_size)
     fresh = [g for g in groups if group_signature(g) not in settled]
     fresh.sort(key=lambda g: (g[0].created_at, g[0].id))
     return Grouping(fresh[: settings.max_groups], max(0, len(fresh) - settings.max_groups),
                     len(groups) - len(fresh))
+
+
+def correction_edges(active: Sequence[Memory]) -> list[tuple[float, str, str]]:
+    """Edges ``(CORRECTION_SCORE, id, id)`` between each memory that says it replaces a
+    term and each memory no newer than it that states that term as its choice
+    (:func:`~opencode_memoryd.extract.supersede.corrects`), whatever their types."""
+    corrections = [(c, terms) for c in active if (terms := replaced_terms(c.content))]
+    if not corrections:
+        return []
+    # only the memories naming a replaced term are looked at
+    by_key: dict[str, list[Memory]] = {}
+    for m in active:
+        for key in index_keys(m.content):
+            by_key.setdefault(key, []).append(m)
+    edges = []
+    for c, terms in corrections:
+        seen = {c.id}
+        for term in terms:
+            for m in by_key.get(term_key(term), []):
+                if (m.id not in seen and m.created_at <= c.created_at
+                        and states_use(m.content, term)
+                        and same_subject(c.content, m.content, terms)):
+                    seen.add(m.id)
+                    edges.append((CORRECTION_SCORE, *_pair(c.id, m.id)))
+    return edges
 
 
 def _pair(a: str, b: str) -> Pair:

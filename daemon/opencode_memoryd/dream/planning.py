@@ -24,6 +24,7 @@ from opencode_memoryd.errors import ExtractionError, ReplyCutOff
 from opencode_memoryd.extract.facts import restates
 from opencode_memoryd.extract.llm_extractor import ChatReplyLike
 from opencode_memoryd.extract.reply import load_json_list
+from opencode_memoryd.extract.supersede import corrects
 from opencode_memoryd.models import Memory, iso_utc
 from opencode_memoryd.redaction.engine import scrub
 
@@ -231,11 +232,35 @@ def ask_plan(planner: Planner, group: Sequence[Memory], *, project_root: str | N
     raise AssertionError("unreachable")
 
 
+def corrections_plan(group: Sequence[Memory]) -> tuple[list[Operation], list[Memory]]:
+    """The ``supersede`` operations of a group's corrections, and the members no
+    operation holds: each member that says it replaces a term (newest first) supersedes
+    the older members still left that state that term as their choice
+    (:func:`~opencode_memoryd.extract.supersede.corrects`)."""
+    ops: list[Operation] = []
+    left = sorted(group, key=lambda m: (m.created_at, m.id))
+    for c in sorted(group, key=lambda m: (m.created_at, m.id), reverse=True):
+        if c not in left:
+            continue
+        olds = [m.id for m in left if m.id != c.id and m.created_at < c.created_at
+                and corrects(c.content, m.content)]
+        if olds:
+            ops.append(Operation(op="supersede", memory_ids=[c.id, *olds], new_content=None,
+                                 superseded_ids=olds, reason="corrected"))
+            left = [m for m in left if m.id not in olds and m.id != c.id]
+    return ops, left
+
+
 def rules_plan(group: Sequence[Memory]) -> list[Operation]:
-    """The rules-mode plan of a group: collapse the members one member restates (every
-    content word and identifier, :func:`~opencode_memoryd.extract.facts.restates`) into it:
-    the member that restates the most others, the oldest on a tie. The rest are kept; a
-    group where no member restates another is kept whole."""
+    """The rules-mode plan of a group: first its corrections (:func:`corrections_plan`),
+    then collapse the members one member restates (every content word and identifier,
+    :func:`~opencode_memoryd.extract.facts.restates`) into it: the member that restates
+    the most others, the oldest on a tie. The rest are kept; a group where no member
+    restates another is kept whole."""
+    ops, group = corrections_plan(group)
+    if len(group) < 2:
+        return ops + ([Operation(op="keep", memory_ids=[group[0].id], new_content=None,
+                                 superseded_ids=[], reason="not corrected")] if group else [])
     best: tuple[Memory, list[str]] | None = None
     for cand in sorted(group, key=lambda m: (m.created_at, m.id)):
         covered = [m.id for m in group
@@ -245,7 +270,6 @@ def rules_plan(group: Sequence[Memory]) -> list[Operation]:
     assert best is not None
     survivor, covered = best
     rest = [m.id for m in group if m.id != survivor.id and m.id not in covered]
-    ops = []
     if covered:
         ops.append(Operation(op="merge", memory_ids=[survivor.id, *covered], new_content=None,
                              superseded_ids=[], reason="duplicate", survivor=survivor.id))

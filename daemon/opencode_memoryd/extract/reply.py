@@ -40,6 +40,7 @@ from opencode_memoryd.extract.facts import (
 from opencode_memoryd.extract.polarity import flip_reason
 from opencode_memoryd.extract.sections import section_for, valid_section
 from opencode_memoryd.extract.segment import units
+from opencode_memoryd.extract.supersede import grounded_replaces
 from opencode_memoryd.extract.temporal import temporary_reason, temporary_source
 from opencode_memoryd.injection import instruction_reason
 from opencode_memoryd.models import (
@@ -71,8 +72,10 @@ MEMORY_SCHEMA: dict[str, Any] = {
                     "scope": {"type": "string", "enum": list(SCOPES)},
                     "section": {"type": "string", "enum": list(SECTIONS)},
                     "message_ids": {"type": "array", "items": {"type": "string"}},
+                    "replaces": {"type": "array", "items": {"type": "string"}},
                 },
-                "required": ["content", "type", "scope", "section", "message_ids"],
+                "required": ["content", "type", "scope", "section", "message_ids",
+                             "replaces"],
                 "additionalProperties": False,
             },
         },
@@ -304,8 +307,12 @@ def _check_item(
     if scope == "user":
         section = "user"  # a user-scope memory is a user preference wherever it is shown
     # both were checked against FACT_TYPES and SCOPES above
+    # what it replaces counts only where the user's own words say so
+    sentences = [u.text for i in ids if i in said for u in units(said[i])
+                 if u.kind == "sentence"]
+    replaces, cue = grounded_replaces(item.get("replaces"), shown, own, sentences)
     candidate = MemoryCandidate(content, cast(MemoryType, type_), cast(Scope, scope), ids, "llm",
-                                section)
+                                section, replaces, cue)
     return candidate, "", short
 
 
@@ -324,6 +331,10 @@ def parse_reply(
     whitespace in its content is collapsed. Its ``section`` must be one of
     :data:`~opencode_memoryd.models.SECTIONS`; a missing or unknown one is chosen by
     :func:`~opencode_memoryd.extract.sections.section_for` instead (the fact is kept).
+    Its ``replaces`` (the terms its fact replaces) keeps only the terms a replacement cue
+    of the cited user sentences names
+    (:func:`~opencode_memoryd.extract.supersede.grounded_replaces`), with that sentence as
+    the candidate's ``cue``.
     Duplicates (same :func:`normalize_text`) and memories beyond ``max_memories`` are
     rejected. The scope is the model's (a ``project`` memory the model scopes ``user``
     holds for all the user's projects). ``project_name``, the name of the project's folder,

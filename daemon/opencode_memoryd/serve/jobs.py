@@ -300,11 +300,13 @@ class SessionJobs:
             return
         try:
             from opencode_memoryd.capture.processor import SessionProcessor
+            from opencode_memoryd.usecases.maintain import journal_record
 
             proc = SessionProcessor(src.db, self.state, self.store, self.extractor,
                                     self.app.limits(), clock=self.clock, raise_fatal=False,
                                     user_id=self.app.user_id, summarizer=self.summarizer,
-                                    ensure_space=self.app.ensure_space, batch=batch)
+                                    ensure_space=self.app.ensure_space, batch=batch,
+                                    record=journal_record(self.app))
             report = proc.process(session, ends=ends)
         finally:
             lock.release()

@@ -226,11 +226,13 @@ class RunTables(StateFile):
 
     def last_dream(self, scope_key: str) -> dict[str, Any] | None:
         """The newest dream of a scope that was not a dry run and did not fail
-        (``applied``, ``skipped``, ``undone``, …), or ``None`` — for scheduling."""
+        (``applied``, ``skipped``, ``undone``, …), or ``None`` — for scheduling. A
+        write-time supersession (trigger ``supersede``) is no dream."""
         with self._read() as c:
             row = c.exec_driver_sql(
                 """SELECT rowid AS seq, * FROM dream_runs WHERE scope_key=:k
                           AND dry_run=0 AND status NOT IN ('failed', 'planned')
+                          AND "trigger" != 'supersede'
                         ORDER BY rowid DESC LIMIT 1""",
                 {"k": scope_key}).mappings().fetchone()
         return _dream_row(row) if row else None

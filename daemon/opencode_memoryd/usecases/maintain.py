@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from opencode_memoryd.dream.journal import DreamJournal
+from opencode_memoryd.errors import MemorydError
 from opencode_memoryd.models import Mark, iso_utc
 from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.state.db import StateDB
@@ -42,6 +44,20 @@ LIST_EVERY_SESSION_UP_TO = 1000
 Progress = Callable[[list[SessionRow]], Iterable[SessionRow]]
 #: The daemon's per-project lock factory (held while a session of that project runs).
 LockFor = Callable[[str], AbstractContextManager[Any]]
+
+
+def journal_record(app: AppPort) -> Callable[[dict[str, Any]], None]:
+    """Appends an entry (a write-time supersession's) to the dream journal; a journal
+    that cannot be written is logged (``journal_append_failed``) and the change stands
+    (the state file's run records it)."""
+    journal = DreamJournal(app.journal_path)
+
+    def record(entry: dict[str, Any]) -> None:
+        try:
+            journal.append(entry)
+        except MemorydError as exc:
+            log.error("journal_append_failed", run_id=entry.get("run_id"), error=str(exc))
+    return record
 
 
 def no_lock(_project_key: str) -> AbstractContextManager[None]:
@@ -117,7 +133,8 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
                     proc = SessionProcessor(source, state, store, extractor, app.limits(),
                                             clock=app.clock, user_id=app.user_id,
                                             summarizer=summarizer,
-                                            ensure_space=app.ensure_space, batch=group.batch)
+                                            ensure_space=app.ensure_space, batch=group.batch,
+                                            record=journal_record(app))
                     if retry_failed:
                         retried.extend(_retry(proc, state, sessions, lock_for))
                     ahead = _Ahead(proc, group, [s.id for s in sessions])
@@ -262,7 +279,7 @@ def capture_now(app: AppPort, state: StateDB, store: MemoryStore, extractor: Ext
     with app.open_source(path) as source:
         proc = SessionProcessor(source, state, store, extractor, app.limits(), clock=app.clock,
                                 user_id=app.user_id, summarizer=summarizer,
-                                ensure_space=app.ensure_space)
+                                ensure_space=app.ensure_space, record=journal_record(app))
         with lock_for(session.project_key):
             report = proc.process(session)
     log.info("capture_now", session_id=session.id, added=report.added)

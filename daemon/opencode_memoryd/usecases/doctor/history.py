@@ -58,7 +58,9 @@ def last_dream_check(ctx: Context) -> Check:
                          f"dream {stuck[0]['id']} ({stuck[0]['scope_key']}) was interrupted "
                          f"while {stuck[0]['status']}",
                          "the next daemon start or `opencode-memoryd dream` finishes it")
-    entries = DreamJournal(ctx.app.journal_path).entries(limit=1)
+    # dreams only: not the edits and supersessions journaled beside them
+    entries = [e for e in DreamJournal(ctx.app.journal_path).entries()
+               if e.get("action", "dream") == "dream"][:1]
     if not entries:
         return Check("last-dream", OK, "no dream yet (a scope dreams once it has enough "
                                        "new memories)")

@@ -1,0 +1,293 @@
+"""What a correction replaces: the cue parsing of supersession (pure, no I/O).
+
+A memory that says it replaces something ("use Vitest instead of Jest", "we moved off
+Poetry", "switched from npm to pnpm", "replace Webpack with Vite", "we no longer use
+Travis CI", "we don't use Redux any more", "Moment.js is deprecated", "we dropped MySQL",
+"Flask → FastAPI", "use Ruff, not Black") names the replaced term; :func:`replaced_terms`
+finds it. :func:`states_use` then decides, with precision first, whether an older memory is
+about that term as the choice of its slot ("We use Jest for unit tests") rather than merely
+mentioning it ("The Jest config lives in config/", "We never use npm"): only such a memory
+is superseded.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+
+#: A term: one name (letters, digits, ``. @ / + # _ -``), optionally followed by up to two
+#: more capitalised names ("Travis CI", "Create React App").
+_NAME = r"[A-Za-z0-9][\w.@/+#-]*"
+_TERM = rf"(?:the\s+|our\s+|an?\s+)?(?P<x>{_NAME}(?:\s+[A-Z0-9][\w.@/+#-]*){{0,2}})"
+#: Marks a cue whose term must look like a name (not a plain lowercase word): "the
+#: client is deprecated", "removed in June" replace no tool.
+_WEAK = "(?P<weak>)"
+#: Each cue with the replaced term in group ``x``.
+_CUES: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECASE) for p in (
+    rf"\binstead\s+of\s+(?:using\s+)?{_TERM}",
+    rf"\b(?:moved|moving|migrated|migrating|switched|switching)\s+"
+    rf"(?:off(?:\s+of)?|away\s+from|from)\s+{_TERM}",
+    rf"\b(?:replace[sd]?|swap(?:ped)?)\s+{_TERM}\s+(?:with|by|for)\b",
+    rf"\b(?:replacing|in\s+place\s+of)\s+{_TERM}",
+    rf"\bno\s+longer\s+(?:use|uses|using|need|run|runs|on|with)?\s*{_TERM}",
+    rf"\b(?:don't|do\s+not|doesn't|does\s+not|won't|aren't|are\s+not)\s+"
+    rf"(?:use|using|need|run)\s+{_TERM}\s+any\s*more\b",
+    rf"\bnot\s+(?:using\s+)?{_TERM}\s+any\s*more\b",
+    rf"\b(?:stopped|stop)\s+using\s+{_TERM}",
+    rf"\b(?:dropped|ditched|removed|retired|abandoned|dumped)\s+{_WEAK}{_TERM}",
+    rf"(?:^|[\s,;:(]){_WEAK}(?:the\s+|our\s+)?"
+    rf"(?P<x>{_NAME}(?:\s+[A-Z0-9][\w.@/+#-]*){{0,2}})"
+    r"(?:\s+(?:deploy|deployment|setup|config|integration|pipeline|server|build|plugin|"
+    r"package|library|runner|workflow|CLI|SDK|API)s?)?\s+(?:is|are|was|were|has\s+been|"
+    r"have\s+been)\s+"
+    r"(?:now\s+)?(?:gone|deprecated|dead|retired|removed|dropped|obsolete)\b",
+    rf"(?:^|[\s,;:(])(?P<x>{_NAME})\s*(?:→|->|=>)\s*{_NAME}",
+    rf"\b(?:use|prefer|pick|choose)\s+{_NAME}(?:\s+[A-Z0-9][\w.@/+#-]*){{0,2}},?\s+"
+    rf"(?:not|rather\s+than)\s+{_TERM}",
+))
+
+#: A word every cue holds one of (a quick test before the cues themselves).
+_ANY_CUE = re.compile(
+    r"instead|moved|moving|migrat|switch|replac|swap|longer|any\s*more|stop|dropped|"
+    r"ditched|removed|retired|abandoned|dumped|gone|deprecated|dead|obsolete|→|->|=>|"
+    r"\bnot\b|rather", re.IGNORECASE)
+
+
+def _set(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+#: Words that are never a replaced term on their own.
+_NOT_TERMS = _set("""
+a an the our it its this that these those them they we you i he she there here
+something anything everything nothing one ones using use old new former previous
+and or but so then also if when while because with for to in on at of by from as
+is are was were be not no all any
+""")
+_WORD = re.compile(r"[\w.@/+#'-]+")
+#: Words right before a term that state it as the choice of its slot.
+_USE_CUES = _set("""
+use uses using used prefer prefers preferred run runs running with via on install
+installs installed manage manages managed always our is are by through
+""")
+#: Words that, close before the term, say it is not in use (or already replaced).
+_NEGATIONS = _set("""
+never not no don't doesn't dont avoid without instead off from replace replaced
+replacing drop dropped stop stopped
+""")
+#: How many words before a term :func:`states_use` looks at for a use word ...
+_WINDOW = 2
+#: ... and for a negation.
+_NEGATION_WINDOW = 4
+
+
+def _clean(term: str) -> str:
+    return term.strip(" \t.,;:!?'\"()[]`").strip()
+
+
+def replaced_terms(text: str) -> tuple[str, ...]:
+    """The terms ``text`` says are replaced, in order of appearance, without repeats
+    (compared case-insensitively).
+
+    ``"Use Vitest instead of Jest."`` -> ``("Jest",)``; ``"We switched from npm to
+    pnpm."`` -> ``("npm",)``; a text without a replacement cue -> ``()``.
+    """
+    found: list[tuple[int, str]] = []
+    text = text.replace("\u2019", "'")
+    if not _ANY_CUE.search(text):  # most texts: one scan instead of one per cue
+        return ()
+    for cue in _CUES:
+        for m in cue.finditer(text):
+            term = _clean(m.group("x"))
+            first, *rest = term.split() or [""]
+            # a name goes on only with capitalised words ("Travis CI", not "CircleCI to")
+            more = []
+            for w in rest:
+                if not w[:1].isupper() and not w[:1].isdigit():
+                    break
+                more.append(w)
+            term = " ".join([first, *more])
+            # a plain lowercase word that reads as an English noun or verb form
+            # ("spaces", "fixtures", "nested", "asking") is not a name of a tool
+            weak = "weak" in cue.groupindex and ((term.islower() and term.isalpha())
+                                                  or (" " in term and term.split()[0].islower()))
+            if (term and not weak and fold(term.split()[0]) not in _NOT_TERMS
+                    and not term.isdigit()
+                    and not (term.islower() and term.isalpha()
+                             and term.endswith(("s", "ed", "ing")))
+                    and not _used(_words(text), term, as_subject=False)):
+                found.append((m.start("x"), term))
+    seen: set[str] = set()
+    out: list[str] = []
+    for _pos, term in sorted(found):
+        key = fold(term)
+        if key not in seen:
+            seen.add(key)
+            out.append(term)
+    return tuple(out)
+
+
+def fold(text: str) -> str:
+    """``text`` NFKC-normalised and case-folded, as terms are compared."""
+    return unicodedata.normalize("NFKC", text).casefold().replace("\u2019", "'")
+
+
+def _words(text: str) -> list[str]:
+    return [w.strip(".-") or w for w in _WORD.findall(fold(text))]
+
+
+def _positions(words: list[str], term: str) -> list[int]:
+    """Where ``term`` (one or more words; a plural "s"/"es" allowed on its last) starts in
+    ``words``."""
+    parts = _words(term)
+    if not parts:
+        return []
+    n = len(parts)
+    hits = []
+    for i in range(len(words) - n + 1):
+        window = words[i:i + n]
+        *head, last = window
+        if head == parts[:-1] and last in (parts[-1], parts[-1] + "s", parts[-1] + "es",
+                                           parts[-1] + "'s"):
+            hits.append(i)
+    return hits
+
+
+def mentions(text: str, term: str) -> bool:
+    """Whether ``text`` names ``term`` as a whole term (case-insensitive; "Jest's" and
+    "Makefiles" name "Jest" and "Makefile"; "jester" does not name "Jest")."""
+    return bool(_positions(_words(text), term))
+
+
+def states_use(text: str, term: str) -> bool:
+    """Whether ``text`` states ``term`` as what is used (the slot a correction replaces).
+
+    True when ``text`` names ``term`` with one of the use words ("use", "with", "run",
+    "prefer", "our", …) among the two words before it, or as its first words followed
+    by "is/are/for/as" ("Jest is our test runner"), and no negation or replacement word
+    ("never", "not", "instead", "from", "off", "dropped", …) among the four before it, and
+    ``text`` does not itself say it replaces ``term``. So "The Jest config lives in
+    config/" and "We never use npm" are not about using the term.
+    """
+    if any(fold(t) == fold(term) for t in replaced_terms(text)):
+        return False
+    return _used(_words(text), term, as_subject=True)
+
+
+def _used(words: list[str], term: str, *, as_subject: bool) -> bool:
+    """Whether ``words`` name ``term`` after a use word and no negation (see
+    :func:`states_use`); with ``as_subject`` also as the first words followed by
+    "is/are/for/as". (A correction that also uses the term, "We use yarn 1 not yarn
+    berry", does not replace it.)"""
+    n = len(_words(term))
+    for i in _positions(words, term):
+        if any(w in _NEGATIONS for w in words[max(0, i - _NEGATION_WINDOW):i]):
+            continue
+        if any(w in _USE_CUES for w in words[max(0, i - _WINDOW):i]):
+            return True
+        after = words[i + n:i + n + 1]
+        if as_subject and i == 0 and after and after[0] in ("is", "are", "for", "as"):
+            return True
+    return False
+
+
+def grounded_replaces(proposed: object, content: str, own: str,
+                      sentences: list[str]) -> tuple[tuple[str, ...], str]:
+    """The replaced terms of a model's proposal that the user's own words say are
+    replaced, and the user's sentence saying so: ``(terms, cue)``, ``((), "")`` for none.
+
+    Nothing is retired without a cue in the cited user text: a term counts only when a
+    replacement cue of one of ``sentences`` (the user's own sentences the proposal cites)
+    names it (:func:`replaced_terms`); the user's spelling of it is kept. ``proposed`` is
+    the proposal's ``replaces``: a list of terms; when it names none (``None`` or ``[]``:
+    a model that ignores the field) the terms the cited sentences replace and ``content``
+    names are taken. ``own`` (all the cited own words) must name each term.
+    """
+    if proposed is None or proposed == []:
+        wanted = [t for s in sentences for t in replaced_terms(s) if mentions(content, t)]
+    elif isinstance(proposed, list):
+        wanted = [str(t) for t in proposed if isinstance(t, str) and t.strip()]
+    else:
+        return (), ""
+    terms: list[str] = []
+    cues: list[str] = []
+    for want in wanted:
+        for sentence in sentences:
+            said = next((t for t in replaced_terms(sentence)
+                         if fold(t) == fold(want) or mentions(t, want)), None)
+            if said is not None and mentions(own, said):
+                if fold(said) not in {fold(t) for t in terms}:
+                    terms.append(said)
+                if sentence not in cues:
+                    cues.append(sentence)
+                break
+    return tuple(terms), " ".join(cues)
+
+
+def corrects(new: str, old: str) -> bool:
+    """Whether the text ``new`` says it replaces a term that ``old`` states as its choice
+    (:func:`replaced_terms` of ``new``, :func:`states_use` of ``old``), about the same
+    subject (:func:`same_subject`): "Use Vitest instead of Jest." corrects "We use Jest
+    for unit tests." but not "The Jest config lives in config/"."""
+    terms = replaced_terms(new)
+    return (any(states_use(old, t) for t in terms if mentions(old, t))
+            and same_subject(new, old, terms))
+
+
+def index_keys(text: str) -> set[str]:
+    """The keys under which ``text`` is found by :func:`term_key` of every term it may
+    :func:`mention <mentions>`: its folded words, and each without a plural "s"/"es"/"'s"."""
+    keys = set()
+    for w in _words(text):
+        keys.add(w)
+        for end in ("'s", "es", "s"):
+            if w.endswith(end) and len(w) > len(end):
+                keys.add(w[: -len(end)])
+    return keys
+
+
+def term_key(term: str) -> str:
+    """The key of a term for :func:`index_keys`: its first folded word (its only one for a
+    one-word term); ``""`` for an empty term."""
+    words = _words(term)
+    return words[0] if words else ""
+
+
+#: Words that end the leading noun phrase of a correction (its subject) ...
+_SUBJECT_END = _set("""
+is are was were has have had will would should must can uses use used using now no not
+never don't doesn't moved moving switched migrated dropped replaced replace runs run goes
+go lives stores prefers prefer always -> → => instead from off any
+""")
+#: ... and the words of it that name no particular subject (pronouns, framing).
+_NO_SUBJECT = _set("""
+we i you they it this that these those the a an our my your their project user team repo
+repository codebase app here also actually
+""")
+
+
+def subject_words(text: str, terms: Sequence[str]) -> set[str]:
+    """The words of the leading noun phrase of ``text`` (its subject, up to its first verb
+    or cue word: "The billing service now uses …" -> ``{"billing", "service"}``), without
+    pronouns, framing words ("the project", "we") and the replaced ``terms``. Empty for an
+    imperative ("Use Vitest instead of Jest") or a sentence about "we"."""
+    replaced = {w for t in terms for w in _words(t)}
+    out: set[str] = set()
+    for w in _words(text):
+        if w in _SUBJECT_END or w in replaced:
+            break
+        if w in _USE_CUES and not out:  # an imperative: "Use …", "Run …"
+            break
+        if w not in _NO_SUBJECT:
+            out.add(w)
+    return out
+
+
+def same_subject(new: str, old: str, terms: Sequence[str]) -> bool:
+    """Whether ``old`` is about the subject the correction ``new`` names: every word of
+    :func:`subject_words` of ``new`` is in ``old`` (a plural "s" aside). "The billing
+    service now uses Valkey, replacing Redis" is about "The billing service uses Redis",
+    not "The payments service uses Redis"."""
+    keys = index_keys(old)
+    return all(w in keys for w in subject_words(new, terms))
