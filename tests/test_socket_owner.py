@@ -29,12 +29,14 @@ from opencode_memoryd.serve import raw_client
 from opencode_memoryd.serve.control_client import ControlClient
 from opencode_memoryd.serve.control_server import ControlServer
 from opencode_memoryd.serve.protocol import socket_path
+from opencode_memoryd.usecases.fence import seal
 
 #: A uid no account uses: "another user".
 OTHER_UID = 54321
 ROOT = os.getuid() == 0
 OPENCODE = Path(__file__).parent.parent / ".cache" / "opencode-ai" / "bin" / "opencode"
-BLOCK = "<!-- opencode-memoryd context -->\n## Memories\n- served by a squatter"
+#: A whole block (sealed as the daemon seals one), which the plugin takes from our own socket.
+BLOCK = seal(["## Memories", '- "served by a squatter"'])
 HOWS = ["another-user", "symlink", "open-folder"]
 #: What each refusal says about the folder.
 SAYS = {"another-user": f"uid {OTHER_UID}, another user", "symlink": "symbolic link",

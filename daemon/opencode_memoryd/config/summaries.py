@@ -37,9 +37,11 @@ class SummariesConfig(Section):
         default=True,
         description=(
             "Keep a project-brief memory of each git project whose worktree is on this "
-            "machine: its README's first paragraph (rules) or a short summary of its README "
-            "and package.json/pyproject.toml/go.mod/Cargo.toml (llm), made again when the "
-            "README changes. Files git ignores or outside the worktree are never read."
+            "machine: what its package.json/pyproject.toml/go.mod/Cargo.toml state (name, "
+            "languages, known tools, script names; rules) or a short summary of those and "
+            "its README held to those facts (llm), made again when one of these files "
+            "changes. Never prose from the README. Files git ignores or outside the "
+            "worktree are never read."
         ),
     )
     brief_max_chars: int = Field(
