@@ -106,7 +106,18 @@ def _value_at(text: str, pos: int) -> tuple[int, int, bool] | None:
         end += 1
     while end > pos and text[end - 1] in _TRAILING:
         end -= 1
+    if text[pos].isascii():  # "…はDragon62$yyce&9です": the particle glued on is not the value
+        while end > pos and _glued_particle(text[end - 1]):
+            end -= 1
     return (pos, end, False) if end > pos else None
+
+
+def _glued_particle(ch: str) -> bool:
+    """Whether ``ch`` is of a script written without spaces (kana, CJK ideographs, Hangul),
+    whose particles and copulas follow a value with no blank between."""
+    o = ord(ch)
+    return (0x3040 <= o <= 0x30FF or 0x3400 <= o <= 0x9FFF or 0xAC00 <= o <= 0xD7AF
+            or 0x1100 <= o <= 0x11FF or 0x3130 <= o <= 0x318F or 0xFF66 <= o <= 0xFF9F)
 
 
 def prose_finder(keys: Iterable[str], verbs: Iterable[str], pair_keys: Iterable[str],
