@@ -293,8 +293,8 @@ def test_the_cli_run_by_the_agent_does_not_hand_out_the_pages_token(
             code, out = cli("--config", str(cfg), "web", "--print")  # own notes with it
             assert code == 6 and token not in out + capsys.readouterr().out
             monkeypatch.delenv("OPENCODE")
-            code, out = cli("--config", str(cfg), "web", "--print")
-            assert code == 0 and token in out
+            code, out = cli("--config", str(cfg), "web", "--print")  # the user's shell:
+            assert code == 0 and "#code=" in out and token not in out  # a one-time code
         finally:
             web.stop()
 

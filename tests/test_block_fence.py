@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import unicodedata
 from datetime import UTC, datetime, timedelta
@@ -253,12 +254,19 @@ def test_the_plugin_takes_every_block_the_daemon_renders_and_no_altered_one(
                unicodedata.normalize("NFC", small), unicodedata.normalize("NFKC", small),
                block.replace(MARKER + "\n", MARKER + " \n"), block.rstrip("\n") + " \n"]
     assert all(not is_sealed(b) for b in altered)
+    # the plugin talks only to a socket of ours in a 0700 folder: a real one, never used
+    # (the harness answers fetch itself)
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(run / "control.sock"))
     module = tmp_path / "plugin.mjs"
-    module.write_text(render_plugin(tmp_path / "control.sock"))
+    module.write_text(render_plugin(run / "control.sock"))
     (tmp_path / "harness.mjs").write_text(PLUGIN_HARNESS)
     (tmp_path / "blocks.json").write_text(json.dumps([block, small, *altered]))
     done = subprocess.run(["node", str(tmp_path / "harness.mjs"), module.as_uri(),
                            str(tmp_path / "blocks.json")], capture_output=True, text=True,
                           timeout=60, check=False, env={"PATH": os.environ["PATH"]})
+    listener.close()
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [block, small] + [None] * len(altered)
