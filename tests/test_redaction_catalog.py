@@ -9,9 +9,11 @@ from pieces so that this file holds nothing a scanner would flag.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +89,21 @@ def test_without_the_package_our_own_rules_still_run() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, timeout=60)
     assert done.stdout.strip() == f"push [REDACTED:github_token] and {DOCKER}"
+
+
+def test_the_compiled_catalogue_is_cached_under_our_own_cache_folder(tmp_path: Path) -> None:
+    # no KF_RULE_CACHE_DIR: the cache goes under $XDG_CACHE_HOME/opencode-memoryd, never
+    # into a folder of Kingfisher's own name in the home
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "KF_RULE_CACHE_DIR"}
+    env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"))
+    github = "gh" + "p_" + G.s(36)
+    code = ("from opencode_memoryd.redaction.engine import redact\n"
+            f"print(redact({f'push {github}'!r}).text)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=120, env=env)
+    assert done.stdout.strip() == "push [REDACTED:github_token]"
+    ours = home / ".cache" / "opencode-memoryd" / "kingfisher"
+    assert ours.is_dir() and any(ours.rglob("*"))
+    assert sorted(p.name for p in (home / ".cache").iterdir()) == ["opencode-memoryd"]

@@ -15,11 +15,11 @@ publishable and public keys: :data:`IDENTIFIER_RULE_RE`) are left out, and so ar
 our context rules do more finely (:data:`CONTEXT_RULE_RE`).
 
 The catalogue is compiled on first use, once per process (about 3 s; Kingfisher caches
-the compiled form in its private cache folder, ``KF_RULE_CACHE_DIR`` or the user's cache
-directory, after which a load takes about 0.3 s). The scan makes no network request:
-validation and revocation are separate Kingfisher calls we never make. Where the package
-has no wheel (Intel Macs) it is not installed, and the finder finds nothing: our own
-token rules and the context rules still run.
+the compiled form in ``KF_RULE_CACHE_DIR``, which :func:`cache_dir` points at our own
+cache folder unless it is set, after which a load takes about 0.3 s). The scan makes no
+network request: validation and revocation are separate Kingfisher calls we never make.
+Where the package has no wheel (Intel Macs) it is not installed, and the finder finds
+nothing: our own token rules and the context rules still run.
 
 Internal to :mod:`opencode_memoryd.redaction`; other code imports
 :mod:`opencode_memoryd.redaction.engine`; the only module importing ``kingfisher_sdk``.
@@ -27,9 +27,11 @@ Internal to :mod:`opencode_memoryd.redaction`; other code imports
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
 from opencode_memoryd.redaction.scan import ScanText
@@ -144,6 +146,16 @@ def catalog_kind(rule_id: str) -> str | None:
     return "token"
 
 
+def cache_dir() -> Path:
+    """Where the compiled catalogue is cached: ``KF_RULE_CACHE_DIR`` when set, else
+    ``$XDG_CACHE_HOME/opencode-memoryd/kingfisher`` (``~/.cache`` when
+    ``XDG_CACHE_HOME`` is unset), so everything the daemon writes is under its own names."""
+    if os.environ.get("KF_RULE_CACHE_DIR"):
+        return Path(os.environ["KF_RULE_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "opencode-memoryd" / "kingfisher"
+
+
 def _load() -> Scanner | None:
     """The shared scanner, its rules compiled on first use (thread-safe); None where the
     package is not installed (Intel Macs, for which it ships no wheel)."""
@@ -155,6 +167,7 @@ def _load() -> Scanner | None:
             except ImportError:
                 _missing = True
                 return None
+            os.environ["KF_RULE_CACHE_DIR"] = str(cache_dir())  # read by Kingfisher
             # base64=False: encoded blobs are the bare rule's; redact=False: we need the
             # values to find their spans.
             _scanner = Scanner(Rules(confidence=CONFIDENCE), base64=False, redact=False)
