@@ -12,6 +12,8 @@ from typing import Any
 
 from conftest import cli, cli_json
 from fake_openai import FakeOpenAI
+from opencode_memoryd.extract.floor import covers
+from opencode_memoryd.models import MemoryCandidate
 from test_chunk_split import DIR, backlog, llm_config, user_lines
 
 #: (user message, the model's memory of it): the same fact in other words.
@@ -105,3 +107,23 @@ def test_the_floor_adds_only_what_the_model_did_not_say(sample_db: Path,
                   | {(d, "rules") for _, _, d in OTHER_FACTS}
                   | {(d, "rules") for _, d in MISSED} | {(SAID_TWICE[2], "llm")})
     assert got == want
+
+
+def _memory(text: str, mid: str) -> MemoryCandidate:
+    return MemoryCandidate(content=text, type="project", scope="project", message_ids=(mid,),
+                           source="llm")
+
+
+def test_a_memory_that_turns_the_directive_around_does_not_stand_for_it() -> None:
+    directive = _memory("Never force-push to main.", "msg_a")
+    assert not covers(_memory("Always force-push to main.", "msg_a"), directive)
+    assert covers(_memory("Do not force-push to main.", "msg_a"), directive)
+
+
+def test_a_memory_of_another_message_stands_for_it_only_with_every_key_term() -> None:
+    assert covers(_memory("Code formatting uses ruff format (black was dropped).", "msg_b"),
+                  _memory("We dropped black, it's ruff format now.", "msg_a"))
+    assert not covers(_memory("Tabs render as 4 spaces.", "msg_b"),
+                      _memory("Use tabs.", "msg_a"))
+    assert not covers(_memory("The release is tagged by CI.", "msg_b"),
+                      _memory("Tag the release after the changelog is merged.", "msg_a"))

@@ -51,7 +51,8 @@ def covers(memory: MemoryCandidate, directive: MemoryCandidate) -> bool:
     (:func:`~opencode_memoryd.extract.polarity.flip_reason`) and holds its key terms
     (:func:`key_terms`; a stem that begins another matches it): at least
     :data:`COVER_SHARE` of them when it cites one of the directive's messages, all of them
-    when it cites another message (the user said the fact twice)."""
+    (two or more) when it cites another message (the user said the fact twice): "Use tabs."
+    is not held by "Tabs render as 4 spaces." of another message."""
     if normalize_text(memory.content) == normalize_text(directive.content):
         return True
     if missing_identifiers(directive.content, memory.content):
@@ -63,7 +64,7 @@ def covers(memory: MemoryCandidate, directive: MemoryCandidate) -> bool:
     held = sum(1 for t in terms if t in have or any(_stem_prefix(t, h) for h in have))
     if set(memory.message_ids) & set(directive.message_ids):
         return held >= COVER_SHARE * len(terms)
-    return bool(terms) and held == len(terms)
+    return len(terms) >= 2 and held == len(terms)
 
 
 def add_floor(model: ExtractionResult, rules: ExtractionResult) -> ExtractionResult:
