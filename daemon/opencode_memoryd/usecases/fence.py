@@ -26,6 +26,8 @@ import hashlib
 import json
 import unicodedata
 
+from opencode_memoryd.redaction.unicode import INVISIBLE_RE
+
 #: The block's first line: the plugin and the extractor recognise injected text by it.
 MARKER = "<!-- opencode-memoryd context -->"
 HEADER = "## Memory from past sessions"
@@ -38,13 +40,6 @@ END_PREFIX = "<!-- opencode-memoryd context end "
 #: Hex digits of the body's SHA-256 in :func:`end_line`.
 END_HASH_CHARS = 16
 
-# Code points that are not control or format characters by category but render as nothing
-# or change how the neighbouring text renders: variation selectors (U+FE00-FE0F,
-# U+E0100-E01EF), Mongolian free variation selectors (U+180B-180D, U+180F), the combining
-# grapheme joiner (U+034F) and the Hangul fillers (U+115F, U+1160, U+3164, U+FFA0).
-_INVISIBLE = frozenset([*range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0),
-                        *range(0x180B, 0x180E), 0x180F, 0x034F, 0x115F, 0x1160, 0x3164,
-                        0xFFA0])
 # Unicode general categories removed: Cc (controls, newlines included), Cf (format: zero
 # width, bidi controls, soft hyphen, tags), Co (private use), Cs (surrogates), Cn
 # (unassigned); Zl and Zp (line and paragraph separators) become spaces.
@@ -60,7 +55,9 @@ _ESCAPES |= {chr(cp): f"\\u{cp:04x}" for cp in _FOLDS_TO_SYNTAX}
 
 
 def clean(text: str) -> str:
-    """``text`` without control, format, private-use, unassigned and invisible characters,
+    """``text`` without control, format, private-use, unassigned and invisible characters
+    (:data:`~opencode_memoryd.redaction.unicode.INVISIBLE_RE`: variation selectors, the
+    combining grapheme joiner, fillers, the rest of ``Default_Ignorable_Code_Point``),
     white space (every kind, line breaks included: NEL U+0085, U+2028, U+2029) folded to
     single spaces, stripped."""
     kept = []
@@ -68,7 +65,7 @@ def clean(text: str) -> str:
         cat = unicodedata.category(ch)
         if ch in "\t\n\r\v\f\x85" or cat in ("Zl", "Zp", "Zs"):
             kept.append(" ")
-        elif cat not in _DROPPED_CATEGORIES and ord(ch) not in _INVISIBLE:
+        elif cat not in _DROPPED_CATEGORIES and not INVISIBLE_RE.match(ch):
             kept.append(ch)
     return " ".join("".join(kept).split())
 
