@@ -81,6 +81,14 @@ def sample_db(tmp_path: Path) -> Path:
     return dst
 
 
+def llm_section(fake: Any) -> str:
+    """The ``[llm]`` table of a config that talks to ``fake`` (a running
+    :class:`fake_openai.FakeOpenAI`): its URL, model ``test-model``, key variable
+    ``TEST_LLM_KEY``, a 5 s timeout and no retries; for an f-string config text."""
+    return (f'[llm]\nbase_url = "{fake.base_url}"\nmodel = "test-model"\n'
+            'api_key_env = "TEST_LLM_KEY"\ntimeout_seconds = 5\nmax_retries = 0')
+
+
 def write_config(path: Path, text: str = "") -> Path:
     """Write a config file; tests read everything at once (settle 0 s)."""
     base = "[opencode]\nsettle_seconds = 0\n"

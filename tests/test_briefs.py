@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from conftest import cli_json, write_config
+from conftest import cli_json, llm_section, write_config
 from fake_openai import FakeOpenAI
 from opencode_memoryd.models import note_id
 from opencode_writer import OpenCodeWriter
@@ -219,12 +219,7 @@ settle_seconds = 0
 db_paths = ["{sample_db}"]
 [extraction]
 mode = "llm"
-[llm]
-base_url = "{fake.base_url}"
-model = "test-model"
-api_key_env = "TEST_LLM_KEY"
-timeout_seconds = 5
-max_retries = 0
+{llm_section(fake)}
 """)
     report = cli_json("--config", str(cfg), "maintain", "--dir", str(repo))
     assert report["totals"]["briefs"] == 1
@@ -253,12 +248,7 @@ settle_seconds = 0
 db_paths = ["{sample_db}"]
 [extraction]
 mode = "llm"
-[llm]
-base_url = "{fake.base_url}"
-model = "test-model"
-api_key_env = "TEST_LLM_KEY"
-timeout_seconds = 5
-max_retries = 0
+{llm_section(fake)}
 """)
 
     def asked() -> int:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ACME, MANIFEST, cli, cli_json, write_config
+from conftest import ACME, MANIFEST, cli, cli_json, llm_section, write_config
 from fake_openai import FakeOpenAI
 from opencode_writer import OpenCodeWriter
 from redaction_corpus import CASES, Case
@@ -68,12 +68,7 @@ settle_seconds = 0
 [extraction]
 mode = "llm"
 tool_output_chars = 4000
-[llm]
-base_url = "{fake.base_url}"
-model = "test-model"
-api_key_env = "TEST_LLM_KEY"
-timeout_seconds = 5
-max_retries = 0
+{llm_section(fake)}
 [log]
 level = "debug"
 """)

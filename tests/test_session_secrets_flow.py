@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ACME, MANIFEST, cli, cli_json, write_config
+from conftest import ACME, MANIFEST, cli, cli_json, llm_section, write_config
 from fake_openai import FakeOpenAI
 from opencode_memoryd.compose import App
 from opencode_memoryd.config.loader import load_config
@@ -103,12 +103,7 @@ project_brief = false
 [extraction]
 mode = "llm"
 tool_output_chars = 4000
-[llm]
-base_url = "{fake.base_url}"
-model = "test-model"
-api_key_env = "TEST_LLM_KEY"
-timeout_seconds = 5
-max_retries = 0
+{llm_section(fake)}
 [log]
 level = "debug"
 """)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ACME, FIXTURES, cli, cli_json, write_config
+from conftest import ACME, FIXTURES, cli, cli_json, llm_section, write_config
 from fake_openai import FakeOpenAI
 from opencode_writer import OpenCodeWriter
 from opencode_writer_v2 import V2Writer
@@ -214,12 +214,7 @@ session_summaries = false
 project_brief = false
 [extraction]
 mode = "llm"
-[llm]
-base_url = "{fake.base_url}"
-model = "test-model"
-api_key_env = "TEST_LLM_KEY"
-timeout_seconds = 5
-max_retries = 0
+{llm_section(fake)}
 """)
 
 
@@ -334,12 +329,7 @@ def test_the_next_llm_dream_retires_what_an_older_correction_replaces(
         cfg = write_config(tmp_path / "dream.toml", f"""
 [extraction]
 mode = "llm"
-[llm]
-base_url = "{f.base_url}"
-model = "test-model"
-api_key_env = "TEST_LLM_KEY"
-timeout_seconds = 5
-max_retries = 0
+{llm_section(f)}
 """)
         ids = old_store(cfg, sample_db)
         dream_and_check(cfg, sample_db, ids)

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from conftest import FIXTURES, cli_json, write_config
+from conftest import FIXTURES, cli_json, llm_section, write_config
 from fake_openai import FakeOpenAI
 from llm_corpus_models import transcript_lines
 from opencode_memoryd.models import iso_utc, utc_from_ms
@@ -114,12 +114,7 @@ session_summaries = false
 project_brief = false
 [extraction]
 mode = "llm"
-[llm]
-base_url = "{fake.base_url}"
-model = "test-model"
-api_key_env = "TEST_LLM_KEY"
-timeout_seconds = 5
-max_retries = 0
+{llm_section(fake)}
 """)
     facts = _run(cfg, temporal_db)
     proposed = {m["content"] for b in fake.chat_requests
