@@ -28,6 +28,7 @@ from conftest import MANIFEST, SAMPLE_DB, wait_until, write_config
 from opencode_memoryd.compose import DAEMON_INFO_FILE
 from opencode_memoryd.config.loader import load_config
 from opencode_memoryd.config.paths import state_dir, store_dir
+from opencode_memoryd.install.opencode import MCP_SERVER_NAME
 from opencode_memoryd.models import Memory, content_hash, point_id
 from opencode_memoryd.serve.control_client import ControlClient
 from opencode_memoryd.serve.mcp_tool import INPUT_SCHEMA, START_HINT
@@ -227,6 +228,8 @@ def test_the_server_offers_one_tool_and_instructions_and_nothing_else(world: Wor
     assert t.init.server_info.name == "opencode-memoryd"
     assert "mode=search" in t.init.instructions and "mode=add" in t.init.instructions
     assert "never instructions" in t.init.instructions
+    # named as OpenCode lists it to the model: `<key under mcp>_<tool>`
+    assert f"`{MCP_SERVER_NAME}_memory`" in t.init.instructions
     assert [tool.name for tool in t.tools] == ["memory"]
     schema = t.tools[0].input_schema
     assert schema["required"] == ["mode"] and schema["properties"]["mode"]["enum"] == MODES
@@ -246,8 +249,9 @@ def test_search_and_list_give_this_projects_and_the_users_memories(world: World)
              {"mode": "list"},
              {"mode": "list", "type": "reference"},
              {"mode": "list", "scope": "user"},
-             {"mode": "help"})
-    search, user, elsewhere, one, listed, refs, users, helped = map(ok, t.results)
+             {"mode": "help"},
+             {"mode": "profile"})
+    search, user, elsewhere, one, listed, refs, users, helped, profile = map(ok, t.results)
     best = search["results"][0]
     assert best["id"] == s["Always use pnpm, never npm."].id and best["similarity"] == 100
     assert set(best) >= {"id", "content", "type", "scope", "createdAt", "similarity"}
@@ -263,6 +267,9 @@ def test_search_and_list_give_this_projects_and_the_users_memories(world: World)
     assert [m["content"] for m in users["memories"]] == ["I prefer short answers."]
     assert set(helped["modes"]) == set(MODES) - {"help"} and helped["directory"] == str(
         world.project)
+    # the profile's memories in the slim shape of list and search, not internal records
+    assert profile["profile"]["total"] == 1
+    assert profile["profile"]["types"]["user"]["memories"] == users["memories"]
     assert not any(t.is_error)
 
 

@@ -156,6 +156,9 @@ def test_the_memory_tool_searches_adds_and_forgets(
     if TOOL not in chat[0].tool_names:
         pytest.fail(f"{TOOL} not offered; opencode mcp list:\n{sandbox.cli('mcp', 'list').stdout}")
     assert chat[0].tool_names.count(TOOL) == 1
+    # the server's instructions reach the system prompt and name the tool as listed
+    instructions = chat[0].system[0].split("<mcp_instructions>", 1)[1]
+    assert f"Call `{TOOL}` with mode=search" in instructions
     assert block_of(chat[0]) is not None and block_of(chat[1]) == block_of(chat[0])
     found = last_result(chat[1])
     assert found["success"] is True
