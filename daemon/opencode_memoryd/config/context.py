@@ -34,3 +34,14 @@ class ContextConfig(Section):
             "\"Relevant to the task\" section (0: no such section)."
         ),
     )
+    capture_first_seconds: float = Field(
+        default=0.3,
+        ge=0,
+        le=60,
+        description=(
+            "When a session asks for its block for the first time, the daemon first "
+            "captures what its project said last (sessions still in their quiet period), "
+            "waiting at most this long; what does not fit goes on in the background. "
+            "0: no waiting."
+        ),
+    )

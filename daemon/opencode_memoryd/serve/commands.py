@@ -20,16 +20,24 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import structlog
+
 from opencode_memoryd.compose import DAEMON_INFO_FILE
+from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.models import iso_utc
 from opencode_memoryd.serve.control_server import ControlServer
 from opencode_memoryd.serve.mcp_host import MCPHost, start_host
+from opencode_memoryd.serve.own_writes import OwnWrites, queued_of_project
 from opencode_memoryd.serve.protocol import mcp_socket_path, socket_path
 from opencode_memoryd.usecases.service import GET_ROUTES, ROUTES, call
 
 if TYPE_CHECKING:
     from opencode_memoryd.compose import App
+    from opencode_memoryd.serve.sources import TrackedSource
+    from opencode_memoryd.state.db import StateDB
     from opencode_memoryd.usecases.service import Service
+
+log = structlog.get_logger(__name__)
 
 #: The MCP SDK is imported this long (s) after the start, or at the first MCP connection
 #: if sooner: its import (most of a second of CPU) would slow the first commands.
@@ -52,6 +60,11 @@ class CommandServing:
     _mcp: MCPHost | None
     #: set by the start once the capture code is loaded (see :data:`CAPTURE_ROUTES`)
     _capture_loaded: threading.Event
+    state: StateDB
+    own_writes: OwnWrites
+    _sources: dict[str, TrackedSource]
+    #: provided by :class:`~opencode_memoryd.serve.jobs.SessionJobs`
+    wake_worker: Callable[..., None]
 
     def step_aside(self) -> None:
         """Let the commands being served go first: called by the background work (start-up
@@ -82,7 +95,31 @@ class CommandServing:
 
     def _route(self, route: str, payload: dict[str, Any]) -> Any:
         """Run a use case for the control socket or the MCP host; one of
-        :data:`CAPTURE_ROUTES` first waits for the start to load the capture code."""
+        :data:`CAPTURE_ROUTES` first waits for the start to load the capture code. A
+        session's first ``context`` request first lets the worker capture what its project
+        said last (:mod:`opencode_memoryd.serve.own_writes`)."""
         if route in CAPTURE_ROUTES:
             self._capture_loaded.wait(CAPTURE_WAIT_SECONDS)
+        if (route == "context" and self._capture_loaded.is_set()
+                and self.app.config.context.capture_first_seconds > 0
+                and isinstance(payload.get("directory"), str)
+                and self.own_writes.first_ask(payload.get("session"))):
+            self._capture_first(payload["directory"], payload.get("session"))
         return call(self.service, route, payload)
+
+    def _capture_first(self, directory: str, session: str | None) -> None:
+        """Make the queued sessions of ``directory``'s project due now and wait for the
+        worker to go through them, at most ``[context] capture_first_seconds``."""
+        keys = queued_of_project(self._sources, self.state.queue(), normalize_dir(directory),
+                                 skip=session)
+        if not keys:
+            return
+        now_ms = int(self.clock().timestamp() * 1000)
+
+        def start() -> None:
+            self.state.queue_expedite(keys, now_ms)
+            self.wake_worker()
+
+        asked, done = self.own_writes.wait_for(
+            keys, start, self.app.config.context.capture_first_seconds)
+        log.info("capture_first", sessions=asked, done=done)

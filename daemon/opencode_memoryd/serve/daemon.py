@@ -61,6 +61,7 @@ from opencode_memoryd.serve.control_server import ControlServer
 from opencode_memoryd.serve.jobs import Pause
 from opencode_memoryd.serve.mcp_host import MCPHost
 from opencode_memoryd.serve.notify import sd_notify
+from opencode_memoryd.serve.own_writes import OwnWrites
 from opencode_memoryd.serve.signals import StopSignals
 from opencode_memoryd.serve.sources import SourceTracking, TrackedSource
 from opencode_memoryd.serve.timed import DREAM_EXECUTOR, TimedWork
@@ -132,6 +133,7 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
         self.last_dream: dict[str, str] = {}
         self._work_wake = threading.Event()
         self._held = {}
+        self.own_writes = OwnWrites()
         self.scheduler: BaseScheduler | None = None  # made once commands are served
 
     # -- start-up ---------------------------------------------------------------------

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from opencode_memoryd.capture.report import SessionReport
     from opencode_memoryd.compose import App
     from opencode_memoryd.config.daemon import DaemonConfig
+    from opencode_memoryd.serve.own_writes import OwnWrites
     from opencode_memoryd.serve.sources import TrackedSource
     from opencode_memoryd.state.db import StateDB
     from opencode_memoryd.store.api import MemoryStore
@@ -81,6 +82,8 @@ class SessionJobs:
     _project_locks: dict[str, threading.Lock]
     _locks_guard: threading.Lock
     _consecutive_failures: int
+    #: the sessions a command waits for (see :mod:`opencode_memoryd.serve.own_writes`)
+    own_writes: OwnWrites
     #: provided by :class:`~opencode_memoryd.serve.daemon.Daemon`: lets a command go first
     step_aside: Callable[[], None]
 
@@ -163,12 +166,14 @@ class SessionJobs:
             for i, (source_id, session_id) in enumerate(due):
                 if self.stop_event.is_set():
                     break  # still queued: the next start resumes it
-                self.step_aside()
+                if not self.own_writes.wanted((source_id, session_id)):
+                    self.step_aside()  # the command waiting for this one goes with it
                 if group.commits != commits:  # the commit forgot the batch's reads
                     self._read_ahead(due[i:], group, ends=False)
                     commits = group.commits
                 self._run_isolated(source_id, session_id, group, ends.get(source_id),
                                    now_ms)
+                self.own_writes.done((source_id, session_id))
                 group.commit_if_due(flush_seconds=flush)
             if due:
                 return None

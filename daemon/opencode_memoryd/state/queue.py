@@ -104,6 +104,16 @@ class QueueTable(StateFile):
                             ).fetchone()
         return int(row[0]) if row and row[0] is not None else due_ms
 
+    def queue_expedite(self, keys: Sequence[tuple[str, str]], now_ms: int) -> None:
+        """Make these queued sessions (``(source_id, session_id)``) due at ``now_ms``
+        unless they are due sooner; sessions not queued are left alone. A light commit."""
+        if not keys:
+            return
+        with self._tx(durable=False, outbox=False) as c:
+            c.exec_driver_sql("UPDATE queue SET due_ms=:n WHERE source_id=:s AND "
+                              "session_id=:sid AND due_ms > :n",
+                              [{"s": s, "sid": sid, "n": now_ms} for s, sid in keys])
+
     def queue_failed(self, source_id: str, session_id: str, error: str) -> int:
         """Count a failed attempt of a queued session; return its attempt count."""
         with self._tx(durable=False, outbox=False) as c:

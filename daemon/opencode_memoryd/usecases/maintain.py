@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -252,8 +253,11 @@ def capture_now(app: AppPort, state: StateDB, store: MemoryStore, extractor: Ext
     left for later, so this never reads a turn mid-way.
 
     Returns:
-        ``{"session_id", "title", "report": SessionReport dict}``, or ``{"session_id":
-        None, "reason"}`` when no session of the directory is known.
+        ``{"session_id", "title", "report": SessionReport dict, "message"}``, where
+        ``message`` says what happened in words (:func:`capture_message`: "captured 2
+        memories", "the turn is still running …", "nothing new since 10:42"); or
+        ``{"session_id": None, "reason", "message"}`` when no session of the directory
+        is known.
 
     Raises:
         SourceError: no database, or one that cannot be opened.
@@ -274,8 +278,9 @@ def capture_now(app: AppPort, state: StateDB, store: MemoryStore, extractor: Ext
                 if newest is None or active > newest[2]:
                     newest = (s, path, active)
     if newest is None:
-        return {"session_id": None, "reason": f"no OpenCode session found for {directory}"}
-    session, path, _active = newest
+        reason = f"no OpenCode session found for {directory}"
+        return {"session_id": None, "reason": reason, "message": reason}
+    session, path, active = newest
     with app.open_source(path) as source:
         proc = SessionProcessor(source, state, store, extractor, app.limits(), clock=app.clock,
                                 user_id=app.user_id, summarizer=summarizer,
@@ -283,4 +288,30 @@ def capture_now(app: AppPort, state: StateDB, store: MemoryStore, extractor: Ext
         with lock_for(session.project_key):
             report = proc.process(session)
     log.info("capture_now", session_id=session.id, added=report.added)
-    return {"session_id": session.id, "title": session.title, "report": report.as_dict()}
+    return {"session_id": session.id, "title": session.title, "report": report.as_dict(),
+            "message": capture_message(report.added + report.summaries, report.waiting,
+                                       report.error, active)}
+
+
+def capture_message(added: int, waiting: bool, error: str | None, newest_ms: int) -> str:
+    """What ``capture-now`` did, in words for the agent and the user.
+
+    Args:
+        added: memories written (facts and session summaries).
+        waiting: a turn after the ones read is still running (its words are read once it
+            has ended).
+        error: the session's error, if it failed.
+        newest_ms: the session's newest activity (ms since the epoch), shown in local time
+            when nothing was new.
+    """
+    if error:
+        return f"capture failed: {error}"
+    parts = []
+    if added:
+        parts.append(f"captured {added} memor{'y' if added == 1 else 'ies'}")
+    if waiting:
+        parts.append("the turn is still running: what it says is captured after it ends")
+    if not parts:
+        when = datetime.fromtimestamp(newest_ms / 1000, tz=UTC).astimezone()
+        return f"nothing new since {when:%H:%M}: everything said is already captured"
+    return "; ".join(parts)
