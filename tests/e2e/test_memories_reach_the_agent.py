@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from conftest import wait_until
 from fake_openai import FakeOpenAI
 from opencode_memoryd.models import Memory
 
@@ -352,3 +353,30 @@ def test_the_cli_run_from_the_agents_shell_gets_the_agents_limits(
     block = memoryd.cli_json("context", "--dir", str(sandbox.project))["text"]
     assert "banana" not in block and PNPM in block
     assert block.index("VPN") > block.index("### Noted by the agent (unconfirmed)")
+
+
+def test_a_fact_said_in_one_session_is_in_the_block_of_the_next_one(
+        opencode_sandbox: OpenCodeSandbox) -> None:
+    """The next session opens while the first one is still in its quiet period (60 s):
+    its first block request captures the first session first."""
+    sandbox = opencode_sandbox
+    side = Memoryd(sandbox, config="[context]\ncapture_first_seconds = 1.0\n")
+    side.seed(seeds(sandbox))
+    side.start()
+    side.install_opencode()
+    try:
+        told = sandbox.run("Remember that the CI runs on Buildkite.")
+
+        def queued() -> bool:
+            pending = side.cli_json("status")["daemon"]["pending"] or []
+            return told.session_id in [p["session_id"] for p in pending]
+
+        assert wait_until(queued, timeout=60, interval=0.1)
+        assert "The CI runs on Buildkite." not in json.dumps(side.memories())
+
+        asked = sandbox.run("which CI do we use")
+        block = block_of(asked.chat_requests[0]) or ""
+        assert '"The CI runs on Buildkite."' in block
+        assert block_of(asked.chat_requests[-1]) == block
+    finally:
+        side.close()
