@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``context`` to the CLI."""
     c = sub.add_parser("context", help=COMMANDS["context"])
     where = c.add_mutually_exclusive_group(required=True)
-    where.add_argument("--dir", metavar="DIR", help="the session's folder")
+    where.add_argument("--dir", metavar="DIR", type=normalize_dir, help="the session's folder")
     where.add_argument("--project", metavar="ID", help="an OpenCode project id")
     c.add_argument("--session", metavar="ID",
                    help="the session (a sub-agent session gets nothing)")

@@ -10,6 +10,7 @@ from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
 from opencode_memoryd.cli.manage import as_agent
+from opencode_memoryd.config.xdg import normalize_dir
 from opencode_memoryd.errors import NotFoundError
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``dream`` and ``journal`` to the CLI."""
     d = sub.add_parser("dream", help=COMMANDS["dream"])
     dw = d.add_mutually_exclusive_group(required=True)
-    dw.add_argument("--dir", metavar="DIR", help="dream DIR's project")
+    dw.add_argument("--dir", metavar="DIR", type=normalize_dir, help="dream DIR's project")
     dw.add_argument("--user", action="store_true", help="dream the user scope")
     dw.add_argument("--undo", metavar="RUN_ID", help="restore the memories as they were "
                                                      "before that dream")
@@ -31,7 +32,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     j = sub.add_parser("journal", help=COMMANDS["journal"])
     jw = j.add_mutually_exclusive_group()
-    jw.add_argument("--dir", metavar="DIR", help="only the dreams of DIR's project")
+    jw.add_argument("--dir", metavar="DIR", type=normalize_dir,
+                    help="only the dreams of DIR's project")
     jw.add_argument("--user", action="store_true", help="only the dreams of the user scope")
     j.add_argument("--db", metavar="PATH", help="OpenCode database used to resolve --dir")
     j.add_argument("--limit", type=int, default=20, metavar="N", help="entries (default 20)")

@@ -16,6 +16,7 @@ from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.connect import via_daemon
 from opencode_memoryd.cli.exits import EXIT_OK
 from opencode_memoryd.cli.render import print_json, table
+from opencode_memoryd.config.xdg import normalize_dir
 from opencode_memoryd.usecases import limits
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     s = hs.add_parser("sessions", help="recent top-level sessions of a project "
                                        "(sub-agent sessions are counted, not listed)")
-    s.add_argument("--dir", metavar="DIR", default=os.curdir,
+    s.add_argument("--dir", metavar="DIR", type=normalize_dir, default=os.curdir,
                    help="the project folder (default: the current folder)")
     s.add_argument("--limit", type=_whole(1), default=20, metavar="N",
                    help=f"sessions (default 20, at most {limits.MAX_SESSIONS})")
@@ -68,7 +69,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     q = hs.add_parser("search", help="find words in a project's conversations, newest "
                                      "first")
     q.add_argument("query", metavar="QUERY", help="words that must all occur (any case)")
-    q.add_argument("--dir", metavar="DIR", default=os.curdir,
+    q.add_argument("--dir", metavar="DIR", type=normalize_dir, default=os.curdir,
                    help="the project folder (default: the current folder)")
     q.add_argument("--limit", type=_whole(1), default=20, metavar="N",
                    help=f"hits (default 20, at most {limits.MAX_HITS})")

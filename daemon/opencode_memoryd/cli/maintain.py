@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        epilog=EXIT_CODES_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     target = m.add_mutually_exclusive_group(required=True)
-    target.add_argument("--dir", metavar="DIR",
+    target.add_argument("--dir", metavar="DIR", type=normalize_dir,
                         help="the project folder: sessions whose project worktree is DIR or "
                              "whose directory is DIR or below it (DIR need not exist here)")
     target.add_argument("--all", action="store_true", help="every project")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_NOT_FOUND, EXIT_OK, EXIT_REFUSED, EXIT_USAGE
+from opencode_memoryd.config.xdg import normalize_dir
 from opencode_memoryd.errors import NotFoundError, RefusedError, RequestError
 from opencode_memoryd.vocab import FACT_TYPES
 
@@ -32,7 +33,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "reports the memory that holds it.")
     a.add_argument("text", help="the fact, one or two sentences")
     where = a.add_mutually_exclusive_group(required=True)
-    where.add_argument("--dir", metavar="DIR", help="a memory of DIR's project")
+    where.add_argument("--dir", metavar="DIR", type=normalize_dir, help="a memory of DIR's project")
     where.add_argument("--user", action="store_true",
                        help="a user-scope memory (yours, in every project)")
     a.add_argument("--type", choices=FACT_TYPES, default=None,

@@ -9,6 +9,7 @@ from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.connect import run_use_case
 from opencode_memoryd.cli.exits import EXIT_OK, EXIT_USAGE
 from opencode_memoryd.cli.render import print_memories
+from opencode_memoryd.config.xdg import normalize_dir
 from opencode_memoryd.errors import NotFoundError
 
 TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
@@ -22,7 +23,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``list``, ``search`` and ``show`` to the CLI."""
     ls = sub.add_parser("list", help=COMMANDS["list"])
     which = ls.add_mutually_exclusive_group()
-    which.add_argument("--dir", metavar="DIR", help="only the memories of DIR's project")
+    which.add_argument("--dir", metavar="DIR", type=normalize_dir,
+                       help="only the memories of DIR's project")
     which.add_argument("--user", action="store_true", help="only user-scope memories")
     ls.add_argument("--db", metavar="PATH", help="OpenCode database used to resolve --dir "
                     "(without one: the projects stored for DIR or a parent folder)")
@@ -33,7 +35,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     s = sub.add_parser("search", help=COMMANDS["search"])
     s.add_argument("query")
-    s.add_argument("--dir", metavar="DIR",
+    s.add_argument("--dir", metavar="DIR", type=normalize_dir,
                    help="DIR's project memories and user-scope memories only")
     s.add_argument("--db", metavar="PATH", help="OpenCode database used to resolve --dir")
     s.add_argument("--limit", type=int, default=10, metavar="N", help="results (default 10)")
