@@ -6,26 +6,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from test_mcp import World, make_world
+from test_mcp import World, world  # noqa: F401  (the MCP tests' running daemon)
 
 pytestmark = pytest.mark.slow
 
 PNPM = "Always use pnpm, never npm."
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    w = make_world(tmp_path_factory.mktemp("reldir"))
-    try:
-        yield w
-    finally:
-        w.stop()
 
 
 def cli_json(w: World, cwd: Path, *args: str) -> Any:
@@ -37,7 +27,7 @@ def cli_json(w: World, cwd: Path, *args: str) -> Any:
     return json.loads(done.stdout)
 
 
-def test_list_and_search_read_the_folder_of_the_shell(world: World) -> None:
+def test_list_and_search_read_the_folder_of_the_shell(world: World) -> None:  # noqa: F811
     sub = world.project / "src" / "deep"
     sub.mkdir(parents=True, exist_ok=True)
     listed = cli_json(world, world.project, "list", "--dir", ".")
@@ -46,6 +36,6 @@ def test_list_and_search_read_the_folder_of_the_shell(world: World) -> None:
     assert PNPM in [h["content"] for h in found]
 
 
-def test_history_defaults_to_the_folder_of_the_shell(world: World) -> None:
+def test_history_defaults_to_the_folder_of_the_shell(world: World) -> None:  # noqa: F811
     sessions = cli_json(world, world.project, "history", "sessions")
     assert world.session in [s["id"] for s in sessions]
