@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import shutil
 import sys
 import tempfile
@@ -159,6 +160,24 @@ def facts(svc: Service) -> list[str]:
     return [m["content"] for m in svc.list() if m["type"] not in NOT_FACTS]
 
 
+def missing(dbs: dict[str, Path], questions: list[Question]) -> list[str]:
+    """What is wrong with the questions against what rules mode captures: every question
+    whose answer is not among the facts captured from its database, or whose project is
+    not in that database's manifest; ``[]`` when all is well."""
+    problems = []
+    for name, path in dbs.items():
+        asked = [q for q in questions if q.db == name]
+        trees = worktrees(path)
+        with captured(path, "none") as (svc, _copy):
+            stored = {normalize_text(t) for t in facts(svc)}
+        for q in asked:
+            if q.project not in trees:
+                problems.append(f"{q.text!r}: no project {q.project!r} in {name}")
+            elif normalize_text(q.answer) not in stored:
+                problems.append(f"{q.text!r}: {q.answer!r} is not captured from {name}")
+    return problems
+
+
 def rank(svc: Service, q: Question, directory: str, db: Path) -> tuple[int, list[str]]:
     """The 1-based rank of ``q``'s answer in the top 10 (0: absent) and the top texts."""
     hits = svc.search(query=q.text, directory=directory, db=str(db), limit=10)
@@ -248,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
                          'product has provider = "local"')
     args = ap.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    # the redaction catalogue's compiled form: in this checkout's cache, not the home's
+    os.environ.setdefault("KF_RULE_CACHE_DIR", str(ROOT / ".cache" / "kingfisher"))
     dbs, questions = load(args.data)
     print(f"{len(questions)} questions over {len(dbs)} databases")
     if args.only != "hybrid":
