@@ -230,10 +230,14 @@ def run(label: str, provider: str, dbs: dict[str, Path], questions: list[Questio
     by_cat: dict[str, list[int]] = defaultdict(list)
     for q, r, _ in results:
         by_cat[q.category].append(r)
-    print(f"  {'category':<14} {'n':>4} {'top-1':>6} {'top-3':>6} {'MRR':>6}")
-    for cat in sorted(by_cat):
-        c1, c3, cm = score(by_cat[cat])
-        print(f"  {cat:<14} {len(by_cat[cat]):>4} {c1:>6.3f} {c3:>6.3f} {cm:>6.3f}")
+    by_db: dict[str, list[int]] = defaultdict(list)
+    for q, r, _ in results:
+        by_db[q.db].append(r)
+    for title, groups in (("category", by_cat), ("database", by_db)):
+        print(f"  {title:<14} {'n':>4} {'top-1':>6} {'top-3':>6} {'MRR':>6}")
+        for key in sorted(groups):
+            c1, c3, cm = score(groups[key])
+            print(f"  {key:<14} {len(groups[key]):>4} {c1:>6.3f} {c3:>6.3f} {cm:>6.3f}")
     print("  not first (rank, question -> what came first):")
     for q, r, top in results:
         if r != 1:
