@@ -45,6 +45,7 @@ import structlog
 
 from opencode_memoryd.compose import App
 from opencode_memoryd.config.loader import load_config
+from opencode_memoryd.extract.facts import content_words
 from opencode_memoryd.models import normalize_text
 from opencode_memoryd.store.api import Embedder
 from opencode_memoryd.usecases.service import Service, open_local
@@ -233,11 +234,15 @@ def run(label: str, provider: str, dbs: dict[str, Path], questions: list[Questio
     by_db: dict[str, list[int]] = defaultdict(list)
     for q, r, _ in results:
         by_db[q.db].append(r)
-    for title, groups in (("category", by_cat), ("database", by_db)):
-        print(f"  {title:<14} {'n':>4} {'top-1':>6} {'top-3':>6} {'MRR':>6}")
+    by_words: dict[str, list[int]] = defaultdict(list)
+    for q, r, _ in results:
+        shared = content_words(q.text) & content_words(q.answer)
+        by_words["shares a word" if shared else "no shared word"].append(r)
+    for title, groups in (("category", by_cat), ("database", by_db), ("with answer", by_words)):
+        print(f"  {title:<16} {'n':>4} {'top-1':>6} {'top-3':>6} {'MRR':>6}")
         for key in sorted(groups):
             c1, c3, cm = score(groups[key])
-            print(f"  {key:<14} {len(groups[key]):>4} {c1:>6.3f} {c3:>6.3f} {cm:>6.3f}")
+            print(f"  {key:<16} {len(groups[key]):>4} {c1:>6.3f} {c3:>6.3f} {cm:>6.3f}")
     print("  not first (rank, question -> what came first):")
     for q, r, top in results:
         if r != 1:
