@@ -47,7 +47,8 @@ def waited_ms(db: OpenCodeDB, session: SessionRow, mark: Mark | None, *, storage
     idle = (Idle(session.time_idle, session.time_suspended)
             if session.table == "session_v2" else None)
     done = finished_prefix(turns, now_ms=now_ms, abandoned_ms=limits.abandoned_ms,
-                           settle_ms=limits.settle_ms, idle=idle)
+                           settle_ms=limits.settle_ms, idle=idle,
+                           unconfirmed_ms=limits.unconfirmed_ms)
     return now_ms - done[0].last_write_ms if done else None
 
 
