@@ -5,7 +5,8 @@ Two sources: the daemon's queue in the state file (a session queued that long ag
 attempts and last error), and the database against the high-water marks (a session with a
 finished turn after its mark that has been quiet that long). The finished-turn rule is the
 one capture applies (:mod:`opencode_memoryd.source.turns`: fork copies dropped, quiet for
-``opencode.settle_seconds``, a turn in flight longer than
+``opencode.settle_seconds``, a 2.x turn whose last step ended and not marked idle after
+``opencode.unconfirmed_turn_seconds``, a turn in flight longer than
 ``opencode.abandoned_turn_seconds`` counts as finished). The daemon extracts a session at
 the latest ``max_wait_seconds`` after its first change, so a turn older than that is stuck.
 """
