@@ -15,12 +15,23 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
+import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import FIXTURES, cli_json, marks
+from conftest import (
+    FIXTURES,
+    cli_json,
+    marks,
+    read_marks,
+    start_daemon,
+    wait_until,
+    write_config,
+)
 from opencode_memoryd.source.reader import OpenCodeDB
 from opencode_memoryd.source.turns import Idle, finished_prefix, group_turns
 from opencode_memoryd.source.v2rows import message_from_v2
@@ -129,3 +140,54 @@ def test_a_2x_claim_counts_as_a_turn_in_flight_only_for_the_quiet_time(
         assert in_flight(now - QUIET_MS, unconfirmed_ms=None)  # as before
     finally:
         w.close()
+
+
+@pytest.fixture
+def daemon(tmp_path: Path, isolated_env: dict[str, str]) -> Iterator[tuple[Path, Path]]:
+    """A running daemon over a SYNTHETIC 2.x database in OpenCode's data dir, caught up;
+    yields the database and the config (2.x quiet time 1 s); killed in teardown."""
+    db = Path(isolated_env["XDG_DATA_HOME"]) / "opencode" / "opencode.db"
+    db.parent.mkdir(parents=True)
+    shutil.copyfile(FIXTURES / "opencode-v2-sample.db", db)
+    make_synthetic_2x(db)
+    cfg = write_config(tmp_path / "daemon.toml", """
+[opencode]
+settle_seconds = 0.2
+unconfirmed_turn_seconds = 1
+[extraction]
+mode = "rules"
+[daemon]
+quiet_period_seconds = 0.3
+max_wait_seconds = 30
+sweep_interval_seconds = 600
+poll_interval_seconds = 0.2
+""")
+    proc = start_daemon(cfg, isolated_env)
+    try:
+        yield db, cfg
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=20)
+        assert proc.returncode == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.slow
+def test_a_running_daemon_reads_a_synthetic_2x_turn_while_the_claim_is_held(
+        daemon: tuple[Path, Path], state_db: Path) -> None:
+    db, cfg = daemon
+    assert wait_until(lambda: SID in read_marks(state_db))  # caught up
+    w = V2Writer(db, table="session_v2", pause=0.05)
+    w.claim(SID)
+    ids = w.append_turn(SID, "remember: hotfixes need two reviewers", busy=True)
+    w.close()
+    assert wait_until(lambda: read_marks(state_db).get(SID) == ids["assistants"][-1])
+    with sqlite3.connect(db) as c:  # the busy period goes on: never marked idle
+        row = c.execute("SELECT time_suspended, time_idle FROM session_v2 WHERE id = ?",
+                        (SID,)).fetchone()
+    assert row[0] is not None and row[1] is None
+    memories = cli_json("--config", str(cfg), "list")
+    assert [m["message_ids"] for m in memories if "hotfix" in m["content"].lower()] == [
+        [ids["user"]]]
