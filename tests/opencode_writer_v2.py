@@ -181,52 +181,78 @@ class V2Writer:
             self.update(mid, data)
         return mid, data
 
+    def user(self, sid: str, text: str) -> str:
+        """Write a user row (updated again a moment later, as observed); return its id."""
+        user = {"time": {"created": self.now_ms()}, "text": text}
+        umid = self.row(sid, "user", user, gap=2)  # prompt.admitted, then prompted
+        time.sleep(self.pause)
+        self.update(umid, user)
+        return umid
+
+    def tool_step(self, sid: str, umid: str, bash: str) -> str:
+        """Write a completed ``tool-calls`` step whose bash result sits in its ``content``;
+        return its id."""
+        tool = {"type": "tool", "id": "call_" + umid[-10:], "name": "bash",
+                "provider": {"executed": False},
+                "state": {"status": "completed",
+                          "input": {"command": bash, "description": "Run it"},
+                          "content": [{"type": "text", "text": "ok\n"},
+                                      {"type": "text", "text": "Command exited with code 0."}],
+                          "structured": {"exit": 0, "truncated": False}}}
+        return self._assistant(sid, [tool], "tool-calls")[0]
+
+    def answer(self, sid: str, text: str, *, finish: bool = True) -> tuple[str, dict[str, Any]]:
+        """Write a text step, ended with ``finish: stop`` unless ``finish`` is false (then
+        in flight); return its id and ``data``."""
+        return self._assistant(sid, [{"type": "text", "id": "text-0", "text": text}],
+                               "stop" if finish else None)
+
     def append_turn(self, sid: str, user_text: str, reply_text: str = "Done.", *,
-                    bash: str | None = None, finish: bool = True) -> dict[str, Any]:
+                    bash: str | None = None, finish: bool = True, busy: bool = False
+                    ) -> dict[str, Any]:
         """Write one turn: the user row (updated again), with ``bash`` a ``tool-calls``
         step whose tool result sits in its ``content``, then the answering step.
 
         With ``finish=False`` the last step stays in flight; finish it with
-        :meth:`complete`. Returns ``{"user", "assistants": [ids], "last": data, "end"}``:
-        ``end`` is the turn's last row (the ``idle`` row in the 2.x layout).
+        :meth:`complete`. With ``busy=True`` (2.x) the step ends but the session's busy
+        period goes on (a queued prompt or background work): no :meth:`end_turn`.
+        Returns ``{"user", "assistants": [ids], "last": data, "end"}``: ``end`` is the
+        turn's last row (the ``idle`` row in the 2.x layout).
         """
-        user = {"time": {"created": self.now_ms()}, "text": user_text}
-        umid = self.row(sid, "user", user, gap=2)  # prompt.admitted, then prompted
-        time.sleep(self.pause)
-        self.update(umid, user)
-        assistants = []
-        if bash:
-            tool = {"type": "tool", "id": "call_" + umid[-10:], "name": "bash",
-                    "provider": {"executed": False},
-                    "state": {"status": "completed",
-                              "input": {"command": bash, "description": "Run it"},
-                              "content": [{"type": "text", "text": "ok\n"},
-                                          {"type": "text", "text": "Command exited with "
-                                                                   "code 0."}],
-                              "structured": {"exit": 0, "truncated": False}}}
-            assistants.append(self._assistant(sid, [tool], "tool-calls")[0])
-        mid, data = self._assistant(sid, [{"type": "text", "id": "text-0", "text": reply_text}],
-                                    "stop" if finish else None)
+        umid = self.user(sid, user_text)
+        assistants = [self.tool_step(sid, umid, bash)] if bash else []
+        mid, data = self.answer(sid, reply_text, finish=finish)
         assistants.append(mid)
-        end = (self.end_turn(sid) or mid) if finish else mid
+        end = (self.end_turn(sid) or mid) if finish and not busy else mid
         return {"user": umid, "assistants": assistants, "last": data, "end": end}
 
-    def complete(self, sid: str, mid: str, data: dict[str, Any]) -> str:
-        """Finish an in-flight step (``finish`` and ``time.completed``) and end the turn;
-        return the turn's last row id."""
+    def complete(self, sid: str, mid: str, data: dict[str, Any], *, busy: bool = False
+                 ) -> str:
+        """Finish an in-flight step (``finish`` and ``time.completed``) and, unless
+        ``busy``, end the turn; return the turn's last row id."""
         data["finish"] = "stop"
         data["time"]["completed"] = self.now_ms()
         self.update(mid, data)
-        return self.end_turn(sid) or mid
+        return mid if busy else (self.end_turn(sid) or mid)
+
+    def claim(self, sid: str) -> None:
+        """2.x: the busy period's claim, ``time_suspended`` = now unless already held
+        (``SessionStore.claim``, on the commit of ``session.execution.started``)."""
+        self._commit("UPDATE session_v2 SET time_suspended = ? "
+                     "WHERE id = ? AND time_suspended IS NULL", (self.now_ms(), sid))
 
     def end_turn(self, sid: str) -> str | None:
-        """2.x only: the ``idle`` row and ``session_v2.time_idle``; return the row id."""
+        """2.x only: the end of the busy period (``session.execution.succeeded``): the
+        ``idle`` row, ``session_v2.time_idle``/``idle_outcome``, then the claim released
+        (``time_suspended`` cleared); return the idle row's id."""
         if self.table != "session_v2":
             return None
         ms = self.now_ms()
-        mid = self.row(sid, "idle", {"time": {"created": ms}, "outcome": "completed"})
-        self._commit("UPDATE session_v2 SET time_idle = ?, idle_outcome = 'completed' "
+        mid = self.row(sid, "idle", {"time": {"created": ms}, "outcome": "succeeded"})
+        self._commit("UPDATE session_v2 SET time_idle = ?, idle_outcome = 'succeeded' "
                      "WHERE id = ?", (ms, sid))
+        self._commit("UPDATE session_v2 SET time_suspended = NULL, resume_attempts = 0 "
+                     "WHERE id = ?", (sid,))
         return mid
 
 

@@ -251,6 +251,7 @@ class App:
         return Limits(
             abandoned_ms=int(o.abandoned_turn_seconds * 1000),
             settle_ms=int(o.settle_seconds * 1000),
+            unconfirmed_ms=int(o.unconfirmed_turn_seconds * 1000),
             max_chunk_tokens=x.max_chunk_tokens,
             tool_output_chars=x.tool_output_chars,
             near_duplicate_similarity=self.config.dedup.near_duplicate_similarity,

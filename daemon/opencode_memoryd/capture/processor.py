@@ -276,7 +276,8 @@ class SessionProcessor:
             turns = group_turns(real)
             now_ms = int(self.clock().timestamp() * 1000)
             done = finished_prefix(turns, now_ms=now_ms, abandoned_ms=self.limits.abandoned_ms,
-                                   settle_ms=self.limits.settle_ms, idle=idle)
+                                   settle_ms=self.limits.settle_ms, idle=idle,
+                                   unconfirmed_ms=self.limits.unconfirmed_ms)
             report.waiting = len(done) < len(turns)
             if full_batch and len(turns) > 1 and len(done) == len(turns):
                 done = done[:-1]  # the batch may have cut the last turn short

@@ -39,6 +39,8 @@ class Limits:
 
     abandoned_ms: int = 1_800_000
     settle_ms: int = 2_000
+    #: a 2.x turn not confirmed idle, its last step ended: read after this quiet time
+    unconfirmed_ms: int = 60_000
     max_chunk_tokens: int = 6000
     tool_output_chars: int = 160
     near_duplicate_similarity: float = 0.85

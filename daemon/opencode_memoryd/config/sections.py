@@ -67,6 +67,17 @@ class OpencodeConfig(Section):
             "OpenCode's trailing writes land first. 0 to 3600."
         ),
     )
+    unconfirmed_turn_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        le=366 * DAY,
+        description=(
+            "An OpenCode 2.x turn whose last step ended (completed, not a tool call) is read "
+            "after this many seconds without a write even when OpenCode has not marked the "
+            "session idle (it does so only once queued prompts and background work are done). "
+            "0 to 31622400."
+        ),
+    )
     busy_timeout_ms: int = Field(
         default=3000,
         ge=0,

@@ -291,8 +291,9 @@ class SessionJobs:
                 batch.queue_done(source_id, session_id, now_ms)
                 group.note(source_id, session_id)
                 return
-            if src.db.in_flight(session_id, now_ms=now_ms,
-                                abandoned_ms=self.app.limits().abandoned_ms, row=session):
+            limits = self.app.limits()
+            if src.db.in_flight(session_id, now_ms=now_ms, abandoned_ms=limits.abandoned_ms,
+                                row=session, unconfirmed_ms=limits.unconfirmed_ms):
                 self._retry(source_id, session_id, max(self.cfg.quiet_period_seconds, 1.0),
                             "turn in flight")
                 return

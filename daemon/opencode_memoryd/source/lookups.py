@@ -151,19 +151,22 @@ class SessionLookups:
             return True
 
     def in_flight(self, session_id: str, *, now_ms: int, abandoned_ms: int,
-                  row: SessionRow | None = None) -> bool:
+                  row: SessionRow | None = None, unconfirmed_ms: int | None = None) -> bool:
         """Whether the session (or a sub-agent of it) has an assistant message in flight.
 
         Looks at the newest 20 messages (assistant rows, in ``session_message``) of the
         session and of its child sessions, each in the storage it is read from; a message
         in flight for longer than ``abandoned_ms`` does not count (a crashed OpenCode leaves
-        one forever). A 2.x session whose ``time_suspended`` is set (a turn claimed or
-        running) for less than ``abandoned_ms`` is in flight too. ``row``: the session's
-        row when the caller has just read it (else it is looked up).
+        one forever). A 2.x session whose ``time_suspended`` is set (its busy period
+        claimed: a turn running, or waiting for queued prompts or background work) less
+        than ``unconfirmed_ms`` ago (``None``: ``abandoned_ms``) is in flight too; an older
+        claim, or one that is no past time, is left to the finished-turn rule. ``row``: the
+        session's row when the caller has just read it (else it is looked up).
         """
         session = row if row is not None and row.id == session_id else self.session(session_id)
+        claimed_for = abandoned_ms if unconfirmed_ms is None else min(abandoned_ms, unconfirmed_ms)
         if (session is not None and session.time_suspended
-                and now_ms - session.time_suspended < abandoned_ms):
+                and 0 <= now_ms - session.time_suspended < claimed_for):
             return True
         for sid in [session_id, *reader_v2.child_ids(self._rows, self.schema, session_id)]:
             if self.storage_of(sid) == STORAGE_SESSION_MESSAGE:

@@ -24,10 +24,15 @@ Rules, as observed on databases written by OpenCode 1.2.1 to 1.18.33:
 For v2 turns two more rules apply: a turn followed by a later user row is finished once
 every answer has ``time.completed`` (or an error), even when the newest one says
 ``tool-calls`` (the run moved on: a prompt steered into it); and in a 2.x session
-(``session_v2``) the turn must also be confirmed idle (:class:`Idle`): an ``idle`` row after
-its newest answer, or ``time_idle`` at or after that answer's completion with
-``time_suspended`` unset (reported for 2.x, not observed). A turn never confirmed counts as
-finished once ``abandoned_ms`` passed, like a crashed one.
+(``session_v2``) the turn is finished at once when confirmed idle (:class:`Idle`): an
+``idle`` row after its newest answer, or ``time_idle`` at or after that answer's completion
+with ``time_suspended`` unset. OpenCode 2.x writes those only when the session's whole busy
+period ends (every queued prompt and background job included; read from its source, see
+the README, "The end of an OpenCode 2.x turn"), so a turn not confirmed counts as finished
+once it has had no write for ``unconfirmed_ms``: what keeps a turn from being read mid-way
+then is its newest answer's ``time.completed`` with a ``finish`` other than ``tool-calls``,
+no answer still in flight, and that quiet time. Without ``unconfirmed_ms`` such a turn
+waits ``abandoned_ms``.
 """
 
 from __future__ import annotations
@@ -115,7 +120,8 @@ def _confirmed_idle(turn: Turn, newest: MessageRow, idle: Idle) -> bool:
 
 
 def is_finished(turn: Turn, *, now_ms: int, abandoned_ms: int, settle_ms: int,
-                followed: bool = False, idle: Idle | None = None) -> bool:
+                followed: bool = False, idle: Idle | None = None,
+                unconfirmed_ms: int | None = None) -> bool:
     """Apply the finished-turn rule (see the module docstring).
 
     Args:
@@ -126,6 +132,9 @@ def is_finished(turn: Turn, *, now_ms: int, abandoned_ms: int, settle_ms: int,
             trailing write lands about 100 ms after the last ``time.completed``).
         followed: a later turn exists (used for v2 turns only).
         idle: the session's idle state when it is a 2.x (``session_v2``) session.
+        unconfirmed_ms: how long (ms) a 2.x turn whose newest answer ended with a final
+            ``finish`` must have had no write to count as finished when the session is not
+            confirmed idle; ``None``: ``abandoned_ms`` after that answer's completion.
     """
     if now_ms - turn.last_write_ms < settle_ms:
         return False
@@ -151,24 +160,27 @@ def is_finished(turn: Turn, *, now_ms: int, abandoned_ms: int, settle_ms: int,
         # Another step should follow; only an abandoned turn ends here.
         return age >= abandoned_ms
     if v2 and idle is not None and not _confirmed_idle(turn, newest, idle):
+        if unconfirmed_ms is not None and now_ms - turn.last_write_ms >= unconfirmed_ms:
+            return True  # the step ended for good: no later write for that long
         return age >= abandoned_ms
     return True
 
 
 def finished_prefix(
     turns: Sequence[Turn], *, now_ms: int, abandoned_ms: int, settle_ms: int,
-    idle: Idle | None = None,
+    idle: Idle | None = None, unconfirmed_ms: int | None = None,
 ) -> list[Turn]:
     """The leading finished turns: reading stops at the first unfinished one.
 
-    ``idle`` is the session's idle state for a 2.x session (see :func:`is_finished`).
+    ``idle`` is the session's idle state for a 2.x session, ``unconfirmed_ms`` how long
+    one of its turns not confirmed idle must be quiet (see :func:`is_finished`).
     """
     out: list[Turn] = []
     last_user = max((i for i, t in enumerate(turns) if t.user is not None), default=-1)
     for i, t in enumerate(turns):
         followed = i < last_user
         if not is_finished(t, now_ms=now_ms, abandoned_ms=abandoned_ms, settle_ms=settle_ms,
-                           followed=followed, idle=idle):
+                           followed=followed, idle=idle, unconfirmed_ms=unconfirmed_ms):
             break
         out.append(t)
     return out

@@ -5,7 +5,8 @@ Two sources: the daemon's queue in the state file (a session queued that long ag
 attempts and last error), and the database against the high-water marks (a session with a
 finished turn after its mark that has been quiet that long). The finished-turn rule is the
 one capture applies (:mod:`opencode_memoryd.source.turns`: fork copies dropped, quiet for
-``opencode.settle_seconds``, a turn in flight longer than
+``opencode.settle_seconds``, a 2.x turn whose last step ended and not marked idle after
+``opencode.unconfirmed_turn_seconds``, a turn in flight longer than
 ``opencode.abandoned_turn_seconds`` counts as finished). The daemon extracts a session at
 the latest ``max_wait_seconds`` after its first change, so a turn older than that is stuck.
 """
@@ -47,7 +48,8 @@ def waited_ms(db: OpenCodeDB, session: SessionRow, mark: Mark | None, *, storage
     idle = (Idle(session.time_idle, session.time_suspended)
             if session.table == "session_v2" else None)
     done = finished_prefix(turns, now_ms=now_ms, abandoned_ms=limits.abandoned_ms,
-                           settle_ms=limits.settle_ms, idle=idle)
+                           settle_ms=limits.settle_ms, idle=idle,
+                           unconfirmed_ms=limits.unconfirmed_ms)
     return now_ms - done[0].last_write_ms if done else None
 
 
