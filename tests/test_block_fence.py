@@ -221,6 +221,7 @@ PLUGIN_HARNESS = r"""
 import { readFileSync } from "node:fs"
 const blocks = JSON.parse(readFileSync(process.argv[3], "utf8"))
 let answer = ""
+globalThis.Bun = { version: "stand-in" }  // the plugin then uses fetch, as in Bun
 globalThis.fetch = async () => Response.json({ result: { text: answer } })
 const plugin = (await import(process.argv[2])).default
 const hooks = await plugin.server({ project: { id: "p1" }, directory: "/w", worktree: "/w" })

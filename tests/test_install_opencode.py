@@ -63,6 +63,7 @@ def test_the_rendered_plugin_is_valid_javascript(tmp_path: Path) -> None:
 HARNESS = r"""
 const calls = []
 let mode = "ok"
+globalThis.Bun = { version: "stand-in" }  // the plugin then uses fetch, as in Bun
 globalThis.fetch = async (url, options) => {
   calls.push({ url: String(url), unix: options.unix, timed: options.signal instanceof AbortSignal })
   if (mode === "down") throw new Error("ECONNREFUSED")

@@ -25,6 +25,7 @@
 
 import { lstatSync, readFileSync, realpathSync } from "node:fs"
 import { createHash } from "node:crypto"
+import { request as httpRequest } from "node:http"
 import { homedir, tmpdir } from "node:os"
 import { dirname, isAbsolute, join } from "node:path"
 
@@ -154,6 +155,34 @@ const socketPath = () => socketCandidates().find((path) => isAbsolute(path) && o
 
 // --- The block of a session ------------------------------------------------------------
 
+// GET `path` on the Unix socket: { ok, body }. Bun (OpenCode 1.x, and 2.x built on Bun)
+// has fetch with a `unix` option; Node's fetch has none, so there node:http is used.
+const get = async (socket, path) => {
+  if (typeof globalThis.Bun !== "undefined") {
+    const response = await fetch("http://opencode-memoryd" + path, {
+      unix: socket,
+      signal: AbortSignal.timeout(TIMEOUT_MS),
+    })
+    return { ok: response.ok, body: await response.text() }
+  }
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(
+      { socketPath: socket, path, headers: { host: "opencode-memoryd" }, signal: AbortSignal.timeout(TIMEOUT_MS) },
+      (res) => {
+        const chunks = []
+        res.on("data", (chunk) => chunks.push(chunk))
+        res.on("end", () => {
+          const ok = res.statusCode >= 200 && res.statusCode < 300
+          resolve({ ok, body: Buffer.concat(chunks).toString("utf8") })
+        })
+        res.on("error", reject)
+      },
+    )
+    req.on("error", reject)
+    req.end()
+  })
+}
+
 // Asks the daemon for a session's block: "" unless a whole, sealed block comes back.
 const request = async (where) => {
   const socket = socketPath()
@@ -165,12 +194,9 @@ const request = async (where) => {
     worktree: where.worktree ?? "",
     query: (where.query ?? "").slice(0, MAX_QUERY_CHARS),
   })
-  const response = await fetch("http://opencode-memoryd/v1/context?" + params, {
-    unix: socket,
-    signal: AbortSignal.timeout(TIMEOUT_MS),
-  })
-  if (!response.ok) return ""
-  const text = (await response.json())?.result?.text
+  const answer = await get(socket, "/v1/context?" + params)
+  if (!answer.ok) return ""
+  const text = JSON.parse(answer.body)?.result?.text
   if (typeof text !== "string" || !text.trim()) return ""
   return sealed(text) ? text : ""
 }
