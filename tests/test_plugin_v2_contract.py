@@ -26,8 +26,9 @@ anomalyco/opencode (commit and path of each fact):
   ``packages/plugin/src/promise/session.ts``; 0f2daeba ``packages/core/src/plugin/hooks.ts``
   runs the callbacks in order and returns the same event).
 
-The 1.x half (``server``) is called the way 1.18.33 calls it (``tV``/``Gy`` in its binary):
-``server({ project, directory, worktree })``. The genuine 1.18.33 is driven by
+The 1.x half (``server``) is called the way 1.18.33 calls it (its binary's loader, which
+reports "must default export an object with server()"): ``server({ project, directory,
+worktree })``. The genuine 1.18.33 is driven by
 ``tests/e2e``; these tests run the file under Node, whose ``fetch`` has no Unix sockets, so
 they also cover the plugin's ``node:http`` path.
 """

@@ -45,12 +45,14 @@ __all__ = [
     "PLUGIN_HEADER",
     "PLUGIN_ID",
     "SOCKET_ENV_VAR",
+    "describe_socket_search",
     "is_our_plugin",
     "opencode_version",
     "plugin_dirs",
     "plugin_path",
     "plugin_socket",
     "render_plugin",
+    "socket_candidates",
     "version_note",
 ]
 

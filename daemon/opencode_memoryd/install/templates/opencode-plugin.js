@@ -11,8 +11,10 @@
 // One file for OpenCode 1.x and 2.x: the default export is { id, server, setup }.
 // - OpenCode 1.x (1.18.29 and later) calls `server(input)` and uses the hooks it returns.
 //   1.18.33 reads a default export with an `id` or a `server` as a module plugin, requires
-//   `id` for a file plugin, calls `server` and ignores the other keys (read in the shipped
-//   binary: functions `tV`, `eV` and `Gy` of opencode-ai 1.18.33).
+//   `id` for a file plugin, calls `server` and ignores the other keys; a default export
+//   with both `server` and `tui` is refused (read in the shipped opencode-ai 1.18.33
+//   binary: the loader that reports "must default export an object with server()" and
+//   "Path plugin ... must export id").
 // - OpenCode 2.x decodes the default export as `{ id: string, setup: function }` (or
 //   `effect`), refusing the file otherwise, and calls `setup(ctx)`; the plugin registers
 //   `ctx.session.hook("context", ...)` (anomalyco/opencode 07db2b92
@@ -296,7 +298,9 @@ const setup = async (ctx) => {
   const where = (event) => async () => {
     let info = {}
     try {
-      const got = await ctx.session.get({ sessionID: event.sessionID })
+      // bounded: a request never waits on the plugin longer than the daemon's timeout
+      const late = new Promise((resolve) => setTimeout(resolve, TIMEOUT_MS).unref?.())
+      const got = await Promise.race([ctx.session.get({ sessionID: event.sessionID }), late])
       info = got?.data ?? got ?? {}
     } catch {}
     return {
