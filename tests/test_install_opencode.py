@@ -412,6 +412,9 @@ def test_with_opencode_config_dir_the_plugin_goes_there_alone_and_uninstall_rest
     first = report.changes[0]
     assert (first.kind, first.action, first.path) == ("plugin", "create", moved)
     assert moved.read_text() == render_plugin()
+    # the MCP entry goes where 2.x reads its config too
+    assert report.changes[1].path == tmp_path / "oc-config" / "opencode.json"
+    assert "memoryd" in json.loads(report.changes[1].path.read_text())["mcp"]
     # 1.x would read both folders: the old copy must not stay beside the new one forever;
     # uninstall removes every copy of ours, in both layouts, and nothing else
     (opencode_dir(isolated_env) / "plugin" / "someone-else.js").write_text("// theirs\n")
@@ -424,6 +427,7 @@ def test_with_opencode_config_dir_the_plugin_goes_there_alone_and_uninstall_rest
     assert not moved.exists()
     left = snapshot(home)
     assert [k for k in left if k.endswith(".js")] == [".config/opencode/plugin/someone-else.js"]
+    assert not any(k.endswith(".json") for k in left)  # both configs were ours alone
 
 
 def _fake_opencode(folder: Path, out: str) -> Path:

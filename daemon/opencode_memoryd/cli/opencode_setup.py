@@ -19,11 +19,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     i = sub.add_parser(
         "install-opencode",
         help=COMMANDS["install-opencode"],
-        description="Writes $XDG_CONFIG_HOME/opencode/plugin/opencode-memoryd.js "
-                    "($OPENCODE_CONFIG_DIR/plugin/ when that is set), one file for "
-                    "OpenCode 1.x and 2.x that finds the daemon's socket when a session "
-                    "asks, and adds mcp.memoryd to the global opencode.json(c), keeping "
-                    "every other key, comment and the formatting. Says which OpenCode "
+        description="Writes $XDG_CONFIG_HOME/opencode/plugin/opencode-memoryd.js, one "
+                    "file for OpenCode 1.x and 2.x that finds the daemon's socket when a "
+                    "session asks, and adds mcp.memoryd to the global opencode.json(c), "
+                    "keeping every other key, comment and the formatting (both go into "
+                    "$OPENCODE_CONFIG_DIR when that is set). Says which OpenCode "
                     "`opencode --version` on PATH reports. Running it again changes "
                     "nothing.")
     i.add_argument("--dry-run", action="store_true", help="print what would change; "

@@ -8,8 +8,9 @@
   start-up. Once per session the plugin asks the daemon (``GET /v1/context``) for a block
   of memories and puts the same text into the system prompt of every model request of
   that session. The file names no socket: the plugin finds the daemon's when it asks.
-- **the MCP server** ``mcp.memoryd`` in the global config file
-  (``$XDG_CONFIG_HOME/opencode/``, default ``~/.config/opencode/``):
+- **the MCP server** ``mcp.memoryd`` in the global config file (in
+  ``$OPENCODE_CONFIG_DIR`` when that is set, else ``$XDG_CONFIG_HOME/opencode/``, default
+  ``~/.config/opencode/``):
   ``{"type": "local", "command": [<program>, "mcp"], "environment": {...}, "enabled": true}``.
   ``environment`` holds the variables that decide which config and state the program
   uses (:data:`~.service.PINNED_ENV_VARS`, as for the service files), so the MCP server
@@ -27,8 +28,9 @@ config file stays a symlink, its target is replaced.
 
 :func:`uninstall` removes exactly what :func:`install` added: the plugin file of ours in
 each folder of :func:`~.opencode_plugin.plugin_dirs`, and the ``memoryd`` entry from each
-of the three config files; an ``mcp`` object left empty is removed too, and a config file
-left exactly as :func:`install` creates it minus the entry is deleted. Installing twice
+of the three config files of both config folders; an ``mcp`` object left empty is removed
+too, and a config file left exactly as :func:`install` creates it minus the entry is
+deleted. Installing twice
 changes nothing the second time ("unchanged"), and so does uninstalling twice.
 
 Ownership: a plugin file is ours when its first line starts with :data:`PLUGIN_HEADER`;
@@ -45,7 +47,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from opencode_memoryd.config.paths import APP_NAME, xdg_config_home
+from opencode_memoryd.config.paths import APP_NAME
 from opencode_memoryd.errors import InstallRefusedError
 from opencode_memoryd.install import jsonc
 from opencode_memoryd.install.files import (
@@ -101,8 +103,14 @@ _BOM = "\ufeff"
 # --------------------------------------------------------------------------------------
 
 
+def _opencode_dirs(env: Mapping[str, str]) -> list[Path]:
+    """OpenCode's global config folders, the one written first: ``$OPENCODE_CONFIG_DIR``
+    when set (2.x reads only that one, 1.x reads it too), ``$XDG_CONFIG_HOME/opencode``."""
+    return [folder.parent for folder in plugin_dirs(env)]
+
+
 def _opencode_dir(env: Mapping[str, str]) -> Path:
-    return xdg_config_home(env) / "opencode"
+    return _opencode_dirs(env)[0]
 
 
 def config_path(env: Mapping[str, str] | None = None) -> Path:
@@ -222,9 +230,9 @@ def uninstall(
             plans.append(unchanged(path, "plugin",
                                    "not written by opencode-memoryd; left in place"))
     plans = plans or [unchanged(plugin_path(env), "plugin")]
-    folder = _opencode_dir(env)
     configs = [_plan_config_uninstall(folder / name, argv, force=force)
-               for name in CONFIG_FILE_NAMES if (folder / name).exists()]
+               for folder in _opencode_dirs(env) for name in CONFIG_FILE_NAMES
+               if (folder / name).exists()]
     configs = [p for p in configs if p.change.action != "unchanged" or p.change.note]
     return carry_out(plans + (configs or [unchanged(config_path(env), "config")]),
                       dry_run=dry_run)
