@@ -39,6 +39,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -164,8 +165,8 @@ db_paths = ["{sample_db}"]
 mode = "rules"
 """)
     base = {**isolated_env, "OPENCODE_MEMORYD_CONFIG": str(cfg), "PATH": os.environ["PATH"]}
-    run = tmp_path / "run"
-    run.mkdir(mode=0o700)
+    # short, as /run/user/<uid> is: a socket path over 100 bytes would be moved to $TMPDIR
+    run = Path(tempfile.mkdtemp(prefix="oc-run-", dir="/tmp"))
     with_runtime = {**base, "XDG_RUNTIME_DIR": str(run)}
     # the daemon uses one layout; the file is installed and OpenCode runs with the other
     daemon_env, opencode_env = ((with_runtime, base) if daemon_runtime
@@ -184,6 +185,7 @@ mode = "rules"
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+        shutil.rmtree(run, ignore_errors=True)
 
     # loaded as 2.x and 1.18.33 load it: the default export alone
     assert out["exports"] == ["default"]
