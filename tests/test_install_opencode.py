@@ -470,3 +470,45 @@ def test_the_genuine_opencode_version_is_read(isolated_env: dict[str, str]) -> N
         pytest.skip("the OpenCode binary is not installed (tests/e2e/install-opencode.sh)")
     env = {**isolated_env, "PATH": f"{binary}:{isolated_env['PATH']}"}
     assert opencode_version(env) == "1.18.33"
+
+
+# The 2.x half with a session look-up that never answers: the request still goes on, and
+# the daemon is asked with the first user message of the request.
+V2_HANGING_GET = r"""
+globalThis.Bun = { version: "stand-in" }  // the plugin then uses fetch, as in Bun
+const calls = []
+globalThis.fetch = async (url) => {
+  calls.push(String(url))
+  return Response.json({ result: { text: process.env.SEALED } })
+}
+const plugin = (await import(process.argv[2])).default
+let context
+await plugin.setup({ session: {
+  hook: async (name, callback) => { if (name === "context") context = callback },
+  get: () => new Promise(() => {}),
+} })
+const event = { sessionID: "s1", kind: "primary", system: [{ type: "text", text: "base" }],
+  messages: [{ role: "user", content: [{ type: "text", text: "fix the login bug" }] }] }
+await context(event)
+process.stdout.write(JSON.stringify({ system: event.system, calls }))
+"""
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+def test_the_2x_hook_goes_on_when_the_session_look_up_never_answers(tmp_path: Path) -> None:
+    socket = _socket_file(tmp_path / "run" / "opencode-memoryd" / "control.sock")
+    module = tmp_path / "plugin.mjs"
+    module.write_text(render_plugin())
+    harness = tmp_path / "harness.mjs"
+    harness.write_text(V2_HANGING_GET)
+    block = seal(["## Memories", '- 2026-01-10: "use pnpm"'])
+    env = {"PATH": os.environ["PATH"], "SEALED": block, "HOME": str(tmp_path / "home"),
+           "OPENCODE_MEMORYD_SOCKET": str(socket)}
+    done = subprocess.run([NODE or "node", str(harness), module.as_uri()], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["system"] == [{"type": "text", "text": "base"}, {"type": "text", "text": block}]
+    (url,) = out["calls"]
+    assert parse_qs(urlsplit(url).query) == {"session": ["s1"],
+                                             "query": ["fix the login bug"]}

@@ -299,7 +299,7 @@ const setup = async (ctx) => {
     let info = {}
     try {
       // bounded: a request never waits on the plugin longer than the daemon's timeout
-      const late = new Promise((resolve) => setTimeout(resolve, TIMEOUT_MS).unref?.())
+      const late = new Promise((resolve) => setTimeout(resolve, TIMEOUT_MS))
       const got = await Promise.race([ctx.session.get({ sessionID: event.sessionID }), late])
       info = got?.data ?? got ?? {}
     } catch {}
