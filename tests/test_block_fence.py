@@ -221,9 +221,10 @@ PLUGIN_HARNESS = r"""
 import { readFileSync } from "node:fs"
 const blocks = JSON.parse(readFileSync(process.argv[3], "utf8"))
 let answer = ""
+globalThis.Bun = { version: "stand-in" }  // the plugin then uses fetch, as in Bun
 globalThis.fetch = async () => Response.json({ result: { text: answer } })
-const { OpencodeMemoryd } = await import(process.argv[2])
-const hooks = await OpencodeMemoryd({ project: { id: "p1" }, directory: "/w", worktree: "/w" })
+const plugin = (await import(process.argv[2])).default
+const hooks = await plugin.server({ project: { id: "p1" }, directory: "/w", worktree: "/w" })
 const got = []
 for (const [i, block] of blocks.entries()) {
   answer = block
@@ -261,12 +262,14 @@ def test_the_plugin_takes_every_block_the_daemon_renders_and_no_altered_one(
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(run / "control.sock"))
     module = tmp_path / "plugin.mjs"
-    module.write_text(render_plugin(run / "control.sock"))
+    module.write_text(render_plugin())
     (tmp_path / "harness.mjs").write_text(PLUGIN_HARNESS)
     (tmp_path / "blocks.json").write_text(json.dumps([block, small, *altered]))
     done = subprocess.run(["node", str(tmp_path / "harness.mjs"), module.as_uri(),
                            str(tmp_path / "blocks.json")], capture_output=True, text=True,
-                          timeout=60, check=False, env={"PATH": os.environ["PATH"]})
+                          timeout=60, check=False,
+                          env={"PATH": os.environ["PATH"],
+                               "OPENCODE_MEMORYD_SOCKET": str(run / "control.sock")})
     listener.close()
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [block, small] + [None] * len(altered)

@@ -138,26 +138,26 @@ def test_table_activity_counts_recent_rows_and_skips_absent_tables(sample_db: Pa
 def test_inspect_tells_current_outdated_foreign_and_disabled(
         tmp_path: Path, isolated_env: dict[str, str]) -> None:
     env = dict(isolated_env)
-    sock = tmp_path / "control.sock"
-    missing = opencode.inspect(socket=sock, env=env)
+    missing = opencode.inspect(env=env)
     assert (missing.plugin, missing.entry) == ("missing", "missing")
-    opencode.install(socket=sock, env=env)
-    found = opencode.inspect(socket=sock, env=env)
+    opencode.install(env=env)
+    found = opencode.inspect(env=env)
     assert (found.plugin, found.entry) == ("current", "ours")
     assert found.command is not None and found.command[-1] == "mcp"
-    assert opencode.inspect(socket=tmp_path / "other.sock", env=env).plugin == "outdated"
+    opencode.plugin_path(env).write_text(opencode.PLUGIN_HEADER + " of another version\n")
+    assert opencode.inspect(env=env).plugin == "outdated"
     config = opencode.config_path(env)
     data = json.loads(config.read_text())
     data["mcp"]["memoryd"]["enabled"] = False
     config.write_text(json.dumps(data))
-    assert opencode.inspect(socket=sock, env=env).entry == "disabled"
+    assert opencode.inspect(env=env).entry == "disabled"
     data["mcp"]["memoryd"]["command"] = ["/usr/bin/someone-else", "serve"]
     config.write_text(json.dumps(data))
     opencode.plugin_path(env).write_text("// another plugin\n")
-    other = opencode.inspect(socket=sock, env=env)
+    other = opencode.inspect(env=env)
     assert (other.plugin, other.entry) == ("foreign", "foreign")
     config.write_text("{ not json")
-    broken = opencode.inspect(socket=sock, env=env)
+    broken = opencode.inspect(env=env)
     assert broken.entry == "unreadable" and broken.problem
 
 
@@ -169,3 +169,41 @@ def test_the_state_file_is_created_private(tmp_path: Path) -> None:
             assert path.stat().st_mode & 0o077 == 0, path
     finally:
         state.close()
+
+
+def test_doctor_finds_the_daemon_socket_the_way_opencode_will_with_or_without_runtime_dir(
+        tmp_path: Path, sample_db: Path, isolated_env: dict[str, str]) -> None:
+    import socket
+
+    from opencode_memoryd.usecases.doctor.opencode import opencode_checks
+
+    run = tmp_path / "run"
+    (run / "opencode-memoryd").mkdir(parents=True, mode=0o700)
+    sock = run / "opencode-memoryd" / "control.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(sock))
+    env = {**isolated_env, "XDG_RUNTIME_DIR": str(run)}
+    cfg = write_config(tmp_path / "config.toml",
+                       f'[opencode]\nsettle_seconds = 0\ndb_paths = ["{sample_db}"]\n')
+    app = App(config=load_config(cfg, env), env=env, config_path=cfg)
+    opencode.install(env=env)
+
+    def socket_check() -> Check:
+        probes = Probes(socket=sock, daemon=DaemonProbe(status={}, socket=str(sock)))
+        checks = {c.name: c for c in opencode_checks(Context(app, probes))}
+        return checks["plugin socket"]
+
+    try:
+        # the daemon recorded its socket: found from daemon.json without XDG_RUNTIME_DIR
+        app.state_dir.mkdir(parents=True, exist_ok=True)
+        (app.state_dir / "daemon.json").write_text(json.dumps({"socket": str(sock)}))
+        found = socket_check()
+        assert found.status == OK, found
+        # without daemon.json, an OpenCode started without XDG_RUNTIME_DIR finds nothing
+        (app.state_dir / "daemon.json").unlink()
+        lost = socket_check()
+        assert lost.status == WARN
+        assert "without XDG_RUNTIME_DIR" in lost.detail and str(sock) in lost.detail
+        assert "OPENCODE_MEMORYD_SOCKET" in (lost.fix or "")
+    finally:
+        listener.close()

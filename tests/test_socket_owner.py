@@ -171,8 +171,8 @@ def test_the_mcp_relay_sends_nothing_and_says_why(
 # -- the plugin, in OpenCode's own Bun ----------------------------------------------------
 
 HARNESS = r"""
-const { OpencodeMemoryd } = await import(process.argv[2])
-const hooks = await OpencodeMemoryd({ project: { id: "p1" }, directory: "/w", worktree: "/w" })
+const plugin = (await import(process.argv[2])).default
+const hooks = await plugin.server({ project: { id: "p1" }, directory: "/w", worktree: "/w" })
 await hooks["chat.message"]({ sessionID: "s1" }, { message: {}, parts: [
   { type: "text", text: "my first message" }] })
 const output = { system: ["You are OpenCode."] }
@@ -188,12 +188,12 @@ def _plugin_system(tmp_path: Path, path: Path) -> list[str]:
             pytest.fail(f"{OPENCODE} is missing")
         pytest.skip("the OpenCode binary is not installed (tests/e2e/install-opencode.sh)")
     module = tmp_path / "plugin.mjs"
-    module.write_text(render_plugin(path))
+    module.write_text(render_plugin())
     harness = tmp_path / "harness.mjs"
     harness.write_text(HARNESS)
     done = subprocess.run([str(OPENCODE.resolve()), str(harness), module.as_uri()],
                           env={"PATH": os.environ["PATH"], "BUN_BE_BUN": "1",
-                               "HOME": str(tmp_path)},
+                               "HOME": str(tmp_path), "OPENCODE_MEMORYD_SOCKET": str(path)},
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     system: list[str] = json.loads(done.stdout)

@@ -11,6 +11,7 @@ model.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -21,6 +22,7 @@ import pytest
 
 from conftest import wait_until
 from fake_openai import FakeOpenAI
+from opencode_memoryd.install.opencode import render_plugin
 from opencode_memoryd.models import Memory
 
 from .memoryd_side import Memoryd, memory
@@ -131,6 +133,29 @@ def test_the_block_is_in_every_request_of_a_session_and_never_in_the_title_reque
     titles = [r for r in sandbox.requests if r.is_title]
     assert len(titles) == 1
     assert all(MARKER not in text for text in titles[0].system)
+
+
+def test_opencode_loads_the_default_export_and_the_plugin_finds_the_socket_at_run_time(
+        opencode_sandbox: OpenCodeSandbox, memoryd: Memoryd) -> None:
+    sandbox = opencode_sandbox
+    # the daemon's socket is in its XDG_RUNTIME_DIR; the file is installed from a shell
+    # without one (e.g. after `su -`)
+    assert memoryd.socket.is_relative_to(sandbox.runtime_dir)
+    memoryd.cli("uninstall-opencode")
+    memoryd.env.pop("XDG_RUNTIME_DIR")
+    plugin = memoryd.install_opencode()
+    text = plugin.read_text()
+    assert text == render_plugin()
+    # the file's one export is the default { id, server, setup }: a block in the request
+    # means 1.18.33 called the default export's server()
+    assert re.findall(r"^export\b.*$", text, re.M) == ["export default { id: APP, server, setup }"]
+    # OpenCode run with XDG_RUNTIME_DIR, then without it: the block arrives both times
+    with_runtime = sandbox.run("which package manager should I use here")
+    del sandbox.env["XDG_RUNTIME_DIR"]
+    without = sandbox.run("which port does the API listen on")
+    for run in (with_runtime, without):
+        block = block_of(run.chat_requests[0])
+        assert block is not None and PNPM in block, run.chat_requests[0].system
 
 
 def test_the_memory_tool_searches_adds_and_forgets(

@@ -19,9 +19,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     i = sub.add_parser(
         "install-opencode",
         help=COMMANDS["install-opencode"],
-        description="Writes $XDG_CONFIG_HOME/opencode/plugin/opencode-memoryd.js and adds "
-                    "mcp.memoryd to the global opencode.json(c), keeping every other key, "
-                    "comment and the formatting. Running it again changes nothing.")
+        description="Writes $XDG_CONFIG_HOME/opencode/plugin/opencode-memoryd.js, one "
+                    "file for OpenCode 1.x and 2.x that finds the daemon's socket when a "
+                    "session asks, and adds mcp.memoryd to the global opencode.json(c), "
+                    "keeping every other key, comment and the formatting (both go into "
+                    "$OPENCODE_CONFIG_DIR when that is set). Says which OpenCode "
+                    "`opencode --version` on PATH reports. Running it again changes "
+                    "nothing.")
     i.add_argument("--dry-run", action="store_true", help="print what would change; "
                                                           "write nothing")
     i.add_argument("--force", action="store_true",
@@ -49,14 +53,14 @@ def _print(report: InstallReport) -> None:
 def cmd_install(app: App, args: argparse.Namespace) -> int:
     """``install-opencode``: the plugin file and the MCP entry."""
     from opencode_memoryd.install import opencode
-    from opencode_memoryd.serve.protocol import socket_path
+    from opencode_memoryd.install.opencode_plugin import opencode_version, version_note
 
     env = dict(app.env)
     if args.config:  # the MCP server must read the same config file as this command
         env[CONFIG_ENV_VAR] = str(app.config_path)
-    report = opencode.install(socket=socket_path(app.state_dir, app.env), dry_run=args.dry_run,
-                              env=env, force=args.force)
+    report = opencode.install(dry_run=args.dry_run, env=env, force=args.force)
     _print(report)
+    print(f"plugin: {version_note(opencode_version(app.env))}")
     if not args.dry_run and report.changed:
         print("restart OpenCode to load them; the daemon must run for memories to arrive "
               "(`opencode-memoryd install-service`)")

@@ -1,15 +1,16 @@
 """Connect OpenCode to opencode-memoryd: a global plugin file and an ``mcp`` config entry.
 
-:func:`install` writes two things into OpenCode's global config folder,
-``$XDG_CONFIG_HOME/opencode/`` (default ``~/.config/opencode/``; OpenCode uses this folder on
-every OS):
+:func:`install` writes two things into OpenCode's global config:
 
-- **the plugin** ``plugin/opencode-memoryd.js``, rendered from
-  ``templates/opencode-plugin.js`` with the daemon's control socket. OpenCode loads every
-  file of that folder at start-up. Once per session the plugin asks the daemon
-  (``GET /v1/context``) for a block of memories and puts the same text into the system
-  prompt of every model request of that session.
-- **the MCP server** ``mcp.memoryd`` in the global config file:
+- **the plugin** ``plugin/opencode-memoryd.js`` (:mod:`.opencode_plugin`: one file for
+  OpenCode 1.x and 2.x, in ``$OPENCODE_CONFIG_DIR/plugin/`` when that is set, else
+  ``$XDG_CONFIG_HOME/opencode/plugin/``). OpenCode loads every file of that folder at
+  start-up. Once per session the plugin asks the daemon (``GET /v1/context``) for a block
+  of memories and puts the same text into the system prompt of every model request of
+  that session. The file names no socket: the plugin finds the daemon's when it asks.
+- **the MCP server** ``mcp.memoryd`` in the global config file (in
+  ``$OPENCODE_CONFIG_DIR`` when that is set, else ``$XDG_CONFIG_HOME/opencode/``, default
+  ``~/.config/opencode/``):
   ``{"type": "local", "command": [<program>, "mcp"], "environment": {...}, "enabled": true}``.
   ``environment`` holds the variables that decide which config and state the program
   uses (:data:`~.service.PINNED_ENV_VARS`, as for the service files), so the MCP server
@@ -25,11 +26,12 @@ key stay as they were, and the result is checked to parse to the old value plus 
 before it is written. Files are replaced atomically (a temporary file, then a rename); a symlinked
 config file stays a symlink, its target is replaced.
 
-:func:`uninstall` removes exactly what :func:`install` added: the plugin file, and the
-``memoryd`` entry from each of the three config files; an ``mcp`` object left empty is
-removed too, and a config file left exactly as :func:`install` creates it minus the entry
-is deleted. Installing twice changes nothing the second time ("unchanged"), and so does
-uninstalling twice.
+:func:`uninstall` removes exactly what :func:`install` added: the plugin file of ours in
+each folder of :func:`~.opencode_plugin.plugin_dirs`, and the ``memoryd`` entry from each
+of the three config files of both config folders; an ``mcp`` object left empty is removed
+too, and a config file left exactly as :func:`install` creates it minus the entry is
+deleted. Installing twice
+changes nothing the second time ("unchanged"), and so does uninstalling twice.
 
 Ownership: a plugin file is ours when its first line starts with :data:`PLUGIN_HEADER`;
 an ``mcp.memoryd`` entry is ours when its command is ``[<program>, "mcp"]`` and the program
@@ -40,15 +42,12 @@ leaves it in place.
 
 from __future__ import annotations
 
-import json
 import os
-import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
-from opencode_memoryd.config.paths import APP_NAME, xdg_config_home
+from opencode_memoryd.config.paths import APP_NAME
 from opencode_memoryd.errors import InstallRefusedError
 from opencode_memoryd.install import jsonc
 from opencode_memoryd.install.files import (
@@ -60,6 +59,15 @@ from opencode_memoryd.install.files import (
     read_text,
     unchanged,
 )
+from opencode_memoryd.install.opencode_plugin import (
+    PLUGIN_FILE_NAME,
+    PLUGIN_HEADER,
+    SOCKET_ENV_VAR,
+    plugin_dirs,
+    plugin_path,
+    render_plugin,
+)
+from opencode_memoryd.install.opencode_plugin import is_our_plugin as _is_our_plugin
 from opencode_memoryd.install.service import default_executable, pinned_env, program_argv
 
 __all__ = [
@@ -80,16 +88,10 @@ __all__ = [
     "uninstall",
 ]
 
-#: The plugin's file name in OpenCode's global ``plugin/`` folder.
-PLUGIN_FILE_NAME = f"{APP_NAME}.js"
-#: How the first line of the plugin starts; tells our file from someone else's.
-PLUGIN_HEADER = "// opencode-memoryd plugin."
 #: The key under ``mcp``; OpenCode names the tools ``memoryd_<tool>``.
 MCP_SERVER_NAME = "memoryd"
 #: The global config files OpenCode reads, the one whose values win first.
 CONFIG_FILE_NAMES = ("opencode.jsonc", "opencode.json", "config.json")
-#: Read by the plugin at start-up: a socket path that replaces the one it was rendered with.
-SOCKET_ENV_VAR = "OPENCODE_MEMORYD_SOCKET"
 
 _SCHEMA_URL = "https://opencode.ai/config.json"
 _NEW_CONFIG = '{\n  "$schema": "' + _SCHEMA_URL + '"\n}\n'
@@ -101,13 +103,14 @@ _BOM = "\ufeff"
 # --------------------------------------------------------------------------------------
 
 
+def _opencode_dirs(env: Mapping[str, str]) -> list[Path]:
+    """OpenCode's global config folders, the one written first: ``$OPENCODE_CONFIG_DIR``
+    when set (2.x reads only that one, 1.x reads it too), ``$XDG_CONFIG_HOME/opencode``."""
+    return [folder.parent for folder in plugin_dirs(env)]
+
+
 def _opencode_dir(env: Mapping[str, str]) -> Path:
-    return xdg_config_home(env) / "opencode"
-
-
-def plugin_path(env: Mapping[str, str] | None = None) -> Path:
-    """``$XDG_CONFIG_HOME/opencode/plugin/opencode-memoryd.js`` (``env``: default os.environ)."""
-    return _opencode_dir(os.environ if env is None else env) / "plugin" / PLUGIN_FILE_NAME
+    return _opencode_dirs(env)[0]
 
 
 def config_path(env: Mapping[str, str] | None = None) -> Path:
@@ -117,24 +120,6 @@ def config_path(env: Mapping[str, str] | None = None) -> Path:
         if (folder / name).exists():
             return folder / name
     return folder / "opencode.json"
-
-
-def render_plugin(socket: Path) -> str:
-    """The plugin's JavaScript, talking to the control socket at ``socket``.
-
-    The path is embedded as a JSON string literal, which is also a JavaScript one, so
-    spaces, quotes and backslashes are safe. ``$OPENCODE_MEMORYD_SOCKET``, when set in
-    OpenCode's environment, replaces it.
-
-    Raises:
-        ValueError: ``socket`` is not an absolute path.
-    """
-    if not os.path.isabs(socket):
-        raise ValueError(f"the socket path must be absolute, not {str(socket)!r}")
-    source = resources.files("opencode_memoryd.install").joinpath(
-        "templates", "opencode-plugin.js")
-    template = string.Template(source.read_text(encoding="utf-8"))
-    return template.substitute(socket=json.dumps(str(socket)))
 
 
 def mcp_entry(executable: str, env: Mapping[str, str]) -> dict[str, object]:
@@ -155,10 +140,6 @@ def mcp_entry(executable: str, env: Mapping[str, str]) -> dict[str, object]:
     return entry
 
 
-def _is_our_plugin(text: str | None) -> bool:
-    return text is not None and text.startswith(PLUGIN_HEADER)
-
-
 def _is_our_entry(entry: object, argv: list[str]) -> bool:
     if not isinstance(entry, dict):
         return False
@@ -177,16 +158,15 @@ def _is_our_entry(entry: object, argv: list[str]) -> bool:
 
 def install(
     *,
-    socket: Path,
     dry_run: bool = False,
     env: Mapping[str, str] | None = None,
     executable: str | None = None,
     force: bool = False,
 ) -> InstallReport:
-    """Write the plugin and the ``mcp.memoryd`` entry (see the module docstring).
+    """Write the plugin and the ``mcp.memoryd`` entry (see the module docstring). The
+    plugin's text is the same whatever the environment: it names no socket.
 
     Args:
-        socket: the daemon's control socket, baked into the plugin.
         dry_run: compute the report (with diffs) but write nothing.
         env: the environment for ``XDG_CONFIG_HOME``/``HOME`` and the pinned variables
             (default ``os.environ``).
@@ -197,7 +177,7 @@ def install(
         InstallRefusedError: the config file is not JSONC, not UTF-8, its top level or
             ``mcp`` is not an object, or (without ``force``) the plugin file or the entry
             is someone else's. Nothing was written.
-        ValueError: a bad ``socket`` or ``executable``.
+        ValueError: a bad ``executable``.
         RuntimeError: no ``executable`` given and :func:`~.service.default_executable`
             cannot tell the program.
         OSError: a file cannot be read or written.
@@ -206,7 +186,7 @@ def install(
     exe = default_executable() if executable is None else executable
     entry = mcp_entry(exe, env)
     argv = [*program_argv(exe), "mcp"]
-    plans = [_plan_plugin(plugin_path(env), render_plugin(socket), force=force),
+    plans = [_plan_plugin(plugin_path(env), render_plugin(), force=force),
              _plan_config_install(config_path(env), entry, argv, force=force)]
     return carry_out(plans, dry_run=dry_run)
 
@@ -218,8 +198,10 @@ def uninstall(
     executable: str | None = None,
     force: bool = False,
 ) -> InstallReport:
-    """Remove the plugin file and the ``mcp.memoryd`` entries that :func:`install` wrote.
+    """Remove the plugin files and the ``mcp.memoryd`` entries that :func:`install` wrote.
 
+    Each folder of :func:`~.opencode_plugin.plugin_dirs` is looked at (a file written
+    before ``$OPENCODE_CONFIG_DIR`` was set goes too).
     Every one of :data:`CONFIG_FILE_NAMES` that exists is looked at; the report lists the
     ones that change, or :func:`config_path` as unchanged. A plugin file or entry that is
     not ours is left in place with a ``note``, unless ``force``. ``executable`` (default
@@ -236,17 +218,21 @@ def uninstall(
     env = os.environ if env is None else env
     exe = default_executable() if executable is None else executable
     argv = [*program_argv(exe), "mcp"]
-    path = plugin_path(env)
-    old = read_text(path)
-    if old is None:
-        plans = [unchanged(path, "plugin")]
-    elif _is_our_plugin(old) or force:
-        plans = [plan_change(path, "plugin", old, None)]
-    else:
-        plans = [unchanged(path, "plugin", "not written by opencode-memoryd; left in place")]
-    folder = _opencode_dir(env)
+    plans = []
+    for folder in plugin_dirs(env):
+        path = folder / PLUGIN_FILE_NAME
+        old = read_text(path)
+        if old is None:
+            continue
+        if _is_our_plugin(old) or force:
+            plans.append(plan_change(path, "plugin", old, None))
+        else:
+            plans.append(unchanged(path, "plugin",
+                                   "not written by opencode-memoryd; left in place"))
+    plans = plans or [unchanged(plugin_path(env), "plugin")]
     configs = [_plan_config_uninstall(folder / name, argv, force=force)
-               for name in CONFIG_FILE_NAMES if (folder / name).exists()]
+               for folder in _opencode_dirs(env) for name in CONFIG_FILE_NAMES
+               if (folder / name).exists()]
     configs = [p for p in configs if p.change.action != "unchanged" or p.change.note]
     return carry_out(plans + (configs or [unchanged(config_path(env), "config")]),
                       dry_run=dry_run)
@@ -255,7 +241,7 @@ def uninstall(
 @dataclass(frozen=True, slots=True)
 class Installed:
     """What :func:`inspect` found: the plugin (``current``: ours, as :func:`render_plugin`
-    renders it for the socket; ``outdated``: ours, another socket or version; ``foreign``;
+    renders it; ``outdated``: ours, of another version; ``foreign``;
     ``missing``) and the ``mcp.memoryd`` entry (``ours``; ``disabled``: ours with
     ``enabled`` false; ``foreign``; ``missing``; ``unreadable``: see ``problem``), with the
     entry's ``command``."""
@@ -268,7 +254,7 @@ class Installed:
     problem: str | None = None
 
 
-def inspect(*, socket: Path, env: Mapping[str, str] | None = None) -> Installed:
+def inspect(*, env: Mapping[str, str] | None = None) -> Installed:
     """What :func:`install` left in place: the plugin file and the ``mcp.memoryd`` entry,
     judged by the ownership rules of the module docstring. Reads; never writes.
 
@@ -279,7 +265,7 @@ def inspect(*, socket: Path, env: Mapping[str, str] | None = None) -> Installed:
     ppath, cpath = plugin_path(env), config_path(env)
     text = read_text(ppath)
     plugin = ("missing" if text is None else "foreign" if not _is_our_plugin(text)
-              else "current" if text == render_plugin(socket) else "outdated")
+              else "current" if text == render_plugin() else "outdated")
     try:
         raw = _read_config(cpath)
         current = {} if raw is None else _load(cpath, _split_bom(raw)[1])

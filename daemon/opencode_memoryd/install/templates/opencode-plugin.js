@@ -7,12 +7,31 @@
 // prefix stays valid. When the daemon is down, slow or answers an error, the block is empty
 // and OpenCode runs as if this plugin were not installed: no error is thrown or printed.
 // Nothing is sent unless the socket is this user's (see ownSocket).
+//
+// One file for OpenCode 1.x and 2.x: the default export is { id, server, setup }.
+// - OpenCode 1.x (1.18.29 and later) calls `server(input)` and uses the hooks it returns.
+//   1.18.33 reads a default export with an `id` or a `server` as a module plugin, requires
+//   `id` for a file plugin, calls `server` and ignores the other keys; a default export
+//   with both `server` and `tui` is refused (read in the shipped opencode-ai 1.18.33
+//   binary: the loader that reports "must default export an object with server()" and
+//   "Path plugin ... must export id").
+// - OpenCode 2.x decodes the default export as `{ id: string, setup: function }` (or
+//   `effect`), refusing the file otherwise, and calls `setup(ctx)`; the plugin registers
+//   `ctx.session.hook("context", ...)` (anomalyco/opencode 07db2b92
+//   packages/core/src/plugin/module.ts; 0a80062d packages/core/src/plugin/promise.ts;
+//   03545fd3 packages/plugin/src/promise/session.ts).
+// Neither imports anything of OpenCode's: only Node built-ins are used.
+//
+// The socket is found when a session asks, with the rules the opencode-memoryd command
+// uses (see socketPath), so a daemon started later or from another shell is found.
 
-import { lstatSync } from "node:fs"
-import { dirname } from "node:path"
+import { lstatSync, readFileSync, realpathSync } from "node:fs"
 import { createHash } from "node:crypto"
+import { request as httpRequest } from "node:http"
+import { homedir, tmpdir } from "node:os"
+import { dirname, isAbsolute, join } from "node:path"
 
-const SOCKET = process.env.OPENCODE_MEMORYD_SOCKET || $socket
+const APP = "opencode-memoryd"
 // The first line of every injected block, so that opencode-memoryd can tell its own text
 // apart when it reads the session back.
 const MARKER = "<!-- opencode-memoryd context -->"
@@ -20,6 +39,8 @@ const MARKER = "<!-- opencode-memoryd context -->"
 const END_PREFIX = "<!-- opencode-memoryd context end "
 const TIMEOUT_MS = 1500
 const MAX_QUERY_CHARS = 2000
+// Sessions whose block is kept; the oldest is dropped first.
+const MAX_SESSIONS = 500
 
 // A block is used only whole: the marker first, and a closing line carrying the first 16 hex
 // digits of the SHA-256 of the lines between (anything else, e.g. a cut answer, gives none).
@@ -36,44 +57,184 @@ const sealed = (text) => {
 // by this user and closed to others (the daemon makes it 0700), the socket file in it this
 // user's. Another user who made the folder first (a shared XDG_RUNTIME_DIR or TMPDIR)
 // would otherwise serve the block and read each session's first message.
-const ownSocket = () => {
-  if (typeof process.getuid !== "function") return false
-  const uid = process.getuid()
-  const folder = lstatSync(dirname(SOCKET))
-  if (folder.isSymbolicLink() || !folder.isDirectory() || folder.uid !== uid) return false
-  if ((folder.mode & 0o077) !== 0) return false
-  const file = lstatSync(SOCKET)
-  return file.isSocket() && file.uid === uid
+const ownSocket = (path) => {
+  try {
+    if (typeof process.getuid !== "function") return false
+    const uid = process.getuid()
+    const folder = lstatSync(dirname(path))
+    if (folder.isSymbolicLink() || !folder.isDirectory() || folder.uid !== uid) return false
+    if ((folder.mode & 0o077) !== 0) return false
+    const file = lstatSync(path)
+    return file.isSocket() && file.uid === uid
+  } catch {
+    return false
+  }
 }
 
-export const OpencodeMemoryd = async ({ project, directory, worktree }) => {
-  const queries = new Map() // sessionID -> text of the session's first user message
-  const blocks = new Map() // sessionID -> Promise<string>: the session's block, or ""
+// --- Where the daemon's socket is -------------------------------------------------------
 
-  const request = async (sessionID) => {
-    if (!ownSocket()) return ""
-    const params = new URLSearchParams({
-      directory: directory ?? "",
-      session: sessionID,
-      project: project?.id ?? "",
-      worktree: worktree ?? "",
-      query: queries.get(sessionID) ?? "",
-    })
-    const response = await fetch("http://opencode-memoryd/v1/context?" + params, {
-      unix: SOCKET,
+const env = (name) => process.env[name] ?? ""
+const home = () => env("HOME") || homedir()
+const expandHome = (value) =>
+  value === "~" || value.startsWith("~/") ? join(home(), value.slice(2)) : value
+// $NAME when it is an absolute path, else the fallback under the home folder (XDG rules).
+const xdg = (name, fallback) => (isAbsolute(env(name)) ? env(name) : join(home(), fallback))
+const readText = (path) => {
+  try {
+    return readFileSync(path, "utf8")
+  } catch {
+    return ""
+  }
+}
+
+// `dir` of the `[state]` table of the config file, or "": a basic ("...") or literal
+// ('...') string on its own line.
+const configuredStateDir = (toml) => {
+  let table = ""
+  for (const raw of toml.split(/\r?\n/)) {
+    const line = raw.trim()
+    const header = /^\[\s*([A-Za-z0-9_.-]+)\s*\]\s*(#.*)?$/.exec(line)
+    if (header) {
+      table = header[1]
+      continue
+    }
+    if (table !== "state") continue
+    const basic = /^dir\s*=\s*("(?:[^"\\]|\\.)*")\s*(#.*)?$/.exec(line)
+    if (basic) {
+      try {
+        return String(JSON.parse(basic[1])).trim()
+      } catch {
+        return ""
+      }
+    }
+    const literal = /^dir\s*=\s*'([^']*)'\s*(#.*)?$/.exec(line)
+    if (literal) return literal[1].trim()
+  }
+  return ""
+}
+
+// The daemon's state folder: `[state] dir` of the config file ($OPENCODE_MEMORYD_CONFIG,
+// else $XDG_CONFIG_HOME/opencode-memoryd/config.toml), else $XDG_STATE_HOME/opencode-memoryd.
+const stateDir = () => {
+  const named = env("OPENCODE_MEMORYD_CONFIG")
+  const config = named ? expandHome(named) : join(xdg("XDG_CONFIG_HOME", ".config"), APP, "config.toml")
+  const dir = configuredStateDir(readText(config))
+  return dir ? expandHome(dir) : join(xdg("XDG_STATE_HOME", ".local/state"), APP)
+}
+
+// Where the socket may be, in order: $OPENCODE_MEMORYD_SOCKET alone when set; else the
+// path daemon.json in the state folder names (the daemon writes the one it uses), then
+// the paths the daemon would choose: $XDG_RUNTIME_DIR/opencode-memoryd/control.sock,
+// /run/user/<uid>/opencode-memoryd/control.sock (the runtime folder a process started
+// without XDG_RUNTIME_DIR, e.g. after `su -`, does not know), <state>/control.sock, and
+// the shortened <tmp>/opencode-memoryd-<uid>/<hash>.sock of a path too long for a socket.
+const socketCandidates = () => {
+  const override = env("OPENCODE_MEMORYD_SOCKET")
+  if (override) return [override]
+  const state = stateDir()
+  const found = []
+  try {
+    const info = JSON.parse(readText(join(state, "daemon.json")) || "{}")
+    if (typeof info?.socket === "string" && info.socket) found.push(info.socket)
+  } catch {}
+  const uid = typeof process.getuid === "function" ? process.getuid() : undefined
+  if (isAbsolute(env("XDG_RUNTIME_DIR"))) found.push(join(env("XDG_RUNTIME_DIR"), APP, "control.sock"))
+  if (uid !== undefined) found.push(join("/run/user", String(uid), APP, "control.sock"))
+  found.push(join(state, "control.sock"))
+  if (uid !== undefined) {
+    let real = state
+    try {
+      real = realpathSync(state)
+    } catch {}
+    const digest = createHash("sha256").update(real, "utf8").digest("hex").slice(0, 16)
+    found.push(join(tmpdir(), `${APP}-${uid}`, `${digest}.sock`))
+  }
+  return found
+}
+
+// The first candidate that is certainly this user's socket, or "".
+const socketPath = () => socketCandidates().find((path) => isAbsolute(path) && ownSocket(path)) ?? ""
+
+// --- The block of a session ------------------------------------------------------------
+
+// GET `path` on the Unix socket: { ok, body }. Bun (OpenCode 1.x, and 2.x built on Bun)
+// has fetch with a `unix` option; Node's fetch has none, so there node:http is used.
+const get = async (socket, path) => {
+  if (typeof globalThis.Bun !== "undefined") {
+    const response = await fetch("http://opencode-memoryd" + path, {
+      unix: socket,
       signal: AbortSignal.timeout(TIMEOUT_MS),
     })
-    if (!response.ok) return ""
-    const text = (await response.json())?.result?.text
-    if (typeof text !== "string" || !text.trim()) return ""
-    return sealed(text) ? text : ""
+    return { ok: response.ok, body: await response.text() }
   }
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(
+      { socketPath: socket, path, headers: { host: "opencode-memoryd" }, signal: AbortSignal.timeout(TIMEOUT_MS) },
+      (res) => {
+        const chunks = []
+        res.on("data", (chunk) => chunks.push(chunk))
+        res.on("end", () => {
+          const ok = res.statusCode >= 200 && res.statusCode < 300
+          resolve({ ok, body: Buffer.concat(chunks).toString("utf8") })
+        })
+        res.on("error", reject)
+      },
+    )
+    req.on("error", reject)
+    req.end()
+  })
+}
 
-  // Asked once per session; a failure is remembered as "" so the prompt stays the same.
-  const block = (sessionID) => {
-    if (!blocks.has(sessionID)) blocks.set(sessionID, request(sessionID).catch(() => ""))
-    return blocks.get(sessionID)
+// Asks the daemon for a session's block: "" unless a whole, sealed block comes back.
+const request = async (where) => {
+  const socket = socketPath()
+  if (!socket) return ""
+  const params = new URLSearchParams({
+    directory: where.directory ?? "",
+    session: where.session,
+    project: where.project ?? "",
+    worktree: where.worktree ?? "",
+    query: (where.query ?? "").slice(0, MAX_QUERY_CHARS),
+  })
+  const answer = await get(socket, "/v1/context?" + params)
+  if (!answer.ok) return ""
+  const text = JSON.parse(answer.body)?.result?.text
+  if (typeof text !== "string" || !text.trim()) return ""
+  return sealed(text) ? text : ""
+}
+
+// Each session's block, asked once; a failure is kept as "" so the prompt stays the same.
+// `where()` gives { session, directory, project, worktree, query } (it may be async).
+const sessionBlocks = () => {
+  const blocks = new Map() // sessionID -> Promise<string>
+  return {
+    get(sessionID, where) {
+      if (!blocks.has(sessionID)) {
+        if (blocks.size >= MAX_SESSIONS) blocks.delete(blocks.keys().next().value)
+        blocks.set(sessionID, Promise.resolve().then(where).then(request).catch(() => ""))
+      }
+      return blocks.get(sessionID)
+    },
+    forget(sessionID) {
+      blocks.delete(sessionID)
+    },
   }
+}
+
+const titleRequest = (first) => /title generator/i.test(first ?? "")
+
+// --- OpenCode 1.x ----------------------------------------------------------------------
+
+const server = async ({ project, directory, worktree } = {}) => {
+  const queries = new Map() // sessionID -> text of the session's first user message
+  const blocks = sessionBlocks()
+  const where = (sessionID) => () => ({
+    session: sessionID,
+    directory,
+    project: project?.id,
+    worktree,
+    query: queries.get(sessionID),
+  })
 
   return {
     // Runs before the first model request of a turn: keep the first user message of each
@@ -82,6 +243,7 @@ export const OpencodeMemoryd = async ({ project, directory, worktree }) => {
       try {
         const sessionID = input?.sessionID
         if (!sessionID || queries.has(sessionID)) return
+        if (queries.size >= MAX_SESSIONS) queries.delete(queries.keys().next().value)
         const text = (output?.parts ?? [])
           .filter((part) => part?.type === "text" && !part.synthetic && !part.ignored)
           .map((part) => String(part.text ?? ""))
@@ -97,19 +259,70 @@ export const OpencodeMemoryd = async ({ project, directory, worktree }) => {
       try {
         const sessionID = input?.sessionID
         if (!sessionID || !Array.isArray(output?.system)) return
-        if (/title generator/i.test(output.system[0] ?? "")) return
-        const text = await block(sessionID)
+        if (titleRequest(output.system[0])) return
+        const text = await blocks.get(sessionID, where(sessionID))
         if (text) output.system.push(text)
       } catch {}
     },
 
-    event: async ({ event }) => {
+    event: async ({ event } = {}) => {
       try {
         if (event?.type !== "session.deleted") return
         const sessionID = event.properties?.info?.id
         queries.delete(sessionID)
-        blocks.delete(sessionID)
+        blocks.forget(sessionID)
       } catch {}
     },
   }
 }
+
+// --- OpenCode 2.x ----------------------------------------------------------------------
+
+// The text of the first user message among the request's messages (LLM messages:
+// { role, content: [{ type: "text", text }, ...] }).
+const firstUserText = (messages) => {
+  const first = (Array.isArray(messages) ? messages : []).find((m) => m?.role === "user")
+  const content = Array.isArray(first?.content) ? first.content : []
+  return content
+    .filter((part) => part?.type === "text" && typeof part.text === "string")
+    .map((part) => part.text)
+    .join("\n")
+    .trim()
+}
+
+const setup = async (ctx) => {
+  const blocks = sessionBlocks()
+  // The session's folder and project: `ctx.session.get` gives Session.Info
+  // ({ projectID, location: { directory }, ... }; anomalyco/opencode 06f9d1a6
+  // packages/schema/src/session.ts), possibly wrapped as { data }.
+  const where = (event) => async () => {
+    let info = {}
+    try {
+      // bounded: a request never waits on the plugin longer than the daemon's timeout
+      const late = new Promise((resolve) => setTimeout(resolve, TIMEOUT_MS))
+      const got = await Promise.race([ctx.session.get({ sessionID: event.sessionID }), late])
+      info = got?.data ?? got ?? {}
+    } catch {}
+    return {
+      session: event.sessionID,
+      directory: info.location?.directory ?? info.directory,
+      project: info.projectID,
+      query: firstUserText(event.messages),
+    }
+  }
+  // Runs before each model request of a session's agent loop. A request that carries a
+  // `kind` other than "primary" (title, compaction, generate; "auxiliary requests share the
+  // Session's hook identity", packages/plugin/src/promise/session.ts) gets nothing.
+  await ctx.session.hook("context", async (event) => {
+    try {
+      const sessionID = event?.sessionID
+      if (typeof sessionID !== "string" || !sessionID || !Array.isArray(event.system)) return
+      if (event.kind !== undefined && event.kind !== "primary") return
+      if (titleRequest(event.system[0]?.text)) return
+      const text = await blocks.get(sessionID, where(event))
+      if (text) event.system.push({ type: "text", text })
+    } catch {}
+  })
+}
+
+export default { id: APP, server, setup }
