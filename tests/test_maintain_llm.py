@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -224,3 +225,30 @@ def test_context_length_error_splits_the_input(sample_db: Path, llm_config: Path
     memories = cli_json("--config", str(llm_config), "list", "--dir", ACME,
                         "--db", str(sample_db))
     assert len(memories) == 2
+
+
+def test_an_unreachable_endpoint_stops_the_run_at_the_first_session(
+        sample_db: Path, tmp_path: Path, state_db: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with FakeOpenAI() as gone:
+        base_url = gone.base_url  # nothing listens there once it is closed
+    cfg = write_config(tmp_path / "down.toml", f"""
+[summaries]
+session_summaries = false
+project_brief = false
+[extraction]
+mode = "llm"
+[llm]
+base_url = "{base_url}"
+model = "test-model"
+timeout_seconds = 2
+max_retries = 0
+""")
+    code, _ = cli("--config", str(cfg), "maintain", "--all", "--db", str(sample_db))
+    err = capsys.readouterr().err
+    assert code != 0
+    assert err.count("is unreachable") == 1 and base_url in err, err
+    assert "is the server (e.g. Ollama) running" in err
+    with sqlite3.connect(state_db) as c:
+        (summary,) = c.execute("SELECT summary FROM runs WHERE command='maintain'").fetchone()
+    assert json.loads(summary)["failed"] == 1  # not one failure per session

@@ -214,6 +214,7 @@ class SessionProcessor:
             report.error = scrub(f"{exc.kind}: {exc}").text
             report.error_kind = exc.kind
             report.retry_after_seconds = exc.retry_after_seconds
+            report.unreachable = exc.kind == "connection" and not exc.delivered
             if exc.kind in ("auth", "not_found") and self.raise_fatal:
                 raise
         except (ExtractionError, SourceError, DiskFullError) as exc:

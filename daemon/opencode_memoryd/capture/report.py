@@ -77,6 +77,8 @@ class SessionReport:
     error: str | None = None
     error_kind: str | None = None
     retry_after_seconds: float | None = None
+    #: the endpoint could not be reached at all (no connection: nothing was sent)
+    unreachable: bool = False
     duration_ms: float = 0.0
     #: the table the session's turns were read from
     storage: str = STORAGE_MESSAGE

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from opencode_memoryd.dream.journal import DreamJournal
-from opencode_memoryd.errors import MemorydError
+from opencode_memoryd.errors import MemorydError, UpstreamError
 from opencode_memoryd.models import Mark, iso_utc
 from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.state.db import StateDB
@@ -101,7 +101,10 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
     Raises:
         SourceError: no database, or one that cannot be opened (schema errors included).
         UpstreamError: the LLM endpoint refused our credentials or model (kind ``auth``
-            or ``not_found``): every session would fail the same way.
+            or ``not_found``), or could not be reached after the client's retries (kind
+            ``connection``, nothing sent): every session would fail the same way, so the
+            run stops at the first (the sessions before it are committed; it keeps its
+            mark).
         DiskFullError: the state dir or the store has too little free space; the session
             at hand stored nothing and its mark did not move.
     """
@@ -142,13 +145,25 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
                     for i, s in enumerate(progress(sessions) if progress else sessions):
                         ends = ahead.ends(i)
                         with lock_for(s.project_key):
-                            tally.add(proc.process(s, ends=ends))
+                            report = proc.process(s, ends=ends)
+                        tally.add(report)
+                        if report.unreachable:
+                            raise _unreachable(app, report.error)
                         group.commit_if_due()
     finally:
         summary = _summary(run_id, mode, dbs, tally, retried)
         state.end_run(run_id, summary["totals"], iso_utc(app.clock()))
     log.info("maintain_finished", run_id=run_id, **summary["totals"])
     return summary
+
+
+def _unreachable(app: AppPort, error: str | None) -> UpstreamError:
+    """The error that ends a run whose LLM endpoint cannot be reached."""
+    base = app.config.llm.base_url or "the LLM endpoint"
+    return UpstreamError(
+        f"{base} is unreachable ({error}): is the server (e.g. Ollama) running, and is "
+        "[llm] base_url right? Nothing after this session was read; run maintain again "
+        "once it answers", kind="connection", retryable=True)
 
 
 class _Ahead:
