@@ -4,11 +4,14 @@ and crash recovery, each journaled once."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from opencode_memoryd.dream.freshness import check_freshness
 from opencode_memoryd.dream.journal import DreamJournal
 from opencode_memoryd.models import FACT_TYPES, parse_iso, scope_project
 from opencode_memoryd.state.db import StateDB
@@ -72,21 +75,49 @@ def dream_gate(app: AppPort, journal: DreamJournal, store: MemoryStore,
 def run_dream(dreamer: Dreamer, journal: DreamJournal, project_key: str | None,
               project_root: str | None, *, trigger: str, dry_run: bool = False,
               lock_for: LockFor | None = None,
-              should_stop: Callable[[], bool] = lambda: False) -> dict[str, Any]:
+              should_stop: Callable[[], bool] = lambda: False,
+              check_freshness: bool = False) -> dict[str, Any]:
     """Dream one scope and append the result to the journal; return the journal entry.
 
     ``lock_for(scope)`` is held while the dream applies (not while it plans), so work on
     the scope waits seconds, never for the model; ``should_stop`` ends it between groups.
+    With ``check_freshness`` (and not ``dry_run``), a project's facts are then checked
+    against its worktree (:func:`refresh_freshness`) and the entry gets ``freshness``.
     """
     scope = project_key or "user"
     result = dreamer.dream(project_key, project_root=project_root, trigger=trigger,
                            dry_run=dry_run, should_stop=should_stop,
                            apply_lock=lock_for(scope) if lock_for else None)
     entry = dict(result.to_journal())
+    if check_freshness and not dry_run and project_key is not None and not should_stop():
+        entry["freshness"] = refresh_freshness(dreamer.store, project_key, dreamer.clock(),
+                                               lock_for=lock_for)
     journal.append(entry)
     log.info("dream_finished", run_id=entry.get("run_id"), status=entry.get("status"),
              trigger=trigger, dry_run=dry_run, counts=entry.get("counts"))
     return entry
+
+
+def refresh_freshness(store: MemoryStore, project_key: str, now: datetime, *,
+                      lock_for: LockFor | None = None) -> dict[str, int]:
+    """Mark or clear the ``stale`` marks of a project's active facts against its worktree
+    (:func:`~opencode_memoryd.dream.freshness.check_freshness`; briefs and session
+    summaries are not checked), writing under the project's lock; a payload-only write.
+
+    Returns:
+        The counts of :meth:`~opencode_memoryd.dream.freshness.FreshnessReport.to_dict`.
+
+    Raises:
+        StoreError: the store failed.
+    """
+    flt = MemoryFilter(project_id=project_key, include_user_scope=False, types=FACT_TYPES)
+    facts = list(store.scroll(flt))
+
+    def set_stale(memory_id: str, marks: list[dict[str, str]]) -> None:
+        with lock_for(project_key) if lock_for else nullcontext():
+            store.set_fields([memory_id], {"stale": marks})
+
+    return check_freshness(facts, now, set_stale).to_dict()
 
 
 def undo_dream(dreamer: Dreamer, journal: DreamJournal, state: StateDB, run_id: str, *,
@@ -157,7 +188,8 @@ def dream_open_scopes(app: AppPort, dreamer: Dreamer, journal: DreamJournal,
             continue
         try:
             entry = run_dream(dreamer, journal, project_key, project_root, trigger=trigger,
-                              lock_for=lock_for, should_stop=should_stop)
+                              lock_for=lock_for, should_stop=should_stop,
+                              check_freshness=app.config.dream.check_freshness)
         except Exception as exc:  # one scope's failure must not end the others' dreams
             log.exception("dream_crashed", project=scope)
             outcomes.append(ScopeDream(scope, None, f"dream of {scope}: {exc}"))
