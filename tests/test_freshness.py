@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from conftest import cli, cli_json, write_config
+from conftest import cli, cli_json, start_daemon, wait_until, write_config
 from opencode_memoryd.compose import App
 from opencode_memoryd.config.loader import load_config
 from opencode_memoryd.usecases.service import open_local
@@ -255,3 +255,26 @@ def test_the_switch_turns_the_check_off(setup: tuple[Path, Path, dict[str, str]]
     entry = _dream(cfg, repo)
     assert "freshness" not in entry
     assert all(not m["stale"] for m in _by_id(cfg).values())
+
+
+def test_a_scheduled_dream_of_the_running_daemon_marks_them(
+        setup: tuple[Path, Path, dict[str, str]], isolated_env: dict[str, str]) -> None:
+    cfg, repo, ids = setup
+    cfg.write_text(cfg.read_text() + "[dream]\nmin_new_memories = 1\n"
+                                      "check_interval_minutes = 600\n")
+    change_worktree(repo)
+    proc = start_daemon(cfg, isolated_env)
+    try:
+        def dreamed() -> bool:
+            code, out = cli("--config", str(cfg), "journal", "--json")
+            return code == 0 and any(e.get("freshness") for e in json.loads(out))
+        assert wait_until(dreamed, timeout=90)
+        entry = next(e for e in cli_json("--config", str(cfg), "journal")
+                     if e.get("freshness"))
+        assert entry["trigger"] in ("auto", "catch-up")
+        assert entry["freshness"]["marked"] == len(STALE)
+        listed = {m["id"]: m for m in cli_json("--config", str(cfg), "list")}  # the daemon's
+        assert {n for n in SAID if listed[ids[n]]["stale"]} == STALE
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -41,7 +41,7 @@ _REQUIREMENTS = re.compile(r"^requirements[\w.-]*\.txt$")
 # PEP 508: a distribution name starts a requirement
 _PEP508_NAME = re.compile(r"^\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
 _MAKE_RULE = re.compile(r"^([^\s:=#][^:=#]*?)\s*::?(?!=)")
-_JUST_RECIPE = re.compile(r"^@?([A-Za-z_][A-Za-z0-9_-]*)(?:\s+[^:=]*)?:(?!=)")
+_JUST_RECIPE = re.compile(r"^@?([A-Za-z_][A-Za-z0-9_-]*)(?:\s+[^:]*)?:(?!=)")
 _JUST_KEYWORDS = frozenset({"set", "alias", "export", "import", "mod"})
 _YARN_ENTRY = re.compile(r'^"?(@?[^@\s",]+)@')
 
@@ -62,9 +62,11 @@ def is_known(name: str) -> bool:
 
 
 def norm_dep(name: str) -> str:
-    """A dependency name as compared: lower-cased, runs of ``-``, ``_``, ``.`` one ``-``
-    (PEP 503; harmless for npm, Cargo and Go names, which are compared lower-cased)."""
-    return re.sub(r"[-_.]+", "-", name.strip()).lower()
+    """A dependency name as compared: lower-cased, and runs of ``-``, ``_``, ``.`` one
+    ``-`` (PEP 503; the same on both sides for npm and Cargo names) unless it is a path
+    (a Go module such as ``golang.org/x/sync``, which keeps its dots)."""
+    name = name.strip().lower()
+    return name if "/" in name and not name.startswith("@") else re.sub(r"[-_.]+", "-", name)
 
 
 def _keys(table: Any) -> list[str]:
