@@ -95,11 +95,11 @@ def marks_for(memory: Memory, tree: _Tree, rev: str) -> list[dict[str, str]]:
     ``rev``, ``since`` left empty (see the module docstring)."""
     found: list[dict[str, str]] = []
     said = mentions(memory.content)
-    paths = tree.wt.tree(rev) or frozenset()
-    for p in said.paths:
-        rel = tree.relative(p)
-        if rel is not None and rel in paths and not tree.wt.exists(rel):
-            found.append({"kind": "path", "what": p, "where": ""})
+    rels = {p: rel for p in said.paths if (rel := tree.relative(p)) is not None}
+    gone = {p: rel for p, rel in rels.items() if not tree.wt.exists(rel)}
+    tracked = tree.wt.tracked_at(rev, list(gone.values())) if gone else set()
+    found += [{"kind": "path", "what": p, "where": ""} for p, rel in gone.items()
+              if rel in tracked]
     if tree.now.unknown():
         return found[:MAX_MARKS]
     then = tree.then(rev)

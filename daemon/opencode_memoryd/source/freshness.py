@@ -29,12 +29,13 @@ MAX_FILE_BYTES = 8 * 1024 * 1024
 GIT_TIMEOUT_SECONDS = 10.0
 
 
-def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes] | None:
+def _git(root: Path, *args: str, stdin: bytes | None = None
+         ) -> subprocess.CompletedProcess[bytes] | None:
     env = dict(os.environ, GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0")
     try:
         return subprocess.run(["git", "-c", "core.fsmonitor=false", "-C", str(root), *args],
-                              capture_output=True, timeout=GIT_TIMEOUT_SECONDS, check=False,
-                              env=env)
+                              input=stdin, capture_output=True, timeout=GIT_TIMEOUT_SECONDS,
+                              check=False, env=env)
     except (OSError, subprocess.SubprocessError) as exc:
         log.debug("git_unavailable", root=str(root), error=str(exc))
         return None
@@ -74,7 +75,8 @@ class Worktree:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self._trees: dict[str, frozenset[str] | None] = {}
+        self._tracked: dict[str, dict[str, bool]] = {}
+        self._blobs: dict[tuple[str, str], Names | None] = {}
         self._history: list[tuple[int, str]] | None = None
 
     def rev_at(self, when: datetime) -> str | None:
@@ -92,21 +94,20 @@ class Worktree:
         limit = when.timestamp()
         return next((rev for ts, rev in self._history if ts <= limit), None)
 
-    def tree(self, rev: str) -> frozenset[str] | None:
-        """Every path tracked at ``rev``: its files and the folders above them
-        (``src``, ``src/app.ts``); ``None`` when git fails."""
-        if rev not in self._trees:
-            out = _git(self.root, "ls-tree", "-r", "-z", "--name-only", rev)
-            paths: set[str] | None = None
-            if out is not None and out.returncode == 0:
-                paths = set()
-                for raw in out.stdout.split(b"\0"):
-                    name = raw.decode("utf-8", "surrogateescape")
-                    while name:
-                        paths.add(name)
-                        name = name.rpartition("/")[0]
-            self._trees[rev] = frozenset(paths) if paths is not None else None
-        return self._trees[rev]
+    def tracked_at(self, rev: str, paths: list[str]) -> set[str]:
+        """Those of ``paths`` (relative, normalised; files or folders) tracked at commit
+        ``rev``: one ``git cat-file --batch-check`` for all, answers kept per commit."""
+        known = self._tracked.setdefault(rev, {})
+        todo = [p for p in dict.fromkeys(paths) if p not in known and "\n" not in p]
+        if todo:
+            out = _git(self.root, "cat-file", "--batch-check",
+                       stdin="".join(f"{rev}:{p}\n" for p in todo).encode())
+            lines = (out.stdout.decode("utf-8", "replace").splitlines()
+                     if out is not None and out.returncode == 0 else [])
+            if len(lines) == len(todo):  # else git failed: unknown, asked again next time
+                for p, line in zip(todo, lines, strict=True):
+                    known[p] = not line.endswith(" missing")
+        return {p for p in paths if known.get(p)}
 
     def exists(self, rel: str) -> bool:
         """Whether ``rel`` (relative, normalised) is in the worktree now (a broken
@@ -114,14 +115,27 @@ class Worktree:
         return os.path.lexists(self.root / rel)
 
     def declared_at(self, rev: str) -> Declared:
-        """What the known files directly in the worktree declared at commit ``rev``."""
-        tree = self.tree(rev) or frozenset()
+        """What the known files directly in the worktree declared at commit ``rev`` (a
+        file's names are parsed once per content: lockfiles seldom change between two
+        commits)."""
+        out = _git(self.root, "ls-tree", "-z", rev)
         files: dict[str, Names | None] = {}
-        for name in sorted(p for p in tree if "/" not in p and is_known(p)):
-            out = _git(self.root, "cat-file", "blob", f"{rev}:{name}")
-            ok = out is not None and out.returncode == 0 and len(out.stdout) <= MAX_FILE_BYTES
-            files[name] = (names_of(name, out.stdout.decode("utf-8", "replace"))
-                           if ok and out is not None else None)
+        if out is None or out.returncode != 0:
+            return Declared({"": None})
+        for entry in out.stdout.split(b"\0"):
+            meta, _, raw = entry.partition(b"\t")
+            name = raw.decode("utf-8", "surrogateescape")
+            kind_sha = meta.split()
+            if len(kind_sha) != 3 or kind_sha[1] != b"blob" or not is_known(name):
+                continue
+            sha = kind_sha[2].decode("ascii", "replace")
+            if (name, sha) not in self._blobs:
+                blob = _git(self.root, "cat-file", "blob", sha)
+                ok = blob is not None and blob.returncode == 0 and len(
+                    blob.stdout) <= MAX_FILE_BYTES
+                self._blobs[name, sha] = (names_of(name, blob.stdout.decode("utf-8", "replace"))
+                                          if ok and blob is not None else None)
+            files[name] = self._blobs[name, sha]
         return Declared(files)
 
     def declared_now(self) -> Declared:
