@@ -278,3 +278,21 @@ def test_a_scheduled_dream_of_the_running_daemon_marks_them(
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_an_edit_drops_the_mark_and_the_next_dream_judges_the_new_text(
+        setup: tuple[Path, Path, dict[str, str]]) -> None:
+    cfg, repo, ids = setup
+    change_worktree(repo)
+    _dream(cfg, repo)
+    assert _by_id(cfg)[ids["path"]]["stale"]
+    edited = cli_json("--config", str(cfg), "edit", ids["path"],
+                      "The API client moved to src/api.ts.")
+    assert edited["status"] == "edited" and not edited["memory"]["stale"]
+    cli_json("--config", str(cfg), "edit", ids["plain"],
+             "We deploy on Fridays; the deploy notes are in src/legacy/api.ts.")
+    dreamed = _dream(cfg, repo)
+    assert dreamed["freshness"]["marked"] == 1 and dreamed["freshness"]["cleared"] == 0
+    mems = _by_id(cfg)
+    assert not mems[ids["path"]]["stale"]
+    assert [m["what"] for m in mems[ids["plain"]]["stale"]] == ["src/legacy/api.ts"]
