@@ -296,3 +296,45 @@ def test_an_edit_drops_the_mark_and_the_next_dream_judges_the_new_text(
     mems = _by_id(cfg)
     assert not mems[ids["path"]]["stale"]
     assert [m["what"] for m in mems[ids["plain"]]["stale"]] == ["src/legacy/api.ts"]
+
+
+@pytest.mark.slow
+def test_the_page_shows_the_mark_in_chromium(
+        setup: tuple[Path, Path, dict[str, str]], isolated_env: dict[str, str]) -> None:
+    from test_web_browser import CHROMIUM, CHROMIUM_ARGS, _browser_or_skip
+
+    sync_playwright = _browser_or_skip()
+    cfg, repo, ids = setup
+    change_worktree(repo)
+    _dream(cfg, repo)
+    cfg.write_text(cfg.read_text() + "[dream]\nenabled = false\n[web]\nenabled = true\n"
+                                      "port = 0\n")
+    proc = start_daemon(cfg, isolated_env)
+    try:
+        def url() -> str:
+            code, out = cli("--config", str(cfg), "web", "--print")
+            return out.strip() if code == 0 and "#code=" in out else ""
+        assert wait_until(url, timeout=60)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                         args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1280, "height": 800})
+                page.goto(url())
+                page.wait_for_selector("body[data-ready='true']")
+                row = page.locator(f"#memory-rows tr[data-id='{ids['path']}']")
+                row.wait_for()
+                note = row.locator(".stale").inner_text()
+                assert note.startswith(" (may be out of date: src/legacy/api.ts changed on ")
+                assert note.endswith(" (no longer in the worktree))")
+                assert page.locator(
+                    f"#memory-rows tr[data-id='{ids['plain']}'] .stale").count() == 0
+                row.click()
+                page.wait_for_selector("#detail:not([hidden]) #detail-stale")
+                assert page.inner_text("#detail-stale").startswith(
+                    "may be out of date: src/legacy/api.ts changed on ")
+            finally:
+                browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
