@@ -236,3 +236,28 @@ def test_a_file_that_stops_parsing_makes_dependencies_unknown(tmp_path: Path) ->
     report = check_freshness([_memory(0, "We use httpx for every call.", repo, now)], now,
                              marks.__setitem__)
     assert report.checked == 1 and report.stale == 0 and not marks
+
+
+def test_absolute_paths_inside_the_worktree_count_and_none_outside(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"  # OpenCode recorded the worktree through a symlink
+    link.symlink_to(real)
+    git(real, "init", "-q")
+    (real / ".github").mkdir()
+    for name in ("a.py", ".github/ci.yml", "b.py"):
+        (real / name).write_text("x\n")
+    git(real, "add", "-A")
+    git(real, "commit", "-q", "-m", "init")
+    for name in ("a.py", ".github/ci.yml"):
+        (real / name).unlink()
+    (tmp_path / "a.py").write_text("outside\n")
+    now = datetime.now(UTC)
+    texts = [f"The entry point is {link}/a.py.", f"The entry point is {real}/a.py.",
+             "CI is defined in .github/ci.yml.", f"See {tmp_path}/a.py and ../a.py too.",
+             "The helper is b.py, and src/never-there.ts is planned."]
+    marks: dict[str, list[dict[str, str]]] = {}
+    memories = [_memory(i, t, link, now) for i, t in enumerate(texts)]
+    check_freshness(memories, now, marks.__setitem__)
+    assert {i: [m["what"] for m in found] for i, found in marks.items()} == {
+        "m0": [f"{link}/a.py"], "m1": [f"{real}/a.py"], "m2": [".github/ci.yml"]}

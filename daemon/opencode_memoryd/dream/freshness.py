@@ -69,8 +69,9 @@ class FreshnessReport:
 class _Tree:
     """One worktree's answers, cached for the memories of a check."""
 
-    def __init__(self, wt: Worktree) -> None:
+    def __init__(self, wt: Worktree, root: str) -> None:
         self.wt = wt
+        self.roots = (str(wt.root), root.rstrip(os.sep) or os.sep)
         self.now: Declared = wt.declared_now()
         self._then: dict[str, Declared] = {}
 
@@ -81,9 +82,9 @@ class _Tree:
 
     def relative(self, path: str) -> str | None:
         """``path`` relative to the worktree, normalised; ``None`` when it leaves it."""
-        root = str(self.wt.root)
-        if os.path.isabs(path):
-            if not (path == root or path.startswith(root + os.sep)):
+        if os.path.isabs(path):  # the worktree as resolved, or as OpenCode wrote it
+            root = next((r for r in self.roots if path.startswith(r + os.sep)), None)
+            if root is None:
                 return None
             path = path[len(root):]
         rel = os.path.normpath(path.lstrip("/"))
@@ -149,7 +150,7 @@ def check_freshness(memories: Iterable[Memory], now: datetime,
         root = m.project_root if m.scope == "project" else None
         if root is not None and root not in trees:
             wt = open_tree(root)
-            trees[root] = _Tree(wt) if wt is not None else None
+            trees[root] = _Tree(wt, root) if wt is not None else None
         tree = trees.get(root) if root is not None else None
         rev = tree.wt.rev_at(m.said) if tree is not None else None
         if tree is None or rev is None:
