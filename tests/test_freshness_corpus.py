@@ -1,5 +1,6 @@
 """False alarms of the freshness check over the rules corpus: every message and expected
-memory of ``tests/rules_corpus`` (1,464 texts) judged against a real git worktree that
+memory of ``tests/rules_corpus`` and both texts of each pair of ``tests/flip_corpus.py``
+(1,636 texts) judged against a real git worktree that
 declares the common packages of a JavaScript and a Python project (and a lockfile full of
 packages with plain-word names) and holds every path the texts name.
 
@@ -16,6 +17,7 @@ import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
+from flip_corpus import FAITHFUL, FLIPS
 from opencode_memoryd.dream.freshness import check_freshness
 from opencode_memoryd.dream.mentions import mentions
 from opencode_memoryd.models import Memory
@@ -37,9 +39,9 @@ LOCK_ONLY = words("once which ms path semver color mime depd bytes statuses vary
 PYTHON = words("requests flask django fastapi pytest black ruff mypy celery redis boto3 "
                "numpy pandas httpx pydantic attrs click rich sqlalchemy alembic uvicorn poetry")
 SCRIPTS = words("build test lint dev start test:unit test:e2e typecheck format")
-#: Plain words of the corpus that are also package names above, never used as one there.
-PLAIN = {"next", "requests", "debug", "moment", "click", "events", "test", "once", "which",
-         "path", "send", "fresh", "color", "process"}
+#: Texts of the corpus holding a package name above as a plain word, never used as one.
+PLAIN = ("requests per minute", "ext time", "?debug=1", "for the moment", "`events` table",
+         "when I click", "next to", "DEBUG", "while you debug", "Next, ")
 EARLIER = "2026-01-02T10:00:00+00:00"
 
 
@@ -68,6 +70,7 @@ def _declare(repo: Path, npm: list[str], lock: list[str], python: list[str],
 
 def test_the_rules_corpus_raises_no_false_alarm(tmp_path: Path) -> None:
     texts = [f for c in load() for f, _ in c.expected] + [c.text for c in load()]
+    texts += [t for pair in FLIPS + FAITHFUL for t in pair]
     repo = tmp_path / "acme-web"
     repo.mkdir()
     git(repo, "init", "-q")
@@ -97,13 +100,13 @@ def test_the_rules_corpus_raises_no_false_alarm(tmp_path: Path) -> None:
     _declare(repo, [], [], [], [])  # every package, lockfile entry and script gone
     report = check_freshness(memories, now, marks.__setitem__)
     flagged = {m["what"].lower() for found in marks.values() for m in found}
-    packages = {m["what"].lower() for found in marks.values() for m in found
-                if m["kind"] == "dependency"}
-    assert not packages & PLAIN, sorted(packages & PLAIN)
-    assert report.stale == len(marks) == 42  # each names a package as used, or a script
-    assert flagged == {"alembic", "black", "build", "celery", "dev", "fastapi", "jest",
-                       "lint", "numpy", "nx", "poetry", "pytest", "react", "redis", "test",
-                       "vite", "zod"}
+    flagged_texts = [memories[int(i)].content for i in marks]
+    assert all(sum(p in t for t in texts) for p in PLAIN)  # the corpus holds each
+    assert not [t for t in flagged_texts if any(p in t for p in PLAIN)]
+    assert report.stale == len(marks) == 46  # each names a package as used, or a script
+    assert flagged == {"alembic", "black", "build", "celery", "dev", "fastapi", "httpx",
+                       "jest", "lint", "numpy", "nx", "poetry", "pytest", "react", "redis",
+                       "requests", "test", "vite", "zod"}
     for found in marks.values():
         for m in found:
             assert m["kind"] in ("dependency", "script")
