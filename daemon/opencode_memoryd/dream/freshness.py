@@ -80,6 +80,12 @@ class _Tree:
             self._then[rev] = self.wt.declared_at(rev)
         return self._then[rev]
 
+    def gone(self, paths: Iterable[str]) -> dict[str, str]:
+        """Those of ``paths`` (as written) inside the worktree and not in it now, with
+        their relative form."""
+        rels = {p: rel for p in paths if (rel := self.relative(p)) is not None}
+        return {p: rel for p, rel in rels.items() if not self.wt.exists(rel)}
+
     def relative(self, path: str) -> str | None:
         """``path`` relative to the worktree, normalised; ``None`` when it leaves it."""
         if os.path.isabs(path):  # the worktree as resolved, or as OpenCode wrote it
@@ -96,8 +102,7 @@ def marks_for(memory: Memory, tree: _Tree, rev: str) -> list[dict[str, str]]:
     ``rev``, ``since`` left empty (see the module docstring)."""
     found: list[dict[str, str]] = []
     said = mentions(memory.content)
-    rels = {p: rel for p in said.paths if (rel := tree.relative(p)) is not None}
-    gone = {p: rel for p, rel in rels.items() if not tree.wt.exists(rel)}
+    gone = tree.gone(said.paths)
     tracked = tree.wt.tracked_at(rev, list(gone.values())) if gone else set()
     found += [{"kind": "path", "what": p, "where": ""} for p, rel in gone.items()
               if rel in tracked]
@@ -146,6 +151,7 @@ def check_freshness(memories: Iterable[Memory], now: datetime,
     report = FreshnessReport()
     trees: dict[str, _Tree | None] = {}
     today = now.date().isoformat()
+    judged: list[tuple[Memory, _Tree | None, str | None]] = []
     for m in memories:
         root = m.project_root if m.scope == "project" else None
         if root is not None and root not in trees:
@@ -153,6 +159,12 @@ def check_freshness(memories: Iterable[Memory], now: datetime,
             trees[root] = _Tree(wt, root) if wt is not None else None
         tree = trees.get(root) if root is not None else None
         rev = tree.wt.rev_at(m.said) if tree is not None else None
+        judged.append((m, tree, rev))
+    for tree in {id(t): t for _, t, _ in judged if t is not None}.values():
+        # one git call for every path of the check that is gone now
+        tree.wt.prefetch([(rev, rel) for m, t, rev in judged if t is tree and rev
+                          for rel in tree.gone(mentions(m.content).paths).values()])
+    for m, tree, rev in judged:
         if tree is None or rev is None:
             report.unknown += 1
             report.stale += bool(m.stale)

@@ -96,18 +96,25 @@ class Worktree:
 
     def tracked_at(self, rev: str, paths: list[str]) -> set[str]:
         """Those of ``paths`` (relative, normalised; files or folders) tracked at commit
-        ``rev``: one ``git cat-file --batch-check`` for all, answers kept per commit."""
-        known = self._tracked.setdefault(rev, {})
-        todo = [p for p in dict.fromkeys(paths) if p not in known and "\n" not in p]
-        if todo:
-            out = _git(self.root, "cat-file", "--batch-check",
-                       stdin="".join(f"{rev}:{p}\n" for p in todo).encode())
-            lines = (out.stdout.decode("utf-8", "replace").splitlines()
-                     if out is not None and out.returncode == 0 else [])
-            if len(lines) == len(todo):  # else git failed: unknown, asked again next time
-                for p, line in zip(todo, lines, strict=True):
-                    known[p] = not line.endswith(" missing")
+        ``rev`` (answers kept per commit; :meth:`prefetch` asks for many at once)."""
+        self.prefetch([(rev, p) for p in paths])
+        known = self._tracked.get(rev, {})
         return {p for p in paths if known.get(p)}
+
+    def prefetch(self, pairs: list[tuple[str, str]]) -> None:
+        """Ask git once (``cat-file --batch-check``) whether each ``(commit, path)`` not
+        asked yet was tracked; a failure leaves them unknown (asked again next time)."""
+        todo = [(rev, p) for rev, p in dict.fromkeys(pairs)
+                if p not in self._tracked.get(rev, {}) and "\n" not in p]
+        if not todo:
+            return
+        out = _git(self.root, "cat-file", "--batch-check",
+                   stdin="".join(f"{rev}:{p}\n" for rev, p in todo).encode())
+        lines = (out.stdout.decode("utf-8", "replace").splitlines()
+                 if out is not None and out.returncode == 0 else [])
+        if len(lines) == len(todo):
+            for (rev, p), line in zip(todo, lines, strict=True):
+                self._tracked.setdefault(rev, {})[p] = not line.endswith(" missing")
 
     def exists(self, rel: str) -> bool:
         """Whether ``rel`` (relative, normalised) is in the worktree now (a broken
