@@ -261,3 +261,26 @@ def test_absolute_paths_inside_the_worktree_count_and_none_outside(tmp_path: Pat
     check_freshness(memories, now, marks.__setitem__)
     assert {i: [m["what"] for m in found] for i, found in marks.items()} == {
         "m0": [f"{link}/a.py"], "m1": [f"{real}/a.py"], "m2": [".github/ci.yml"]}
+
+
+def test_a_stop_ends_the_check_between_memories(tmp_path: Path) -> None:
+    repo = tmp_path / "p"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    for i in range(4):
+        (repo / f"m{i}.py").write_text("x\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "init")
+    for i in range(4):
+        (repo / f"m{i}.py").unlink()
+    now = datetime.now(UTC)
+    memories = [_memory(i, f"The code is in m{i}.py.", repo, now) for i in range(4)]
+    asked: list[int] = []
+
+    def stop() -> bool:
+        asked.append(1)
+        return len(asked) > 2  # the daemon stops while the third memory waits
+
+    marks: dict[str, list[dict[str, str]]] = {}
+    report = check_freshness(memories, now, marks.__setitem__, should_stop=stop)
+    assert sorted(marks) == ["m0", "m1"] and report.checked == 2

@@ -131,7 +131,7 @@ def _dated(new: list[dict[str, str]], old: list[dict[str, str]], today: str
 def check_freshness(memories: Iterable[Memory], now: datetime,
                     set_stale: Callable[[str, list[dict[str, str]]], None],
                     open_tree: Callable[[str | None], Worktree | None] = open_worktree,
-                    ) -> FreshnessReport:
+                    should_stop: Callable[[], bool] = lambda: False) -> FreshnessReport:
     """Mark or clear the stale marks of ``memories`` (a project's active facts).
 
     Args:
@@ -141,6 +141,8 @@ def check_freshness(memories: Iterable[Memory], now: datetime,
         set_stale: writes a memory's new marks (``[]`` clears them); called only for
             memories whose marks change.
         open_tree: opens a worktree (:func:`~opencode_memoryd.source.freshness.open_worktree`).
+        should_stop: asked before each memory; true ends the check there (what it wrote
+            stays: each memory's marks are written whole, and the next dream goes on).
 
     Returns:
         The :class:`FreshnessReport`.
@@ -165,6 +167,8 @@ def check_freshness(memories: Iterable[Memory], now: datetime,
         tree.wt.prefetch([(rev, rel) for m, t, rev in judged if t is tree and rev
                           for rel in tree.gone(mentions(m.content).paths).values()])
     for m, tree, rev in judged:
+        if should_stop():
+            break
         if tree is None or rev is None:
             report.unknown += 1
             report.stale += bool(m.stale)

@@ -91,7 +91,7 @@ def run_dream(dreamer: Dreamer, journal: DreamJournal, project_key: str | None,
     entry = dict(result.to_journal())
     if check_freshness and not dry_run and project_key is not None and not should_stop():
         entry["freshness"] = refresh_freshness(dreamer.store, project_key, dreamer.clock(),
-                                               lock_for=lock_for)
+                                               lock_for=lock_for, should_stop=should_stop)
     journal.append(entry)
     log.info("dream_finished", run_id=entry.get("run_id"), status=entry.get("status"),
              trigger=trigger, dry_run=dry_run, counts=entry.get("counts"))
@@ -99,10 +99,12 @@ def run_dream(dreamer: Dreamer, journal: DreamJournal, project_key: str | None,
 
 
 def refresh_freshness(store: MemoryStore, project_key: str, now: datetime, *,
-                      lock_for: LockFor | None = None) -> dict[str, int]:
+                      lock_for: LockFor | None = None,
+                      should_stop: Callable[[], bool] = lambda: False) -> dict[str, int]:
     """Mark or clear the ``stale`` marks of a project's active facts against its worktree
     (:func:`~opencode_memoryd.dream.freshness.check_freshness`; briefs and session
     summaries are not checked), writing under the project's lock; a payload-only write.
+    ``should_stop`` ends it between memories (the daemon stopping).
 
     Returns:
         The counts of :meth:`~opencode_memoryd.dream.freshness.FreshnessReport.to_dict`.
@@ -117,7 +119,7 @@ def refresh_freshness(store: MemoryStore, project_key: str, now: datetime, *,
         with lock_for(project_key) if lock_for else nullcontext():
             store.set_fields([memory_id], {"stale": marks})
 
-    return check_freshness(facts, now, set_stale).to_dict()
+    return check_freshness(facts, now, set_stale, should_stop=should_stop).to_dict()
 
 
 def undo_dream(dreamer: Dreamer, journal: DreamJournal, state: StateDB, run_id: str, *,
