@@ -13,7 +13,9 @@ import structlog
 
 from opencode_memoryd.dream.freshness import check_freshness
 from opencode_memoryd.dream.journal import DreamJournal
+from opencode_memoryd.errors import MemorydError
 from opencode_memoryd.models import FACT_TYPES, parse_iso, scope_project
+from opencode_memoryd.redaction.engine import redact
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.usecases.maintain import LockFor
@@ -76,22 +78,29 @@ def run_dream(dreamer: Dreamer, journal: DreamJournal, project_key: str | None,
               project_root: str | None, *, trigger: str, dry_run: bool = False,
               lock_for: LockFor | None = None,
               should_stop: Callable[[], bool] = lambda: False,
-              check_freshness: bool = False) -> dict[str, Any]:
+              freshness: bool = False) -> dict[str, Any]:
     """Dream one scope and append the result to the journal; return the journal entry.
 
     ``lock_for(scope)`` is held while the dream applies (not while it plans), so work on
     the scope waits seconds, never for the model; ``should_stop`` ends it between groups.
-    With ``check_freshness`` (and not ``dry_run``), a project's facts are then checked
-    against its worktree (:func:`refresh_freshness`) and the entry gets ``freshness``.
+    With ``freshness`` (and not ``dry_run``), a project's facts are then checked against
+    its worktree (:func:`refresh_freshness`) and the entry gets ``freshness``: its counts,
+    or ``{"error": ...}`` when the store failed (the dream's entry is journaled anyway).
     """
     scope = project_key or "user"
     result = dreamer.dream(project_key, project_root=project_root, trigger=trigger,
                            dry_run=dry_run, should_stop=should_stop,
                            apply_lock=lock_for(scope) if lock_for else None)
     entry = dict(result.to_journal())
-    if check_freshness and not dry_run and project_key is not None and not should_stop():
-        entry["freshness"] = refresh_freshness(dreamer.store, project_key, dreamer.clock(),
-                                               lock_for=lock_for, should_stop=should_stop)
+    if freshness and not dry_run and project_key is not None and not should_stop():
+        try:
+            entry["freshness"] = refresh_freshness(dreamer.store, project_key,
+                                                   dreamer.clock(), lock_for=lock_for,
+                                                   should_stop=should_stop)
+        except MemorydError as exc:
+            reason = f"{type(exc).__name__}: {redact(str(exc)).text}"
+            log.error("freshness_failed", project=project_key, error=reason)
+            entry["freshness"] = {"error": reason}
     journal.append(entry)
     log.info("dream_finished", run_id=entry.get("run_id"), status=entry.get("status"),
              trigger=trigger, dry_run=dry_run, counts=entry.get("counts"))
@@ -191,7 +200,7 @@ def dream_open_scopes(app: AppPort, dreamer: Dreamer, journal: DreamJournal,
         try:
             entry = run_dream(dreamer, journal, project_key, project_root, trigger=trigger,
                               lock_for=lock_for, should_stop=should_stop,
-                              check_freshness=app.config.dream.check_freshness)
+                              freshness=app.config.dream.check_freshness)
         except Exception as exc:  # one scope's failure must not end the others' dreams
             log.exception("dream_crashed", project=scope)
             outcomes.append(ScopeDream(scope, None, f"dream of {scope}: {exc}"))

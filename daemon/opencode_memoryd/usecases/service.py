@@ -195,7 +195,7 @@ class Service:
             agent_limits.refuse_agent_dream(caller, "dream")
         return dreams.run_dream(self.dreamer, self.journal, project_key, project_root,
                                 trigger="forced", dry_run=dry_run, lock_for=self.lock_for,
-                                check_freshness=self.app.config.dream.check_freshness)
+                                freshness=self.app.config.dream.check_freshness)
 
     def undo(self, *, run_id: str, caller: str = "user") -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.dreams.undo_dream` (never the agent's)."""
