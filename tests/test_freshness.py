@@ -338,3 +338,23 @@ def test_the_page_shows_the_mark_in_chromium(
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_a_project_whose_gate_is_closed_is_still_checked_by_the_daemon(
+        setup: tuple[Path, Path, dict[str, str]], isolated_env: dict[str, str]) -> None:
+    cfg, repo, ids = setup
+    cfg.write_text(cfg.read_text() + "[dream]\nmin_new_memories = 100\n"
+                                      "check_interval_minutes = 600\n")
+    change_worktree(repo)
+    proc = start_daemon(cfg, isolated_env)
+    try:
+        def marked() -> bool:
+            code, out = cli("--config", str(cfg), "list", "--json")
+            return code == 0 and sum(1 for m in json.loads(out) if m["stale"]) == len(STALE)
+        assert wait_until(marked, timeout=90)
+        listed = {m["id"]: m for m in cli_json("--config", str(cfg), "list")}
+        assert {n for n in SAID if listed[ids[n]]["stale"]} == STALE
+        assert cli_json("--config", str(cfg), "journal") == []  # no dream ran
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -19,7 +19,7 @@ session's folder), read-only (:mod:`opencode_memoryd.source.freshness`):
 
 The mark is the payload field ``stale``: a list of ``{"kind": "path"|"dependency"|
 "script", "what": <as the memory writes it>, "where": <the file that declared it, "" for
-a path>, "since": <YYYY-MM-DD>}``. ``since`` is the day (UTC) a dream first saw it gone:
+a path>, "since": <YYYY-MM-DD>}``. ``since`` is the day (UTC) a check first saw it gone:
 the exact time of the change is not known (a file's mtime changes with any edit, and an
 uncommitted removal has no commit), so the mark keeps the first day it was seen and never
 moves it while the thing stays gone. The next dream that finds the thing back clears the

@@ -163,6 +163,25 @@ def recover_dreams(dreamer: Dreamer, journal: DreamJournal) -> list[str]:
     return recovered
 
 
+def _fresh_between_dreams(app: AppPort, store: MemoryStore, project_key: str,
+                          fresh_at: dict[str, datetime], lock_for: LockFor,
+                          should_stop: Callable[[], bool]) -> None:
+    """Check a project whose gate is closed, when its last check is old enough."""
+    now, last = app.clock(), fresh_at.get(project_key)
+    hours = app.config.dream.min_hours_between_dreams
+    if not app.config.dream.check_freshness or (
+            last is not None and (now - last).total_seconds() < hours * 3600):
+        return
+    fresh_at[project_key] = now
+    try:
+        counts = refresh_freshness(store, project_key, now, lock_for=lock_for,
+                                   should_stop=should_stop)
+    except MemorydError as exc:
+        log.error("freshness_failed", project=project_key, error=redact(str(exc)).text)
+        return
+    log.info("freshness_between_dreams", project=project_key, **counts)
+
+
 @dataclass(frozen=True)
 class ScopeDream:
     """The outcome of one scope in :func:`dream_open_scopes`.
@@ -180,13 +199,21 @@ class ScopeDream:
 
 def dream_open_scopes(app: AppPort, dreamer: Dreamer, journal: DreamJournal,
                       store: MemoryStore, *, trigger: str, lock_for: LockFor,
-                      should_stop: Callable[[], bool] = lambda: False) -> list[ScopeDream]:
+                      should_stop: Callable[[], bool] = lambda: False,
+                      fresh_at: dict[str, datetime] | None = None) -> list[ScopeDream]:
     """Dream every scope whose gate is open; one scope's crash never ends the others.
+
+    A project whose gate is closed still has its freshness checked
+    (:func:`refresh_freshness`, with ``dream.check_freshness``) when ``fresh_at`` (project
+    key -> when this process last checked it; updated here) says it was not checked for
+    ``dream.min_hours_between_dreams``: a project that no longer changes still learns
+    what its worktree dropped.
 
     Args:
         trigger: ``auto`` or ``catch-up`` (journaled).
         should_stop: checked before each scope and each group; true ends the pass (a
             dream it interrupts changes nothing and is journaled ``failed``).
+        fresh_at: the daemon's record of freshness checks (``None``: none between dreams).
     """
     outcomes: list[ScopeDream] = []
     for project_key, project_root in dream_scopes(store, app.user_id).items():
@@ -196,7 +223,12 @@ def dream_open_scopes(app: AppPort, dreamer: Dreamer, journal: DreamJournal,
         is_open, why = dream_gate(app, journal, store, project_key)
         if not is_open:
             log.debug("dream_gate_closed", project=scope, reason=why)
+            if project_key is not None and fresh_at is not None:
+                _fresh_between_dreams(app, store, project_key, fresh_at, lock_for,
+                                      should_stop)
             continue
+        if project_key is not None and fresh_at is not None:
+            fresh_at[project_key] = app.clock()
         try:
             entry = run_dream(dreamer, journal, project_key, project_root, trigger=trigger,
                               lock_for=lock_for, should_stop=should_stop,
