@@ -112,7 +112,8 @@ class DreamConfig(Section):
     )
     check_freshness: bool = Field(
         default=True,
-        description="At each dream, mark a project's memories that name a path, dependency "
-                    "or script its worktree no longer has as \"may be out of date\" "
-                    "(read-only; never retired for it).",
+        description="At each dream of a project (and at most once per "
+                    "min_hours_between_dreams when its gate stays closed), mark its memories "
+                    "that name a path, dependency or script its worktree no longer has as "
+                    "\"may be out of date\" (read-only; never retired for it).",
     )
