@@ -148,6 +148,9 @@ class Memory:
         said_at: when the user said it (aware UTC): the time OpenCode gave the first message
             it comes from; ``None`` for a memory written before this was kept and for a
             manual one (see :attr:`said`).
+        stale: what the project's worktree no longer has of what it names, as a dream last
+            found it (:mod:`opencode_memoryd.dream.freshness`): ``{"kind", "what",
+            "where", "since"}`` each; empty when nothing is known to be gone.
 
     Payloads written before these fields existed load with the defaults (active, no
     lineage, no ``user_id``, no section, no basis, no history, provenance derived from
@@ -180,6 +183,7 @@ class Memory:
     provenance: str = ""
     pending: bool = False
     said_at: datetime | None = None
+    stale: list[dict[str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.provenance not in PROVENANCES:
@@ -225,6 +229,7 @@ class Memory:
             "provenance": self.provenance,
             "pending": self.pending,
             "said_at": iso_utc(self.said_at) if self.said_at else None,
+            "stale": [dict(m) for m in self.stale],
         }
 
     @classmethod
@@ -265,6 +270,8 @@ class Memory:
             provenance=str(p.get("provenance") or ""),
             pending=p.get("pending") is True,
             said_at=parse_iso(str(p["said_at"])) if p.get("said_at") else None,
+            stale=[{str(k): str(v) for k, v in m.items()}
+                   for m in p.get("stale") or [] if isinstance(m, dict)],  # type: ignore[attr-defined]
         )
 
 

@@ -27,7 +27,8 @@ COMMANDS: dict[str, str] = {
     "mcp": ("serve the `memory` MCP tool on stdin/stdout (started by OpenCode; a client of the "
             "running daemon)"),
     "dream": ("consolidate a scope now: merge duplicates, retire stale facts (recorded in the "
-              "dream journal)"),
+              "dream journal), mark what names a path, dependency or script the project no "
+              "longer has"),
     "journal": "print the dream journal (newest first)",
     "install-service": "write the systemd user unit (Linux) or launchd agent (macOS)",
     "uninstall-service": "remove the service file written by install-service",

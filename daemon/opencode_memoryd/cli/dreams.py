@@ -77,6 +77,12 @@ def cmd_dream(app: App, args: argparse.Namespace) -> int:
                       + (f"  ({op['reason']})" if op.get("reason") else ""))
             for r in e.get("rejected") or []:
                 print(f"  rejected: {r.get('reason')}")
+            fresh = e.get("freshness") or {}
+            if fresh:
+                print("  freshness: " + (fresh["error"] if "error" in fresh else
+                      f"{fresh.get('stale', 0)} may be out of date ({fresh.get('marked', 0)} "
+                      f"newly marked, {fresh.get('cleared', 0)} cleared, "
+                      f"{fresh.get('unknown', 0)} unknown)"))
     return EXIT_FAILURE if any(e.get("status") == "failed" for e in entries) else EXIT_OK
 
 

@@ -11,6 +11,7 @@ from opencode_memoryd.cli.exits import EXIT_OK, EXIT_USAGE
 from opencode_memoryd.cli.render import print_memories
 from opencode_memoryd.config.xdg import normalize_dir
 from opencode_memoryd.errors import NotFoundError
+from opencode_memoryd.staleness import stale_note
 
 TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:
@@ -105,6 +106,8 @@ def cmd_show(app: App, args: argparse.Namespace) -> int:
     print(f"  {m['content']}")
     print(f"  project:   {m.get('project_root') or m.get('project_id') or '-'}")
     print(f"  said:      {m.get('said_at') or m['created_at']}")
+    if m.get("stale"):
+        print(f"  {stale_note(m['stale'])}")
     print(f"  created:   {m['created_at']}   updated: {m['updated_at']}   source: {m['source']}")
     pending = "   pending your confirmation (`confirm ID`)" if m.get("pending") else ""
     print(f"  asserted by: {m.get('provenance') or '-'}{pending}")

@@ -38,7 +38,9 @@ def print_json(obj: Any) -> None:
 
 def print_memories(memories: Sequence[dict[str, Any]], as_json: bool) -> None:
     """One line per memory (id, the date it was said, type, where, content; retired,
-    agent and pending markers), or a JSON array."""
+    agent, pending and "may be out of date" markers), or a JSON array."""
+    from opencode_memoryd.staleness import stale_note
+
     if as_json:
         print(json.dumps(list(memories), indent=2))
         return
@@ -54,5 +56,7 @@ def print_memories(memories: Sequence[dict[str, Any]], as_json: bool) -> None:
         if m.get("provenance") == "agent":
             retired += "  (the agent's note" + (", pending your confirmation)"
                                                 if m.get("pending") else ")")
+        if m.get("stale"):
+            retired += f"  ({stale_note(m['stale'])})"
         said = str(m.get("said_at") or m.get("created_at") or "")[:10]
         print(f"{m['id']}  {said}  [{m['type']}, {where}]  {m['content']}{retired}")

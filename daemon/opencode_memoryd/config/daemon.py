@@ -110,3 +110,10 @@ class DreamConfig(Section):
         default=0.3, gt=0, le=1,
         description="No dream retires more than this share of a scope's memories (0 < x <= 1).",
     )
+    check_freshness: bool = Field(
+        default=True,
+        description="At each dream of a project (and at most once per "
+                    "min_hours_between_dreams when its gate stays closed), mark its memories "
+                    "that name a path, dependency or script its worktree no longer has as "
+                    "\"may be out of date\" (read-only; never retired for it).",
+    )

@@ -13,7 +13,8 @@ added to this project.
 
 Results are JSON objects in the shape users of memory tools know: ``{"success": true, ...}``;
 memories as ``{"id", "content", "type", "scope", "createdAt", "updatedAt", "provenance",
-"pending"}``; search hits add
+"pending"}`` (and ``outOfDate``, "may be out of date: X changed on DATE (...)", for a
+memory a dream found naming what the project no longer has); search hits add
 ``similarity`` (0-100, relative to the best hit of the search); errors ``{"success": false,
 "error": "<what went wrong and what to do>"}``. Nothing here opens the store.
 """
@@ -25,6 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from opencode_memoryd.errors import ControlError, DaemonUnreachableError, RemoteError
+from opencode_memoryd.staleness import stale_note
 
 #: The one tool's name.
 TOOL_NAME = "memory"
@@ -98,10 +100,13 @@ Caller = Callable[[str, dict[str, Any]], Any]
 
 
 def _memory(p: Mapping[str, Any]) -> dict[str, Any]:
-    return {"id": p.get("id"), "content": p.get("content"), "type": p.get("type"),
-            "scope": p.get("scope"), "createdAt": p.get("created_at"),
-            "updatedAt": p.get("updated_at"), "provenance": p.get("provenance"),
-            "pending": bool(p.get("pending"))}
+    out = {"id": p.get("id"), "content": p.get("content"), "type": p.get("type"),
+           "scope": p.get("scope"), "createdAt": p.get("created_at"),
+           "updatedAt": p.get("updated_at"), "provenance": p.get("provenance"),
+           "pending": bool(p.get("pending"))}
+    if p.get("stale"):
+        out["outOfDate"] = stale_note(p["stale"])
+    return out
 
 
 def _hits(hits: list[Mapping[str, Any]]) -> list[dict[str, Any]]:

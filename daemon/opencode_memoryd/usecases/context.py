@@ -19,7 +19,7 @@ Shape (sections in this fixed order; empty ones left out)::
     ### Relevant to the task
     ### Noted by the agent (unconfirmed)
 
-    - 2026-11-20: "<memory text, quoted>"
+    - 2026-11-20: "<memory text, quoted>" (may be out of date: "<X>" changed on ...)
     <!-- opencode-memoryd context end <hash of the lines between> -->
 
 The date of an entry is when the user said it (``Memory.said``: the time of the message it
@@ -146,7 +146,7 @@ def newest_summaries_only(memories: Iterable[Memory]) -> list[Memory]:
 
 
 def _line(memory: Memory) -> str:
-    return entry_line(memory.said.date().isoformat(), memory.content)
+    return entry_line(memory.said.date().isoformat(), memory.content, memory.stale)
 
 
 def _newest_first(memories: Iterable[Memory]) -> list[Memory]:

@@ -85,7 +85,8 @@ def edit_memory(app: AppPort, store: MemoryStore, journal: DreamJournal, memory_
 
     The content is whitespace-collapsed and redacted like ``add``'s. The old content and
     type go to the memory's ``history`` (``{"content", "type", "edited_at", "run_id"}``);
-    ``content_hash``, ``section`` and ``updated_at`` follow the new version; the memory is
+    ``content_hash``, ``section`` and ``updated_at`` follow the new version (a new text
+    drops the ``stale`` marks of the old one until the next dream); the memory is
     re-embedded by :meth:`~opencode_memoryd.store.api.MemoryStore.upsert`. Done under the
     scope's lock. An edit that changes nothing writes nothing.
 
@@ -126,6 +127,8 @@ def edit_memory(app: AppPort, store: MemoryStore, journal: DreamJournal, memory_
         old_content, old_type = m.content, m.type
         m.history = [*m.history, {"content": old_content, "type": old_type,
                                   "edited_at": iso_utc(started), "run_id": run_id}]
+        if text != m.content:
+            m.stale = []  # the next dream judges the new text against the worktree
         m.content, m.content_hash = text, content_hash(text)
         if new_type is not None:
             m.type = new_type  # type: ignore[assignment]

@@ -25,8 +25,10 @@ from __future__ import annotations
 import hashlib
 import json
 import unicodedata
+from collections.abc import Mapping, Sequence
 
 from opencode_memoryd.redaction.unicode import INVISIBLE_RE
+from opencode_memoryd.staleness import stale_note
 
 #: The block's first line: the plugin and the extractor recognise injected text by it.
 MARKER = "<!-- opencode-memoryd context -->"
@@ -78,9 +80,13 @@ def quote(text: str) -> str:
     return "".join(_ESCAPES.get(ch, ch) for ch in literal)
 
 
-def entry_line(date: str, text: str) -> str:
-    """One memory's line: ``- <date>: "<quoted text>"``."""
-    return f"- {date}: {quote(text)}"
+def entry_line(date: str, text: str, stale: Sequence[Mapping[str, object]] = ()) -> str:
+    """One memory's line: ``- <date>: "<quoted text>"``, followed by `` (may be out of
+    date: "<quoted X>" changed on DATE (...))`` when it has ``stale`` marks
+    (:func:`~opencode_memoryd.staleness.stale_note`; the file names and dates in it are
+    ours, what the memory names is quoted like its text)."""
+    note = stale_note(stale, quote)
+    return f"- {date}: {quote(text)}" + (f" ({note})" if note else "")
 
 
 def end_line(body: str) -> str:

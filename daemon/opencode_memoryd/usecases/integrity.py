@@ -13,11 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from opencode_memoryd.staleness import stale_note
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 
 #: How many of the lost sessions the report names.
 MISSING_SHOWN = 5
+#: How many of the memories marked "may be out of date" the report names.
+STALE_SHOWN = 5
 #: How many points are fetched again by id, after the scroll, as the sample read.
 SAMPLE_SIZE = 20
 
@@ -29,7 +32,9 @@ def store_integrity(state: StateDB, store: MemoryStore) -> dict[str, Any]:
         ``{"points": int (live and retired), "recorded_sessions": int, "recorded_memories":
         int (candidates recorded as stored), "missing_sessions": int, "missing": [session
         ids, at most MISSING_SHOWN], "sample": int (points read again by id), "sampled":
-        int (of those, found)}``.
+        int (of those, found), "stale": int (active memories a dream marked "may be out of
+        date"), "stale_shown": [{"id", "content", "note"}, at most STALE_SHOWN, oldest
+        first]}``.
 
     Raises:
         StoreError: the store cannot be read.
@@ -38,8 +43,11 @@ def store_integrity(state: StateDB, store: MemoryStore) -> dict[str, Any]:
     recorded = state.sessions_with_memories()
     named: set[str] = set()
     ids: list[str] = []
+    stale: list[dict[str, str]] = []
     for m in store.scroll(MemoryFilter(include_retired=True)):
         ids.append(m.id)
+        if m.stale and m.is_active:
+            stale.append({"id": m.id, "content": m.content, "note": stale_note(m.stale)})
         named.update(m.session_ids)
         if m.session_id:
             named.add(m.session_id)
@@ -50,4 +58,5 @@ def store_integrity(state: StateDB, store: MemoryStore) -> dict[str, Any]:
     return {"points": len(ids), "recorded_sessions": len(recorded),
             "recorded_memories": sum(recorded.values()),
             "missing_sessions": len(missing), "missing": missing[:MISSING_SHOWN],
-            "sample": len(sample), "sampled": sampled}
+            "sample": len(sample), "sampled": sampled,
+            "stale": len(stale), "stale_shown": stale[:STALE_SHOWN]}

@@ -46,6 +46,8 @@ from opencode_memoryd.usecases.ports import AppPort
 from opencode_memoryd.usecases.projects import resolve_dir
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     # imported where used: the daemon serves commands before it loads the capture code
     from opencode_memoryd.capture.notes import Summarizer
     from opencode_memoryd.capture.processor import Extractor
@@ -102,6 +104,7 @@ class Service:
         # OpenCode connections, session look-ups and blocks kept between context requests
         self._context = ContextCache(app, store)
         self._dreamer: Dreamer | None = None
+        self._fresh_at: dict[str, datetime] = {}  # project -> its last freshness check
         self.migrate_user_scope()
         self.migrate_sections()
 
@@ -194,7 +197,8 @@ class Service:
         if not dry_run:
             agent_limits.refuse_agent_dream(caller, "dream")
         return dreams.run_dream(self.dreamer, self.journal, project_key, project_root,
-                                trigger="forced", dry_run=dry_run, lock_for=self.lock_for)
+                                trigger="forced", dry_run=dry_run, lock_for=self.lock_for,
+                                freshness=self.app.config.dream.check_freshness)
 
     def undo(self, *, run_id: str, caller: str = "user") -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.dreams.undo_dream` (never the agent's)."""
@@ -367,7 +371,7 @@ class Service:
         """See :func:`opencode_memoryd.usecases.dreams.dream_open_scopes`."""
         return dreams.dream_open_scopes(self.app, self.dreamer, self.journal, self.store,
                                         trigger=trigger, lock_for=self.lock_for,
-                                        should_stop=should_stop)
+                                        should_stop=should_stop, fresh_at=self._fresh_at)
 
 
 def call(service: Service, route: str, payload: Mapping[str, Any]) -> Any:

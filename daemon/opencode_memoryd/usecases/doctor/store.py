@@ -83,16 +83,18 @@ def judge(info: dict[str, Any], whose: str) -> Check:
                                  f"matches the config: {embedder_desc(stored)}")
 
 
-def store_check(ctx: Context) -> Check:
+def store_check(ctx: Context) -> Check | list[Check]:
     """The ``store`` check: every point readable, and every session the state file
-    recorded memories of named by one (the daemon's answer while one runs)."""
+    recorded memories of named by one (the daemon's answer while one runs); and, once
+    the store was read, the ``freshness`` check (:func:`judge_freshness`)."""
     daemon = ctx.probes.daemon
     if daemon.status is not None:
         if daemon.integrity is None:
             return Check("store", WARN, "the daemon did not say what its store holds: "
                                         f"{daemon.integrity_error}",
                          "run doctor again; restart the daemon if it persists")
-        return judge_integrity(daemon.integrity, "the daemon's store")
+        return [judge_integrity(daemon.integrity, "the daemon's store"),
+                judge_freshness(daemon.integrity)]
     cfg = ctx.app.config
     if not cfg.qdrant.url and not (store_dir(cfg, ctx.app.env) / EDGE_META_FILE).exists():
         state = ctx.state()
@@ -120,7 +122,23 @@ def store_check(ctx: Context) -> Check:
         return Check("store", FAIL, f"the store cannot be read: {exc}", _REBUILD_FIX)
     finally:
         store.close()
-    return judge_integrity(report, "the store")
+    return [judge_integrity(report, "the store"), judge_freshness(report)]
+
+
+def judge_freshness(report: dict[str, Any]) -> Check:
+    """The ``freshness`` check from an integrity report: ``warn`` naming the first few
+    memories a dream marked "may be out of date" (a path, dependency or script the
+    project's worktree no longer has), else ``ok``."""
+    n = int(report.get("stale") or 0)
+    if not n:
+        return Check("freshness", OK, "no memory names a path, dependency or script its "
+                                      "project's worktree no longer has (as of the last dreams)")
+    shown = "; ".join(f"{m['id'][:8]} {m['content'][:60]!r}: {m['note']}"
+                      for m in report.get("stale_shown") or [])
+    return Check("freshness", WARN, f"{n} memories may be out of date: {shown}",
+                 "read them with `opencode-memoryd show ID`; `edit` or `forget` what is no "
+                 "longer true (nothing is retired for this; the next dream clears the mark "
+                 "when the thing is back)")
 
 
 def judge_integrity(report: dict[str, Any], whose: str) -> Check:

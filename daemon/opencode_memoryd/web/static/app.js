@@ -175,6 +175,7 @@ function renderRows(rows, scored) {
       "aria-selected": state.selected === m.id ? "true" : "false",
       onclick: open, onkeydown: (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); open(); } } },
       el("td", { class: "content" }, m.content,
+        staleNote(m) ? el("span", { class: "stale", text: ` (${staleNote(m)})` }) : null,
         scored && m.score !== undefined ? el("span", { class: "score", text: ` (score ${m.score.toFixed(3)})` }) : null),
       el("td", {}, el("span", { class: "badge", text: m.type })),
       el("td", { title: m.project_root || "", text: scopeLabel(m) }),
@@ -186,6 +187,15 @@ function renderRows(rows, scored) {
 
 // When the user said it (the message's time); older memories have only created_at.
 function saidAt(m) { return m.said_at || m.created_at; }
+
+// What a dream found the project no longer has (opencode_memoryd.staleness.stale_note).
+const CHANGES = { path: () => "no longer in the worktree", dependency: (w) => `no longer in ${w}`,
+  script: (w) => `no longer a script of ${w}` };
+function staleNote(m) {
+  if (!m.stale || !m.stale.length) return "";
+  return "may be out of date: " + m.stale.map((x) =>
+    `${x.what} changed on ${x.since} (${(CHANGES[x.kind] || (() => "changed"))(x.where || "?")})`).join("; ");
+}
 
 function list(items, render) {
   if (!items || !items.length) return el("span", { class: "hint", text: "none" });
@@ -227,6 +237,7 @@ function renderDetail(shown) {
       el("dt", { text: "Source" }), el("dd", { text: m.source + (m.section ? ` · section ${m.section}` : "") }),
       el("dt", { text: "Asserted by" }), el("dd", { id: "detail-provenance", text: (m.provenance || "-") + (pending ? " · pending your confirmation: in no context block until you confirm it" : "") }),
       el("dt", { text: "Said" }), el("dd", { id: "detail-said" }, el("time", { datetime: saidAt(m), text: when(saidAt(m)) })),
+      el("dt", { text: "Freshness" }), el("dd", { id: "detail-stale", class: staleNote(m) ? "stale" : "", text: staleNote(m) || "nothing it names is known to be gone" }),
       el("dt", { text: "Created" }), el("dd", {}, el("time", { datetime: m.created_at, text: when(m.created_at) })),
       el("dt", { text: "Updated" }), el("dd", {}, el("time", { datetime: m.updated_at, text: when(m.updated_at) })),
       el("dt", { text: "Sessions" }), el("dd", {}, list(lin.sessions, (s) => el("code", { text: s }))),
