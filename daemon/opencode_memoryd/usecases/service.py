@@ -213,7 +213,7 @@ class Service:
         return self._journaled("add", curate.add_memory(
             self.app, self.store, content=content, type_=type, scope=scope,
             directory=directory, db=db, project=project, lock_for=self.lock_for,
-            agent=agent))
+            agent=agent, state=self.state))
 
     def _agent(self, caller: str, directory: str | None, db: str | None, verb: str
                ) -> agent_limits.AgentCall | None:
