@@ -12,8 +12,9 @@ its own, a user-scope one waits for the user's confirmation, and it forgets only
 added to this project.
 
 Results are JSON objects in the shape users of memory tools know: ``{"success": true, ...}``;
-memories as ``{"id", "content", "type", "scope", "createdAt", "updatedAt", "provenance",
-"pending"}``; search hits add
+memories as ``{"id", "content", "type", "scope", "saidAt", "createdAt", "updatedAt",
+"provenance", "pending"}`` (``saidAt``: when the user said it, else when it was stored);
+search hits add
 ``similarity`` (0-100, relative to the best hit of the search); errors ``{"success": false,
 "error": "<what went wrong and what to do>"}``. Nothing here opens the store.
 """
@@ -93,7 +94,8 @@ Caller = Callable[[str, dict[str, Any]], Any]
 
 def _memory(p: Mapping[str, Any]) -> dict[str, Any]:
     return {"id": p.get("id"), "content": p.get("content"), "type": p.get("type"),
-            "scope": p.get("scope"), "createdAt": p.get("created_at"),
+            "scope": p.get("scope"), "saidAt": p.get("said_at") or p.get("created_at"),
+            "createdAt": p.get("created_at"),
             "updatedAt": p.get("updated_at"), "provenance": p.get("provenance"),
             "pending": bool(p.get("pending"))}
 
@@ -204,7 +206,11 @@ def _forget(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str, 
 
 
 def _profile(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str, Any]:
-    return {"profile": call("profile", {})}
+    """The profile with each memory in the tool's shape (``saidAt`` among its fields)."""
+    prof = dict(call("profile", {}) or {})
+    prof["types"] = {t: {**group, "memories": [_memory(m) for m in group.get("memories", [])]}
+                     for t, group in (prof.get("types") or {}).items()}
+    return {"profile": prof}
 
 
 def _capture(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str, Any]:
