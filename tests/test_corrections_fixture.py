@@ -35,6 +35,8 @@ CORRECTIONS = SCENARIO["corrections"]
 DISTRACTORS = SCENARIO["distractors"]
 FACT_TYPES = ("user", "feedback", "project", "reference")
 
+pytestmark = pytest.mark.slow
+
 
 #: What the scripted model proposes for each user sentence: (content, scope, replaces).
 PROPOSALS: dict[str, tuple[str, str, list[str]]] = {}

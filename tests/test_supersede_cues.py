@@ -41,6 +41,8 @@ CORRECTIONS = [
     ("Flask was replaced by FastAPI for the API server.", "Flask"),
     ("Remember that Flask was replaced by FastAPI for the API server.", "Flask"),
     ("Remember that Travis CI has been replaced with GitHub Actions.", "Travis CI"),
+    ("Replace the Jest runner with Vitest.", "Jest"),
+    ("We replaced the Lodash helpers with native methods.", "Lodash"),
 ]
 NOT_CORRECTIONS = [
     "We use Jest for unit tests.",

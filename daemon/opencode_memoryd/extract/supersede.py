@@ -19,7 +19,7 @@ from collections.abc import Sequence
 #: A term: one name (letters, digits, ``. @ / + # _ -``), optionally followed by up to two
 #: more capitalised names ("Travis CI", "Create React App").
 _NAME = r"[A-Za-z0-9][\w.@/+#-]*"
-_TERM = rf"(?:the\s+|our\s+|an?\s+)?(?P<x>{_NAME}(?:\s+(?-i:[A-Z0-9])[\w.@/+#-]*){{0,2}})"
+_TERM = rf"(?:the\s+|our\s+|an?\s+)?(?P<x>{_NAME}(?:\s+[A-Z0-9][\w.@/+#-]*){{0,2}})"
 #: Marks a cue whose term must look like a name (not a plain lowercase word): "the
 #: client is deprecated", "removed in June" replace no tool.
 _WEAK = "(?P<weak>)"
@@ -46,7 +46,7 @@ _CUES: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECASE) for p in
     r"(?:now\s+)?(?:gone|deprecated|dead|retired|removed|dropped|obsolete|"
     r"replaced\s+(?:by|with))\b",
     rf"(?:^|[\s,;:(])(?P<x>{_NAME})\s*(?:→|->|=>)\s*{_NAME}",
-    rf"\b(?:use|prefer|pick|choose)\s+{_NAME}(?:\s+(?-i:[A-Z0-9])[\w.@/+#-]*){{0,2}},?\s+"
+    rf"\b(?:use|prefer|pick|choose)\s+{_NAME}(?:\s+[A-Z0-9][\w.@/+#-]*){{0,2}},?\s+"
     rf"(?:not|rather\s+than)\s+{_TERM}",
 ))
 
