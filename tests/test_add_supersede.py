@@ -1,9 +1,11 @@
 """A fact the user adds by hand that corrects an older one retires it, as capture does
-(journaled, undone by ``dream --undo``), from the CLI and the REST API; the agent's note
-(CLI inside OpenCode, the same route as the MCP tool's ``add``) retires nothing."""
+(journaled, undone by ``dream --undo``, kept retired by ``rebuild``), from the CLI and the
+REST API; the agent's note (CLI inside OpenCode, the same route as the MCP tool's ``add``)
+retires nothing."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from conftest import ACME, cli, cli_json
+from conftest import ACME, cli, cli_json, write_config
 from opencode_memoryd.compose import App
 from opencode_memoryd.config.loader import load_config
 from opencode_memoryd.usecases.service import Service, open_local
@@ -92,3 +94,19 @@ def test_a_correction_added_on_the_page_retires_what_it_replaces(
     shown = client.get(f"/api/memories/{made[0]['memory']['id']}").json()["data"]
     assert shown["memory"]["status"] == "retired"
     assert shown["memory"]["superseded_by"] == made[1]["memory"]["id"]
+
+
+def test_a_rebuild_keeps_what_a_manual_correction_retired(
+        sample_db: Path, tmp_path: Path) -> None:
+    cfg = write_config(tmp_path / "rebuild.toml",
+                       f'[opencode]\nsettle_seconds = 0\ndb_paths = ["{sample_db}"]\n'
+                       '[extraction]\nmode = "rules"\n')
+    old = add(cfg, sample_db, POETRY)["memory"]
+    new = add(cfg, sample_db, UV)["memory"]
+    store = Path(cli_json("--config", str(cfg), "status")["store"]["path"])
+    shutil.rmtree(store)
+    cli_json("--config", str(cfg), "rebuild")
+    rows = {m["id"]: m for m in cli_json("--config", str(cfg), "list", "--all")}
+    assert rows[old["id"]]["status"] == "retired"
+    assert rows[old["id"]]["superseded_by"] == new["id"]
+    assert rows[new["id"]]["status"] == "active"

@@ -7,7 +7,11 @@ One JSON line per change in ``<state dir>/manual-journal.jsonl``, written throug
 ``fsync``-ed, ``flock``-ed; a torn tail is set aside)::
 
     {"run_id": str (unique per change), "status": "ok", "op": "add" | "edit" | "forget" |
-     "restore" | "confirm" | "reject" | "export", "at": ISO-8601 UTC str, "memory": Memory payload}
+     "restore" | "confirm" | "reject" | "supersede" | "export", "at": ISO-8601 UTC str,
+     "memory": Memory payload}
+
+``supersede``: a fact a manual ``add`` retired (its tombstone), so a rebuild keeps it
+retired.
 
 ``export`` entries are written by ``rebuild``: the ``manual`` memories an old store still
 gave that the journal did not hold (written before it existed), so a rebuild that is
@@ -34,7 +38,8 @@ log = structlog.get_logger(__name__)
 #: The file, next to the dream journal.
 MANUAL_JOURNAL_FILE = "manual-journal.jsonl"
 #: The changes journaled.
-MANUAL_OPS = ("add", "edit", "forget", "restore", "confirm", "reject", "export")
+MANUAL_OPS = ("add", "edit", "forget", "restore", "confirm", "reject", "supersede",
+              "export")
 
 
 def manual_journal(dream_journal_path: Path) -> DreamJournal:

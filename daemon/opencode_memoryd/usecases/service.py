@@ -210,10 +210,13 @@ class Service:
         agent = agent_limits.check_caller(caller, "add")
         if agent:
             agent_limits.agent_project_keys((), directory, "add")
-        return self._journaled("add", curate.add_memory(
+        result = self._journaled("add", curate.add_memory(
             self.app, self.store, content=content, type_=type, scope=scope,
             directory=directory, db=db, project=project, lock_for=self.lock_for,
             agent=agent, state=self.state))
+        for retired in self.store.get(result["superseded"]):  # a rebuild keeps them retired
+            self._journaled("supersede", {"memory": retired.to_payload()})
+        return result
 
     def _agent(self, caller: str, directory: str | None, db: str | None, verb: str
                ) -> agent_limits.AgentCall | None:
