@@ -110,3 +110,20 @@ def test_a_rebuild_keeps_what_a_manual_correction_retired(
     assert rows[old["id"]]["status"] == "retired"
     assert rows[old["id"]]["superseded_by"] == new["id"]
     assert rows[new["id"]]["status"] == "active"
+
+
+def test_a_rebuild_after_the_undo_keeps_the_fact_back(sample_db: Path, tmp_path: Path) -> None:
+    cfg = write_config(tmp_path / "rebuild.toml",
+                       f'[opencode]\nsettle_seconds = 0\ndb_paths = ["{sample_db}"]\n'
+                       '[extraction]\nmode = "rules"\n')
+    old = add(cfg, sample_db, POETRY)["memory"]
+    add(cfg, sample_db, UV)
+    (tomb,) = [m for m in cli_json("--config", str(cfg), "list", "--all")
+               if m["id"] == old["id"]]
+    code, out = cli("--config", str(cfg), "dream", "--undo", tomb["retired_by_run"])
+    assert code == 0, out
+    store = Path(cli_json("--config", str(cfg), "status")["store"]["path"])
+    shutil.rmtree(store)
+    cli_json("--config", str(cfg), "rebuild")
+    rows = {m["id"]: m for m in cli_json("--config", str(cfg), "list", "--all")}
+    assert rows[old["id"]]["status"] == "active"

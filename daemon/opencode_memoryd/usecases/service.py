@@ -41,7 +41,7 @@ from opencode_memoryd.usecases import (
 )
 from opencode_memoryd.usecases.context_cache import ContextCache
 from opencode_memoryd.usecases.maintain import LockFor, Progress, capture_now, maintain, no_lock
-from opencode_memoryd.usecases.manual_log import journaled, manual_journal
+from opencode_memoryd.usecases.manual_log import journal_undone, journaled, manual_journal
 from opencode_memoryd.usecases.ports import AppPort
 from opencode_memoryd.usecases.projects import resolve_dir
 
@@ -199,8 +199,10 @@ class Service:
     def undo(self, *, run_id: str, caller: str = "user") -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.dreams.undo_dream` (never the agent's)."""
         agent_limits.refuse_agent_dream(caller, "undo")
-        return dreams.undo_dream(self.dreamer, self.journal, self.state, run_id,
-                                 lock_for=self.lock_for)
+        entry = dreams.undo_dream(self.dreamer, self.journal, self.state, run_id,
+                                  lock_for=self.lock_for)
+        journal_undone(self.manual_journal, self.store, run_id, iso_utc(self.app.clock()))
+        return entry
 
     def add(self, *, content: str, type: str, scope: str, directory: str | None = None,
             db: str | None = None, project: str | None = None,
