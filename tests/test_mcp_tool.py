@@ -96,3 +96,19 @@ def test_bad_arguments_never_reach_the_daemon(args: dict[str, Any], says: str) -
 def test_daemon_failures_become_clear_errors(error: Exception, says: str) -> None:
     out = dispatch({"mode": "search", "query": "q"}, Daemon(error=error), "/p")
     assert out["success"] is False and says in out["error"]
+
+
+def test_memories_say_when_they_were_said() -> None:
+    said = {"id": "m1", "content": "We use uv.", "scope": "project",
+            "created_at": "2026-11-27T10:00:00.000Z", "updated_at": "2026-11-27T10:00:00.000Z",
+            "said_at": "2026-11-21T09:30:00.000Z"}
+    stored = {**said, "id": "m2", "said_at": None}
+    d = Daemon({"search": [{**said, "score": 1.0}], "list": [said, stored],
+                "profile": {"total": 1, "types": {"user": {"count": 1, "memories": [said]}}}})
+    hits = dispatch({"mode": "search", "query": "uv"}, d, "/p")["results"]
+    assert hits[0]["saidAt"] == "2026-11-21T09:30:00.000Z"
+    listed = dispatch({"mode": "list"}, d, "/p")["memories"]
+    assert {m["id"]: m["saidAt"] for m in listed} == {
+        "m1": "2026-11-21T09:30:00.000Z", "m2": "2026-11-27T10:00:00.000Z"}
+    prof = dispatch({"mode": "profile"}, d, "/p")["profile"]
+    assert prof["types"]["user"]["memories"][0]["saidAt"] == "2026-11-21T09:30:00.000Z"

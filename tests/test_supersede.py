@@ -5,10 +5,11 @@ storage shapes, and nothing superseded is shown as current (list, search, contex
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,10 @@ import pytest
 
 from conftest import ACME, FIXTURES, cli, cli_json, llm_section, write_config
 from fake_openai import FakeOpenAI
+from opencode_memoryd.capture.writer import write_memory
+from opencode_memoryd.config.loader import load_config
+from opencode_memoryd.config.paths import store_dir
+from opencode_memoryd.store.edge import EdgeStore
 from opencode_writer import OpenCodeWriter
 from opencode_writer_v2 import V2Writer
 
@@ -276,13 +281,26 @@ CORRECTION = "Use Vitest instead of Jest from now on."
 
 
 def old_store(cfg: Path, db: Path) -> dict[str, str]:
-    """Facts added by hand (no supersession at write time), the correction last: text ->
-    id."""
+    """Facts added by hand, then the correction written to the store as a store written
+    before write-time supersession holds it (nothing retired): text -> id."""
     ids = {}
-    for text in [*OLD_STORE, CORRECTION]:
+    for text in OLD_STORE:
         added = cli_json("--config", str(cfg), "add", "--dir", ACME, "--db", str(db), text,
                          "--json")
         ids[text] = added["memory"]["id"]
+    first = added["memory"]
+    env = dict(os.environ)
+    store = EdgeStore(store_dir(load_config(cfg, env), env))
+    try:
+        outcome = write_memory(
+            store, {"content": CORRECTION, "type": "project", "scope": "project",
+                    "message_ids": [], "source": "manual", "provenance": "user"},
+            session_id=None, project_key=first["project_id"],
+            project_root=first["project_root"], message_times={}, now=datetime.now(UTC),
+            near_duplicate_similarity=0.9)
+    finally:
+        store.close()
+    ids[CORRECTION] = outcome.memory.id
     return ids
 
 

@@ -38,6 +38,11 @@ CORRECTIONS = [
     ("Use Ruff, not Black, for formatting.", "Black"),
     ("Prefer pnpm rather than npm.", "npm"),
     ("The billing service now uses Valkey for caching, replacing Redis.", "Redis"),
+    ("Flask was replaced by FastAPI for the API server.", "Flask"),
+    ("Remember that Flask was replaced by FastAPI for the API server.", "Flask"),
+    ("Remember that Travis CI has been replaced with GitHub Actions.", "Travis CI"),
+    ("Replace the Jest runner with Vitest.", "Jest"),
+    ("We replaced the Lodash helpers with native methods.", "Lodash"),
 ]
 NOT_CORRECTIONS = [
     "We use Jest for unit tests.",
@@ -50,6 +55,7 @@ NOT_CORRECTIONS = [
     "I use tabs, not spaces.",
     "Tests should use factories instead of fixtures.",
     "The API base path is /api/v2.",
+    "The flaky test was replaced by a better one.",
 ]
 STATES = ["We use Jest for unit tests.", "Jest is our test runner.", "Run the tests with Jest.",
           "We always use npm to install.", "CI runs on Travis CI.", "The database is MySQL."]
@@ -128,3 +134,8 @@ def test_a_correction_about_one_subject_leaves_the_same_term_of_another() -> Non
     assert not corrects(new, "The payments service uses Redis for caching.")
     # a correction naming no particular subject is about every fact stating the term
     assert corrects("The project uses Vitest instead of Jest.", "We use Jest for unit tests.")
+
+
+def test_a_correction_said_as_we_re_is_about_the_same_subject() -> None:
+    assert corrects("We're not using Redux any more, we use Zustand.", "We use Redux for state.")
+    assert corrects("I'm not using Black any more.", "I use Black to format Python.")

@@ -187,6 +187,8 @@ def _show(args: argparse.Namespace, result: dict[str, Any], verb: str,
     m = result["memory"]
     tag = f"{m['type']}, {where}" if where else m["type"]
     print(f"{verb} {m['id']}  [{tag}]  {m['content']}")
+    for old in result.get("superseded") or []:
+        print(f"retired {old}  (superseded by {m['id']}; `journal` lists the run to undo)")
     if result.get("redactions"):
         kinds = ", ".join(f"{k} x{n}" for k, n in sorted(result["redactions"].items()))
         print(f"redacted before storing: {kinds}", file=sys.stderr)

@@ -358,8 +358,9 @@ def _check_ids(ops: Sequence[Operation], members: dict[str, Memory]) -> str | No
 
 def _merged_memory(o: Operation, group: Sequence[Memory], target: _MergeTarget,
                    retired_ids: Sequence[str], run_id: str, now: datetime) -> Memory:
-    """The memory holding the merged facts: the oldest ``created_at`` and the union of the
-    provenance and lineage of the group (and of the tombstone it revives)."""
+    """The memory holding the merged facts: the oldest ``created_at``, the newest
+    ``said_at`` (valid from the latest statement) and the union of the provenance and
+    lineage of the group (and of the tombstone it revives)."""
     existing = target.existing
     lineage = sorted([*group, *([existing] if target.revived and existing else [])],
                      key=lambda m: (m.created_at, m.id))
@@ -384,6 +385,7 @@ def _merged_memory(o: Operation, group: Sequence[Memory], target: _MergeTarget,
         dream_runs=ordered_union(*(m.dream_runs for m in lineage), [run_id]),
         user_id=oldest.user_id,
         section=next((m.section for m in lineage if m.section), ""),
+        said_at=max((m.said_at for m in lineage if m.said_at), default=None),
     )
 
 

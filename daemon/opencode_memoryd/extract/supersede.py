@@ -3,11 +3,11 @@
 A memory that says it replaces something ("use Vitest instead of Jest", "we moved off
 Poetry", "switched from npm to pnpm", "replace Webpack with Vite", "we no longer use
 Travis CI", "we don't use Redux any more", "Moment.js is deprecated", "we dropped MySQL",
-"Flask → FastAPI", "use Ruff, not Black") names the replaced term; :func:`replaced_terms`
-finds it. :func:`states_use` then decides, with precision first, whether an older memory is
-about that term as the choice of its slot ("We use Jest for unit tests") rather than merely
-mentioning it ("The Jest config lives in config/", "We never use npm"): only such a memory
-is superseded.
+"Flask was replaced by FastAPI", "Flask → FastAPI", "use Ruff, not Black") names the
+replaced term; :func:`replaced_terms` finds it. :func:`states_use` then decides, with
+precision first, whether an older memory is about that term as the choice of its slot ("We
+use Jest for unit tests") rather than merely mentioning it ("The Jest config lives in
+config/", "We never use npm"): only such a memory is superseded.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ _TERM = rf"(?:the\s+|our\s+|an?\s+)?(?P<x>{_NAME}(?:\s+[A-Z0-9][\w.@/+#-]*){{0,2
 #: Marks a cue whose term must look like a name (not a plain lowercase word): "the
 #: client is deprecated", "removed in June" replace no tool.
 _WEAK = "(?P<weak>)"
+#: Marks the cue whose term is its sentence's subject ("Flask was replaced by FastAPI").
+_SUBJECT = "(?P<subject>)"
 #: Each cue with the replaced term in group ``x``.
 _CUES: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECASE) for p in (
     rf"\binstead\s+of\s+(?:using\s+)?{_TERM}",
@@ -36,12 +38,13 @@ _CUES: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECASE) for p in
     rf"\bnot\s+(?:using\s+)?{_TERM}\s+any\s*more\b",
     rf"\b(?:stopped|stop)\s+using\s+{_TERM}",
     rf"\b(?:dropped|ditched|removed|retired|abandoned|dumped)\s+{_WEAK}{_TERM}",
-    rf"(?:^|[\s,;:(]){_WEAK}(?:the\s+|our\s+)?"
-    rf"(?P<x>{_NAME}(?:\s+[A-Z0-9][\w.@/+#-]*){{0,2}})"
+    rf"(?:^|[\s,;:(]){_WEAK}{_SUBJECT}(?:the\s+|our\s+)?"
+    rf"(?P<x>{_NAME}(?:\s+(?-i:[A-Z0-9])[\w.@/+#-]*){{0,2}})"
     r"(?:\s+(?:deploy|deployment|setup|config|integration|pipeline|server|build|plugin|"
     r"package|library|runner|workflow|CLI|SDK|API)s?)?\s+(?:is|are|was|were|has\s+been|"
     r"have\s+been)\s+"
-    r"(?:now\s+)?(?:gone|deprecated|dead|retired|removed|dropped|obsolete)\b",
+    r"(?:now\s+)?(?:gone|deprecated|dead|retired|removed|dropped|obsolete|"
+    r"replaced\s+(?:by|with))\b",
     rf"(?:^|[\s,;:(])(?P<x>{_NAME})\s*(?:→|->|=>)\s*{_NAME}",
     rf"\b(?:use|prefer|pick|choose)\s+{_NAME}(?:\s+[A-Z0-9][\w.@/+#-]*){{0,2}},?\s+"
     rf"(?:not|rather\s+than)\s+{_TERM}",
@@ -107,6 +110,9 @@ def replaced_terms(text: str) -> tuple[str, ...]:
                 if not w[:1].isupper() and not w[:1].isdigit():
                     break
                 more.append(w)
+            # a framing word before the subject is no part of it ("that Flask was replaced")
+            while "subject" in cue.groupindex and more and fold(first) in _NOT_TERMS:
+                first, *more = more
             term = " ".join([first, *more])
             # a plain lowercase word that reads as an English noun or verb form
             # ("spaces", "fixtures", "nested", "asking") is not a name of a tool
@@ -263,6 +269,7 @@ go lives stores prefers prefer always -> → => instead from off any
 #: ... and the words of it that name no particular subject (pronouns, framing).
 _NO_SUBJECT = _set("""
 we i you they it this that these those the a an our my your their project user team repo
+we're we've i'm i've you're they're
 repository codebase app here also actually
 """)
 

@@ -12,9 +12,10 @@ its own, a user-scope one waits for the user's confirmation, and it forgets only
 added to this project.
 
 Results are JSON objects in the shape users of memory tools know: ``{"success": true, ...}``;
-memories as ``{"id", "content", "type", "scope", "createdAt", "updatedAt", "provenance",
-"pending"}`` (and ``outOfDate``, "may be out of date: X changed on DATE (...)", for a
-memory a dream found naming what the project no longer has); search hits add
+memories as ``{"id", "content", "type", "scope", "saidAt", "createdAt", "updatedAt",
+"provenance", "pending"}`` (``saidAt``: when the user said it, else when it was stored; and
+``outOfDate``, "may be out of date: X changed on DATE (...)", for a memory a dream found
+naming what the project no longer has); search hits add
 ``similarity`` (0-100, relative to the best hit of the search); errors ``{"success": false,
 "error": "<what went wrong and what to do>"}``. Nothing here opens the store.
 """
@@ -101,7 +102,8 @@ Caller = Callable[[str, dict[str, Any]], Any]
 
 def _memory(p: Mapping[str, Any]) -> dict[str, Any]:
     out = {"id": p.get("id"), "content": p.get("content"), "type": p.get("type"),
-           "scope": p.get("scope"), "createdAt": p.get("created_at"),
+           "scope": p.get("scope"), "saidAt": p.get("said_at") or p.get("created_at"),
+           "createdAt": p.get("created_at"),
            "updatedAt": p.get("updated_at"), "provenance": p.get("provenance"),
            "pending": bool(p.get("pending"))}
     if p.get("stale"):
@@ -215,6 +217,7 @@ def _forget(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str, 
 
 
 def _profile(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str, Any]:
+    """The profile in the tool's shape: each memory as :func:`_memory` gives it."""
     found = call("profile", {})
     types = {kind: {"count": group.get("count"), "memories": [
         _memory(m) for m in group.get("memories") or []]}

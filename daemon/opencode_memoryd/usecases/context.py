@@ -36,14 +36,14 @@ Each memory is shown in its own section (``Memory.section``, chosen when it was 
 where the last session stopped (older ones can still come up as relevant to the task).
 
 Selection: the entries are chosen most important first (:data:`PRIORITY`: conventions and
-feedback, then user preferences, then the brief, progress, architecture and references;
-newer before older inside each), until ``[context] max_entries`` entries or ``max_chars``
-characters are used. Search hits for the query (the session's first user message) come
-first, at most ``relevant_entries`` of them (the agent's notes never), because they are
-about the task at hand. The same store, scope and query always give the same bytes (ties
-are broken by memory id). An empty selection gives an empty string, with no header; so
-does a sub-agent session (its parent already has the block) and a directory with no known
-project.
+feedback, then user preferences, the brief, progress, architecture and references; inside
+each, said last first: ``said_at``, else ``updated_at``), until ``[context] max_entries``
+entries or ``max_chars`` characters are used. Search hits for the query (the session's
+first user message) come first, at most ``relevant_entries`` of them (the agent's notes
+never), because they are about the task at hand. The same store, scope and query always
+give the same bytes (ties are broken by memory id). An empty selection gives an empty
+string, with no header; so does a sub-agent session (its parent already has the block) and
+a directory with no known project.
 """
 
 from __future__ import annotations
@@ -150,7 +150,8 @@ def _line(memory: Memory) -> str:
 
 
 def _newest_first(memories: Iterable[Memory]) -> list[Memory]:
-    return sorted(memories, key=lambda m: (-m.updated_at.timestamp(), m.id))
+    """Newest said first (``said_at``, else ``updated_at``), ties by id."""
+    return sorted(memories, key=lambda m: (-(m.said_at or m.updated_at).timestamp(), m.id))
 
 
 #: One candidate of the block: ``(section key, memory, its line)``.
@@ -159,7 +160,7 @@ Entry = tuple[str, Memory, str]
 
 def ordered_pool(candidates: Iterable[Memory]) -> list[Entry]:
     """``candidates`` in the order the budget takes them when no search hit comes first:
-    sections in :data:`PRIORITY` order, each newest first (ties by id), with each line
+    sections in :data:`PRIORITY` order, each newest said first (ties by id), with each line
     rendered once; pending notes left out. It does not depend on the query, so the daemon
     keeps it until the store is written (:meth:`ScrollCache.pool`)."""
     by_section: dict[str, list[Memory]] = {key: [] for key in PRIORITY}

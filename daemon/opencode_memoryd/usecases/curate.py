@@ -8,13 +8,16 @@ from typing import Any
 
 import structlog
 
+from opencode_memoryd.capture.supersede import supersede
 from opencode_memoryd.capture.writer import write_memory
 from opencode_memoryd.errors import NotFoundError, RefusedError, RequestError
+from opencode_memoryd.extract.supersede import replaced_terms
 from opencode_memoryd.models import FACT_TYPES, SCOPES, Memory
 from opencode_memoryd.redaction.engine import scrub
+from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.agent_limits import AgentCall, refuse_agent_text
-from opencode_memoryd.usecases.maintain import LockFor, no_lock
+from opencode_memoryd.usecases.maintain import LockFor, journal_record, no_lock
 from opencode_memoryd.usecases.ports import AppPort
 from opencode_memoryd.usecases.projects import (
     DirProjects,
@@ -83,7 +86,7 @@ def _one_project(found: DirProjects) -> tuple[str, str | None]:
 def add_memory(app: AppPort, store: MemoryStore, *, content: object, type_: object,
                scope: object, directory: str | None = None, db: str | None = None,
                project: str | None = None, lock_for: LockFor = no_lock,
-               agent: bool = False) -> dict[str, Any]:
+               agent: bool = False, state: StateDB | None = None) -> dict[str, Any]:
     """Store a manual memory (``source`` ``manual``), deduplicated like extracted ones.
 
     The user's (``provenance`` ``user``), or with ``agent`` the agent's (``provenance``
@@ -98,6 +101,12 @@ def add_memory(app: AppPort, store: MemoryStore, *, content: object, type_: obje
     fact (same normalised text, type and scope) or a near-identical one that says all it
     says is not stored twice. A ``user``-scope memory belongs to ``app.user_id``.
 
+    The user's fact that says it replaces a term ("use uv instead of Poetry") then retires
+    the older active facts of its scope that state that term, as capture does
+    (:func:`~opencode_memoryd.capture.supersede.supersede`: recorded in ``state``,
+    journaled, undone by ``dream --undo``). The agent's never retires anything: its notes
+    are not the user's word.
+
     Args:
         content: the fact, one or two sentences.
         type_: ``user``, ``feedback``, ``project`` or ``reference``.
@@ -111,8 +120,9 @@ def add_memory(app: AppPort, store: MemoryStore, *, content: object, type_: obje
 
     Returns:
         ``{"memory": payload, "status": "added" | "pending" | "duplicate", "redactions":
-        {kind: n}}``; for ``duplicate`` the payload is the memory already holding the fact
-        (its id); ``pending``: the agent's user-scope note, awaiting the user.
+        {kind: n}, "superseded": [id, …]}``; for ``duplicate`` the payload is the memory
+        already holding the fact (its id); ``pending``: the agent's user-scope note,
+        awaiting the user; ``superseded``: the ids the fact retired.
 
     Raises:
         RequestError: content not a non-empty string or too long, an unknown type or scope,
@@ -154,13 +164,18 @@ def add_memory(app: AppPort, store: MemoryStore, *, content: object, type_: obje
             message_times={}, now=app.clock(),
             near_duplicate_similarity=app.config.dedup.near_duplicate_similarity,
             user_id=app.user_id)
+        retired: list[str] = []
+        terms = replaced_terms(text)
+        if terms and state is not None and not agent and outcome.memory.is_active:
+            retired = supersede(store, state, outcome.memory, terms, text, now=app.clock(),
+                                record=journal_record(app))
     status = ("duplicate" if not outcome.added
               else "pending" if outcome.memory.pending else "added")
     log.info("memory_added", id=outcome.memory.id, status=status, type=type_, scope=scope,
              project=key, redactions=sum(redactions.values()),
              provenance=outcome.memory.provenance)
     return {"memory": outcome.memory.to_payload(), "status": status,
-            "redactions": redactions}
+            "redactions": redactions, "superseded": retired}
 
 
 def visible(app: AppPort, store: MemoryStore, memory_id: object, verb: str = "forget"

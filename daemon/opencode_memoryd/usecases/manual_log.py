@@ -7,7 +7,11 @@ One JSON line per change in ``<state dir>/manual-journal.jsonl``, written throug
 ``fsync``-ed, ``flock``-ed; a torn tail is set aside)::
 
     {"run_id": str (unique per change), "status": "ok", "op": "add" | "edit" | "forget" |
-     "restore" | "confirm" | "reject" | "export", "at": ISO-8601 UTC str, "memory": Memory payload}
+     "restore" | "confirm" | "reject" | "supersede" | "export", "at": ISO-8601 UTC str,
+     "memory": Memory payload}
+
+``supersede``: a fact a manual ``add`` retired (its tombstone), so a rebuild keeps it
+retired.
 
 ``export`` entries are written by ``rebuild``: the ``manual`` memories an old store still
 gave that the journal did not hold (written before it existed), so a rebuild that is
@@ -28,13 +32,15 @@ import structlog
 from opencode_memoryd.dream.journal import DreamJournal
 from opencode_memoryd.errors import MemorydError
 from opencode_memoryd.models import Memory
+from opencode_memoryd.store.api import MemoryStore
 
 log = structlog.get_logger(__name__)
 
 #: The file, next to the dream journal.
 MANUAL_JOURNAL_FILE = "manual-journal.jsonl"
 #: The changes journaled.
-MANUAL_OPS = ("add", "edit", "forget", "restore", "confirm", "reject", "export")
+MANUAL_OPS = ("add", "edit", "forget", "restore", "confirm", "reject", "supersede",
+              "export")
 
 
 def manual_journal(dream_journal_path: Path) -> DreamJournal:
@@ -86,3 +92,19 @@ def manual_memories(journal: DreamJournal) -> dict[str, Memory]:
             continue
         out[m.id] = m
     return out
+
+
+def journal_undone(journal: DreamJournal, store: MemoryStore, run_id: str, at: str) -> None:
+    """Journal as ``restore`` (at ``at``, ISO 8601 UTC) each memory this journal last left
+    retired by run ``run_id`` that an undo of the run made active again, so a rebuild
+    keeps it active; a journal that cannot be read or written is logged and the undo
+    stands."""
+    try:
+        held = manual_memories(journal)
+    except MemorydError as exc:
+        log.error("manual_journal_failed", op="restore", run_id=run_id, error=str(exc))
+        return
+    ids = [m.id for m in held.values() if m.retired_by_run == run_id]
+    for m in store.get(ids) if ids else []:
+        if m.is_active:
+            journaled(journal, "restore", {"memory": m.to_payload()}, at)

@@ -1,12 +1,11 @@
-"""The use cases bound to open resources: one object the CLI, the daemon's control server
-and the MCP server all call.
+"""The use cases bound to open resources: one object the CLI, the daemon's control server and
+the MCP server all call.
 
-:class:`Service` holds the state file, the store and the dream journal, and builds the
-extractor and the dream engine on first use (an LLM client is only imported when needed).
-:func:`open_local` opens one for a one-shot command; the daemon builds one over the
-resources it owns, with its per-project locks. Every public method takes keyword
-arguments of JSON types and returns JSON-safe data, so the control socket can carry each
-call unchanged (:data:`ROUTES`, :func:`call`).
+:class:`Service` holds the state file, the store and the dream journal, and builds the extractor
+and the dream engine on first use (an LLM client is only imported when needed). :func:`open_local`
+opens one for a one-shot command; the daemon builds one over the resources it owns, with its
+per-project locks. Every public method takes keyword arguments of JSON types and returns
+JSON-safe data, so the control socket carries each call unchanged (:data:`ROUTES`, :func:`call`).
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ from opencode_memoryd.usecases import (
 )
 from opencode_memoryd.usecases.context_cache import ContextCache
 from opencode_memoryd.usecases.maintain import LockFor, Progress, capture_now, maintain, no_lock
-from opencode_memoryd.usecases.manual_log import journaled, manual_journal
+from opencode_memoryd.usecases.manual_log import journal_undone, journaled, manual_journal
 from opencode_memoryd.usecases.ports import AppPort
 from opencode_memoryd.usecases.projects import resolve_dir
 
@@ -203,8 +202,10 @@ class Service:
     def undo(self, *, run_id: str, caller: str = "user") -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.dreams.undo_dream` (never the agent's)."""
         agent_limits.refuse_agent_dream(caller, "undo")
-        return dreams.undo_dream(self.dreamer, self.journal, self.state, run_id,
-                                 lock_for=self.lock_for)
+        entry = dreams.undo_dream(self.dreamer, self.journal, self.state, run_id,
+                                  lock_for=self.lock_for)
+        journal_undone(self.manual_journal, self.store, run_id, iso_utc(self.app.clock()))
+        return entry
 
     def add(self, *, content: str, type: str, scope: str, directory: str | None = None,
             db: str | None = None, project: str | None = None,
@@ -214,10 +215,13 @@ class Service:
         agent = agent_limits.check_caller(caller, "add")
         if agent:
             agent_limits.agent_project_keys((), directory, "add")
-        return self._journaled("add", curate.add_memory(
+        result = self._journaled("add", curate.add_memory(
             self.app, self.store, content=content, type_=type, scope=scope,
             directory=directory, db=db, project=project, lock_for=self.lock_for,
-            agent=agent))
+            agent=agent, state=self.state))
+        for retired in self.store.get(result["superseded"]):  # a rebuild keeps them retired
+            self._journaled("supersede", {"memory": retired.to_payload()})
+        return result
 
     def _agent(self, caller: str, directory: str | None, db: str | None, verb: str
                ) -> agent_limits.AgentCall | None:
@@ -298,8 +302,7 @@ class Service:
         return profile.user_profile(self.app, self.store)
 
     def resolve(self, *, directory: str, db: str | None = None) -> dict[str, Any]:
-        """The projects a folder selects: see
-        :func:`opencode_memoryd.usecases.projects.resolve_dir` (``as_dict``)."""
+        """See :func:`opencode_memoryd.usecases.projects.resolve_dir` (``as_dict``)."""
         return resolve_dir(self.app, self.store, directory, db).as_dict()
 
     def context(self, *, directory: str | None = None, session: str | None = None,

@@ -79,7 +79,8 @@ def openapi_document() -> dict[str, Any]:
             "post": _op("add a memory by hand (deduplicated, secrets redacted): 201",
                         body={"content": _STR, "type": _STR, "scope": _STR,
                               "project": _STR, "directory": _STR},
-                        data="{memory, status: added|duplicate, redactions}", unsafe=True),
+                        data="{memory, status: added|duplicate, redactions, superseded}",
+                        unsafe=True),
         },
         "/api/memories/{memory_id}": {
             "get": _op("one memory with its lineage and history", [_MEMORY_ID],
