@@ -207,7 +207,9 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
     def _open_store(self) -> MemoryStore:
         """Open the store; while a one-shot command (``list``, ``maintain`` …) started
         before the daemon still holds the embedded store, wait for it, up to
-        ``STORE_WAIT_SECONDS``.
+        ``STORE_WAIT_SECONDS``. A store built BM25-only is first re-embedded for the
+        local model (:func:`~opencode_memoryd.usecases.reembed.migrate_store`; commands
+        are served once it is done).
 
         Raises:
             StoreInUseError: still held after that (another daemon, or a long command).
