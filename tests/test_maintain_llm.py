@@ -44,10 +44,10 @@ def fake() -> Iterator[FakeOpenAI]:
         yield f
 
 
-@pytest.fixture
-def llm_config(tmp_path: Path, fake: FakeOpenAI) -> Path:
-    # extraction alone: the summaries' own model calls are tested in test_summaries.py
-    return write_config(tmp_path / "llm.toml", f"""
+def llm_only_config(path: Path, base_url: str) -> Path:
+    """An LLM-mode config for the endpoint at ``base_url``: extraction alone (the
+    summaries' own model calls are tested in test_summaries.py), no retries."""
+    return write_config(path, f"""
 [opencode]
 settle_seconds = 0
 [summaries]
@@ -56,12 +56,17 @@ project_brief = false
 [extraction]
 mode = "llm"
 [llm]
-base_url = "{fake.base_url}"
+base_url = "{base_url}"
 model = "test-model"
 api_key_env = "TEST_LLM_KEY"
 timeout_seconds = 2
 max_retries = 0
 """)
+
+
+@pytest.fixture
+def llm_config(tmp_path: Path, fake: FakeOpenAI) -> Path:
+    return llm_only_config(tmp_path / "llm.toml", fake.base_url)
 
 
 def run(cfg: Path, db: Path, *extra: str) -> tuple[int, str]:
@@ -232,18 +237,7 @@ def test_an_unreachable_endpoint_stops_the_run_at_the_first_session(
         capsys: pytest.CaptureFixture[str]) -> None:
     with FakeOpenAI() as gone:
         base_url = gone.base_url  # nothing listens there once it is closed
-    cfg = write_config(tmp_path / "down.toml", f"""
-[summaries]
-session_summaries = false
-project_brief = false
-[extraction]
-mode = "llm"
-[llm]
-base_url = "{base_url}"
-model = "test-model"
-timeout_seconds = 2
-max_retries = 0
-""")
+    cfg = llm_only_config(tmp_path / "down.toml", base_url)
     code, _ = cli("--config", str(cfg), "maintain", "--all", "--db", str(sample_db))
     err = capsys.readouterr().err
     assert code != 0
