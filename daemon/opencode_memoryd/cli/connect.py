@@ -58,6 +58,8 @@ def run_use_case(app: App, route: str, payload: dict[str, Any], *,
         app = app.load()
 
     try:
+        if route == "maintain":
+            _migrate(app)
         with open_local(app, progress=progress) as service:
             if route in ("dream", "undo"):
                 service.recover_dreams()
@@ -68,6 +70,17 @@ def run_use_case(app: App, route: str, payload: dict[str, Any], *,
         if served:
             return result
         raise
+
+
+def _migrate(app: App) -> None:
+    """Re-embed a store built before the local model was the default
+    (:func:`~opencode_memoryd.usecases.reembed.migrate_store`), saying so on stderr."""
+    from opencode_memoryd.usecases.reembed import migrate_store
+
+    result = migrate_store(app)
+    if result and result["reembedded"]:
+        print(f"re-embedded {result['points']} memories of {result['store']}: "
+              f"{result['from']} -> {result['to']}", file=sys.stderr)
 
 
 def via_daemon(app: App, name: str, payload: dict[str, Any]) -> tuple[bool, Any]:

@@ -79,6 +79,20 @@ def _print_llm(llm: dict[str, Any], counts: dict[str, Any]) -> None:
         print(f"failing:     {counts['chunks_failing']} chunk(s) failed and will be retried")
 
 
+def _print_search(store_info: dict[str, Any], embedding: dict[str, Any],
+                  daemon: dict[str, Any]) -> None:
+    e = store_info.get("embedder")
+    print("search:      " + (f"BM25 + embedder {e['name']!r} ({e['dimensions']} dimensions)"
+                             if e else "BM25 (keywords) alone"))
+    if embedding.get("unavailable"):
+        print(f"WARNING:     the local embedding model cannot run here: "
+              f"{embedding['unavailable']}; search is BM25 alone")
+    m = daemon.get("store_migration")
+    if m and m.get("reembedded"):
+        print(f"re-embedded: {m['points']} memories when the daemon started "
+              f"({m['from']} -> {m['to']})")
+
+
 def _print_store(info: dict[str, Any]) -> None:
     print(f"config:      {info['config_path']}"
           f"{'' if info['config_file_exists'] else ' (not present: defaults)'}")
@@ -90,6 +104,7 @@ def _print_store(info: dict[str, Any]) -> None:
     print(f"store:       {store_info.get('backend')} "
           f"{store_info.get('path') or store_info.get('url') or ''}"
           f" ({store_info.get('points', '?')} points)")
+    _print_search(store_info, info.get("embedding") or {}, info["daemon"])
     for db in info["databases"]:
         print(f"database:    {db['path']}  "
               + (db.get("error") or f"{db['schema']}, {db['sessions']} sessions"))

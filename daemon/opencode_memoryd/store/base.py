@@ -20,12 +20,8 @@ from opencode_memoryd.models import Memory, iso_utc
 from opencode_memoryd.store.api import ALL, FIXED_FIELDS, Embedder, MemoryFilter
 from opencode_memoryd.store.batching import WriteBatching
 from opencode_memoryd.store.bm25 import Bm25Encoder, SparseVector, default_encoder
-from opencode_memoryd.store.meta import (
-    check_meta,
-    embedder_record,
-    interrupted_message,
-    new_meta,
-)
+from opencode_memoryd.store.fusion import prefer_current_facts
+from opencode_memoryd.store.meta import check_meta, embedder_record, interrupted_message, new_meta
 
 #: Points read per scroll request.
 PAGE_SIZE = 256
@@ -286,7 +282,8 @@ class StoreBase(WriteBatching):
         (at most 1 + 0.6 = 1.6) with one. A query made only of stopwords has no
         BM25 terms: it returns ``[]`` without an embedder. While a store opened with
         ``allow_mismatch=True`` awaits :meth:`reembed`, only its still-valid vector is
-        searched.
+        searched. Then summaries and retired memories are scored down
+        (:func:`~opencode_memoryd.store.fusion.prefer_current_facts`).
 
         Raises:
             StoreError: the backend failed.
@@ -308,9 +305,9 @@ class StoreBase(WriteBatching):
                  if embedder is not None else None)
         with self._lock:
             self._require_open()
-            if dense is None:
-                return self._search_sparse(sparse, flt, limit) if sparse else []
-            return self._search_hybrid(sparse, dense, flt, limit)
+            hits = (self._search_hybrid(sparse, dense, flt, limit) if dense is not None
+                    else self._search_sparse(sparse, flt, limit) if sparse else [])
+        return prefer_current_facts(hits)
 
     def reembed(self, embedder: Embedder | None, *, batch_size: int = 64,
                 progress: Callable[[int, int], None] | None = None) -> int:

@@ -1,4 +1,5 @@
-"""Hybrid ranking: weighted reciprocal rank fusion of the BM25 and dense rankings.
+"""Hybrid ranking: weighted reciprocal rank fusion of the BM25 and dense rankings, then
+current facts above summaries and retired memories (:func:`prefer_current_facts`).
 
 :class:`~opencode_memoryd.store.edge.EdgeStore` fuses in Python with :func:`rrf_fuse`;
 :class:`~opencode_memoryd.store.server.ServerStore` asks the server for the same fusion
@@ -8,6 +9,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+from opencode_memoryd.models import NOTE_TYPES, Memory
 
 # Tuned with bench/locomo_hybrid.py (all-MiniLM-L6-v2 dense vectors, LoCoMo turn retrieval, 1,152
 # settings: k x dense weight x candidates per side) on conversations 0-4 only: the best MRR@10
@@ -82,12 +85,40 @@ def rrf_fuse(
     return sorted(scores.items(), key=lambda kv: (-kv[1], order[kv[0]]))
 
 
+#: Score factor of a session summary or project brief: a summary matches many questions by
+#: its length alone, so a fact as relevant ranks above it.
+NOTE_FACTOR = 0.4
+#: Score factor of a retired memory (superseded, merged, forgotten: listed only with
+#: ``--all``): below any current memory, fact or summary, as relevant.
+RETIRED_FACTOR = 0.25
+
+
+def rank_factor(memory: Memory) -> float:
+    """The factor a hit's score is multiplied by: 1 for a current fact,
+    :data:`NOTE_FACTOR` for a summary or brief, :data:`RETIRED_FACTOR` for a retired memory
+    (times the former when it is a note too)."""
+    factor = NOTE_FACTOR if memory.type in NOTE_TYPES else 1.0
+    return factor * (RETIRED_FACTOR if memory.status == "retired" else 1.0)
+
+
+def prefer_current_facts(hits: Sequence[tuple[Memory, float]]) -> list[tuple[Memory, float]]:
+    """Rescore search hits by :func:`rank_factor` and sort them again, best first (ties keep
+    their order): current facts above summaries and briefs, and both above retired memories
+    of equal relevance, with BM25 and fused scores alike (both stores call it)."""
+    rescored = [(m, score * rank_factor(m)) for m, score in hits]
+    return sorted(rescored, key=lambda h: -h[1])
+
+
 __all__ = [
     "DENSE_CANDIDATES_PER_RESULT",
     "DENSE_WEIGHT",
+    "NOTE_FACTOR",
+    "RETIRED_FACTOR",
     "RRF_K",
     "SPARSE_CANDIDATES_PER_RESULT",
     "SPARSE_WEIGHT",
     "candidates",
+    "prefer_current_facts",
+    "rank_factor",
     "rrf_fuse",
 ]

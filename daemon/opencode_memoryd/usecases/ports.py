@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from opencode_memoryd.extract.recorded import ReplyMemory
     from opencode_memoryd.source.reader import OpenCodeDB
     from opencode_memoryd.state.db import StateDB
-    from opencode_memoryd.store.api import MemoryStore
+    from opencode_memoryd.store.api import Embedder, MemoryStore
 
 
 class AppPort(Protocol):
@@ -86,6 +86,10 @@ class AppPort(Protocol):
     def open_store(self, *, allow_mismatch: bool = False) -> MemoryStore:
         """Open the memory store; ``allow_mismatch``: even when it was built with another
         embedder or BM25 settings, or its re-embedding was interrupted (to re-embed it)."""
+        ...
+
+    def build_embedder(self) -> Embedder | None:
+        """The configured dense embedder, or ``None`` (BM25 only)."""
         ...
 
     def build_extractor(self, modes: ModeMemory | None = None) -> Extractor:

@@ -23,7 +23,7 @@ import structlog
 from opencode_memoryd.config.paths import store_dir
 from opencode_memoryd.errors import StoreError, UpstreamError
 from opencode_memoryd.store.edge import EDGE_META_FILE
-from opencode_memoryd.store.meta import embedder_desc
+from opencode_memoryd.store.meta import embedder_desc, read_meta_file
 from opencode_memoryd.usecases.ports import AppPort
 
 log = structlog.get_logger(__name__)
@@ -109,4 +109,70 @@ def reembed(app: AppPort, *, force: bool = False,
         store.close()
 
 
-__all__ = ["MARKED", "RUN_AGAIN", "reembed"]
+#: The provider whose stores built without dense vectors are re-embedded automatically.
+MIGRATED_PROVIDER = "local"
+
+
+def migration_due(app: AppPort) -> str | None:
+    """Why :func:`migrate_store` would re-embed the store now, or ``None`` when it would not
+    (see there). Reads the embedded store's metadata file; builds the embedder.
+
+    Raises:
+        StoreError: the metadata file cannot be read.
+        UpstreamError: the local model's file is not the pinned one.
+    """
+    cfg = app.config
+    if cfg.qdrant.url or cfg.embedding.provider != MIGRATED_PROVIDER:
+        return None
+    meta_path = store_dir(cfg, app.env) / EDGE_META_FILE
+    if not meta_path.exists():
+        return None
+    meta = read_meta_file(meta_path)
+    interrupted = meta.get("reembed_in_progress")
+    target = (interrupted or {}).get("embedder") if interrupted else None
+    if interrupted and not str((target or {}).get("name", "")).startswith("local:"):
+        return None
+    if not interrupted and meta.get("embedder") is not None:
+        return None
+    if app.build_embedder() is None:  # no local model here: BM25 alone, as before
+        return None
+    return ("a re-embedding for the local model did not complete" if interrupted
+            else "the store has no dense vectors and the local model is the default")
+
+
+def migrate_store(app: AppPort, *,
+                  progress: Callable[[int, int], None] | None = None) -> dict[str, Any] | None:
+    """Re-embed an embedded store built before the local model was the default, when that
+    is safe: run by the daemon as it starts and by ``maintain``, before they open the store.
+
+    It runs only when ``[embedding] provider`` is ``local`` and the model runs here, the
+    store is an embedded one (it then belongs to this process alone; a Qdrant server
+    collection may be shared by several machines, so it keeps the advice to ``reembed``)
+    and its vectors were built with no embedder (BM25 only), or a re-embedding towards the
+    local model did not complete. A store built for another embedder is left as it is
+    (opening it then reports the mismatch). The re-embedding is :func:`reembed`'s:
+    memory ids, texts and payloads stay; interrupted, it is done again at the next start.
+
+    Args:
+        app: the configured application.
+        progress: as for :func:`reembed`.
+
+    Returns:
+        :func:`reembed`'s report when the store was re-embedded, else ``None``.
+
+    Raises:
+        StoreInUseError, StoreError, UpstreamError: as for :func:`reembed`.
+    """
+    reason = migration_due(app)
+    if reason is None:
+        return None
+    log.info("store_migration", store=str(store_dir(app.config, app.env)), reason=reason)
+    result = reembed(app, progress=progress)
+    if result["reembedded"]:
+        log.info("store_migrated", store=result["store"], points=result["points"],
+                 source=result["from"], target=result["to"])
+    return result
+
+
+__all__ = ["MARKED", "MIGRATED_PROVIDER", "RUN_AGAIN", "migrate_store", "migration_due",
+           "reembed"]

@@ -9,7 +9,16 @@ from opencode_memoryd.errors import SourceError
 from opencode_memoryd.models import MEMORY_TYPES, SCOPES
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
+from opencode_memoryd.store.local_embedder import local_model_problem
 from opencode_memoryd.usecases.ports import AppPort
+
+
+def embedding_info(app: AppPort) -> dict[str, Any]:
+    """``{"provider": str, "unavailable": str | None}``: the configured provider and, for
+    ``local`` where its model cannot run, why (search is then BM25 alone)."""
+    provider = app.config.embedding.provider
+    unavailable = local_model_problem() if provider == "local" else None
+    return {"provider": provider, "unavailable": unavailable}
 
 
 def status_info(app: AppPort, state: StateDB, store: MemoryStore) -> dict[str, Any]:
@@ -21,7 +30,8 @@ def status_info(app: AppPort, state: StateDB, store: MemoryStore) -> dict[str, A
     Returns:
         ``{"config_path", "config_file_exists", "state_dir", "extraction_mode",
         "databases": [{"path", "schema", "sessions", "unread_tables"} | {"path", "error"}],
-        "databases_error"?, "store": {...}, "user_id": this user's identity,
+        "databases_error"?, "store": {...}, "embedding": :func:`embedding_info`,
+        "user_id": this user's identity,
         "memories": {"scope/type": count} (user scope: this user's only),
         "state": {...}, "llm": {"modes": [{"base_url", "model", "json_mode", "start",
         "detail", "updated_at"}], "given_up": [failure dicts, at most 10]},
@@ -51,6 +61,7 @@ def status_info(app: AppPort, state: StateDB, store: MemoryStore) -> dict[str, A
         info["databases_error"] = str(exc)
     info["databases"] = dbs
     info["store"] = store.info()
+    info["embedding"] = embedding_info(app)
     info["user_id"] = app.user_id
     counts: dict[str, int] = {}
     for scope in SCOPES:

