@@ -1,0 +1,169 @@
+"""Query expansion by category: a question that names a kind of tool also searches for the
+tools of that kind.
+
+"Which package manager?" shares no word with "We always use pnpm": BM25 cannot find it, and
+a small embedding model ranks it low. This is thesaurus-based query expansion (Voorhees,
+"Query Expansion Using Lexical-Semantic Relations", SIGIR 1994; Manning, Raghavan &
+Schütze, *Introduction to Information Retrieval*, 2008, section 9.2.2, "Automatic thesaurus
+generation" and manual thesauri): a lexicon of developer-tool categories
+(``categories.toml`` beside this module: for each category, the phrases a question names it
+by and the common members of the category, written from general knowledge of the
+ecosystems) is matched against the query, and the members of every category it names are
+added to the BM25 query at :data:`EXPANSION_WEIGHT`, below the question's own words
+(weight 1). A query that names no category is searched exactly as before.
+
+Phrase matching works on words (letters, digits and ``+#./_-`` inside a word), lowercase,
+after a light suffix strip applied alike to the query and to the phrases (``-ies`` to
+``-y``; ``-ing``, ``-ed``, ``-s`` dropped when three letters or more remain), so "linters",
+"deploying" and "deployed" match "linter" and "deploy".
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+from opencode_memoryd.store.bm25 import Bm25Encoder, SparseVector
+
+#: BM25 query weight of an added member term (the question's own terms weigh 1.0). Chosen
+#: on the development questions of ``bench/natural_queries.py`` (see README, "Search and
+#: embeddings").
+EXPANSION_WEIGHT = 0.3
+
+_WORD = re.compile(r"[a-z0-9][a-z0-9+#./_-]*")
+_SUFFIXES = (("ies", "y"), ("ing", ""), ("ed", ""), ("s", ""))
+
+
+def _stem(word: str) -> str:
+    word = word.rstrip("./_-")
+    if word.endswith("ss"):
+        return word
+    for suffix, repl in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)] + repl
+    return word
+
+
+def words(text: str) -> tuple[str, ...]:
+    """``text``'s words for phrase matching: lowercase, lightly stemmed, in order."""
+    return tuple(_stem(w) for w in _WORD.findall(text.lower()))
+
+
+@dataclass(frozen=True, slots=True)
+class Category:
+    """One category: its ``name``, the ``phrases`` a question names it by (each as its
+    :func:`words`) and its ``members`` (tool names as written)."""
+
+    name: str
+    phrases: tuple[tuple[str, ...], ...]
+    members: tuple[str, ...]
+
+
+class CategoryLexicon:
+    """Categories and the phrases that name them, indexed by a phrase's first word.
+
+    Args:
+        categories: the categories, in the order their members are added.
+
+    Raises:
+        ValueError: a category has no phrase or no member, or a phrase has no word.
+    """
+
+    def __init__(self, categories: Iterable[Category]) -> None:
+        self.categories = tuple(categories)
+        self._by_first: dict[str, list[tuple[tuple[str, ...], int]]] = {}
+        for i, c in enumerate(self.categories):
+            if not c.phrases or not c.members:
+                raise ValueError(f"category {c.name!r} needs at least one phrase and member")
+            for phrase in c.phrases:
+                if not phrase:
+                    raise ValueError(f"category {c.name!r} has a phrase without a word")
+                self._by_first.setdefault(phrase[0], []).append((phrase, i))
+
+    @classmethod
+    def from_toml(cls, text: str) -> CategoryLexicon:
+        """A lexicon from TOML text: ``[[category]]`` tables with ``name`` (string),
+        ``phrases`` and ``members`` (lists of strings).
+
+        Raises:
+            ValueError: the text is not TOML, or a table lacks a field or has the wrong type
+                (``tomllib.TOMLDecodeError`` is a ``ValueError``).
+        """
+        data = tomllib.loads(text)
+        out = []
+        for n, table in enumerate(data.get("category", []), start=1):
+            name, phrases, members = (table.get(k) for k in ("name", "phrases", "members"))
+            if not isinstance(name, str) or not _strings(phrases) or not _strings(members):
+                raise ValueError(f"category {n}: needs a name and lists of strings "
+                                 "'phrases' and 'members'")
+            out.append(Category(name, tuple(words(p) for p in phrases),
+                                tuple(dict.fromkeys(m.strip() for m in members if m.strip()))))
+        return cls(out)
+
+    def named_in(self, query: str) -> list[Category]:
+        """The categories a phrase of which occurs in ``query`` (on word boundaries), in
+        lexicon order, each once."""
+        q = words(query)
+        found: set[int] = set()
+        for start, word in enumerate(q):
+            for phrase, i in self._by_first.get(word, ()):
+                if q[start:start + len(phrase)] == phrase:
+                    found.add(i)
+        return [self.categories[i] for i in sorted(found)]
+
+    def members_for(self, query: str) -> list[str]:
+        """The members of every category named in ``query``, first occurrence only
+        (``[]``: the query names no category)."""
+        return list(dict.fromkeys(m for c in self.named_in(query) for m in c.members))
+
+
+def _strings(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+@lru_cache(maxsize=1)
+def default_lexicon() -> CategoryLexicon:
+    """The lexicon of ``categories.toml`` in this package (read once per process).
+
+    Raises:
+        ValueError: the packaged file is malformed.
+    """
+    text = resources.files("opencode_memoryd.store").joinpath("categories.toml").read_text(
+        "utf-8")
+    return CategoryLexicon.from_toml(text)
+
+
+def expanded_sparse(encoder: Bm25Encoder, query: str, members: Sequence[str], *,
+                    weight: float = EXPANSION_WEIGHT) -> SparseVector:
+    """The BM25 query vector of ``query`` (weight 1.0 per term) plus the terms of
+    ``members`` not already in it, at ``weight``. Without members: ``query``'s own vector."""
+    own = encoder.embed_query(query)
+    if not members:
+        return own
+    extra = encoder.embed_query(" ".join(members))
+    seen = set(own.indices)
+    added = [i for i in extra.indices if i not in seen]
+    return SparseVector(own.indices + added, own.values + [weight] * len(added))
+
+
+def sparse_query(encoder: Bm25Encoder, query: str, expand: bool = True) -> SparseVector:
+    """The BM25 query vector the store searches with: :func:`expanded_sparse` with the
+    members of the categories ``query`` names in :func:`default_lexicon` (``expand``
+    false: ``query``'s own vector)."""
+    members = default_lexicon().members_for(query) if expand else []
+    return expanded_sparse(encoder, query, members, weight=EXPANSION_WEIGHT)
+
+
+__all__ = [
+    "EXPANSION_WEIGHT",
+    "Category",
+    "CategoryLexicon",
+    "default_lexicon",
+    "expanded_sparse",
+    "sparse_query",
+    "words",
+]
