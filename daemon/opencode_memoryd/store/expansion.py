@@ -32,7 +32,7 @@ from opencode_memoryd.store.bm25 import Bm25Encoder, SparseVector
 #: BM25 query weight of an added member term (the question's own terms weigh 1.0). Chosen
 #: on the development questions of ``bench/natural_queries.py`` (see README, "Search and
 #: embeddings").
-EXPANSION_WEIGHT = 0.3
+EXPANSION_WEIGHT = 0.5
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9+#./_-]*")
 _SUFFIXES = (("ies", "y"), ("ing", ""), ("ed", ""), ("s", ""))
