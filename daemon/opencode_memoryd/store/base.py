@@ -20,7 +20,7 @@ from opencode_memoryd.models import Memory, iso_utc
 from opencode_memoryd.store.api import ALL, FIXED_FIELDS, Embedder, MemoryFilter
 from opencode_memoryd.store.batching import WriteBatching
 from opencode_memoryd.store.bm25 import Bm25Encoder, SparseVector, default_encoder
-from opencode_memoryd.store.expansion import sparse_query
+from opencode_memoryd.store.expansion import expand_query
 from opencode_memoryd.store.fusion import prefer_current_facts
 from opencode_memoryd.store.meta import check_meta, embedder_record, interrupted_message, new_meta
 
@@ -277,7 +277,7 @@ class StoreBase(WriteBatching):
         ``as_document`` (``query`` is a memory's text: a memory-to-memory look-up).
 
         BM25 sparse search always, a query naming a category of tools ("which package
-        manager?") expanded by its members (:mod:`~opencode_memoryd.store.expansion`; not
+        manager?") expanded by its members, both sides (:mod:`~.expansion`; not
         ``as_document``, nor with :attr:`query_expansion` off). With an embedder, a dense
         search too, fused by weighted reciprocal rank fusion (:mod:`~.fusion`: k = 1,
         sparse weight 1, dense weight 0.6; ``limit`` and ``4 * limit`` candidates). Scores:
@@ -302,9 +302,9 @@ class StoreBase(WriteBatching):
             if not use_sparse and embedder is None:
                 raise EmbedderMismatchError(self._mismatch or "store needs re-embedding")
         expand = self.query_expansion and not as_document
-        sparse = sparse_query(self._bm25, query, expand) if use_sparse else SparseVector([], [])
+        sparse, text = expand_query(self._bm25, query, expand=expand, sparse=use_sparse)
         # the query embedding is computed outside the lock: it may call the network
-        dense = (self._dense(embedder, [query], query=not as_document)[0]
+        dense = (self._dense(embedder, [text], query=not as_document)[0]
                  if embedder is not None else None)
         with self._lock:
             self._require_open()

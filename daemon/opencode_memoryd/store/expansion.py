@@ -10,7 +10,9 @@ generation" and manual thesauri): a lexicon of developer-tool categories
 by and the common members of the category, written from general knowledge of the
 ecosystems) is matched against the query, and the members of every category it names are
 added to the BM25 query at :data:`EXPANSION_WEIGHT`, below the question's own words
-(weight 1). A query that names no category is searched exactly as before.
+(weight 1); the dense side embeds the question followed by the first
+:data:`DENSE_MEMBERS` members ("which package manager? (pnpm, npm, yarn, ...)"). A query
+that names no category is searched exactly as before.
 
 Phrase matching works on words (letters, digits and ``+#./_-`` inside a word), lowercase,
 after a light suffix strip applied alike to the query and to the phrases (``-ies`` to
@@ -33,6 +35,9 @@ from opencode_memoryd.store.bm25 import Bm25Encoder, SparseVector
 #: on the development questions of ``bench/natural_queries.py`` (see README, "Search and
 #: embeddings").
 EXPANSION_WEIGHT = 0.5
+#: Members the dense side's query text names (the first ones of the lexicon's order, the
+#: commonest first). Chosen on the same questions.
+DENSE_MEMBERS = 8
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9+#./_-]*")
 _SUFFIXES = (("ies", "y"), ("ing", ""), ("ed", ""), ("s", ""))
@@ -150,20 +155,35 @@ def expanded_sparse(encoder: Bm25Encoder, query: str, members: Sequence[str], *,
     return SparseVector(own.indices + added, own.values + [weight] * len(added))
 
 
-def sparse_query(encoder: Bm25Encoder, query: str, expand: bool = True) -> SparseVector:
-    """The BM25 query vector the store searches with: :func:`expanded_sparse` with the
-    members of the categories ``query`` names in :func:`default_lexicon` (``expand``
-    false: ``query``'s own vector)."""
+def dense_text(query: str, members: Sequence[str], *, count: int = DENSE_MEMBERS) -> str:
+    """The text the dense side embeds for ``query``: the query, then its first ``count``
+    members in parentheses ("which package manager? (pnpm, npm, yarn, ...)"); ``query``
+    alone without members."""
+    return f"{query} ({', '.join(members[:count])})" if members and count > 0 else query
+
+
+def expand_query(encoder: Bm25Encoder, query: str, *, expand: bool = True,
+                 sparse: bool = True) -> tuple[SparseVector, str]:
+    """What the store searches with for ``query``: the BM25 query vector
+    (:func:`expanded_sparse` at :data:`EXPANSION_WEIGHT`; empty when ``sparse`` is false)
+    and the dense side's text (:func:`dense_text` with :data:`DENSE_MEMBERS` members), with
+    the members of the categories ``query`` names in :func:`default_lexicon`. With
+    ``expand`` false, or a query naming no category: ``query``'s own vector and ``query``.
+    """
     members = default_lexicon().members_for(query) if expand else []
-    return expanded_sparse(encoder, query, members, weight=EXPANSION_WEIGHT)
+    vector = (expanded_sparse(encoder, query, members, weight=EXPANSION_WEIGHT) if sparse
+              else SparseVector([], []))
+    return vector, dense_text(query, members, count=DENSE_MEMBERS)
 
 
 __all__ = [
+    "DENSE_MEMBERS",
     "EXPANSION_WEIGHT",
     "Category",
     "CategoryLexicon",
     "default_lexicon",
+    "dense_text",
+    "expand_query",
     "expanded_sparse",
-    "sparse_query",
     "words",
 ]
