@@ -46,8 +46,8 @@ ASKED = {"which package manager do we use?": "All installs go through pnpm.",
          "where are credentials kept?": "Secrets come from Doppler.",
          "where is the app hosted?": "Production runs on Fly.io."}
 #: Questions naming no category.
-PLAIN = ["who is Bob?", "what port does the API listen on?",
-         "how are prices stored?", "what does Alice look at?", "the", "where does the nightly export go"]
+PLAIN = ["who is Bob?", "what port does the API listen on?", "how are prices stored?",
+         "what does Alice look at?", "the", "where does the nightly export go"]
 
 
 def memory(text: str, n: int) -> Memory:
