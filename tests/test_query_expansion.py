@@ -152,3 +152,13 @@ def test_a_malformed_lexicon_is_refused_with_the_category_it_names() -> None:
                                   '[[category]]\nname = "b"\nphrases = "x"\nmembers = ["y"]\n')
     with pytest.raises(ValueError, match="needs at least one phrase"):
         CategoryLexicon.from_toml('[[category]]\nname = "a"\nphrases = []\nmembers = ["y"]\n')
+
+
+def test_a_long_query_expands_the_first_three_categories_it_names() -> None:
+    lex = default_lexicon()
+    query = ("fix the CI pipeline: the linter fails, the formatter changed and the database "
+             "migrations break the deploy")
+    assert len(lex.named_in(query)) > 3
+    assert lex.members_for(query) == lex.members_for(
+        "fix the CI pipeline: the linter fails, the formatter changed")
+    assert "prettier" in lex.members_for(query) and "postgres" not in lex.members_for(query)

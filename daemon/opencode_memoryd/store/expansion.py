@@ -35,6 +35,10 @@ from opencode_memoryd.store.bm25 import Bm25Encoder, SparseVector
 #: on the development questions of ``bench/natural_queries.py`` (see README, "Search and
 #: embeddings").
 EXPANSION_WEIGHT = 0.5
+#: Categories expanded at most, the first ones the query names: a long query (a session's
+#: first message, searched for the context block) may name many, and each adds up to ~100
+#: terms.
+MAX_CATEGORIES = 3
 #: Members the dense side's query text names (the first ones of the lexicon's order, the
 #: commonest first). Chosen on the same questions.
 DENSE_MEMBERS = 8
@@ -110,20 +114,22 @@ class CategoryLexicon:
         return cls(out)
 
     def named_in(self, query: str) -> list[Category]:
-        """The categories a phrase of which occurs in ``query`` (on word boundaries), in
-        lexicon order, each once."""
+        """The categories a phrase of which occurs in ``query`` (on word boundaries), each
+        once, in the order the query first names them (ties: lexicon order)."""
         q = words(query)
-        found: set[int] = set()
+        found: dict[int, int] = {}
         for start, word in enumerate(q):
             for phrase, i in self._by_first.get(word, ()):
                 if q[start:start + len(phrase)] == phrase:
-                    found.add(i)
-        return [self.categories[i] for i in sorted(found)]
+                    found.setdefault(i, start)
+        return [self.categories[i] for i in sorted(found, key=lambda i: (found[i], i))]
 
-    def members_for(self, query: str) -> list[str]:
-        """The members of every category named in ``query``, first occurrence only
-        (``[]``: the query names no category)."""
-        return list(dict.fromkeys(m for c in self.named_in(query) for m in c.members))
+    def members_for(self, query: str, *, most: int = MAX_CATEGORIES) -> list[str]:
+        """The members of the first ``most`` categories named in ``query``, in lexicon
+        order, first occurrence only (``[]``: the query names no category)."""
+        first = self.named_in(query)[:most]
+        named = [c for c in self.categories if c in first]  # in lexicon order
+        return list(dict.fromkeys(m for c in named for m in c.members))
 
 
 def _strings(value: object) -> bool:
@@ -179,6 +185,7 @@ def expand_query(encoder: Bm25Encoder, query: str, *, expand: bool = True,
 __all__ = [
     "DENSE_MEMBERS",
     "EXPANSION_WEIGHT",
+    "MAX_CATEGORIES",
     "Category",
     "CategoryLexicon",
     "default_lexicon",
