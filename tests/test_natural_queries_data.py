@@ -1,7 +1,7 @@
-"""``bench/data/natural_queries.json``: every question's answer is a memory that rules mode
-captures from the question's database (written by the genuine OpenCode), in a project that
-database knows; and ``opencode-natural.db`` stores each directive of its manifest once, in
-its scope, dated by its message, and nothing else."""
+"""``bench/data/natural_queries.json`` and the held-out set: every question's answer is a
+memory that rules mode captures from the question's database (written by the genuine
+OpenCode), in a project that database knows; and ``opencode-natural.db`` stores each
+directive of its manifest once, in its scope, dated by its message, and nothing else."""
 
 from __future__ import annotations
 
@@ -58,3 +58,15 @@ def test_the_natural_fixture_stores_every_planted_directive_and_nothing_else() -
     assert len(stored) == len(planted) >= 50
     # the sessions were played on eleven days; each memory is dated by its message
     assert len({m["said_at"][:10] for m in stored}) >= 8
+
+
+def test_the_held_out_set_has_50_questions_or_more_and_every_answer_is_captured() -> None:
+    dbs, questions = nq.load(nq.HELDOUT)
+    assert len(questions) >= 50
+    assert set(dbs) == {"heldout"} and all(path.is_file() for path in dbs.values())
+    assert not {normalize(q.text) for q in questions} & {normalize(q.text) for q in QUESTIONS}
+    assert nq.missing(dbs, questions) == []
+
+
+def normalize(text: str) -> str:
+    return " ".join(text.lower().split())

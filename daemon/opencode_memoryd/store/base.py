@@ -20,6 +20,7 @@ from opencode_memoryd.models import Memory, iso_utc
 from opencode_memoryd.store.api import ALL, FIXED_FIELDS, Embedder, MemoryFilter
 from opencode_memoryd.store.batching import WriteBatching
 from opencode_memoryd.store.bm25 import Bm25Encoder, SparseVector, default_encoder
+from opencode_memoryd.store.expansion import expand_query
 from opencode_memoryd.store.fusion import prefer_current_facts
 from opencode_memoryd.store.meta import check_meta, embedder_record, interrupted_message, new_meta
 
@@ -64,11 +65,12 @@ class StoreBase(WriteBatching):
     Args:
         embedder: dense embedder, or ``None`` for BM25 only.
         bm25: the BM25 encoder (``None``: :func:`~opencode_memoryd.store.bm25.default_encoder`).
-        allow_mismatch: open a store built with another embedder or BM25 settings, to
-            re-embed it.
+        allow_mismatch: open a store of other embedder or BM25 settings, to re-embed it.
     """
 
     backend = ""
+    #: Whether :meth:`search` expands a query naming a category of tools (off: compare).
+    query_expansion = True
 
     def __init__(self, embedder: Embedder | None, bm25: Bm25Encoder | None,
                  allow_mismatch: bool) -> None:
@@ -274,14 +276,14 @@ class StoreBase(WriteBatching):
         ``query`` with the embedder's ``embed_query``, or with ``embed`` when
         ``as_document`` (``query`` is a memory's text: a memory-to-memory look-up).
 
-        BM25 sparse search always. With an embedder, a dense search too, fused by weighted
-        reciprocal rank fusion (:func:`~opencode_memoryd.store.fusion.rrf_fuse` with the
-        settings of :mod:`~opencode_memoryd.store.fusion`: k = 1, sparse weight 1, dense
-        weight 0.6), the sparse side taking ``limit`` candidates and the dense side
-        ``4 * limit``. Scores: BM25 scores (unbounded, >= 0) without an embedder, RRF scores
-        (at most 1 + 0.6 = 1.6) with one. A query made only of stopwords has no
-        BM25 terms: it returns ``[]`` without an embedder. While a store opened with
-        ``allow_mismatch=True`` awaits :meth:`reembed`, only its still-valid vector is
+        BM25 sparse search always, a query naming a category of tools ("which package
+        manager?") expanded by its members, both sides (:mod:`~.expansion`; not
+        ``as_document``, nor with :attr:`query_expansion` off). With an embedder, a dense
+        search too, fused by weighted reciprocal rank fusion (:mod:`~.fusion`: k = 1,
+        sparse weight 1, dense weight 0.6; ``limit`` and ``4 * limit`` candidates). Scores:
+        BM25 scores (>= 0) without an embedder, RRF scores (at most 1.6) with one. A query of
+        stopwords alone has no BM25 terms: ``[]`` without an embedder. While a store opened
+        with ``allow_mismatch=True`` awaits :meth:`reembed`, only its still-valid vector is
         searched. Then summaries and retired memories are scored down
         (:func:`~opencode_memoryd.store.fusion.prefer_current_facts`).
 
@@ -299,9 +301,10 @@ class StoreBase(WriteBatching):
             use_sparse = self._sparse_ok
             if not use_sparse and embedder is None:
                 raise EmbedderMismatchError(self._mismatch or "store needs re-embedding")
-        sparse = self._bm25.embed_query(query) if use_sparse else SparseVector([], [])
+        expand = self.query_expansion and not as_document
+        sparse, text = expand_query(self._bm25, query, expand=expand, sparse=use_sparse)
         # the query embedding is computed outside the lock: it may call the network
-        dense = (self._dense(embedder, [query], query=not as_document)[0]
+        dense = (self._dense(embedder, [text], query=not as_document)[0]
                  if embedder is not None else None)
         with self._lock:
             self._require_open()
