@@ -203,7 +203,8 @@ def test_a_secret_given_once_is_hidden_in_every_artifact_of_its_session(
         "cli search": cli_json("history", "search", "rotate", "--dir", ACME, "--db", db),
         "cli compactions": cli_json("history", "compactions", sid, "--db", db),
     }
-    app = App(config=load_config(None, isolated_env), env=isolated_env)
+    # the config the store was built with (its embedder)
+    app = App(config=load_config(llm_config, isolated_env), env=isolated_env)
     with open_local(app) as svc:
         def route(name: str, payload: dict[str, Any]) -> Any:
             return call(svc, name, json.loads(json.dumps({**payload, "db": db})))
