@@ -299,18 +299,21 @@ const server = async ({ project, directory, worktree } = {}) => {
         const sessionID = input?.sessionID
         if (!sessionID || !Array.isArray(output?.system)) return
         if (titleRequest(output.system[0])) return
-        const text = await blocks.get(sessionID, where(sessionID))
-        if (text) output.system.push(text)
-        // after the block, which stays the same prefix: the turn's part (one per message)
+        // the turn's part (one per user message), asked at the same time as the block, so a
+        // request waits for the daemon at most once
         const turn = turns.get(sessionID)
-        if (!turn) return
-        const part = await recalls.get(`${sessionID} ${turn.message}`, () => ({
-          session: sessionID,
-          message: turn.message,
-          text: turn.text,
-          directory,
-          project: project?.id,
-        }))
+        const recall = !turn
+          ? Promise.resolve("")
+          : recalls.get(`${sessionID} ${turn.message}`, () => ({
+              session: sessionID,
+              message: turn.message,
+              text: turn.text,
+              directory,
+              project: project?.id,
+            }))
+        const [text, part] = await Promise.all([blocks.get(sessionID, where(sessionID)), recall])
+        if (text) output.system.push(text)
+        // after the block, which stays the same prefix
         if (part) output.system.push(part)
       } catch {}
     },
