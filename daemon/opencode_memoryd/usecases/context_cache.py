@@ -150,6 +150,7 @@ class ContextCache:
         self._facts = Lru(MAX_LOOKUPS)
         self._dirs = Lru(MAX_LOOKUPS)
         self._served = Lru(MAX_LOOKUPS)  # session -> ids of every block served to it
+        self._agents = Lru(MAX_LOOKUPS)  # scopes -> (store generation, agent's notes)
         self._stamp: tuple[tuple[str, int], ...] = ()
 
     def context(self, *, directory: str | None, session: str | None, project: str | None,
@@ -203,9 +204,17 @@ class ContextCache:
         user_flt = MemoryFilter(scope="user", user_id=self._app.user_id)
         flts = [MemoryFilter(project_id=k, include_user_scope=False) for k in keys]
         flts.append(user_flt)
+        generation = int(getattr(self._store, "generation", -1))
+        with self._lock:
+            hit = self._agents.get(tuple(flts)) if self._single else None
+        if hit is not None and hit[0] == generation:
+            return flts, int(hit[1])
         scroll = self._scroll or self._store.scroll
         pool = self._scroll.pool(flts) if self._scroll else candidate_pool(scroll, flts)
-        return flts, agents_notes(pool, scroll, user_flt)
+        count = agents_notes(pool, scroll, user_flt)
+        with self._lock:
+            self._agents.put(tuple(flts), (generation, count))
+        return flts, count
 
     def _session_facts(self, session_id: str) -> SessionFacts:
         """A session's facts; kept once they cannot change any more (a sub-agent, or a
