@@ -20,6 +20,13 @@ smallest project with its query. The daemon runs with ``[dream] enabled = false`
 over 10k memories holds the interpreter for seconds, and this bench measures serving, not
 dreaming (``bench/dream_scale.py`` measures dreams).
 
+Then the per-message recall part (``GET /v1/recall?directory&session&project&message_id&text``,
+what the plugin asks once per user message): "a new message each" sends a new message id
+and text at every request, ten messages per session of the biggest project (each session's
+block asked first, untimed, as the plugin does), so nothing kept for that message helps and
+each session's parts grow what later ones leave out; "the same message again" repeats one
+message id (a tool step of the turn).
+
 Printed per size and case: p50 / p95 / p99 / max milliseconds (goal: p95 <= 20 ms), the
 block's characters and entries; the store's seeding time. With ``--profile`` (default on
 when a p95 misses 20 ms) the daemon is stopped and the same use case runs in this process
@@ -121,6 +128,13 @@ class Setup:
         seed_store(store_dir(cfg, self.env), seeded.memories)
         self.seed_seconds = time.perf_counter() - t
 
+    def recall_params(self, case: str, i: int = 0) -> dict[str, str]:
+        n = 0 if case == RECALL_CASES[1] else i
+        sid, _ = self.fresh[n // MESSAGES_PER_SESSION]
+        text = f"{RECALL_TEXTS[n % len(RECALL_TEXTS)]} (ticket {2000 + n})"
+        return {"directory": self.roots["big"], "session": sid, "project": self.keys["big"],
+                "message_id": f"msg_bench_{n:05d}", "text": text}
+
     def params(self, case: str, i: int = 0) -> dict[str, str]:
         name = "small" if case == "small" else "big"
         if case == FRESH_CASE:
@@ -146,6 +160,19 @@ FRESH_TASKS = (
 )
 
 
+RECALL_CASES = ("recall, a new message each", "recall, the same message again")
+MESSAGES_PER_SESSION = 10
+#: later user messages of the sessions (a ticket number makes each one differ)
+RECALL_TEXTS = (
+    "now check which database port the staging config uses",
+    "what is our convention for naming migrations",
+    "the webhook consumer logs too much, how do we configure logging",
+    "which package manager do we use for the frontend",
+    "where do the release notes go",
+    "run the integration tests the way CI does",
+)
+
+
 @contextmanager
 def running_daemon(setup: Setup) -> Iterator[Path]:
     # this checkout's code (PYTHONPATH), unlike Sandbox.start_daemon
@@ -165,14 +192,19 @@ def running_daemon(setup: Setup) -> Iterator[Path]:
         daemon.stop()
 
 
-def measure(sock: Path, params: Callable[[int], dict[str, str]], n: int
-            ) -> tuple[list[float], dict[str, Any]]:
+def measure(sock: Path, params: Callable[[int], dict[str, str]], n: int,
+            route: str = "context") -> tuple[list[float], dict[str, Any]]:
     times: list[float] = []
     result: dict[str, Any] = {}
     for i in range(WARMUP + n):
-        url = "http://opencode-memoryd/v1/context?" + urlencode(params(i))
+        asked = params(i)
+        url = f"http://opencode-memoryd/v1/{route}?" + urlencode(asked)
         with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock)),
                           trust_env=False) as http:
+            if route == "recall" and i % MESSAGES_PER_SESSION == 0:  # the session's block
+                block = {k: asked[k] for k in ("directory", "session", "project")}
+                http.get("http://opencode-memoryd/v1/context?" + urlencode(block),
+                         timeout=30).raise_for_status()
             t = time.perf_counter()
             r = http.get(url, timeout=30)
             ms = (time.perf_counter() - t) * 1000
@@ -243,6 +275,23 @@ def phases(setup: Setup, params: Callable[[int], dict[str, str]], n: int) -> Non
         print("      " + line[:150])
 
 
+def recall_in_process(setup: Setup, n: int) -> None:
+    """Time ``Service.recall`` in this process for ``n`` new messages (no socket, no HTTP):
+    what the daemon spends on a part, apart from the machine's scheduling."""
+    with open_local(setup.app) as service:
+        times = []
+        for i in range(WARMUP + n):
+            asked = setup.recall_params(RECALL_CASES[0], i)
+            if i % MESSAGES_PER_SESSION == 0:
+                service.context(directory=asked["directory"], session=asked["session"],
+                                project=asked["project"])
+            t = time.perf_counter()
+            service.recall(**asked)
+            if i >= WARMUP:
+                times.append((time.perf_counter() - t) * 1000)
+    print(f"  {'recall, in-process':26} {percentile_line(times)}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1000,10000")
@@ -270,6 +319,12 @@ def main(argv: list[str] | None = None) -> int:
                           f"chars, {result['entries']} entries")
                     if pct(times, 0.95) > GOAL_P95_MS:
                         missed.append(case)
+                for case in RECALL_CASES:
+                    times, result = measure(sock, functools.partial(setup.recall_params, case),
+                                            args.requests, route="recall")
+                    print(f"  {case:26} {percentile_line(times)}  part {result['chars']} "
+                          f"chars, {result['entries']} entries")
+            recall_in_process(setup, args.requests)
             if missed or args.profile:
                 case = missed[0] if missed else CASES[0]
                 print(f"  where the time goes ({case}):")

@@ -8,7 +8,8 @@ from opencode_memoryd.config.fields import Section
 
 
 class ContextConfig(Section):
-    """``[context]``: the size of the context block and its "relevant to the task" part."""
+    """``[context]``: the size of the context block, its "relevant to the task" part and the
+    per-message recall part."""
 
     max_chars: int = Field(
         default=5000,
@@ -32,6 +33,25 @@ class ContextConfig(Section):
         description=(
             "At most this many search hits for the session's first message, in the "
             "\"Relevant to the task\" section (0: no such section)."
+        ),
+    )
+    recall_entries: int = Field(
+        default=5,
+        ge=0,
+        le=20,
+        description=(
+            "At most this many memories in the part each later user message of a session "
+            "gets: search hits for its text the session was not given yet, sent after the "
+            "block (0: no such part)."
+        ),
+    )
+    recall_chars: int = Field(
+        default=600,
+        ge=100,
+        le=10_000,
+        description=(
+            "Budget of that part's entry lines in characters; its fixed header and "
+            "closing lines (about 320 characters) come on top."
         ),
     )
     capture_first_seconds: float = Field(

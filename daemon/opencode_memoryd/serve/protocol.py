@@ -21,7 +21,7 @@ Protocol (every body is JSON, UTF-8; each connection carries one request)::
     GET  /v1/ping        -> 200 {"result": {"pid": <daemon pid>}}
     POST /v1/<name>      body: a JSON object (an empty body counts as {})
                          -> 200 {"result": <whatever the handler returned>}
-    GET  /v1/<name>?k=v  the same, for the routes served on GET (``context``): the
+    GET  /v1/<name>?k=v  the same, for the routes served on GET (``context``, ``recall``): the
                          query string is the payload (empty values count as absent)
     any failure          -> 4xx/5xx {"error": {"type": str, "message": str,
                                                 "kind": str | null}}

@@ -346,7 +346,7 @@ def candidate_pool(read: Callable[[MemoryFilter], Iterable[Memory]],
     return ordered_pool(newest_summaries_only(candidates.values()))
 
 
-def _agents_notes(pool: Sequence[Entry], scroll: Callable[[MemoryFilter], Iterable[Memory]],
+def agents_notes(pool: Sequence[Entry], scroll: Callable[[MemoryFilter], Iterable[Memory]],
                   user_flt: MemoryFilter) -> int:
     """How many of the agent's notes a search of the block's scopes can return: those of
     ``pool`` and the pending ones of the user scope (which no pool holds)."""
@@ -402,7 +402,7 @@ def build_context(app: AppPort, store: MemoryStore, *, directory: str | None = N
     if query and query.strip() and cfg.relevant_entries:
         hits: dict[str, tuple[Memory, float]] = {}
         # enough hits that the user's best are found however many notes the agent wrote
-        limit = cfg.relevant_entries + _agents_notes(pool, scroll or store.scroll, user_flt)
+        limit = cfg.relevant_entries + agents_notes(pool, scroll or store.scroll, user_flt)
         for flt in flts:
             for m, score in store.search(query, flt=flt, limit=limit):
                 if m.id not in hits or hits[m.id][1] < score:

@@ -27,11 +27,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd.errors import SourceError
-from opencode_memoryd.store.api import MemoryStore
+from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.usecases.context import (
     ScrollCache,
     SessionFacts,
+    agents_notes,
     build_context,
+    candidate_pool,
+    project_keys,
     read_session_facts,
 )
 from opencode_memoryd.usecases.ports import AppPort
@@ -106,7 +109,7 @@ class SourcePool:
             db.close()
 
 
-class _Lru:
+class Lru:
     """A small least-recently-used mapping (not thread-safe: the caller locks)."""
 
     def __init__(self, size: int) -> None:
@@ -143,9 +146,11 @@ class ContextCache:
         self._scroll = ScrollCache(store) if self._single else None
         self.pool = SourcePool(app)
         self._lock = threading.Lock()
-        self._blocks = _Lru(MAX_BLOCKS)
-        self._facts = _Lru(MAX_LOOKUPS)
-        self._dirs = _Lru(MAX_LOOKUPS)
+        self._blocks = Lru(MAX_BLOCKS)
+        self._facts = Lru(MAX_LOOKUPS)
+        self._dirs = Lru(MAX_LOOKUPS)
+        self._served = Lru(MAX_LOOKUPS)  # session -> ids of every block served to it
+        self._agents = Lru(MAX_LOOKUPS)  # scopes -> (store generation, agent's notes)
         self._stamp: tuple[tuple[str, int], ...] = ()
 
     def context(self, *, directory: str | None, session: str | None, project: str | None,
@@ -168,7 +173,48 @@ class ContextCache:
                                   keys_of_dir=self._dir_keys).to_dict()
             if self._single and int(getattr(self._store, "generation", -1)) == generation:
                 self._blocks.put(key, ((generation, stamp), block))
+            if session:
+                ids = {i for section in block["sections"].values() for i in section}
+                self._served.put(session, (self._served.get(session) or frozenset()) | ids)
         return dict(block)
+
+    def block_ids(self, *, directory: str | None, session: str,
+                  project: str | None) -> set[str]:
+        """The ids of every block served to ``session`` (the block is built, or read
+        from the cache, when none was served since the daemon started)."""
+        with self._lock:
+            served = self._served.get(session)
+        if served is None:
+            self.context(directory=directory, session=session, project=project, query=None)
+            with self._lock:
+                served = self._served.get(session) or frozenset()
+        return set(served)
+
+    def scope(self, *, directory: str | None, session: str, project: str | None
+              ) -> tuple[list[MemoryFilter], int] | None:
+        """What a search for ``session`` covers: ``(filters, agent's notes among them)``,
+        the filters being its projects' and the user's scope; ``None`` for a sub-agent
+        session (its parent has the memories)."""
+        with self._lock:
+            self._stamp = self.pool.stamp()
+            if self._session_facts(session).is_subagent:
+                return None
+            keys = project_keys(self._app, self._store, directory, project,
+                                keys_of_dir=self._dir_keys)
+        user_flt = MemoryFilter(scope="user", user_id=self._app.user_id)
+        flts = [MemoryFilter(project_id=k, include_user_scope=False) for k in keys]
+        flts.append(user_flt)
+        generation = int(getattr(self._store, "generation", -1))
+        with self._lock:
+            hit = self._agents.get(tuple(flts)) if self._single else None
+        if hit is not None and hit[0] == generation:
+            return flts, int(hit[1])
+        scroll = self._scroll or self._store.scroll
+        pool = self._scroll.pool(flts) if self._scroll else candidate_pool(scroll, flts)
+        count = agents_notes(pool, scroll, user_flt)
+        with self._lock:
+            self._agents.put(tuple(flts), (generation, count))
+        return flts, count
 
     def _session_facts(self, session_id: str) -> SessionFacts:
         """A session's facts; kept once they cannot change any more (a sub-agent, or a

@@ -41,6 +41,10 @@ FRAMING = ("Notes opencode-memoryd kept from earlier sessions, each a quoted str
 END_PREFIX = "<!-- opencode-memoryd context end "
 #: Hex digits of the body's SHA-256 in :func:`end_line`.
 END_HASH_CHARS = 16
+#: The first line of a per-message recall part (:mod:`opencode_memoryd.usecases.recall`).
+RECALL_MARKER = "<!-- opencode-memoryd recall -->"
+#: The start of a recall part's closing line.
+RECALL_END_PREFIX = "<!-- opencode-memoryd recall end "
 
 # Unicode general categories removed: Cc (controls, newlines included), Cf (format: zero
 # width, bidi controls, soft hyphen, tags), Co (private use), Cs (surrogates), Cn
@@ -89,11 +93,12 @@ def entry_line(date: str, text: str, stale: Sequence[Mapping[str, object]] = ())
     return f"- {date}: {quote(text)}" + (f" ({note})" if note else "")
 
 
-def end_line(body: str) -> str:
+def end_line(body: str, prefix: str = END_PREFIX) -> str:
     """The closing line of a block whose lines after :data:`MARKER` are ``body``:
-    ``<!-- opencode-memoryd context end <16 hex digits of SHA-256(body)> -->``."""
+    ``<!-- opencode-memoryd context end <16 hex digits of SHA-256(body)> -->`` (a recall
+    part's: ``prefix`` :data:`RECALL_END_PREFIX`)."""
     digest = hashlib.sha256(body.encode("utf-8")).hexdigest()[:END_HASH_CHARS]
-    return f"{END_PREFIX}{digest} -->"
+    return f"{prefix}{digest} -->"
 
 
 #: Characters the fence adds around the entries: the marker, header and framing lines,
@@ -101,16 +106,19 @@ def end_line(body: str) -> str:
 FENCE_CHARS = len(MARKER) + len(HEADER) + len(FRAMING) + len(end_line("")) + 5
 
 
-def seal(lines: list[str]) -> str:
-    """The block: :data:`MARKER`, ``lines`` (header, framing, sections), the closing line."""
+def seal(lines: list[str], marker: str = MARKER, end_prefix: str = END_PREFIX) -> str:
+    """The block: :data:`MARKER`, ``lines`` (header, framing, sections), the closing line
+    (a recall part: ``marker`` :data:`RECALL_MARKER`, ``end_prefix``
+    :data:`RECALL_END_PREFIX`)."""
     body = "\n".join(lines)
-    return f"{MARKER}\n{body}\n{end_line(body)}\n"
+    return f"{marker}\n{body}\n{end_line(body, end_prefix)}\n"
 
 
-def is_sealed(text: str) -> bool:
-    """Whether ``text`` is a whole block: the marker first, one closing line last whose
+def is_sealed(text: str, marker: str = MARKER, end_prefix: str = END_PREFIX) -> bool:
+    """Whether ``text`` is a whole block (or, with the recall ``marker`` and
+    ``end_prefix``, a whole recall part): the marker first, one closing line last whose
     hash matches the lines between."""
     lines = text.rstrip("\n").split("\n")
-    if len(lines) < 3 or lines[0] != MARKER:
+    if len(lines) < 3 or lines[0] != marker:
         return False
-    return lines[-1] == end_line("\n".join(lines[1:-1]))
+    return lines[-1] == end_line("\n".join(lines[1:-1]), end_prefix)

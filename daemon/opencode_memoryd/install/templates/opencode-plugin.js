@@ -4,7 +4,10 @@
 // Once per session it asks the opencode-memoryd daemon, over the daemon's Unix socket, for
 // a block of memories and adds that same text to the system prompt of every model request
 // of the session. The text never changes within a session, so the provider's cached prompt
-// prefix stays valid. When the daemon is down, slow or answers an error, the block is empty
+// prefix stays valid. Once per user message (OpenCode 1.x) it asks for the memories that
+// match that message and that the session was not given yet, and adds that part after the
+// block to every request of the message's turn (its tool steps and retries get the same
+// bytes). When the daemon is down, slow or answers an error, the block or part is empty
 // and OpenCode runs as if this plugin were not installed: no error is thrown or printed.
 // Nothing is sent unless the socket is this user's (see ownSocket).
 //
@@ -37,6 +40,9 @@ const APP = "opencode-memoryd"
 const MARKER = "<!-- opencode-memoryd context -->"
 // The start of the block's last line, which ends with a hash of the lines between.
 const END_PREFIX = "<!-- opencode-memoryd context end "
+// The first line and the start of the last line of a user message's recall part.
+const RECALL_MARKER = "<!-- opencode-memoryd recall -->"
+const RECALL_END_PREFIX = "<!-- opencode-memoryd recall end "
 const TIMEOUT_MS = 1500
 const MAX_QUERY_CHARS = 2000
 // Sessions whose block is kept; the oldest is dropped first.
@@ -44,13 +50,14 @@ const MAX_SESSIONS = 500
 
 // A block is used only whole: the marker first, and a closing line carrying the first 16 hex
 // digits of the SHA-256 of the lines between (anything else, e.g. a cut answer, gives none).
-const sealed = (text) => {
+// A recall part likewise, with its own marker and closing line.
+const sealed = (text, marker = MARKER, endPrefix = END_PREFIX) => {
   const lines = text.split("\n")
   while (lines.length && lines[lines.length - 1] === "") lines.pop()
-  if (lines.length < 3 || lines[0] !== MARKER) return false
+  if (lines.length < 3 || lines[0] !== marker) return false
   const body = lines.slice(1, -1).join("\n")
   const digest = createHash("sha256").update(body, "utf8").digest("hex").slice(0, 16)
-  return lines[lines.length - 1] === END_PREFIX + digest + " -->"
+  return lines[lines.length - 1] === endPrefix + digest + " -->"
 }
 
 // Whether the socket is certainly this user's: its folder a real folder (not a link) owned
@@ -203,31 +210,61 @@ const request = async (where) => {
   return sealed(text) ? text : ""
 }
 
-// Each session's block, asked once; a failure is kept as "" so the prompt stays the same.
-// `where()` gives { session, directory, project, worktree, query } (it may be async).
-const sessionBlocks = () => {
-  const blocks = new Map() // sessionID -> Promise<string>
+// Asks the daemon for a user message's recall part: "" unless a whole, sealed part comes
+// back. `turn` is { session, message, text, directory, project }.
+const requestRecall = async (turn) => {
+  const socket = socketPath()
+  if (!socket || !turn.message || !turn.text) return ""
+  const params = new URLSearchParams({
+    directory: turn.directory ?? "",
+    session: turn.session,
+    project: turn.project ?? "",
+    message_id: turn.message,
+    text: turn.text.slice(0, MAX_QUERY_CHARS),
+  })
+  const answer = await get(socket, "/v1/recall?" + params)
+  if (!answer.ok) return ""
+  const text = JSON.parse(answer.body)?.result?.text
+  if (typeof text !== "string" || !text.trim()) return ""
+  return sealed(text, RECALL_MARKER, RECALL_END_PREFIX) ? text : ""
+}
+
+// Answers asked once per key (a session's block, a user message's part); a failure is kept
+// as "" so the prompt stays the same. `ask()` gives the request's fields (it may be async).
+const keptAnswers = (send, most = MAX_SESSIONS) => {
+  const kept = new Map() // key -> Promise<string>
   return {
-    get(sessionID, where) {
-      if (!blocks.has(sessionID)) {
-        if (blocks.size >= MAX_SESSIONS) blocks.delete(blocks.keys().next().value)
-        blocks.set(sessionID, Promise.resolve().then(where).then(request).catch(() => ""))
+    get(key, ask) {
+      if (!kept.has(key)) {
+        if (kept.size >= most) kept.delete(kept.keys().next().value)
+        kept.set(key, Promise.resolve().then(ask).then(send).catch(() => ""))
       }
-      return blocks.get(sessionID)
+      return kept.get(key)
     },
-    forget(sessionID) {
-      blocks.delete(sessionID)
+    forget(key) {
+      kept.delete(key)
     },
   }
 }
+const sessionBlocks = () => keptAnswers(request)
 
 const titleRequest = (first) => /title generator/i.test(first ?? "")
 
 // --- OpenCode 1.x ----------------------------------------------------------------------
 
+// The human text of a user message's parts.
+const humanText = (parts) =>
+  (Array.isArray(parts) ? parts : [])
+    .filter((part) => part?.type === "text" && !part.synthetic && !part.ignored)
+    .map((part) => String(part.text ?? ""))
+    .join("\n")
+    .trim()
+
 const server = async ({ project, directory, worktree } = {}) => {
   const queries = new Map() // sessionID -> text of the session's first user message
+  const turns = new Map() // sessionID -> { message, text } of its latest user message
   const blocks = sessionBlocks()
+  const recalls = keptAnswers(requestRecall, 4 * MAX_SESSIONS) // "session message" -> part
   const where = (sessionID) => () => ({
     session: sessionID,
     directory,
@@ -238,18 +275,20 @@ const server = async ({ project, directory, worktree } = {}) => {
 
   return {
     // Runs before the first model request of a turn: keep the first user message of each
-    // session as the query for the block's "relevant to the task" part.
+    // session as the query for the block's "relevant to the task" part, and each user
+    // message (its id and text) for the turn's recall part.
     "chat.message": async (input, output) => {
       try {
         const sessionID = input?.sessionID
-        if (!sessionID || queries.has(sessionID)) return
+        if (!sessionID) return
+        const text = humanText(output?.parts).slice(0, MAX_QUERY_CHARS)
+        const message = output?.message?.id ?? input?.messageID
+        turns.delete(sessionID)
+        if (turns.size >= MAX_SESSIONS) turns.delete(turns.keys().next().value)
+        if (typeof message === "string" && message) turns.set(sessionID, { message, text })
+        if (queries.has(sessionID)) return
         if (queries.size >= MAX_SESSIONS) queries.delete(queries.keys().next().value)
-        const text = (output?.parts ?? [])
-          .filter((part) => part?.type === "text" && !part.synthetic && !part.ignored)
-          .map((part) => String(part.text ?? ""))
-          .join("\n")
-          .trim()
-        queries.set(sessionID, text.slice(0, MAX_QUERY_CHARS))
+        queries.set(sessionID, text)
       } catch {}
     },
 
@@ -260,8 +299,22 @@ const server = async ({ project, directory, worktree } = {}) => {
         const sessionID = input?.sessionID
         if (!sessionID || !Array.isArray(output?.system)) return
         if (titleRequest(output.system[0])) return
-        const text = await blocks.get(sessionID, where(sessionID))
+        // the turn's part (one per user message), asked at the same time as the block, so a
+        // request waits for the daemon at most once
+        const turn = turns.get(sessionID)
+        const recall = !turn
+          ? Promise.resolve("")
+          : recalls.get(`${sessionID} ${turn.message}`, () => ({
+              session: sessionID,
+              message: turn.message,
+              text: turn.text,
+              directory,
+              project: project?.id,
+            }))
+        const [text, part] = await Promise.all([blocks.get(sessionID, where(sessionID)), recall])
         if (text) output.system.push(text)
+        // after the block, which stays the same prefix
+        if (part) output.system.push(part)
       } catch {}
     },
 
@@ -270,6 +323,7 @@ const server = async ({ project, directory, worktree } = {}) => {
         if (event?.type !== "session.deleted") return
         const sessionID = event.properties?.info?.id
         queries.delete(sessionID)
+        turns.delete(sessionID)
         blocks.forget(sessionID)
       } catch {}
     },
