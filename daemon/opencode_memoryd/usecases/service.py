@@ -192,9 +192,8 @@ class Service:
 
     def dream(self, *, project_key: str | None = None, project_root: str | None = None,
               dry_run: bool = False, caller: str = "user") -> dict[str, Any]:
-        """A forced dream of one scope (``project_key`` ``None``: the user scope), applied
-        under the scope's lock; returns its journal entry. The agent may only dry-run
-        (:func:`~opencode_memoryd.usecases.agent_limits.refuse_agent_dream`)."""
+        """A forced dream of one scope (``project_key`` ``None``: the user scope) under its
+        lock; returns its journal entry. The agent may only dry-run (``refuse_agent_dream``)."""
         if not dry_run:
             agent_limits.refuse_agent_dream(caller, "dream")
         return dreams.run_dream(self.dreamer, self.journal, project_key, project_root,
@@ -239,8 +238,7 @@ class Service:
 
     def forget(self, *, memory_id: str, caller: str = "user", directory: str | None = None,
                db: str | None = None) -> dict[str, Any]:
-        """See :func:`opencode_memoryd.usecases.curate.forget_memory` (the agent names
-        its session folder, ``directory``)."""
+        """See :func:`opencode_memoryd.usecases.curate.forget_memory` (the agent's folder)."""
         agent = self._agent(caller, directory, db, "forget")
         return self._journaled("forget", curate.forget_memory(
             self.app, self.store, memory_id, lock_for=self.lock_for, agent=agent))
