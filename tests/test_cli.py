@@ -11,15 +11,16 @@ from pathlib import Path
 import pytest
 
 from conftest import ACME, cli, cli_json, write_config
+from opencode_memoryd.cli.reference import exit_codes_reference
 
 
-def test_help_and_readme_document_every_exit_code() -> None:
+def test_help_and_docs_document_every_exit_code() -> None:
     code, out = cli("--help")
     assert code == 0
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    page = exit_codes_reference()
     for exit_code in ("0", "1", "2", "3", "4", "5", "6", "78", "130"):
         assert f"\n  {exit_code} " in out
-        assert f"| {exit_code} |" in readme
+        assert f"| {exit_code} |" in page
 
 
 def test_usage_error_is_2() -> None:

@@ -1,4 +1,4 @@
-"""Exit codes and messages as the README documents them: not found (5), refused (6), a
+"""Exit codes and messages as the docs document them: not found (5), refused (6), a
 missing database (4), a closed pipe, a dry run, and the daemon waiting for a database."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import pytest
 
 from conftest import ACME, SAMPLE_DB, cli, cli_json, start_daemon, wait_until, write_config
 from opencode_memoryd.cli.exits import EXIT_NOT_FOUND, EXIT_REFUSED, EXIT_SOURCE
+from opencode_memoryd.cli.reference import exit_codes_reference
 from opencode_memoryd.dream.journal import DreamJournal
 from opencode_memoryd.logs import LOG_FILE_NAME
 
@@ -24,10 +25,10 @@ from opencode_memoryd.logs import LOG_FILE_NAME
 def test_exit_codes_5_and_6_are_documented() -> None:
     assert (EXIT_NOT_FOUND, EXIT_REFUSED) == (5, 6)
     _, out = cli("--help")
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    page = exit_codes_reference()
     for n, word in ((5, "not found"), (6, "refused")):
         assert f"\n  {n}    {word}" in out
-        assert f"| {n} | {word}" in readme
+        assert f"| {n} | {word}" in page
 
 
 def test_show_of_an_unknown_id_is_not_found(config_file: Path, sample_db: Path,

@@ -2,7 +2,8 @@
 
 OpenCode 2.x marks a session idle (an ``idle`` row, ``session_v2.time_idle``, the
 ``time_suspended`` claim cleared) once per busy period: after every queued prompt and
-background job, not after each turn (README, "The end of an OpenCode 2.x turn"). A turn whose last
+background job, not after each turn (docs/explanation/capture.md, "The end of an OpenCode
+2.x turn"). A turn whose last
 step has ended while the busy period goes on is read once it has been quiet for
 ``opencode.unconfirmed_turn_seconds`` (60 s by default), not after
 ``opencode.abandoned_turn_seconds`` (1800 s); a turn still mid-way is never read. No 2.x

@@ -28,7 +28,8 @@ every answer has ``time.completed`` (or an error), even when the newest one says
 ``idle`` row after its newest answer, or ``time_idle`` at or after that answer's completion
 with ``time_suspended`` unset. OpenCode 2.x writes those only when the session's whole busy
 period ends (every queued prompt and background job included; read from its source, see
-the README, "The end of an OpenCode 2.x turn"), so a turn not confirmed counts as finished
+docs/explanation/capture.md, "The end of an OpenCode 2.x turn"), so a turn not
+confirmed counts as finished
 once it has had no write for ``unconfirmed_ms``: what keeps a turn from being read mid-way
 then is its newest answer's ``time.completed`` with a ``finish`` other than ``tool-calls``,
 no answer still in flight, and that quiet time. Without ``unconfirmed_ms`` such a turn
