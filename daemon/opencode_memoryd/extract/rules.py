@@ -173,9 +173,14 @@ _SYMBOLS_END = re.compile(r"[\s\u2600-\u27bf\U0001f300-\U0001faff\ufe0f]+$")
 _TRAIL_FILLER = re.compile(
     r"(?:[\s,;:]+(?:plea+se+|pls|plz|thanks|thank\s+you|thx|ty|ok(?:ay)?|alright|too|as\s+well))*"
     r"[\s,;:(\-\u2014\u2013]*$", re.IGNORECASE)
-_REPEATED_PUNCT = re.compile(r"([,;:!?.])(?:\s*\1)+")
+# a run of one mark ("!!", ". .", ",,"), never the dots of an identifier: a path's "./..."
+# or "../", a range's "v1...v2" (a run after "/" or "." or before a word character stays)
+_REPEATED_PUNCT = re.compile(r"(?<![/.])([,;:!?.])(?:\s*\1)+(?![\w/.])")
 _SPACE_PUNCT = re.compile(r"\s+([,;:!?.)])(?=\s|$)")
 _END = re.compile(r"[.!]+$")
+#: A text that ends with an identifier's dots ("go test ./...", "cd ..") keeps them and
+#: gets no full stop.
+_PATH_DOTS_END = re.compile(r"(?:^|[\s/])\.{2,}$")
 _DEMONSTRATIVE = re.compile(
     r"\b(this|the\s+current)\s+(repo|repository|project|codebase|code\s+base|service|app"
     r"|application|monorepo|package|library|api|backend|frontend|site|website|server|cli|tool"
@@ -228,7 +233,8 @@ def finish(fact: grammar.Fact, *, project: str | None, scope: Scope) -> str | No
     s = _LONE_I.sub("I", s)
     if s[:1].islower() and not _IDENTIFIER.match(s):
         s = s[0].upper() + s[1:]
-    s = _END.sub("", s).rstrip(" ,;:") + "."
+    if not _PATH_DOTS_END.search(s):
+        s = _END.sub("", s).rstrip(" ,;:") + "."
     return None if is_junk(s) else s
 
 
