@@ -1,8 +1,14 @@
 """What a project's worktree holds now and held at an earlier commit: paths, dependencies
 and scripts, read-only, for the freshness check of dreams.
 
-Read-only and runs nothing of the project: files are read (regular files directly in the
-worktree, symlinks resolved and kept inside it, at most :data:`MAX_FILE_BYTES` each) and
+The known files (:mod:`~opencode_memoryd.source.manifests`) are read directly in the
+worktree and, for monorepos and workspaces, in its tracked subfolders up to
+:data:`MAX_DEPTH` levels down (``packages/web/package.json``, ``crates/core/Cargo.toml``),
+leaving out folders of vendored, generated, test and example code (:data:`SKIPPED_DIRS`):
+a dependency that moved from the root manifest into a workspace package is still declared.
+
+Read-only and runs nothing of the project: files are read (regular files, symlinks
+resolved and kept inside the worktree, at most :data:`MAX_FILE_BYTES` each) and
 git is asked only plumbing questions (``rev-parse``, ``rev-list``, ``ls-tree``,
 ``cat-file``) with optional locks off and ``core.fsmonitor`` off, so no hook, filter or
 helper of the repository runs. A worktree that is not an existing absolute folder at the
@@ -27,6 +33,23 @@ log = structlog.get_logger(__name__)
 MAX_FILE_BYTES = 8 * 1024 * 1024
 #: Seconds one git command may take.
 GIT_TIMEOUT_SECONDS = 10.0
+#: Deepest known file read, in path components (``a/b/package.json`` is 3).
+MAX_DEPTH = 3
+#: Folders whose manifests are not the project's own (vendored, generated, test data,
+#: examples); a file under one of them is never read.
+SKIPPED_DIRS = frozenset({
+    ".git", "node_modules", "vendor", "third_party", "target", "dist", "build", "out",
+    "test", "tests", "testdata", "fixtures", "__fixtures__", "example", "examples", "docs",
+})
+
+
+def _scanned(rel: str) -> bool:
+    """Whether ``rel`` (a ``/``-separated path relative to the worktree) is a known file
+    this module reads: a known name, at most :data:`MAX_DEPTH` deep, outside
+    :data:`SKIPPED_DIRS`."""
+    parts = rel.split("/")
+    return (len(parts) <= MAX_DEPTH and is_known(parts[-1])
+            and not any(p in SKIPPED_DIRS or p.startswith(".") for p in parts[:-1]))
 
 
 def _git(root: Path, *args: str, stdin: bytes | None = None
@@ -46,8 +69,9 @@ class Declared:
     """What the known files of a tree declare (:mod:`~opencode_memoryd.source.manifests`).
 
     Attributes:
-        files: file name -> its names, or ``None`` when it is there but could not be read
-            or parsed (unknown).
+        files: the file's path relative to the worktree (``package.json``,
+            ``packages/web/package.json``) -> its names, or ``None`` when it is there but
+            could not be read or parsed (unknown).
     """
 
     files: dict[str, Names | None]
@@ -57,13 +81,17 @@ class Declared:
         ``dependency``, a script for ``script``), manifests before lockfiles;
         ``lockfiles=False`` leaves lockfiles out."""
         found = [f for f, n in self.files.items() if n is not None
-                 and (lockfiles or f not in LOCKFILES)
+                 and (lockfiles or _base(f) not in LOCKFILES)
                  and name in (n.deps if kind == "dependency" else n.scripts)]
-        return sorted(found, key=lambda f: (f in LOCKFILES, f))
+        return sorted(found, key=lambda f: (_base(f) in LOCKFILES, f.count("/"), f))
 
     def unknown(self) -> bool:
         """Whether a known file could not be read or parsed."""
         return any(n is None for n in self.files.values())
+
+
+def _base(rel: str) -> str:
+    return rel.rpartition("/")[2]
 
 
 class Worktree:
@@ -122,10 +150,10 @@ class Worktree:
         return os.path.lexists(self.root / rel)
 
     def declared_at(self, rev: str) -> Declared:
-        """What the known files directly in the worktree declared at commit ``rev`` (a
-        file's names are parsed once per content: lockfiles seldom change between two
-        commits)."""
-        out = _git(self.root, "ls-tree", "-z", rev)
+        """What the known files of the worktree (see the module docstring) declared at
+        commit ``rev`` (a file's names are parsed once per content: lockfiles seldom
+        change between two commits)."""
+        out = _git(self.root, "ls-tree", "-r", "-z", rev)
         files: dict[str, Names | None] = {}
         if out is None or out.returncode != 0:
             return Declared({"": None})
@@ -133,20 +161,23 @@ class Worktree:
             meta, _, raw = entry.partition(b"\t")
             name = raw.decode("utf-8", "surrogateescape")
             kind_sha = meta.split()
-            if len(kind_sha) != 3 or kind_sha[1] != b"blob" or not is_known(name):
+            if len(kind_sha) != 3 or kind_sha[1] != b"blob" or not _scanned(name):
                 continue
             sha = kind_sha[2].decode("ascii", "replace")
             if (name, sha) not in self._blobs:
                 blob = _git(self.root, "cat-file", "blob", sha)
                 ok = blob is not None and blob.returncode == 0 and len(
                     blob.stdout) <= MAX_FILE_BYTES
-                self._blobs[name, sha] = (names_of(name, blob.stdout.decode("utf-8", "replace"))
+                self._blobs[name, sha] = (names_of(_base(name),
+                                                   blob.stdout.decode("utf-8", "replace"))
                                           if ok and blob is not None else None)
             files[name] = self._blobs[name, sha]
         return Declared(files)
 
     def declared_now(self) -> Declared:
-        """What the known files directly in the worktree declare now."""
+        """What the known files of the worktree declare now: those directly in it
+        (tracked or not) and the tracked ones of its subfolders (``git ls-files``; see the
+        module docstring)."""
         files: dict[str, Names | None] = {}
         try:
             entries = sorted(e.name for e in os.scandir(self.root))
@@ -155,6 +186,13 @@ class Worktree:
         for name in entries:
             if is_known(name):
                 files[name] = self._read(name)
+        out = _git(self.root, "ls-files", "-z")
+        if out is None or out.returncode != 0:
+            return Declared({**files, "": None})
+        for raw in out.stdout.split(b"\0"):
+            rel = raw.decode("utf-8", "surrogateescape")
+            if "/" in rel and _scanned(rel) and os.path.lexists(self.root / rel):
+                files[rel] = self._read(rel)
         return Declared(files)
 
     def _read(self, name: str) -> Names | None:
@@ -168,7 +206,7 @@ class Worktree:
             return None
         if len(data) > MAX_FILE_BYTES:
             return None
-        return names_of(name, data.decode("utf-8", "replace"))
+        return names_of(_base(name), data.decode("utf-8", "replace"))
 
 
 def open_worktree(path: str | None) -> Worktree | None:
