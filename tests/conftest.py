@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -140,19 +141,40 @@ def state_db(isolated_env: dict[str, str]) -> Iterator[Path]:
     yield Path(isolated_env["XDG_STATE_HOME"]) / "opencode-memoryd" / "state.db"
 
 
+#: Every daemon :func:`start_daemon` started in the running test; :func:`reap_daemons`
+#: kills those still running when the test ends, whatever happened in it.
+_STARTED: list[subprocess.Popen[str]] = []
+
+
 def start_daemon(cfg: Path, env: dict[str, str], *, capture: bool = False
                  ) -> subprocess.Popen[str]:
     """Start `opencode-memoryd run` as a real process with the test's isolated env.
 
     Output is discarded unless ``capture`` (then read it with ``communicate()``; a
     long-running daemon would block on a full pipe). The log file in the state dir keeps
-    everything anyway.
+    everything anyway. The test stops it itself; one still running when the test ends
+    (a failed assertion before its ``finally``, a test that forgot) is killed then.
     """
     full = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(sys.path)}
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "opencode_memoryd", "--config", str(cfg), "run"], env=full,
         stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
         stderr=subprocess.PIPE if capture else subprocess.DEVNULL, text=True)
+    _STARTED.append(proc)
+    return proc
+
+
+@pytest.fixture(autouse=True)
+def reap_daemons() -> Iterator[None]:
+    """Kill (SIGKILL) every daemon of :func:`start_daemon` the test left running, and wait
+    for it, so no test run leaves a process behind."""
+    yield
+    while _STARTED:
+        proc = _STARTED.pop()
+        if proc.poll() is None:
+            proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILL cannot be refused
+            proc.wait(timeout=30)
 
 
 def read_marks(state_db: Path) -> dict[str, str]:
