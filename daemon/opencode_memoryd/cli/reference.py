@@ -79,6 +79,7 @@ def config_reference() -> str:
     description, and a table of its keys (key, default as TOML, description with bounds)."""
     import tomli_w
 
+    from opencode_memoryd.config.example import TUNING_KEYS
     from opencode_memoryd.config.schema import Config
 
     defaults = Config()
@@ -88,7 +89,8 @@ def config_reference() -> str:
            "`--config PATH` override the path); `opencode-memoryd config init` writes it "
            "commented, as [`config.example.toml`](config.example.toml) is (the "
            "repository's copy of it). Unknown keys and values out of range are errors "
-           "(exit 78), each reported with its key path.", ""]
+           "(exit 78), each reported with its key path. Keys marked *(tuning)* adjust the "
+           "machinery and are seldom changed; the example file only names them.", ""]
     for section, sfield in Config.model_fields.items():
         model = sfield.annotation
         values = getattr(defaults, section).model_dump(mode="json")
@@ -96,7 +98,9 @@ def config_reference() -> str:
                 "| key | default | what it does |", "| --- | --- | --- |"]
         for key, kfield in getattr(model, "model_fields", {}).items():
             default = tomli_w.dumps({key: values[key]}).strip().split(" = ", 1)[1]
-            out.append(f"| `{key}` | `{_cell(default)}` | {_cell(kfield.description or '')} |")
+            tuning = " (tuning)" if f"{section}.{key}" in TUNING_KEYS else ""
+            out.append(f"| `{key}`{tuning} | `{_cell(default)}` "
+                       f"| {_cell(kfield.description or '')} |")
         out.append("")
     return "\n".join(out)
 

@@ -15,7 +15,28 @@ from opencode_memoryd.config.fields import Section
 from opencode_memoryd.config.paths import APP_NAME, CONFIG_ENV_VAR
 from opencode_memoryd.config.schema import Config
 
-__all__ = ["render_example", "write_example"]
+__all__ = ["TUNING_KEYS", "render_example", "write_example"]
+
+#: Keys for tuning the machinery, rarely changed: the example file names them in one comment
+#: per section instead of writing each out (the configuration reference lists them all, and
+#: each still works in a config file).
+TUNING_KEYS = frozenset({
+    "opencode.abandoned_turn_seconds", "opencode.settle_seconds",
+    "opencode.unconfirmed_turn_seconds", "opencode.busy_timeout_ms",
+    "extraction.max_chunk_tokens", "extraction.max_memories_per_chunk",
+    "extraction.max_memory_chars", "extraction.tool_output_chars",
+    "extraction.max_identical_failures",
+    "llm.max_retries", "llm.temperature", "llm.json_mode",
+    "embedding.batch_size", "embedding.timeout_seconds", "qdrant.timeout_seconds",
+    "dedup.near_duplicate_similarity",
+    "daemon.sweep_interval_seconds", "daemon.poll_interval_seconds",
+    "daemon.circuit_failure_threshold", "daemon.circuit_cooldown_seconds",
+    "daemon.auth_pause_seconds",
+    "dream.max_retire_share", "summaries.max_chars", "summaries.brief_max_chars",
+    "context.capture_first_seconds",
+    "web.session_idle_seconds", "web.session_max_seconds", "web.session_rotate_seconds",
+    "log.file_max_bytes", "log.file_backups",
+})
 
 _WRAP = 88  # "# " + text stays within 90 columns
 
@@ -25,7 +46,8 @@ opencode-memoryd configuration.
 Read from --config PATH, else the file named by ${CONFIG_ENV_VAR}, else
 $XDG_CONFIG_HOME/{APP_NAME}/config.toml (~/.config/{APP_NAME}/config.toml).
 Every key is optional and every value below is the default: delete what you do not change.
-Units are in the key names (_seconds, _ms, _bytes, _chars, _tokens).
+Units are in the key names (_seconds, _ms, _bytes, _chars, _tokens). Keys for tuning, rarely
+changed, are named at the end of their section; the configuration reference describes them.
 """
 
 
@@ -43,8 +65,9 @@ def render_example() -> str:
     """Return the commented example config: every section and key, at its default.
 
     Each key is preceded by its description as ``#`` comment lines (wrapped to 90
-    columns) and written with its default value. The text parses back to exactly
-    ``Config().model_dump(mode="json")``.
+    columns) and written with its default value; the keys of :data:`TUNING_KEYS` are only
+    named, in one comment line at the end of their section. The text parses back to
+    ``Config()``.
     """
     defaults = Config()
     out = _comment(_HEADER.rstrip("\n"))
@@ -56,11 +79,16 @@ def render_example() -> str:
         out.extend(_comment(sfield.description or ""))
         out.append(tomli_w.dumps({section: {}}).strip())
         values = getattr(defaults, section).model_dump(mode="json")
-        for i, (key, kfield) in enumerate(model.model_fields.items()):
+        tuning = [k for k in model.model_fields if f"{section}.{k}" in TUNING_KEYS]
+        shown = [k for k in model.model_fields if k not in tuning]
+        for i, key in enumerate(shown):
             if i:
                 out.append("")
-            out.extend(_comment(kfield.description or ""))
+            out.extend(_comment(model.model_fields[key].description or ""))
             out.append(tomli_w.dumps({key: values[key]}).rstrip("\n"))
+        if tuning:
+            out.append("")
+            out.extend(_comment("Tuning: " + ", ".join(tuning) + "."))
     return "\n".join(out) + "\n"
 
 
