@@ -30,8 +30,12 @@ COMMANDS: dict[str, str] = {
               "dream journal), mark what names a path, dependency or script the project no "
               "longer has"),
     "journal": "print the dream journal (newest first)",
+    "install": ("set everything up in one go: config, user service, OpenCode plugin and MCP "
+                "entry, extraction mode (LLM mode through OpenCode's own model)"),
+    "uninstall": ("stop and remove the service, the OpenCode plugin and MCP entry; with --purge "
+                  "also the config, state, log, journal and store"),
     "install-service": "write the systemd user unit (Linux) or launchd agent (macOS)",
-    "uninstall-service": "remove the service file written by install-service",
+    "uninstall-service": "stop and disable the service, then remove its file",
     "config": "manage the config file",
     "install-opencode": ("write the OpenCode plugin (a memory block in every new session) and "
                          "the `memoryd` MCP server entry into OpenCode's global config"),
