@@ -135,6 +135,21 @@ def choose_mode(args: argparse.Namespace, old_config: str | None, ask: Ask | Non
     return "llm", llm
 
 
+def _shorter(plan: Plan) -> Plan:
+    """A new config file's plan, its diff taken from the commented example (which
+    ``config.example.toml`` shows) rather than from nothing."""
+    from dataclasses import replace
+
+    from opencode_memoryd.config.example import render_example
+    from opencode_memoryd.install.files import unified_diff
+
+    if plan.change.action != "create" or plan.new is None:
+        return plan
+    diff = unified_diff(plan.change.path, render_example(), plan.new)
+    note = "the commented example" + (", changed as shown" if diff else "")
+    return replace(plan, change=replace(plan.change, diff=diff, note=note))
+
+
 def _service_plan(env: Mapping[str, str]) -> tuple[Plan, str]:
     from opencode_memoryd.install import service as service_files
 
@@ -186,7 +201,7 @@ def cmd_install(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     oc_env = dict(env)
     if args.config:  # the MCP server and the service read the same file as this command
         oc_env[CONFIG_ENV_VAR] = str(cfg_path)
-    plans = [plan_config(cfg_path, mode, llm)]
+    plans = [_shorter(plan_config(cfg_path, mode, llm))]
     service, system = _service_plan(oc_env)
     plans.append(service)
     oc = opencode.install(dry_run=True, env=oc_env, force=args.force)
