@@ -301,3 +301,32 @@ def test_an_endpoint_that_does_not_answer_leaves_rules_mode(
     assert code == 0, out
     assert "extraction: rules" in out and "endpoint unreachable" in out
     assert tomllib.loads(our_config(isolated_env).read_text())["llm"]["base_url"] == ""
+
+
+def test_on_a_terminal_install_asks_before_reading_opencodes_key(
+        isolated_env: dict[str, str], provider: FakeOpenAI,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[str] = []
+    answers = iter(["y", "", ""])  # read OpenCode's key: yes; LLM mode: default; apply: default
+
+    def answer(prompt: str) -> str:
+        asked.append(prompt)
+        return next(answers)
+
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr("builtins.input", answer)
+    code, out = cli("install")
+    assert code == 0, out
+    assert "read that key from OpenCode" in asked[0] and asked[0].endswith("[y/N] ")
+    assert "LLM mode" in asked[1] and "Apply" in asked[2]
+    config = tomllib.loads(our_config(isolated_env).read_text())
+    assert config["llm"]["api_key_from"] == "opencode:stub"
+    assert config["extraction"]["mode"] == "llm"
+    # without consent, nothing of OpenCode's is read: rules mode, and it says why
+    our_config(isolated_env).unlink()
+    answers = iter(["", ""])
+    asked.clear()
+    code, out = cli("install")
+    assert code == 0, out
+    assert len(asked) == 2 and "extraction: rules" in out and "--opencode-key" in out
+    assert tomllib.loads(our_config(isolated_env).read_text())["llm"]["api_key_from"] == ""
