@@ -150,11 +150,17 @@ def _shorter(plan: Plan) -> Plan:
     return replace(plan, change=replace(plan.change, diff=diff, note=note))
 
 
-def _service_plan(env: Mapping[str, str]) -> tuple[Plan, str]:
+def _service_plan(env: Mapping[str, str]) -> tuple[Plan | None, str]:
+    """The service file's plan, or ``None`` (said on stdout) where no service manager is
+    supported; and the system's name."""
     from opencode_memoryd.install import service as service_files
 
-    r = service_files.install(dry_run=True, env=env)
     system = "linux" if sys.platform.startswith("linux") else sys.platform
+    try:
+        r = service_files.install(dry_run=True, env=env)
+    except ValueError as exc:
+        print(f"service: skipped: {exc}; run `opencode-memoryd run` yourself")
+        return None, system
     return plan_change(r.path, "service", read_text(r.path), r.content), system
 
 
@@ -174,6 +180,8 @@ def print_changes(changes: tuple[FileChange, ...] | list[FileChange], *, dry_run
 def print_steps(steps: list[service_ctl.Step], problem: str, *, dry_run: bool) -> bool:
     """Say what the service manager did (or would do, or what to run by hand); returns
     whether every step that ran succeeded."""
+    if not steps:
+        return True
     if problem:
         print(f"service manager: {problem}; run these yourself:")
         for step in steps:
@@ -203,13 +211,14 @@ def cmd_install(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         oc_env[CONFIG_ENV_VAR] = str(cfg_path)
     plans = [_shorter(plan_config(cfg_path, mode, llm))]
     service, system = _service_plan(oc_env)
-    plans.append(service)
+    plans += [service] if service is not None else []
     oc = opencode.install(dry_run=True, env=oc_env, force=args.force)
     changes = [p.change for p in plans] + list(oc.changes)
     changed = any(c.action != "unchanged" for c in changes)
     problem = service_ctl.manager_problem(system, env)
-    running = not args.no_start and not problem and service_ctl.is_running(system, env)
-    steps = ([] if args.no_start or (running and service.change.action == "unchanged")
+    running = service is not None and not problem and service_ctl.is_running(system, env)
+    steps = ([] if service is None or args.no_start
+             or (running and service.change.action == "unchanged")
              else service_ctl.enable_steps(system, service.change.path, restart=running))
     if not changed and (not steps or problem):
         print_changes(changes, dry_run=args.dry_run, diff=False)

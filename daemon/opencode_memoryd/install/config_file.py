@@ -54,12 +54,17 @@ def _table(doc: object, name: str) -> dict[str, object]:
 
 def effective_mode(text: str | None) -> str:
     """The extraction mode a config text gives: ``"llm"`` or ``"rules"`` (``auto`` is llm
-    when ``llm.base_url`` is set). ``None`` (no file) gives the default, rules."""
+    when ``llm.base_url`` is set). ``None`` (no file) gives the default, rules; a text that
+    is not TOML gives a phrase that says so."""
     import tomlkit
+    from tomlkit.exceptions import TOMLKitError
 
     if text is None:
         return "rules"
-    doc = tomlkit.parse(text).unwrap()
+    try:
+        doc = tomlkit.parse(text).unwrap()
+    except TOMLKitError:
+        return "unknown (the file is not valid TOML)"
     extraction = doc.get("extraction", {})
     llm = doc.get("llm", {})
     mode = extraction.get("mode", "auto") if isinstance(extraction, dict) else "auto"
