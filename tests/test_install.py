@@ -197,7 +197,7 @@ def test_install_enables_and_starts_the_service_once(systemd: dict[str, str]) ->
 
 def test_uninstall_service_stops_the_service_before_removing_its_file(
         systemd: dict[str, str]) -> None:
-    assert cli("install", "--yes", env=systemd)[0] == 0
+    assert cli("install-service", env=systemd)[0] == 0
     calls(systemd)
     code, out = cli("uninstall-service", env=systemd)
     assert code == 0, out
