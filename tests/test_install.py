@@ -330,3 +330,33 @@ def test_on_a_terminal_install_asks_before_reading_opencodes_key(
     assert code == 0, out
     assert len(asked) == 2 and "extraction: rules" in out and "--opencode-key" in out
     assert tomllib.loads(our_config(isolated_env).read_text())["llm"]["api_key_from"] == ""
+
+
+def test_on_a_terminal_a_rules_config_is_offered_opencodes_model(
+        isolated_env: dict[str, str], provider: FakeOpenAI,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert cli("install", "--yes")[0] == 0  # no --opencode-key: rules mode
+    assert tomllib.loads(our_config(isolated_env).read_text())["llm"]["base_url"] == ""
+    answers = iter(["y", "y", ""])  # switch: yes; OpenCode's key: yes; apply: default
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt: next(answers))
+    code, out = cli("install")
+    assert code == 0, out
+    llm = tomllib.loads(our_config(isolated_env).read_text())["llm"]
+    assert (llm["base_url"], llm["api_key_from"]) == (provider.base_url, "opencode:stub")
+
+
+def test_a_key_named_by_a_variable_is_kept_as_its_name(
+        isolated_env: dict[str, str], provider: FakeOpenAI) -> None:
+    path = opencode_dir(isolated_env) / "opencode.json"
+    path.write_text(path.read_text().replace(KEY, "{env:STUB_KEY}"))
+    code, out = cli("install", "--yes", env={**os.environ, "STUB_KEY": KEY})
+    assert code == 0, out
+    text = our_config(isolated_env).read_text()
+    assert KEY not in text
+    llm = tomllib.loads(text)["llm"]
+    assert (llm["api_key_env"], llm["api_key_from"]) == ("STUB_KEY", "")
+    keys = {v for k, v in provider.requests[0].headers.items() if k.lower() == "authorization"}
+    assert keys == {f"Bearer {KEY}"}
+    service_env = Path(isolated_env["XDG_CONFIG_HOME"]) / "opencode-memoryd" / "service.env"
+    assert f"put STUB_KEY=... in {service_env}" in out

@@ -16,7 +16,12 @@ from typing import Literal
 
 from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.exits import EXIT_OK
-from opencode_memoryd.config.paths import CONFIG_ENV_VAR, config_path
+from opencode_memoryd.config.paths import (
+    APP_NAME,
+    CONFIG_ENV_VAR,
+    config_path,
+    xdg_config_home,
+)
 from opencode_memoryd.errors import MemorydError, RefusedError
 from opencode_memoryd.install import service_ctl
 from opencode_memoryd.install.config_file import LlmChoice, effective_mode, plan_config
@@ -116,18 +121,23 @@ def choose_mode(args: argparse.Namespace, old_config: str | None, ask: Ask | Non
     """
     if args.mode == "rules":
         return "rules", None
+    found = None
     if args.mode is None and old_config is not None:
-        print(f"extraction: {effective_mode(old_config)} (kept from the config file; "
-              "--mode changes it)")
-        return None, None
-    llm, why = _llm_mode(find_provider(env), args, ask, env)
+        current = effective_mode(old_config)
+        found = find_provider(env) if ask is not None and current == "rules" else None
+        if found is None or not found.usable or not ask or not ask(
+                f"The config uses rules mode; switch to LLM mode with OpenCode's "
+                f"{found.source} {found.provider}/{found.model}?", False):
+            print(f"extraction: {current} (kept from the config file; --mode changes it)")
+            return None, None
+    llm, why = _llm_mode(found or find_provider(env), args, ask, env)
     if llm is None:
         if args.mode == "llm":
             raise RefusedError(f"LLM mode: {why}")
         print(f"extraction: rules (only explicit phrases such as \"remember that ...\"), "
               f"since {why}")
         return "rules", None
-    if args.mode is None and ask is not None and not ask(
+    if args.mode is None and ask is not None and old_config is None and not ask(
             "Use it to extract memories (LLM mode; the rules catch only explicit phrases)?",
             True):
         return "rules", None
@@ -162,6 +172,15 @@ def _service_plan(env: Mapping[str, str]) -> tuple[Plan | None, str]:
         print(f"service: skipped: {exc}; run `opencode-memoryd run` yourself")
         return None, system
     return plan_change(r.path, "service", read_text(r.path), r.content), system
+
+
+def service_env_hint(system: str, env: Mapping[str, str]) -> str:
+    """Where the service reads extra variables (an API key) from, for the user: the
+    unit's ``EnvironmentFile`` (``%E``, the user's config home), or the plist's
+    ``EnvironmentVariables``."""
+    if system.startswith("linux"):
+        return f"{xdg_config_home(env) / APP_NAME / 'service.env'} (chmod 600)"
+    return "the plist's EnvironmentVariables"
 
 
 def print_changes(changes: tuple[FileChange, ...] | list[FileChange], *, dry_run: bool,
@@ -240,5 +259,8 @@ def cmd_install(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     ran = service_ctl.run_steps(steps, env) if steps and not problem else steps
     if not print_steps(ran, problem, dry_run=False):
         raise MemorydError("the service did not start; see the failed command above")
+    if llm is not None and llm.api_key_env and service is not None:
+        print(f"the service does not see this shell's variables: put {llm.api_key_env}=... "
+              f"in {service_env_hint(system, env)}")
     print("restart OpenCode to load the plugin and the MCP server")
     return EXIT_OK
