@@ -65,10 +65,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def terminal_ask(question: str, default: bool) -> bool:
-    """Ask a yes/no ``question`` on the terminal; an empty answer is ``default``."""
+    """Ask a yes/no ``question`` on the terminal; an empty answer is ``default``, the end
+    of the input (Ctrl-D) is no."""
     hint = "[Y/n]" if default else "[y/N]"
     while True:
-        answer = input(f"{question} {hint} ").strip().lower()
+        try:
+            answer = input(f"{question} {hint} ").strip().lower()
+        except EOFError:
+            print()
+            return False
         if not answer:
             return default
         if answer in ("y", "yes", "n", "no"):
