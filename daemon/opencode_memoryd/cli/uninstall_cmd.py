@@ -169,13 +169,17 @@ def cmd_uninstall(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
     if args.purge and not args.dry_run:
         asker(args, what="purge")  # refuse before anything is removed
-    ok = remove_service(env, dry_run=args.dry_run)
+    folders = list(plugin_dirs(env))
+    try:
+        ok = remove_service(env, dry_run=args.dry_run)
+        folders.append(service_path(system=_system(), env=env).parent)
+    except ValueError as exc:  # no service manager support here: no service to remove
+        print(f"service: skipped: {exc}")
+        ok = True
     report = opencode.uninstall(dry_run=args.dry_run, env=env, force=args.force)
     print_changes(report.changes, dry_run=args.dry_run, diff=False)
     if not args.dry_run:  # the folders install made, when nothing else is in them
-        home = Path(env.get("HOME") or Path.home())
-        service_ctl.prune_empty([*plugin_dirs(env), service_path(system=_system(),
-                                                                 env=env).parent], stop=home)
+        service_ctl.prune_empty(folders, stop=Path(env.get("HOME") or Path.home()))
     if args.purge and not _purge(args, env):
         return EXIT_OK
     if args.dry_run:
