@@ -1,6 +1,7 @@
 """`opencode-memoryd install --yes` beside the genuine OpenCode: it lists the MCP server,
 LLM mode goes through OpenCode's own provider (the stand-in model) with no key written by
-hand, a session's implicit fact is stored, and `uninstall --purge` takes it all away."""
+hand, a session's implicit fact is stored and reaches the next session through the plugin,
+and `uninstall --purge` takes it all away."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from .memoryd_side import DAEMON_SOURCE
+from .memoryd_side import DAEMON_SOURCE, Memoryd
 from .opencode_sandbox import OpenCodeSandbox
 from .stub_model import ModelRequest, Step, reply
 
@@ -78,6 +79,18 @@ def test_install_connects_opencode_and_extracts_through_its_model(
     assert done.returncode == 0, done.stderr
     assert FACT in [m["content"] for m in json.loads(done.stdout)]
 
+    # the daemon, as the service runs it, gives the next session the fact (the plugin)
+    side = Memoryd(sandbox, name="unused")
+    side.config_path = config_file
+    try:
+        side.start()
+        later = sandbox.run("what do we store notes in?")
+        assert any(FACT in text for text in later.chat_requests[0].system)
+        refused = memoryd(sandbox, "uninstall", "--purge", "--yes")
+        assert refused.returncode == 6 and "nothing was removed" in refused.stderr
+        assert config_file.exists() and sandbox.adopt_config_file()["mcp"]["memoryd"]
+    finally:
+        side.close()
     done = memoryd(sandbox, "uninstall", "--purge", "--yes")
     assert done.returncode == 0, done.stdout + done.stderr
     assert not config_file.exists()

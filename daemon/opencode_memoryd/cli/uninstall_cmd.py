@@ -161,14 +161,37 @@ def _purge(args: argparse.Namespace, env: Mapping[str, str]) -> bool:
     return True
 
 
+def _refuse_a_daemon_the_service_does_not_stop(args: argparse.Namespace,
+                                               env: Mapping[str, str]) -> None:
+    """Raise :class:`RefusedError` when a daemon runs with the state dir ``--purge`` would
+    delete and stopping the service cannot stop it (no service file, or no manager to ask).
+    """
+    from opencode_memoryd.install import service as service_files
+
+    cfg_file = Path(args.config or config_path(env)).expanduser()
+    _, state, _ = purge_targets(cfg_file, env)
+    pid = _running_pid(state)
+    if pid is None:
+        return
+    try:
+        stoppable = (service_files.service_path(system=_system(), env=env).exists()
+                     and not service_ctl.manager_problem(_system(), env))
+    except ValueError:
+        stoppable = False
+    if not stoppable:
+        raise RefusedError(f"a daemon runs (pid {pid}) that the service does not run: stop "
+                           "it first, then purge; nothing was removed")
+
+
 def cmd_uninstall(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     """``uninstall [--purge]``."""
     from opencode_memoryd.install import opencode
     from opencode_memoryd.install.opencode_plugin import plugin_dirs
     from opencode_memoryd.install.service import service_path
 
-    if args.purge and not args.dry_run:
-        asker(args, what="purge")  # refuse before anything is removed
+    if args.purge and not args.dry_run:  # refuse before anything is removed
+        asker(args, what="purge")
+        _refuse_a_daemon_the_service_does_not_stop(args, env)
     folders = list(plugin_dirs(env))
     try:
         ok = remove_service(env, dry_run=args.dry_run)
