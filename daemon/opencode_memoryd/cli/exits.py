@@ -25,7 +25,8 @@ exit codes:
        for the folder given, no session or dream run with that id
   6    refused, nothing changed: the file exists (config init), the dream run
        cannot be undone, install-opencode would change a file it did not write,
-       or reembed or rebuild while the daemon runs or another process holds
+       install has neither a terminal nor --yes, or OpenCode's model cannot be
+       used for --mode llm, or reembed or rebuild while the daemon runs or another process holds
        the store (or rebuild of a store on a Qdrant server)
   78   configuration error (EX_CONFIG), and `run` on a store whose vectors do
        not fit the configuration (run `opencode-memoryd reembed`)

@@ -133,6 +133,7 @@ def _parser(*, run_only: bool = False) -> argparse.ArgumentParser:
         doctor,
         dreams,
         history,
+        install_cmd,
         maintain,
         manage,
         mcp,
@@ -142,9 +143,12 @@ def _parser(*, run_only: bool = False) -> argparse.ArgumentParser:
         reembed,
         setup,
         status,
+        uninstall_cmd,
         web,
     )
 
+    install_cmd.register(sub)
+    uninstall_cmd.register(sub)
     maintain.register(sub)
     memories.register(sub)
     manage.register(sub)

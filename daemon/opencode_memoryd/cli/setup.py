@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
 from opencode_memoryd.cli.render import print_error
+from opencode_memoryd.cli.uninstall_cmd import cmd_uninstall_service
 from opencode_memoryd.config.paths import config_path
 from opencode_memoryd.errors import RefusedError
 
@@ -25,7 +26,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                       help="print the file and where it would go; write nothing")
     inst.set_defaults(without_app=cmd_service)
     un = sub.add_parser("uninstall-service", help=COMMANDS["uninstall-service"])
-    un.set_defaults(without_app=cmd_service)
+    un.set_defaults(without_app=cmd_uninstall_service)
 
     c = sub.add_parser("config", help=COMMANDS["config"])
     csub = c.add_subparsers(dest="config_command", required=True, metavar="ACTION")
@@ -71,15 +72,10 @@ def cmd_config_show(app: App, args: argparse.Namespace) -> int:
 
 
 def cmd_service(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    """``install-service`` / ``uninstall-service``."""
+    """``install-service`` (``uninstall-service`` is in :mod:`.uninstall_cmd`)."""
     from opencode_memoryd.install import service as service_files
 
     try:
-        if args.command == "uninstall-service":
-            u = service_files.uninstall(env=env)
-            print(f"{'removed' if u.removed else 'not present'}: {u.path}")
-            print(f"to stop it first: {u.disable_command}")
-            return EXIT_OK
         r = service_files.install(dry_run=args.dry_run, env=env)
     except ValueError as exc:
         print_error(exc)

@@ -162,6 +162,14 @@ class LlmConfig(Section):
             "Empty = send no key."
         ),
     )
+    api_key_from: str = Field(
+        default="", pattern=r"^(opencode:[A-Za-z0-9._-]+)?$",
+        description=(
+            'Where the key comes from instead: "opencode:PROVIDER" reads the key OpenCode '
+            "holds for PROVIDER (its config's options.apiKey, else its auth.json) at each "
+            "start; it is never copied here (`install` offers it). Empty = api_key_env."
+        ),
+    )
     timeout_seconds: float = Field(
         default=60.0, gt=0, le=HOUR,
         description="Timeout of one LLM call, in seconds (0 < x <= 3600).",

@@ -237,9 +237,11 @@ class FastEmbedEmbedder:
         try:
             from fastembed import TextEmbedding
         except ImportError as exc:
+            from opencode_memoryd.config.installation import package_install_command
+
             raise UpstreamError(
-                "embedding.provider = \"fastembed\" needs the fastembed extra: "
-                "pip install 'opencode-memoryd[fastembed]'",
+                "embedding.provider = \"fastembed\" needs the fastembed package: "
+                + package_install_command("fastembed>=0.4"),
                 kind="not_found", retryable=False,
             ) from exc
         self.model = model or self.DEFAULT_MODEL

