@@ -79,7 +79,7 @@ class Scenario:
     facts: dict[str, Fact]
     sessions: tuple[Session, ...]
     shims: dict[str, list[dict[str, Any]]]
-    background: dict[str, int] = field(default_factory=dict)
+    background: dict[str, Any] = field(default_factory=dict)
 
     def session(self, key: str) -> Session:
         """The session named ``key`` (``KeyError`` when there is none)."""

@@ -9,13 +9,15 @@ the facts: (a) ``start``, the session's first request; (b) ``ask``, the first re
 prompt that asks ("which test runner do we use?"); (c) ``action``, the request that carries
 the result of a tool call that touches the file or runs the command a memory is about
 (``npm install`` after "we switched from Yarn to pnpm"); (d) ``error``, the request that
-carries a failing command's output. Each project also holds 40 older memories (and the user
-scope 12), made by ``bench/dream_scale.py``'s templates and seeded before the daemon starts,
-so a session's block cannot hold everything.
+carries a failing command's output. Days 1 and 2 are weeks before the work days; each
+project also holds 40 memories of the sessions between (and the user scope 12), made by
+``bench/dream_scale.py``'s templates and seeded before the daemon starts, so a session's block
+(newest first within its sections, at most 30 entries) cannot hold everything.
 
-What runs, all in a throw-away folder (HOME and the XDG folders point into it; nothing
-leaves 127.0.0.1): the genuine OpenCode (``tests/e2e/``: ``opencode_sandbox.py``, the
-plugin dependency installed once with npm), talking to the scripted stand-in model of
+What runs, all in a throw-away folder (HOME and the XDG folders point into it, for this
+process too; apart from npm fetching OpenCode's plugin dependency once, as ``tests/e2e/``
+does, nothing leaves 127.0.0.1): the genuine OpenCode (``tests/e2e/opencode_sandbox.py``),
+talking to the scripted stand-in model of
 ``tests/e2e/stub_model.py``, which keeps every request body; ``opencode-memoryd run`` in
 its default config except rules mode, ``settle_seconds = 0`` and ``[log] level = "debug"``
 (plus ``--embedding none`` when asked), warmed with a search before the first session, and
@@ -41,8 +43,10 @@ body's strings are searched whole):
 * capture: which facts were stored as expected, and which were retired.
 
 Run: ``.venv/bin/python bench/delivery.py [--embedding local|none] [--json FILE] [--keep]``
-(about 3-4 minutes on 2 cores; needs ``tests/e2e/install-opencode.sh`` run once, npm and
-libfaketime). Prints a table, then the JSON summary. Asserts nothing about time.
+(needs ``tests/e2e/install-opencode.sh`` run once, npm and libfaketime). Prints a table,
+then the JSON summary (``--json``: with every forbidden line too). 20 ``opencode run`` turns:
+7 minutes on 2 cores shared with other work (load 10), most of it OpenCode's own start per
+turn. Asserts nothing about time.
 """
 
 from __future__ import annotations
@@ -118,32 +122,35 @@ def write_shims(folder: Path, shims: dict[str, list[dict[str, Any]]], path: str)
 
 
 def background(sc: Scenario, ids: dict[str, str], roots: dict[str, Path]) -> list[Any]:
-    """The older memories seeded into the store: ``dream_scale``'s template facts, per
-    project and for the user, dated over the 120 days before day 1."""
+    """The memories of the sessions the scenario does not play, seeded into the store:
+    ``dream_scale``'s template facts, per project and for the user, said between
+    ``background.days_back`` days ago (after the corrections, before the work sessions)."""
     import dream_scale as ds
 
     rng = random.Random(sc.background.get("seed", 25))
-    day1 = datetime.now(UTC) - timedelta(days=sc.days_back[1])
+    far, near = sc.background.get("days_back", (19, 3))
+    now = datetime.now(UTC)
     pms = {"tern-api": "uv run", "tern-web": "pnpm", "tern-ops": "make"}
+
+    def when() -> datetime:
+        return now - timedelta(days=rng.uniform(near, far))
+
     out = []
     for name, pid in ids.items():
         seen: set[str] = set()
         profile = {"pm": pms.get(name, "make"), "org": name}
         while len(seen) < sc.background.get("per_project", 40):
             f = ds._project_fact(rng, profile)
-            if f.content in seen:
-                continue
-            seen.add(f.content)
-            when = day1 - timedelta(days=rng.uniform(1, 120))
-            out.append(memory(f.content, type_=f.type, project=pid, root=roots[name],
-                              when=when))
+            if f.content not in seen:
+                seen.add(f.content)
+                out.append(memory(f.content, type_=f.type, project=pid, root=roots[name],
+                                  when=when()))
     seen = set()
     while len(seen) < sc.background.get("user", 12):
         f = ds._user_fact(rng)
         if f.content not in seen:
             seen.add(f.content)
-            out.append(memory(f.content, type_=f.type, scope="user",
-                              when=day1 - timedelta(days=rng.uniform(1, 120))))
+            out.append(memory(f.content, type_=f.type, scope="user", when=when()))
     return out
 
 
@@ -290,12 +297,14 @@ def score(bench: Bench) -> dict[str, Any]:
     forbidden: dict[str, list[dict[str, Any]]] = {"superseded": [], "forgotten": [],
                                                   "other-project": []}
     sessions, added, by_kind = [], [], {}
+    earlier = 0  # requests that carried a fact before it was retired: the search finds them
     for p in bench.played:
         own = {m["content"] for m in memories
                if m["scope"] == "user" or m.get("project_id") == p.project_id}
         other = {m["content"] for m in memories
                  if m["scope"] == "project" and m.get("project_id") != p.project_id} - own
         retired = [(k, r) for k in sc.facts if (r := sc.retired_on(k)) and r[1] < p.session.day]
+        later = [k for k in sc.facts if (r := sc.retired_on(k)) and r[1] >= p.session.day]
         requests = [r for turn in p.turns for r in turn]
         for n, r in enumerate(requests):
             body = body_text(r.body)
@@ -305,6 +314,7 @@ def score(bench: Bench) -> dict[str, Any]:
             for k, (kind, _) in retired:
                 if text[k] in body:
                     forbidden[kind].append(where | {"memory": text[k]})
+            earlier += sum(text[k] in body for k in later)
             parts = added_parts(body)
             added.append(sum(len(t) for _, t in parts) / 4)
             for kind, t in parts:
@@ -327,6 +337,7 @@ def score(bench: Bench) -> dict[str, Any]:
         "misses": [x for x in pairs if not x["delivered"]],
         "forbidden": {k: len(v) for k, v in forbidden.items()},
         "forbidden_lines": forbidden,
+        "retired_facts_seen_before_retirement": earlier,
         "stable_prefix": sessions,
         "tokens_added_per_request": summary(added) | {
             "by_part": {k: summary(v) for k, v in by_kind.items()},
@@ -377,7 +388,8 @@ def table(result: dict[str, Any]) -> str:
                           for m in result["misses"]] if result["misses"] else ["misses: none"]
     f = result["forbidden"]
     out.append(f"forbidden lines: superseded {f['superseded']}, forgotten {f['forgotten']}, "
-               f"other-project {f['other-project']}")
+               f"other-project {f['other-project']} (facts later retired, seen before: "
+               f"{result['retired_facts_seen_before_retirement']})")
     for kind, lines in result["forbidden_lines"].items():
         out += [f"  {kind}: {x['session']} request {x['request']}: {x['memory']!r}"
                 for x in lines[:10]]
