@@ -39,7 +39,8 @@ body's strings are searched whole):
 * tokens added per request: the characters of the parts opencode-memoryd added (between its
   marker lines, any kind) / 4, no tokenizer;
 * per-hook latency: the daemon's ``control.handled`` log lines (route, ms) written while
-  OpenCode ran, p50/p95/max per route;
+  OpenCode ran, p50/p95/max per route; and what each chat request waited for the system-
+  prompt hooks, timed inside OpenCode (``tests/e2e/standins/hook_timer_plugin.js``);
 * capture: which facts were stored as expected, and which were retired.
 
 Run: ``.venv/bin/python bench/delivery.py [--embedding local|none] [--json FILE] [--keep]``
@@ -84,6 +85,7 @@ from e2e.opencode_sandbox import OpenCodeSandbox  # noqa: E402
 from e2e.stub_model import ModelRequest, Step, StubModel, call_tool, reply  # noqa: E402
 
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
+TIMER_PLUGIN = ROOT / "tests" / "e2e" / "standins" / "hook_timer_plugin.js"
 
 
 @dataclass
@@ -203,6 +205,10 @@ class Bench:
         config = '[log]\nlevel = "debug"\n'
         if embedding != "local":
             config += f'\n[embedding]\nprovider = "{embedding}"\n'
+        # the stand-in timer plugin times the system hooks of every request (ours included)
+        self.timer_log = root / "hook-timer.jsonl"
+        self.sandbox.config["plugin"] = [TIMER_PLUGIN.as_uri()]
+        self.sandbox.env["HOOK_TIMER_LOG"] = str(self.timer_log)
         self.side = Memoryd(self.sandbox, config)
         self.seeded = background(sc, self.ids, self.dirs)
         self.played: list[Played] = []
@@ -237,6 +243,7 @@ class Bench:
                         self.forgot[f.key] = hit["id"]
 
     def play_session(self, s: Session) -> None:
+        """Play one session's turns in its project, keeping each turn's chat requests."""
         project = self.dirs[s.project]
         played = Played(s, self.ids[s.project])
         session_id = None
@@ -260,6 +267,7 @@ class Bench:
         return hits[0] if hits else None
 
     def close(self) -> None:
+        """Stop the daemon and the stand-in model; remove the sandbox's runtime folder."""
         self.side.close()
         self.sandbox.close()
         self.model.__exit__()
@@ -356,9 +364,18 @@ def summary(values: list[float]) -> dict[str, float | int]:
             "max": round(max(values, default=0.0), 1)}
 
 
-def hook_latency(bench: Bench) -> dict[str, dict[str, float | int]]:
-    """Per control-socket route, the daemon's own handling time (``control.handled``, ms) of
-    the requests that arrived while OpenCode ran (so the bench's own commands are left out)."""
+def hook_latency(bench: Bench) -> dict[str, Any]:
+    """Milliseconds: ``daemon``, per control-socket route, the daemon's own handling time
+    (``control.handled``) of the requests that arrived while OpenCode ran (so the bench's
+    own commands are left out); ``system_hooks``, what each chat request waited for the
+    system-prompt hooks (ours), timed inside OpenCode by ``tests/e2e/standins/
+    hook_timer_plugin.js``."""
+    waited = []
+    if bench.timer_log.exists():
+        for line in bench.timer_log.read_text().splitlines():
+            timed = json.loads(line)
+            if timed.get("model") == "stub-coder":
+                waited.append(float(timed["ms"]))
     ms: dict[str, list[float]] = {}
     for log in sorted(bench.side.state_dir.glob("*.log*")):
         for line in log.read_text(errors="replace").splitlines():
@@ -371,7 +388,8 @@ def hook_latency(bench: Bench) -> dict[str, dict[str, float | int]]:
                 continue
             if any(a <= at <= b for a, b in bench.windows):
                 ms.setdefault(str(event.get("route")), []).append(float(event["ms"]))
-    return {route: summary(v) for route, v in sorted(ms.items())}
+    return {"daemon": {route: summary(v) for route, v in sorted(ms.items())},
+            "system_hooks": summary(waited)}
 
 
 def table(result: dict[str, Any]) -> str:
@@ -402,9 +420,13 @@ def table(result: dict[str, Any]) -> str:
     out.append(f"tokens added per request (chars/4): mean {t['mean']}, p50 {t['p50']}, "
                f"p95 {t['p95']}, max {t['max']} over {t['n']} requests; by part: " + ", ".join(
                    f"{k} mean {v['mean']} (n {v['n']})" for k, v in t["by_part"].items()))
-    out.append("hook latency in the daemon (ms): " + "; ".join(
+    hooks = result["hook_latency_ms"]
+    out.append("hook latency (ms): in the daemon " + "; ".join(
         f"{route} n {v['n']} p50 {v['p50']} p95 {v['p95']} max {v['max']}"
-        for route, v in result["hook_latency_ms"].items()))
+        for route, v in hooks["daemon"].items()))
+    sh = hooks["system_hooks"]
+    out.append(f"  system-prompt hooks as OpenCode waits: n {sh['n']} p50 {sh['p50']} "
+               f"p95 {sh['p95']} max {sh['max']}")
     wrong = [k for k, c in result["capture"].items()
              if not c["stored"] or (c["status"] == "active") != (c["expected"] == "active")]
     out.append(f"capture: {len(result['capture']) - len(wrong)}/{len(result['capture'])} facts "
@@ -428,8 +450,9 @@ def main(argv: list[str] | None = None) -> int:
     sc = load()
     root = Path(tempfile.mkdtemp(prefix="delivery-"))
     began = time.monotonic()
-    bench = Bench(sc, root, args.embedding)
+    bench = None
     try:
+        bench = Bench(sc, root, args.embedding)
         bench.start()
         played = time.monotonic()
         bench.play()
@@ -437,7 +460,8 @@ def main(argv: list[str] | None = None) -> int:
         bench.timings["total_seconds"] = time.monotonic() - began
         result = score(bench) | {"embedding": args.embedding}
     finally:
-        bench.close()
+        if bench is not None:
+            bench.close()
         if args.keep:
             print(f"kept {root}", file=sys.stderr)
         else:
