@@ -46,8 +46,8 @@ body's strings are searched whole):
 Run: ``.venv/bin/python bench/delivery.py [--embedding local|none] [--json FILE] [--keep]``
 (needs ``tests/e2e/install-opencode.sh`` run once, npm and libfaketime). Prints a table,
 then the JSON summary (``--json``: with every forbidden line too). 20 ``opencode run`` turns:
-7 minutes on 2 cores shared with other work (load 10), most of it OpenCode's own start per
-turn. Asserts nothing about time.
+7-8 minutes on 2 cores shared with other work (load 10), most of it OpenCode's own start
+per turn. Asserts nothing about time.
 """
 
 from __future__ import annotations
