@@ -91,3 +91,20 @@ def test_parts_and_memories_are_found_wherever_they_sit_in_the_body() -> None:
     assert dd.added_parts(text)[0][1] == BLOCK
     cut = text.replace("action end fedcba9876543210", "action")  # an unclosed part counts not
     assert [k for k, _ in dd.added_parts(cut)] == ["context"]
+
+
+def test_the_shims_answer_each_scripted_command_and_pass_the_rest_on(tmp_path: Path) -> None:
+    import subprocess
+
+    from delivery import write_shims
+
+    sc = dd.load()
+    write_shims(tmp_path, sc.shims | {"no-such-program-here": []}, "/usr/bin:/bin")
+    for name, cases in sc.shims.items():
+        for case in cases:
+            done = subprocess.run(["bash", "-c", f"{tmp_path / name} {case['args']}"],
+                                  capture_output=True, text=True, timeout=30)
+            assert (done.stdout, done.returncode) == (case["out"] + "\n", case["code"])
+    missing = subprocess.run([tmp_path / "no-such-program-here", "x"], capture_output=True,
+                             text=True, timeout=30)
+    assert missing.returncode == 127 and "command not found" in missing.stderr
