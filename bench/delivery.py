@@ -3,7 +3,7 @@ that step needs, and nothing the user retired or another project's?
 
 The scenario is ``bench/data/delivery_scenario.json`` (checked by ``bench/_delivery_data.py``):
 three git projects and the user scope over four days. Day 1 the user states facts (some for
-all projects), day 2 corrects three of them ("we moved off Poetry: it's uv now") and then
+all projects), day 2 corrects four of them ("we moved off Poetry: it's uv now") and then
 forgets one with ``opencode-memoryd forget``; days 3 and 4 are work sessions whose steps need
 the facts: (a) ``start``, the session's first request; (b) ``ask``, the first request of a
 prompt that asks ("which test runner do we use?"); (c) ``action``, the request that carries
