@@ -26,6 +26,7 @@ from opencode_memoryd.cli.exits import (
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_SOURCE,
+    EXIT_USAGE,
 )
 from opencode_memoryd.disk import PRIVATE_UMASK
 from opencode_memoryd.errors import (
@@ -33,6 +34,7 @@ from opencode_memoryd.errors import (
     MemorydError,
     NotFoundError,
     RefusedError,
+    RequestError,
     SourceError,
 )
 
@@ -223,6 +225,7 @@ _EXIT_BY_ERROR: tuple[tuple[type[MemorydError], int], ...] = (
     (SourceError, EXIT_SOURCE),
     (NotFoundError, EXIT_NOT_FOUND),
     (RefusedError, EXIT_REFUSED),
+    (RequestError, EXIT_USAGE),
     (MemorydError, EXIT_FAILURE),
 )
 
@@ -265,10 +268,10 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         _quiet_stdout()
         return EXIT_OK
     except MemorydError as exc:
-        from opencode_memoryd.cli.render import print_error
+        from opencode_memoryd.cli.failures import report, wants_json
 
-        print_error(exc)
-        return next(code for cls, code in _EXIT_BY_ERROR if isinstance(exc, cls))
+        return report(exc, next(code for cls, code in _EXIT_BY_ERROR if isinstance(exc, cls)),
+                      wants_json(argv))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except Exception:  # a bug: say where the traceback went

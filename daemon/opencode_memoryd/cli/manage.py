@@ -32,8 +32,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "near-identical one) is stored once: adding it again "
                                    "reports the memory that holds it.")
     a.add_argument("text", help="the fact, one or two sentences")
-    where = a.add_mutually_exclusive_group(required=True)
-    where.add_argument("--dir", metavar="DIR", type=normalize_dir, help="a memory of DIR's project")
+    where = a.add_mutually_exclusive_group()
+    where.add_argument("--dir", metavar="DIR", type=normalize_dir,
+                       help="a memory of DIR's project (default: the current folder's)")
     where.add_argument("--user", action="store_true",
                        help="a user-scope memory (yours, in every project)")
     a.add_argument("--type", choices=FACT_TYPES, default=None,
@@ -82,20 +83,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=cmd_profile)
 
 
-def _call(app: App, route: str, payload: dict[str, Any]) -> tuple[int, Any]:
-    """Run a use case; a bad request, a missing target or a refusal is reported on stderr
-    with its exit code (``2``, ``5`` or ``6``)."""
+def _call(app: App, route: str, payload: dict[str, Any], args: argparse.Namespace
+          ) -> tuple[int, Any]:
+    """Run a use case; a bad request, a missing target or a refusal is reported (on stderr,
+    or as a JSON error object with ``--json``) with its exit code (``2``, ``5`` or ``6``)."""
+    from opencode_memoryd.cli.failures import report
+
     try:
         return EXIT_OK, run_use_case(app, route, payload)
     except RequestError as exc:
-        print(f"opencode-memoryd: {exc}", file=sys.stderr)
-        return EXIT_USAGE, None
+        return report(exc, EXIT_USAGE, args.json), None
     except NotFoundError as exc:
-        print(f"opencode-memoryd: {exc}", file=sys.stderr)
-        return EXIT_NOT_FOUND, None
+        return report(exc, EXIT_NOT_FOUND, args.json), None
     except RefusedError as exc:
-        print(f"opencode-memoryd: {exc}", file=sys.stderr)
-        return EXIT_REFUSED, None
+        return report(exc, EXIT_REFUSED, args.json), None
 
 
 #: The variable OpenCode sets in the environment of every command its agent runs.
@@ -115,15 +116,16 @@ def as_agent(app: App) -> dict[str, Any]:
 
 
 def cmd_add(app: App, args: argparse.Namespace) -> int:
-    """``add TEXT (--dir DIR | --user) [--type T]``: print what was stored."""
-    folder = os.path.abspath(args.dir) if args.dir else None  # the daemon's cwd is not ours
+    """``add TEXT [--dir DIR | --user] [--type T]``: print what was stored (without
+    ``--dir`` or ``--user``: a memory of the current folder's project)."""
+    folder = None if args.user else os.path.abspath(args.dir or os.getcwd())
     payload = {"content": args.text, "type": args.type or ("user" if args.user else "project"),
                "scope": "user" if args.user else "project", "directory": folder,
                "db": args.db}
     agent = as_agent(app)
     if agent:
         payload |= {"caller": "agent", "directory": folder or agent["directory"]}
-    code, result = _call(app, "add", payload)
+    code, result = _call(app, "add", payload, args)
     if code != EXIT_OK:
         return code
     m = result["memory"]
@@ -136,7 +138,7 @@ def cmd_add(app: App, args: argparse.Namespace) -> int:
 def cmd_forget(app: App, args: argparse.Namespace) -> int:
     """``forget ID``: retire the memory; exit 5 when there is no such active memory, 6 when
     the agent may not."""
-    code, result = _call(app, "forget", {"memory_id": args.id, **as_agent(app)})
+    code, result = _call(app, "forget", {"memory_id": args.id, **as_agent(app)}, args)
     return code if code != EXIT_OK else _show(args, result, "forgot")
 
 
@@ -144,7 +146,7 @@ def cmd_edit(app: App, args: argparse.Namespace) -> int:
     """``edit ID [TEXT] [--type T]``: print the memory as it is now; exit 5 when there is
     no such memory, 6 when it is retired (or the agent may not)."""
     code, result = _call(app, "edit", {"memory_id": args.id, "content": args.text,
-                                       "type": args.type, **as_agent(app)})
+                                       "type": args.type, **as_agent(app)}, args)
     if code != EXIT_OK:
         return code
     return _show(args, result, "edited" if result["status"] == "edited" else "unchanged")
@@ -153,7 +155,7 @@ def cmd_edit(app: App, args: argparse.Namespace) -> int:
 def cmd_restore(app: App, args: argparse.Namespace) -> int:
     """``restore ID``: bring a forgotten memory back; exit 5 when there is no such memory,
     6 when it is active or a dream retired it (or the agent may not)."""
-    code, result = _call(app, "restore", {"memory_id": args.id, **as_agent(app)})
+    code, result = _call(app, "restore", {"memory_id": args.id, **as_agent(app)}, args)
     return code if code != EXIT_OK else _show(args, result, "restored")
 
 
@@ -171,7 +173,7 @@ def cmd_confirm(app: App, args: argparse.Namespace) -> int:
         return EXIT_OK
     agent = {"caller": "agent"} if as_agent(app) else {}
     code, result = _call(app, "confirm", {"memory_id": args.id, "reject": args.reject,
-                                          **agent})
+                                          **agent}, args)
     if code != EXIT_OK:
         return code
     return _show(args, result, result["status"])
