@@ -207,13 +207,17 @@ def load_app(config_file: str | None, command: str, verbose: bool,
     explicit = Path(config_file).expanduser() if config_file else None
     config = load_config(explicit, env)
     app = App(config=config, env=env, config_path=explicit or config_path(env))
-    logs.configure(
-        log_dir=app.state_dir,
-        level=config.log.level,
-        console_level="info" if verbose or command == "run" else "warning",
-        max_bytes=config.log.file_max_bytes,
-        backups=config.log.file_backups,
-    )
+    from functools import partial
+
+    configure = partial(logs.configure, level=config.log.level,
+                        console_level="info" if verbose or command == "run" else "warning",
+                        max_bytes=config.log.file_max_bytes, backups=config.log.file_backups)
+    try:
+        configure(log_dir=app.state_dir)
+    except OSError:
+        if command != "doctor":  # doctor says what is wrong with the state dir
+            raise
+        configure(log_dir=None)
     structlog.get_logger(__name__).info("command_started", command=command,
                                         version=__version__, config=str(app.config_path))
     return app
@@ -269,12 +273,24 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         return EXIT_OK
     except MemorydError as exc:
         from opencode_memoryd.cli.failures import report, wants_json
+        from opencode_memoryd.disk import access_problem
 
+        cause = exc.__cause__
+        problem = access_problem(cause) if isinstance(cause, OSError) else None
+        if problem is not None:  # a folder of ours this user may not use
+            return report(problem, EXIT_CONFIG, wants_json(argv))
         return report(exc, next(code for cls, code in _EXIT_BY_ERROR if isinstance(exc, cls)),
                       wants_json(argv))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    except Exception:  # a bug: say where the traceback went
+    except Exception as exc:  # a bug: say where the traceback went
+        from opencode_memoryd.disk import access_problem
+
+        problem = access_problem(exc) if isinstance(exc, OSError) else None
+        if problem is not None:  # a folder of ours this user may not use
+            from opencode_memoryd.cli.failures import report, wants_json
+
+            return report(problem, EXIT_CONFIG, wants_json(argv))
         import structlog
 
         from opencode_memoryd import logs
