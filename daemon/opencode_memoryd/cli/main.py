@@ -182,6 +182,10 @@ def _cmd_run(app: App, args: argparse.Namespace) -> int:
         return EXIT_CONFIG
 
 
+#: Commands that print each failure themselves (their console shows errors alone).
+_REPORTS_FAILURES = frozenset({"maintain", "rebuild", "reembed", "dream"})
+
+
 def _load_app(args: argparse.Namespace, env: Mapping[str, str]) -> App:
     return load_app(args.config, args.command, args.verbose, env)
 
@@ -209,8 +213,12 @@ def load_app(config_file: str | None, command: str, verbose: bool,
     app = App(config=config, env=env, config_path=explicit or config_path(env))
     from functools import partial
 
+    # a command other than `run` is a person's: readable lines; one that reports each
+    # failure itself shows no warnings on the way (the log file has them)
+    quiet = "error" if command in _REPORTS_FAILURES else "warning"
     configure = partial(logs.configure, level=config.log.level,
-                        console_level="info" if verbose or command == "run" else "warning",
+                        console_level="info" if verbose or command == "run" else quiet,
+                        console_format="auto" if command == "run" else "human",
                         max_bytes=config.log.file_max_bytes, backups=config.log.file_backups)
     try:
         configure(log_dir=app.state_dir)
