@@ -144,6 +144,7 @@ def _parser(*, run_only: bool = False) -> argparse.ArgumentParser:
         reembed,
         setup,
         status,
+        transfer,
         web,
     )
 
@@ -161,6 +162,7 @@ def _parser(*, run_only: bool = False) -> argparse.ArgumentParser:
     rebuild.register(sub)
     doctor.register(sub)
     web.register(sub)
+    transfer.register(sub)
     return p
 
 

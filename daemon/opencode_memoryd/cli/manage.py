@@ -60,7 +60,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     f = sub.add_parser("forget", help=COMMANDS["forget"])
     f.add_argument("id", help="the memory id, as list or search print it")
-    f.add_argument("--json", action="store_true", help="print {memory, status} as JSON")
+    f.add_argument("--purge", action="store_true",
+                   help="delete it for good: the point, and its text in the journals "
+                        "(which record that a purge happened); it cannot be restored")
+    f.add_argument("--json", action="store_true", help="print {memory, status} as JSON "
+                   "({id, status, scrubbed} with --purge)")
     f.set_defaults(handler=cmd_forget)
 
     r = sub.add_parser("restore", help=COMMANDS["restore"])
@@ -136,8 +140,17 @@ def cmd_add(app: App, args: argparse.Namespace) -> int:
 
 
 def cmd_forget(app: App, args: argparse.Namespace) -> int:
-    """``forget ID``: retire the memory; exit 5 when there is no such active memory, 6 when
-    the agent may not."""
+    """``forget ID [--purge]``: retire the memory (``--purge``: delete it for good); exit 5
+    when there is no such (active) memory, 6 when the agent may not (it never purges)."""
+    if args.purge:
+        if as_agent(app):
+            return _call(app, "purge", {"memory_id": args.id, "caller": "agent"}, args)[0]
+        code, result = _call(app, "purge", {"memory_id": args.id}, args)
+        if code == EXIT_OK:
+            print(json.dumps(result, indent=2) if args.json else
+                  f"purged {result['id']}: deleted from the store; its text replaced in "
+                  f"{sum(result['scrubbed'].values())} journal entries")
+        return code
     code, result = _call(app, "forget", {"memory_id": args.id, **as_agent(app)}, args)
     return code if code != EXIT_OK else _show(args, result, "forgot")
 
