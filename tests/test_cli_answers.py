@@ -101,3 +101,22 @@ def test_add_without_dir_or_user_adds_to_the_current_folders_project(
     m = added["memory"]
     assert (m["scope"], m["type"], m["project_id"], m["project_root"]) == (
         "project", "project", "prj_shop", str(project))
+
+
+def test_list_in_a_project_folder_lists_that_project_and_everywhere_lists_all(
+        config_file: Path, sample_db: Path, project: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: Any) -> None:
+    cfg = str(config_file)
+    here = cli_json("--config", cfg, "add", "Orders ship from Rotterdam.", "--dir",
+                    str(project), "--db", str(sample_db))["memory"]
+    there = cli_json("--config", cfg, "add", "The API lives under /api/v2.", "--dir",
+                     "/tmp/projects/sample/acme-web", "--db", str(sample_db))["memory"]
+    mine = cli_json("--config", cfg, "add", "I prefer tabs.", "--user")["memory"]
+    monkeypatch.chdir(project)
+    capsys.readouterr()
+    assert [m["id"] for m in cli_json("--config", cfg, "list")] == [here["id"]]
+    assert f"the memories of {project}'s project" in capsys.readouterr().err
+    assert {m["id"] for m in cli_json("--config", cfg, "list", "--everywhere")} == {
+        here["id"], there["id"], mine["id"]}
+    monkeypatch.chdir(project.parent)  # no project here: every project's, as before
+    assert len(cli_json("--config", cfg, "list")) == 3

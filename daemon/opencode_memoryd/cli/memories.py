@@ -22,11 +22,18 @@ if TYPE_CHECKING:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``list``, ``search`` and ``show`` to the CLI."""
-    ls = sub.add_parser("list", help=COMMANDS["list"])
+    ls = sub.add_parser("list", help=COMMANDS["list"],
+                        description="Without --dir, --user or --everywhere: the memories of "
+                                    "the current folder's project when it has some, else "
+                                    "every project's.")
     which = ls.add_mutually_exclusive_group()
     which.add_argument("--dir", metavar="DIR", type=normalize_dir,
-                       help="only the memories of DIR's project")
+                       help="only the memories of DIR's project (default: the current "
+                            "folder's, when it has some)")
     which.add_argument("--user", action="store_true", help="only user-scope memories")
+    which.add_argument("--everywhere", action="store_true",
+                       help="every project's memories (the default outside a project's "
+                            "folder)")
     ls.add_argument("--db", metavar="PATH", help="OpenCode database used to resolve --dir "
                     "(without one: the projects stored for DIR or a parent folder)")
     ls.add_argument("--all", action="store_true",
@@ -69,9 +76,32 @@ def _unknown_dir(app: App, args: argparse.Namespace) -> int | None:
         EXIT_NOT_FOUND, args.json)
 
 
+def _here(app: App, args: argparse.Namespace) -> list[dict[str, object]] | None:
+    """``list`` without a scope: the current folder's project memories when it has
+    some (said on stderr), else ``None``."""
+    import os
+
+    here = normalize_dir(os.getcwd())
+    if not run_use_case(app, "resolve", {"directory": here, "db": args.db})["projects"]:
+        return None
+    found: list[dict[str, object]] = run_use_case(
+        app, "list", {"user": False, "directory": here, "db": args.db,
+                      "include_retired": args.all})
+    if found:
+        print(f"opencode-memoryd: the memories of {here}'s project; `list --everywhere` "
+              "lists every project's, `list --user` yours", file=sys.stderr)
+    return found or None
+
+
 def cmd_list(app: App, args: argparse.Namespace) -> int:
-    """``list``: print the memories (all, user scope, or DIR's project); exit 5 when no
-    project is found for DIR."""
+    """``list``: print the memories (DIR's project, user scope, every project's; without
+    one of them the current folder's project when it has memories, else every project's);
+    exit 5 when no project is found for DIR."""
+    if not (args.dir or args.user or args.everywhere):
+        here = _here(app, args)
+        if here is not None:
+            print_memories(here, args.json)
+            return EXIT_OK
     memories = run_use_case(app, "list", {"user": args.user, "directory": args.dir,
                                           "db": args.db, "include_retired": args.all})
     if args.dir and not memories and (code := _unknown_dir(app, args)) is not None:
