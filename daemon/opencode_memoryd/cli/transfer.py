@@ -119,7 +119,8 @@ def cmd_export(app: App, args: argparse.Namespace) -> int:
 
 def cmd_import(app: App, args: argparse.Namespace) -> int:
     """``import FILE``: exit 2 when the file cannot be read or is not a valid export
-    (nothing imported); the memories go to the use case :data:`IMPORT_BATCH` at a time.
+    (nothing imported); the memories go to a running daemon :data:`IMPORT_BATCH` at a
+    time, to the local use case all at once.
 
     Raises:
         RequestError: the document is invalid (each problem named).
@@ -140,9 +141,10 @@ def cmd_import(app: App, args: argparse.Namespace) -> int:
     check_document(doc)  # the whole file, before anything is written
     result = {"memories": 0, "added": 0, "present": 0, "ids": []}
     memories = doc["memories"]
-    for at in range(0, max(len(memories), 1), IMPORT_BATCH):  # a request stays small
+    step = IMPORT_BATCH if app.daemon_socket() is not None else max(len(memories), 1)
+    for at in range(0, max(len(memories), 1), step):  # a request to the daemon stays small
         part = run_use_case(app, "import_memories", {
-            "document": {**doc, "memories": memories[at:at + IMPORT_BATCH]}})
+            "document": {**doc, "memories": memories[at:at + step]}})
         for key in ("memories", "added", "present", "ids"):
             result[key] += part[key]
     if args.json:

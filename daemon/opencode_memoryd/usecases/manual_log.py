@@ -12,9 +12,10 @@ One JSON line per change in ``<state dir>/manual-journal.jsonl``, written throug
 
     {"run_id": str, "status": "ok", "op": "purge", "at": str, "memory_id": str}
 
-``import``: a memory ``import`` wrote. ``purge``: a memory deleted for good (``forget
---purge``); it holds the id alone, the journals' copies of its text were replaced, and
-:func:`manual_memories` and ``rebuild`` leave it out.
+``import``: the memories one ``import`` request wrote, in one entry (``"memories":
+[Memory payload, ...]`` in place of ``memory``: one ``fsync`` for many). ``purge``: a
+memory deleted for good (``forget --purge``); it holds the id alone, the journals' copies
+of its text were replaced, and :func:`manual_memories` and ``rebuild`` leave it out.
 
 ``supersede``: a fact a manual ``add`` retired (its tombstone), so a rebuild keeps it
 retired.
@@ -66,6 +67,18 @@ def record_change(journal: DreamJournal, op: str, payload: dict[str, Any], at: s
                     "memory": payload})
 
 
+def record_changes(journal: DreamJournal, op: str, payloads: list[dict[str, Any]],
+                   at: str) -> None:
+    """Append one entry for many memories changed at once (``"memories"``, see the
+    module).
+
+    Raises:
+        StateError: the journal cannot be written.
+    """
+    journal.append({"run_id": uuid.uuid4().hex, "status": "ok", "op": op, "at": at,
+                    "memories": payloads})
+
+
 def journaled(journal: DreamJournal, op: str, result: dict[str, Any], at: str
               ) -> dict[str, Any]:
     """Record ``result["memory"]`` (a use case's answer) as change ``op`` at ``at`` and
@@ -91,15 +104,18 @@ def manual_memories(journal: DreamJournal) -> dict[str, Memory]:
     entries = journal.entries()
     gone = purged_ids(entries)
     for entry in reversed(entries):  # oldest first: the last change wins
-        payload = entry.get("memory")
-        if entry.get("op") not in MANUAL_OPS or not isinstance(payload, dict):
+        if entry.get("op") not in MANUAL_OPS:
             continue
-        try:
-            m = Memory.from_payload(payload)
-        except (KeyError, TypeError, ValueError):
-            continue
-        if m.id not in gone:
-            out[m.id] = m
+        many = entry.get("memories")
+        for payload in many if isinstance(many, list) else [entry.get("memory")]:
+            if not isinstance(payload, dict):
+                continue
+            try:
+                m = Memory.from_payload(payload)
+            except (KeyError, TypeError, ValueError):
+                continue
+            if m.id not in gone:
+                out[m.id] = m
     return out
 
 

@@ -17,8 +17,9 @@ with ``jsonschema``: each memory's id is a UUID, its type, scope and status are 
 values, its times are RFC 3339) and writes nothing when any memory is invalid; the error
 names each place. It deduplicates by point id: a memory the
 store already holds (active or retired) is left as it is, so importing a file twice adds
-nothing the second time. Texts are redacted as ``add`` redacts them. Each memory imported
-is journaled in the journal of manual changes (``import``), so ``rebuild`` keeps it.
+nothing the second time. Texts are redacted as ``add`` redacts them. The memories imported
+are journaled in the journal of manual changes (one ``import`` entry per request), so
+``rebuild`` keeps them.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from opencode_memoryd.errors import RequestError
 from opencode_memoryd.models import Memory, iso_utc
 from opencode_memoryd.redaction.engine import scrub
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
-from opencode_memoryd.usecases.manual_log import record_change
+from opencode_memoryd.usecases.manual_log import record_changes
 from opencode_memoryd.usecases.ports import AppPort
 
 #: ``format`` of an export document.
@@ -140,9 +141,8 @@ def import_memories(app: AppPort, store: MemoryStore, manual: DreamJournal,
             m.user_id = app.user_id
     if fresh:
         store.upsert(fresh)
-    at = iso_utc(app.clock())
-    for m in fresh:
-        record_change(manual, "import", m.to_payload(), at)
+    if fresh:
+        record_changes(manual, "import", [m.to_payload() for m in fresh], iso_utc(app.clock()))
     added = [m.id for m in fresh]
     return {"memories": len(memories), "added": len(added),
             "present": len(by_id) - len(added), "ids": added}
