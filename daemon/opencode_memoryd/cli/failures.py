@@ -33,3 +33,19 @@ def report(error: object, code: int, as_json: bool) -> int:
     else:
         print(f"opencode-memoryd: {message}", file=sys.stderr)
     return code
+
+
+def refused_access(exc: BaseException, argv: Sequence[str]) -> int | None:
+    """When ``exc`` (or the ``OSError`` it was raised from) is this user being refused a
+    folder of ours (:func:`~opencode_memoryd.disk.access_problem`): report it with the
+    folder and its fix, and return exit 78 (``EX_CONFIG``: a service manager does not
+    restart on it); else ``None``."""
+    from opencode_memoryd.disk import access_problem
+
+    cause = exc if isinstance(exc, OSError) else exc.__cause__
+    problem = access_problem(cause) if isinstance(cause, OSError) else None
+    if problem is None:
+        return None
+    from opencode_memoryd.cli.exits import EXIT_CONFIG
+
+    return report(problem, EXIT_CONFIG, wants_json(argv))

@@ -282,25 +282,18 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         _quiet_stdout()
         return EXIT_OK
     except MemorydError as exc:
-        from opencode_memoryd.cli.failures import report, wants_json
-        from opencode_memoryd.disk import access_problem
+        from opencode_memoryd.cli.failures import refused_access, report, wants_json
 
-        cause = exc.__cause__
-        problem = access_problem(cause) if isinstance(cause, OSError) else None
-        if problem is not None:  # a folder of ours this user may not use
-            return report(problem, EXIT_CONFIG, wants_json(argv))
-        return report(exc, next(code for cls, code in _EXIT_BY_ERROR if isinstance(exc, cls)),
-                      wants_json(argv))
+        return refused_access(exc, argv) or report(
+            exc, next(code for cls, code in _EXIT_BY_ERROR if isinstance(exc, cls)),
+            wants_json(argv))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    except Exception as exc:  # a bug: say where the traceback went
-        from opencode_memoryd.disk import access_problem
+    except Exception as exc:  # a bug (but a folder of ours this user may not use)
+        from opencode_memoryd.cli.failures import refused_access
 
-        problem = access_problem(exc) if isinstance(exc, OSError) else None
-        if problem is not None:  # a folder of ours this user may not use
-            from opencode_memoryd.cli.failures import report, wants_json
-
-            return report(problem, EXIT_CONFIG, wants_json(argv))
+        if code := refused_access(exc, argv):
+            return code
         import structlog
 
         from opencode_memoryd import logs
