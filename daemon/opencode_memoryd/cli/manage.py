@@ -50,7 +50,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "type). Its sessions and messages stay; the old version "
                                    "is kept in the memory's history, and the edit is written "
                                    "to the dream journal.")
-    e.add_argument("id", help="the memory id, as list or search print it")
+    e.add_argument("id", help="the memory id, as list or search print it (or a unique prefix, 4+ "
+                   "characters)")
     e.add_argument("text", nargs="?", default=None,
                    help="the new text (omit it to change only the type)")
     e.add_argument("--type", choices=FACT_TYPES, default=None, help="the new type")
@@ -59,7 +60,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     e.set_defaults(handler=cmd_edit)
 
     f = sub.add_parser("forget", help=COMMANDS["forget"])
-    f.add_argument("id", help="the memory id, as list or search print it")
+    f.add_argument("id", help="the memory id, as list or search print it (or a unique prefix, 4+ "
+                   "characters)")
     f.add_argument("--purge", action="store_true",
                    help="delete it for good: the point, and its text in the journals "
                         "(which record that a purge happened); it cannot be restored")
@@ -68,7 +70,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     f.set_defaults(handler=cmd_forget)
 
     r = sub.add_parser("restore", help=COMMANDS["restore"])
-    r.add_argument("id", help="the memory id, as list --all prints it")
+    r.add_argument("id", help="the memory id, as list --all prints it (or a unique prefix)")
     r.add_argument("--json", action="store_true", help="print {memory, status} as JSON")
     r.set_defaults(handler=cmd_restore)
 
@@ -76,7 +78,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        description="The agent may add a user-scope memory only as a pending "
                                    "note, in no context block until you confirm it. Without "
                                    "an id: list the pending notes.")
-    c.add_argument("id", nargs="?", default=None, help="the pending note's id")
+    c.add_argument("id", nargs="?", default=None, help="the pending note's id (or a unique prefix)")
     c.add_argument("--reject", action="store_true",
                    help="reject the note instead (it is forgotten: a tombstone)")
     c.add_argument("--json", action="store_true", help="print JSON")

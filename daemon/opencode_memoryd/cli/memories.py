@@ -53,7 +53,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.set_defaults(handler=cmd_search)
 
     sh = sub.add_parser("show", help=COMMANDS["show"])
-    sh.add_argument("id")
+    sh.add_argument("id", help="the memory id (or a unique prefix, 4+ characters)")
     sh.add_argument("--json", action="store_true", help="print JSON")
     sh.set_defaults(handler=cmd_show)
 
