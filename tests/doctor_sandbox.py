@@ -35,10 +35,15 @@ class Sandbox:
     bin: Path
     tmp: Path
 
-    def fake(self, name: str, output: str, code: int = 0) -> None:
-        """Make ``name`` on PATH print ``output`` and exit ``code``."""
+    def fake(self, name: str, output: str, code: int = 0,
+             cases: dict[str, tuple[str, int]] | None = None) -> None:
+        """Make ``name`` on PATH print ``output`` and exit ``code``; ``cases``: other
+        answers (output, code) for a command line that holds the key."""
+        branches = "".join(f"  *{key}*) printf '%s\\n' '{out}'; exit {rc};;\n"
+                           for key, (out, rc) in (cases or {}).items())
         path = self.bin / name
-        path.write_text(f"#!/bin/sh\nprintf '%s\\n' '{output}'\nexit {code}\n")
+        path.write_text(f"#!/bin/sh\ncase \"$*\" in\n{branches}esac\n"
+                        f"printf '%s\\n' '{output}'\nexit {code}\n")
         path.chmod(0o755)
 
     def config(self, text: str) -> Path:
@@ -77,7 +82,7 @@ def make_sandbox(tmp_path: Path, isolated_env: dict[str, str],
     monkeypatch.setenv("PATH", f"{fake_bin}:/usr/bin:/bin")
     sb = Sandbox(cfg, db, Path(isolated_env["XDG_STATE_HOME"]) / "opencode-memoryd",
                  data / "opencode-memoryd" / "qdrant", fake_bin, tmp_path)
-    sb.fake("systemctl", "enabled")
+    sb.fake("systemctl", "enabled", cases={"is-system-running": ("running", 0)})
     sb.fake("loginctl", "Linger=yes")
     sb.fake("launchctl", "")
     for command in (["maintain", "--all"], ["install-opencode"], ["install-service"]):

@@ -199,7 +199,8 @@ def test_a_daemon_that_died_without_cleaning_up_fails(sandbox: Sandbox) -> None:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="systemd: Linux only")
 def test_service_disabled_and_no_linger_warn(sandbox: Sandbox) -> None:
-    sandbox.fake("systemctl", "disabled", code=1)
+    sandbox.fake("systemctl", "disabled", code=1,
+                 cases={"is-system-running": ("running", 0)})
     sandbox.fake("loginctl", "Linger=no")
     code, checks = sandbox.doctor()
     assert code == 0
@@ -214,6 +215,22 @@ def test_service_disabled_and_no_linger_warn(sandbox: Sandbox) -> None:
     code, checks = sandbox.doctor()
     assert problems(checks) == {**BASELINE, "service": "warn", "linger": "skip"}
     assert checks["service"]["detail"].startswith("no systemd user unit at ")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="systemd: Linux only")
+def test_without_a_systemd_user_instance_no_fix_names_systemctl_enable(
+        sandbox: Sandbox) -> None:
+    sandbox.fake("systemctl", "disabled", code=1,
+                 cases={"is-system-running": ("offline", 1)})
+    _, checks = sandbox.doctor()
+    assert checks["service"]["status"] == "warn"
+    assert "no systemd user instance runs here (offline)" in checks["service"]["detail"]
+    assert "opencode-memoryd run" in checks["service"]["fix"]
+    assert "systemctl" not in checks["service"]["fix"]
+    assert cli("uninstall-service")[0] == 0
+    _, checks = sandbox.doctor()  # no unit: not "install-service and run what it prints"
+    assert "install-service" not in checks["service"]["fix"]
+    assert "opencode-memoryd run" in checks["service"]["fix"]
 
 
 def test_missing_plugin_and_mcp_entry_warn(sandbox: Sandbox) -> None:

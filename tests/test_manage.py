@@ -205,17 +205,20 @@ def test_dir_without_a_database_uses_the_stored_project_roots(
     hits = run_json(config_file, "search", "api parquet tabs", "--dir", ACME + "/src")
     assert {h["id"] for h in hits} == {acme["id"], mine["id"]}
     capsys.readouterr()
-    # nothing stored for that folder: said on stderr, with what the store does hold
-    assert run_json(config_file, "list", "--dir", "/tmp/projects/elsewhere") == []
+    # nothing stored for that folder: said on stderr, with what the store does hold (exit 5)
+    code, out = run(config_file, "list", "--dir", "/tmp/projects/elsewhere")
     err = capsys.readouterr().err
+    assert code == 5 and out == ""
     assert "no memories for /tmp/projects/elsewhere's project" in err
     assert f"the store has memories for: {ACME}, {PIPELINE}" in err
     code, out = run(config_file, "search", "tabs", "--dir", "/srv")
-    assert code == 0 and mine["id"] in out  # the user scope is still searched
+    assert code == 5 and mine["id"] not in out
     assert "no memories for /srv's project" in capsys.readouterr().err
-    # a parent of two stored roots is neither of them
-    assert run_json(config_file, "list", "--dir", "/tmp/projects/sample") == []
-    assert "no memories for /tmp/projects/sample's project" in capsys.readouterr().err
+    # a parent of two stored roots is neither of them; with --json the error is an object
+    code, out = run(config_file, "list", "--dir", "/tmp/projects/sample", "--json")
+    error = json.loads(out)["error"]
+    assert (code, error["type"], error["exit_code"]) == (5, "NotFoundError", 5)
+    assert "no memories for /tmp/projects/sample's project" in error["message"]
     # `add --dir` resolves the same way
     more = run_json(config_file, "add", "The ingest service is written in Go.", "--dir",
                     PIPELINE + "/services/ingest")["memory"]

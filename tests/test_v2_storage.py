@@ -219,8 +219,7 @@ def test_v2_finished_turn_rule() -> None:
 
 
 def test_reset_rows_are_read_again_and_nothing_is_stored_twice(
-        v2_db: Path, config_file: Path, state_db: Path,
-        capfd: pytest.CaptureFixture[str]) -> None:
+        v2_db: Path, config_file: Path, state_db: Path) -> None:
     sid = SESSIONS["v2-multiturn"]["id"]
     _maintain(config_file, v2_db)
     points = cli_json("--config", str(config_file), "list")
@@ -241,9 +240,10 @@ def test_reset_rows_are_read_again_and_nothing_is_stored_twice(
     # rewritten with new ids: the session is read from its start; the directive it holds
     # is merged into the memory that has it (same point id), and the outbox is not redone
     renamed = rewrite_rows(v2_db, sid, new_ids=True)
-    capfd.readouterr()
+    log = state_db.parent / "opencode-memoryd.log"
+    before = log.read_text()
     reset = _maintain(config_file, v2_db)
-    assert '"event": "session_rows_reset"' in capfd.readouterr().err
+    assert '"event": "session_rows_reset"' in log.read_text()[len(before):]
     row = next(r for r in reset["sessions"] if r["session_id"] == sid)
     assert row["turns_read"] == 3 and row["added"] == 0 and row["skipped"] == {"duplicate": 1}
     assert marks(state_db)[sid] == (6, renamed[last])

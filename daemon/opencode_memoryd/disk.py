@@ -39,6 +39,8 @@ __all__ = [
     "STORE_MIN_FREE_BYTES",
     "FreeBytes",
     "FreeSpaceCache",
+    "access_problem",
+    "foreign_or_locked",
     "free_bytes",
     "make_private",
     "require_free",
@@ -177,3 +179,87 @@ def make_private(directory: Path, patterns: Iterable[str] = ("*",)) -> int:
                 for f in files:
                     changed += _chmod(Path(root, f), _FILE_MODE)
     return changed
+
+
+#: The ``errno`` values of an ``OSError`` that mean "this user may not use this file".
+_ACCESS_ERRNOS = (13, 1, 30)  # EACCES, EPERM, EROFS
+
+
+def _owner(uid: int) -> str:
+    """The user name of ``uid``, else ``uid N``."""
+    try:
+        import pwd
+
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
+def _fix(folder: str) -> str:
+    """The command that gives ``folder`` (and what it holds) back to the current user."""
+    import shlex
+
+    try:
+        import pwd
+
+        me = pwd.getpwuid(os.geteuid()).pw_name
+    except (ImportError, KeyError):
+        me = str(os.geteuid())
+    return f"sudo chown -R {me} {shlex.quote(folder)}"
+
+
+def access_problem(exc: OSError) -> str | None:
+    """What ``exc`` means to a person, when it is the current user being refused a file of
+    ours (``EACCES``, ``EPERM``, ``EROFS``): the path, why (another user owns it, e.g. after
+    one ``sudo`` run; a read-only file system; a mode without access) and the command that
+    fixes it; ``None`` for any other error (or one that names no file).
+
+    Example: ``cannot use /home/me/.local/state/opencode-memoryd/state.db: Permission
+    denied; it belongs to root (uid 0), not to you (a command run with sudo?): fix: sudo
+    chown -R me /home/me/.local/state/opencode-memoryd``.
+    """
+    if exc.errno not in _ACCESS_ERRNOS or not exc.filename:
+        return None
+    path = os.fsdecode(exc.filename)
+    head = f"cannot use {path}: {exc.strerror}"
+    if exc.errno == 30:
+        return (f"{head}; the folder is on a read-only file system: fix: set `[state] dir` "
+                "(the state) or `[qdrant] path` (the store) to a writable folder")
+    probe = path
+    while not os.path.lexists(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    folder = probe if os.path.isdir(probe) else os.path.dirname(probe)
+    try:
+        uid = os.stat(probe).st_uid
+    except OSError:
+        return f"{head}; fix: {_fix(folder)}"
+    if uid != os.geteuid():
+        return (f"{head}; it belongs to {_owner(uid)}, not to you (a command run with "
+                f"sudo?): fix: {_fix(folder)}")
+    return f"{head}; its mode gives you no access: fix: chmod -R u+rwX {folder}"
+
+
+def foreign_or_locked(paths: Iterable[Path]) -> list[str]:
+    """Of ``paths`` and everything under those that are folders: each that exists and
+    that the current user does not own or cannot read and write (a folder: also enter),
+    or that lies on a read-only file system, as ``path (owner)``; the first 20."""
+    out: list[str] = []
+    for top in paths:
+        todo = [os.fspath(top)]
+        while todo and len(out) < 20:
+            p = todo.pop()
+            try:
+                st = os.lstat(p)
+            except OSError:
+                continue
+            is_dir = stat.S_ISDIR(st.st_mode)
+            need = os.R_OK | os.W_OK | (os.X_OK if is_dir else 0)
+            if st.st_uid != os.geteuid() or not os.access(p, need):
+                out.append(f"{p} ({_owner(st.st_uid)}, {stat.S_IMODE(st.st_mode):04o})")
+                continue
+            if is_dir:
+                try:
+                    todo.extend(os.path.join(p, n) for n in os.listdir(p))
+                except OSError:
+                    out.append(f"{p} (unreadable)")
+    return out

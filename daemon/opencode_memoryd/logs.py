@@ -1,4 +1,5 @@
-"""structlog configuration: JSON lines to a rotating file, a readable console on a terminal.
+"""structlog configuration: JSON lines to a rotating file, a readable console on a terminal
+(and for every command but ``run``).
 
 Every event passes through :func:`_scrub`, which runs secret redaction over every value
 (nested dicts and lists, exceptions and other objects as their text), after the exception
@@ -145,6 +146,16 @@ class _FileHandler(logging.handlers.RotatingFileHandler):
             self._failing = False
 
 
+def _last_line_of_exception(_logger: Any, _name: str,
+                            event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """A command's console line keeps a traceback's last line (``Type: message``); the
+    log file has it whole."""
+    text = event.get("exception")
+    if isinstance(text, str) and text.strip():
+        event["exception"] = text.strip().splitlines()[-1]
+    return event
+
+
 def configure(
     *,
     log_dir: Path | None,
@@ -153,6 +164,7 @@ def configure(
     max_bytes: int = 10 * 1024 * 1024,
     backups: int = 5,
     stream: Any = None,
+    console_format: str = "auto",
 ) -> Path | None:
     """Configure logging once per process.
 
@@ -160,9 +172,14 @@ def configure(
         log_dir: folder of the JSON-lines file (``opencode-memoryd.log``, rotated at
             ``max_bytes`` with ``backups`` old files); ``None`` for no file.
         level: the file's level (``debug``, ``info``, ``warning``, ``error``).
-        console_level: the console's level; the console is readable text on a terminal
-            and JSON lines otherwise (e.g. under systemd, where the journal keeps them).
+        console_level: the console's level.
         stream: the console stream (default ``sys.stderr``).
+        console_format: ``auto``: readable lines on a terminal (structlog's console
+            renderer, levels coloured unless ``NO_COLOR`` is set) and JSON lines otherwise
+            (under systemd or launchd, whose journals keep them); ``human``: readable lines
+            always (coloured on a terminal; a traceback cut to its last line). Library
+            chatter (APScheduler's job lines) is
+            logged only when ``level`` or ``console_level`` is ``debug``.
 
     Returns:
         The log file path, or ``None``.
@@ -190,11 +207,16 @@ def configure(
     )
     console = logging.StreamHandler(stream)
     console.setLevel(getattr(logging, console_level.upper()))
-    if hasattr(stream, "isatty") and stream.isatty():
+    terminal = hasattr(stream, "isatty") and stream.isatty()
+    if terminal or console_format == "human":
+        import os
+
+        colors = terminal and not os.environ.get("NO_COLOR")
+        brief = [_last_line_of_exception] if console_format == "human" else []
         console.setFormatter(structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=shared,
-            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                        structlog.dev.ConsoleRenderer(colors=False)],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *brief,
+                        structlog.dev.ConsoleRenderer(colors=colors)],
         ))
     else:  # the same lines as the file (rendered once for both)
         console.setFormatter(json_lines)
@@ -212,6 +234,8 @@ def configure(
     for noisy in ("httpx", "httpx2", "httpcore", "httpcore2", "openai", "urllib3",
                   "watchfiles"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    debug = "debug" in (level.lower(), console_level.lower())
+    logging.getLogger("apscheduler").setLevel(logging.DEBUG if debug else logging.WARNING)
 
     structlog.configure(
         processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],

@@ -20,7 +20,8 @@ COMMANDS: dict[str, str] = {
     "add": "store a memory by hand (deduplicated, secrets redacted)",
     "edit": ("change a memory's text or type (re-embedded; the old version kept in its history; "
              "journaled)"),
-    "forget": "retire a memory (a tombstone, listed by list --all)",
+    "forget": ("retire a memory (a tombstone, listed by list --all), or with --purge delete "
+               "it for good"),
     "restore": "bring a forgotten memory back",
     "confirm": ("list the agent's user-scope notes awaiting you, or confirm (or --reject) one "
                 "by id"),
@@ -49,4 +50,6 @@ COMMANDS: dict[str, str] = {
                "when a check fails)"),
     "web": ("open the web page of the running daemon (browse, search, edit, forget; the dream "
             "journal)"),
+    "export": "write every memory with its provenance (JSON or Markdown)",
+    "import": "add the memories of an export file (deduplicated)",
 }

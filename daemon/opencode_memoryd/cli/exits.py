@@ -28,7 +28,8 @@ exit codes:
        install has neither a terminal nor --yes, or OpenCode's model cannot be
        used for --mode llm, or reembed or rebuild while the daemon runs or another process holds
        the store (or rebuild of a store on a Qdrant server)
-  78   configuration error (EX_CONFIG), and `run` on a store whose vectors do
-       not fit the configuration (run `opencode-memoryd reembed`)
+  78   configuration error (EX_CONFIG), a state dir or store this user may not
+       use (the message names the folder and the fix), and `run` on a store
+       whose vectors do not fit the configuration (run `opencode-memoryd reembed`)
   130  interrupted
 """

@@ -26,6 +26,7 @@ from opencode_memoryd.cli.exits import (
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_SOURCE,
+    EXIT_USAGE,
 )
 from opencode_memoryd.disk import PRIVATE_UMASK
 from opencode_memoryd.errors import (
@@ -33,6 +34,7 @@ from opencode_memoryd.errors import (
     MemorydError,
     NotFoundError,
     RefusedError,
+    RequestError,
     SourceError,
 )
 
@@ -143,6 +145,7 @@ def _parser(*, run_only: bool = False) -> argparse.ArgumentParser:
         reembed,
         setup,
         status,
+        transfer,
         uninstall_cmd,
         web,
     )
@@ -163,6 +166,7 @@ def _parser(*, run_only: bool = False) -> argparse.ArgumentParser:
     rebuild.register(sub)
     doctor.register(sub)
     web.register(sub)
+    transfer.register(sub)
     return p
 
 
@@ -182,6 +186,10 @@ def _cmd_run(app: App, args: argparse.Namespace) -> int:
         structlog.get_logger(__name__).error("store_needs_reembed", error=str(exc))
         print_error(exc)
         return EXIT_CONFIG
+
+
+#: Commands that print each failure themselves (their console shows errors alone).
+_REPORTS_FAILURES = frozenset({"maintain", "rebuild", "reembed", "dream"})
 
 
 def _load_app(args: argparse.Namespace, env: Mapping[str, str]) -> App:
@@ -209,13 +217,21 @@ def load_app(config_file: str | None, command: str, verbose: bool,
     explicit = Path(config_file).expanduser() if config_file else None
     config = load_config(explicit, env)
     app = App(config=config, env=env, config_path=explicit or config_path(env))
-    logs.configure(
-        log_dir=app.state_dir,
-        level=config.log.level,
-        console_level="info" if verbose or command == "run" else "warning",
-        max_bytes=config.log.file_max_bytes,
-        backups=config.log.file_backups,
-    )
+    from functools import partial
+
+    # a command other than `run` is a person's: readable lines; one that reports each
+    # failure itself shows no warnings on the way (the log file has them)
+    quiet = "error" if command in _REPORTS_FAILURES else "warning"
+    configure = partial(logs.configure, level=config.log.level,
+                        console_level="info" if verbose or command == "run" else quiet,
+                        console_format="auto" if command == "run" else "human",
+                        max_bytes=config.log.file_max_bytes, backups=config.log.file_backups)
+    try:
+        configure(log_dir=app.state_dir)
+    except OSError:
+        if command != "doctor":  # doctor says what is wrong with the state dir
+            raise
+        configure(log_dir=None)
     structlog.get_logger(__name__).info("command_started", command=command,
                                         version=__version__, config=str(app.config_path))
     return app
@@ -227,6 +243,7 @@ _EXIT_BY_ERROR: tuple[tuple[type[MemorydError], int], ...] = (
     (SourceError, EXIT_SOURCE),
     (NotFoundError, EXIT_NOT_FOUND),
     (RefusedError, EXIT_REFUSED),
+    (RequestError, EXIT_USAGE),
     (MemorydError, EXIT_FAILURE),
 )
 
@@ -269,13 +286,18 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         _quiet_stdout()
         return EXIT_OK
     except MemorydError as exc:
-        from opencode_memoryd.cli.render import print_error
+        from opencode_memoryd.cli.failures import refused_access, report, wants_json
 
-        print_error(exc)
-        return next(code for cls, code in _EXIT_BY_ERROR if isinstance(exc, cls))
+        return refused_access(exc, argv) or report(
+            exc, next(code for cls, code in _EXIT_BY_ERROR if isinstance(exc, cls)),
+            wants_json(argv))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    except Exception:  # a bug: say where the traceback went
+    except Exception as exc:  # a bug (but a folder of ours this user may not use)
+        from opencode_memoryd.cli.failures import refused_access
+
+        if code := refused_access(exc, argv):
+            return code
         import structlog
 
         from opencode_memoryd import logs

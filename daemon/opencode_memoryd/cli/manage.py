@@ -32,8 +32,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "near-identical one) is stored once: adding it again "
                                    "reports the memory that holds it.")
     a.add_argument("text", help="the fact, one or two sentences")
-    where = a.add_mutually_exclusive_group(required=True)
-    where.add_argument("--dir", metavar="DIR", type=normalize_dir, help="a memory of DIR's project")
+    where = a.add_mutually_exclusive_group()
+    where.add_argument("--dir", metavar="DIR", type=normalize_dir,
+                       help="a memory of DIR's project (default: the current folder's)")
     where.add_argument("--user", action="store_true",
                        help="a user-scope memory (yours, in every project)")
     a.add_argument("--type", choices=FACT_TYPES, default=None,
@@ -49,7 +50,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "type). Its sessions and messages stay; the old version "
                                    "is kept in the memory's history, and the edit is written "
                                    "to the dream journal.")
-    e.add_argument("id", help="the memory id, as list or search print it")
+    e.add_argument("id", help="the memory id, as list or search print it (or a unique prefix, 4+ "
+                   "characters)")
     e.add_argument("text", nargs="?", default=None,
                    help="the new text (omit it to change only the type)")
     e.add_argument("--type", choices=FACT_TYPES, default=None, help="the new type")
@@ -58,12 +60,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     e.set_defaults(handler=cmd_edit)
 
     f = sub.add_parser("forget", help=COMMANDS["forget"])
-    f.add_argument("id", help="the memory id, as list or search print it")
-    f.add_argument("--json", action="store_true", help="print {memory, status} as JSON")
+    f.add_argument("id", help="the memory id, as list or search print it (or a unique prefix, 4+ "
+                   "characters)")
+    f.add_argument("--purge", action="store_true",
+                   help="delete it for good: the point, and its text in the journals "
+                        "(which record that a purge happened); it cannot be restored")
+    f.add_argument("--json", action="store_true", help="print {memory, status} as JSON "
+                   "({id, status, scrubbed} with --purge)")
     f.set_defaults(handler=cmd_forget)
 
     r = sub.add_parser("restore", help=COMMANDS["restore"])
-    r.add_argument("id", help="the memory id, as list --all prints it")
+    r.add_argument("id", help="the memory id, as list --all prints it (or a unique prefix)")
     r.add_argument("--json", action="store_true", help="print {memory, status} as JSON")
     r.set_defaults(handler=cmd_restore)
 
@@ -71,7 +78,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        description="The agent may add a user-scope memory only as a pending "
                                    "note, in no context block until you confirm it. Without "
                                    "an id: list the pending notes.")
-    c.add_argument("id", nargs="?", default=None, help="the pending note's id")
+    c.add_argument("id", nargs="?", default=None, help="the pending note's id (or a unique prefix)")
     c.add_argument("--reject", action="store_true",
                    help="reject the note instead (it is forgotten: a tombstone)")
     c.add_argument("--json", action="store_true", help="print JSON")
@@ -82,20 +89,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=cmd_profile)
 
 
-def _call(app: App, route: str, payload: dict[str, Any]) -> tuple[int, Any]:
-    """Run a use case; a bad request, a missing target or a refusal is reported on stderr
-    with its exit code (``2``, ``5`` or ``6``)."""
+def _call(app: App, route: str, payload: dict[str, Any], args: argparse.Namespace
+          ) -> tuple[int, Any]:
+    """Run a use case; a bad request, a missing target or a refusal is reported (on stderr,
+    or as a JSON error object with ``--json``) with its exit code (``2``, ``5`` or ``6``)."""
+    from opencode_memoryd.cli.failures import report
+
     try:
         return EXIT_OK, run_use_case(app, route, payload)
     except RequestError as exc:
-        print(f"opencode-memoryd: {exc}", file=sys.stderr)
-        return EXIT_USAGE, None
+        return report(exc, EXIT_USAGE, args.json), None
     except NotFoundError as exc:
-        print(f"opencode-memoryd: {exc}", file=sys.stderr)
-        return EXIT_NOT_FOUND, None
+        return report(exc, EXIT_NOT_FOUND, args.json), None
     except RefusedError as exc:
-        print(f"opencode-memoryd: {exc}", file=sys.stderr)
-        return EXIT_REFUSED, None
+        return report(exc, EXIT_REFUSED, args.json), None
 
 
 #: The variable OpenCode sets in the environment of every command its agent runs.
@@ -115,15 +122,16 @@ def as_agent(app: App) -> dict[str, Any]:
 
 
 def cmd_add(app: App, args: argparse.Namespace) -> int:
-    """``add TEXT (--dir DIR | --user) [--type T]``: print what was stored."""
-    folder = os.path.abspath(args.dir) if args.dir else None  # the daemon's cwd is not ours
+    """``add TEXT [--dir DIR | --user] [--type T]``: print what was stored (without
+    ``--dir`` or ``--user``: a memory of the current folder's project)."""
+    folder = None if args.user else os.path.abspath(args.dir or os.getcwd())
     payload = {"content": args.text, "type": args.type or ("user" if args.user else "project"),
                "scope": "user" if args.user else "project", "directory": folder,
                "db": args.db}
     agent = as_agent(app)
     if agent:
         payload |= {"caller": "agent", "directory": folder or agent["directory"]}
-    code, result = _call(app, "add", payload)
+    code, result = _call(app, "add", payload, args)
     if code != EXIT_OK:
         return code
     m = result["memory"]
@@ -134,9 +142,18 @@ def cmd_add(app: App, args: argparse.Namespace) -> int:
 
 
 def cmd_forget(app: App, args: argparse.Namespace) -> int:
-    """``forget ID``: retire the memory; exit 5 when there is no such active memory, 6 when
-    the agent may not."""
-    code, result = _call(app, "forget", {"memory_id": args.id, **as_agent(app)})
+    """``forget ID [--purge]``: retire the memory (``--purge``: delete it for good); exit 5
+    when there is no such (active) memory, 6 when the agent may not (it never purges)."""
+    if args.purge:
+        if as_agent(app):
+            return _call(app, "purge", {"memory_id": args.id, "caller": "agent"}, args)[0]
+        code, result = _call(app, "purge", {"memory_id": args.id}, args)
+        if code == EXIT_OK:
+            print(json.dumps(result, indent=2) if args.json else
+                  f"purged {result['id']}: deleted from the store; its text replaced in "
+                  f"{sum(result['scrubbed'].values())} journal entries")
+        return code
+    code, result = _call(app, "forget", {"memory_id": args.id, **as_agent(app)}, args)
     return code if code != EXIT_OK else _show(args, result, "forgot")
 
 
@@ -144,7 +161,7 @@ def cmd_edit(app: App, args: argparse.Namespace) -> int:
     """``edit ID [TEXT] [--type T]``: print the memory as it is now; exit 5 when there is
     no such memory, 6 when it is retired (or the agent may not)."""
     code, result = _call(app, "edit", {"memory_id": args.id, "content": args.text,
-                                       "type": args.type, **as_agent(app)})
+                                       "type": args.type, **as_agent(app)}, args)
     if code != EXIT_OK:
         return code
     return _show(args, result, "edited" if result["status"] == "edited" else "unchanged")
@@ -153,7 +170,7 @@ def cmd_edit(app: App, args: argparse.Namespace) -> int:
 def cmd_restore(app: App, args: argparse.Namespace) -> int:
     """``restore ID``: bring a forgotten memory back; exit 5 when there is no such memory,
     6 when it is active or a dream retired it (or the agent may not)."""
-    code, result = _call(app, "restore", {"memory_id": args.id, **as_agent(app)})
+    code, result = _call(app, "restore", {"memory_id": args.id, **as_agent(app)}, args)
     return code if code != EXIT_OK else _show(args, result, "restored")
 
 
@@ -171,7 +188,7 @@ def cmd_confirm(app: App, args: argparse.Namespace) -> int:
         return EXIT_OK
     agent = {"caller": "agent"} if as_agent(app) else {}
     code, result = _call(app, "confirm", {"memory_id": args.id, "reject": args.reject,
-                                          **agent})
+                                          **agent}, args)
     if code != EXIT_OK:
         return code
     return _show(args, result, result["status"])

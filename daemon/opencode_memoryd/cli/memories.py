@@ -7,7 +7,7 @@ import sys
 
 from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.connect import run_use_case
-from opencode_memoryd.cli.exits import EXIT_OK, EXIT_USAGE
+from opencode_memoryd.cli.exits import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
 from opencode_memoryd.cli.render import print_memories
 from opencode_memoryd.config.xdg import normalize_dir
 from opencode_memoryd.errors import NotFoundError
@@ -22,11 +22,18 @@ if TYPE_CHECKING:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``list``, ``search`` and ``show`` to the CLI."""
-    ls = sub.add_parser("list", help=COMMANDS["list"])
+    ls = sub.add_parser("list", help=COMMANDS["list"],
+                        description="Without --dir, --user or --everywhere: the memories of "
+                                    "the current folder's project when it has some, else "
+                                    "every project's.")
     which = ls.add_mutually_exclusive_group()
     which.add_argument("--dir", metavar="DIR", type=normalize_dir,
-                       help="only the memories of DIR's project")
+                       help="only the memories of DIR's project (default: the current "
+                            "folder's, when it has some)")
     which.add_argument("--user", action="store_true", help="only user-scope memories")
+    which.add_argument("--everywhere", action="store_true",
+                       help="every project's memories (the default outside a project's "
+                            "folder)")
     ls.add_argument("--db", metavar="PATH", help="OpenCode database used to resolve --dir "
                     "(without one: the projects stored for DIR or a parent folder)")
     ls.add_argument("--all", action="store_true",
@@ -46,46 +53,76 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.set_defaults(handler=cmd_search)
 
     sh = sub.add_parser("show", help=COMMANDS["show"])
-    sh.add_argument("id")
+    sh.add_argument("id", help="the memory id (or a unique prefix, 4+ characters)")
     sh.add_argument("--json", action="store_true", help="print JSON")
     sh.set_defaults(handler=cmd_show)
 
 
-def _explain_unknown_dir(app: App, directory: str, db: str | None) -> None:
-    """When no project is found for ``--dir DIR``, say so on stderr, with the folders the
-    store does have memories for (never a silent "no memories")."""
-    found = run_use_case(app, "resolve", {"directory": directory, "db": db})
+def _unknown_dir(app: App, args: argparse.Namespace) -> int | None:
+    """When no project is found for ``--dir DIR``: say so (with the folders the store does
+    have memories for; never a silent "no memories") and return exit 5; ``None`` when DIR
+    has a project."""
+    found = run_use_case(app, "resolve", {"directory": args.dir, "db": args.db})
     if found["projects"]:
-        return
+        return None
+    from opencode_memoryd.cli.failures import report
+
     roots = found["store_roots"]
     known = ("the store has memories for: " + ", ".join(roots) if roots
              else "the store holds no project memories")
-    print(f"opencode-memoryd: no memories for {found['directory']}'s project: no OpenCode "
-          "session ran there and no stored memory belongs to it or a parent folder; "
-          f"{known}", file=sys.stderr)
+    return report(NotFoundError(
+        f"no memories for {found['directory']}'s project: no OpenCode session ran there "
+        f"and no stored memory belongs to it or a parent folder; {known}"),
+        EXIT_NOT_FOUND, args.json)
+
+
+def _here(app: App, args: argparse.Namespace) -> list[dict[str, object]] | None:
+    """``list`` without a scope: the current folder's project memories when it has
+    some (said on stderr), else ``None``."""
+    import os
+
+    here = normalize_dir(os.getcwd())
+    if not run_use_case(app, "resolve", {"directory": here, "db": args.db})["projects"]:
+        return None
+    found: list[dict[str, object]] = run_use_case(
+        app, "list", {"user": False, "directory": here, "db": args.db,
+                      "include_retired": args.all})
+    if found:
+        print(f"opencode-memoryd: the memories of {here}'s project; `list --everywhere` "
+              "lists every project's, `list --user` yours", file=sys.stderr)
+    return found or None
 
 
 def cmd_list(app: App, args: argparse.Namespace) -> int:
-    """``list``: print the memories (all, user scope, or DIR's project)."""
+    """``list``: print the memories (DIR's project, user scope, every project's; without
+    one of them the current folder's project when it has memories, else every project's);
+    exit 5 when no project is found for DIR."""
+    if not (args.dir or args.user or args.everywhere):
+        here = _here(app, args)
+        if here is not None:
+            print_memories(here, args.json)
+            return EXIT_OK
     memories = run_use_case(app, "list", {"user": args.user, "directory": args.dir,
                                           "db": args.db, "include_retired": args.all})
+    if args.dir and not memories and (code := _unknown_dir(app, args)) is not None:
+        return code
     print_memories(memories, args.json)
-    if args.dir and not memories:
-        _explain_unknown_dir(app, args.dir, args.db)
     return EXIT_OK
 
 
 def cmd_search(app: App, args: argparse.Namespace) -> int:
-    """``search QUERY``: print the best matches."""
+    """``search QUERY``: print the best matches; exit 5 when no project is found for
+    DIR."""
     if args.limit < 1:
         print("opencode-memoryd: --limit must be at least 1", file=sys.stderr)
         return EXIT_USAGE
     hits = run_use_case(app, "search", {"query": args.query, "directory": args.dir,
                                         "db": args.db, "limit": args.limit,
                                         "include_retired": args.all})
+    if (args.dir and not any(h["scope"] == "project" for h in hits)
+            and (code := _unknown_dir(app, args)) is not None):
+        return code
     print_memories(hits, args.json)
-    if args.dir and not any(h["scope"] == "project" for h in hits):
-        _explain_unknown_dir(app, args.dir, args.db)
     return EXIT_OK
 
 
@@ -97,7 +134,7 @@ def cmd_show(app: App, args: argparse.Namespace) -> int:
     """
     shown = run_use_case(app, "show", {"memory_id": args.id})
     if shown is None:
-        raise NotFoundError(f"no memory with id {args.id}")
+        raise NotFoundError(f"no memory with id {args.id}; `list` or `search` shows the ids")
     if args.json:
         print(json.dumps(shown, indent=2))
         return EXIT_OK

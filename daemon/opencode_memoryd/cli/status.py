@@ -56,7 +56,12 @@ def _print_daemon(d: dict[str, Any]) -> None:
                   f"{'given up after' if f['given_up'] else 'failed'} {f['attempts']} "
                   f"attempt(s): {f['last_error']}")
         for _key, e in sorted(d.get("last_extraction", {}).items()):
-            print(f"extracted:   {e['project_root']} at {e['at']} (+{e['added']})")
+            total = e.get("added_since_start", e["added"])
+            print(f"extracted:   {e['project_root']} at {e['at']} (+{total} since the daemon "
+                  f"started; its last session +{e['added']})")
+        if d.get("config_changed"):
+            print("WARNING:     the config file changed since the daemon started; it still "
+                  "runs with the old one: restart it")
         print(f"tokens today: {d['tokens_today']}")
         if d.get("last_error"):
             print(f"last error:  {d['last_error']}")

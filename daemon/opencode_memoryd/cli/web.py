@@ -43,6 +43,32 @@ def _alive(pid: object) -> bool:
     return True
 
 
+def not_served(app: App, info: dict[str, object] | None) -> str:
+    """Why no page answers, for ``web``: the daemon could not bind its port (another
+    program holds it: the setting to change), it started before ``[web]`` was enabled (a
+    restart), or no daemon runs."""
+    from opencode_memoryd.config.light import daemon_info
+    from opencode_memoryd.web.token import page_url
+
+    cfg = app.config.web
+    where = app.config_path or "the config file"
+    if info is not None and _alive(info.get("pid")) and info.get("error"):
+        if info.get("port_taken"):
+            return (f"the daemon (pid {info['pid']}) could not serve the web page: "
+                    f"{info.get('host')}:{info.get('port')} is taken by another program "
+                    f"(`ss -ltnp 'sport = :{info.get('port')}'` shows which); set `[web] port` "
+                    f"in {where} to a free port (0: any free port) and restart the daemon")
+        return (f"the daemon (pid {info['pid']}) could not serve the web page: "
+                f"{info['error']}; change `[web]` in {where} and restart the daemon")
+    pid = daemon_info(str(app.state_dir)).get("pid")
+    if _alive(pid):
+        return (f"the daemon (pid {pid}) started before `[web] enabled = true`: restart it "
+                "(`systemctl --user restart opencode-memoryd`, or stop `opencode-memoryd "
+                "run` and start it again)")
+    return ("no daemon serves the web page: start it (`opencode-memoryd run`, or its "
+            f"service); it will listen on {page_url(cfg.host, cfg.port)}")
+
+
 def cmd_web(app: App, args: argparse.Namespace) -> int:
     """``web [--print]``: open the page in a browser through a ``0600`` login page that
     holds a one-time code (good for two minutes), and print the page's address; with
@@ -72,10 +98,8 @@ def cmd_web(app: App, args: argparse.Namespace) -> int:
               "and restart the daemon", file=sys.stderr)
         return EXIT_FAILURE
     info = read_web_info(app.state_dir)
-    if info is None or not _alive(info.get("pid")):
-        print("opencode-memoryd: no daemon serves the web page: start it (`opencode-memoryd "
-              f"run`, or its service); it will listen on {page_url(cfg.host, cfg.port)}",
-              file=sys.stderr)
+    if info is None or not _alive(info.get("pid")) or info.get("error"):
+        print(f"opencode-memoryd: {not_served(app, info)}", file=sys.stderr)
         return EXIT_FAILURE
     host, port = str(info["host"]), int(info["port"])
     token = load_or_create_token(app.state_dir)

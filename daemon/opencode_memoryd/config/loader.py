@@ -242,3 +242,16 @@ def init_config(path: Path) -> Path:
         path.unlink(missing_ok=True)
         raise
     return path
+
+
+def config_digest(path: Path | None) -> str | None:
+    """SHA-256 (hex) of the config file's bytes, or ``None`` (no path, no file, unreadable):
+    what a running daemon compares to tell that its config file changed since it read it."""
+    if path is None:
+        return None
+    import hashlib
+
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None

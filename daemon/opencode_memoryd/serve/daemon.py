@@ -52,6 +52,7 @@ from opencode_memoryd import __version__
 # imported here, before any worker thread starts: a module one thread is importing is seen
 # half-initialised by another
 from opencode_memoryd.compose import DAEMON_INFO_FILE, App
+from opencode_memoryd.config.loader import config_digest
 from opencode_memoryd.disk import PRIVATE_UMASK, make_private
 from opencode_memoryd.errors import AlreadyRunning, MemorydError, StoreInUseError
 from opencode_memoryd.models import iso_utc
@@ -123,6 +124,7 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
         self.last_error: str | None = None
         self.alerts = Alerts(self.clock)
         self.last_extraction: dict[str, dict[str, Any]] = {}
+        self._config_digest = config_digest(app.config_path)  # see status()["config_changed"]
         #: the first full pass over the databases (start-up catch-up) is done
         self.caught_up = False
         self._lock: FileLock | None = None
@@ -363,6 +365,7 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
             "alerts": self.alerts.active(),
             "web": self._web.url if self._web is not None else None,
             "store_migration": self.migration or None,
+            "config_changed": config_digest(self.app.config_path) != self._config_digest,
         }
 
     def _failing(self) -> dict[str, Any]:

@@ -334,9 +334,11 @@ class SessionJobs:
                 batch.queue_done(source_id, session_id, done_ms)
                 group.note(source_id, session_id)
             if report.turns_read:
+                before = self.last_extraction.get(session.project_key) or {}
                 self.last_extraction[session.project_key] = {
                     "at": iso_utc(self.clock()), "session_id": session_id,
-                    "project_root": session.project_root, "added": report.added}
+                    "project_root": session.project_root, "added": report.added,
+                    "added_since_start": before.get("added_since_start", 0) + report.added}
             return
         self._handle_failure(source_id, session_id, report)
 

@@ -20,7 +20,7 @@ from typing import Any
 import openai
 import structlog
 
-from opencode_memoryd.errors import UpstreamError
+from opencode_memoryd.errors import ConfigError, UpstreamError
 from opencode_memoryd.openai_compat import PLACEHOLDER_API_KEY, map_openai_error
 
 log = structlog.get_logger(__name__)
@@ -198,8 +198,17 @@ def _bad(message: str) -> UpstreamError:
     return UpstreamError(message, kind="bad_request", retryable=False)
 
 
+def install_hint(requirement: str) -> str:
+    """"run `COMMAND`", where COMMAND installs ``requirement`` (e.g. ``fastembed>=0.4``)
+    beside this package, for the way it was installed (uv tool, pipx, pip:
+    :func:`~opencode_memoryd.config.installation.package_install_command`)."""
+    from opencode_memoryd.config.installation import package_install_command
+
+    return f"run `{package_install_command(requirement)}`"
+
+
 class FastEmbedEmbedder:
-    """A local dense embedder through fastembed (optional extra: ``pip install .[fastembed]``).
+    """A local dense embedder through fastembed (an optional package: :func:`install_hint`).
 
     fastembed downloads its model once, on first use, from its model hub; afterwards it runs
     offline on the CPU. With ``model_path`` it loads the model files from that directory
@@ -217,8 +226,9 @@ class FastEmbedEmbedder:
 
     Raises:
         ValueError: ``batch_size`` is not positive.
-        UpstreamError: ``model_path`` is not a directory, fastembed is not installed (kind
-            ``not_found`` both), or the model could not be loaded.
+        UpstreamError: ``model_path`` is not a directory (kind ``not_found``), or the model
+            could not be loaded.
+        ConfigError: fastembed is not installed (the message says how to install it).
     """
 
     DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
@@ -237,13 +247,10 @@ class FastEmbedEmbedder:
         try:
             from fastembed import TextEmbedding
         except ImportError as exc:
-            from opencode_memoryd.config.installation import package_install_command
-
-            raise UpstreamError(
-                "embedding.provider = \"fastembed\" needs the fastembed package: "
-                + package_install_command("fastembed>=0.4"),
-                kind="not_found", retryable=False,
-            ) from exc
+            raise ConfigError(None, [
+                f'at `embedding.provider`: "fastembed" needs the fastembed package, which '
+                f"is not installed: {install_hint('fastembed>=0.4')}, or set "
+                'provider = "local" (built in) or "none" (keyword search)']) from exc
         self.model = model or self.DEFAULT_MODEL
         self.name = embedder_name("fastembed", self.model, document_prefix)
         self.query_prefix = query_prefix

@@ -17,6 +17,7 @@ from opencode_memoryd.redaction.engine import scrub
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.agent_limits import AgentCall, refuse_agent_text
+from opencode_memoryd.usecases.ids import resolve_id
 from opencode_memoryd.usecases.maintain import LockFor, journal_record, no_lock
 from opencode_memoryd.usecases.ports import AppPort
 from opencode_memoryd.usecases.projects import (
@@ -184,15 +185,13 @@ def visible(app: AppPort, store: MemoryStore, memory_id: object, verb: str = "fo
     memory of another identity is not); ``verb`` starts the error message.
 
     Raises:
-        RequestError: ``memory_id`` is not a non-empty string.
+        RequestError: ``memory_id`` is not a non-empty string, or an ambiguous or too
+            short prefix (:func:`~opencode_memoryd.usecases.ids.resolve_id`).
         NotFoundError: no such memory for this user.
     """
     if not isinstance(memory_id, str) or not memory_id:
         raise RequestError(f"{verb}: `memory_id` must be a memory id, as `list` shows it")
-    try:
-        found = store.get([memory_id])
-    except ValueError:  # not a UUID: no memory can have that id
-        found = []
+    found = store.get([resolve_id(store, memory_id, app.user_id)])
     if not found or (found[0].scope == "user"
                      and found[0].user_id not in (None, app.user_id)):
         raise NotFoundError(f"no memory with id {memory_id}; `list` or `search` shows the "

@@ -7,8 +7,15 @@ One JSON line per change in ``<state dir>/manual-journal.jsonl``, written throug
 ``fsync``-ed, ``flock``-ed; a torn tail is set aside)::
 
     {"run_id": str (unique per change), "status": "ok", "op": "add" | "edit" | "forget" |
-     "restore" | "confirm" | "reject" | "supersede" | "export", "at": ISO-8601 UTC str,
-     "memory": Memory payload}
+     "restore" | "confirm" | "reject" | "supersede" | "export" | "import", "at": ISO-8601
+     UTC str, "memory": Memory payload}
+
+    {"run_id": str, "status": "ok", "op": "purge", "at": str, "memory_id": str}
+
+``import``: the memories one ``import`` request wrote, in one entry (``"memories":
+[Memory payload, ...]`` in place of ``memory``: one ``fsync`` for many). ``purge``: a
+memory deleted for good (``forget --purge``); it holds the id alone, the journals' copies
+of its text were replaced, and :func:`manual_memories` and ``rebuild`` leave it out.
 
 ``supersede``: a fact a manual ``add`` retired (its tombstone), so a rebuild keeps it
 retired.
@@ -40,7 +47,7 @@ log = structlog.get_logger(__name__)
 MANUAL_JOURNAL_FILE = "manual-journal.jsonl"
 #: The changes journaled.
 MANUAL_OPS = ("add", "edit", "forget", "restore", "confirm", "reject", "supersede",
-              "export")
+              "export", "import")
 
 
 def manual_journal(dream_journal_path: Path) -> DreamJournal:
@@ -58,6 +65,18 @@ def record_change(journal: DreamJournal, op: str, payload: dict[str, Any], at: s
     """
     journal.append({"run_id": uuid.uuid4().hex, "status": "ok", "op": op, "at": at,
                     "memory": payload})
+
+
+def record_changes(journal: DreamJournal, op: str, payloads: list[dict[str, Any]],
+                   at: str) -> None:
+    """Append one entry for many memories changed at once (``"memories"``, see the
+    module).
+
+    Raises:
+        StateError: the journal cannot be written.
+    """
+    journal.append({"run_id": uuid.uuid4().hex, "status": "ok", "op": op, "at": at,
+                    "memories": payloads})
 
 
 def journaled(journal: DreamJournal, op: str, result: dict[str, Any], at: str
@@ -82,16 +101,28 @@ def manual_memories(journal: DreamJournal) -> dict[str, Memory]:
         StateError: the journal cannot be read.
     """
     out: dict[str, Memory] = {}
-    for entry in reversed(journal.entries()):  # oldest first: the last change wins
-        payload = entry.get("memory")
-        if entry.get("op") not in MANUAL_OPS or not isinstance(payload, dict):
+    entries = journal.entries()
+    gone = purged_ids(entries)
+    for entry in reversed(entries):  # oldest first: the last change wins
+        if entry.get("op") not in MANUAL_OPS:
             continue
-        try:
-            m = Memory.from_payload(payload)
-        except (KeyError, TypeError, ValueError):
-            continue
-        out[m.id] = m
+        many = entry.get("memories")
+        for payload in many if isinstance(many, list) else [entry.get("memory")]:
+            if not isinstance(payload, dict):
+                continue
+            try:
+                m = Memory.from_payload(payload)
+            except (KeyError, TypeError, ValueError):
+                continue
+            if m.id not in gone:
+                out[m.id] = m
     return out
+
+
+def purged_ids(entries: list[dict[str, Any]]) -> set[str]:
+    """The ids of the memories the journal entries ``entries`` record a purge of."""
+    return {str(e["memory_id"]) for e in entries
+            if e.get("op") == "purge" and e.get("memory_id")}
 
 
 def journal_undone(journal: DreamJournal, store: MemoryStore, run_id: str, at: str) -> None:

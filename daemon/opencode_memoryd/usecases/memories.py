@@ -6,8 +6,10 @@ from dataclasses import replace
 from typing import Any
 
 from opencode_memoryd.dream.journal import DreamJournal
+from opencode_memoryd.errors import NotFoundError
 from opencode_memoryd.models import Memory
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
+from opencode_memoryd.usecases.ids import resolve_id
 from opencode_memoryd.usecases.ports import AppPort
 from opencode_memoryd.usecases.projects import filters_for_dir
 
@@ -66,7 +68,11 @@ def search(app: AppPort, store: MemoryStore, query: str, *, directory: str | Non
 def show_memory(store: MemoryStore, journal: DreamJournal, memory_id: str,
                 user_id: str | None = None) -> dict[str, Any] | None:
     """One memory (retired ones too) with its lineage, or ``None`` when there is none (or
-    it is a user-scope memory of another identity than ``user_id``).
+    it is a user-scope memory of another identity than ``user_id``); ``memory_id`` may be
+    a unique prefix (:func:`~opencode_memoryd.usecases.ids.resolve_id`).
+
+    Raises:
+        RequestError: an ambiguous or too short prefix.
 
     Returns:
         ``{"memory": payload, "lineage": {"sessions", "message_ids", "merged_from":
@@ -74,9 +80,10 @@ def show_memory(store: MemoryStore, journal: DreamJournal, memory_id: str,
         and the dreams that merged or superseded it.
     """
     try:
-        found = store.get([memory_id])
-    except ValueError:  # not a UUID: no memory can have that id
+        memory_id = resolve_id(store, memory_id, user_id)
+    except NotFoundError:
         return None
+    found = store.get([memory_id])
     if not found or (user_id is not None and found[0].scope == "user"
                      and found[0].user_id not in (None, user_id)):
         return None

@@ -33,6 +33,7 @@ from opencode_memoryd.usecases.maintain import Progress
 from opencode_memoryd.usecases.manual_log import (
     manual_journal,
     manual_memories,
+    purged_ids,
     record_change,
 )
 from opencode_memoryd.usecases.ports import AppPort
@@ -137,6 +138,9 @@ def rebuild(app: AppPort, *, progress: Progress | None = None) -> dict[str, Any]
         summary = service.maintain(directory=None)
         if manual:
             service.store.upsert(list(manual.values()))
+        gone = purged_ids(journal.entries())  # extracted again from the words said
+        if gone:
+            service.store.delete(sorted(gone))
         points = service.store.count(MemoryFilter(include_retired=True))
     totals = summary["totals"]
     report = {"store": str(path), "moved_to": str(moved) if moved else None,

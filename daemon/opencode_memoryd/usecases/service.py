@@ -39,6 +39,7 @@ from opencode_memoryd.usecases import (
     status,
 )
 from opencode_memoryd.usecases.context_cache import ContextCache
+from opencode_memoryd.usecases.data_routes import DATA_ROUTES, DataRoutes
 from opencode_memoryd.usecases.maintain import LockFor, Progress, capture_now, maintain, no_lock
 from opencode_memoryd.usecases.manual_log import journal_undone, journaled, manual_journal
 from opencode_memoryd.usecases.ports import AppPort
@@ -58,14 +59,14 @@ log = structlog.get_logger(__name__)
 #: The use cases the control socket serves, by route name (each a :class:`Service` method).
 ROUTES: tuple[str, ...] = ("maintain", "list", "search", "show", "status", "dream", "undo",
                            "add", "forget", "profile", "resolve", "context", "capture_now",
-                           "history_sessions", "history_messages", "history_search",
+                           "history_sessions", "history_messages", "history_search", *DATA_ROUTES,
                            "history_compactions", "edit", "restore", "browse", "projects",
                            "stats", "journal_page", "confirm", "pending", "integrity", "recall")
 #: The routes also served on ``GET`` with a query string (the OpenCode plugin's request).
 GET_ROUTES: frozenset[str] = frozenset({"context", "recall"})
 
 
-class Service:
+class Service(DataRoutes):
     """The use cases over one set of open resources.
 
     Args:
@@ -73,8 +74,7 @@ class Service:
         state: the open state file.
         store: the open memory store.
         extractor: the extractor to use; built from ``app`` on first use when ``None``.
-        summarizer: the writer of session summaries and project briefs; built from
-            ``app`` on first use when ``None``.
+        summarizer: writes session summaries and briefs; built on first use when ``None``.
         lock_for: per-project lock factory (the daemon's; no locking for one-shot commands).
         progress: wraps each database's session list in ``maintain`` (a progress bar).
         daemon_status: the running daemon's own status, merged into :meth:`status` as

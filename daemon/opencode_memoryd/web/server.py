@@ -3,6 +3,7 @@ own, started when ``[web] enabled`` is true and stopped with the daemon."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -47,7 +48,7 @@ class WebServer:
 
     def start(self) -> None:
         """Create the token if needed, bind the socket, serve in a thread, write
-        ``web.json``.
+        ``web.json`` (when the address cannot be bound: the error, with ``port_taken``).
 
         Raises:
             ControlError: the address cannot be bound (the port is taken).
@@ -62,6 +63,9 @@ class WebServer:
             sock.listen(64)
         except OSError as exc:
             sock.close()
+            taken = exc.errno == errno.EADDRINUSE
+            self._write_info({"host": self.cfg.host, "port": self.cfg.port,
+                              "pid": os.getpid(), "error": str(exc), "port_taken": taken})
             raise ControlError(f"cannot serve the web page on {self.cfg.host}:"
                                f"{self.cfg.port}: {exc}; choose another [web] port") from exc
         port = int(sock.getsockname()[1])
@@ -76,10 +80,15 @@ class WebServer:
         self.url = page_url(self.cfg.host, port)
         info: dict[str, Any] = {"url": self.url, "host": self.cfg.host, "port": port,
                                 "pid": os.getpid()}
+        self._write_info(info)
+        log.info("web_started", url=self.url)
+
+    def _write_info(self, info: dict[str, Any]) -> None:
+        """Replace ``web.json``: where the page is served, or (``error``, ``port_taken``)
+        why it is not, for ``opencode-memoryd web`` to say."""
         tmp = self.state_dir / (WEB_INFO_FILE + ".tmp")
         tmp.write_text(json.dumps(info))
         os.replace(tmp, self.state_dir / WEB_INFO_FILE)
-        log.info("web_started", url=self.url)
 
     def stop(self) -> None:
         """Stop serving (open requests get :data:`STOP_WAIT_SECONDS`); remove

@@ -1,5 +1,6 @@
-"""``file-modes`` and ``disk-space``: our state and the embedded store are private to the
-user (folders 0700, files 0600), and their disks have room.
+"""``file-modes`` and ``disk-space``: our state and the embedded store are the user's own
+(owned, readable and writable), private to the user (folders 0700, files 0600), and their
+disks have room.
 
 Only the state dir, the state file (with its ``-wal``/``-shm``), the dream journal, the
 store folder and its ``store.json`` are looked at: Qdrant Edge creates the files inside the
@@ -13,6 +14,7 @@ import stat
 from pathlib import Path
 
 from opencode_memoryd.config.paths import store_dir
+from opencode_memoryd.disk import foreign_or_locked
 from opencode_memoryd.store.edge import EDGE_META_FILE
 from opencode_memoryd.usecases.doctor.model import FAIL, OK, WARN, Check, Context
 
@@ -36,14 +38,29 @@ def _loose(path: Path) -> str | None:
     return f"{path} ({mode:04o})" if mode & 0o077 else None
 
 
+def _chown(folder: Path) -> str:
+    import os
+    import pwd
+
+    return f"sudo chown -R {pwd.getpwuid(os.geteuid()).pw_name} {shlex.quote(str(folder))}"
+
+
 def file_modes_check(ctx: Context) -> Check:
-    """The ``file-modes`` check."""
+    """The ``file-modes`` check: ``fail`` when a file of the state dir or the store
+    belongs to another user or cannot be read and written (one ``sudo`` run leaves them
+    root's), ``warn`` when one is readable by other users."""
     state = ctx.app.state_path
     store = _store_dir(ctx)
     dirs = [ctx.app.state_dir] + ([store] if store else [])
     sidecars = [state.with_name(state.name + "-wal"), state.with_name(state.name + "-shm")]
     files = [state, *sidecars, ctx.app.journal_path] + ([store / EDGE_META_FILE] if store
                                                          else [])
+    theirs = {p: found for p in dirs if (found := foreign_or_locked([p]))}
+    if theirs:
+        return Check("file-modes", FAIL,
+                     "not yours to read and write (every command fails on them): "
+                     + ", ".join(x for found in theirs.values() for x in found),
+                     " && ".join(_chown(p) for p in theirs))
     loose_dirs = [p for p in dirs if _loose(p)]
     loose_files = [p for p in files if _loose(p)]
     if not loose_dirs and not loose_files:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from opencode_memoryd.disk import access_problem
 from opencode_memoryd.logs import LOG_FILE_NAME
 from opencode_memoryd.state.db import StateDB
 
@@ -172,7 +173,9 @@ class Context:
 
 
 def guarded(name: str, check: Callable[[], Check | Sequence[Check]]) -> list[Check]:
-    """Run one check; an exception it raises becomes a ``fail`` record named ``name``.
+    """Run one check; an exception it raises becomes a ``fail`` record named ``name`` (a
+    file this user may not use: the path and the fix, see
+    :func:`~opencode_memoryd.disk.access_problem`).
 
     Returns:
         The check's records, as a list.
@@ -180,6 +183,11 @@ def guarded(name: str, check: Callable[[], Check | Sequence[Check]]) -> list[Che
     try:
         result = check()
     except Exception as exc:
+        cause = exc if isinstance(exc, OSError) else exc.__cause__
+        problem = access_problem(cause) if isinstance(cause, OSError) else None
+        if problem is not None:
+            detail, _, fix = problem.partition("; fix: ")
+            return [Check(name, FAIL, detail, fix or "use a writable folder")]
         log.exception("doctor_check_failed", check=name)
         return [Check(name, FAIL, f"the check itself failed: {type(exc).__name__}: {exc}",
                       f"see {LOG_FILE_NAME} in the state dir, and report it")]

@@ -53,6 +53,15 @@ def embedder_check(ctx: Context) -> Check:
 
 
 def _embedder_check(ctx: Context) -> Check:
+    if ctx.app.config.embedding.provider == "fastembed":
+        from importlib.util import find_spec
+
+        from opencode_memoryd.store.embedders import install_hint
+
+        if find_spec("fastembed") is None:
+            return Check("embedder", FAIL, '[embedding] provider = "fastembed", but the '
+                         "fastembed package is not installed: the daemon does not start",
+                         install_hint("fastembed>=0.4") + ', or set provider = "local"')
     daemon = ctx.probes.daemon
     if daemon.status is not None:
         return judge(daemon.status.get("store") or {}, "the daemon's store")

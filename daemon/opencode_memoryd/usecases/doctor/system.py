@@ -3,7 +3,8 @@ enabled (systemd user unit on Linux, launchd agent on macOS), and on Linux the u
 service manager outlives the login session (``loginctl`` linger).
 
 The service managers are asked through :attr:`Probes.run`; a check whose program is not
-installed, or that cannot reach its manager (a container without systemd), is ``skip``.
+installed, or that cannot reach its manager (a container without systemd), is ``skip``;
+where no systemd user instance runs, no fix names ``systemctl --user enable``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,29 @@ DISABLED_STATES = frozenset({"disabled", "static", "indirect", "masked", "masked
                              "not-found", "bad"})
 _START = ("`opencode-memoryd install-service` and run the command it prints, or "
           "`opencode-memoryd run`")
+#: ``systemctl --user is-system-running`` answers meaning the user's manager runs.
+MANAGER_UP = frozenset({"running", "degraded", "starting", "initializing", "maintenance"})
+_NO_MANAGER = ("start it with `opencode-memoryd run` (in a terminal multiplexer, or from "
+               "your login profile): no systemd user instance runs here, so a user unit "
+               "cannot be enabled")
+
+
+def user_manager_state(ctx: Context) -> str | None:
+    """``None`` when the user's systemd instance runs (or this is not Linux); else its
+    ``systemctl --user is-system-running`` answer (``offline``, a bus error) or
+    ``systemctl is not installed``."""
+    if not ctx.probes.platform.startswith("linux"):
+        return None
+    answer = ctx.probes.run(["systemctl", "--user", "is-system-running"])
+    if answer is None:
+        return "systemctl is not installed"
+    word = (answer[1].strip().splitlines() or [""])[0]
+    return None if word in MANAGER_UP else (word or f"exit {answer[0]}")
+
+
+def _start(ctx: Context) -> str:
+    """How to start the daemon here: the service where a service manager runs."""
+    return _START if user_manager_state(ctx) is None else _NO_MANAGER
 
 
 def daemon_check(ctx: Context) -> Check:
@@ -45,13 +69,18 @@ def daemon_check(ctx: Context) -> Check:
                          f"restart it: systemctl --user restart {SYSTEMD_UNIT_NAME}, or "
                          "`opencode-memoryd run`")
         return Check("daemon", WARN, "not running: nothing is captured until a daemon runs "
-                                     "or `opencode-memoryd maintain` is run", _START)
+                                     "or `opencode-memoryd maintain` is run", _start(ctx))
     d = probe.status.get("daemon") or {}
     detail = (f"running (pid {d.get('pid')}, since {d.get('since')}, "
               f"{d.get('change_detection')}); "
               f"{d.get('pending_count', len(d.get('pending') or []))} session(s) "
               "pending" + ("; catching up" if d.get("catching_up") else "")
               + (f"; last error: {d['last_error']}" if d.get("last_error") else ""))
+    if d.get("config_changed"):
+        return Check("daemon", WARN, f"{detail}; the config file changed since it started: "
+                                     "it runs with the old config",
+                     f"restart it: systemctl --user restart {SYSTEMD_UNIT_NAME}, or stop "
+                     "`opencode-memoryd run` and start it again")
     paused = d.get("paused")
     if paused:
         return Check("daemon", WARN, f"{detail}; LLM work paused until {paused.get('until')}: "
@@ -66,13 +95,17 @@ def service_check(ctx: Context) -> Check:
     if platform.startswith("linux"):
         unit = service_path(system="linux", env=ctx.app.env)
         if not unit.exists():
-            return Check("service", WARN, f"no systemd user unit at {unit}", _START)
+            return Check("service", WARN, f"no systemd user unit at {unit}", _start(ctx))
         answer = ctx.probes.run(["systemctl", "--user", "is-enabled", SYSTEMD_UNIT_NAME])
         if answer is None:
             return Check("service", SKIP, f"{unit} exists; systemctl is not installed")
         word = (answer[1].strip().splitlines() or [""])[0]
         if word in ENABLED_STATES:
             return Check("service", OK, f"{unit}: {word}")
+        manager = user_manager_state(ctx)
+        if word in DISABLED_STATES and manager is not None:
+            return Check("service", WARN, f"{unit}: {word}, and no systemd user instance "
+                                          f"runs here ({manager})", _NO_MANAGER)
         if word in DISABLED_STATES:
             return Check("service", WARN, f"{unit}: {word}, so it does not start at login",
                          "systemctl --user daemon-reload && systemctl --user enable --now "

@@ -1,0 +1,85 @@
+"""What `status` and `doctor` say about a running daemon: the facts each project got
+since the daemon started (not the last session's count, `+0` after a backfill), and a
+config file edited under it (it still runs with the old one: restart it). A real daemon
+over a copy of the real OpenCode sample database."""
+
+from __future__ import annotations
+
+import subprocess
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import cli, cli_json, start_daemon, wait_until, write_config
+
+CONFIG = """
+[opencode]
+settle_seconds = 0.2
+[extraction]
+mode = "rules"
+[daemon]
+quiet_period_seconds = 0.3
+max_wait_seconds = 30
+sweep_interval_seconds = 5
+poll_interval_seconds = 0.2
+"""
+
+
+@pytest.fixture
+def cfg(tmp_path: Path, isolated_env: dict[str, str]) -> Path:
+    data = Path(isolated_env["XDG_DATA_HOME"]) / "opencode"
+    data.mkdir(parents=True)
+    (data / "opencode.db").write_bytes(
+        (Path(__file__).parent / "fixtures" / "opencode-sample.db").read_bytes())
+    return write_config(tmp_path / "daemon.toml", CONFIG)
+
+
+@pytest.fixture
+def daemon(cfg: Path, isolated_env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+    proc = start_daemon(cfg, isolated_env)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _caught_up(cfg: Path) -> bool:
+    d = cli_json("--config", str(cfg), "status")["daemon"]
+    return bool(d.get("running") and not d["catching_up"] and d["databases"]
+                and not d["pending_count"] and d["last_extraction"])
+
+
+def test_status_counts_what_each_project_got_since_the_start(
+        daemon: subprocess.Popen[str], cfg: Path) -> None:
+    assert wait_until(lambda: _caught_up(cfg), 120)
+    stored = Counter(m["project_root"] for m in cli_json("--config", str(cfg), "list")
+                     if m["scope"] == "project" and m["provenance"] != "generated")
+    extraction = cli_json("--config", str(cfg), "status")["daemon"]["last_extraction"]
+    got = {e["project_root"]: e["added_since_start"] for e in extraction.values()}
+    assert sum(got.values()) == sum(stored.values()) > 0
+    assert {root: n for root, n in got.items() if n} == dict(stored)
+    code, out = cli("--config", str(cfg), "status")
+    assert code == 0
+    for root, n in stored.items():
+        assert f"{root} at " in out and f"(+{n} since the daemon started" in out
+
+
+def test_a_config_edited_under_the_daemon_is_said(
+        daemon: subprocess.Popen[str], cfg: Path) -> None:
+    assert wait_until(lambda: cli_json("--config", str(cfg), "status")["daemon"]
+                      .get("running"), 120)
+    assert cli_json("--config", str(cfg), "status")["daemon"]["config_changed"] is False
+    write_config(cfg, CONFIG + "[dream]\ncheck_freshness = false\n")
+    assert cli_json("--config", str(cfg), "status")["daemon"]["config_changed"] is True
+    code, out = cli("--config", str(cfg), "status")
+    assert code == 0
+    assert "the config file changed since the daemon started" in out and "restart it" in out
+    _, out = cli("--config", str(cfg), "doctor")
+    assert "the config file changed since it started" in out
