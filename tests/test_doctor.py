@@ -68,7 +68,7 @@ def test_healthy_sandbox_without_a_daemon(sandbox: Sandbox) -> None:
     assert lines[0].split()[:2] == ["ok", "databases"]
     assert any(x.split()[:2] == ["warn", "daemon"] for x in lines)
     assert lines[lines.index(next(x for x in lines if x.startswith("warn  daemon"))) + 1
-                 ].strip().startswith("fix: `opencode-memoryd install-service`")
+                 ].strip().startswith("fix: `opencode-memoryd install` (it writes")
     assert lines[-1] == f"{len(checks) - 2} ok, 1 warning(s), 0 failure(s), 1 skipped"
 
 
@@ -239,7 +239,7 @@ def test_missing_plugin_and_mcp_entry_warn(sandbox: Sandbox) -> None:
     assert code == 0
     assert problems(checks) == {**BASELINE, "plugin": "warn", "mcp": "warn"}
     assert checks["plugin"]["detail"].startswith("not installed (")
-    assert checks["mcp"]["fix"].startswith("`opencode-memoryd install-opencode`")
+    assert checks["mcp"]["fix"].startswith("`opencode-memoryd install` (or `install-opencode`")
 
 
 def test_an_mcp_entry_whose_program_moved_fails(sandbox: Sandbox,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from opencode_memoryd.config.installation import install_kind, package_install_command
-from opencode_memoryd.errors import UpstreamError
+from opencode_memoryd.errors import ConfigError
 from opencode_memoryd.store.embedders import FastEmbedEmbedder
 
 PY = "/opt/tools/opencode-memoryd/bin/python"
@@ -42,7 +42,7 @@ def test_the_fastembed_hint_names_a_command_that_exists(tmp_path: Path,
         pass
     (tmp_path / "pipx_metadata.json").write_text("{}")
     monkeypatch.setattr(sys, "prefix", str(tmp_path))
-    with pytest.raises(UpstreamError) as caught:
+    with pytest.raises(ConfigError) as caught:  # exit 78: systemd does not restart it
         FastEmbedEmbedder()
     assert "pipx inject opencode-memoryd 'fastembed>=0.4'" in str(caught.value)
     assert "opencode-memoryd[fastembed]" not in str(caught.value)

@@ -111,5 +111,5 @@ def stuck_check(ctx: Context, db: OpenCodeDB) -> Check:
                      "see `opencode-memoryd status` and the log for the error; "
                      "`opencode-memoryd maintain --all` retries them now")
     return Check("stuck", WARN, detail + " (no daemon runs)",
-                 "start the daemon (`opencode-memoryd install-service`), or run "
+                 "start the daemon (`opencode-memoryd install`), or run "
                  "`opencode-memoryd maintain --all`")

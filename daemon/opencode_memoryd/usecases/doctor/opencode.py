@@ -15,7 +15,8 @@ from opencode_memoryd.install.opencode_plugin import (
 )
 from opencode_memoryd.usecases.doctor.model import FAIL, OK, WARN, Check, Context
 
-_INSTALL = "`opencode-memoryd install-opencode`, then restart OpenCode"
+_INSTALL = ("`opencode-memoryd install` (or `install-opencode` for this step alone), then "
+            "restart OpenCode")
 
 
 def opencode_checks(ctx: Context) -> list[Check]:

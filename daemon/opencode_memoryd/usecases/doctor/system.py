@@ -25,7 +25,7 @@ ENABLED_STATES = frozenset({"enabled", "enabled-runtime", "linked", "linked-runt
 #: ``systemctl is-enabled`` answers meaning the unit is known but will not start.
 DISABLED_STATES = frozenset({"disabled", "static", "indirect", "masked", "masked-runtime",
                              "not-found", "bad"})
-_START = ("`opencode-memoryd install-service` and run the command it prints, or "
+_START = ("`opencode-memoryd install` (it writes, enables and starts the service), or "
           "`opencode-memoryd run`")
 #: ``systemctl --user is-system-running`` answers meaning the user's manager runs.
 MANAGER_UP = frozenset({"running", "degraded", "starting", "initializing", "maintenance"})
