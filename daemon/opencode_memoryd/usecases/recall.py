@@ -185,3 +185,8 @@ class RecallCache:
             out = part.to_dict()
             self._parts.put(key, out)
             return dict(out)
+
+    def given(self, session: str) -> set[str]:
+        """The ids ``session`` got in its recall parts (since the daemon started)."""
+        with self._lock:
+            return set(self._given.get(session) or ())
