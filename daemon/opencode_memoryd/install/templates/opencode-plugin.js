@@ -7,7 +7,10 @@
 // prefix stays valid. Once per user message (OpenCode 1.x) it asks for the memories that
 // match that message and that the session was not given yet, and adds that part after the
 // block to every request of the message's turn (its tool steps and retries get the same
-// bytes). When the daemon is down, slow or answers an error, the block or part is empty
+// bytes). Before a tool reads or edits a file or runs a command, it asks for the memories
+// about that file or command (and after a command fails, about its error) and adds them at
+// the end of the tool's output (OpenCode 1.x). When the daemon is down, slow or answers an
+// error, the block, part or note is empty
 // and OpenCode runs as if this plugin were not installed: no error is thrown or printed.
 // Nothing is sent unless the socket is this user's (see ownSocket).
 //
@@ -250,6 +253,81 @@ const sessionBlocks = () => keptAnswers(request)
 
 const titleRequest = (first) => /title generator/i.test(first ?? "")
 
+// --- Notes at tool calls ---------------------------------------------------------------
+
+// The first line and the start of the last line of a tool call's note.
+const ACTION_MARKER = "<!-- opencode-memoryd action -->"
+const ACTION_END_PREFIX = "<!-- opencode-memoryd action end "
+// The longest wait for a tool call's note once the tool is done, in milliseconds: the ask
+// starts before the tool runs, so it is most often answered by then.
+const ACTION_WAIT_MS = 500
+const MAX_ERROR_CHARS = 4000
+// Tools that read or edit one file (its path in `filePath`, or a patch's first file).
+const FILE_TOOLS = new Set(["read", "edit", "write", "multiedit", "patch", "apply_patch"])
+
+// What a tool call is about: { path } for a file tool, { command } for bash, else null
+// (other tools and opencode-memoryd's own).
+const actionOf = (tool, args) => {
+  if (typeof tool !== "string" || tool.startsWith("memoryd")) return null
+  if (tool === "bash") return typeof args?.command === "string" ? { command: args.command } : null
+  if (!FILE_TOOLS.has(tool)) return null
+  let path = args?.filePath ?? args?.path ?? args?.file_path
+  if (typeof path !== "string") {
+    path = /^\*\*\* (?:Add|Update|Delete) File: (.+)$/m.exec(String(args?.patchText ?? ""))?.[1]
+  }
+  return typeof path === "string" && path ? { path } : null
+}
+
+// Asks the daemon for a tool call's note: "" unless a whole, sealed note comes back.
+// `call` is { session, directory, project, tool, path?, command?, error? }.
+const requestAction = async (call) => {
+  const socket = socketPath()
+  if (!socket || !call.session) return ""
+  const params = new URLSearchParams({
+    session: call.session,
+    directory: call.directory ?? "",
+    project: call.project ?? "",
+    tool: call.tool ?? "",
+    path: (call.path ?? "").slice(0, MAX_QUERY_CHARS),
+    command: (call.command ?? "").slice(0, MAX_QUERY_CHARS),
+    error: (call.error ?? "").slice(-MAX_ERROR_CHARS),
+  })
+  const answer = await get(socket, "/v1/action?" + params)
+  if (!answer.ok) return ""
+  const text = JSON.parse(answer.body)?.result?.text
+  if (typeof text !== "string" || !text.trim()) return ""
+  return sealed(text, ACTION_MARKER, ACTION_END_PREFIX) ? text : ""
+}
+
+// `promise`, or `fallback` after `ms` milliseconds.
+const within = (promise, ms, fallback) =>
+  Promise.race([promise, new Promise((resolve) => setTimeout(() => resolve(fallback), ms).unref?.())])
+
+// The notes of tool calls: `start` asks when a tool is about to run, `finish` gives the
+// text to add to its result (the answer to `start`, and for a failed command the answer
+// to a second ask with its error output), waiting at most ACTION_WAIT_MS.
+const actionNotes = () => {
+  const started = new Map() // callID -> Promise<string>
+  const ask = (call) => requestAction(call).catch(() => "")
+  return {
+    start(callID, call) {
+      if (started.size >= MAX_SESSIONS) started.delete(started.keys().next().value)
+      started.set(callID, ask(call))
+    },
+    async finish(callID, call, error) {
+      const first = started.get(callID) ?? (call ? ask(call) : Promise.resolve(""))
+      started.delete(callID)
+      const again = call && error ? ask({ ...call, error }) : Promise.resolve("")
+      const notes = await within(Promise.all([first, again]), ACTION_WAIT_MS, [])
+      return notes.filter(Boolean).join("\n")
+    },
+  }
+}
+
+// Whether a bash result is a failed command (a non-zero exit code in its metadata).
+const failedCommand = (tool, metadata) =>
+  tool === "bash" && typeof metadata?.exit === "number" && metadata.exit !== 0
+
 // --- OpenCode 1.x ----------------------------------------------------------------------
 
 // The human text of a user message's parts.
@@ -265,6 +343,14 @@ const server = async ({ project, directory, worktree } = {}) => {
   const turns = new Map() // sessionID -> { message, text } of its latest user message
   const blocks = sessionBlocks()
   const recalls = keptAnswers(requestRecall, 4 * MAX_SESSIONS) // "session message" -> part
+  const notes = actionNotes()
+  const call = (input, about) => ({
+    ...about,
+    session: input.sessionID,
+    tool: input.tool,
+    directory,
+    project: project?.id,
+  })
   const where = (sessionID) => () => ({
     session: sessionID,
     directory,
@@ -325,6 +411,29 @@ const server = async ({ project, directory, worktree } = {}) => {
         queries.delete(sessionID)
         turns.delete(sessionID)
         blocks.forget(sessionID)
+      } catch {}
+    },
+
+    // Before a tool reads or edits a file or runs a command: ask for the memories about
+    // it now, so that the answer is most often there when the tool is done.
+    "tool.execute.before": async (input, output) => {
+      try {
+        const about = actionOf(input?.tool, output?.args)
+        if (!about || !input?.sessionID || !input?.callID) return
+        notes.start(input.callID, call(input, about))
+      } catch {}
+    },
+
+    // After it: the note (and, for a failed command, the one about its error) goes at the
+    // end of the tool's output, which the model reads in the next step. What the tool did
+    // is unchanged; a tool that failed with an error (no result) gets nothing.
+    "tool.execute.after": async (input, output) => {
+      try {
+        if (typeof output?.output !== "string" || !input?.sessionID) return
+        const about = actionOf(input.tool, input.args)
+        const error = failedCommand(input.tool, output.metadata) ? output.output : ""
+        const text = await notes.finish(input.callID, about && call(input, about), error)
+        if (text) output.output = `${output.output}\n\n${text}`
       } catch {}
     },
   }
