@@ -150,27 +150,26 @@ def shown(memory: Memory) -> bool:
     return not (memory.pending or memory.provenance == "agent" or memory.type in NOTE_TYPES)
 
 
-def render(chosen: Sequence[Memory]) -> str:
-    """The sealed note for ``chosen`` (in that order); ``""`` when it is empty."""
-    if not chosen:
+def render(lines: Sequence[str]) -> str:
+    """The sealed note of the entry ``lines`` (in that order); ``""`` when there are none."""
+    if not lines:
         return ""
-    lines = [entry_line(m.said.date().isoformat(), m.content, m.stale) for m in chosen]
     return seal([HEADER, FRAMING, *lines], ACTION_MARKER, ACTION_END_PREFIX)
 
 
 def fit(ranked: Sequence[Memory], *, max_entries: int = MAX_ENTRIES,
-        max_chars: int = MAX_CHARS) -> list[Memory]:
-    """The first of ``ranked`` whose entry lines (one line break each) fit in
-    ``max_chars``, at most ``max_entries`` (one too long is skipped)."""
-    chosen: list[Memory] = []
+        max_chars: int = MAX_CHARS) -> list[tuple[Memory, str]]:
+    """The first of ``ranked`` with their entry lines, as many as fit in ``max_chars``
+    (one line break each), at most ``max_entries`` (one too long is skipped)."""
+    chosen: list[tuple[Memory, str]] = []
     used = 0
     for m in ranked:
         if len(chosen) >= max_entries:
             break
-        cost = len(entry_line(m.said.date().isoformat(), m.content, m.stale)) + 1
-        if used + cost <= max_chars:
-            chosen.append(m)
-            used += cost
+        line = entry_line(m.said.date().isoformat(), m.content, m.stale)
+        if used + len(line) + 1 <= max_chars:
+            chosen.append((m, line))
+            used += len(line) + 1
     return chosen
 
 
@@ -224,12 +223,12 @@ class ActionRecall:
                    | self._context.block_ids(directory=directory, session=session,
                                              project=project))
         chosen = fit(index.rank(words, exclude=exclude))
+        ids = tuple(m.id for m, _ in chosen)
         with self._lock:
-            self._given.put(session, (self._given.get(session) or set())
-                            | {m.id for m in chosen})
+            self._given.put(session, (self._given.get(session) or set()) | set(ids))
         if not chosen:
             return ActionNote("", (), "nothing new for this tool call").to_dict()
-        return ActionNote(render(chosen), tuple(m.id for m in chosen)).to_dict()
+        return ActionNote(render([line for _, line in chosen]), ids).to_dict()
 
     def _index(self, flts: Sequence[MemoryFilter]) -> WordIndex:
         """The index of the scopes ``flts``: kept until the store is written (a store
