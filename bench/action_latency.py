@@ -12,10 +12,10 @@ session's given-set grows as in a real session, and nothing is kept between requ
 the index of the scopes' words (kept until the store is written).
 
 The first request builds that index: its time is printed apart ("cold"), as is what one
-rebuild costs after a store write. For comparison, ``GET /v1/ping`` (the socket and HTTP
-alone) and the same calls to the use case in this process. Printed per size: p50 / p95 /
-p99 / max milliseconds (goal: p95 <= 10 ms), the share of calls that got a note and the
-entries given. The daemon
+rebuild costs after a store write (done in the background: the kept index answers
+meanwhile). For comparison, ``GET /v1/ping`` (the socket and HTTP alone) and the same calls
+to the use case in this process. Printed per size: p50 / p95 / p99 / max milliseconds (goal:
+p95 <= 10 ms), the share of calls that got a note and the entries given. The daemon
 runs with ``[embedding] provider = "none"``: the look-up embeds nothing, and the local model
 would make the start re-embed the seeded store.
 
@@ -136,8 +136,8 @@ def in_process(setup: Setup, n: int) -> list[float]:
 
 
 def rebuild_ms(setup: Setup) -> float:
-    """One index build of the biggest project's scopes in this process (what the first
-    request after a store write pays), in milliseconds."""
+    """One index build of the biggest project's scopes in this process (what the
+    background rebuild after a store write costs), in milliseconds."""
     with open_local(setup.app) as service:
         actions = ActionRecall(service._context, service.store)
         scope = service._context.scope(directory=setup.roots["big"],
@@ -145,9 +145,9 @@ def rebuild_ms(setup: Setup) -> float:
         assert scope is not None
         actions._index(scope[0])  # token ids kept: what a rebuild after a write reuses
         one = next(iter(service.store.scroll(scope[0][0])))
-        service.store.upsert([one])  # a write: the next request builds the index again
+        service.store.upsert([one])  # a write
         t = time.perf_counter()
-        actions._index(scope[0])
+        actions._build(tuple(scope[0]), service.store.generation)
         return (time.perf_counter() - t) * 1000
 
 
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{'meets' if pct(times, 0.95) <= GOAL_P95_MS else 'MISSES'} the goal")
             print(f"  ping    {percentile_line(floor)}  (the socket's floor on this machine now)")
             print(f"  first request (builds the index) {cold:.1f} ms; a rebuild after a "
-                  f"store write {rebuild_ms(setup):.1f} ms")
+                  f"store write (in the background) {rebuild_ms(setup):.1f} ms")
             print(f"  in-process {percentile_line(in_process(setup, args.requests))}  "
                   "(the use case alone, a new daemon-less run)")
             print(f"  {noted} of {len(times)} calls got a note, {entries} entries in all")

@@ -161,6 +161,22 @@ def test_a_term_most_memories_hold_is_dropped(actions: Actions) -> None:
     assert actions.ask(tool="read", path=f"{ACME}/widget/view.ts")["text"] == ""
 
 
+def test_after_a_write_the_kept_index_answers_with_what_the_store_holds_now(
+        actions: Actions) -> None:
+    path = f"{ACME}/kestrel/jobs.py"
+    assert MIGRATION in str(actions.ask(tool="read", path=f"{ACME}/migrations/1.sql")["text"])
+    old = mem("The kestrel folder is generated: never edit it by hand.", minutes=50)
+    actions.store.upsert([old])
+    # the first ask after the write starts a rebuild; once it is done, the new memory is found
+    actions.ask(session="ses_a", tool="read", path=f"{ACME}/README.md")
+    assert wait_until(lambda: not actions.actions.building(), timeout=30)
+    assert "never edit it by hand" in str(actions.ask(tool="read", path=path)["text"])
+    # retired since the index was built: the store's word is the last
+    actions.store.upsert([replace(old, status="retired", superseded_by="x")])
+    assert "never edit" not in str(actions.ask(session="ses_c", tool="read", path=path)["text"])
+    assert wait_until(lambda: not actions.actions.building(), timeout=30)
+
+
 @pytest.mark.slow
 def test_the_daemon_serves_action_on_get(tmp_path: Path, sample_db: Path,
                                          isolated_env: dict[str, str]) -> None:

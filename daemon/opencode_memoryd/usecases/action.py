@@ -17,7 +17,9 @@ and the user's) are indexed by their words, as the store's tokenizer makes them
 memory matches a :class:`~opencode_memoryd.usecases.action_terms.Term` when it holds all of
 the term's words. A memory scores the sum of its terms' weights times their rarity (inverse
 document frequency); a term that matches more than :data:`COMMON_SHARE` of the memories
-says nothing and is dropped. The index is kept until the store is written.
+says nothing and is dropped. The index is kept until the store is written; then the old one
+answers (the memories shown read again from the store) while a new one is built in the
+background.
 
 Each memory reaches a session at most once: none served in its block, in a recall part, or
 in an earlier action note. The agent's notes, pending notes, the project's brief and
@@ -33,13 +35,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import structlog
+
 from opencode_memoryd.models import Memory
-from opencode_memoryd.store.api import MemoryFilter, MemoryStore
+from opencode_memoryd.store.api import RETIRED, MemoryFilter, MemoryStore
 from opencode_memoryd.store.bm25 import Bm25Encoder, default_encoder
 from opencode_memoryd.usecases.action_terms import Term, action_terms
 from opencode_memoryd.usecases.context_cache import MAX_LOOKUPS, ContextCache, Lru
 from opencode_memoryd.usecases.fence import entry_line, seal
 from opencode_memoryd.vocab import NOTE_TYPES
+
+log = structlog.get_logger(__name__)
 
 #: The first line of an action note.
 ACTION_MARKER = "<!-- opencode-memoryd action -->"
@@ -200,6 +206,7 @@ class ActionRecall:
         self._lock = threading.Lock()
         self._indexes = Lru(8)  # scopes -> (generation or time, WordIndex)
         self._given = Lru(MAX_LOOKUPS)  # session -> ids given in its action notes
+        self._building: set[tuple[MemoryFilter, ...]] = set()
 
     def action(self, *, session: str, directory: str | None = None,
                project: str | None = None, tool: str = "", path: str = "",
@@ -222,7 +229,7 @@ class ActionRecall:
         exclude = (given | self._given_elsewhere(session)
                    | self._context.block_ids(directory=directory, session=session,
                                              project=project))
-        chosen = fit(index.rank(words, exclude=exclude))
+        chosen = fit(self._current(index.rank(words, exclude=exclude)))
         ids = tuple(m.id for m, _ in chosen)
         with self._lock:
             self._given.put(session, (self._given.get(session) or set()) | set(ids))
@@ -230,21 +237,58 @@ class ActionRecall:
             return ActionNote("", (), "nothing new for this tool call").to_dict()
         return ActionNote(render([line for _, line in chosen]), ids).to_dict()
 
+    def _current(self, ranked: Sequence[Memory], most: int = 2 * MAX_ENTRIES
+                 ) -> list[Memory]:
+        """The first ``most`` of ``ranked`` as the store has them now: an index one write
+        behind may hold a memory since retired or edited."""
+        now = {m.id: m for m in self._store.get([m.id for m in ranked[:most]])}
+        return [now[m.id] for m in ranked[:most]
+                if m.id in now and now[m.id].status != RETIRED and shown(now[m.id])]
+
     def _index(self, flts: Sequence[MemoryFilter]) -> WordIndex:
-        """The index of the scopes ``flts``: kept until the store is written (a store
-        other processes write: for :data:`SHARED_TTL_SECONDS`)."""
+        """The index of the scopes ``flts``, kept until the store is written (a store
+        other processes write: for :data:`SHARED_TTL_SECONDS`). After a write the kept
+        one still answers while a new one is built in the background: a request never
+        waits for a rebuild, only for the first build."""
         key = tuple(flts)
-        stamp = (int(getattr(self._store, "generation", -1)) if self._single
-                 else self._clock() // SHARED_TTL_SECONDS)
+        stamp = self._stamp()
         with self._lock:
             hit = self._indexes.get(key)
-        if hit is not None and hit[0] == stamp:
-            return hit[1]  # type: ignore[no-any-return]
-        seen: dict[str, Memory] = {}
-        for flt in flts:
-            for m in self._store.scroll(flt):
-                seen.setdefault(m.id, m)
-        index = WordIndex(list(seen.values()), self._tokens)
+            stale = hit is not None and hit[0] != stamp and key not in self._building
+            if stale:
+                self._building.add(key)
+        if hit is None:
+            return self._build(key, stamp)
+        if stale:
+            threading.Thread(target=self._build_later, args=(key, stamp), daemon=True,
+                             name="action-index").start()
+        return hit[1]  # type: ignore[no-any-return]
+
+    def _stamp(self) -> float:
+        return (int(getattr(self._store, "generation", -1)) if self._single
+                else self._clock() // SHARED_TTL_SECONDS)
+
+    def _build(self, key: tuple[MemoryFilter, ...], stamp: float) -> WordIndex:
+        try:
+            seen: dict[str, Memory] = {}
+            for flt in key:
+                for m in self._store.scroll(flt):
+                    seen.setdefault(m.id, m)
+            index = WordIndex(list(seen.values()), self._tokens)
+            with self._lock:
+                self._indexes.put(key, (stamp, index))
+            return index
+        finally:
+            with self._lock:
+                self._building.discard(key)
+
+    def _build_later(self, key: tuple[MemoryFilter, ...], stamp: float) -> None:
+        try:
+            self._build(key, stamp)
+        except Exception:  # the kept index goes on answering; the next request tries again
+            log.exception("action.index_failed")
+
+    def building(self) -> bool:
+        """Whether an index is being built in the background."""
         with self._lock:
-            self._indexes.put(key, (stamp, index))
-        return index
+            return bool(self._building)
