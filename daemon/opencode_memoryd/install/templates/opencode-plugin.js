@@ -9,7 +9,7 @@
 // block to every request of the message's turn (its tool steps and retries get the same
 // bytes). Before a tool reads or edits a file or runs a command, it asks for the memories
 // about that file or command (and after a command fails, about its error) and adds them at
-// the end of the tool's output (OpenCode 1.x). When the daemon is down, slow or answers an
+// the end of the tool's output (2.x: of its result's content). When the daemon is down, slow or answers an
 // error, the block, part or note is empty
 // and OpenCode runs as if this plugin were not installed: no error is thrown or printed.
 // Nothing is sent unless the socket is this user's (see ownSocket).
@@ -25,7 +25,8 @@
 //   `effect`), refusing the file otherwise, and calls `setup(ctx)`; the plugin registers
 //   `ctx.session.hook("context", ...)` (anomalyco/opencode 07db2b92
 //   packages/core/src/plugin/module.ts; 0a80062d packages/core/src/plugin/promise.ts;
-//   03545fd3 packages/plugin/src/promise/session.ts).
+//   03545fd3 packages/plugin/src/promise/session.ts), and `ctx.tool.hook("execute.before")`
+//   and `("execute.after")` when the context has them (see toolNotes).
 // Neither imports anything of OpenCode's: only Node built-ins are used.
 //
 // The socket is found when a session asks, with the rules the opencode-memoryd command
@@ -282,7 +283,7 @@ const actionOf = (tool, args) => {
 // `call` is { session, directory, project, tool, path?, command?, error? }.
 const requestAction = async (call) => {
   const socket = socketPath()
-  if (!socket || !call.session) return ""
+  if (!socket || !call?.session) return ""
   const params = new URLSearchParams({
     session: call.session,
     directory: call.directory ?? "",
@@ -308,7 +309,7 @@ const within = (promise, ms, fallback) =>
 // to a second ask with its error output), waiting at most ACTION_WAIT_MS.
 const actionNotes = () => {
   const started = new Map() // callID -> Promise<string>
-  const ask = (call) => requestAction(call).catch(() => "")
+  const ask = (call) => Promise.resolve(call).then(requestAction).catch(() => "")
   return {
     start(callID, call) {
       if (started.size >= MAX_SESSIONS) started.delete(started.keys().next().value)
@@ -317,7 +318,9 @@ const actionNotes = () => {
     async finish(callID, call, error) {
       const first = started.get(callID) ?? (call ? ask(call) : Promise.resolve(""))
       started.delete(callID)
-      const again = call && error ? ask({ ...call, error }) : Promise.resolve("")
+      const again = call && error
+        ? ask(Promise.resolve(call).then((c) => c && { ...c, error }))
+        : Promise.resolve("")
       const notes = await within(Promise.all([first, again]), ACTION_WAIT_MS, [])
       return notes.filter(Boolean).join("\n")
     },
@@ -327,6 +330,12 @@ const actionNotes = () => {
 // Whether a bash result is a failed command (a non-zero exit code in its metadata).
 const failedCommand = (tool, metadata) =>
   tool === "bash" && typeof metadata?.exit === "number" && metadata.exit !== 0
+
+// The text of a 2.x tool result's `content`: a string or [{ type: "text", text }, ...].
+const contentText = (content) =>
+  typeof content === "string"
+    ? content
+    : content.filter((part) => part?.type === "text").map((part) => String(part.text ?? "")).join("\n")
 
 // --- OpenCode 1.x ----------------------------------------------------------------------
 
@@ -458,21 +467,21 @@ const setup = async (ctx) => {
   // The session's folder and project: `ctx.session.get` gives Session.Info
   // ({ projectID, location: { directory }, ... }; anomalyco/opencode 06f9d1a6
   // packages/schema/src/session.ts), possibly wrapped as { data }.
-  const where = (event) => async () => {
+  const place = async (sessionID) => {
     let info = {}
     try {
       // bounded: a request never waits on the plugin longer than the daemon's timeout
       const late = new Promise((resolve) => setTimeout(resolve, TIMEOUT_MS))
-      const got = await Promise.race([ctx.session.get({ sessionID: event.sessionID }), late])
+      const got = await Promise.race([ctx.session.get({ sessionID }), late])
       info = got?.data ?? got ?? {}
     } catch {}
-    return {
-      session: event.sessionID,
-      directory: info.location?.directory ?? info.directory,
-      project: info.projectID,
-      query: firstUserText(event.messages),
-    }
+    return { directory: info.location?.directory ?? info.directory, project: info.projectID }
   }
+  const where = (event) => async () => ({
+    session: event.sessionID,
+    ...(await place(event.sessionID)),
+    query: firstUserText(event.messages),
+  })
   // Runs before each model request of a session's agent loop. A request that carries a
   // `kind` other than "primary" (title, compaction, generate; "auxiliary requests share the
   // Session's hook identity", packages/plugin/src/promise/session.ts) gets nothing.
@@ -484,6 +493,46 @@ const setup = async (ctx) => {
       if (titleRequest(event.system[0]?.text)) return
       const text = await blocks.get(sessionID, where(event))
       if (text) event.system.push({ type: "text", text })
+    } catch {}
+  })
+  await toolNotes(ctx, place)
+}
+
+// 2.x notes at tool calls: `ctx.tool.hook("execute.before" | "execute.after", ...)`, whose
+// events carry `tool`, `sessionID`, `id` (the call id) and `input`; the after event has
+// `status` and, when "completed", a `result` ({ output?, content?, metadata? }) the hook may
+// replace (anomalyco/opencode 196e4612 packages/plugin/src/promise/tool.ts; 0f131b3e
+// packages/schema/src/tool.ts). The note is added to `content` (a string or text parts)
+// only: a result without `content` is left as it is. A failed command is one whose
+// metadata has a non-zero `exit`, as in 1.18.33.
+const toolNotes = async (ctx, place) => {
+  if (typeof ctx?.tool?.hook !== "function") return
+  const notes = actionNotes()
+  const places = new Map() // sessionID -> Promise<{ directory, project }>
+  const call = (event, about) => {
+    if (!places.has(event.sessionID)) {
+      if (places.size >= MAX_SESSIONS) places.delete(places.keys().next().value)
+      places.set(event.sessionID, place(event.sessionID))
+    }
+    return places.get(event.sessionID).then((at) => ({ ...about, ...at, session: event.sessionID, tool: event.tool }))
+  }
+  await ctx.tool.hook("execute.before", async (event) => {
+    try {
+      const about = actionOf(event?.tool, event?.input)
+      if (!about || typeof event.sessionID !== "string" || !event.id) return
+      notes.start(event.id, call(event, about))
+    } catch {}
+  })
+  await ctx.tool.hook("execute.after", async (event) => {
+    try {
+      const content = event?.status === "completed" ? event.result?.content : undefined
+      if (typeof content !== "string" && !Array.isArray(content)) return
+      const about = actionOf(event.tool, event.input)
+      const error = failedCommand(event.tool, event.result.metadata) ? contentText(content) : ""
+      const text = await notes.finish(event.id, about && call(event, about), error)
+      if (!text) return
+      const more = typeof content === "string" ? `${content}\n\n${text}` : [...content, { type: "text", text }]
+      event.result = { ...event.result, content: more }
     } catch {}
   })
 }
