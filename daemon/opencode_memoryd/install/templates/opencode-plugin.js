@@ -337,6 +337,67 @@ const contentText = (content) =>
     ? content
     : content.filter((part) => part?.type === "text").map((part) => String(part.text ?? "")).join("\n")
 
+// --- Toasts (OpenCode 1.x) -------------------------------------------------------------
+
+// The agent's memory tool, as OpenCode names an MCP server's tool: <server>_memory.
+const MEMORY_TOOL = /^memoryd[\w-]*_memory$/
+
+// What the daemon's answer for a session's block says for the toasts: { entries, toasts }
+// (toasts false when `[context] toasts` is off, or without an answer).
+const requestToastInfo = async (where) => {
+  const socket = socketPath()
+  if (!socket || !where.session) return { entries: 0, toasts: false }
+  const params = new URLSearchParams({
+    directory: where.directory ?? "",
+    session: where.session,
+    project: where.project ?? "",
+    worktree: where.worktree ?? "",
+    query: (where.query ?? "").slice(0, MAX_QUERY_CHARS),
+  })
+  const answer = await get(socket, "/v1/context?" + params)
+  const result = answer.ok ? JSON.parse(answer.body)?.result : undefined
+  const entries = Number.isInteger(result?.entries) ? result.entries : 0
+  return { entries, toasts: result?.toasts === true }
+}
+
+// A toast in OpenCode's terminal UI (`client.tui.showToast`; under `opencode run` the
+// server publishes it on its bus and nothing shows); a failure is ignored.
+const showToast = async (client, message) => {
+  try {
+    await client?.tui?.showToast?.({ body: { title: "opencode-memoryd", message, variant: "info" } })
+  } catch {}
+}
+
+// The toasts of a session: `opened` once per session and OpenCode process (the number of
+// notes in its block), `saved` when the agent's memory tool stored a note; both only when
+// the daemon's answer for the session's block says toasts are on. `where(sessionID)()`
+// gives the block request's fields (the same as the block's, so the daemon answers from
+// what it keeps).
+const sessionToasts = (client, where) => {
+  const info = keptAnswers(requestToastInfo)
+  const shown = new Set()
+  return {
+    async opened(sessionID) {
+      if (shown.has(sessionID)) return
+      if (shown.size >= MAX_SESSIONS) shown.delete(shown.values().next().value)
+      shown.add(sessionID)
+      const { entries, toasts } = (await info.get(sessionID, where(sessionID))) || {}
+      if (toasts && entries > 0) {
+        await showToast(client, `memory: ${entries} note${entries === 1 ? "" : "s"} for this project`)
+      }
+    },
+    async saved(sessionID, args, text) {
+      if (args?.mode !== "add") return
+      const result = JSON.parse(text)
+      if (result?.success !== true || !["added", "pending"].includes(result?.status)) return
+      if (!((await info.get(sessionID, where(sessionID))) || {}).toasts) return
+      await showToast(client, result.status === "pending"
+        ? "memory: noted for you, waiting for your confirmation"
+        : "memory: saved a note")
+    },
+  }
+}
+
 // --- OpenCode 1.x ----------------------------------------------------------------------
 
 // The human text of a user message's parts.
@@ -347,7 +408,7 @@ const humanText = (parts) =>
     .join("\n")
     .trim()
 
-const server = async ({ project, directory, worktree } = {}) => {
+const server = async ({ project, directory, worktree, client } = {}) => {
   const queries = new Map() // sessionID -> text of the session's first user message
   const turns = new Map() // sessionID -> { message, text } of its latest user message
   const blocks = sessionBlocks()
@@ -367,6 +428,7 @@ const server = async ({ project, directory, worktree } = {}) => {
     worktree,
     query: queries.get(sessionID),
   })
+  const toasts = sessionToasts(client, where)
 
   return {
     // Runs before the first model request of a turn: keep the first user message of each
@@ -415,6 +477,9 @@ const server = async ({ project, directory, worktree } = {}) => {
 
     event: async ({ event } = {}) => {
       try {
+        // a user message of a session: its toast, once
+        const info = event?.type === "message.updated" ? event.properties?.info : undefined
+        if (info?.role === "user" && info.sessionID) toasts.opened(info.sessionID).catch(() => {})
         if (event?.type !== "session.deleted") return
         const sessionID = event.properties?.info?.id
         queries.delete(sessionID)
@@ -438,7 +503,14 @@ const server = async ({ project, directory, worktree } = {}) => {
     // is unchanged; a tool that failed with an error (no result) gets nothing.
     "tool.execute.after": async (input, output) => {
       try {
-        if (typeof output?.output !== "string" || !input?.sessionID) return
+        if (!input?.sessionID) return
+        if (MEMORY_TOOL.test(input.tool ?? "")) {
+          // an MCP tool's result here: { content: [{ type: "text", text }], isError }
+          if (output?.isError || !Array.isArray(output?.content)) return
+          await toasts.saved(input.sessionID, input.args, contentText(output.content))
+          return
+        }
+        if (typeof output?.output !== "string") return
         const about = actionOf(input.tool, input.args)
         const error = failedCommand(input.tool, output.metadata) ? output.output : ""
         const text = await notes.finish(input.callID, about && call(input, about), error)
