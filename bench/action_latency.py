@@ -11,9 +11,9 @@ call is one request on a fresh connection, as the plugin's ``fetch`` makes it. S
 session's given-set grows as in a real session, and nothing is kept between requests but
 the index of the scopes' words (kept until the store is written).
 
-The first request builds that index: its time is printed apart ("cold"), as is what one
-rebuild costs after a store write (done in the background: the kept index answers
-meanwhile). For comparison, ``GET /v1/ping`` (the socket and HTTP alone) and the same calls
+The first request starts building that index and waits for it at most 0.3 s: its time is
+printed apart ("cold"), as is what one rebuild costs after a store write (done in the
+background: the kept index answers meanwhile). For comparison, ``GET /v1/ping`` (the socket and HTTP alone) and the same calls
 to the use case in this process. Printed per size: p50 / p95 / p99 / max milliseconds (goal:
 p95 <= 10 ms), the share of calls that got a note and the entries given. The daemon
 runs with ``[embedding] provider = "none"``: the look-up embeds nothing, and the local model
@@ -143,7 +143,7 @@ def rebuild_ms(setup: Setup) -> float:
         scope = service._context.scope(directory=setup.roots["big"],
                                        session=setup.sessions["big"], project=setup.keys["big"])
         assert scope is not None
-        actions._index(scope[0])  # token ids kept: what a rebuild after a write reuses
+        actions._build(tuple(scope[0]), -1)  # the token ids a rebuild after a write reuses
         one = next(iter(service.store.scroll(scope[0][0])))
         service.store.upsert([one])  # a write
         t = time.perf_counter()
@@ -180,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  action  {percentile_line(times)}  "
                   f"{'meets' if pct(times, 0.95) <= GOAL_P95_MS else 'MISSES'} the goal")
             print(f"  ping    {percentile_line(floor)}  (the socket's floor on this machine now)")
-            print(f"  first request (builds the index) {cold:.1f} ms; a rebuild after a "
+            print(f"  first request (waits for the index at most 0.3 s) {cold:.1f} ms; a "
+                  "rebuild after a "
                   f"store write (in the background) {rebuild_ms(setup):.1f} ms")
             print(f"  in-process {percentile_line(in_process(setup, args.requests))}  "
                   "(the use case alone, a new daemon-less run)")

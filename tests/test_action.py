@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 import httpx
@@ -50,8 +51,9 @@ class Actions:
         self.store: MemoryStore = app.open_store()
         self.context = ContextCache(app, self.store)
         self.recall = RecallCache(app, self.context, self.store)
+        # the first index is waited for (the daemon's default gives up after 0.3 s)
         self.actions = ActionRecall(self.context, self.store,
-                                    given_elsewhere=self.recall.given)
+                                    given_elsewhere=self.recall.given, first_wait_seconds=60)
 
     def ask(self, session: str = MAIN, **call: str) -> dict[str, object]:
         return self.actions.action(session=session, directory=ACME, **call)
@@ -177,6 +179,26 @@ def test_after_a_write_the_kept_index_answers_with_what_the_store_holds_now(
     assert wait_until(lambda: not actions.actions.building(), timeout=30)
 
 
+def test_the_first_index_is_built_aside_and_nothing_is_given_before_it(app: App) -> None:
+    a = Actions(app)
+    try:
+        a.store.upsert(SEED)
+        a.context.context(directory=ACME, session=MAIN, project=None, query=None)
+        a.store.upsert([mem(MIGRATION, minutes=10)])
+        a.actions = ActionRecall(a.context, a.store, first_wait_seconds=0)
+        path = f"{ACME}/migrations/9.sql"
+        notes = [a.ask(tool="edit", path=path)]
+        # no note while it is built, and nothing counted as given: the memory comes later
+        assert wait_until(lambda: bool(notes[-1]["text"])
+                          or notes.append(a.ask(tool="edit", path=path))
+                          or bool(notes[-1]["text"]), timeout=30)
+        assert MIGRATION in str(notes[-1]["text"])
+        assert {n["reason"] for n in notes[:-1]} <= {
+            "the index of the memories' words is being built"}
+    finally:
+        a.close()
+
+
 @pytest.mark.slow
 def test_the_daemon_serves_action_on_get(tmp_path: Path, sample_db: Path,
                                          isolated_env: dict[str, str]) -> None:
@@ -191,12 +213,20 @@ def test_the_daemon_serves_action_on_get(tmp_path: Path, sample_db: Path,
         query = urlencode({"directory": ACME, "session": MAIN, "project": ACME_KEY,
                            "tool": "edit", "path": f"{ACME}/migrations/0003.sql"})
         with httpx.Client(transport=httpx.HTTPTransport(uds=sock), trust_env=False) as http:
-            r = http.get(f"http://opencode-memoryd/v1/action?{query}", timeout=10)
-            again = http.get(f"http://opencode-memoryd/v1/action?{query}", timeout=10)
-        assert r.status_code == 200, r.text
-        note = r.json()["result"]
-        assert note["text"].startswith(ACTION_MARKER) and MIGRATION in note["text"]
-        assert again.json()["result"]["text"] == ""  # once per session
+            def ask() -> dict[str, Any]:
+                r = http.get(f"http://opencode-memoryd/v1/action?{query}", timeout=10)
+                assert r.status_code == 200, r.text
+                return dict(r.json()["result"])
+
+            # until the index is built the answer is empty and nothing counts as given
+            notes: list[dict[str, Any]] = []
+            assert wait_until(lambda: notes.append(ask()) or bool(notes[-1]["text"]),
+                              timeout=30)
+            again = ask()
+        assert notes[-1]["text"].startswith(ACTION_MARKER) and MIGRATION in notes[-1]["text"]
+        assert {n["reason"] for n in notes[:-1]} <= {
+            "the index of the memories' words is being built"}
+        assert again["text"] == "" and again["reason"] == "nothing new for this tool call"
     finally:
         proc.terminate()
         proc.wait(timeout=30)

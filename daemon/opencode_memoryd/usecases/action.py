@@ -19,7 +19,7 @@ the term's words. A memory scores the sum of its terms' weights times their rari
 document frequency); a term that matches more than :data:`COMMON_SHARE` of the memories
 says nothing and is dropped. The index is kept until the store is written; then the old one
 answers (the memories shown read again from the store) while a new one is built in the
-background.
+background; a request waits at most :data:`FIRST_WAIT_SECONDS` for the first one.
 
 Each memory reaches a session at most once: none served in its block, in a recall part, or
 in an earlier action note. The agent's notes, pending notes, the project's brief and
@@ -64,6 +64,9 @@ MAX_CHARS = 800
 #: :data:`COMMON_FLOOR` of them) is too common to mean anything.
 COMMON_SHARE = 0.05
 COMMON_FLOOR = 20
+#: Seconds a request waits for the first index of its scopes (it gets no note when the
+#: index is not ready by then, and nothing counts as given).
+FIRST_WAIT_SECONDS = 0.3
 #: Seconds an index of a store other processes write too is kept.
 SHARED_TTL_SECONDS = 5.0
 
@@ -188,6 +191,7 @@ class ActionRecall:
         given_elsewhere: the ids a session got in its recall parts.
         encoder: the tokenizer (default: the store's).
         clock: monotonic seconds (the shared store's index age).
+        first_wait_seconds: the longest wait for the first index of a request's scopes.
 
     Thread-safe.
     """
@@ -195,7 +199,8 @@ class ActionRecall:
     def __init__(self, context: ContextCache, store: MemoryStore, *,
                  given_elsewhere: Callable[[str], set[str]] | None = None,
                  encoder: Bm25Encoder | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 first_wait_seconds: float = FIRST_WAIT_SECONDS) -> None:
         self._context = context
         self._store = store
         self._given_elsewhere = given_elsewhere or (lambda session: set())
@@ -206,7 +211,8 @@ class ActionRecall:
         self._lock = threading.Lock()
         self._indexes = Lru(8)  # scopes -> (generation or time, WordIndex)
         self._given = Lru(MAX_LOOKUPS)  # session -> ids given in its action notes
-        self._building: set[tuple[MemoryFilter, ...]] = set()
+        self._building: dict[tuple[MemoryFilter, ...], threading.Event] = {}
+        self._first_wait = first_wait_seconds
 
     def action(self, *, session: str, directory: str | None = None,
                project: str | None = None, tool: str = "", path: str = "",
@@ -223,6 +229,9 @@ class ActionRecall:
         if scope is None:
             return ActionNote("", (), "sub-agent session").to_dict()
         index = self._index(scope[0])
+        if index is None:
+            return ActionNote("", (), "the index of the memories' words is being built"
+                              ).to_dict()
         words = [(t, frozenset(self._encoder.embed_query(t.text).indices)) for t in terms]
         with self._lock:
             given: set[str] = self._given.get(session) or set()
@@ -245,24 +254,29 @@ class ActionRecall:
         return [now[m.id] for m in ranked[:most]
                 if m.id in now and now[m.id].status != RETIRED and shown(now[m.id])]
 
-    def _index(self, flts: Sequence[MemoryFilter]) -> WordIndex:
+    def _index(self, flts: Sequence[MemoryFilter]) -> WordIndex | None:
         """The index of the scopes ``flts``, kept until the store is written (a store
-        other processes write: for :data:`SHARED_TTL_SECONDS`). After a write the kept
-        one still answers while a new one is built in the background: a request never
-        waits for a rebuild, only for the first build."""
+        other processes write: for :data:`SHARED_TTL_SECONDS`), built in the background.
+        After a write the kept one answers while a new one is built; the first one is
+        waited for at most ``first_wait_seconds`` (``None`` when it is not ready then)."""
         key = tuple(flts)
         stamp = self._stamp()
         with self._lock:
             hit = self._indexes.get(key)
-            stale = hit is not None and hit[0] != stamp and key not in self._building
-            if stale:
-                self._building.add(key)
-        if hit is None:
-            return self._build(key, stamp)
-        if stale:
+            ready = self._building.get(key)
+            start = ready is None and (hit is None or hit[0] != stamp)
+            if start:
+                ready = self._building[key] = threading.Event()
+        if start:
             threading.Thread(target=self._build_later, args=(key, stamp), daemon=True,
                              name="action-index").start()
-        return hit[1]  # type: ignore[no-any-return]
+        if hit is not None:
+            return hit[1]  # type: ignore[no-any-return]
+        assert ready is not None
+        ready.wait(self._first_wait)
+        with self._lock:
+            hit = self._indexes.get(key)
+        return None if hit is None else hit[1]
 
     def _stamp(self) -> float:
         return (int(getattr(self._store, "generation", -1)) if self._single
@@ -280,7 +294,9 @@ class ActionRecall:
             return index
         finally:
             with self._lock:
-                self._building.discard(key)
+                done = self._building.pop(key, None)
+            if done is not None:
+                done.set()
 
     def _build_later(self, key: tuple[MemoryFilter, ...], stamp: float) -> None:
         try:
