@@ -13,9 +13,10 @@ the index of the scopes' words (kept until the store is written).
 
 The first request starts building that index and waits for it at most 0.3 s: its time is
 printed apart ("cold"), as is what one rebuild costs after a store write (done in the
-background: the kept index answers meanwhile). For comparison, ``GET /v1/ping`` (the socket and HTTP alone) and the same calls
-to the use case in this process. Printed per size: p50 / p95 / p99 / max milliseconds (goal:
-p95 <= 10 ms), the share of calls that got a note and the entries given. The daemon
+background: the kept index answers meanwhile). For comparison, ``GET /v1/ping`` (the socket
+and HTTP alone) and the same calls to the use case in this process. Printed per size: p50 /
+p95 / p99 / max milliseconds (goal: p95 <= 10 ms), the share of calls that got a note and
+the entries given. The daemon
 runs with ``[embedding] provider = "none"``: the look-up embeds nothing, and the local model
 would make the start re-embed the seeded store.
 

@@ -72,7 +72,11 @@ def test_the_memories_about_a_tool_call_reach_the_model_in_its_step_once(
     migration = sandbox.project / "db" / "migrations" / "0002_add_users.sql"
     migration.parent.mkdir(parents=True)
     migration.write_text("create table users (id int);\n")
+    readme = sandbox.project / "NOTES.txt"
+    readme.write_text("notes\n")
     steps: list[Step] = [
+        # a file no memory is about: nothing, and the daemon builds its index of the words
+        call_tool("read", filePath=str(readme)),
         call_tool("bash", command="npm --version", description="npm version"),
         call_tool("edit", filePath=str(migration), oldString="int", newString="bigint"),
         call_tool("bash", command="npm --version", description="npm version again"),
@@ -84,11 +88,13 @@ def test_the_memories_about_a_tool_call_reach_the_model_in_its_step_once(
     run = sandbox.run("set up the project")
 
     requests = run.chat_requests
-    assert len(requests) == 5
+    assert len(requests) == 6
     block = "\n".join(requests[0].system)
     assert MAIN in block and PNPM not in block and MIGRATION not in block
     results = tool_results(requests[-1])
-    assert len(results) == 4
+    assert len(results) == 5
+    assert note_of(results[0]) is None
+    results = results[1:]
     notes = [note_of(r) for r in results]
     # npm: what is said of pnpm; the migration's folder: its rule
     assert notes[0] is not None and f'- 2026-01-10: "{PNPM}"' in notes[0]
@@ -101,8 +107,8 @@ def test_the_memories_about_a_tool_call_reach_the_model_in_its_step_once(
         results[3].index(ACTION)
     assert notes[3] is not None and "ModuleNotFoundError here means the venv" in notes[3]
     # each note reached the model in the step right after its tool, and stays the same
-    for i, request in enumerate(requests[1:]):
-        assert tool_results(request) == results[: i + 1]
+    for i, request in enumerate(requests[2:]):
+        assert tool_results(request)[1:] == results[: i + 1]
     # no memory twice, the arguments never in a note
     lines = [line for n in notes if n for line in n.split("\n") if line.startswith("- ")]
     assert len(lines) == len(set(lines)) == 3

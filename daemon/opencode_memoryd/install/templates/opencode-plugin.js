@@ -539,21 +539,21 @@ const setup = async (ctx) => {
   // The session's folder and project: `ctx.session.get` gives Session.Info
   // ({ projectID, location: { directory }, ... }; anomalyco/opencode 06f9d1a6
   // packages/schema/src/session.ts), possibly wrapped as { data }.
-  const place = async (sessionID) => {
+  const where = (event) => async () => {
     let info = {}
     try {
       // bounded: a request never waits on the plugin longer than the daemon's timeout
       const late = new Promise((resolve) => setTimeout(resolve, TIMEOUT_MS))
-      const got = await Promise.race([ctx.session.get({ sessionID }), late])
+      const got = await Promise.race([ctx.session.get({ sessionID: event.sessionID }), late])
       info = got?.data ?? got ?? {}
     } catch {}
-    return { directory: info.location?.directory ?? info.directory, project: info.projectID }
+    return {
+      session: event.sessionID,
+      directory: info.location?.directory ?? info.directory,
+      project: info.projectID,
+      query: firstUserText(event.messages),
+    }
   }
-  const where = (event) => async () => ({
-    session: event.sessionID,
-    ...(await place(event.sessionID)),
-    query: firstUserText(event.messages),
-  })
   // Runs before each model request of a session's agent loop. A request that carries a
   // `kind` other than "primary" (title, compaction, generate; "auxiliary requests share the
   // Session's hook identity", packages/plugin/src/promise/session.ts) gets nothing.
@@ -567,7 +567,7 @@ const setup = async (ctx) => {
       if (text) event.system.push({ type: "text", text })
     } catch {}
   })
-  await toolNotes(ctx, place)
+  await toolNotes(ctx)
 }
 
 // 2.x notes at tool calls: `ctx.tool.hook("execute.before" | "execute.after", ...)`, whose
@@ -577,9 +577,19 @@ const setup = async (ctx) => {
 // packages/schema/src/tool.ts). The note is added to `content` (a string or text parts)
 // only: a result without `content` is left as it is. A failed command is one whose
 // metadata has a non-zero `exit`, as in 1.18.33.
-const toolNotes = async (ctx, place) => {
+const toolNotes = async (ctx) => {
   if (typeof ctx?.tool?.hook !== "function") return
   const notes = actionNotes()
+  // the session's folder and project, as the block's request has them (see setup)
+  const place = async (sessionID) => {
+    let info = {}
+    try {
+      const late = new Promise((resolve) => setTimeout(resolve, TIMEOUT_MS))
+      const got = await Promise.race([ctx.session.get({ sessionID }), late])
+      info = got?.data ?? got ?? {}
+    } catch {}
+    return { directory: info.location?.directory ?? info.directory, project: info.projectID }
+  }
   const places = new Map() // sessionID -> Promise<{ directory, project }>
   const call = (event, about) => {
     if (!places.has(event.sessionID)) {
