@@ -16,9 +16,8 @@ printed apart ("cold"), as is what one rebuild costs after a store write (done i
 background: the kept index answers meanwhile). For comparison, ``GET /v1/ping`` (the socket
 and HTTP alone) and the same calls to the use case in this process. Printed per size: p50 /
 p95 / p99 / max milliseconds (goal: p95 <= 10 ms), the share of calls that got a note and
-the entries given. The daemon
-runs with ``[embedding] provider = "none"``: the look-up embeds nothing, and the local model
-would make the start re-embed the seeded store.
+the entries given. The daemon runs with ``[embedding] provider = "none"``: the look-up
+embeds nothing, and the local model would make the start re-embed the seeded store.
 
 Run: ``.venv/bin/python bench/action_latency.py [--sizes 1000,10000] [--requests 300]``.
 Nothing leaves 127.0.0.1; asserts nothing about time.

@@ -52,8 +52,8 @@ class Actions:
         self.context = ContextCache(app, self.store)
         self.recall = RecallCache(app, self.context, self.store)
         # the first index is waited for (the daemon's default gives up after 0.3 s)
-        self.actions = ActionRecall(self.context, self.store,
-                                    given_elsewhere=self.recall.given, first_wait_seconds=60)
+        self.actions = ActionRecall(self.context, self.store, shared=self.recall,
+                                    first_wait_seconds=60)
 
     def ask(self, session: str = MAIN, **call: str) -> dict[str, object]:
         return self.actions.action(session=session, directory=ACME, **call)
@@ -118,7 +118,8 @@ def test_a_file_its_folder_and_type_and_a_commands_program_find_their_memories(
     assert OTHER not in str(failed["text"])
 
 
-def test_each_memory_once_per_session_and_none_a_recall_part_gave(actions: Actions) -> None:
+def test_each_memory_once_per_session_whether_a_note_or_a_recall_part_gave_it(
+        actions: Actions) -> None:
     first = actions.ask(tool="read", path=f"{ACME}/db/migrations/0001.sql")
     assert MIGRATION in str(first["text"])
     again = actions.ask(tool="edit", path=f"{ACME}/db/migrations/0002.sql")
@@ -131,6 +132,10 @@ def test_each_memory_once_per_session_and_none_a_recall_part_gave(actions: Actio
                                  text="we're a pnpm shop", project=None)
     assert PNPM_SHOP in str(part["text"])
     assert actions.ask(tool="bash", command="pnpm install")["text"] == ""
+    # and what a note gave, a later recall part does not give again
+    later = actions.recall.recall(directory=ACME, session=MAIN, message_id="msg_3",
+                                  text="does every migration ship a downgrade?", project=None)
+    assert MIGRATION not in str(later["text"])
     assert actions.ask(session=SUBAGENT, tool="bash", command="pnpm i")["text"] == ""
 
 

@@ -31,9 +31,9 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -182,13 +182,26 @@ def fit(ranked: Sequence[Memory], *, max_entries: int = MAX_ENTRIES,
     return chosen
 
 
+class SharedGiven(Protocol):
+    """Another given-set of a session's memories (the recall parts')."""
+
+    def given(self, session: str) -> set[str]:
+        """The ids ``session`` was given."""
+        ...
+
+    def mark_given(self, session: str, ids: Iterable[str]) -> None:
+        """Count ``ids`` as given to ``session``."""
+        ...
+
+
 class ActionRecall:
     """The daemon's action-site use case (see the module).
 
     Args:
         context: the daemon's :class:`ContextCache` (the session's scopes, its blocks).
         store: the open memory store.
-        given_elsewhere: the ids a session got in its recall parts.
+        shared: the session's ids given in its recall parts, which the ids given here
+            join (the daemon's :class:`~opencode_memoryd.usecases.recall.RecallCache`).
         encoder: the tokenizer (default: the store's).
         clock: monotonic seconds (the shared store's index age).
         first_wait_seconds: the longest wait for the first index of a request's scopes.
@@ -197,13 +210,13 @@ class ActionRecall:
     """
 
     def __init__(self, context: ContextCache, store: MemoryStore, *,
-                 given_elsewhere: Callable[[str], set[str]] | None = None,
+                 shared: SharedGiven | None = None,
                  encoder: Bm25Encoder | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  first_wait_seconds: float = FIRST_WAIT_SECONDS) -> None:
         self._context = context
         self._store = store
-        self._given_elsewhere = given_elsewhere or (lambda session: set())
+        self._shared = shared
         self._encoder = encoder or default_encoder()
         self._tokens = TokenCache(self._encoder)
         self._clock = clock
@@ -235,13 +248,15 @@ class ActionRecall:
         words = [(t, frozenset(self._encoder.embed_query(t.text).indices)) for t in terms]
         with self._lock:
             given: set[str] = self._given.get(session) or set()
-        exclude = (given | self._given_elsewhere(session)
+        exclude = ((self._shared.given(session) if self._shared else set()) | given
                    | self._context.block_ids(directory=directory, session=session,
                                              project=project))
         chosen = fit(self._current(index.rank(words, exclude=exclude)))
         ids = tuple(m.id for m, _ in chosen)
         with self._lock:
             self._given.put(session, (self._given.get(session) or set()) | set(ids))
+        if self._shared and ids:
+            self._shared.mark_given(session, ids)
         if not chosen:
             return ActionNote("", (), "nothing new for this tool call").to_dict()
         return ActionNote(render([line for _, line in chosen]), ids).to_dict()

@@ -107,7 +107,7 @@ class Service:
         # OpenCode connections, session look-ups and blocks kept between context requests
         self._context = ContextCache(app, store)
         self._recall = RecallCache(app, self._context, store)
-        self.action = ActionRecall(self._context, store, given_elsewhere=self._recall.given).action
+        self.action = ActionRecall(self._context, store, shared=self._recall).action
         self._dreamer: Dreamer | None = None
         self._fresh_at: dict[str, datetime] = {}  # project -> its last freshness check
         self.migrate_user_scope()
