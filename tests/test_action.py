@@ -204,6 +204,21 @@ def test_the_first_index_is_built_aside_and_nothing_is_given_before_it(app: App)
         a.close()
 
 
+def test_a_call_about_nothing_builds_the_index_for_the_next(app: App) -> None:
+    a = Actions(app)
+    try:
+        a.store.upsert(SEED)
+        a.context.context(directory=ACME, session=MAIN, project=None, query=None)
+        a.store.upsert([mem(MIGRATION, minutes=10)])
+        a.actions = ActionRecall(a.context, a.store, first_wait_seconds=0)
+        assert a.ask()["reason"] == "nothing to look up"  # at once
+        assert wait_until(lambda: not a.actions.building(), timeout=30)
+        # built: the next call is answered without waiting
+        assert MIGRATION in str(a.ask(tool="edit", path=f"{ACME}/migrations/2.sql")["text"])
+    finally:
+        a.close()
+
+
 @pytest.mark.slow
 def test_the_daemon_serves_action_on_get(tmp_path: Path, sample_db: Path,
                                          isolated_env: dict[str, str]) -> None:

@@ -233,14 +233,16 @@ class ActionRecall:
         """The note for one tool call of ``session`` as :meth:`ActionNote.to_dict`: the
         memories about its file ``path``, its shell ``command`` and, for a failed
         command, its ``error`` output, that the session was not given yet (they count as
-        given from now on). ``tool`` (the tool's name) is informative."""
+        given from now on). ``tool`` (the tool's name) is informative. A call about nothing
+        (no path, no command) starts building the index of the session's scopes."""
         del tool
         terms = action_terms(path=path, command=command, error=error, directory=directory)
-        if not terms:
-            return ActionNote("", (), "nothing to look up").to_dict()
         scope = self._context.scope(directory=directory, session=session, project=project)
         if scope is None:
             return ActionNote("", (), "sub-agent session").to_dict()
+        if not terms:  # e.g. the plugin at a session's start: the index is built meanwhile
+            self._index(scope[0], wait=False)
+            return ActionNote("", (), "nothing to look up").to_dict()
         index = self._index(scope[0])
         if index is None:
             return ActionNote("", (), "the index of the memories' words is being built"
@@ -269,11 +271,13 @@ class ActionRecall:
         return [now[m.id] for m in ranked[:most]
                 if m.id in now and now[m.id].status != RETIRED and shown(now[m.id])]
 
-    def _index(self, flts: Sequence[MemoryFilter]) -> WordIndex | None:
+    def _index(self, flts: Sequence[MemoryFilter], *, wait: bool = True
+               ) -> WordIndex | None:
         """The index of the scopes ``flts``, kept until the store is written (a store
         other processes write: for :data:`SHARED_TTL_SECONDS`), built in the background.
         After a write the kept one answers while a new one is built; the first one is
-        waited for at most ``first_wait_seconds`` (``None`` when it is not ready then)."""
+        waited for at most ``first_wait_seconds`` (not at all unless ``wait``; ``None``
+        when it is not ready then)."""
         key = tuple(flts)
         stamp = self._stamp()
         with self._lock:
@@ -288,7 +292,7 @@ class ActionRecall:
         if hit is not None:
             return hit[1]  # type: ignore[no-any-return]
         assert ready is not None
-        ready.wait(self._first_wait)
+        ready.wait(self._first_wait if wait else 0)
         with self._lock:
             hit = self._indexes.get(key)
         return None if hit is None else hit[1]

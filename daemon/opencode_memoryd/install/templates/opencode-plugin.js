@@ -477,9 +477,13 @@ const server = async ({ project, directory, worktree, client } = {}) => {
 
     event: async ({ event } = {}) => {
       try {
-        // a user message of a session: its toast, once
+        // a user message of a session: its toast, once per session
         const info = event?.type === "message.updated" ? event.properties?.info : undefined
-        if (info?.role === "user" && info.sessionID) toasts.opened(info.sessionID).catch(() => {})
+        if (info?.role === "user" && info.sessionID) {
+          toasts.opened(info.sessionID).catch(() => {})
+          // the daemon builds its index of the memories' words for the tool calls to come
+          requestAction(call({ sessionID: info.sessionID, tool: "" }, {})).catch(() => {})
+        }
         if (event?.type !== "session.deleted") return
         const sessionID = event.properties?.info?.id
         queries.delete(sessionID)
