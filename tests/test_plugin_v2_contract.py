@@ -25,6 +25,12 @@ anomalyco/opencode (commit and path of each fact):
   "text", text }] }``), ``options``, ``tools``; the callback edits it in place (03545fd3
   ``packages/plugin/src/promise/session.ts``; 0f2daeba ``packages/core/src/plugin/hooks.ts``
   runs the callbacks in order and returns the same event).
+- ``ctx.tool.hook("execute.before" | "execute.after", callback)``: events with ``tool``,
+  ``sessionID``, ``agent``, ``messageID``, ``id`` (the call id) and ``input``; the after
+  event adds ``status`` and, when ``"completed"``, a replaceable ``result`` (``{ output?,
+  content?: string | [{ type: "text", text }], metadata? }``), when ``"error"``, ``error``
+  (196e4612 ``packages/plugin/src/promise/tool.ts``, 0f131b3e
+  ``packages/schema/src/tool.ts``).
 
 The 1.x half (``server``) is called the way 1.18.33 calls it (its binary's loader, which
 reports "must default export an object with server()"): ``server({ project, directory,
