@@ -267,6 +267,8 @@ class ActionRecall:
                  ) -> list[Memory]:
         """The first ``most`` of ``ranked`` as the store has them now: an index one write
         behind may hold a memory since retired or edited."""
+        if not ranked:
+            return []
         now = {m.id: m for m in self._store.get([m.id for m in ranked[:most]])}
         return [now[m.id] for m in ranked[:most]
                 if m.id in now and now[m.id].status != RETIRED and shown(now[m.id])]
