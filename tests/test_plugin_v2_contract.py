@@ -25,6 +25,12 @@ anomalyco/opencode (commit and path of each fact):
   "text", text }] }``), ``options``, ``tools``; the callback edits it in place (03545fd3
   ``packages/plugin/src/promise/session.ts``; 0f2daeba ``packages/core/src/plugin/hooks.ts``
   runs the callbacks in order and returns the same event).
+- ``ctx.tool.hook("execute.before" | "execute.after", callback)``: events with ``tool``,
+  ``sessionID``, ``agent``, ``messageID``, ``id`` (the call id) and ``input``; the after
+  event adds ``status`` and, when ``"completed"``, a replaceable ``result`` (``{ output?,
+  content?: string | [{ type: "text", text }], metadata? }``), when ``"error"``, ``error``
+  (196e4612 ``packages/plugin/src/promise/tool.ts``, 0f131b3e
+  ``packages/schema/src/tool.ts``).
 
 The 1.x half (``server``) is called the way 1.18.33 calls it (its binary's loader, which
 reports "must default export an object with server()"): ``server({ project, directory,
@@ -208,3 +214,99 @@ mode = "rules"
     assert out["compaction"] == out["generate"] == [base_part]
     # 1.x adds the same bytes for the same session
     assert out["v1"] == [base_part["text"], block]
+
+
+# 2.x tool hooks (``ctx.tool.hook``, see the module docstring and the plugin's toolNotes):
+# each call runs the registered execute.before, then execute.after with the result given;
+# prints the results as the hooks left them.
+TOOLS_HARNESS = r"""
+const [url, session, directory, project] = process.argv.slice(2)
+const def = (await import(url)).default
+const registered = {}
+const register = (prefix) => async (name, callback) => {
+  (registered[prefix + name] ??= []).push(callback)
+  return { dispose: async () => {} }
+}
+const ctx = {
+  app: { name: "opencode", version: "2.0.32", channel: "latest" },
+  options: {},
+  session: {
+    hook: register("session."),
+    get: async ({ sessionID }) => ({ id: sessionID, projectID: project, location: { directory } }),
+  },
+  tool: { hook: register("tool.") },
+}
+await def.setup(ctx)
+const out = { hooks: Object.keys(registered).sort() }
+const call = async (id, tool, input, status, result) => {
+  const base = { tool, sessionID: session, agent: "build", messageID: "msg_1", id, input }
+  for (const callback of registered["tool.execute.before"] ?? []) await callback({ ...base })
+  const after = status === "completed" ? { ...base, status, result }
+    : { ...base, status, error: { message: "boom" } }
+  for (const callback of registered["tool.execute.after"] ?? []) await callback(after)
+  return after.result ?? after.error
+}
+const migration = (n) => ({ filePath: `${directory}/db/migrations/${n}.sql` })
+out.edit = await call("call_1", "edit", migration(3), "completed", { content: "Edit applied." })
+out.again = await call("call_2", "edit", migration(4), "completed",
+  { content: [{ type: "text", text: "Edit applied." }] })
+out.thrown = await call("call_3", "bash", { command: "node a.js" }, "error")
+out.failed = await call("call_4", "bash", { command: "node server.js" }, "completed",
+  { content: "Error: listen EADDRINUSE :::3000", metadata: { exit: 1 } })
+out.noContent = await call("call_5", "read", { filePath: `${directory}/src/deploy.yaml` },
+  "completed", { output: { text: "x" } })
+process.stdout.write(JSON.stringify(out))
+"""
+
+MIGRATION = "Every migration ships a downgrade."
+PORT = "When the dev server says EADDRINUSE, stop the old one with make stop."
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+def test_2x_tool_hooks_add_the_note_to_the_result_content(
+        tmp_path: Path, sample_db: Path, isolated_env: dict[str, str]) -> None:
+    from test_context import mem
+
+    cfg = write_config(tmp_path / "cfg.toml", f"""
+[opencode]
+settle_seconds = 0
+db_paths = ["{sample_db}"]
+[extraction]
+mode = "rules"
+[context]
+max_entries = 1
+""")
+    env = {**isolated_env, "OPENCODE_MEMORYD_CONFIG": str(cfg), "PATH": os.environ["PATH"]}
+    _seed(cfg, isolated_env, [*SEED, mem(MIGRATION, minutes=0), mem(PORT, minutes=-1)])
+    proc = start_daemon(cfg, env)
+    try:
+        info = state_dir(load_config(cfg, env), env) / DAEMON_INFO_FILE
+        assert wait_until(info.exists, timeout=60)
+        install(env=env, executable="/usr/bin/opencode-memoryd")
+        harness = tmp_path / "harness-tools.mjs"
+        harness.write_text(TOOLS_HARNESS)
+        done = subprocess.run([NODE or "node", str(harness), plugin_path(env).as_uri(), MAIN,
+                               ACME, ACME_KEY], env=env, capture_output=True, text=True,
+                              timeout=120, check=False)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    out = json.loads(done.stdout)
+    assert out["hooks"] == ["session.context", "tool.execute.after", "tool.execute.before"]
+    # the migration's folder: its rule, after the tool's own text
+    edit = out["edit"]["content"]
+    assert edit.startswith("Edit applied.\n\n<!-- opencode-memoryd action -->\n")
+    assert f'"{MIGRATION}"' in edit and edit.rstrip("\n").endswith("-->")
+    # once per session; text parts stay as they were
+    assert out["again"] == {"content": [{"type": "text", "text": "Edit applied."}]}
+    # a tool that failed with an error is left alone
+    assert out["thrown"] == {"message": "boom"}
+    # a failed command: its error's past fix, in a text part after its output
+    failed = out["failed"]
+    assert failed["metadata"] == {"exit": 1}
+    assert failed["content"].startswith("Error: listen EADDRINUSE :::3000\n\n")
+    assert f'"{PORT}"' in failed["content"]
+    # a result without content is not changed
+    assert out["noContent"] == {"output": {"text": "x"}}
+

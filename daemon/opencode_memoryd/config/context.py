@@ -65,3 +65,10 @@ class ContextConfig(Section):
             "0: no waiting."
         ),
     )
+    toasts: bool = Field(
+        default=True,
+        description=(
+            "Show a toast in OpenCode's terminal UI once per session (\"memory: 8 notes for "
+            "this project\") and when the agent saves a memory (OpenCode 1.x)."
+        ),
+    )

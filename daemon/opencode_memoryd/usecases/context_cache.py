@@ -156,8 +156,8 @@ class ContextCache:
     def context(self, *, directory: str | None, session: str | None, project: str | None,
                 query: str | None) -> dict[str, Any]:
         """The block as :meth:`ContextBlock.to_dict
-        <opencode_memoryd.usecases.context.ContextBlock.to_dict>` (the same dict object
-        for repeated requests while nothing changed: callers must not modify it)."""
+        <opencode_memoryd.usecases.context.ContextBlock.to_dict>` and ``toasts`` (``[context]
+        toasts``: whether the plugin shows its toasts), a new dict each time."""
         key = (directory, session, project, query)
         with self._lock:
             stamp = self.pool.stamp()
@@ -165,7 +165,7 @@ class ContextCache:
             if self._single:
                 hit = self._blocks.get(key)
                 if hit is not None and hit[0] == (generation, stamp):
-                    return dict(hit[1])
+                    return dict(hit[1], toasts=self._app.config.context.toasts)
             self._stamp = stamp
             block = build_context(self._app, self._store, directory=directory,
                                   project=project, session=session, query=query,
@@ -176,7 +176,8 @@ class ContextCache:
             if session:
                 ids = {i for section in block["sections"].values() for i in section}
                 self._served.put(session, (self._served.get(session) or frozenset()) | ids)
-        return dict(block)
+        # the plugin's switch for its toasts ("memory: 8 notes for this project")
+        return dict(block, toasts=self._app.config.context.toasts)
 
     def block_ids(self, *, directory: str | None, session: str,
                   project: str | None) -> set[str]:

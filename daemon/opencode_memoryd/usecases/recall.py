@@ -185,3 +185,14 @@ class RecallCache:
             out = part.to_dict()
             self._parts.put(key, out)
             return dict(out)
+
+    def given(self, session: str) -> set[str]:
+        """The ids ``session`` got in its recall parts or elsewhere (:meth:`mark_given`),
+        since the daemon started."""
+        with self._lock:
+            return set(self._given.get(session) or ())
+
+    def mark_given(self, session: str, ids: Iterable[str]) -> None:
+        """Count ``ids`` as given to ``session`` (a note at a tool call showed them)."""
+        with self._lock:
+            self._given.put(session, (self._given.get(session) or set()) | set(ids))

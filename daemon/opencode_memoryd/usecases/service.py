@@ -33,11 +33,13 @@ from opencode_memoryd.usecases import (
     dreams,
     edit,
     history,
+    integrity,
     memories,
     migrations,
     profile,
     status,
 )
+from opencode_memoryd.usecases.action import ActionRecall
 from opencode_memoryd.usecases.context_cache import ContextCache
 from opencode_memoryd.usecases.data_routes import DATA_ROUTES, DataRoutes
 from opencode_memoryd.usecases.maintain import LockFor, Progress, capture_now, maintain, no_lock
@@ -61,9 +63,10 @@ ROUTES: tuple[str, ...] = ("maintain", "list", "search", "show", "status", "drea
                            "add", "forget", "profile", "resolve", "context", "capture_now",
                            "history_sessions", "history_messages", "history_search", *DATA_ROUTES,
                            "history_compactions", "edit", "restore", "browse", "projects",
-                           "stats", "journal_page", "confirm", "pending", "integrity", "recall")
+                           "stats", "journal_page", "confirm", "pending", "integrity", "recall",
+                           "action")
 #: The routes also served on ``GET`` with a query string (the OpenCode plugin's request).
-GET_ROUTES: frozenset[str] = frozenset({"context", "recall"})
+GET_ROUTES: frozenset[str] = frozenset({"context", "recall", "action"})
 
 
 class Service(DataRoutes):
@@ -104,6 +107,7 @@ class Service(DataRoutes):
         # OpenCode connections, session look-ups and blocks kept between context requests
         self._context = ContextCache(app, store)
         self._recall = RecallCache(app, self._context, store)
+        self.action = ActionRecall(self._context, store, shared=self._recall).action
         self._dreamer: Dreamer | None = None
         self._fresh_at: dict[str, datetime] = {}  # project -> its last freshness check
         self.migrate_user_scope()
@@ -186,9 +190,7 @@ class Service(DataRoutes):
 
     def integrity(self) -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.integrity.store_integrity`."""
-        from opencode_memoryd.usecases.integrity import store_integrity
-
-        return store_integrity(self.state, self.store)
+        return integrity.store_integrity(self.state, self.store)
 
     def dream(self, *, project_key: str | None = None, project_root: str | None = None,
               dry_run: bool = False, caller: str = "user") -> dict[str, Any]:
@@ -342,8 +344,7 @@ class Service(DataRoutes):
         """See :func:`opencode_memoryd.usecases.history.search`."""
         return history.search(self.app, query=query, directory=directory, limit=limit, db=db)
 
-    def history_compactions(self, *, session_id: str, db: str | None = None
-                            ) -> dict[str, Any]:
+    def history_compactions(self, *, session_id: str, db: str | None = None) -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.history.compactions`."""
         return history.compactions(self.app, session_id=session_id, db=db)
 
@@ -358,8 +359,7 @@ class Service(DataRoutes):
         return migrations.migrate_sections(self.store)
 
     def close(self) -> None:
-        """Release what the use cases keep open between calls (OpenCode connections);
-        the state file and the store stay open (their opener closes them)."""
+        """Close the OpenCode connections kept between calls (not the state or store)."""
         self._context.close()
 
     def recover_dreams(self) -> builtins.list[str]:

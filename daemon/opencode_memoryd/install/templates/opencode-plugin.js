@@ -7,7 +7,10 @@
 // prefix stays valid. Once per user message (OpenCode 1.x) it asks for the memories that
 // match that message and that the session was not given yet, and adds that part after the
 // block to every request of the message's turn (its tool steps and retries get the same
-// bytes). When the daemon is down, slow or answers an error, the block or part is empty
+// bytes). Before a tool reads or edits a file or runs a command, it asks for the memories
+// about that file or command (and after a command fails, about its error) and adds them at
+// the end of the tool's output (2.x: of its result's content). When the daemon is down, slow or answers an
+// error, the block, part or note is empty
 // and OpenCode runs as if this plugin were not installed: no error is thrown or printed.
 // Nothing is sent unless the socket is this user's (see ownSocket).
 //
@@ -22,7 +25,8 @@
 //   `effect`), refusing the file otherwise, and calls `setup(ctx)`; the plugin registers
 //   `ctx.session.hook("context", ...)` (anomalyco/opencode 07db2b92
 //   packages/core/src/plugin/module.ts; 0a80062d packages/core/src/plugin/promise.ts;
-//   03545fd3 packages/plugin/src/promise/session.ts).
+//   03545fd3 packages/plugin/src/promise/session.ts), and `ctx.tool.hook("execute.before")`
+//   and `("execute.after")` when the context has them (see toolNotes).
 // Neither imports anything of OpenCode's: only Node built-ins are used.
 //
 // The socket is found when a session asks, with the rules the opencode-memoryd command
@@ -250,6 +254,150 @@ const sessionBlocks = () => keptAnswers(request)
 
 const titleRequest = (first) => /title generator/i.test(first ?? "")
 
+// --- Notes at tool calls ---------------------------------------------------------------
+
+// The first line and the start of the last line of a tool call's note.
+const ACTION_MARKER = "<!-- opencode-memoryd action -->"
+const ACTION_END_PREFIX = "<!-- opencode-memoryd action end "
+// The longest wait for a tool call's note once the tool is done, in milliseconds: the ask
+// starts before the tool runs, so it is most often answered by then.
+const ACTION_WAIT_MS = 500
+const MAX_ERROR_CHARS = 4000
+// Tools that read or edit one file (its path in `filePath`, or a patch's first file).
+const FILE_TOOLS = new Set(["read", "edit", "write", "multiedit", "patch", "apply_patch"])
+
+// What a tool call is about: { path } for a file tool, { command } for bash, else null
+// (other tools and opencode-memoryd's own).
+const actionOf = (tool, args) => {
+  if (typeof tool !== "string" || tool.startsWith("memoryd")) return null
+  if (tool === "bash") return typeof args?.command === "string" ? { command: args.command } : null
+  if (!FILE_TOOLS.has(tool)) return null
+  let path = args?.filePath ?? args?.path ?? args?.file_path
+  if (typeof path !== "string") {
+    path = /^\*\*\* (?:Add|Update|Delete) File: (.+)$/m.exec(String(args?.patchText ?? ""))?.[1]
+  }
+  return typeof path === "string" && path ? { path } : null
+}
+
+// Asks the daemon for a tool call's note: "" unless a whole, sealed note comes back.
+// `call` is { session, directory, project, tool, path?, command?, error? }.
+const requestAction = async (call) => {
+  const socket = socketPath()
+  if (!socket || !call?.session) return ""
+  const params = new URLSearchParams({
+    session: call.session,
+    directory: call.directory ?? "",
+    project: call.project ?? "",
+    tool: call.tool ?? "",
+    path: (call.path ?? "").slice(0, MAX_QUERY_CHARS),
+    command: (call.command ?? "").slice(0, MAX_QUERY_CHARS),
+    error: (call.error ?? "").slice(-MAX_ERROR_CHARS),
+  })
+  const answer = await get(socket, "/v1/action?" + params)
+  if (!answer.ok) return ""
+  const text = JSON.parse(answer.body)?.result?.text
+  if (typeof text !== "string" || !text.trim()) return ""
+  return sealed(text, ACTION_MARKER, ACTION_END_PREFIX) ? text : ""
+}
+
+// `promise`, or `fallback` after `ms` milliseconds.
+const within = (promise, ms, fallback) =>
+  Promise.race([promise, new Promise((resolve) => setTimeout(() => resolve(fallback), ms).unref?.())])
+
+// The notes of tool calls: `start` asks when a tool is about to run, `finish` gives the
+// text to add to its result (the answer to `start`, and for a failed command the answer
+// to a second ask with its error output), waiting at most ACTION_WAIT_MS.
+const actionNotes = () => {
+  const started = new Map() // callID -> Promise<string>
+  const ask = (call) => Promise.resolve(call).then(requestAction).catch(() => "")
+  return {
+    start(callID, call) {
+      if (started.size >= MAX_SESSIONS) started.delete(started.keys().next().value)
+      started.set(callID, ask(call))
+    },
+    async finish(callID, call, error) {
+      const first = started.get(callID) ?? (call ? ask(call) : Promise.resolve(""))
+      started.delete(callID)
+      const again = call && error
+        ? ask(Promise.resolve(call).then((c) => c && { ...c, error }))
+        : Promise.resolve("")
+      const notes = await within(Promise.all([first, again]), ACTION_WAIT_MS, [])
+      return notes.filter(Boolean).join("\n")
+    },
+  }
+}
+
+// Whether a bash result is a failed command (a non-zero exit code in its metadata).
+const failedCommand = (tool, metadata) =>
+  tool === "bash" && typeof metadata?.exit === "number" && metadata.exit !== 0
+
+// The text of a 2.x tool result's `content`: a string or [{ type: "text", text }, ...].
+const contentText = (content) =>
+  typeof content === "string"
+    ? content
+    : content.filter((part) => part?.type === "text").map((part) => String(part.text ?? "")).join("\n")
+
+// --- Toasts (OpenCode 1.x) -------------------------------------------------------------
+
+// The agent's memory tool, as OpenCode names an MCP server's tool: <server>_memory.
+const MEMORY_TOOL = /^memoryd[\w-]*_memory$/
+
+// What the daemon's answer for a session's block says for the toasts: { entries, toasts }
+// (toasts false when `[context] toasts` is off, or without an answer).
+const requestToastInfo = async (where) => {
+  const socket = socketPath()
+  if (!socket || !where.session) return { entries: 0, toasts: false }
+  const params = new URLSearchParams({
+    directory: where.directory ?? "",
+    session: where.session,
+    project: where.project ?? "",
+    worktree: where.worktree ?? "",
+    query: (where.query ?? "").slice(0, MAX_QUERY_CHARS),
+  })
+  const answer = await get(socket, "/v1/context?" + params)
+  const result = answer.ok ? JSON.parse(answer.body)?.result : undefined
+  const entries = Number.isInteger(result?.entries) ? result.entries : 0
+  return { entries, toasts: result?.toasts === true }
+}
+
+// A toast in OpenCode's terminal UI (`client.tui.showToast`; under `opencode run` the
+// server publishes it on its bus and nothing shows); a failure is ignored.
+const showToast = async (client, message) => {
+  try {
+    await client?.tui?.showToast?.({ body: { title: "opencode-memoryd", message, variant: "info" } })
+  } catch {}
+}
+
+// The toasts of a session: `opened` once per session and OpenCode process (the number of
+// notes in its block), `saved` when the agent's memory tool stored a note; both only when
+// the daemon's answer for the session's block says toasts are on. `where(sessionID)()`
+// gives the block request's fields (the same as the block's, so the daemon answers from
+// what it keeps).
+const sessionToasts = (client, where) => {
+  const info = keptAnswers(requestToastInfo)
+  const shown = new Set()
+  return {
+    async opened(sessionID) {
+      if (shown.has(sessionID)) return
+      if (shown.size >= MAX_SESSIONS) shown.delete(shown.values().next().value)
+      shown.add(sessionID)
+      const { entries, toasts } = (await info.get(sessionID, where(sessionID))) || {}
+      if (toasts && entries > 0) {
+        await showToast(client, `memory: ${entries} note${entries === 1 ? "" : "s"} for this project`)
+      }
+    },
+    async saved(sessionID, args, text) {
+      if (args?.mode !== "add") return
+      const result = JSON.parse(text)
+      if (result?.success !== true || !["added", "pending"].includes(result?.status)) return
+      if (!((await info.get(sessionID, where(sessionID))) || {}).toasts) return
+      await showToast(client, result.status === "pending"
+        ? "memory: noted for you, waiting for your confirmation"
+        : "memory: saved a note")
+    },
+  }
+}
+
 // --- OpenCode 1.x ----------------------------------------------------------------------
 
 // The human text of a user message's parts.
@@ -260,11 +408,19 @@ const humanText = (parts) =>
     .join("\n")
     .trim()
 
-const server = async ({ project, directory, worktree } = {}) => {
+const server = async ({ project, directory, worktree, client } = {}) => {
   const queries = new Map() // sessionID -> text of the session's first user message
   const turns = new Map() // sessionID -> { message, text } of its latest user message
   const blocks = sessionBlocks()
   const recalls = keptAnswers(requestRecall, 4 * MAX_SESSIONS) // "session message" -> part
+  const notes = actionNotes()
+  const call = (input, about) => ({
+    ...about,
+    session: input.sessionID,
+    tool: input.tool,
+    directory,
+    project: project?.id,
+  })
   const where = (sessionID) => () => ({
     session: sessionID,
     directory,
@@ -272,6 +428,7 @@ const server = async ({ project, directory, worktree } = {}) => {
     worktree,
     query: queries.get(sessionID),
   })
+  const toasts = sessionToasts(client, where)
 
   return {
     // Runs before the first model request of a turn: keep the first user message of each
@@ -320,11 +477,48 @@ const server = async ({ project, directory, worktree } = {}) => {
 
     event: async ({ event } = {}) => {
       try {
+        // a user message of a session: its toast, once per session
+        const info = event?.type === "message.updated" ? event.properties?.info : undefined
+        if (info?.role === "user" && info.sessionID) {
+          toasts.opened(info.sessionID).catch(() => {})
+          // the daemon builds its index of the memories' words for the tool calls to come
+          requestAction(call({ sessionID: info.sessionID, tool: "" }, {})).catch(() => {})
+        }
         if (event?.type !== "session.deleted") return
         const sessionID = event.properties?.info?.id
         queries.delete(sessionID)
         turns.delete(sessionID)
         blocks.forget(sessionID)
+      } catch {}
+    },
+
+    // Before a tool reads or edits a file or runs a command: ask for the memories about
+    // it now, so that the answer is most often there when the tool is done.
+    "tool.execute.before": async (input, output) => {
+      try {
+        const about = actionOf(input?.tool, output?.args)
+        if (!about || !input?.sessionID || !input?.callID) return
+        notes.start(input.callID, call(input, about))
+      } catch {}
+    },
+
+    // After it: the note (and, for a failed command, the one about its error) goes at the
+    // end of the tool's output, which the model reads in the next step. What the tool did
+    // is unchanged; a tool that failed with an error (no result) gets nothing.
+    "tool.execute.after": async (input, output) => {
+      try {
+        if (!input?.sessionID) return
+        if (MEMORY_TOOL.test(input.tool ?? "")) {
+          // an MCP tool's result here: { content: [{ type: "text", text }], isError }
+          if (output?.isError || !Array.isArray(output?.content)) return
+          await toasts.saved(input.sessionID, input.args, contentText(output.content))
+          return
+        }
+        if (typeof output?.output !== "string") return
+        const about = actionOf(input.tool, input.args)
+        const error = failedCommand(input.tool, output.metadata) ? output.output : ""
+        const text = await notes.finish(input.callID, about && call(input, about), error)
+        if (text) output.output = `${output.output}\n\n${text}`
       } catch {}
     },
   }
@@ -375,6 +569,56 @@ const setup = async (ctx) => {
       if (titleRequest(event.system[0]?.text)) return
       const text = await blocks.get(sessionID, where(event))
       if (text) event.system.push({ type: "text", text })
+    } catch {}
+  })
+  await toolNotes(ctx)
+}
+
+// 2.x notes at tool calls: `ctx.tool.hook("execute.before" | "execute.after", ...)`, whose
+// events carry `tool`, `sessionID`, `id` (the call id) and `input`; the after event has
+// `status` and, when "completed", a `result` ({ output?, content?, metadata? }) the hook may
+// replace (anomalyco/opencode 196e4612 packages/plugin/src/promise/tool.ts; 0f131b3e
+// packages/schema/src/tool.ts). The note is added to `content` (a string or text parts)
+// only: a result without `content` is left as it is. A failed command is one whose
+// metadata has a non-zero `exit`, as in 1.18.33.
+const toolNotes = async (ctx) => {
+  if (typeof ctx?.tool?.hook !== "function") return
+  const notes = actionNotes()
+  // the session's folder and project, as the block's request has them (see setup)
+  const place = async (sessionID) => {
+    let info = {}
+    try {
+      const late = new Promise((resolve) => setTimeout(resolve, TIMEOUT_MS))
+      const got = await Promise.race([ctx.session.get({ sessionID }), late])
+      info = got?.data ?? got ?? {}
+    } catch {}
+    return { directory: info.location?.directory ?? info.directory, project: info.projectID }
+  }
+  const places = new Map() // sessionID -> Promise<{ directory, project }>
+  const call = (event, about) => {
+    if (!places.has(event.sessionID)) {
+      if (places.size >= MAX_SESSIONS) places.delete(places.keys().next().value)
+      places.set(event.sessionID, place(event.sessionID))
+    }
+    return places.get(event.sessionID).then((at) => ({ ...about, ...at, session: event.sessionID, tool: event.tool }))
+  }
+  await ctx.tool.hook("execute.before", async (event) => {
+    try {
+      const about = actionOf(event?.tool, event?.input)
+      if (!about || typeof event.sessionID !== "string" || !event.id) return
+      notes.start(event.id, call(event, about))
+    } catch {}
+  })
+  await ctx.tool.hook("execute.after", async (event) => {
+    try {
+      const content = event?.status === "completed" ? event.result?.content : undefined
+      if (typeof content !== "string" && !Array.isArray(content)) return
+      const about = actionOf(event.tool, event.input)
+      const error = failedCommand(event.tool, event.result.metadata) ? contentText(content) : ""
+      const text = await notes.finish(event.id, about && call(event, about), error)
+      if (!text) return
+      const more = typeof content === "string" ? `${content}\n\n${text}` : [...content, { type: "text", text }]
+      event.result = { ...event.result, content: more }
     } catch {}
   })
 }
