@@ -20,7 +20,12 @@ import pytest
 from conftest import ACME, cli, cli_json, start_daemon, wait_until, write_config
 from fake_openai import FakeOpenAI
 from opencode_memoryd.store.edge import EDGE_META_FILE
-from opencode_memoryd.store.local_embedder import MODEL_SHA256, bundled_model_path
+from opencode_memoryd.store.local_embedder import (
+    MODEL_SHA256,
+    QUERY_TOKENS,
+    LocalEmbedder,
+    bundled_model_path,
+)
 
 RULES = '[extraction]\nmode = "rules"\n'
 LOCAL = "local:multilingual-e5-small-q4"
@@ -155,6 +160,19 @@ api_key_env = ""
     meta = json.loads((Path(isolated_env["XDG_DATA_HOME"]) / "opencode-memoryd" / "qdrant"
                        / EDGE_META_FILE).read_text())
     assert meta["embedder"]["name"] == "openai:test-embed"  # untouched
+
+
+def test_a_long_query_is_embedded_by_its_first_words_alone() -> None:
+    emb = LocalEmbedder()
+    head = " ".join(["Please refactor the billing module so the invoice generator uses the "
+                     "new tax tables."] * 6)
+    assert emb._model.token_count(head, True) > QUERY_TOKENS
+    a, b, short = emb.embed_query([head + " Then deploy it to staging.",
+                                   head + " Also rename the command-line flags.",
+                                   "which package manager?"])
+    assert a == b  # the tails are past the first QUERY_TOKENS tokens
+    assert short == emb._model.query("which package manager?").tolist()  # fits: unchanged
+    assert emb.embed_query([head[:200]]) != a
 
 
 def test_a_model_file_that_is_not_the_pinned_one_is_refused(
