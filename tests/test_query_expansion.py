@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ACME, cli_json, write_config
 from opencode_memoryd.models import Memory, content_hash, point_id
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.store.bm25 import default_encoder
@@ -147,6 +148,25 @@ def test_the_blended_query_vector_is_a_unit_vector_between_its_parts() -> None:
     assert blend([1.0, 0.0], [0.0, 1.0]) == pytest.approx([2 ** -0.5, 2 ** -0.5])
     assert blend([1.0, 0.0], [0.0, 1.0], weight=0.0) == [1.0, 0.0]
     assert blend([0.6, 0.8], [0.6, 0.8]) == pytest.approx([0.6, 0.8])
+
+
+def test_search_expansion_false_in_the_config_searches_the_question_s_words_alone(
+        sample_db: Path, tmp_path: Path, isolated_env: dict[str, str]) -> None:
+    rules = '[extraction]\nmode = "rules"\n'
+    on = write_config(tmp_path / "on.toml", rules)
+    off = write_config(tmp_path / "off.toml", rules + "[search]\nexpansion = false\n")
+    answer = "We use pnpm for every install."
+    for text in (answer, "Tabs in Go files.", "The API listens on port 8088."):
+        cli_json("--config", str(on), "add", text, "--dir", ACME, "--db", str(sample_db))
+
+    def found(cfg: Path) -> list[str]:
+        return [h["content"] for h in cli_json("--config", str(cfg), "search",
+                                               "which package manager?", "--dir", ACME,
+                                               "--db", str(sample_db))]
+
+    assert found(on)[:1] == [answer]
+    assert answer not in found(off)  # the same store, read without expansion
+    assert found(on)[:1] == [answer]
 
 
 def test_phrases_match_on_word_boundaries_with_plurals_and_verb_endings() -> None:

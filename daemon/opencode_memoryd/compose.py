@@ -198,10 +198,12 @@ class App:
         if q.url:
             from opencode_memoryd.store.server import ServerStore
 
-            return ServerStore(url=q.url, api_key=self._secret(q.api_key_env),
-                               collection=q.collection, embedder=embedder,
-                               timeout_seconds=q.timeout_seconds,
-                               allow_mismatch=allow_mismatch)
+            server = ServerStore(url=q.url, api_key=self._secret(q.api_key_env),
+                                 collection=q.collection, embedder=embedder,
+                                 timeout_seconds=q.timeout_seconds,
+                                 allow_mismatch=allow_mismatch)
+            server.query_expansion = self.config.search.expansion
+            return server
         from opencode_memoryd.store.edge import EdgeStore
 
         path = config_paths.store_dir(self.config, self.env)
@@ -209,8 +211,10 @@ class App:
             with contextlib.suppress(OSError):  # EdgeStore says what is wrong
                 path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             make_private(path.parent, ())
-        return EdgeStore(path, embedder=embedder, free=self.free_space,
-                         allow_mismatch=allow_mismatch)
+        store = EdgeStore(path, embedder=embedder, free=self.free_space,
+                          allow_mismatch=allow_mismatch)
+        store.query_expansion = self.config.search.expansion
+        return store
 
     def ensure_space(self) -> None:
         """Check, before an extraction writes anything, that the state dir and the
