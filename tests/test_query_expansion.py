@@ -7,19 +7,22 @@ without expansion."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from conftest import ACME, cli_json, write_config
 from opencode_memoryd.models import Memory, content_hash, point_id
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.store.bm25 import default_encoder
 from opencode_memoryd.store.edge import EdgeStore
 from opencode_memoryd.store.expansion import (
+    DENSE_MEMBERS,
     EXPANSION_WEIGHT,
     CategoryLexicon,
+    blend,
     default_lexicon,
     expand_query,
 )
@@ -111,6 +114,61 @@ def test_the_product_answers_category_questions_over_a_real_opencode_database(
             assert answer in [h["content"] for h in hits], question
 
 
+class RecordingEmbedder(WordEmbedder):
+    """:class:`WordEmbedder` keeping the texts of every ``embed_query`` call."""
+
+    def __init__(self) -> None:
+        self.queries: list[list[str]] = []
+
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        self.queries.append(list(texts))
+        return self.embed(texts)
+
+
+@pytest.mark.parametrize("backend", ["edge", "server"])
+def test_the_model_embeds_the_question_alone_and_each_members_text_once(
+        backend: str, tmp_path: Path) -> None:
+    emb = RecordingEmbedder()
+    s: MemoryStore = (EdgeStore(tmp_path / "edge", embedder=emb) if backend == "edge" else
+                      ServerStore(path=str(tmp_path / "local"), collection="memories",
+                                  embedder=emb))
+    try:
+        s.upsert([memory(t, i) for i, t in enumerate(TEXTS)])
+        asked = ["which package manager do we use?", "which package managers are allowed?",
+                 "who is Bob?"]
+        found = [top(s, q) for q in asked]
+    finally:
+        s.close()
+    members = default_lexicon().members_for(asked[0])[:DENSE_MEMBERS]
+    assert emb.queries == [[asked[0], ", ".join(members)], [asked[1]], [asked[2]]]
+    assert found[0][0] == found[1][0] == "All installs go through pnpm."
+
+
+def test_the_blended_query_vector_is_a_unit_vector_between_its_parts() -> None:
+    assert blend([1.0, 0.0], [0.0, 1.0]) == pytest.approx([2 ** -0.5, 2 ** -0.5])
+    assert blend([1.0, 0.0], [0.0, 1.0], weight=0.0) == [1.0, 0.0]
+    assert blend([0.6, 0.8], [0.6, 0.8]) == pytest.approx([0.6, 0.8])
+
+
+def test_search_expansion_false_in_the_config_searches_the_question_s_words_alone(
+        sample_db: Path, tmp_path: Path, isolated_env: dict[str, str]) -> None:
+    rules = '[extraction]\nmode = "rules"\n'
+    on = write_config(tmp_path / "on.toml", rules)
+    off = write_config(tmp_path / "off.toml", rules + "[search]\nexpansion = false\n")
+    answer = "We use pnpm for every install."
+    for text in (answer, "Tabs in Go files.", "The API listens on port 8088."):
+        cli_json("--config", str(on), "add", text, "--dir", ACME, "--db", str(sample_db))
+
+    def found(cfg: Path) -> list[str]:
+        return [h["content"] for h in cli_json("--config", str(cfg), "search",
+                                               "which package manager?", "--dir", ACME,
+                                               "--db", str(sample_db))]
+
+    assert found(on)[:1] == [answer]
+    assert answer not in found(off)  # the same store, read without expansion
+    assert found(on)[:1] == [answer]
+
+
 def test_phrases_match_on_word_boundaries_with_plurals_and_verb_endings() -> None:
     lex = default_lexicon()
 
@@ -141,9 +199,8 @@ def test_members_weigh_less_than_the_question_s_words() -> None:
     assert vector.indices[:len(own.indices)] == own.indices
     assert vector.values[:len(own.values)] == own.values == [1.0] * len(own.values)
     assert set(vector.values[len(own.values):]) == {EXPANSION_WEIGHT} and EXPANSION_WEIGHT < 1
-    assert text.startswith("which package manager (pnpm, npm, yarn")
-    assert expand_query(enc, "which package manager", expand=False) == (own,
-                                                                          "which package manager")
+    assert text.startswith("pnpm, npm, yarn")
+    assert expand_query(enc, "which package manager", expand=False) == (own, "")
 
 
 def test_a_malformed_lexicon_is_refused_with_the_category_it_names() -> None:

@@ -198,6 +198,11 @@ class App:
         embedder or BM25 settings (or a re-embedding did not complete), to
         :meth:`~opencode_memoryd.store.api.MemoryStore.reembed` it.
 
+        An embedded store built with the local model, where the model cannot run (without
+        ``allow_mismatch``), falls back to BM25 alone: re-embedded with no dense vectors
+        (logged once, ``store_falls_back_to_bm25``); the daemon's start re-embeds it for the
+        model where it runs again (:func:`~opencode_memoryd.usecases.reembed.migrate_store`).
+
         Raises:
             StoreError: it cannot be opened (:class:`~opencode_memoryd.errors.StoreInUseError`:
                 another process holds the embedded store; without ``allow_mismatch``,
@@ -209,10 +214,12 @@ class App:
         if q.url:
             from opencode_memoryd.store.server import ServerStore
 
-            return ServerStore(url=q.url, api_key=self._secret(q.api_key_env),
-                               collection=q.collection, embedder=embedder,
-                               timeout_seconds=q.timeout_seconds,
-                               allow_mismatch=allow_mismatch)
+            server = ServerStore(url=q.url, api_key=self._secret(q.api_key_env),
+                                 collection=q.collection, embedder=embedder,
+                                 timeout_seconds=q.timeout_seconds,
+                                 allow_mismatch=allow_mismatch)
+            server.query_expansion = self.config.search.expansion
+            return server
         from opencode_memoryd.store.edge import EdgeStore
 
         path = config_paths.store_dir(self.config, self.env)
@@ -220,8 +227,35 @@ class App:
             with contextlib.suppress(OSError):  # EdgeStore says what is wrong
                 path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             make_private(path.parent, ())
-        return EdgeStore(path, embedder=embedder, free=self.free_space,
-                         allow_mismatch=allow_mismatch)
+        fallback = embedder is None and not allow_mismatch and self._built_with_local(path)
+        store = EdgeStore(path, embedder=embedder, free=self.free_space,
+                          allow_mismatch=allow_mismatch or fallback)
+        store.query_expansion = self.config.search.expansion
+        if fallback:
+            log.warning("store_falls_back_to_bm25", store=str(path),
+                        reason="the store was built with the local embedding model, which "
+                        "cannot run here", effect="its dense vectors are dropped: search is "
+                        "BM25 (keywords) alone; the daemon re-embeds the store for the local "
+                        "model when it starts where the model runs")
+            try:
+                store.reembed(None)
+            except BaseException:
+                store.close()
+                raise
+        return store
+
+    def _built_with_local(self, path: Path) -> bool:
+        """Whether the embedded store at ``path`` holds (or was being given) the local
+        model's vectors while ``[embedding] provider`` is ``local``."""
+        from opencode_memoryd.store.edge import EDGE_META_FILE
+        from opencode_memoryd.store.meta import read_meta_file
+
+        meta_path = path / EDGE_META_FILE
+        if self.config.embedding.provider != "local" or not meta_path.exists():
+            return False
+        meta = read_meta_file(meta_path)
+        built = [meta.get("embedder"), (meta.get("reembed_in_progress") or {}).get("embedder")]
+        return any(str((e or {}).get("name", "")).startswith("local:") for e in built)
 
     def ensure_space(self) -> None:
         """Check, before an extraction writes anything, that the state dir and the

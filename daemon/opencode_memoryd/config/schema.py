@@ -18,6 +18,7 @@ from pydantic import Field
 from opencode_memoryd.config.context import ContextConfig
 from opencode_memoryd.config.daemon import DaemonConfig, DreamConfig
 from opencode_memoryd.config.fields import Section
+from opencode_memoryd.config.search import SearchConfig
 from opencode_memoryd.config.sections import (
     DedupConfig,
     EmbeddingConfig,
@@ -57,6 +58,10 @@ class Config(Section):
     embedding: EmbeddingConfig = Field(
         default_factory=EmbeddingConfig,
         description="The model that turns memories into vectors for semantic search.",
+    )
+    search: SearchConfig = Field(
+        default_factory=SearchConfig,
+        description="How a search query is read: query expansion by category of tools.",
     )
     qdrant: QdrantConfig = Field(
         default_factory=QdrantConfig,

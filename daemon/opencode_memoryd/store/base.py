@@ -20,7 +20,7 @@ from opencode_memoryd.models import Memory, iso_utc
 from opencode_memoryd.store.api import ALL, FIXED_FIELDS, Embedder, MemoryFilter
 from opencode_memoryd.store.batching import WriteBatching
 from opencode_memoryd.store.bm25 import Bm25Encoder, SparseVector, default_encoder
-from opencode_memoryd.store.expansion import expand_query
+from opencode_memoryd.store.expansion import MembersVectors, expand_query
 from opencode_memoryd.store.fusion import prefer_current_facts
 from opencode_memoryd.store.meta import check_meta, embedder_record, interrupted_message, new_meta
 
@@ -84,6 +84,7 @@ class StoreBase(WriteBatching):
         self._mismatch: str | None = None
         self._lock = threading.RLock()
         self._generation = 0
+        self._members = MembersVectors()
 
     #: Whether this process is the store's only writer (so :attr:`generation` sees every
     #: change). True for the embedded store; a server store is shared.
@@ -157,9 +158,8 @@ class StoreBase(WriteBatching):
     def _encode(self, memories: Sequence[Memory], embedder: Embedder | None) -> list[Row]:
         texts = [m.content for m in memories]
         sparse = self._bm25.embed_documents(texts)
-        dense: list[list[float] | None] = (
-            list(self._dense(embedder, texts)) if embedder is not None else [None] * len(texts)
-        )
+        dense: list[list[float] | None] = [None] * len(texts) if embedder is None else [
+            *self._dense(embedder, texts)]
         return [
             (str(uuid.UUID(m.id)), m.to_payload(), s, d)
             for m, s, d in zip(memories, sparse, dense, strict=True)
@@ -277,15 +277,15 @@ class StoreBase(WriteBatching):
         ``as_document`` (``query`` is a memory's text: a memory-to-memory look-up).
 
         BM25 sparse search always, a query naming a category of tools ("which package
-        manager?") expanded by its members, both sides (:mod:`~.expansion`; not
-        ``as_document``, nor with :attr:`query_expansion` off). With an embedder, a dense
-        search too, fused by weighted reciprocal rank fusion (:mod:`~.fusion`: k = 1,
-        sparse weight 1, dense weight 0.6; ``limit`` and ``4 * limit`` candidates). Scores:
-        BM25 scores (>= 0) without an embedder, RRF scores (at most 1.6) with one. A query of
-        stopwords alone has no BM25 terms: ``[]`` without an embedder. While a store opened
-        with ``allow_mismatch=True`` awaits :meth:`reembed`, only its still-valid vector is
-        searched. Then summaries and retired memories are scored down
-        (:func:`~opencode_memoryd.store.fusion.prefer_current_facts`).
+        manager?") expanded by its members (:mod:`~.expansion`, the dense side by blending
+        vectors; not ``as_document``, nor with :attr:`query_expansion` off). With an
+        embedder, a dense search too, fused by weighted reciprocal rank fusion
+        (:mod:`~.fusion`: k = 1, sparse weight 1, dense weight 0.6; ``limit`` and
+        ``4 * limit`` candidates). Scores: BM25 scores (>= 0) without an embedder, RRF
+        scores (at most 1.6) with one. A query of stopwords alone has no BM25 terms: ``[]``
+        without an embedder. While a store opened with ``allow_mismatch=True`` awaits
+        :meth:`reembed`, only its still-valid vector is searched. Then summaries and retired
+        memories are scored down (:func:`~.fusion.prefer_current_facts`).
 
         Raises:
             StoreError: the backend failed.
@@ -301,11 +301,11 @@ class StoreBase(WriteBatching):
             use_sparse = self._sparse_ok
             if not use_sparse and embedder is None:
                 raise EmbedderMismatchError(self._mismatch or "store needs re-embedding")
-        expand = self.query_expansion and not as_document
-        sparse, text = expand_query(self._bm25, query, expand=expand, sparse=use_sparse)
-        # the query embedding is computed outside the lock: it may call the network
-        dense = (self._dense(embedder, [text], query=not as_document)[0]
-                 if embedder is not None else None)
+        sparse, members = expand_query(self._bm25, query, sparse=use_sparse,
+                                       expand=self.query_expansion and not as_document)
+        dense = None if embedder is None else self._members.query_vector(  # unlocked: network
+            lambda texts: self._dense(embedder, texts, query=not as_document),
+            embedder.name, query, members)
         with self._lock:
             self._require_open()
             hits = (self._search_hybrid(sparse, dense, flt, limit) if dense is not None

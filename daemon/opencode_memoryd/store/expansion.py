@@ -10,8 +10,10 @@ generation" and manual thesauri): a lexicon of developer-tool categories
 by and the common members of the category, written from general knowledge of the
 ecosystems) is matched against the query, and the members of every category it names are
 added to the BM25 query at :data:`EXPANSION_WEIGHT`, below the question's own words
-(weight 1); the dense side embeds the question followed by the first
-:data:`DENSE_MEMBERS` members ("which package manager? (pnpm, npm, yarn, ...)"). A query
+(weight 1). The dense side's query vector blends the question's own vector with that of
+its first :data:`DENSE_MEMBERS` members ("pnpm, npm, yarn, ..."; :func:`blend`), which is
+computed once per members text (:class:`MembersVectors`): the model embeds only the
+question's words, so a search costs no more model time than one without expansion. A query
 that names no category is searched exactly as before.
 
 Phrase matching works on words (letters, digits and ``+#./_-`` inside a word), lowercase,
@@ -22,9 +24,12 @@ after a light suffix strip applied alike to the query and to the phrases (``-ies
 
 from __future__ import annotations
 
+import math
 import re
+import threading
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -42,6 +47,10 @@ MAX_CATEGORIES = 3
 #: Members the dense side's query text names (the first ones of the lexicon's order, the
 #: commonest first). Chosen on the same questions.
 DENSE_MEMBERS = 8
+#: Weight of the members' vector added to the question's own (:func:`blend`).
+DENSE_MEMBERS_WEIGHT = 1.0
+#: Members texts whose vectors :class:`MembersVectors` keeps.
+MEMBERS_CACHE_SIZE = 128
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9+#./_-]*")
 _SUFFIXES = (("ies", "y"), ("ing", ""), ("ed", ""), ("s", ""))
@@ -161,35 +170,94 @@ def expanded_sparse(encoder: Bm25Encoder, query: str, members: Sequence[str], *,
     return SparseVector(own.indices + added, own.values + [weight] * len(added))
 
 
-def dense_text(query: str, members: Sequence[str], *, count: int = DENSE_MEMBERS) -> str:
-    """The text the dense side embeds for ``query``: the query, then its first ``count``
-    members in parentheses ("which package manager? (pnpm, npm, yarn, ...)"); ``query``
-    alone without members."""
-    return f"{query} ({', '.join(members[:count])})" if members and count > 0 else query
+def dense_members(members: Sequence[str], *, count: int = DENSE_MEMBERS) -> str:
+    """The text the dense side embeds for the members of a query's categories: its first
+    ``count`` members ("pnpm, npm, yarn, ..."); ``""`` without members."""
+    return ", ".join(members[:count]) if count > 0 else ""
 
 
 def expand_query(encoder: Bm25Encoder, query: str, *, expand: bool = True,
                  sparse: bool = True) -> tuple[SparseVector, str]:
     """What the store searches with for ``query``: the BM25 query vector
     (:func:`expanded_sparse` at :data:`EXPANSION_WEIGHT`; empty when ``sparse`` is false)
-    and the dense side's text (:func:`dense_text` with :data:`DENSE_MEMBERS` members), with
-    the members of the categories ``query`` names in :func:`default_lexicon`. With
-    ``expand`` false, or a query naming no category: ``query``'s own vector and ``query``.
+    and the members text of the dense side (:func:`dense_members`), with the members of the
+    categories ``query`` names in :func:`default_lexicon`. With ``expand`` false, or a query
+    naming no category: ``query``'s own vector and ``""``.
     """
     members = default_lexicon().members_for(query) if expand else []
     vector = (expanded_sparse(encoder, query, members, weight=EXPANSION_WEIGHT) if sparse
               else SparseVector([], []))
-    return vector, dense_text(query, members, count=DENSE_MEMBERS)
+    return vector, dense_members(members, count=DENSE_MEMBERS)
+
+
+def blend(question: Sequence[float], members: Sequence[float], *,
+          weight: float = DENSE_MEMBERS_WEIGHT) -> list[float]:
+    """The dense query vector of an expanded question: ``question + weight * members``
+    (both unit vectors), L2-normalised. Mean pooling makes the embedding of a text close to
+    the token-weighted mean of its parts' embeddings, so this stands for embedding the
+    question followed by its members, while the members' vector, the same for every question
+    naming the same categories, is computed once (:class:`MembersVectors`) and the model
+    embeds only the question's own tokens."""
+    out = [q + weight * m for q, m in zip(question, members, strict=True)]
+    norm = math.sqrt(sum(x * x for x in out)) or 1.0
+    return [x / norm for x in out]
+
+
+class MembersVectors:
+    """Query vectors of members texts (:func:`dense_members`), by embedder name and text,
+    the last :data:`MEMBERS_CACHE_SIZE` kept. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._vectors: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, embedder: str, text: str) -> list[float] | None:
+        """The kept vector of ``text`` for ``embedder``, or ``None``."""
+        with self._lock:
+            vector = self._vectors.get((embedder, text))
+            if vector is not None:
+                self._vectors.move_to_end((embedder, text))
+            return vector
+
+    def put(self, embedder: str, text: str, vector: list[float]) -> None:
+        """Keep ``vector`` for ``text`` (the oldest dropped past the size)."""
+        with self._lock:
+            self._vectors[(embedder, text)] = vector
+            while len(self._vectors) > MEMBERS_CACHE_SIZE:
+                self._vectors.popitem(last=False)
+
+    def query_vector(self, embed: Callable[[list[str]], list[list[float]]], embedder: str,
+                     query: str, members: str) -> list[float]:
+        """The dense query vector of ``query`` with its members text ``members``
+        (:func:`expand_query`): ``embed([query])`` alone without members, else
+        :func:`blend` of it and the members' vector, kept here (on a miss both texts go to
+        ``embed`` in one call). ``embedder`` names the embedder ``embed`` calls.
+
+        Raises:
+            whatever ``embed`` raises, unchanged.
+        """
+        if not members:
+            return embed([query])[0]
+        kept = self.get(embedder, members)
+        if kept is None:
+            own, kept = embed([query, members])
+            self.put(embedder, members, kept)
+        else:
+            own = embed([query])[0]
+        return blend(own, kept)
 
 
 __all__ = [
     "DENSE_MEMBERS",
+    "DENSE_MEMBERS_WEIGHT",
     "EXPANSION_WEIGHT",
     "MAX_CATEGORIES",
     "Category",
     "CategoryLexicon",
+    "MembersVectors",
+    "blend",
     "default_lexicon",
-    "dense_text",
+    "dense_members",
     "expand_query",
     "expanded_sparse",
     "words",
