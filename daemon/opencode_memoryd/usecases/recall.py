@@ -19,22 +19,32 @@ session or in an earlier recall part of it; at most ``[context] recall_entries``
 whose lines (line breaks included) take at most ``recall_chars`` characters: the fence's
 fixed lines (:data:`RECALL_FENCE_CHARS`) come on top.
 
-A part is answered once per (session, message id) and kept (:class:`RecallCache`): a retry
-of the turn, each tool step of it, and another OpenCode process asking for the same message
-get the same bytes, so the provider's cached prompt stays valid within the turn.
+The OpenCode plugin adds the part to the user message itself, as a synthetic text part
+that OpenCode keeps in the session: it is sent with that message in every later request,
+so the system prompt stays the same for the whole session and the provider's cached prefix
+stays valid. A part is answered once per (session, message id) and kept
+(:class:`RecallCache`): asked again, the same message gets the same bytes. Its memories
+count as given to the session only once the plugin confirms it added the part
+(:meth:`RecallCache.confirm`, with the hash of the part's closing line); a part the plugin
+dropped (it came too late) gives nothing away. The given memories are kept in the state
+file (:class:`~opencode_memoryd.state.recall.RecallTable`), since the parts stay in the
+session across restarts of the daemon.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from opencode_memoryd.models import Memory
+from opencode_memoryd.state.recall import RecallTable
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
-from opencode_memoryd.usecases.context_cache import MAX_LOOKUPS, ContextCache, Lru
+from opencode_memoryd.usecases.context_cache import ContextCache, Lru
 from opencode_memoryd.usecases.fence import (
+    END_HASH_CHARS,
     RECALL_END_PREFIX,
     RECALL_MARKER,
     end_line,
@@ -140,6 +150,14 @@ def build_recall(store: MemoryStore, text: str, flts: Sequence[MemoryFilter], *,
     return RecallPart(render(chosen), [m.id for m in chosen])
 
 
+def closing_digest(text: str) -> str:
+    """The hash a sealed part's closing line carries (its 16 hex digits), or ``""``."""
+    last = text.rstrip("\n").rsplit("\n", 1)[-1]
+    if not last.startswith(RECALL_END_PREFIX):
+        return ""
+    return last[len(RECALL_END_PREFIX):len(RECALL_END_PREFIX) + END_HASH_CHARS]
+
+
 class RecallCache:
     """The daemon's recall use case: one part per (session, message id), kept.
 
@@ -147,22 +165,25 @@ class RecallCache:
         app: settings (``[context] recall_entries``, ``recall_chars``).
         context: the daemon's :class:`ContextCache` (the session's scopes, its blocks).
         store: the open memory store.
+        state: the state file, which keeps the parts offered and those confirmed.
 
     Thread-safe: parts are built one at a time.
     """
 
-    def __init__(self, app: AppPort, context: ContextCache, store: MemoryStore) -> None:
+    def __init__(self, app: AppPort, context: ContextCache, store: MemoryStore,
+                 state: RecallTable) -> None:
         self._app = app
         self._context = context
         self._store = store
+        self._state = state
         self._lock = threading.Lock()
         self._parts = Lru(MAX_PARTS)
-        self._given = Lru(MAX_LOOKUPS)  # session -> ids given in its recall parts
 
     def recall(self, *, directory: str | None, session: str, message_id: str, text: str,
                project: str | None) -> dict[str, Any]:
         """The part for message ``message_id`` of ``session`` as :meth:`RecallPart.to_dict`:
-        the same dict for every ask of that message, whatever was written since."""
+        the same dict for every ask of that message, whatever was written since. A part
+        with entries is recorded as offered (:meth:`confirm` makes it given)."""
         key = (session, message_id)
         with self._lock:
             hit = self._parts.get(key)
@@ -174,14 +195,27 @@ class RecallCache:
                 part = RecallPart("", [], "sub-agent session")
             else:
                 flts, slack = scope
-                given: set[str] = self._given.get(session) or set()
-                exclude = given | self._context.block_ids(directory=directory,
-                                                          session=session, project=project)
+                exclude = self._state.given_recall_ids(session) | self._context.block_ids(
+                    directory=directory, session=session, project=project)
                 cfg = self._app.config.context
                 part = build_recall(self._store, text, flts, exclude=exclude,
                                     max_chars=cfg.recall_chars,
                                     max_entries=cfg.recall_entries, slack=slack)
-                self._given.put(session, given | set(part.ids))
+                if part.text:
+                    self._state.offer_recall_part(session, message_id,
+                                                  closing_digest(part.text), part.ids,
+                                                  int(time.time() * 1000))
             out = part.to_dict()
             self._parts.put(key, out)
             return dict(out)
+
+    def confirm(self, *, session: str, message_id: str, digest: str) -> dict[str, Any]:
+        """The plugin added the part of ``message_id`` (whose closing line carries
+        ``digest``) to the message: its memories are given to ``session`` from now on.
+
+        Returns:
+            ``{"given": bool, "ids": [...]}``: ``given`` is false (no ids) when no part
+            with that hash was offered for the message.
+        """
+        ids = self._state.confirm_recall_part(session, message_id, digest.strip().lower())
+        return {"given": ids is not None, "ids": ids or []}
