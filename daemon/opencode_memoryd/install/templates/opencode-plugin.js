@@ -254,7 +254,6 @@ const confirmRecall = async (turn, part) => {
 const bounded = (promise, ms, fallback) =>
   new Promise((resolve) => {
     const timer = setTimeout(() => resolve(fallback), ms)
-    timer.unref?.()
     promise.then(
       (value) => (clearTimeout(timer), resolve(value)),
       () => (clearTimeout(timer), resolve(fallback)),
