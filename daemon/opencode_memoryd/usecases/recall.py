@@ -33,11 +33,14 @@ session across restarts of the daemon.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import structlog
 
 from opencode_memoryd.models import Memory
 from opencode_memoryd.state.recall import RecallTable
@@ -52,6 +55,8 @@ from opencode_memoryd.usecases.fence import (
     seal,
 )
 from opencode_memoryd.usecases.ports import AppPort
+
+log = structlog.get_logger(__name__)
 
 HEADER = "## Relevant now"
 FRAMING = ("Notes opencode-memoryd kept from earlier sessions that match the user's latest "
@@ -185,29 +190,40 @@ class RecallCache:
         the same dict for every ask of that message, whatever was written since. A part
         with entries is recorded as offered (:meth:`confirm` makes it given)."""
         key = (session, message_id)
+        marks = [time.perf_counter()]  # start, waited, scope, exclude, search, offer
         with self._lock:
+            marks.append(time.perf_counter())
             hit = self._parts.get(key)
             if hit is not None:
                 return dict(hit)
             scope = self._context.scope(directory=directory, session=session,
                                         project=project)
+            marks.append(time.perf_counter())
             if scope is None:
                 part = RecallPart("", [], "sub-agent session")
             else:
                 flts, slack = scope
                 exclude = self._state.given_recall_ids(session) | self._context.block_ids(
                     directory=directory, session=session, project=project)
+                marks.append(time.perf_counter())
                 cfg = self._app.config.context
                 part = build_recall(self._store, text, flts, exclude=exclude,
                                     max_chars=cfg.recall_chars,
                                     max_entries=cfg.recall_entries, slack=slack)
+                marks.append(time.perf_counter())
                 if part.text:
                     self._state.offer_recall_part(session, message_id,
                                                   closing_digest(part.text), part.ids,
                                                   int(time.time() * 1000))
+                marks.append(time.perf_counter())
             out = part.to_dict()
             self._parts.put(key, out)
-            return dict(out)
+        steps = dict(zip(("wait_ms", "scope_ms", "exclude_ms", "search_ms", "offer_ms"),
+                         (round((b - a) * 1000, 1) for a, b in itertools.pairwise(marks)),
+                         strict=False))
+        log.info("recall_part", entries=len(part.ids), reason=part.reason,
+                 ms=round((marks[-1] - marks[0]) * 1000, 1), **steps)
+        return dict(out)
 
     def confirm(self, *, session: str, message_id: str, digest: str) -> dict[str, Any]:
         """The plugin added the part of ``message_id`` (whose closing line carries
