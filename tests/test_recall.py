@@ -179,6 +179,39 @@ def test_the_capture_never_learns_from_a_recall_part() -> None:
     assert human_text(message) == said
 
 
+TESTS = "The unit tests run with Vitest, `pnpm test` runs them all."
+#: Messages that ask nothing the memories answer: no part (with the local model, every
+#: message has search hits).
+ASK_NOTHING = ["thanks", "ok, go ahead", "fix the typo in line 3", "that didn't work",
+               "now do the same for the other file", "make it shorter"]
+#: Messages and the memory that answers them: kept.
+ANSWERED = [
+    ("How do deploys happen?", "Deploys go through GitHub Actions."),
+    ("which test framework do we use?", TESTS),
+    ("run the unit tests with coverage", TESTS),  # two words in common, no question
+    ("which package manager should I use", "We always use pnpm, never npm."),  # a tool
+]
+
+
+def test_a_part_needs_a_relevant_hit(tmp_path: Path, sample_db: Path,
+                                     isolated_env: dict[str, str]) -> None:
+    r = Recall(make_app(tmp_path, sample_db, isolated_env,
+                        '[embedding]\nprovider = "local"'))
+    try:
+        r.store.upsert([*SEED, mem(TESTS, minutes=30)])
+        block = str(r.block()["text"])
+        for i, said in enumerate(ASK_NOTHING):
+            part = r.ask(f"msg_n{i}", said)
+            assert (part["text"], part["reason"]) == (
+                "", "nothing relevant enough for this message"), (said, part)
+        for i, (said, answer) in enumerate(ANSWERED):
+            if answer in block:
+                continue
+            assert f'"{answer}"' in str(r.ask(f"msg_a{i}", said)["text"]), said
+    finally:
+        r.close()
+
+
 def test_the_agents_pending_and_retired_notes_never_come(recall: Recall) -> None:
     recall.block()
     words = "kestrel deploy token rotation"

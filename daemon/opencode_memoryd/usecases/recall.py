@@ -2,8 +2,7 @@
 that the session was not given yet.
 
 The context block (:mod:`opencode_memoryd.usecases.context`) is built once per session from
-its first message. Each later user message gets a short part of its own, sent after the
-block in the same request, so the block stays a byte-identical prefix::
+its first message. Each later user message gets a short part of its own::
 
     <!-- opencode-memoryd recall -->
     ## Relevant now
@@ -13,11 +12,14 @@ block in the same request, so the block stays a byte-identical prefix::
 
 The entries are quoted and fenced as the block's are (:mod:`~opencode_memoryd.usecases.fence`:
 the same escaping, a closing line carrying a hash of the lines between). They are the
-search hits for the message's text, best first (ties by id), without the agent's notes,
-pending notes, retired (superseded, forgotten) memories, anything in a block served to the
-session or in an earlier recall part of it; at most ``[context] recall_entries`` of them,
-whose lines (line breaks included) take at most ``recall_chars`` characters: the fence's
-fixed lines (:data:`RECALL_FENCE_CHARS`) come on top.
+search hits for the message's text that are relevant enough to it
+(:mod:`~opencode_memoryd.usecases.relevance`: shared words, a tool of a category it names;
+a message that asks nothing, "thanks", gets no part), best first (ties by id), without the
+agent's notes, pending notes, retired (superseded, forgotten) memories, anything in a block
+served to the session or in an earlier recall part of it; at most
+``[context] recall_entries`` of them, whose lines (line breaks included) take at most
+``recall_chars`` characters: the fence's fixed lines (:data:`RECALL_FENCE_CHARS`) come on
+top.
 
 The OpenCode plugin adds the part to the user message itself, as a synthetic text part
 that OpenCode keeps in the session: it is sent with that message in every later request,
@@ -55,6 +57,7 @@ from opencode_memoryd.usecases.fence import (
     seal,
 )
 from opencode_memoryd.usecases.ports import AppPort
+from opencode_memoryd.usecases.relevance import Message
 
 log = structlog.get_logger(__name__)
 
@@ -149,9 +152,12 @@ def build_recall(store: MemoryStore, text: str, flts: Sequence[MemoryFilter], *,
         return RecallPart("", [], "no message text" if max_entries > 0 else "recall is off")
     limit = max_entries + len(exclude) + slack
     hits = [hit for flt in flts for hit in store.search(text, flt=flt, limit=limit)]
-    chosen = choose(hits, exclude=exclude, max_chars=max_chars, max_entries=max_entries)
+    message = Message.of(text)
+    relevant = [(m, score) for m, score in hits if message.supports(m.content)]
+    chosen = choose(relevant, exclude=exclude, max_chars=max_chars, max_entries=max_entries)
     if not chosen:
-        return RecallPart("", [], "nothing new for this message")
+        return RecallPart("", [], "nothing new for this message" if relevant
+                          else "nothing relevant enough for this message")
     return RecallPart(render(chosen), [m.id for m in chosen])
 
 
