@@ -176,6 +176,10 @@ RECALL_TEXTS = (
 )
 
 
+#: Longest wait (s) for a daemon to serve after its start.
+READY_SECONDS = 1800.0
+
+
 @contextmanager
 def running_daemon(setup: Setup) -> Iterator[Path]:
     # this checkout's code (PYTHONPATH), unlike Sandbox.start_daemon
@@ -188,7 +192,9 @@ def running_daemon(setup: Setup) -> Iterator[Path]:
         err.close()
     daemon = Daemon(proc, setup.box)
     try:
-        daemon.wait_ready()  # serving, and its start-up pass over the databases done
+        # serving, and its start-up pass over the databases done; the first start re-embeds
+        # the seeded store for the local model (minutes at 10k memories on 2 busy cores)
+        daemon.wait_ready(timeout=READY_SECONDS)
         info = setup.box.state_dir / "daemon.json"
         yield Path(json.loads(info.read_text())["socket"])
     finally:

@@ -375,6 +375,8 @@ const firstUserText = (messages) => {
     .trim()
 }
 
+// No recall part in 2.x: its `prompt` hook sees each new user message, but can only change
+// the user's own text (packages/schema/src/prompt-input.ts), not add a synthetic part.
 const setup = async (ctx) => {
   const blocks = sessionBlocks()
   // The session's folder and project: `ctx.session.get` gives Session.Info
