@@ -261,9 +261,9 @@ const bounded = (promise, ms, fallback) =>
   })
 
 // A part id as OpenCode 1.x makes them ("prt_", 12 hex digits of ms * 4096 + a counter,
-// 14 random base-62 characters; anomalyco/opencode packages/opencode/src/id/id.ts, read
-// in the shipped 1.18.33 binary), with the last counter of the current ms: a message's
-// parts are read back in id order, so the part comes after the user's own text.
+// 14 random base-62 characters; read in the shipped 1.18.33 binary), with the last counter
+// of the current ms: a message's parts are read back in id order, so the part comes after
+// the user's own text.
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 const partID = () => {
   const stamp = (BigInt(Date.now()) * 4096n + 4095n) & 0xffffffffffffn
@@ -271,8 +271,8 @@ const partID = () => {
   return "prt_" + stamp.toString(16).padStart(12, "0") + tail
 }
 
-// Answers asked once per key (a session's block, a user message's part); a failure is kept
-// as "" so the prompt stays the same. `ask()` gives the request's fields (it may be async).
+// Answers asked once per key (a session's block); a failure is kept as "" so the prompt
+// stays the same. `ask()` gives the request's fields (it may be async).
 const keptAnswers = (send, most = MAX_SESSIONS) => {
   const kept = new Map() // key -> Promise<string>
   return {
