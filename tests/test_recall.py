@@ -25,6 +25,7 @@ from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.context_cache import ContextCache
 from opencode_memoryd.usecases.fence import RECALL_END_PREFIX, RECALL_MARKER, is_sealed
 from opencode_memoryd.usecases.recall import HEADER, RecallCache, closing_digest
+from opencode_writer import OpenCodeWriter
 from test_context import ACME, ACME_KEY, MAIN, SEED, SUBAGENT, mem, seed
 
 DEPLOYS = "Deploys go through GitHub Actions."
@@ -177,6 +178,23 @@ def test_the_capture_never_learns_from_a_recall_part() -> None:
     message = MessageRow(id="msg_1", session_id=MAIN, time_created=1, time_updated=1,
                          data={"role": "user"}, parts=parts)
     assert human_text(message) == said
+
+
+def test_a_sessions_first_message_gets_no_part_its_block_answers_it(
+        recall: Recall, sample_db: Path) -> None:
+    writer = OpenCodeWriter(sample_db)
+    try:
+        # OpenCode saves the session, then asks the plugin about its first message, then
+        # saves that message
+        new = writer.new_session(project_id=ACME_KEY, directory=ACME, worktree=ACME)
+        first = recall.ask("msg_1", "How do deploys happen?", session=new)
+        assert (first["text"], first["reason"]) == (
+            "", "the session's first message: its block answers it")
+        writer.append_turn(new, "How do deploys happen?", "Through GitHub Actions.")
+    finally:
+        writer.close()
+    later = recall.ask("msg_2", "How do deploys happen, through GitHub Actions?", session=new)
+    assert DEPLOYS in str(later["text"])
 
 
 TESTS = "The unit tests run with Vitest, `pnpm test` runs them all."

@@ -1,8 +1,9 @@
 """Per-message recall in the genuine OpenCode: a later user message of a session gets the
 memories that match it and that the session's block left out, in a synthetic part of the
-message itself, the same bytes in every later request; the system prompt (the block) is
-byte-identical in every request of the session; the part counts as given once it reached
-the message, and the capture never learns from it.
+message itself, the same bytes in every later request (the first message gets none: the
+block answers it); the system prompt (the block) is byte-identical in every request of
+the session; the part counts as given once it reached the message, and the capture never
+learns from it.
 
 A real ``opencode-memoryd run`` on a seeded store whose block holds two memories
 (``[context] max_entries = 2``), wired up with the real ``install-opencode``; the stand-in
@@ -118,17 +119,16 @@ def test_a_later_message_gets_what_the_block_left_out_in_its_own_user_message(
     recall2 = recall_of(asked[1])
     assert recall2 is not None and added["text"].rstrip("\n") == recall2
     assert recall2 is not None and f'- 2026-01-10: "{STAGING}"' in recall2
-    # the first user message is sent as it was in the first turn
+    # the first user message is sent as it was in the first turn, without a part: the
+    # block answers a session's first message (and the title request gets no part)
     assert asked[0] == users(turn1[0])[0]
-    recall1 = recall_of(asked[0])
-    # nothing the block holds comes again, nor what the first turn's part gave
+    assert recall_of(asked[0]) is None
+    # nothing the block holds comes again
     for text in (PNPM, BRITISH):
         assert text not in recall2
-    if recall1 is not None:
-        assert not any(line in recall2 for line in recall1.split("\n") if line.startswith("- "))
     titles = [r for r in sandbox.requests if r.is_title]
     assert titles and all(MARKER not in t and RECALL not in t
-                          for r in titles for t in r.system)
+                          for r in titles for t in r.system + r.texts("user"))
     # OpenCode keeps the part as a synthetic text part of the message; the daemon counts
     # it as given (the plugin confirmed it) ...
     kept = stored_parts(sandbox, first.session_id)

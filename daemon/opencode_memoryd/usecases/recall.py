@@ -207,6 +207,8 @@ class RecallCache:
             marks.append(time.perf_counter())
             if scope is None:
                 part = RecallPart("", [], "sub-agent session")
+            elif self._context.first_message_pending(session):
+                part = RecallPart("", [], "the session's first message: its block answers it")
             else:
                 flts, slack = scope
                 exclude = self._state.given_recall_ids(session) | self._context.block_ids(
