@@ -24,8 +24,10 @@ Then the per-message recall part (``GET /v1/recall?directory&session&project&mes
 what the plugin asks once per user message): "a new message each" sends a new message id
 and text at every request, ten messages per session of the biggest project (each session's
 block asked first, untimed, as the plugin does), so nothing kept for that message helps and
-each session's parts grow what later ones leave out; "the same message again" repeats one
-message id (a tool step of the turn).
+each session's parts (confirmed through ``/v1/recall_given``, as the plugin confirms a
+part it added) grow what later ones leave out; "the same message again" repeats one
+message id. "first after start" restarts the daemon ``--starts`` times and times the first
+part it answers once it serves (the session's block asked first).
 
 Printed per size and case: p50 / p95 / p99 / max milliseconds (goal: p95 <= 20 ms), the
 block's characters and entries; the store's seeding time. With ``--profile`` (default on
@@ -35,7 +37,7 @@ folder's project, store scrolls, store searches, selection and rendering), then 
 functions of a ``cProfile`` run by cumulative time.
 
 Run: ``.venv/bin/python bench/context_latency.py [--sizes 1000,10000] [--requests 200]
-[--profile]``. Nothing leaves 127.0.0.1; asserts nothing about time.
+[--starts 5] [--profile]``. Nothing leaves 127.0.0.1; asserts nothing about time.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ from opencode_memoryd.compose import App  # noqa: E402
 from opencode_memoryd.config.loader import load_config  # noqa: E402
 from opencode_memoryd.config.paths import store_dir  # noqa: E402
 from opencode_memoryd.usecases import context as context_mod  # noqa: E402
+from opencode_memoryd.usecases.recall import closing_digest  # noqa: E402
 from opencode_memoryd.usecases.service import open_local  # noqa: E402
 from opencode_writer import OpenCodeWriter  # noqa: E402
 
@@ -173,6 +176,10 @@ RECALL_TEXTS = (
 )
 
 
+#: Longest wait (s) for a daemon to serve after its start.
+READY_SECONDS = 1800.0
+
+
 @contextmanager
 def running_daemon(setup: Setup) -> Iterator[Path]:
     # this checkout's code (PYTHONPATH), unlike Sandbox.start_daemon
@@ -185,7 +192,9 @@ def running_daemon(setup: Setup) -> Iterator[Path]:
         err.close()
     daemon = Daemon(proc, setup.box)
     try:
-        daemon.wait_ready()  # serving, and its start-up pass over the databases done
+        # serving, and its start-up pass over the databases done; the first start re-embeds
+        # the seeded store for the local model (minutes at 10k memories on 2 busy cores)
+        daemon.wait_ready(timeout=READY_SECONDS)
         info = setup.box.state_dir / "daemon.json"
         yield Path(json.loads(info.read_text())["socket"])
     finally:
@@ -208,11 +217,38 @@ def measure(sock: Path, params: Callable[[int], dict[str, str]], n: int,
             t = time.perf_counter()
             r = http.get(url, timeout=30)
             ms = (time.perf_counter() - t) * 1000
-        r.raise_for_status()
-        result = r.json()["result"]
+            r.raise_for_status()
+            result = r.json()["result"]
+            if route == "recall" and result["text"]:  # the plugin added it: confirmed
+                given = {"session": asked["session"], "message_id": asked["message_id"],
+                         "digest": closing_digest(result["text"])}
+                http.get("http://opencode-memoryd/v1/recall_given?" + urlencode(given),
+                         timeout=30).raise_for_status()
         if i >= WARMUP:
             times.append(ms)
     return times, result
+
+
+def first_after_start(setup: Setup, starts: int) -> list[float]:
+    """The first recall part a daemon answers, right after it serves (its session's block
+    asked first, as the plugin does), over ``starts`` starts: ms each."""
+    times = []
+    for k in range(starts):
+        with running_daemon(setup) as sock:
+            sid, _ = setup.fresh[-1 - k]
+            asked = {"directory": setup.roots["big"], "session": sid,
+                     "project": setup.keys["big"], "message_id": f"msg_start_{k}",
+                     "text": f"{RECALL_TEXTS[k % len(RECALL_TEXTS)]} (ticket {9000 + k})"}
+            with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock)),
+                              trust_env=False) as http:
+                block = {k: asked[k] for k in ("directory", "session", "project")}
+                http.get("http://opencode-memoryd/v1/context?" + urlencode(block),
+                         timeout=30).raise_for_status()
+                t = time.perf_counter()
+                http.get("http://opencode-memoryd/v1/recall?" + urlencode(asked),
+                         timeout=30).raise_for_status()
+                times.append((time.perf_counter() - t) * 1000)
+    return times
 
 
 def _kwargs(params: dict[str, str]) -> dict[str, str | None]:
@@ -297,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="1000,10000")
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--starts", type=int, default=5,
+                    help="daemon starts for the first recall part after a start (0: none)")
     ap.add_argument("--profile", action="store_true",
                     help="profile every size (default: only a size whose p95 misses 20 ms)")
     args = ap.parse_args(argv)
@@ -324,6 +362,10 @@ def main(argv: list[str] | None = None) -> int:
                                             args.requests, route="recall")
                     print(f"  {case:26} {percentile_line(times)}  part {result['chars']} "
                           f"chars, {result['entries']} entries")
+            if args.starts:
+                print(f"  {'recall, first after start':26} "
+                      f"{percentile_line(first_after_start(setup, args.starts))}  "
+                      f"({args.starts} starts)")
             recall_in_process(setup, args.requests)
             if missed or args.profile:
                 case = missed[0] if missed else CASES[0]

@@ -1,6 +1,8 @@
 """The per-message recall part (``usecases/recall.py``): the same bytes for the same message
-id, nothing the session already has, never the agent's, pending or retired notes, the
-budget, the fence; and the daemon's ``GET /v1/recall`` that the OpenCode plugin calls."""
+id, nothing the session already has (a part counts once the plugin confirms it, across
+restarts), never the agent's, pending or retired notes, the budget, the fence, never
+learned from; and the daemon's ``GET /v1/recall`` and ``/v1/recall_given`` that the
+OpenCode plugin calls."""
 
 from __future__ import annotations
 
@@ -16,10 +18,14 @@ from conftest import start_daemon, wait_until, write_config
 from opencode_memoryd.compose import DAEMON_INFO_FILE, App
 from opencode_memoryd.config.loader import load_config
 from opencode_memoryd.config.paths import state_dir
+from opencode_memoryd.source.rows import MessageRow, PartRow
+from opencode_memoryd.source.transcript import human_text
+from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.context_cache import ContextCache
 from opencode_memoryd.usecases.fence import RECALL_END_PREFIX, RECALL_MARKER, is_sealed
-from opencode_memoryd.usecases.recall import HEADER, RecallCache
+from opencode_memoryd.usecases.recall import HEADER, RecallCache, closing_digest
+from opencode_writer import OpenCodeWriter
 from test_context import ACME, ACME_KEY, MAIN, SEED, SUBAGENT, mem, seed
 
 DEPLOYS = "Deploys go through GitHub Actions."
@@ -52,9 +58,11 @@ class Recall:
     """A store, the daemon's context cache and its recall cache over ``app``."""
 
     def __init__(self, app: App) -> None:
+        self.app = app
         self.store: MemoryStore = app.open_store()
+        self.state: StateDB = app.open_state()
         self.context = ContextCache(app, self.store)
-        self.cache = RecallCache(app, self.context, self.store)
+        self.cache = RecallCache(app, self.context, self.store, self.state)
 
     def block(self) -> dict[str, object]:
         return self.context.context(directory=ACME, session=MAIN, project=None, query=None)
@@ -63,8 +71,23 @@ class Recall:
         return self.cache.recall(directory=ACME, session=session, message_id=message_id,
                                  text=text, project=None)
 
+    def given(self, message_id: str, part: dict[str, object], session: str = MAIN
+              ) -> dict[str, object]:
+        """The plugin's confirmation that ``part`` reached the message."""
+        return self.cache.confirm(session=session, message_id=message_id,
+                                  digest=closing_digest(str(part["text"])))
+
+    def restart(self) -> None:
+        """A new daemon over the same state file and store."""
+        self.state.close()
+        self.context.close()
+        self.state = self.app.open_state()
+        self.context = ContextCache(self.app, self.store)
+        self.cache = RecallCache(self.app, self.context, self.store, self.state)
+
     def close(self) -> None:
         self.context.close()
+        self.state.close()
         self.store.close()
 
 
@@ -106,6 +129,7 @@ def test_the_same_message_id_gets_the_same_bytes_and_a_new_one_nothing_repeated(
     # a write in between (a new memory matching better) changes nothing for msg_2
     recall.store.upsert([mem("The frontend deploys use Vite preview builds.", minutes=90)])
     assert recall.ask("msg_2", "Which frontend build tool and deploys do we use?") == first
+    assert recall.given("msg_2", first)["given"] is True
     # the next message asks the same: what msg_2's part gave is not given again
     second = recall.ask("msg_3", "Which frontend build tool and deploys do we use?")
     assert not set(second["ids"]) & set(first["ids"])  # type: ignore[call-overload]
@@ -114,6 +138,96 @@ def test_the_same_message_id_gets_the_same_bytes_and_a_new_one_nothing_repeated(
     other = Recall.ask(recall, "msg_9", "Which frontend build tool and deploys do we use?",
                        session="ses_other")
     assert set(first["ids"]) <= set(other["ids"])  # type: ignore[call-overload]
+
+
+def test_a_part_counts_as_given_only_once_confirmed_and_across_restarts(
+        recall: Recall) -> None:
+    recall.block()
+    question = "Which frontend build tool and deploys do we use?"
+    dropped = recall.ask("msg_2", question)
+    assert dropped["ids"]
+    # the plugin dropped msg_2's part (it came too late): the next message gets it again
+    again = recall.ask("msg_3", question)
+    assert again["ids"] == dropped["ids"] and again["text"] == dropped["text"]
+    # a confirmation needs the part's own hash, for that message
+    wrong = {"text": str(dropped["text"]).replace(closing_digest(str(dropped["text"])),
+                                                  "0" * 16)}
+    assert recall.given("msg_3", wrong) == {"given": False, "ids": []}
+    assert recall.given("msg_9", again) == {"given": False, "ids": []}
+    assert recall.given("msg_3", again) == {"given": True, "ids": again["ids"]}
+    fresh = recall.ask("msg_4", question)
+    assert not set(fresh["ids"]) & set(again["ids"])  # type: ignore[call-overload]
+    # the session keeps its parts across a restart of the daemon, and so does the state
+    recall.restart()
+    recall.block()
+    after = recall.ask("msg_5", question)
+    assert not set(after["ids"]) & set(again["ids"])  # type: ignore[call-overload]
+    # the other session never had them
+    other = recall.ask("msg_1", question, session="ses_other")
+    assert set(again["ids"]) <= set(other["ids"])  # type: ignore[call-overload]
+
+
+def test_the_capture_never_learns_from_a_recall_part() -> None:
+    said = "Which frontend build tool do we use?"
+    part = ('<!-- opencode-memoryd recall -->\n## Relevant now\n- 2026-01-10: "We always '
+            'use pnpm, never npm."\n<!-- opencode-memoryd recall end 0123456789abcdef -->\n')
+    parts = [PartRow("prt_1", {"type": "text", "text": said}),
+             PartRow("prt_2", {"type": "text", "text": part, "synthetic": True}),
+             # a part that lost its synthetic flag is still ours
+             PartRow("prt_3", {"type": "text", "text": "\n" + part})]
+    message = MessageRow(id="msg_1", session_id=MAIN, time_created=1, time_updated=1,
+                         data={"role": "user"}, parts=parts)
+    assert human_text(message) == said
+
+
+def test_a_sessions_first_message_gets_no_part_its_block_answers_it(
+        recall: Recall, sample_db: Path) -> None:
+    writer = OpenCodeWriter(sample_db)
+    try:
+        # OpenCode saves the session, then asks the plugin about its first message, then
+        # saves that message
+        new = writer.new_session(project_id=ACME_KEY, directory=ACME, worktree=ACME)
+        first = recall.ask("msg_1", "How do deploys happen?", session=new)
+        assert (first["text"], first["reason"]) == (
+            "", "the session's first message: its block answers it")
+        writer.append_turn(new, "How do deploys happen?", "Through GitHub Actions.")
+    finally:
+        writer.close()
+    later = recall.ask("msg_2", "How do deploys happen, through GitHub Actions?", session=new)
+    assert DEPLOYS in str(later["text"])
+
+
+TESTS = "The unit tests run with Vitest, `pnpm test` runs them all."
+#: Messages that ask nothing the memories answer: no part (with the local model, every
+#: message has search hits).
+ASK_NOTHING = ["thanks", "ok, go ahead", "fix the typo in line 3", "that didn't work",
+               "now do the same for the other file", "make it shorter"]
+#: Messages and the memory that answers them: kept.
+ANSWERED = [
+    ("How do deploys happen?", "Deploys go through GitHub Actions."),
+    ("which test framework do we use?", TESTS),
+    ("run the unit tests with coverage", TESTS),  # two words in common, no question
+    ("which package manager should I use", "We always use pnpm, never npm."),  # a tool
+]
+
+
+def test_a_part_needs_a_relevant_hit(tmp_path: Path, sample_db: Path,
+                                     isolated_env: dict[str, str]) -> None:
+    r = Recall(make_app(tmp_path, sample_db, isolated_env,
+                        '[embedding]\nprovider = "local"'))
+    try:
+        r.store.upsert([*SEED, mem(TESTS, minutes=30)])
+        block = str(r.block()["text"])
+        for i, said in enumerate(ASK_NOTHING):
+            part = r.ask(f"msg_n{i}", said)
+            assert (part["text"], part["reason"]) == (
+                "", "nothing relevant enough for this message"), (said, part)
+        for i, (said, answer) in enumerate(ANSWERED):
+            if answer in block:
+                continue
+            assert f'"{answer}"' in str(r.ask(f"msg_a{i}", said)["text"]), said
+    finally:
+        r.close()
 
 
 def test_the_agents_pending_and_retired_notes_never_come(recall: Recall) -> None:
@@ -188,10 +302,16 @@ def test_the_daemon_serves_recall_on_get(tmp_path: Path, sample_db: Path,
         with httpx.Client(transport=httpx.HTTPTransport(uds=sock), trust_env=False) as http:
             r = http.get(f"http://opencode-memoryd/v1/recall?{query}", timeout=10)
             again = http.get(f"http://opencode-memoryd/v1/recall?{query}", timeout=10)
-        assert r.status_code == 200, r.text
-        part = r.json()["result"]
+            assert r.status_code == 200, r.text
+            part = r.json()["result"]
+            given = urlencode({"session": MAIN, "message_id": "msg_2",
+                               "digest": closing_digest(part["text"])})
+            confirmed = http.get(f"http://opencode-memoryd/v1/recall_given?{given}",
+                                 timeout=10)
         assert part["text"].startswith(RECALL_MARKER) and DEPLOYS in part["text"]
         assert again.json()["result"]["text"] == part["text"]
+        assert confirmed.status_code == 200, confirmed.text
+        assert confirmed.json()["result"] == {"given": True, "ids": part["ids"]}
     finally:
         proc.terminate()
         proc.wait(timeout=30)

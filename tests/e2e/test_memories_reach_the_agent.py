@@ -275,8 +275,10 @@ def test_opencode_answers_when_the_daemon_is_stopped_or_frozen(
     for run in (frozen, stopped):
         assert run.text == "Still here."
         assert [len(r.system) for r in run.chat_requests] == [1, 1]  # no block, no error
-    assert 1000 <= frozen_first["ms"] <= 2000  # it waited for the frozen daemon, then gave up
-    assert stopped_first["ms"] <= 2000
+    # the plugin waits for a frozen daemon (at most 1.5 s) in chat.message, where it asks
+    # for the block and the message's recall part; the system prompt's hook then only
+    # takes what came (or nothing)
+    assert frozen_first["ms"] <= 2000 and stopped_first["ms"] <= 2000
     frozen_error = last_result(frozen.chat_requests[1])
     assert frozen_error["success"] is False and "did not answer" in frozen_error["error"]
     stopped_error = last_result(stopped.chat_requests[1])

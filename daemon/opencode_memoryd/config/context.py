@@ -41,8 +41,8 @@ class ContextConfig(Section):
         le=20,
         description=(
             "At most this many memories in the part each later user message of a session "
-            "gets: search hits for its text the session was not given yet, sent after the "
-            "block (0: no such part)."
+            "gets: search hits for its text the session was not given yet, added to the "
+            "message (0: no such part)."
         ),
     )
     recall_chars: int = Field(

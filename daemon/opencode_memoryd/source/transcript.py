@@ -29,6 +29,8 @@ OWN_TOOL_PREFIX = "memoryd_"
 #: The first line of the context block the OpenCode plugin injects; a text part that
 #: starts with it is our own text, not the user's.
 CONTEXT_MARKER = "<!-- opencode-memoryd context -->"
+#: The first line of a user message's recall part (the plugin adds it as a synthetic part).
+RECALL_MARKER = "<!-- opencode-memoryd recall -->"
 
 
 def _strip_cli_quotes(text: str) -> str:
@@ -42,8 +44,9 @@ def _strip_cli_quotes(text: str) -> str:
 def human_text(message: MessageRow) -> str:
     """The human-authored text of a role=user message (``""`` when there is none).
 
-    Non-synthetic, non-ignored ``text`` parts only, and never our own context block
-    (:data:`CONTEXT_MARKER`); CLI quotes stripped. A message with a ``compaction`` part is
+    Non-synthetic, non-ignored ``text`` parts only, and never our own context block or
+    recall part (:data:`CONTEXT_MARKER`, :data:`RECALL_MARKER`), even one that lost its
+    ``synthetic`` flag; CLI quotes stripped. A message with a ``compaction`` part is
     a compaction request and has no human text.
     """
     if message.role != "user":
@@ -55,7 +58,7 @@ def human_text(message: MessageRow) -> str:
         str(p.get("text") or "")
         for p in parts
         if p.get("type") == "text" and not p.get("synthetic") and not p.get("ignored")
-        and not str(p.get("text") or "").lstrip().startswith(CONTEXT_MARKER)
+        and not str(p.get("text") or "").lstrip().startswith((CONTEXT_MARKER, RECALL_MARKER))
     ]
     return _strip_cli_quotes("\n".join(t for t in texts if t.strip()))
 

@@ -18,6 +18,8 @@ one class per group of tables:
   their work is done (``llm_replies``);
 * :class:`~opencode_memoryd.state.secrets.SecretTable`: the keyed digests of the secrets
   recognised per session (``session_secrets``, ``secret_key``);
+* :class:`~opencode_memoryd.state.recall.RecallTable`: the recall parts offered to sessions
+  and those that reached them (``recall_parts``);
 
 all on one :class:`~opencode_memoryd.state.engine.StateFile` (engine, PRAGMAs, schema).
 """
@@ -34,6 +36,7 @@ from opencode_memoryd.state.failures import FailureTables
 from opencode_memoryd.state.items import Item, OutboxTables, item_from_row
 from opencode_memoryd.state.llm import LlmModeTable
 from opencode_memoryd.state.queue import QueueTable
+from opencode_memoryd.state.recall import RecallTable
 from opencode_memoryd.state.replies import ReplyTable
 from opencode_memoryd.state.runs import RunTables
 from opencode_memoryd.state.secrets import SecretTable
@@ -50,7 +53,7 @@ BatchOp = tuple[Any, ...]
 
 
 class StateDB(OutboxTables, QueueTable, RunTables, FailureTables, LlmModeTable, ReplyTable,
-              AgentTable, SecretTable):
+              AgentTable, SecretTable, RecallTable):
     """The state file (``state.db``), opened and migrated.
 
     Durable commits (``synchronous=FULL`` in WAL mode) survive power loss: the outbox's

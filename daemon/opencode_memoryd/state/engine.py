@@ -182,6 +182,16 @@ _DDL = [
         created_at TEXT NOT NULL,
         PRIMARY KEY (source_id, session_id, digest)
     )""",
+    """CREATE TABLE IF NOT EXISTS recall_parts (
+        session_id TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        ids TEXT NOT NULL,
+        given INTEGER NOT NULL,
+        created_ms INTEGER NOT NULL,
+        PRIMARY KEY (session_id, message_id)
+    )""",
+    "CREATE INDEX IF NOT EXISTS recall_parts_offers ON recall_parts (given, created_ms)",
 ]
 
 

@@ -191,6 +191,22 @@ class ContextCache:
                 served = self._served.get(session) or frozenset()
         return set(served)
 
+    def first_message_pending(self, session: str) -> bool:
+        """Whether OpenCode's database has ``session`` but no user message of it yet: the
+        message the plugin asks about (before OpenCode saves it) is the session's first,
+        which the block's "relevant to the task" section answers. ``False`` for a session
+        no database knows."""
+        with self._lock:
+            if self._session_facts(session).first_message:
+                return False
+            for db in self.pool.databases():
+                try:
+                    if db.session(session) is not None:
+                        return True
+                except SourceError:
+                    continue
+        return False
+
     def scope(self, *, directory: str | None, session: str, project: str | None
               ) -> tuple[list[MemoryFilter], int] | None:
         """What a search for ``session`` covers: ``(filters, agent's notes among them)``,

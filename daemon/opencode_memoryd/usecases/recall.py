@@ -2,8 +2,7 @@
 that the session was not given yet.
 
 The context block (:mod:`opencode_memoryd.usecases.context`) is built once per session from
-its first message. Each later user message gets a short part of its own, sent after the
-block in the same request, so the block stays a byte-identical prefix::
+its first message. Each later user message gets a short part of its own::
 
     <!-- opencode-memoryd recall -->
     ## Relevant now
@@ -13,28 +12,44 @@ block in the same request, so the block stays a byte-identical prefix::
 
 The entries are quoted and fenced as the block's are (:mod:`~opencode_memoryd.usecases.fence`:
 the same escaping, a closing line carrying a hash of the lines between). They are the
-search hits for the message's text, best first (ties by id), without the agent's notes,
-pending notes, retired (superseded, forgotten) memories, anything in a block served to the
-session or in an earlier recall part of it; at most ``[context] recall_entries`` of them,
-whose lines (line breaks included) take at most ``recall_chars`` characters: the fence's
-fixed lines (:data:`RECALL_FENCE_CHARS`) come on top.
+search hits for the message's text that are relevant enough to it
+(:mod:`~opencode_memoryd.usecases.relevance`: shared words, a tool of a category it names;
+a message that asks nothing, "thanks", gets no part), best first (ties by id), without the
+agent's notes, pending notes, retired (superseded, forgotten) memories, anything in a block
+served to the session or in an earlier recall part of it; at most
+``[context] recall_entries`` of them, whose lines (line breaks included) take at most
+``recall_chars`` characters: the fence's fixed lines (:data:`RECALL_FENCE_CHARS`) come on
+top.
 
-A part is answered once per (session, message id) and kept (:class:`RecallCache`): a retry
-of the turn, each tool step of it, and another OpenCode process asking for the same message
-get the same bytes, so the provider's cached prompt stays valid within the turn.
+The OpenCode plugin adds the part to the user message itself, as a synthetic text part
+that OpenCode keeps in the session: it is sent with that message in every later request,
+so the system prompt stays the same for the whole session and the provider's cached prefix
+stays valid. A part is answered once per (session, message id) and kept
+(:class:`RecallCache`): asked again, the same message gets the same bytes. Its memories
+count as given to the session only once the plugin confirms it added the part
+(:meth:`RecallCache.confirm`, with the hash of the part's closing line); a part the plugin
+dropped (it came too late) gives nothing away. The given memories are kept in the state
+file (:class:`~opencode_memoryd.state.recall.RecallTable`), since the parts stay in the
+session across restarts of the daemon.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import structlog
+
 from opencode_memoryd.models import Memory
+from opencode_memoryd.state.recall import RecallTable
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.usecases.context_cache import MAX_LOOKUPS, ContextCache, Lru
 from opencode_memoryd.usecases.fence import (
+    END_HASH_CHARS,
     RECALL_END_PREFIX,
     RECALL_MARKER,
     end_line,
@@ -42,6 +57,9 @@ from opencode_memoryd.usecases.fence import (
     seal,
 )
 from opencode_memoryd.usecases.ports import AppPort
+from opencode_memoryd.usecases.relevance import Message
+
+log = structlog.get_logger(__name__)
 
 HEADER = "## Relevant now"
 FRAMING = ("Notes opencode-memoryd kept from earlier sessions that match the user's latest "
@@ -134,10 +152,21 @@ def build_recall(store: MemoryStore, text: str, flts: Sequence[MemoryFilter], *,
         return RecallPart("", [], "no message text" if max_entries > 0 else "recall is off")
     limit = max_entries + len(exclude) + slack
     hits = [hit for flt in flts for hit in store.search(text, flt=flt, limit=limit)]
-    chosen = choose(hits, exclude=exclude, max_chars=max_chars, max_entries=max_entries)
+    message = Message.of(text)
+    relevant = [(m, score) for m, score in hits if message.supports(m.content)]
+    chosen = choose(relevant, exclude=exclude, max_chars=max_chars, max_entries=max_entries)
     if not chosen:
-        return RecallPart("", [], "nothing new for this message")
+        return RecallPart("", [], "nothing new for this message" if relevant
+                          else "nothing relevant enough for this message")
     return RecallPart(render(chosen), [m.id for m in chosen])
+
+
+def closing_digest(text: str) -> str:
+    """The hash a sealed part's closing line carries (its 16 hex digits), or ``""``."""
+    last = text.rstrip("\n").rsplit("\n", 1)[-1]
+    if not last.startswith(RECALL_END_PREFIX):
+        return ""
+    return last[len(RECALL_END_PREFIX):len(RECALL_END_PREFIX) + END_HASH_CHARS]
 
 
 class RecallCache:
@@ -147,52 +176,85 @@ class RecallCache:
         app: settings (``[context] recall_entries``, ``recall_chars``).
         context: the daemon's :class:`ContextCache` (the session's scopes, its blocks).
         store: the open memory store.
+        state: the state file, which keeps the parts offered and those confirmed.
 
     Thread-safe: parts are built one at a time.
     """
 
-    def __init__(self, app: AppPort, context: ContextCache, store: MemoryStore) -> None:
+    def __init__(self, app: AppPort, context: ContextCache, store: MemoryStore,
+                 state: RecallTable) -> None:
         self._app = app
         self._context = context
         self._store = store
+        self._state = state
         self._lock = threading.Lock()
         self._parts = Lru(MAX_PARTS)
-        self._given = Lru(MAX_LOOKUPS)  # session -> ids given in its recall parts
+        self._noted = Lru(MAX_LOOKUPS)  # session -> ids given in notes at tool calls
 
     def recall(self, *, directory: str | None, session: str, message_id: str, text: str,
                project: str | None) -> dict[str, Any]:
         """The part for message ``message_id`` of ``session`` as :meth:`RecallPart.to_dict`:
-        the same dict for every ask of that message, whatever was written since."""
+        the same dict for every ask of that message, whatever was written since. A part
+        with entries is recorded as offered (:meth:`confirm` makes it given)."""
         key = (session, message_id)
+        marks = [time.perf_counter()]  # start, waited, scope, exclude, search, offer
         with self._lock:
+            marks.append(time.perf_counter())
             hit = self._parts.get(key)
             if hit is not None:
                 return dict(hit)
             scope = self._context.scope(directory=directory, session=session,
                                         project=project)
+            marks.append(time.perf_counter())
             if scope is None:
                 part = RecallPart("", [], "sub-agent session")
+            elif self._context.first_message_pending(session):
+                part = RecallPart("", [], "the session's first message: its block answers it")
             else:
                 flts, slack = scope
-                given: set[str] = self._given.get(session) or set()
-                exclude = given | self._context.block_ids(directory=directory,
-                                                          session=session, project=project)
+                exclude = (self._state.given_recall_ids(session)
+                           | set(self._noted.get(session) or ())
+                           | self._context.block_ids(directory=directory, session=session,
+                                                     project=project))
+                marks.append(time.perf_counter())
                 cfg = self._app.config.context
                 part = build_recall(self._store, text, flts, exclude=exclude,
                                     max_chars=cfg.recall_chars,
                                     max_entries=cfg.recall_entries, slack=slack)
-                self._given.put(session, given | set(part.ids))
+                marks.append(time.perf_counter())
+                if part.text:
+                    self._state.offer_recall_part(session, message_id,
+                                                  closing_digest(part.text), part.ids,
+                                                  int(time.time() * 1000))
+                marks.append(time.perf_counter())
             out = part.to_dict()
             self._parts.put(key, out)
-            return dict(out)
+        steps = dict(zip(("wait_ms", "scope_ms", "exclude_ms", "search_ms", "offer_ms"),
+                         (round((b - a) * 1000, 1) for a, b in itertools.pairwise(marks)),
+                         strict=False))
+        log.info("recall_part", entries=len(part.ids), reason=part.reason,
+                 ms=round((marks[-1] - marks[0]) * 1000, 1), **steps)
+        return dict(out)
+
+    def confirm(self, *, session: str, message_id: str, digest: str) -> dict[str, Any]:
+        """The plugin added the part of ``message_id`` (whose closing line carries
+        ``digest``) to the message: its memories are given to ``session`` from now on.
+
+        Returns:
+            ``{"given": bool, "ids": [...]}``: ``given`` is false (no ids) when no part
+            with that hash was offered for the message.
+        """
+        ids = self._state.confirm_recall_part(session, message_id, digest.strip().lower())
+        return {"given": ids is not None, "ids": ids or []}
 
     def given(self, session: str) -> set[str]:
-        """The ids ``session`` got in its recall parts or elsewhere (:meth:`mark_given`),
-        since the daemon started."""
+        """The ids ``session`` was given: in the recall parts the plugin confirmed (kept in
+        the state file) and in notes at tool calls (:meth:`mark_given`, since the daemon
+        started)."""
         with self._lock:
-            return set(self._given.get(session) or ())
+            return self._state.given_recall_ids(session) | set(self._noted.get(session) or ())
 
     def mark_given(self, session: str, ids: Iterable[str]) -> None:
         """Count ``ids`` as given to ``session`` (a note at a tool call showed them)."""
         with self._lock:
-            self._given.put(session, (self._given.get(session) or set()) | set(ids))
+            self._noted.put(session, (self._noted.get(session) or set()) | set(ids))

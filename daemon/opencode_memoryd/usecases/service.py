@@ -44,6 +44,7 @@ from opencode_memoryd.usecases.context_cache import ContextCache
 from opencode_memoryd.usecases.data_routes import DATA_ROUTES, DataRoutes
 from opencode_memoryd.usecases.maintain import LockFor, Progress, capture_now, maintain, no_lock
 from opencode_memoryd.usecases.manual_log import journal_undone, journaled, manual_journal
+from opencode_memoryd.usecases.plugin_routes import PluginRoutes
 from opencode_memoryd.usecases.ports import AppPort
 from opencode_memoryd.usecases.projects import resolve_dir
 from opencode_memoryd.usecases.recall import RecallCache
@@ -64,12 +65,12 @@ ROUTES: tuple[str, ...] = ("maintain", "list", "search", "show", "status", "drea
                            "history_sessions", "history_messages", "history_search", *DATA_ROUTES,
                            "history_compactions", "edit", "restore", "browse", "projects",
                            "stats", "journal_page", "confirm", "pending", "integrity", "recall",
-                           "action")
+                           "recall_given", "action")
 #: The routes also served on ``GET`` with a query string (the OpenCode plugin's request).
-GET_ROUTES: frozenset[str] = frozenset({"context", "recall", "action"})
+GET_ROUTES: frozenset[str] = frozenset({"context", "recall", "recall_given", "action"})
 
 
-class Service(DataRoutes):
+class Service(PluginRoutes, DataRoutes):
     """The use cases over one set of open resources.
 
     Args:
@@ -106,7 +107,7 @@ class Service(DataRoutes):
         self._building = threading.Lock()  # one extractor, summarizer, dreamer each
         # OpenCode connections, session look-ups and blocks kept between context requests
         self._context = ContextCache(app, store)
-        self._recall = RecallCache(app, self._context, store)
+        self._recall = RecallCache(app, self._context, store, state)
         self.action = ActionRecall(self._context, store, shared=self._recall).action
         self._dreamer: Dreamer | None = None
         self._fresh_at: dict[str, datetime] = {}  # project -> its last freshness check
@@ -306,21 +307,6 @@ class Service(DataRoutes):
     def resolve(self, *, directory: str, db: str | None = None) -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.projects.resolve_dir` (``as_dict``)."""
         return resolve_dir(self.app, self.store, directory, db).as_dict()
-
-    def context(self, *, directory: str | None = None, session: str | None = None,
-                project: str | None = None, worktree: str | None = None,
-                query: str | None = None) -> dict[str, Any]:
-        """A session's block (:mod:`opencode_memoryd.usecases.context`) as ``to_dict``;
-        ``worktree`` (the plugin sends it) is not needed."""
-        del worktree
-        return self._context.context(directory=directory, session=session, project=project,
-                                     query=query)
-
-    def recall(self, *, session: str, message_id: str, text: str,
-               directory: str | None = None, project: str | None = None) -> dict[str, Any]:
-        """See :meth:`opencode_memoryd.usecases.recall.RecallCache.recall`."""
-        return self._recall.recall(directory=directory, session=session,
-                                   message_id=message_id, text=text, project=project)
 
     def capture_now(self, *, directory: str) -> dict[str, Any]:
         """See :func:`opencode_memoryd.usecases.maintain.capture_now`."""

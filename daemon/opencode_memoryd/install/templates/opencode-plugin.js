@@ -5,13 +5,17 @@
 // a block of memories and adds that same text to the system prompt of every model request
 // of the session. The text never changes within a session, so the provider's cached prompt
 // prefix stays valid. Once per user message (OpenCode 1.x) it asks for the memories that
-// match that message and that the session was not given yet, and adds that part after the
-// block to every request of the message's turn (its tool steps and retries get the same
-// bytes). Before a tool reads or edits a file or runs a command, it asks for the memories
-// about that file or command (and after a command fails, about its error) and adds them at
-// the end of the tool's output (2.x: of its result's content). When the daemon is down, slow or answers an
-// error, the block, part or note is empty
-// and OpenCode runs as if this plugin were not installed: no error is thrown or printed.
+// match that message and that the session was not given yet, and adds them to the message
+// itself as a synthetic text part: OpenCode keeps it in the session (hidden in its UI) and
+// sends the same bytes with that message in every later request, so the system prompt
+// never changes and the cached conversation stays valid. It waits for the part at most
+// RECALL_WAIT_MS before the message is saved; a part that comes later is dropped, and only
+// a part that was added is reported back as given. Before a tool reads or edits a file or
+// runs a command, it asks for the memories about that file or command (and after a command
+// fails, about its error) and adds them at the end of the tool's output (2.x: of its
+// result's content). When the daemon is down, slow or answers an error, the block, part or
+// note is empty and OpenCode runs as if this plugin were not installed: no error is thrown
+// or printed.
 // Nothing is sent unless the socket is this user's (see ownSocket).
 //
 // One file for OpenCode 1.x and 2.x: the default export is { id, server, setup }.
@@ -33,7 +37,7 @@
 // uses (see socketPath), so a daemon started later or from another shell is found.
 
 import { lstatSync, readFileSync, realpathSync } from "node:fs"
-import { createHash } from "node:crypto"
+import { createHash, randomBytes } from "node:crypto"
 import { request as httpRequest } from "node:http"
 import { homedir, tmpdir } from "node:os"
 import { dirname, isAbsolute, join } from "node:path"
@@ -48,6 +52,9 @@ const END_PREFIX = "<!-- opencode-memoryd context end "
 const RECALL_MARKER = "<!-- opencode-memoryd recall -->"
 const RECALL_END_PREFIX = "<!-- opencode-memoryd recall end "
 const TIMEOUT_MS = 1500
+// The longest a user message waits for its recall part (the block, when the session has
+// none yet, and the part), in ms.
+const RECALL_WAIT_MS = 1500
 const MAX_QUERY_CHARS = 2000
 // Sessions whose block is kept; the oldest is dropped first.
 const MAX_SESSIONS = 500
@@ -233,8 +240,43 @@ const requestRecall = async (turn) => {
   return sealed(text, RECALL_MARKER, RECALL_END_PREFIX) ? text : ""
 }
 
-// Answers asked once per key (a session's block, a user message's part); a failure is kept
-// as "" so the prompt stays the same. `ask()` gives the request's fields (it may be async).
+// Tells the daemon that a recall part reached the message: the hash its closing line
+// carries, so only the part that was added counts as given.
+const confirmRecall = async (turn, part) => {
+  const socket = socketPath()
+  const last = part.trimEnd().split("\n").pop() ?? ""
+  if (!socket || !last.startsWith(RECALL_END_PREFIX)) return
+  const params = new URLSearchParams({
+    session: turn.session,
+    message_id: turn.message,
+    digest: last.slice(RECALL_END_PREFIX.length, RECALL_END_PREFIX.length + 16),
+  })
+  await get(socket, "/v1/recall_given?" + params)
+}
+
+// `promise`, or `fallback` once `ms` have passed.
+const bounded = (promise, ms, fallback) =>
+  new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(fallback), ms)
+    promise.then(
+      (value) => (clearTimeout(timer), resolve(value)),
+      () => (clearTimeout(timer), resolve(fallback)),
+    )
+  })
+
+// A part id as OpenCode 1.x makes them ("prt_", 12 hex digits of ms * 4096 + a counter,
+// 14 random base-62 characters; read in the shipped 1.18.33 binary), with the last counter
+// of the current ms: a message's parts are read back in id order, so the part comes after
+// the user's own text.
+const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+const partID = () => {
+  const stamp = (BigInt(Date.now()) * 4096n + 4095n) & 0xffffffffffffn
+  const tail = Array.from(randomBytes(14), (b) => BASE62[b % 62]).join("")
+  return "prt_" + stamp.toString(16).padStart(12, "0") + tail
+}
+
+// Answers asked once per key (a session's block); a failure is kept as "" so the prompt
+// stays the same. `ask()` gives the request's fields (it may be async).
 const keptAnswers = (send, most = MAX_SESSIONS) => {
   const kept = new Map() // key -> Promise<string>
   return {
@@ -410,9 +452,7 @@ const humanText = (parts) =>
 
 const server = async ({ project, directory, worktree, client } = {}) => {
   const queries = new Map() // sessionID -> text of the session's first user message
-  const turns = new Map() // sessionID -> { message, text } of its latest user message
   const blocks = sessionBlocks()
-  const recalls = keptAnswers(requestRecall, 4 * MAX_SESSIONS) // "session message" -> part
   const notes = actionNotes()
   const call = (input, about) => ({
     ...about,
@@ -431,21 +471,27 @@ const server = async ({ project, directory, worktree, client } = {}) => {
   const toasts = sessionToasts(client, where)
 
   return {
-    // Runs before the first model request of a turn: keep the first user message of each
-    // session as the query for the block's "relevant to the task" part, and each user
-    // message (its id and text) for the turn's recall part.
+    // Runs before a user message is saved: keep the first user message of each session as
+    // the query for the block's "relevant to the task" part, then add the message's recall
+    // part to it (asked after the session's block, so the part leaves out what the block
+    // holds).
     "chat.message": async (input, output) => {
       try {
         const sessionID = input?.sessionID
         if (!sessionID) return
         const text = humanText(output?.parts).slice(0, MAX_QUERY_CHARS)
+        if (!queries.has(sessionID)) {
+          if (queries.size >= MAX_SESSIONS) queries.delete(queries.keys().next().value)
+          queries.set(sessionID, text)
+        }
         const message = output?.message?.id ?? input?.messageID
-        turns.delete(sessionID)
-        if (turns.size >= MAX_SESSIONS) turns.delete(turns.keys().next().value)
-        if (typeof message === "string" && message) turns.set(sessionID, { message, text })
-        if (queries.has(sessionID)) return
-        if (queries.size >= MAX_SESSIONS) queries.delete(queries.keys().next().value)
-        queries.set(sessionID, text)
+        if (typeof message !== "string" || !message || !text || !Array.isArray(output?.parts)) return
+        const turn = { session: sessionID, message, text, directory, project: project?.id }
+        const asked = blocks.get(sessionID, where(sessionID)).then(() => requestRecall(turn))
+        const part = await bounded(asked, RECALL_WAIT_MS, "")
+        if (!part) return
+        output.parts.push({ id: partID(), sessionID, messageID: message, type: "text", text: part, synthetic: true })
+        confirmRecall(turn, part).catch(() => {})
       } catch {}
     },
 
@@ -456,22 +502,8 @@ const server = async ({ project, directory, worktree, client } = {}) => {
         const sessionID = input?.sessionID
         if (!sessionID || !Array.isArray(output?.system)) return
         if (titleRequest(output.system[0])) return
-        // the turn's part (one per user message), asked at the same time as the block, so a
-        // request waits for the daemon at most once
-        const turn = turns.get(sessionID)
-        const recall = !turn
-          ? Promise.resolve("")
-          : recalls.get(`${sessionID} ${turn.message}`, () => ({
-              session: sessionID,
-              message: turn.message,
-              text: turn.text,
-              directory,
-              project: project?.id,
-            }))
-        const [text, part] = await Promise.all([blocks.get(sessionID, where(sessionID)), recall])
+        const text = await blocks.get(sessionID, where(sessionID))
         if (text) output.system.push(text)
-        // after the block, which stays the same prefix
-        if (part) output.system.push(part)
       } catch {}
     },
 
@@ -487,7 +519,6 @@ const server = async ({ project, directory, worktree, client } = {}) => {
         if (event?.type !== "session.deleted") return
         const sessionID = event.properties?.info?.id
         queries.delete(sessionID)
-        turns.delete(sessionID)
         blocks.forget(sessionID)
       } catch {}
     },
@@ -538,6 +569,8 @@ const firstUserText = (messages) => {
     .trim()
 }
 
+// No recall part in 2.x: its `prompt` hook sees each new user message, but can only change
+// the user's own text (packages/schema/src/prompt-input.ts), not add a synthetic part.
 const setup = async (ctx) => {
   const blocks = sessionBlocks()
   // The session's folder and project: `ctx.session.get` gives Session.Info

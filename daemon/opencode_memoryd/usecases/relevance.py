@@ -1,0 +1,74 @@
+"""The minimum relevance of a recall part: which search hits are worth a part of their own.
+
+Search always finds something (with the local model, every message gets hits), so a hit
+goes into a user message's recall part only when the memory and the message share words:
+two or more, or a tool of a category the message names ("which package manager?" and
+"We use pnpm", the query expansion's lexicon, :mod:`opencode_memoryd.store.expansion`),
+or one when the message is a question. Words are content words
+(:func:`~opencode_memoryd.extract.facts.content_words`: case-folded, English stopwords
+out); two words match when they are the same or one starts with the other and the
+shorter has at least :data:`MIN_PREFIX` letters ("test" and "tests", "deploy" and
+"deploys").
+
+Chosen on the natural-query fixtures by ``bench/recall_relevance.py`` (138 questions with
+the memory that answers them, 90 messages that ask nothing: "thanks", "run the tests
+again", "fix the typo in line 3"): see that bench and the README for the numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from opencode_memoryd.extract.facts import content_words
+from opencode_memoryd.store.expansion import default_lexicon
+
+#: The shortest word that matches the longer words it starts.
+MIN_PREFIX = 4
+#: First words of a question (besides a final ``?``).
+QUESTION_START = frozenset({"what", "which", "how", "where", "who", "whom", "when", "why",
+                            "can", "could", "should", "may", "might", "must", "shall",
+                            "is", "are", "was", "were", "do", "does", "did", "will", "would",
+                            "have", "has"})
+
+
+def alike(a: str, b: str) -> bool:
+    """Whether two content words match: equal, or the shorter (at least
+    :data:`MIN_PREFIX` letters) starts the longer."""
+    short, long = sorted((a, b), key=len)
+    return short == long or (len(short) >= MIN_PREFIX and long.startswith(short))
+
+
+def is_question(text: str) -> bool:
+    """Whether ``text`` asks: it ends with ``?`` or its first word starts a question."""
+    t = text.strip().casefold()
+    first = t.split(None, 1)[0].strip(",.:;!") if t else ""
+    return t.endswith("?") or first in QUESTION_START
+
+
+@dataclass(frozen=True)
+class Message:
+    """What the rule needs of a user message: its content words, the content words of the
+    tools of the categories it names, and whether it is a question."""
+
+    words: frozenset[str]
+    expansion: frozenset[str]
+    question: bool
+
+    @classmethod
+    def of(cls, text: str) -> Message:
+        """The message ``text`` (any length; the caller cuts it)."""
+        words = content_words(text)
+        members = default_lexicon().members_for(text)
+        expansion = frozenset(w for m in members for w in content_words(m)) - words
+        return cls(words, expansion, is_question(text))
+
+    def supports(self, memory_text: str) -> bool:
+        """Whether a memory whose text is ``memory_text`` is relevant enough for a part."""
+        mine = content_words(memory_text)
+        if any(alike(w, m) for w in self.expansion for m in mine):
+            return True
+        shared = sum(1 for w in self.words if any(alike(w, m) for m in mine))
+        return shared >= 2 or (shared >= 1 and self.question)
+
+
+__all__ = ["MIN_PREFIX", "QUESTION_START", "Message", "alike", "is_question"]
