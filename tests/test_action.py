@@ -18,6 +18,7 @@ import pytest
 from conftest import start_daemon, wait_until
 from opencode_memoryd.compose import DAEMON_INFO_FILE, App
 from opencode_memoryd.config.paths import state_dir
+from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.action import (
     ACTION_END_PREFIX,
@@ -28,7 +29,7 @@ from opencode_memoryd.usecases.action import (
 from opencode_memoryd.usecases.action_terms import Term, action_terms, error_terms, programs
 from opencode_memoryd.usecases.context_cache import ContextCache
 from opencode_memoryd.usecases.fence import is_sealed
-from opencode_memoryd.usecases.recall import RecallCache
+from opencode_memoryd.usecases.recall import RecallCache, closing_digest
 from test_context import ACME, ACME_KEY, MAIN, SEED, SUBAGENT, mem, seed
 from test_recall import make_app
 
@@ -49,8 +50,9 @@ class Actions:
 
     def __init__(self, app: App) -> None:
         self.store: MemoryStore = app.open_store()
+        self.state: StateDB = app.open_state()
         self.context = ContextCache(app, self.store)
-        self.recall = RecallCache(app, self.context, self.store)
+        self.recall = RecallCache(app, self.context, self.store, self.state)
         # the first index is waited for (the daemon's default gives up after 0.3 s)
         self.actions = ActionRecall(self.context, self.store, shared=self.recall,
                                     first_wait_seconds=60)
@@ -60,6 +62,7 @@ class Actions:
 
     def close(self) -> None:
         self.context.close()
+        self.state.close()
         self.store.close()
 
 
@@ -131,6 +134,9 @@ def test_each_memory_once_per_session_whether_a_note_or_a_recall_part_gave_it(
     part = actions.recall.recall(directory=ACME, session=MAIN, message_id="msg_2",
                                  text="we're a pnpm shop", project=None)
     assert PNPM_SHOP in str(part["text"])
+    # once the plugin confirms it added the part to the message
+    actions.recall.confirm(session=MAIN, message_id="msg_2",
+                           digest=closing_digest(str(part["text"])))
     assert actions.ask(tool="bash", command="pnpm install")["text"] == ""
     # and what a note gave, a later recall part does not give again
     later = actions.recall.recall(directory=ACME, session=MAIN, message_id="msg_3",
