@@ -203,10 +203,11 @@ const get = async (socket, path) => {
   })
 }
 
-// Asks the daemon for a session's block: "" unless a whole, sealed block comes back.
-const request = async (where) => {
+// The daemon's answer for a session's block (`where`: { session, directory, project,
+// worktree, query }): its `result` object, or undefined without a socket or an answer.
+const askContext = async (where) => {
   const socket = socketPath()
-  if (!socket) return ""
+  if (!socket || !where.session) return undefined
   const params = new URLSearchParams({
     directory: where.directory ?? "",
     session: where.session,
@@ -215,8 +216,12 @@ const request = async (where) => {
     query: (where.query ?? "").slice(0, MAX_QUERY_CHARS),
   })
   const answer = await get(socket, "/v1/context?" + params)
-  if (!answer.ok) return ""
-  const text = JSON.parse(answer.body)?.result?.text
+  return answer.ok ? JSON.parse(answer.body)?.result : undefined
+}
+
+// Asks the daemon for a session's block: "" unless a whole, sealed block comes back.
+const request = async (where) => {
+  const text = (await askContext(where))?.text
   if (typeof text !== "string" || !text.trim()) return ""
   return sealed(text) ? text : ""
 }
@@ -387,17 +392,7 @@ const MEMORY_TOOL = /^memoryd[\w-]*_memory$/
 // What the daemon's answer for a session's block says for the toasts: { entries, toasts }
 // (toasts false when `[context] toasts` is off, or without an answer).
 const requestToastInfo = async (where) => {
-  const socket = socketPath()
-  if (!socket || !where.session) return { entries: 0, toasts: false }
-  const params = new URLSearchParams({
-    directory: where.directory ?? "",
-    session: where.session,
-    project: where.project ?? "",
-    worktree: where.worktree ?? "",
-    query: (where.query ?? "").slice(0, MAX_QUERY_CHARS),
-  })
-  const answer = await get(socket, "/v1/context?" + params)
-  const result = answer.ok ? JSON.parse(answer.body)?.result : undefined
+  const result = await askContext(where)
   const entries = Number.isInteger(result?.entries) ? result.entries : 0
   return { entries, toasts: result?.toasts === true }
 }
