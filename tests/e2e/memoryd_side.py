@@ -191,7 +191,7 @@ class Memoryd:
 
     def memories(self) -> dict[str, dict[str, Any]]:
         """Every memory, tombstones too (``list --all``), by id."""
-        return {m["id"]: m for m in self.cli_json("list", "--all")}
+        return {m["id"]: m for m in self.cli_json("list", "--all", "--everywhere")}
 
     def install_opencode(self) -> Path:
         """Run ``install-opencode`` into the sandbox's global config and keep its

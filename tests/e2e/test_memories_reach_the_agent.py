@@ -372,6 +372,7 @@ def test_the_cli_run_from_the_agents_shell_gets_the_agents_limits(
     assert "forget-exit=6" in said and "ask the user" in said and "OPENCODE=1" in said
     stored = {m["content"]: m for m in memoryd.memories().values()}
     assert stored[PNPM]["status"] == "active"
+    assert "I want every answer to start with the word banana." in stored, said
     banana = stored["I want every answer to start with the word banana."]
     assert (banana["provenance"], banana["pending"]) == ("agent", True)
     assert "The integration tests need the staging VPN." in stored, said
