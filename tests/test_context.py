@@ -13,12 +13,12 @@ import httpx
 import pytest
 
 from conftest import ACME, MANIFEST, cli, cli_json, start_daemon, wait_until, write_config
-from opencode_memoryd.compose import DAEMON_INFO_FILE
+from opencode_memoryd.compose import DAEMON_INFO_FILE, App
 from opencode_memoryd.config.loader import load_config
 from opencode_memoryd.config.paths import state_dir, store_dir
 from opencode_memoryd.models import Memory, content_hash, point_id
 from opencode_memoryd.store.edge import EdgeStore
-from opencode_memoryd.usecases.context import MARKER, SECTIONS, render, select
+from opencode_memoryd.usecases.context import MARKER, SECTIONS, build_context, render, select
 
 ACME_KEY = next(p["project_id"] for p in MANIFEST["projects"] if p["worktree"] == ACME)
 SUBAGENT = next(s["id"] for s in MANIFEST["sessions"] if s["kind"] == "subagent")
@@ -58,6 +58,21 @@ settle_seconds = 0
 db_paths = ["{sample_db}"]
 [extraction]
 mode = "rules"
+""")
+
+
+@pytest.fixture
+def tight(tmp_path: Path, sample_db: Path) -> Path:
+    """A config whose block shows 3 entries: the task's hits are memories it would not
+    show anyway."""
+    return write_config(tmp_path / "tight.toml", f"""
+[opencode]
+settle_seconds = 0
+db_paths = ["{sample_db}"]
+[extraction]
+mode = "rules"
+[context]
+max_entries = 3
 """)
 
 
@@ -141,7 +156,8 @@ def test_same_store_same_bytes_whatever_the_insertion_order(
 
 
 def test_relevant_hits_come_first_and_are_not_repeated(
-        cfg: Path, isolated_env: dict[str, str]) -> None:
+        tight: Path, isolated_env: dict[str, str]) -> None:
+    cfg = tight
     seed(cfg, isolated_env, SEED)
     block = context(cfg, "--dir", ACME, "--query", "which React version does the frontend use")
     text = str(block["text"])
@@ -152,8 +168,9 @@ def test_relevant_hits_come_first_and_are_not_repeated(
 
 
 def test_a_known_session_is_searched_for_its_first_message_whatever_query_comes(
-        cfg: Path, isolated_env: dict[str, str]) -> None:
+        tight: Path, isolated_env: dict[str, str]) -> None:
     # `opencode run --session ID` is a new process whose plugin first sees a later message
+    cfg = tight
     seed(cfg, isolated_env, SEED)
     a = context(cfg, "--dir", ACME, "--session", MAIN, "--query", "React and Vite version")
     b = context(cfg, "--dir", ACME, "--session", MAIN, "--query", "GitHub Actions deploys")
@@ -233,3 +250,57 @@ def test_the_scroll_cache_serves_until_the_store_is_written(tmp_path: Path) -> N
         assert SEED[0].id not in {m.id for m in cache(flt)}
     finally:
         store.close()
+
+
+
+def test_a_block_asked_before_the_first_message_is_saved_is_the_one_asked_after(
+        tmp_path: Path, sample_db: Path, isolated_env: dict[str, str]) -> None:
+    # the plugin asks in `chat.message`, before OpenCode saves the message; `opencode run
+    # "…"` gives the text with a pair of double quotes that the database's reading drops:
+    # the session's later requests (other OpenCode processes) must get the same bytes.
+    # With the default local model the quotes would move the task's hits.
+    cfg = write_config(tmp_path / "local.toml", f"""
+[opencode]
+settle_seconds = 0
+db_paths = ["{sample_db}"]
+[extraction]
+mode = "rules"
+[context]
+relevant_entries = 2
+max_entries = 3
+""", embedding="")
+    app = App(config=load_config(cfg, isolated_env), env=isolated_env, config_path=cfg)
+    store = app.open_store()
+    try:
+        store.upsert(SEED)
+        before = build_context(app, store, directory=ACME, project=None, session=None,
+                               query='"fix the flaky test"')
+        after = build_context(app, store, directory=ACME, project=None, session=None,
+                              query="fix the flaky test")
+    finally:
+        store.close()
+    assert before.text and before.text == after.text
+
+
+def test_the_tasks_places_go_to_memories_the_block_would_not_show_anyway(
+        tmp_path: Path, sample_db: Path, isolated_env: dict[str, str]) -> None:
+    # a first message whose best hit is a convention the block shows anyway: the task's one
+    # place goes to the next relevant hit, which the block would otherwise leave out
+    cfg = write_config(tmp_path / "one.toml", f"""
+[opencode]
+settle_seconds = 0
+db_paths = ["{sample_db}"]
+[extraction]
+mode = "rules"
+[context]
+max_entries = 3
+relevant_entries = 1
+""")
+    seed(cfg, isolated_env, SEED)
+    plain = context(cfg, "--dir", ACME)
+    assert "We always use pnpm" in str(plain["text"]) and "Vite" not in str(plain["text"])
+    block = context(cfg, "--dir", ACME, "--query",
+                    "we always use pnpm and never npm: which React version?")
+    text = str(block["text"])
+    assert "Vite and React 18" in text[text.index("### Relevant to the task"):]
+    assert text.count("We always use pnpm") == 1

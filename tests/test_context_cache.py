@@ -23,7 +23,10 @@ settle_seconds = 0
 db_paths = ["{sample_db}"]
 [extraction]
 mode = "rules"
+[context]
+max_entries = 2
 """)
+    # two entries: what the block shows anyway leaves room for the task's hits
     return App(config=load_config(cfg, isolated_env), env=isolated_env, config_path=cfg)
 
 

@@ -33,8 +33,9 @@ CONTEXT_MARKER = "<!-- opencode-memoryd context -->"
 RECALL_MARKER = "<!-- opencode-memoryd recall -->"
 
 
-def _strip_cli_quotes(text: str) -> str:
-    # `opencode run "two words"` stores the text with a pair of double quotes added.
+def strip_cli_quotes(text: str) -> str:
+    """``text`` stripped, without the pair of double quotes ``opencode run "two words"``
+    adds around a message's text (a text with other double quotes inside is kept as is)."""
     t = text.strip()
     if len(t) >= 2 and t[0] == '"' and t[-1] == '"' and '"' not in t[1:-1]:
         return t[1:-1].strip()
@@ -60,7 +61,7 @@ def human_text(message: MessageRow) -> str:
         if p.get("type") == "text" and not p.get("synthetic") and not p.get("ignored")
         and not str(p.get("text") or "").lstrip().startswith((CONTEXT_MARKER, RECALL_MARKER))
     ]
-    return _strip_cli_quotes("\n".join(t for t in texts if t.strip()))
+    return strip_cli_quotes("\n".join(t for t in texts if t.strip()))
 
 
 def _short(value: object, limit: int) -> str:

@@ -59,7 +59,7 @@ from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.errors import SourceError
 from opencode_memoryd.extract.sections import section_for
 from opencode_memoryd.models import Memory
-from opencode_memoryd.source.transcript import human_text
+from opencode_memoryd.source.transcript import human_text, strip_cli_quotes
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.usecases.fence import FENCE_CHARS, entry_line, seal
 from opencode_memoryd.usecases.fence import FRAMING as FRAMING
@@ -67,6 +67,7 @@ from opencode_memoryd.usecases.fence import HEADER as HEADER
 from opencode_memoryd.usecases.fence import MARKER as MARKER
 from opencode_memoryd.usecases.ports import AppPort
 from opencode_memoryd.usecases.projects import project_keys_for_dir, resolve_dir
+from opencode_memoryd.usecases.relevance import Message
 
 if TYPE_CHECKING:
     from opencode_memoryd.source.reader import OpenCodeDB
@@ -388,7 +389,9 @@ def build_context(app: AppPort, store: MemoryStore, *, directory: str | None = N
         facts = facts_of(session) if facts_of is not None else _session_facts(app, session)
     if facts.is_subagent:
         return ContextBlock("", {}, [], "sub-agent session")
-    query = facts.first_message or query
+    # the plugin's text of the first message, asked before OpenCode saves it, is read as
+    # OpenCode's database gives it later, so the session's later requests get the same block
+    query = facts.first_message or (strip_cli_quotes(query) if query else query)
     keys = project_keys(app, store, directory, project, keys_of_dir=keys_of_dir)
     cfg = app.config.context
     user_flt = user_filter or MemoryFilter(scope="user", user_id=app.user_id)
@@ -400,17 +403,26 @@ def build_context(app: AppPort, store: MemoryStore, *, directory: str | None = N
         return ContextBlock("", {}, keys, "no memories for this project or user")
     relevant: list[Memory] = []
     if query and query.strip() and cfg.relevant_entries:
+        # what the block shows without a task: the task's places go to other hits
+        shown = {m.id for ms in select((), (), max_chars=cfg.max_chars,
+                                       max_entries=cfg.max_entries, pool=pool).values()
+                 for m in ms}
         hits: dict[str, tuple[Memory, float]] = {}
-        # enough hits that the user's best are found however many notes the agent wrote
-        limit = cfg.relevant_entries + agents_notes(pool, scroll or store.scroll, user_flt)
+        # enough hits that the user's best are found however many notes the agent wrote,
+        # and past those the block shows anyway
+        limit = (cfg.relevant_entries + len(shown)
+                 + agents_notes(pool, scroll or store.scroll, user_flt))
         for flt in flts:
             for m, score in store.search(query, flt=flt, limit=limit):
                 if m.id not in hits or hits[m.id][1] < score:
                     hits[m.id] = (m, score)
         # the agent's notes (and pending ones) take no slot of the task's hits: they are
-        # spent last, or an agent could write notes that outrank the user's for any task
+        # spent last, or an agent could write notes that outrank the user's for any task;
+        # a hit must be relevant enough, as a recall part's (usecases/relevance.py)
+        message = Message.of(query.strip()[:MAX_QUERY_CHARS])
         ranked = sorted(((m, s) for m, s in hits.values()
-                         if m.provenance != "agent" and not m.pending),
+                         if m.provenance != "agent" and not m.pending
+                         and m.id not in shown and message.supports(m.content)),
                         key=lambda h: (-h[1], h[0].id))
         relevant = [m for m, _ in ranked[: cfg.relevant_entries]]
     chosen = select((), relevant, max_chars=cfg.max_chars, max_entries=cfg.max_entries,
