@@ -338,5 +338,6 @@ def test_the_agents_notes_never_crowd_the_users_out_of_the_block(
         got = service.context(directory=ACME, query="How do staging deploys work?")
     text = got["text"]
     assert all(json.dumps(t) in text for t in mine), text  # every one of the user's
+    # the user's are all shown; the task's places never go to the agent's notes
     relevant = section(text, "### Relevant to the task")
-    assert "note " not in relevant and relevant.count("\n- ") >= 2
+    assert "note " not in relevant
