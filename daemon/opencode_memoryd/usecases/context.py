@@ -67,7 +67,7 @@ from opencode_memoryd.usecases.fence import HEADER as HEADER
 from opencode_memoryd.usecases.fence import MARKER as MARKER
 from opencode_memoryd.usecases.ports import AppPort
 from opencode_memoryd.usecases.projects import project_keys_for_dir, resolve_dir
-from opencode_memoryd.usecases.relevance import Message
+from opencode_memoryd.usecases.relevance import task_hits
 
 if TYPE_CHECKING:
     from opencode_memoryd.source.reader import OpenCodeDB
@@ -407,24 +407,12 @@ def build_context(app: AppPort, store: MemoryStore, *, directory: str | None = N
         shown = {m.id for ms in select((), (), max_chars=cfg.max_chars,
                                        max_entries=cfg.max_entries, pool=pool).values()
                  for m in ms}
-        hits: dict[str, tuple[Memory, float]] = {}
         # enough hits that the user's best are found however many notes the agent wrote,
         # and past those the block shows anyway
         limit = (cfg.relevant_entries + len(shown)
                  + agents_notes(pool, scroll or store.scroll, user_flt))
-        for flt in flts:
-            for m, score in store.search(query, flt=flt, limit=limit):
-                if m.id not in hits or hits[m.id][1] < score:
-                    hits[m.id] = (m, score)
-        # the agent's notes (and pending ones) take no slot of the task's hits: they are
-        # spent last, or an agent could write notes that outrank the user's for any task;
-        # a hit must be relevant enough, as a recall part's (usecases/relevance.py)
-        message = Message.of(query.strip()[:MAX_QUERY_CHARS])
-        ranked = sorted(((m, s) for m, s in hits.values()
-                         if m.provenance != "agent" and not m.pending
-                         and m.id not in shown and message.supports(m.content)),
-                        key=lambda h: (-h[1], h[0].id))
-        relevant = [m for m, _ in ranked[: cfg.relevant_entries]]
+        relevant = task_hits(store, flts, query.strip()[:MAX_QUERY_CHARS], limit=limit,
+                             exclude=shown, entries=cfg.relevant_entries)
     chosen = select((), relevant, max_chars=cfg.max_chars, max_entries=cfg.max_entries,
                     pool=pool)
     text = render(chosen)

@@ -17,9 +17,12 @@ again", "fix the typo in line 3"): see that bench and the README for the numbers
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from opencode_memoryd.extract.facts import content_words
+from opencode_memoryd.models import Memory
+from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.store.expansion import default_lexicon
 
 #: The shortest word that matches the longer words it starts.
@@ -71,4 +74,25 @@ class Message:
         return shared >= 2 or (shared >= 1 and self.question)
 
 
-__all__ = ["MIN_PREFIX", "QUESTION_START", "Message", "alike", "is_question"]
+def task_hits(store: MemoryStore, flts: Sequence[MemoryFilter], query: str, *, limit: int,
+              exclude: set[str], entries: int) -> list[Memory]:
+    """The context block's "relevant to the task" memories for ``query`` (the session's
+    first message): the best ``limit`` search hits of each scope in ``flts``, best first
+    (ties by id), without ``exclude`` (what the block shows anyway), the agent's notes and
+    pending notes (spent last in the block: an agent could write notes that outrank the
+    user's for any task), and hits not relevant enough (:meth:`Message.supports`); at most
+    ``entries`` of them."""
+    hits: dict[str, tuple[Memory, float]] = {}
+    for flt in flts:
+        for m, score in store.search(query, flt=flt, limit=limit):
+            if m.id not in hits or hits[m.id][1] < score:
+                hits[m.id] = (m, score)
+    message = Message.of(query)
+    ranked = sorted(((m, s) for m, s in hits.values()
+                     if m.provenance != "agent" and not m.pending
+                     and m.id not in exclude and message.supports(m.content)),
+                    key=lambda h: (-h[1], h[0].id))
+    return [m for m, _ in ranked[:entries]]
+
+
+__all__ = ["MIN_PREFIX", "QUESTION_START", "Message", "alike", "is_question", "task_hits"]
