@@ -169,17 +169,21 @@ def assignment_kind(name: str) -> str | None:
         return "token"
     if last.endswith("apikey"):
         return "api_key"
-    if last == "key" and len(segs) == 1 and name.isupper():
-        return "api_key"  # KEY=… in an env file
-    if last == "key" and len(segs) > 1:
-        prev = segs[-2]
-        if prev == "private":
-            return "private_key"
-        if prev == "secret":
-            return "secret"
-        if prev in _KEY_QUALIFIERS:
-            return "api_key"
-    return None
+    return _key_kind(segs, name) if last == "key" else None
+
+
+def _key_kind(segs: list[str], name: str) -> str | None:
+    """The kind named by a target whose last segment is ``key`` (``segs``: its segments,
+    name suffixes dropped): ``KEY`` alone in capitals (an env file) and ``api_key`` ->
+    ``"api_key"``, ``private_key`` -> ``"private_key"``, ``secret_key`` -> ``"secret"``."""
+    if len(segs) == 1:
+        return "api_key" if name.isupper() else None
+    prev = segs[-2]
+    if prev == "private":
+        return "private_key"
+    if prev == "secret":
+        return "secret"
+    return "api_key" if prev in _KEY_QUALIFIERS else None
 
 
 def assigned_value_ok(kind: str, value: str, quoted: bool, *, const: bool = False) -> bool:
@@ -261,38 +265,49 @@ def find_assignments(src: ScanText) -> Iterator[tuple[int, int, str]]:
             if assigned_value_ok(kind, text[start:end], quoted=True, const=const):
                 yield start, end, kind
             continue
-        # NAME=value with no blanks: an environment variable, whose value is all of it.
-        env = (CONST_RE.match(name.lstrip("-")) is not None and group_text(src, m, "op") == "="
-               and m.end("op") - m.start("op") == 1 and text[m.start("op") - 1] not in " \t"
-               and text[m.end("op") : m.end("op") + 1] not in (" ", "\t"))
-        if m.start("ev") >= 0 and not env:
-            continue
-        g = "ev" if m.start("ev") >= 0 else "uv"
-        value = group_text(src, m, g)
-        start, end = m.span(g)
-        # Unbalanced closers at the end belong to the surrounding code: f(password=x)
-        while value and value[-1] in ")]}" and value.count(value[-1]) > value.count(
-            {")": "(", "]": "[", "}": "{"}[value[-1]]
-        ):
-            value, end = value[:-1], end - 1
-        if env:
-            end = _env_value_end(text, end)  # NAME=value: all of it, "&R=9^…" included
-            value = text[start:end]
-        if not assigned_value_ok(kind, value, quoted=False, const=const):
-            continue
-        op = group_text(src, m, "op")
-        if IDENT_RE.match(value):
-            # A bare word is a variable in code (``token = Keyword``, ``Token: fg,``) but a
-            # value in env/YAML/INI files (``DB_PASSWORD=postgres``, ``password: tiger``).
-            spaced = text[m.start("op") - 1 : m.start("op")] in (" ", "\t")
-            if op == "=" and spaced and not any(c.isdigit() for c in value):
-                continue
-            if op == ":" and text[end : end + 1] in (",", ")"):
-                continue
-        if op == ":" and not _PROSE_OK_RE.match(text, end) and not (
-                "_" in name and CONST_RE.match(name.lstrip("-"))):
-            continue  # "Password: reset it from the admin page" is prose
-        yield start, end, kind
+        span = _unquoted_value(src, m, name, kind, const)
+        if span is not None:
+            yield span[0], span[1], kind
+
+
+def _unquoted_value(src: ScanText, m: re.Match[str], name: str, kind: str,
+                    const: bool) -> tuple[int, int] | None:
+    """The span of an unquoted value assigned to secret-named ``name`` (match ``m`` of
+    ``_ASSIGN_RE``), or None when it is not a literal secret: a reference, code, a bare
+    word in code, or prose after ``:``. See :func:`find_assignments`."""
+    text = src.text
+    # NAME=value with no blanks: an environment variable, whose value is all of it.
+    env = (CONST_RE.match(name.lstrip("-")) is not None and group_text(src, m, "op") == "="
+           and m.end("op") - m.start("op") == 1 and text[m.start("op") - 1] not in " \t"
+           and text[m.end("op") : m.end("op") + 1] not in (" ", "\t"))
+    if m.start("ev") >= 0 and not env:
+        return None
+    g = "ev" if m.start("ev") >= 0 else "uv"
+    value = group_text(src, m, g)
+    start, end = m.span(g)
+    # Unbalanced closers at the end belong to the surrounding code: f(password=x)
+    while value and value[-1] in ")]}" and value.count(value[-1]) > value.count(
+        {")": "(", "]": "[", "}": "{"}[value[-1]]
+    ):
+        value, end = value[:-1], end - 1
+    if env:
+        end = _env_value_end(text, end)  # NAME=value: all of it, "&R=9^…" included
+        value = text[start:end]
+    if not assigned_value_ok(kind, value, quoted=False, const=const):
+        return None
+    op = group_text(src, m, "op")
+    if IDENT_RE.match(value):
+        # A bare word is a variable in code (``token = Keyword``, ``Token: fg,``) but a
+        # value in env/YAML/INI files (``DB_PASSWORD=postgres``, ``password: tiger``).
+        spaced = text[m.start("op") - 1 : m.start("op")] in (" ", "\t")
+        if op == "=" and spaced and not any(c.isdigit() for c in value):
+            return None
+        if op == ":" and text[end : end + 1] in (",", ")"):
+            return None
+    if op == ":" and not _PROSE_OK_RE.match(text, end) and not (
+            "_" in name and CONST_RE.match(name.lstrip("-"))):
+        return None  # "Password: reset it from the admin page" is prose
+    return start, end
 
 
 # --------------------------------------------------------------------------------------

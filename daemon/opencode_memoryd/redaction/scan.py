@@ -208,45 +208,71 @@ def regex_finder(
     """
 
     left_chars = left_boundary if isinstance(left_boundary, frozenset) else _ALNUM
-
-    def matches(src: ScanText) -> Iterator[re.Match[str]]:
-        if isinstance(pattern, NoCase):
-            return pattern.finditer(src)
-        if not gate or not src.aligned:
-            return pattern.finditer(src.text)
-        return (
-            m
-            for start, end in lines_containing(src.low, gate)
-            for m in pattern.finditer(src.text, start, end)
-        )
+    placement = _Placement(inner, left_chars if left_boundary else frozenset(),
+                           right_boundary, extend, check)
 
     def find(src: ScanText) -> Iterator[tuple[int, int]]:
         text = src.text
         covered = 0  # end of the last span yielded (``extend`` can reach past the match)
-        for m in matches(src):
+        for m in _matches(pattern, gate, src):
             start, end = m.span(group)
             if start < covered or start == end:
                 continue
-            if inner is not None:
-                im = inner.search(text, start, end)
-                if im is None:
-                    continue
-                start, end = im.span()
-            if left_boundary and start > 0 and text[start - 1] in left_chars:
-                continue
-            if extend:
-                n = len(text)
-                while end < n and text[end] in _TOKEN_CHARS:
-                    end += 1
-            if right_boundary and end < len(text) and text[end] in _ALNUM:
-                continue
-            value = text[start:end]
-            if MASK_RUN_RE.search(value) or (check is not None and not check(value)):
-                continue
-            covered = end
-            yield start, end
+            span = placement.place(text, start, end)
+            if span is not None:
+                covered = span[1]
+                yield span
 
     return find
+
+
+def _matches(pattern: re.Pattern[str] | NoCase, gate: tuple[str, ...],
+             src: ScanText) -> Iterator[re.Match[str]]:
+    """The matches of ``pattern`` in ``src``; with ``gate``, only on the lines holding one
+    of its substrings (see :func:`regex_finder`)."""
+    if isinstance(pattern, NoCase):
+        return pattern.finditer(src)
+    if not gate or not src.aligned:
+        return pattern.finditer(src.text)
+    return (
+        m
+        for start, end in lines_containing(src.low, gate)
+        for m in pattern.finditer(src.text, start, end)
+    )
+
+
+@dataclass(frozen=True)
+class _Placement:
+    """Where a match of :func:`regex_finder` puts its secret, and whether it is refused:
+    ``left_chars`` (empty: no left boundary) must not precede it, ``right_boundary``
+    refuses an ASCII letter or digit after it, ``extend`` grows it over token
+    characters, ``check`` must accept the value."""
+
+    inner: re.Pattern[str] | None
+    left_chars: frozenset[str]
+    right_boundary: bool
+    extend: bool
+    check: Callable[[str], bool] | None
+
+    def place(self, text: str, start: int, end: int) -> tuple[int, int] | None:
+        """The secret's span for a match at ``start:end`` of ``text``, or None."""
+        if self.inner is not None:
+            im = self.inner.search(text, start, end)
+            if im is None:
+                return None
+            start, end = im.span()
+        if start > 0 and text[start - 1] in self.left_chars:
+            return None
+        if self.extend:
+            n = len(text)
+            while end < n and text[end] in _TOKEN_CHARS:
+                end += 1
+        if self.right_boundary and end < len(text) and text[end] in _ALNUM:
+            return None
+        value = text[start:end]
+        if MASK_RUN_RE.search(value) or (self.check is not None and not self.check(value)):
+            return None
+        return start, end
 
 
 def lines_containing(low: str, needles: tuple[str, ...]) -> list[tuple[int, int]]:

@@ -178,37 +178,47 @@ def break_joins(text: str) -> list[tuple[int, int]]:
     """
     if "\n" not in text and "\\n" not in text:
         return []
-    joins: list[tuple[int, int]] = []
-    for br, length in _breaks(text):
-        if br < 4 or text[br - 1] not in _CONTINUED_CHARS:
-            continue
-        i = br
-        while i > 0 and br - i <= 400 and text[i - 1] in _CONTINUED_CHARS:
-            i -= 1
-        continued = text[br] == "\\" and text[br + 1] in "\r\n"
-        if continued or text.startswith(_LONG_PREFIXES, i):
-            # a shell's line continuation goes on with the same word; a provider prefix
-            # says what the word is, whatever its case, when the next line is one run
-            m = (_NEXT_LOOSE_RE if continued else _NEXT_LONE_RE).match(text, br + length)
-            if (m is not None and br - i >= 4 and _random_piece(text[i:br] + m.group("b"))
-                    and (continued or len(m.group("b")) >= 6)):
-                joins.append((br, m.start("b") - br))
-                continue
-            if continued:
-                continue
-        while i < br and text[i] not in _RUN_CHARS:  # a word of token characters only, from here on
-            i += 1
-        i = max(i, text.rfind(".", i, br) + 1)
-        m = _NEXT_RUN_RE.match(text, br + length)
-        if m is None or br - i < 8:
-            continue
-        a, b = text[i:br], m.group("b")
-        if (_random_piece(a) and _random_piece(b)
-                and (a.startswith(_TOKEN_PREFIXES) or not looks_like_identifier(a + b))
-                and not a.startswith("0x") and (mixed_case(a) or mixed_case(b)
-                                                or _HEX_RE.match((a + b).replace("-", "")))):
-            joins.append((br, m.start("b") - br))
-    return joins
+    joins = [_join_at(text, br, length) for br, length in _breaks(text)]
+    return [j for j in joins if j is not None]
+
+
+def _join_at(text: str, br: int, length: int) -> tuple[int, int] | None:
+    """The join of the break at ``br`` (``length`` characters) as ``(start, length)``, or
+    None when it does not split a token (the rules of :func:`break_joins`)."""
+    if br < 4 or text[br - 1] not in _CONTINUED_CHARS:
+        return None
+    i = br
+    while i > 0 and br - i <= 400 and text[i - 1] in _CONTINUED_CHARS:
+        i -= 1
+    continued = text[br] == "\\" and text[br + 1] in "\r\n"
+    if continued or text.startswith(_LONG_PREFIXES, i):
+        # a shell's line continuation goes on with the same word; a provider prefix
+        # says what the word is, whatever its case, when the next line is one run
+        m = (_NEXT_LOOSE_RE if continued else _NEXT_LONE_RE).match(text, br + length)
+        if (m is not None and br - i >= 4 and _random_piece(text[i:br] + m.group("b"))
+                and (continued or len(m.group("b")) >= 6)):
+            return br, m.start("b") - br
+        if continued:
+            return None
+    return _word_join(text, br, length, i)
+
+
+def _word_join(text: str, br: int, length: int, i: int) -> tuple[int, int] | None:
+    """The join of a break at ``br`` between two random-looking runs of token characters
+    (the run before starts at or after ``i``), or None."""
+    while i < br and text[i] not in _RUN_CHARS:  # a word of token characters only, from here on
+        i += 1
+    i = max(i, text.rfind(".", i, br) + 1)
+    m = _NEXT_RUN_RE.match(text, br + length)
+    if m is None or br - i < 8:
+        return None
+    a, b = text[i:br], m.group("b")
+    if (_random_piece(a) and _random_piece(b)
+            and (a.startswith(_TOKEN_PREFIXES) or not looks_like_identifier(a + b))
+            and not a.startswith("0x") and (mixed_case(a) or mixed_case(b)
+                                            or _HEX_RE.match((a + b).replace("-", "")))):
+        return br, m.start("b") - br
+    return None
 
 
 def join(text: str, joins: list[tuple[int, int]]) -> str:
