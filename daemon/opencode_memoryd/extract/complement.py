@@ -153,10 +153,18 @@ def complement(kind: str, trigger: re.Match[str], r: str, base: int) -> Compleme
         return Complement("fact", base + x.end())
     if kind in ("note", "store") and _PRONOUN_IN.search(text):
         return _colon(r, base) or REJECT
-    if kind == "note" and text.endswith("down"):
+    if kind == "note":
+        return _note(r, base, text)
+    return _clause(r, base)
+
+
+def _note(r: str, base: int, text: str) -> Complement:
+    """Read what follows a "note" trigger whose lower-cased words are ``text`` (``r`` and
+    ``base`` as in :func:`complement`): "note down: X", "note the fact that X", "note X"."""
+    if text.endswith("down"):
         if x := _COLON.match(r) or _THAT.match(r):
             return Complement("fact", base + x.end(), check=x.re is _THAT)
         return REJECT  # "note down the steps you took" is a task
-    if kind == "note" and (x := _THE_FACT_THAT.match(r)):
+    if x := _THE_FACT_THAT.match(r):
         return Complement("fact", base + x.end())
     return _clause(r, base)

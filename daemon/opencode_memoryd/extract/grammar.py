@@ -321,7 +321,7 @@ class _Sentence:
         return len(self.m)
 
     def _trigger(self, c: _Cand, reach: int) -> None:
-        m, t, out = self.m, self.t, self.out
+        m, t = self.m, self.t
         start, end = c.match.span()
         head_m, tail_m, head_t = m[self.consumed:c.tail], m[c.tail:start], t[self.consumed:c.tail]
         has_head = bool(head_m.strip(" ,;:.!-\u2014\u2013\n"))
@@ -340,6 +340,14 @@ class _Sentence:
                 or _idle_announcement(c, comp, m[comp.start:reach])):
             return  # "can you remember things between sessions?" asks what it can do
         self.consumed = reach
+        self._take(comp, reach, head_m if has_head else "", head_t)
+
+    def _take(self, comp: Complement, reach: int, head_m: str, head_t: str) -> None:
+        """Add what a trigger's complement ``comp`` (up to ``reach``) states to the
+        sentence's facts; ``head_m``: the words before the trigger ("" when none), with
+        ``head_t`` their original text."""
+        m, t, out = self.m, self.t, self.out
+        has_head = bool(head_m)
         if comp.kind == "anaphor":
             if has_head:
                 out.facts.append(Fact(head_t))  # "X, keep that in mind"

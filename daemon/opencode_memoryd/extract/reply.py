@@ -251,6 +251,32 @@ def _without_identifiers(text: str) -> str:
                     not in idents and not _IDENTISH.search(w))
 
 
+def _shape_reason(content: str, max_chars: int, type_: str, scope: str) -> str:
+    """Why a proposal's fields are refused ("" when they are fine): empty or too long
+    content (over ``max_chars`` characters), unknown type or scope."""
+    if not content:
+        return "empty content"
+    if len(content) > max_chars:
+        return "too long"
+    if type_ not in FACT_TYPES:
+        return "unknown type"
+    return "" if scope in SCOPES else "unknown scope"
+
+
+def _cited_ids(ids_raw: object, roles: dict[str, str]) -> tuple[tuple[str, ...], str]:
+    """A proposal's cited message ids, deduplicated, and why they are refused ("" when
+    fine): none given, one not in the transcript (``roles``: message id -> role), or no
+    user message among them."""
+    if not isinstance(ids_raw, list) or not ids_raw:
+        return (), "no message_ids"
+    ids = tuple(dict.fromkeys(str(i).strip().strip("[]").strip() for i in ids_raw))
+    if any(i not in roles for i in ids):
+        return ids, "unknown message_id"
+    if not any(roles[i] == "user" for i in ids):
+        return ids, "cites no user line"
+    return ids, ""
+
+
 def _check_item(
     item: Any, roles: dict[str, str], said: dict[str, str], max_chars: int,
     project_name: str | None = None,
@@ -272,21 +298,12 @@ def _check_item(
     type_ = str(item.get("type") or "").strip().lower()
     scope = str(item.get("scope") or "").strip().lower()
     ids_raw = item.get("message_ids")
-    if not content:
-        return None, "empty content", short
-    if len(content) > max_chars:
-        return None, "too long", short
-    if type_ not in FACT_TYPES:
-        return None, "unknown type", short
-    if scope not in SCOPES:
-        return None, "unknown scope", short
-    if not isinstance(ids_raw, list) or not ids_raw:
-        return None, "no message_ids", short
-    ids = tuple(dict.fromkeys(str(i).strip().strip("[]").strip() for i in ids_raw))
-    if any(i not in roles for i in ids):
-        return None, "unknown message_id", short
-    if not any(roles[i] == "user" for i in ids):
-        return None, "cites no user line", short
+    shape = _shape_reason(content, max_chars, type_, scope)
+    if shape:
+        return None, shape, short
+    ids, uncited = _cited_ids(ids_raw, roles)
+    if uncited:
+        return None, uncited, short
     reason = junk_reason(content)
     if reason:
         return None, f"junk: {reason}", short
