@@ -76,24 +76,9 @@ def _scan(text: str, i: int) -> tuple[str, int]:
             end += 1
         return "space", end
     if c == '"':
-        end = i + 1
-        while end < n and text[end] != '"':
-            if text[end] in "\r\n":
-                raise ValueError(f"line break inside a string at {_where(text, end)}")
-            end += 2 if text[end] == "\\" else 1
-        if end >= n:
-            raise ValueError(f"unterminated string at {_where(text, i)}")
-        return "string", end + 1
-    if text.startswith("//", i):
-        end = i
-        while end < n and text[end] not in "\r\n":
-            end += 1
-        return "comment", end
-    if text.startswith("/*", i):
-        close = text.find("*/", i + 2)
-        if close < 0:
-            raise ValueError(f"unterminated comment at {_where(text, i)}")
-        return "comment", close + 2
+        return "string", _string_end(text, i)
+    if text.startswith(("//", "/*"), i):
+        return "comment", _comment_end(text, i)
     if c in _PUNCT:
         return "punct", i + 1
     end = i
@@ -102,6 +87,39 @@ def _scan(text: str, i: int) -> tuple[str, int]:
     if end == i:
         raise ValueError(f"unexpected {c!r} at {_where(text, i)}")
     return "word", end
+
+
+def _string_end(text: str, i: int) -> int:
+    """The end (exclusive) of the string whose opening quote is at ``i``.
+
+    Raises:
+        ValueError: a line break inside it, or no closing quote.
+    """
+    n, end = len(text), i + 1
+    while end < n and text[end] != '"':
+        if text[end] in "\r\n":
+            raise ValueError(f"line break inside a string at {_where(text, end)}")
+        end += 2 if text[end] == "\\" else 1
+    if end >= n:
+        raise ValueError(f"unterminated string at {_where(text, i)}")
+    return end + 1
+
+
+def _comment_end(text: str, i: int) -> int:
+    """The end (exclusive) of the ``//`` or ``/* */`` comment that starts at ``i``.
+
+    Raises:
+        ValueError: a ``/*`` comment that is not closed.
+    """
+    if text.startswith("//", i):
+        end = i
+        while end < len(text) and text[end] not in "\r\n":
+            end += 1
+        return end
+    close = text.find("*/", i + 2)
+    if close < 0:
+        raise ValueError(f"unterminated comment at {_where(text, i)}")
+    return close + 2
 
 
 class _Parser:

@@ -178,7 +178,15 @@ def find_provider(env: Mapping[str, str] | None = None) -> ProviderChoice:
         why = (f"its package {npm} does not speak the OpenAI API" if isinstance(npm, str)
                else "its OpenAI-compatible endpoint is not known")
         return _with(choice, problem=f"OpenCode's provider {provider!r}: {why}")
-    choice = _with(choice, base_url=base_url)
+    return _with_key(_with(choice, base_url=base_url), provider, options, env)
+
+
+def _with_key(choice: ProviderChoice, provider: str, options: dict[str, object],
+              env: Mapping[str, str]) -> ProviderChoice:
+    """``choice`` with where its key comes from (see :func:`find_provider`): the
+    provider's ``options.apiKey`` (an ``{env:VAR}`` reference names the variable), the
+    provider's usual variable when set, OpenCode's stored ``api`` credentials; else a
+    problem when the provider needs a key, else ``choice`` (no key needed)."""
     key = options.get("apiKey")
     if isinstance(key, str) and key:
         named = _ONLY_ENV_REF.match(key.strip())

@@ -149,19 +149,7 @@ class Guard(BaseHTTPMiddleware):
             request.state.rotated = verdict.rotated
         if request.method not in UNSAFE_METHODS:
             return None
-        origin = request.headers.get("origin")
-        if origin is not None and not same_origin(origin, host):
-            return error(403, f"cross-site request from {origin} refused")
-        site = request.headers.get("sec-fetch-site")
-        if site is not None and site not in ("same-origin", "none"):
-            return error(403, f"cross-site request ({site}) refused")
-        if login:  # the bearer token proved itself
-            return None
-        sent = request.headers.get("x-csrf-token", "")
-        if not hmac.compare_digest(sent.encode(), request.state.csrf.encode()):
-            return error(403, "missing or wrong X-CSRF-Token header (GET /api/session gives "
-                              "it)")
-        return None
+        return _unsafe_refusal(request, host, login=login)
 
     def _ended(self, reason: str) -> str:
         """The 401 message of a session token :class:`Sessions` refused for ``reason``."""
@@ -204,3 +192,23 @@ class Guard(BaseHTTPMiddleware):
         if request.url.path.startswith("/api/"):
             response.headers["Cache-Control"] = "no-store"
         return response
+
+
+def _unsafe_refusal(request: Request, host: str, *, login: bool) -> Response | None:
+    """The refusal of an authenticated request with an unsafe method (``POST``, …),
+    else ``None``: a cross-site ``Origin`` or ``Sec-Fetch-Site`` is refused; a request
+    other than the ``login`` must carry the credential's CSRF token
+    (``request.state.csrf``) in ``X-CSRF-Token``."""
+    origin = request.headers.get("origin")
+    if origin is not None and not same_origin(origin, host):
+        return error(403, f"cross-site request from {origin} refused")
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site not in ("same-origin", "none"):
+        return error(403, f"cross-site request ({site}) refused")
+    if login:  # the bearer token proved itself
+        return None
+    sent = request.headers.get("x-csrf-token", "")
+    if not hmac.compare_digest(sent.encode(), request.state.csrf.encode()):
+        return error(403, "missing or wrong X-CSRF-Token header (GET /api/session gives "
+                          "it)")
+    return None
