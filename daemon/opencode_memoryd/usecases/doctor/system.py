@@ -93,37 +93,47 @@ def service_check(ctx: Context) -> Check:
     """The ``service`` check."""
     platform = ctx.probes.platform
     if platform.startswith("linux"):
-        unit = service_path(system="linux", env=ctx.app.env)
-        if not unit.exists():
-            return Check("service", WARN, f"no systemd user unit at {unit}", _start(ctx))
-        answer = ctx.probes.run(["systemctl", "--user", "is-enabled", SYSTEMD_UNIT_NAME])
-        if answer is None:
-            return Check("service", SKIP, f"{unit} exists; systemctl is not installed")
-        word = (answer[1].strip().splitlines() or [""])[0]
-        if word in ENABLED_STATES:
-            return Check("service", OK, f"{unit}: {word}")
-        manager = user_manager_state(ctx)
-        if word in DISABLED_STATES and manager is not None:
-            return Check("service", WARN, f"{unit}: {word}, and no systemd user instance "
-                                          f"runs here ({manager})", _NO_MANAGER)
-        if word in DISABLED_STATES:
-            return Check("service", WARN, f"{unit}: {word}, so it does not start at login",
-                         "systemctl --user daemon-reload && systemctl --user enable --now "
-                         + SYSTEMD_UNIT_NAME)
-        return Check("service", SKIP, f"{unit} exists; the user's systemd cannot be asked: "
-                                      f"{word or answer[0]}")
+        return _systemd_check(ctx)
     if platform == "darwin":
-        plist = service_path(system="darwin", env=ctx.app.env)
-        if not plist.exists():
-            return Check("service", WARN, f"no launchd agent at {plist}", _START)
-        answer = ctx.probes.run(["launchctl", "print", f"gui/{os.getuid()}/{LAUNCHD_LABEL}"])
-        if answer is None:
-            return Check("service", SKIP, f"{plist} exists; launchctl is not available")
-        if answer[0] == 0:
-            return Check("service", OK, f"{plist}: loaded")
-        return Check("service", WARN, f"{plist} exists but is not loaded",
-                     f"launchctl bootstrap gui/{os.getuid()} {plist}")
+        return _launchd_check(ctx)
     return Check("service", SKIP, f"no service manager support on {platform}")
+
+
+def _systemd_check(ctx: Context) -> Check:
+    """The ``service`` check on Linux: the user unit and ``systemctl --user is-enabled``."""
+    unit = service_path(system="linux", env=ctx.app.env)
+    if not unit.exists():
+        return Check("service", WARN, f"no systemd user unit at {unit}", _start(ctx))
+    answer = ctx.probes.run(["systemctl", "--user", "is-enabled", SYSTEMD_UNIT_NAME])
+    if answer is None:
+        return Check("service", SKIP, f"{unit} exists; systemctl is not installed")
+    word = (answer[1].strip().splitlines() or [""])[0]
+    if word in ENABLED_STATES:
+        return Check("service", OK, f"{unit}: {word}")
+    manager = user_manager_state(ctx)
+    if word in DISABLED_STATES and manager is not None:
+        return Check("service", WARN, f"{unit}: {word}, and no systemd user instance "
+                                      f"runs here ({manager})", _NO_MANAGER)
+    if word in DISABLED_STATES:
+        return Check("service", WARN, f"{unit}: {word}, so it does not start at login",
+                     "systemctl --user daemon-reload && systemctl --user enable --now "
+                     + SYSTEMD_UNIT_NAME)
+    return Check("service", SKIP, f"{unit} exists; the user's systemd cannot be asked: "
+                                  f"{word or answer[0]}")
+
+
+def _launchd_check(ctx: Context) -> Check:
+    """The ``service`` check on macOS: the agent's plist and ``launchctl print``."""
+    plist = service_path(system="darwin", env=ctx.app.env)
+    if not plist.exists():
+        return Check("service", WARN, f"no launchd agent at {plist}", _START)
+    answer = ctx.probes.run(["launchctl", "print", f"gui/{os.getuid()}/{LAUNCHD_LABEL}"])
+    if answer is None:
+        return Check("service", SKIP, f"{plist} exists; launchctl is not available")
+    if answer[0] == 0:
+        return Check("service", OK, f"{plist}: loaded")
+    return Check("service", WARN, f"{plist} exists but is not loaded",
+                 f"launchctl bootstrap gui/{os.getuid()} {plist}")
 
 
 def linger_check(ctx: Context) -> Check:
