@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -25,7 +26,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from conftest import MANIFEST, SAMPLE_DB, wait_until, write_config
-from opencode_memoryd.compose import DAEMON_INFO_FILE
+from opencode_memoryd.compose import DAEMON_INFO_FILE, STATE_FILE_NAME
 from opencode_memoryd.config.loader import load_config
 from opencode_memoryd.config.paths import state_dir, store_dir
 from opencode_memoryd.install.opencode import MCP_SERVER_NAME
@@ -91,6 +92,23 @@ class World:
                 return client.ping() is not None
 
         assert wait_until(serving, timeout=120, interval=0.05), "the daemon did not serve"
+        assert wait_until(self.settled, timeout=300, interval=0.1), \
+            "the daemon did not finish reading the database"
+
+    def settled(self) -> bool:
+        """Whether the daemon has read the sample database's sessions and has nothing due
+        but the test's own session (which waits to be idle), so that what it stores on its
+        own (e.g. session notes) is stored before a test looks."""
+        path = state_dir(load_config(self.config, self.env), self.env) / STATE_FILE_NAME
+        try:
+            with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as c:
+                queued = c.execute("SELECT count(*) FROM queue WHERE session_id != ?",
+                                   (self.session,)).fetchone()[0]
+                marked = c.execute("SELECT count(*) FROM marks WHERE session_id != ?",
+                                   (self.session,)).fetchone()[0]
+        except sqlite3.Error:
+            return False
+        return queued == 0 and marked > 0
 
     def stop(self) -> None:
         if self.daemon is not None:

@@ -111,13 +111,8 @@ class Relay:
 
     def handle(self, line: bytes) -> None:
         """Relay (or answer) one line from the client."""
-        try:
-            msg = json.loads(line)
-        except ValueError:  # UnicodeDecodeError too
-            self._write(PARSE_ERROR)
-            return
-        if not isinstance(msg, dict):  # a batch (MCP has none since 2025-06-18), a number
-            self._write(INVALID_REQUEST)
+        msg = self._message(line)
+        if msg is None:
             return
         method = msg.get("method")
         if "id" in msg and method is not None and not isinstance(msg.get("params", {}),
@@ -133,12 +128,7 @@ class Relay:
             self._send(line)
             return
         if method == "tools/call":
-            if self._conn is None:
-                self._connect(replay=True)
-            if self._conn is not None and not self._alive():
-                self._drop(ControlError(
-                    f"the daemon on {self._find()} accepts connections but did not answer "
-                    f"within {ANSWER_SECONDS:g} s (stuck or stopped?)"))
+            self._reach_daemon()
         waiter = threading.Event()
         with self._lock:
             self._pending[_key(msg["id"])] = (msg, waiter)
@@ -146,6 +136,30 @@ class Relay:
             self._answer_pending()
         elif method == "initialize" and not waiter.wait(ANSWER_SECONDS):
             self._drop(ControlError("the daemon did not answer initialize"))
+
+    def _message(self, line: bytes) -> dict[str, Any] | None:
+        """The JSON-RPC message of ``line``; ``None`` when it is not one (the client was
+        answered with a parse error or an invalid request)."""
+        try:
+            msg = json.loads(line)
+        except ValueError:  # UnicodeDecodeError too
+            self._write(PARSE_ERROR)
+            return None
+        if not isinstance(msg, dict):  # a batch (MCP has none since 2025-06-18), a number
+            self._write(INVALID_REQUEST)
+            return None
+        return msg
+
+    def _reach_daemon(self) -> None:
+        """Before a tool call: connect (replaying the handshake) if not connected, and
+        drop a connection whose daemon no longer answers (the call is then answered
+        locally)."""
+        if self._conn is None:
+            self._connect(replay=True)
+        if self._conn is not None and not self._alive():
+            self._drop(ControlError(
+                f"the daemon on {self._find()} accepts connections but did not answer "
+                f"within {ANSWER_SECONDS:g} s (stuck or stopped?)"))
 
     # -- the daemon's side --------------------------------------------------------------
 
