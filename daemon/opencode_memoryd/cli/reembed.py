@@ -73,6 +73,40 @@ def _running_daemon(app: App) -> int | None:
     return daemon_starting(app)
 
 
+class _Progress:
+    """What ``reembed`` shows while it runs: a line on stderr when it starts, and a
+    progress bar (tqdm) when stderr is a terminal."""
+
+    def __init__(self) -> None:
+        self.started = False
+        self._bar: Any = None
+
+    def announce(self, report: dict[str, Any]) -> None:
+        """The re-embedding starts (``report``: ``points``, ``store``, ``from``, ``to``,
+        ``reason``)."""
+        self.started = True
+        print(f"re-embedding {report['points']} memories in {report['store']}: "
+              f"{report['from']} -> {report['to']} ({report['reason']}) ...",
+              file=sys.stderr, flush=True)
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=report["points"], desc="memories", unit="memory",
+                             leave=False)
+
+    def advance(self, done: int, total: int) -> None:
+        """``done`` of ``total`` memories are re-embedded."""
+        if self._bar is not None:
+            self._bar.total = total
+            self._bar.update(done - self._bar.n)
+
+    def close(self) -> None:
+        """Remove the bar (idempotent)."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+
 def cmd_reembed(app: App, args: argparse.Namespace) -> int:
     """``reembed``: one line saying what was done (or the JSON report).
 
@@ -86,48 +120,35 @@ def cmd_reembed(app: App, args: argparse.Namespace) -> int:
     if pid is not None:
         raise _refusal(app, f"the opencode-memoryd daemon is running (pid {pid}) and owns "
                             "the memory store")
-    bar: Any = None
-    started = False
-
-    def announce(report: dict[str, Any]) -> None:
-        nonlocal bar, started
-        started = True
-        print(f"re-embedding {report['points']} memories in {report['store']}: "
-              f"{report['from']} -> {report['to']} ({report['reason']}) ...",
-              file=sys.stderr, flush=True)
-        if sys.stderr.isatty():
-            from tqdm import tqdm
-
-            bar = tqdm(total=report["points"], desc="memories", unit="memory", leave=False)
-
-    def advance(done: int, total: int) -> None:
-        if bar is not None:
-            bar.total = total
-            bar.update(done - bar.n)
-
+    shown = _Progress()
     try:
-        result = reembed(app, force=args.force, on_start=announce, progress=advance)
+        result = reembed(app, force=args.force, on_start=shown.announce,
+                         progress=shown.advance)
     except StoreInUseError as exc:
         raise _refusal(app, f"another opencode-memoryd process holds the memory store "
                             f"({exc})") from exc
     except KeyboardInterrupt:
-        if bar is not None:
-            bar.close()
-        if started:  # before that, nothing was changed
+        shown.close()
+        if shown.started:  # before that, nothing was changed
             print(f"reembed interrupted: {MARKED}; run `opencode-memoryd reembed` again — it "
                   "starts over, the memories are kept", file=sys.stderr, flush=True)
         raise
     finally:
-        if bar is not None:
-            bar.close()
+        shown.close()
     if args.json:
         print_json(result)
-    elif result["reembedded"]:
-        print(f"re-embedded {result['points']} memories in {result['store']}: "
-              f"{result['from']} -> {result['to']} ({result['reason']})")
-    elif result["from"] == "no store":
-        print(f"nothing to do: {result['reason']}")
     else:
-        print(f"nothing to do: {result['reason']} ({result['to']}, {result['points']} "
-              "memories); `opencode-memoryd reembed --force` rebuilds the vectors anyway")
+        print(_said(result))
     return EXIT_OK
+
+
+def _said(result: dict[str, Any]) -> str:
+    """The line ``reembed`` prints for its report ``result`` (see
+    :func:`~opencode_memoryd.usecases.reembed.reembed`)."""
+    if result["reembedded"]:
+        return (f"re-embedded {result['points']} memories in {result['store']}: "
+                f"{result['from']} -> {result['to']} ({result['reason']})")
+    if result["from"] == "no store":
+        return f"nothing to do: {result['reason']}"
+    return (f"nothing to do: {result['reason']} ({result['to']}, {result['points']} "
+            "memories); `opencode-memoryd reembed --force` rebuilds the vectors anyway")

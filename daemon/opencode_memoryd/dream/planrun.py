@@ -154,6 +154,11 @@ class GroupLoop:
         except ExtractionError as exc:
             self._reject(group, redact(f"bad plan: {exc}").text, settle=True)
             return True
+        return self._admit(group, ops)
+
+    def _admit(self, group: list[Memory], ops: list[Operation]) -> bool:
+        """Check the planned operations ``ops`` of ``group`` and admit their change into
+        the plan; whether the group is done (settled, refused for good, or admitted)."""
         change = self.check(group, ops, self.sc, self.res.run_id, self.now, set(self.after))
         if isinstance(change, str):
             self._reject(group, change, settle=True)
