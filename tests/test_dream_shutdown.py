@@ -92,8 +92,8 @@ def test_sigterm_during_the_catch_up_dream_and_commands_meanwhile(
     proc = start_daemon(cfg, isolated_env)
     try:
         # the catch-up dream is planning (its first plan request is being answered)
-        assert wait_until(lambda: model.plans >= 1, timeout=60)
-        assert wait_until(lambda: _daemon_ready(cfg, proc), timeout=30)
+        assert wait_until(lambda: model.plans >= 1, timeout=180)
+        assert wait_until(lambda: _daemon_ready(cfg, proc), timeout=120)
         # commands are answered while it dreams (generous bounds: a busy machine), also
         # an extraction of the very project it dreams (the dream locks it only to apply)
         for args in (("status", "--json"), ("list", "--json"), ("search", "pnpm", "--json"),
@@ -103,7 +103,7 @@ def test_sigterm_during_the_catch_up_dream_and_commands_meanwhile(
         assert model.plans < 3  # still dreaming: the test measured during the dream
         stopped = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+        proc.wait(timeout=120)
         took = time.monotonic() - stopped
     finally:
         if proc.poll() is None:
@@ -124,9 +124,9 @@ def test_sigterm_during_the_catch_up_dream_and_commands_meanwhile(
     try:
         assert wait_until(lambda: any(e["status"] == "ok" for e in
                                       journal_lines(cfg, isolated_env)[len(old):]),
-                          timeout=60)
+                          timeout=180)
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+        proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()

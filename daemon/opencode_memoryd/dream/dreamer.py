@@ -177,10 +177,8 @@ class Dreamer:
         )
         self.state.dream_start(run_id, scope_key=sc.key, project_root=project_root,
                                trigger=trigger, dry_run=dry_run, now=res.started_at)
-        applying = False
         try:
-            if self._asker is not None:
-                self._asker.begin()
+            self._begin()
             pending = self.state.dream_runs(statuses=("applying", "undoing"))
             if pending:
                 res.status = "failed"
@@ -202,31 +200,47 @@ class Dreamer:
             if not plan.writes:
                 return self._finish(res, t0, "applied")
             with apply_lock or nullcontext():
-                changed = self._writer.changed_since(plan.before, plan.writes)
-                if changed:
-                    res.status = "failed"
-                    res.reason = (f"{changed} memories changed while the dream was "
-                                  "planning; nothing was changed")
-                    return self._finish(res, t0, "failed")
-                self._writer.record(res, plan.before, plan.writes)
-                applying = True
-                self._writer.write(plan.writes)
-                return self._finish(res, t0, "applied", expect=("applying",))
+                return self._apply(res, plan, t0)
         except MemorydError as exc:
             res.status = "failed"
-            if applying:
-                res.reason = (f"{type(exc).__name__} while applying: {redact(str(exc)).text}; "
-                              "the run stays "
-                              "'applying' and is completed by recovery")
-                log.error("dream_apply_failed", run_id=run_id, error=str(exc))
-                res.ended_at = iso_utc(self.clock())
-                res.duration_ms = (time.perf_counter() - t0) * 1000
-                return res
             res.reason = f"{type(exc).__name__}: {redact(str(exc)).text}"
             try:
                 return self._finish(res, t0, "failed", expect=("planned",))
             except MemorydError:
                 return res
+
+    def _begin(self) -> None:
+        """A dream starts: the planner's recorded answers are made ready."""
+        if self._asker is not None:
+            self._asker.begin()
+
+    def _apply(self, res: DreamResult, plan: Planned, t0: float) -> DreamResult:
+        """Apply a checked ``plan`` (its ``before`` and ``writes``) unless a memory it
+        touches changed while planning; journaled first, so a failure while writing
+        leaves the run ``applying`` for :meth:`recover`.
+
+        Raises:
+            MemorydError: the check or the journal record failed (nothing changed).
+        """
+        changed = self._writer.changed_since(plan.before, plan.writes)
+        if changed:
+            res.status = "failed"
+            res.reason = (f"{changed} memories changed while the dream was "
+                          "planning; nothing was changed")
+            return self._finish(res, t0, "failed")
+        self._writer.record(res, plan.before, plan.writes)
+        try:
+            self._writer.write(plan.writes)
+            return self._finish(res, t0, "applied", expect=("applying",))
+        except MemorydError as exc:
+            res.status = "failed"
+            res.reason = (f"{type(exc).__name__} while applying: {redact(str(exc)).text}; "
+                          "the run stays "
+                          "'applying' and is completed by recovery")
+            log.error("dream_apply_failed", run_id=res.run_id, error=str(exc))
+            res.ended_at = iso_utc(self.clock())
+            res.duration_ms = (time.perf_counter() - t0) * 1000
+            return res
 
     def _finish(self, res: DreamResult, t0: float, row_status: str,
                 expect: tuple[str, ...] = ("planned",)) -> DreamResult:
