@@ -1,5 +1,5 @@
-"""The layout's promises that no linter checks: output only from the CLI, small modules,
-and ``daemon/`` as a plain source root."""
+"""The layout's promises that no linter checks: output only from the CLI, modules under a
+size ceiling, and ``daemon/`` as a plain source root."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "daemon" / "opencode_memoryd"
-#: "Modules of at most about 400 lines": a little slack, never a 500-line module.
-MAX_MODULE_LINES = 420
+#: A ceiling, far above the usual module (most are under 400 lines): a module that
+#: reaches it holds more than one responsibility. Function size is held by ruff's
+#: complexity budget (``max-complexity = 10`` in pyproject.toml, with its allow-list).
+MAX_MODULE_LINES = 800
 
 
 def _modules() -> list[Path]:
