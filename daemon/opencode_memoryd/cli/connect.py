@@ -10,24 +10,10 @@ import os
 import sys
 import time
 
-from opencode_memoryd.errors import (
-    DaemonUnreachableError,
-    DreamError,
-    MemorydError,
-    NotFoundError,
-    RefusedError,
-    RemoteError,
-    RequestError,
-    SourceError,
-    StateError,
-    StoreError,
-    StoreInUseError,
-    UpstreamError,
-)
+from opencode_memoryd.errors import DaemonUnreachableError, RemoteError, StoreInUseError
 
 TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from pathlib import Path
     from typing import Any
 
@@ -46,7 +32,8 @@ def run_use_case(app: App, route: str, payload: dict[str, Any], *,
     store are opened here (a dream or undo first finishes a dream a crash interrupted).
 
     Raises:
-        MemorydError: the use case failed (a daemon's error keeps its class where known).
+        MemorydError: the use case failed (a daemon's error is rebuilt in its own class,
+            :meth:`~opencode_memoryd.errors.RemoteError.local`).
     """
     served, result = via_daemon(app, route, payload)
     if served:
@@ -101,7 +88,7 @@ def via_daemon(app: App, name: str, payload: dict[str, Any]) -> tuple[bool, Any]
     except DaemonUnreachableError:
         return False, None
     except RemoteError as exc:
-        raise _REMOTE_ERRORS.get(exc.type, MemorydError)(str(exc)) from exc
+        raise exc.local() from exc
 
 
 def daemon_starting(app: App) -> int | None:
@@ -145,15 +132,3 @@ def _wait_for_starting_daemon(app: App) -> Path | None:
             return app.daemon_socket()
         time.sleep(0.2)
     return None
-
-
-def _remote_upstream(message: str) -> UpstreamError:
-    return UpstreamError(message, kind="remote", retryable=False)
-
-
-_REMOTE_ERRORS: dict[str, Callable[[str], MemorydError]] = {
-    "SourceError": SourceError, "SourceSchemaError": SourceError, "StoreError": StoreError,
-    "EmbedderMismatchError": StoreError, "StateError": StateError,
-    "UpstreamError": _remote_upstream, "NotFoundError": NotFoundError,
-    "RequestError": RequestError, "RefusedError": RefusedError, "DreamError": DreamError,
-}

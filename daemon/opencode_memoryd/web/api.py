@@ -2,11 +2,13 @@
 :class:`~opencode_memoryd.usecases.service.Service`, in the envelope
 ``{"success": true, "data": …}`` / ``{"success": false, "error": "…"}``.
 
-Errors: a bad request 400 (:class:`~opencode_memoryd.errors.RequestError`), nothing
-there 404 (:class:`~opencode_memoryd.errors.NotFoundError`), refused 409
-(:class:`~opencode_memoryd.errors.RefusedError`, e.g. undoing a run already undone),
-anything else 500 (a :class:`~opencode_memoryd.errors.MemorydError` says what failed; a
-bug says only that the log has it).
+Errors have the status their class carries (``http_status``, the control socket's too): a
+bad request 400 (:class:`~opencode_memoryd.errors.RequestError`), nothing there 404
+(:class:`~opencode_memoryd.errors.NotFoundError`), refused 409
+(:class:`~opencode_memoryd.errors.RefusedError`, e.g. undoing a run already undone), the
+LLM or embedding endpoint failed 502, anything else 500 (a
+:class:`~opencode_memoryd.errors.MemorydError` says what failed; a bug says only that the
+log has it).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from opencode_memoryd.errors import MemorydError, NotFoundError, RefusedError, RequestError
+from opencode_memoryd.errors import MemorydError, RequestError, describe
 from opencode_memoryd.usecases.service import Service
 from opencode_memoryd.web.openapi import OPENAPI_PATH, openapi_document
 from opencode_memoryd.web.sessions import Sessions
@@ -43,16 +45,13 @@ def fail(status: int, message: str) -> JSONResponse:
 
 
 def error_response(exc: BaseException) -> JSONResponse:
-    """The envelope and status of an exception raised by a use case."""
-    if isinstance(exc, RequestError):
-        return fail(400, str(exc))
-    if isinstance(exc, NotFoundError):
-        return fail(404, str(exc))
-    if isinstance(exc, RefusedError):
-        return fail(409, str(exc))
-    if isinstance(exc, MemorydError):
-        return fail(500, str(exc))
-    return fail(500, "internal error; the daemon's log has the details")
+    """The envelope and status of an exception raised by a use case: the status of its
+    class (:func:`~opencode_memoryd.errors.describe`, as on the control socket) and its
+    message; a bug says only that the log has it."""
+    status, _type, message, _kind = describe(exc)
+    if not isinstance(exc, MemorydError):
+        message = "internal error; the daemon's log has the details"
+    return fail(status, message)
 
 
 async def call(fn: Callable[..., Any], code: int = 200, /, **kwargs: Any) -> JSONResponse:
