@@ -119,16 +119,22 @@ def as_agent(app: App) -> dict[str, Any]:
     return {"caller": "agent", "directory": os.getcwd()}
 
 
+def _caller(app: App, folder: str | None = None) -> tuple[str, str | None]:
+    """``(caller, directory)`` of a writing command (:func:`as_agent`): ``("user",
+    folder)``, or inside OpenCode ``("agent", folder or the current folder)``."""
+    agent = as_agent(app)
+    return ("agent", folder or agent["directory"]) if agent else ("user", folder)
+
+
 def cmd_add(app: App, args: argparse.Namespace) -> int:
     """``add TEXT [--dir DIR | --user] [--type T]``: print what was stored (without
     ``--dir`` or ``--user``: a memory of the current folder's project)."""
     folder = None if args.user else os.path.abspath(args.dir or os.getcwd())
-    agent = as_agent(app)
-    who: dict[str, Any] = ({"caller": "agent", "directory": folder or agent["directory"]}
-                           if agent else {"directory": folder})
+    caller, folder = _caller(app, folder)
     code, result = _call(lambda: use_cases(app).add(
         content=args.text, type=args.type or ("user" if args.user else "project"),
-        scope="user" if args.user else "project", db=args.db, **who), args)
+        scope="user" if args.user else "project", directory=folder, db=args.db,
+        caller=caller), args)
     if code != EXIT_OK:
         return code
     m = result["memory"]
@@ -151,17 +157,19 @@ def cmd_forget(app: App, args: argparse.Namespace) -> int:
                   f"purged {result['id']}: deleted from the store; its text replaced in "
                   f"{sum(result['scrubbed'].values())} journal entries")
         return code
-    agent = as_agent(app)
-    code, result = _call(lambda: use_cases(app).forget(memory_id=args.id, **agent), args)
+    caller, here = _caller(app)
+    code, result = _call(lambda: use_cases(app).forget(memory_id=args.id, caller=caller,
+                                                       directory=here), args)
     return code if code != EXIT_OK else _show(args, result, "forgot")
 
 
 def cmd_edit(app: App, args: argparse.Namespace) -> int:
     """``edit ID [TEXT] [--type T]``: print the memory as it is now; exit 5 when there is
     no such memory, 6 when it is retired (or the agent may not)."""
-    agent = as_agent(app)
+    caller, here = _caller(app)
     code, result = _call(lambda: use_cases(app).edit(
-        memory_id=args.id, content=args.text, type=args.type, **agent), args)
+        memory_id=args.id, content=args.text, type=args.type, caller=caller,
+        directory=here), args)
     if code != EXIT_OK:
         return code
     return _show(args, result, "edited" if result["status"] == "edited" else "unchanged")
@@ -170,8 +178,9 @@ def cmd_edit(app: App, args: argparse.Namespace) -> int:
 def cmd_restore(app: App, args: argparse.Namespace) -> int:
     """``restore ID``: bring a forgotten memory back; exit 5 when there is no such memory,
     6 when it is active or a dream retired it (or the agent may not)."""
-    agent = as_agent(app)
-    code, result = _call(lambda: use_cases(app).restore(memory_id=args.id, **agent), args)
+    caller, here = _caller(app)
+    code, result = _call(lambda: use_cases(app).restore(memory_id=args.id, caller=caller,
+                                                        directory=here), args)
     return code if code != EXIT_OK else _show(args, result, "restored")
 
 
