@@ -116,3 +116,15 @@ def test_the_remote_service_sends_each_method_as_its_route(sock: Path) -> None:
         server.close(wait_seconds=2)
     with pytest.raises(AttributeError):
         routed(lambda route, payload: None)._private  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_the_wire_policies_name_routes_of_the_contract() -> None:
+    """The route sets the daemon keys its policies on (served on GET, run as the agent over
+    MCP, waiting for the capture code) name methods of the contract: a renamed method
+    cannot leave a policy naming nothing."""
+    from opencode_memoryd.serve.commands import CAPTURE_ROUTES
+    from opencode_memoryd.serve.mcp_host import AGENT_ROUTES
+    from opencode_memoryd.usecases.contract import GET_ROUTES
+
+    for policy in (GET_ROUTES, AGENT_ROUTES, CAPTURE_ROUTES):
+        assert policy and policy <= set(ROUTES)
