@@ -22,22 +22,99 @@
     │   └── DaemonUnreachableError  no daemon accepted the connection (safe to do it locally)
     ├── RequestError           a control request's payload is invalid (HTTP 400)
     └── RemoteError            the daemon answered a call with an error
+
+Each class carries what it becomes outside the process, in one place: ``exit_code`` (the
+command's exit status, see ``opencode-memoryd --help``), ``http_status`` (the control
+socket's and the REST API's answer) and ``wire_type`` (the ``type`` of the error envelope,
+the class's name). :func:`describe` reads them for an exception; :func:`error_envelope`
+is the control socket's error body; :meth:`RemoteError.local` turns an envelope a client
+received back into the exception the daemon raised.
 """
 
 from __future__ import annotations
 
+TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
+
+#: The message of an error that is not one of ours (a bug): its details stay in the log.
+GENERIC_MESSAGE = "internal error in the daemon; see its log for details"
+#: The envelope ``type`` of an error that is not one of ours.
+INTERNAL_TYPE = "InternalError"
+
+#: Every error class by its ``wire_type`` (filled as the classes are defined).
+_BY_WIRE_TYPE: dict[str, type[MemorydError]] = {}
+
 
 class MemorydError(Exception):
-    """Base class of every error this package raises on purpose."""
+    """Base class of every error this package raises on purpose.
+
+    Class attributes (a subclass inherits its parent's unless it sets its own):
+        exit_code: the CLI's exit status for it (1, operational failure).
+        http_status: the HTTP status the control socket and the REST API answer (500).
+        wire_type: the ``type`` in the error envelope: the class's own name, always.
+    """
+
+    exit_code: ClassVar[int] = 1
+    http_status: ClassVar[int] = 500
+    wire_type: ClassVar[str] = "MemorydError"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.wire_type = cls.__name__
+        _BY_WIRE_TYPE[cls.wire_type] = cls
+
+    @classmethod
+    def from_wire(cls, message: str, kind: str | None) -> MemorydError:
+        """The error rebuilt from an envelope's ``message`` and ``kind`` (what a client
+        knows of it); ``str()`` of the result is ``message``."""
+        return cls(message)
+
+    @classmethod
+    def _rebuilt(cls, message: str, **attributes: object) -> MemorydError:
+        """An instance whose ``str()`` is ``message``, with ``attributes`` set, for the
+        classes whose constructor takes other arguments than a message."""
+        err = cls.__new__(cls)
+        Exception.__init__(err, message)
+        err.__dict__.update(attributes)
+        return err
+
+
+_BY_WIRE_TYPE[MemorydError.wire_type] = MemorydError
+
+
+def describe(exc: BaseException) -> tuple[int, str, str, str | None]:
+    """``(http_status, wire type, message, kind)`` of an exception a use case raised.
+
+    ``kind`` is the error's ``kind`` attribute as a string (e.g. ``UpstreamError.kind``),
+    else ``None``. An exception that is not a :class:`MemorydError` (a bug) is
+    ``(500, "InternalError", GENERIC_MESSAGE, None)``: its message may hold internals.
+    """
+    if not isinstance(exc, MemorydError):
+        return 500, INTERNAL_TYPE, GENERIC_MESSAGE, None
+    kind = getattr(exc, "kind", None)
+    if not isinstance(kind, str | None):
+        kind = str(kind)
+    return exc.http_status, exc.wire_type, str(exc), kind
+
+
+def error_envelope(exc: BaseException) -> tuple[int, dict[str, Any]]:
+    """The control socket's answer to ``exc``: ``(status, {"error": {"type": str,
+    "message": str, "kind": str | None}})`` (see :func:`describe`)."""
+    status, type_name, message, kind = describe(exc)
+    return status, {"error": {"type": type_name, "message": message, "kind": kind}}
 
 
 class ConfigError(MemorydError):
-    """The config file is missing, unreadable or invalid.
+    """The config file is missing, unreadable or invalid. Exit 78 (``EX_CONFIG``), HTTP 400.
 
     Attributes:
         path: the file that was read (``None`` for defaults only).
         problems: one line per problem, each ``at `key.path`: message``.
     """
+
+    exit_code = 78
+    http_status = 400
 
     def __init__(self, path: str | None, problems: list[str]) -> None:
         self.path = path
@@ -46,9 +123,17 @@ class ConfigError(MemorydError):
         body = "\n".join(f"  {p}" for p in self.problems)
         super().__init__(f"invalid configuration{where}:\n{body}")
 
+    @classmethod
+    def from_wire(cls, message: str, kind: str | None) -> MemorydError:
+        """See :meth:`MemorydError.from_wire` (``path`` unknown, the message the one
+        problem)."""
+        return cls._rebuilt(message, path=None, problems=[message])
+
 
 class SourceError(MemorydError):
-    """The OpenCode database cannot be found, opened or read."""
+    """The OpenCode database cannot be found, opened or read. Exit 4."""
+
+    exit_code = 4
 
 
 class SourceSchemaError(SourceError):
@@ -68,7 +153,9 @@ class StoreInUseError(StoreError):
 
 
 class EmbedderMismatchError(StoreError):
-    """The store was built with a different embedder (name or dimension)."""
+    """The store was built with a different embedder (name or dimension). HTTP 409."""
+
+    http_status = 409
 
 
 class UpstreamError(MemorydError):
@@ -87,7 +174,11 @@ class UpstreamError(MemorydError):
             paid for) without the answer reaching us: a read timeout, a connection dropped
             while waiting for the answer, a gateway timeout (504). Sending it again at once
             may pay for the same prompt twice.
+
+    HTTP 502 (the daemon's own upstream failed).
     """
+
+    http_status = 502
 
     def __init__(
         self,
@@ -110,6 +201,12 @@ class UpstreamError(MemorydError):
         self.tokens_out = tokens_out
         self.delivered = delivered
 
+    @classmethod
+    def from_wire(cls, message: str, kind: str | None) -> MemorydError:
+        """See :meth:`MemorydError.from_wire`: the daemon's ``kind`` (``remote`` when it
+        sent none), never retryable from here."""
+        return cls(message, kind=kind or "remote", retryable=False)
+
 
 class ExtractionError(MemorydError):
     """The LLM's answer was not valid JSON or did not match the memory schema.
@@ -119,7 +216,11 @@ class ExtractionError(MemorydError):
         tokens_out: completion tokens the refused answer cost (0 when unknown).
         reply_digest: SHA-256 (hex) of the refused answer's text, when there was one: two
             failures with the same digest got the same answer byte for byte.
+
+    HTTP 502.
     """
+
+    http_status = 502
 
     def __init__(self, message: str, *, tokens_in: int = 0, tokens_out: int = 0,
                  reply_digest: str | None = None) -> None:
@@ -163,13 +264,20 @@ class SocketOwnerError(ControlError):
 
 
 class RequestError(MemorydError):
-    """Raised by a handler to reject its payload (missing or invalid fields): HTTP 400."""
+    """Raised by a handler to reject its payload (missing or invalid fields): HTTP 400,
+    exit 2 (a usage error)."""
+
+    exit_code = 2
+    http_status = 400
 
 
 class NotFoundError(MemorydError):
     """What a use case was asked to act on does not exist: no memory with that id (or
     none that is active and visible to this user), no project for a folder, no dream run
     with that id. Nothing was changed. Exit 5; the control socket answers HTTP 404."""
+
+    exit_code = 5
+    http_status = 404
 
 
 class RemoteError(MemorydError):
@@ -192,10 +300,35 @@ class RemoteError(MemorydError):
         self.kind = kind
         self.status = status
 
+    @classmethod
+    def from_envelope(cls, status: int, body: object) -> RemoteError | None:
+        """The error a control-socket answer with ``status`` (not 200) and the decoded
+        JSON ``body`` carries (see :func:`error_envelope`); ``None`` when the body is not
+        an error envelope."""
+        error = body.get("error") if isinstance(body, dict) else None
+        if not isinstance(error, dict) or not isinstance(error.get("type"), str):
+            return None
+        kind = error.get("kind")
+        return cls(str(error.get("message", "")), type=error["type"],
+                   kind=kind if isinstance(kind, str) else None, status=status)
+
+    def local(self) -> MemorydError:
+        """The error the daemon raised, rebuilt here: the class named by ``type`` (its
+        message, its ``kind``, hence its exit code), or a :class:`MemorydError` for a
+        type that is not an error class of ours (``InternalError``, ``NotFound``...)."""
+        cls = _BY_WIRE_TYPE.get(self.type, MemorydError)
+        if cls is RemoteError:
+            cls = MemorydError
+        return cls.from_wire(self.message, self.kind)
+
 
 class RefusedError(MemorydError):
     """The operation was refused and nothing was changed: it would overwrite a file, or
-    undo or change something it must not (e.g. ``config init`` over an existing file)."""
+    undo or change something it must not (e.g. ``config init`` over an existing file).
+    Exit 6, HTTP 409."""
+
+    exit_code = 6
+    http_status = 409
 
 
 class DreamError(RefusedError):
@@ -220,6 +353,11 @@ class DiskFullError(MemorydError):
             f"{_mib(needed_bytes)} needed; nothing was written (free some space and run "
             "again)")
 
+    @classmethod
+    def from_wire(cls, message: str, kind: str | None) -> MemorydError:
+        """See :meth:`MemorydError.from_wire` (the sizes are not known here: 0)."""
+        return cls._rebuilt(message, directory="", needed_bytes=0, free_bytes=0)
+
 
 def _mib(n: int) -> str:
     return f"{n / (1024 * 1024):.1f} MiB"
@@ -242,3 +380,8 @@ class InstallRefusedError(RefusedError):
         self.path = path
         self.reason = reason
         super().__init__(f"{path}: {reason}")
+
+    @classmethod
+    def from_wire(cls, message: str, kind: str | None) -> MemorydError:
+        """See :meth:`MemorydError.from_wire` (``path`` unknown, the message the reason)."""
+        return cls._rebuilt(message, path="", reason=message)

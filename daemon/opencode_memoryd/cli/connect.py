@@ -1,5 +1,10 @@
 """Run a use case in the running daemon (which owns the embedded store), else locally.
 
+Commands call the service contract's methods (:class:`~opencode_memoryd.usecases.contract.
+UseCases`): :func:`use_cases` (the daemon's, else local) and :func:`on_daemon` (the daemon's
+alone). Under them, :func:`run_use_case` and :func:`via_daemon` are the wire dispatch: a
+method becomes one route and its payload.
+
 A daemon that is still starting (``daemon.pid`` names a live ``opencode-memoryd run`` that
 does not serve yet) is waited for, up to :data:`DAEMON_START_WAIT_SECONDS`.
 """
@@ -10,43 +15,73 @@ import os
 import sys
 import time
 
-from opencode_memoryd.errors import (
-    DaemonUnreachableError,
-    DreamError,
-    MemorydError,
-    NotFoundError,
-    RefusedError,
-    RemoteError,
-    RequestError,
-    SourceError,
-    StateError,
-    StoreError,
-    StoreInUseError,
-    UpstreamError,
-)
+from opencode_memoryd.errors import DaemonUnreachableError, RemoteError, StoreInUseError
+from opencode_memoryd.usecases.routed import routed
 
 TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
-    from typing import Any
+    from typing import Any, TypeVar
 
     from opencode_memoryd.compose import App
+    from opencode_memoryd.usecases.contract import UseCases
     from opencode_memoryd.usecases.maintain import Progress
+
+    T = TypeVar("T")
 
 #: How long a command waits (s) for a daemon that is starting to serve it.
 DAEMON_START_WAIT_SECONDS = 60.0
 
 
+def use_cases(app: App, *, progress: Progress | None = None) -> UseCases:
+    """The use cases, each call served by the running daemon when there is one, else run
+    here (:func:`run_use_case`); ``progress`` wraps ``maintain``'s session lists when it
+    runs here.
+
+    Raises (from each method):
+        MemorydError: the use case failed, in the class the daemon raised.
+    """
+    def send(route: str, payload: dict[str, Any]) -> Any:
+        return run_use_case(app, route, payload, progress=progress)
+
+    return routed(send)
+
+
+class _NotServed(Exception):
+    """No daemon serves the call (:func:`on_daemon`)."""
+
+
+def on_daemon(app: App, use: Callable[[UseCases], T]) -> tuple[bool, T | None]:
+    """``use`` with the running daemon's use cases: ``(True, its result)``, or
+    ``(False, None)`` when no daemon serves (nothing is run here).
+
+    Raises:
+        MemorydError: the daemon answered an error, in the class it raised.
+    """
+    def send(route: str, payload: dict[str, Any]) -> Any:
+        served, result = via_daemon(app, route, payload)
+        if not served:
+            raise _NotServed(route)
+        return result
+
+    try:
+        return True, use(routed(send))
+    except _NotServed:
+        return False, None
+
+
 def run_use_case(app: App, route: str, payload: dict[str, Any], *,
                  progress: Progress | None = None) -> Any:
-    """The result of use case ``route`` (see :mod:`opencode_memoryd.usecases.service`).
+    """The result of use case ``route`` (see :mod:`opencode_memoryd.usecases.service`):
+    the wire dispatch under :func:`use_cases`, which commands call.
 
     Served by the running daemon when there is one; otherwise the state file and the
     store are opened here (a dream or undo first finishes a dream a crash interrupted).
 
     Raises:
-        MemorydError: the use case failed (a daemon's error keeps its class where known).
+        MemorydError: the use case failed (a daemon's error is rebuilt in its own class,
+            :meth:`~opencode_memoryd.errors.RemoteError.local`).
     """
     served, result = via_daemon(app, route, payload)
     if served:
@@ -83,11 +118,16 @@ def _migrate(app: App) -> None:
               f"{result['from']} -> {result['to']}", file=sys.stderr)
 
 
-def via_daemon(app: App, name: str, payload: dict[str, Any]) -> tuple[bool, Any]:
-    """Ask a running daemon to do the work.
+def via_daemon(app: App, name: str, payload: dict[str, Any]
+               ) -> tuple[bool, Any]:
+    """Ask a running daemon to run route ``name`` (the wire under :func:`on_daemon`).
 
     Returns:
         ``(True, result)`` when a daemon answered, ``(False, None)`` when none runs.
+
+    Raises:
+        MemorydError: the daemon answered an error, rebuilt in its class
+            (:meth:`~opencode_memoryd.errors.RemoteError.local`).
     """
     sock = app.daemon_socket() or _wait_for_starting_daemon(app)
     if sock is None:
@@ -101,7 +141,7 @@ def via_daemon(app: App, name: str, payload: dict[str, Any]) -> tuple[bool, Any]
     except DaemonUnreachableError:
         return False, None
     except RemoteError as exc:
-        raise _REMOTE_ERRORS.get(exc.type, MemorydError)(str(exc)) from exc
+        raise exc.local() from exc
 
 
 def daemon_starting(app: App) -> int | None:
@@ -145,15 +185,3 @@ def _wait_for_starting_daemon(app: App) -> Path | None:
             return app.daemon_socket()
         time.sleep(0.2)
     return None
-
-
-def _remote_upstream(message: str) -> UpstreamError:
-    return UpstreamError(message, kind="remote", retryable=False)
-
-
-_REMOTE_ERRORS: dict[str, Callable[[str], MemorydError]] = {
-    "SourceError": SourceError, "SourceSchemaError": SourceError, "StoreError": StoreError,
-    "EmbedderMismatchError": StoreError, "StateError": StateError,
-    "UpstreamError": _remote_upstream, "NotFoundError": NotFoundError,
-    "RequestError": RequestError, "RefusedError": RefusedError, "DreamError": DreamError,
-}

@@ -6,7 +6,7 @@ import json
 import sys
 
 from opencode_memoryd.cli.commands import COMMANDS
-from opencode_memoryd.cli.connect import run_use_case
+from opencode_memoryd.cli.connect import use_cases
 from opencode_memoryd.cli.exits import EXIT_OK
 from opencode_memoryd.config.xdg import normalize_dir
 
@@ -34,9 +34,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def cmd_context(app: App, args: argparse.Namespace) -> int:
     """``context``: print the block (nothing when empty; the reason goes to stderr)."""
-    block = run_use_case(app, "context", {
-        "directory": normalize_dir(args.dir) if args.dir else None,
-        "project": args.project, "session": args.session, "query": args.query})
+    block = use_cases(app).context(
+        directory=normalize_dir(args.dir) if args.dir else None,
+        project=args.project, session=args.session, query=args.query)
     if args.json:
         print(json.dumps(block, indent=2))
     elif block["text"]:

@@ -8,7 +8,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd.cli.commands import COMMANDS
-from opencode_memoryd.cli.connect import via_daemon
+from opencode_memoryd.cli.connect import on_daemon
 from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
 from opencode_memoryd.errors import MemorydError
 
@@ -45,12 +45,12 @@ def probe_daemon(app: App) -> DaemonProbe:
     sock = app.daemon_socket()
     named = str(sock) if sock is not None else None
     try:
-        served, info = via_daemon(app, "status", {})
+        served, info = on_daemon(app, lambda uc: uc.status())
     except MemorydError as exc:
         return DaemonProbe(socket=named, error=str(exc))
     if served:
         try:
-            _, integrity = via_daemon(app, "integrity", {})
+            _, integrity = on_daemon(app, lambda uc: uc.integrity())
         except MemorydError as exc:
             return DaemonProbe(status=info, socket=named, integrity_error=str(exc))
         return DaemonProbe(status=info, socket=named, integrity=integrity)

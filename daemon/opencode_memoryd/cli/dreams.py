@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from opencode_memoryd.cli.commands import COMMANDS
-from opencode_memoryd.cli.connect import run_use_case
+from opencode_memoryd.cli.connect import use_cases
 from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
 from opencode_memoryd.cli.manage import as_agent
 from opencode_memoryd.config.xdg import normalize_dir
@@ -53,18 +53,15 @@ def cmd_dream(app: App, args: argparse.Namespace) -> int:
         RefusedError: run inside OpenCode (``OPENCODE=1``: the agent), anything but a dry
             run (exit 6).
     """
-    calls: list[tuple[str, dict[str, Any]]] = []
-    caller = {"caller": "agent"} if as_agent(app) else {}
+    service = use_cases(app)
+    caller = "agent" if as_agent(app) else "user"
     if args.undo:
-        calls.append(("undo", {"run_id": args.undo, **caller}))
-    elif args.user:
-        calls.append(("dream", {"project_key": None, "project_root": None,
-                                "dry_run": args.dry_run, **caller}))
+        entries = [service.undo(run_id=args.undo, caller=caller)]
     else:
-        calls += [("dream", {"project_key": key, "project_root": root,
-                             "dry_run": args.dry_run, **caller})
-                  for key, root in _dir_projects(app, args.dir, args.db)]
-    entries = [run_use_case(app, route, payload) for route, payload in calls]
+        scopes = ([(None, None)] if args.user
+                  else _dir_projects(app, args.dir, args.db))
+        entries = [service.dream(project_key=key, project_root=root, dry_run=args.dry_run,
+                                 caller=caller) for key, root in scopes]
     from opencode_memoryd.cli.journal_table import render_table
 
     if args.json:
@@ -98,7 +95,7 @@ def _dir_projects(app: App, directory: str, db: str | None, *,
         NotFoundError: only when ``required``: neither selects a project (exit 5; the
             message names the folders the store has memories for).
     """
-    found = run_use_case(app, "resolve", {"directory": directory, "db": db})
+    found = use_cases(app).resolve(directory=directory, db=db)
     projects = [(p["project_id"], p["project_root"] or found["directory"])
                 for p in found["projects"]]
     if projects or not required:

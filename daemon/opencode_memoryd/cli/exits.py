@@ -1,15 +1,28 @@
-"""Exit codes: the contract with shells, systemd (``RestartPreventExitStatus``) and users."""
+"""Exit codes: the contract with shells, systemd (``RestartPreventExitStatus``) and users.
+
+An error's exit code is its class's ``exit_code`` (:mod:`opencode_memoryd.errors`); the
+names below read them, so each number is written once.
+"""
 
 from __future__ import annotations
 
+from opencode_memoryd.errors import (
+    ConfigError,
+    MemorydError,
+    NotFoundError,
+    RefusedError,
+    RequestError,
+    SourceError,
+)
+
 EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
+EXIT_FAILURE = MemorydError.exit_code
+EXIT_USAGE = RequestError.exit_code
 EXIT_INTERNAL = 3
-EXIT_SOURCE = 4
-EXIT_NOT_FOUND = 5
-EXIT_REFUSED = 6
-EXIT_CONFIG = 78
+EXIT_SOURCE = SourceError.exit_code
+EXIT_NOT_FOUND = NotFoundError.exit_code
+EXIT_REFUSED = RefusedError.exit_code
+EXIT_CONFIG = ConfigError.exit_code
 EXIT_INTERRUPTED = 130
 
 EXIT_CODES_HELP = """\

@@ -13,14 +13,17 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd.cli.commands import COMMANDS
-from opencode_memoryd.cli.connect import via_daemon
+from opencode_memoryd.cli.connect import on_daemon
 from opencode_memoryd.cli.exits import EXIT_OK
 from opencode_memoryd.cli.render import print_json, table
 from opencode_memoryd.config.xdg import normalize_dir
 from opencode_memoryd.usecases import limits
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from opencode_memoryd.compose import App
+    from opencode_memoryd.usecases.contract import UseCases
 
 
 def _whole(minimum: int) -> Callable[[str], int]:
@@ -83,15 +86,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     c.set_defaults(handler=cmd_compactions)
 
 
-def _run(app: App, route: str, local: str, payload: dict[str, Any]) -> Any:
-    """The running daemon's answer, else the use case ``local`` of
-    :mod:`opencode_memoryd.usecases.history` run here (no store is opened)."""
-    served, result = via_daemon(app, route, payload)
-    if served:
+def _run(app: App, served: Callable[[UseCases], Any], local: Callable[[ModuleType], Any]
+         ) -> Any:
+    """The running daemon's answer (``served`` with its use cases), else ``local`` with
+    :mod:`opencode_memoryd.usecases.history`, run here (no store is opened)."""
+    done, result = on_daemon(app, served)
+    if done:
         return result
     from opencode_memoryd.usecases import history
 
-    return getattr(history, local)(app, **payload)
+    return local(history)
 
 
 def _when(iso: str) -> str:
@@ -102,8 +106,9 @@ def _when(iso: str) -> str:
 
 def cmd_sessions(app: App, args: argparse.Namespace) -> int:
     """``history sessions``: the project's recent sessions, newest first."""
-    rows = _run(app, "history_sessions", "sessions",
-                {"directory": args.dir, "limit": args.limit, "db": args.db})
+    rows = _run(app, lambda uc: uc.history_sessions(directory=args.dir, limit=args.limit,
+                                                    db=args.db),
+                lambda h: h.sessions(app, directory=args.dir, limit=args.limit, db=args.db))
     if args.json:
         print_json(rows)
     elif not rows:
@@ -124,9 +129,11 @@ def _header(session: dict[str, Any]) -> str:
 
 def cmd_messages(app: App, args: argparse.Namespace) -> int:
     """``history messages SESSION_ID``: one page of the session as text."""
-    page = _run(app, "history_messages", "messages",
-                {"session_id": args.session_id, "offset": args.offset, "limit": args.limit,
-                 "db": args.db})
+    page = _run(app, lambda uc: uc.history_messages(
+                    session_id=args.session_id, offset=args.offset, limit=args.limit,
+                    db=args.db),
+                lambda h: h.messages(app, session_id=args.session_id, offset=args.offset,
+                                     limit=args.limit, db=args.db))
     if args.json:
         print_json(page)
         return EXIT_OK
@@ -145,9 +152,10 @@ def cmd_messages(app: App, args: argparse.Namespace) -> int:
 
 def cmd_search(app: App, args: argparse.Namespace) -> int:
     """``history search QUERY``: matching messages, newest first."""
-    hits = _run(app, "history_search", "search",
-                {"query": args.query, "directory": args.dir, "limit": args.limit,
-                 "db": args.db})
+    hits = _run(app, lambda uc: uc.history_search(query=args.query, directory=args.dir,
+                                                  limit=args.limit, db=args.db),
+                lambda h: h.search(app, query=args.query, directory=args.dir,
+                                   limit=args.limit, db=args.db))
     if args.json:
         print_json(hits)
         return EXIT_OK
@@ -163,8 +171,9 @@ def cmd_search(app: App, args: argparse.Namespace) -> int:
 
 def cmd_compactions(app: App, args: argparse.Namespace) -> int:
     """``history compactions SESSION_ID``: checkpoints and summaries, oldest first."""
-    got = _run(app, "history_compactions", "compactions",
-               {"session_id": args.session_id, "db": args.db})
+    got = _run(app, lambda uc: uc.history_compactions(session_id=args.session_id,
+                                                      db=args.db),
+               lambda h: h.compactions(app, session_id=args.session_id, db=args.db))
     if args.json:
         print_json(got)
         return EXIT_OK

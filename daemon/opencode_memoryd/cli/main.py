@@ -1,4 +1,5 @@
-"""Command line: ``opencode-memoryd COMMAND``. The only place that picks exit codes.
+"""Command line: ``opencode-memoryd COMMAND``. The only place that picks exit codes (an
+error's is its class's ``exit_code``, see :mod:`opencode_memoryd.errors`).
 
 Each command group lives in its own module with a ``register(subparsers)`` that adds its
 parsers and sets ``handler(app, args)`` (commands that need the config) or
@@ -19,24 +20,12 @@ from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.exits import (
     EXIT_CODES_HELP,
     EXIT_CONFIG,
-    EXIT_FAILURE,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
-    EXIT_NOT_FOUND,
     EXIT_OK,
-    EXIT_REFUSED,
-    EXIT_SOURCE,
-    EXIT_USAGE,
 )
 from opencode_memoryd.disk import PRIVATE_UMASK
-from opencode_memoryd.errors import (
-    ConfigError,
-    MemorydError,
-    NotFoundError,
-    RefusedError,
-    RequestError,
-    SourceError,
-)
+from opencode_memoryd.errors import MemorydError
 
 TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:
@@ -237,17 +226,6 @@ def load_app(config_file: str | None, command: str, verbose: bool,
     return app
 
 
-#: The exit code of each error class, most specific first.
-_EXIT_BY_ERROR: tuple[tuple[type[MemorydError], int], ...] = (
-    (ConfigError, EXIT_CONFIG),
-    (SourceError, EXIT_SOURCE),
-    (NotFoundError, EXIT_NOT_FOUND),
-    (RefusedError, EXIT_REFUSED),
-    (RequestError, EXIT_USAGE),
-    (MemorydError, EXIT_FAILURE),
-)
-
-
 def _quiet_stdout() -> None:
     """After a broken pipe: point stdout at /dev/null, so the interpreter's final flush
     does not complain about the closed pipe."""
@@ -288,9 +266,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     except MemorydError as exc:
         from opencode_memoryd.cli.failures import refused_access, report, wants_json
 
-        return refused_access(exc, argv) or report(
-            exc, next(code for cls, code in _EXIT_BY_ERROR if isinstance(exc, cls)),
-            wants_json(argv))
+        return refused_access(exc, argv) or report(exc, exc.exit_code, wants_json(argv))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except Exception as exc:  # a bug (but a folder of ours this user may not use)

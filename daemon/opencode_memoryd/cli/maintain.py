@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from opencode_memoryd.cli.commands import COMMANDS
-from opencode_memoryd.cli.connect import run_use_case
+from opencode_memoryd.cli.connect import use_cases
 from opencode_memoryd.cli.exits import EXIT_CODES_HELP, EXIT_FAILURE, EXIT_OK
 from opencode_memoryd.cli.render import table
 from opencode_memoryd.config.paths import normalize_dir
@@ -50,10 +50,9 @@ def _progress(sessions: list[SessionRow]) -> Iterable[SessionRow]:
 def cmd_maintain(app: App, args: argparse.Namespace) -> int:
     """``maintain``: print a summary line and a table of the sessions that did work."""
     directory = None if args.all else normalize_dir(args.dir)
-    payload: dict[str, object] = {"directory": directory, "db": args.db}
-    if args.retry_failed:
-        payload["retry_failed"] = True
-    summary = run_use_case(app, "maintain", payload, progress=_progress if args.all else None)
+    service = use_cases(app, progress=_progress if args.all else None)
+    summary = (service.maintain(directory=directory, db=args.db, retry_failed=True)
+               if args.retry_failed else service.maintain(directory=directory, db=args.db))
     if args.json:
         print(json.dumps(summary, indent=2))
     else:

@@ -15,13 +15,15 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd.cli.commands import COMMANDS
-from opencode_memoryd.cli.connect import run_use_case
-from opencode_memoryd.cli.exits import EXIT_NOT_FOUND, EXIT_OK, EXIT_REFUSED, EXIT_USAGE
+from opencode_memoryd.cli.connect import use_cases
+from opencode_memoryd.cli.exits import EXIT_OK
 from opencode_memoryd.config.xdg import normalize_dir
 from opencode_memoryd.errors import NotFoundError, RefusedError, RequestError
 from opencode_memoryd.vocab import FACT_TYPES
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from opencode_memoryd.compose import App
 
 
@@ -89,20 +91,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=cmd_profile)
 
 
-def _call(app: App, route: str, payload: dict[str, Any], args: argparse.Namespace
-          ) -> tuple[int, Any]:
-    """Run a use case; a bad request, a missing target or a refusal is reported (on stderr,
-    or as a JSON error object with ``--json``) with its exit code (``2``, ``5`` or ``6``)."""
+def _call(use: Callable[[], Any], args: argparse.Namespace) -> tuple[int, Any]:
+    """Run a use case (``use()``, a call of :func:`~opencode_memoryd.cli.connect.use_cases`);
+    a bad request, a missing target or a refusal is reported (on stderr, or as a JSON error
+    object with ``--json``) with its class's exit code (``2``, ``5`` or ``6``)."""
     from opencode_memoryd.cli.failures import report
 
     try:
-        return EXIT_OK, run_use_case(app, route, payload)
-    except RequestError as exc:
-        return report(exc, EXIT_USAGE, args.json), None
-    except NotFoundError as exc:
-        return report(exc, EXIT_NOT_FOUND, args.json), None
-    except RefusedError as exc:
-        return report(exc, EXIT_REFUSED, args.json), None
+        return EXIT_OK, use()
+    except (RequestError, NotFoundError, RefusedError) as exc:
+        return report(exc, exc.exit_code, args.json), None
 
 
 #: The variable OpenCode sets in the environment of every command its agent runs.
@@ -121,17 +119,22 @@ def as_agent(app: App) -> dict[str, Any]:
     return {"caller": "agent", "directory": os.getcwd()}
 
 
+def _caller(app: App, folder: str | None = None) -> tuple[str, str | None]:
+    """``(caller, directory)`` of a writing command (:func:`as_agent`): ``("user",
+    folder)``, or inside OpenCode ``("agent", folder or the current folder)``."""
+    agent = as_agent(app)
+    return ("agent", folder or agent["directory"]) if agent else ("user", folder)
+
+
 def cmd_add(app: App, args: argparse.Namespace) -> int:
     """``add TEXT [--dir DIR | --user] [--type T]``: print what was stored (without
     ``--dir`` or ``--user``: a memory of the current folder's project)."""
     folder = None if args.user else os.path.abspath(args.dir or os.getcwd())
-    payload = {"content": args.text, "type": args.type or ("user" if args.user else "project"),
-               "scope": "user" if args.user else "project", "directory": folder,
-               "db": args.db}
-    agent = as_agent(app)
-    if agent:
-        payload |= {"caller": "agent", "directory": folder or agent["directory"]}
-    code, result = _call(app, "add", payload, args)
+    caller, folder = _caller(app, folder)
+    code, result = _call(lambda: use_cases(app).add(
+        content=args.text, type=args.type or ("user" if args.user else "project"),
+        scope="user" if args.user else "project", directory=folder, db=args.db,
+        caller=caller), args)
     if code != EXIT_OK:
         return code
     m = result["memory"]
@@ -146,22 +149,27 @@ def cmd_forget(app: App, args: argparse.Namespace) -> int:
     when there is no such (active) memory, 6 when the agent may not (it never purges)."""
     if args.purge:
         if as_agent(app):
-            return _call(app, "purge", {"memory_id": args.id, "caller": "agent"}, args)[0]
-        code, result = _call(app, "purge", {"memory_id": args.id}, args)
+            return _call(lambda: use_cases(app).purge(memory_id=args.id, caller="agent"),
+                         args)[0]
+        code, result = _call(lambda: use_cases(app).purge(memory_id=args.id), args)
         if code == EXIT_OK:
             print(json.dumps(result, indent=2) if args.json else
                   f"purged {result['id']}: deleted from the store; its text replaced in "
                   f"{sum(result['scrubbed'].values())} journal entries")
         return code
-    code, result = _call(app, "forget", {"memory_id": args.id, **as_agent(app)}, args)
+    caller, here = _caller(app)
+    code, result = _call(lambda: use_cases(app).forget(memory_id=args.id, caller=caller,
+                                                       directory=here), args)
     return code if code != EXIT_OK else _show(args, result, "forgot")
 
 
 def cmd_edit(app: App, args: argparse.Namespace) -> int:
     """``edit ID [TEXT] [--type T]``: print the memory as it is now; exit 5 when there is
     no such memory, 6 when it is retired (or the agent may not)."""
-    code, result = _call(app, "edit", {"memory_id": args.id, "content": args.text,
-                                       "type": args.type, **as_agent(app)}, args)
+    caller, here = _caller(app)
+    code, result = _call(lambda: use_cases(app).edit(
+        memory_id=args.id, content=args.text, type=args.type, caller=caller,
+        directory=here), args)
     if code != EXIT_OK:
         return code
     return _show(args, result, "edited" if result["status"] == "edited" else "unchanged")
@@ -170,7 +178,9 @@ def cmd_edit(app: App, args: argparse.Namespace) -> int:
 def cmd_restore(app: App, args: argparse.Namespace) -> int:
     """``restore ID``: bring a forgotten memory back; exit 5 when there is no such memory,
     6 when it is active or a dream retired it (or the agent may not)."""
-    code, result = _call(app, "restore", {"memory_id": args.id, **as_agent(app)}, args)
+    caller, here = _caller(app)
+    code, result = _call(lambda: use_cases(app).restore(memory_id=args.id, caller=caller,
+                                                        directory=here), args)
     return code if code != EXIT_OK else _show(args, result, "restored")
 
 
@@ -178,7 +188,7 @@ def cmd_confirm(app: App, args: argparse.Namespace) -> int:
     """``confirm [ID] [--reject]``: list the pending notes, or answer one; exit 5 when
     there is no such memory, 6 when it is not pending or the agent asks."""
     if args.id is None:
-        rows = run_use_case(app, "pending", {})
+        rows = use_cases(app).pending()
         if args.json:
             print(json.dumps(rows, indent=2))
         elif not rows:
@@ -186,9 +196,9 @@ def cmd_confirm(app: App, args: argparse.Namespace) -> int:
         for m in [] if args.json else rows:
             print(f"{m['id']}  [{m['type']}, user]  {m['content']}")
         return EXIT_OK
-    agent = {"caller": "agent"} if as_agent(app) else {}
-    code, result = _call(app, "confirm", {"memory_id": args.id, "reject": args.reject,
-                                          **agent}, args)
+    caller = "agent" if as_agent(app) else "user"
+    code, result = _call(lambda: use_cases(app).confirm(
+        memory_id=args.id, reject=args.reject, caller=caller), args)
     if code != EXIT_OK:
         return code
     return _show(args, result, result["status"])
@@ -214,7 +224,7 @@ def _show(args: argparse.Namespace, result: dict[str, Any], verb: str,
 
 def cmd_profile(app: App, args: argparse.Namespace) -> int:
     """``profile``: the user-scope memories, one block per type."""
-    prof = run_use_case(app, "profile", {})
+    prof = use_cases(app).profile()
     if args.json:
         print(json.dumps(prof, indent=2))
         return EXIT_OK

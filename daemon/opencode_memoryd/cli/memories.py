@@ -6,7 +6,7 @@ import json
 import sys
 
 from opencode_memoryd.cli.commands import COMMANDS
-from opencode_memoryd.cli.connect import run_use_case
+from opencode_memoryd.cli.connect import use_cases
 from opencode_memoryd.cli.exits import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
 from opencode_memoryd.cli.render import print_memories
 from opencode_memoryd.config.xdg import normalize_dir
@@ -62,7 +62,7 @@ def _unknown_dir(app: App, args: argparse.Namespace) -> int | None:
     """When no project is found for ``--dir DIR``: say so (with the folders the store does
     have memories for; never a silent "no memories") and return exit 5; ``None`` when DIR
     has a project."""
-    found = run_use_case(app, "resolve", {"directory": args.dir, "db": args.db})
+    found = use_cases(app).resolve(directory=args.dir, db=args.db)
     if found["projects"]:
         return None
     from opencode_memoryd.cli.failures import report
@@ -82,11 +82,11 @@ def _here(app: App, args: argparse.Namespace) -> list[dict[str, object]] | None:
     import os
 
     here = normalize_dir(os.getcwd())
-    if not run_use_case(app, "resolve", {"directory": here, "db": args.db})["projects"]:
+    service = use_cases(app)
+    if not service.resolve(directory=here, db=args.db)["projects"]:
         return None
-    found: list[dict[str, object]] = run_use_case(
-        app, "list", {"user": False, "directory": here, "db": args.db,
-                      "include_retired": args.all})
+    found: list[dict[str, object]] = service.list(
+        user=False, directory=here, db=args.db, include_retired=args.all)
     if found:
         print(f"opencode-memoryd: the memories of {here}'s project; `list --everywhere` "
               "lists every project's, `list --user` yours", file=sys.stderr)
@@ -102,8 +102,8 @@ def cmd_list(app: App, args: argparse.Namespace) -> int:
         if here is not None:
             print_memories(here, args.json)
             return EXIT_OK
-    memories = run_use_case(app, "list", {"user": args.user, "directory": args.dir,
-                                          "db": args.db, "include_retired": args.all})
+    memories = use_cases(app).list(user=args.user, directory=args.dir, db=args.db,
+                                   include_retired=args.all)
     if args.dir and not memories and (code := _unknown_dir(app, args)) is not None:
         return code
     print_memories(memories, args.json)
@@ -116,9 +116,8 @@ def cmd_search(app: App, args: argparse.Namespace) -> int:
     if args.limit < 1:
         print("opencode-memoryd: --limit must be at least 1", file=sys.stderr)
         return EXIT_USAGE
-    hits = run_use_case(app, "search", {"query": args.query, "directory": args.dir,
-                                        "db": args.db, "limit": args.limit,
-                                        "include_retired": args.all})
+    hits = use_cases(app).search(query=args.query, directory=args.dir, db=args.db,
+                                 limit=args.limit, include_retired=args.all)
     if (args.dir and not any(h["scope"] == "project" for h in hits)
             and (code := _unknown_dir(app, args)) is not None):
         return code
@@ -132,7 +131,7 @@ def cmd_show(app: App, args: argparse.Namespace) -> int:
     Raises:
         NotFoundError: no memory has that id (exit 5).
     """
-    shown = run_use_case(app, "show", {"memory_id": args.id})
+    shown = use_cases(app).show(memory_id=args.id)
     if shown is None:
         raise NotFoundError(f"no memory with id {args.id}; `list` or `search` shows the ids")
     if args.json:

@@ -6,7 +6,7 @@ import json
 
 from opencode_memoryd import __version__
 from opencode_memoryd.cli.commands import COMMANDS
-from opencode_memoryd.cli.connect import run_use_case
+from opencode_memoryd.cli.connect import use_cases
 from opencode_memoryd.cli.exits import EXIT_OK
 
 TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def cmd_status(app: App, args: argparse.Namespace) -> int:
     """``status``: the daemon, config, store, databases, memories and the last run."""
-    info = run_use_case(app, "status", {})
+    info = use_cases(app).status()
     info["version"] = __version__
     if args.json:
         print(json.dumps(info, indent=2, default=str))

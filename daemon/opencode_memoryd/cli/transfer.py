@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd.cli.commands import COMMANDS
-from opencode_memoryd.cli.connect import run_use_case
+from opencode_memoryd.cli.connect import use_cases
 from opencode_memoryd.cli.exits import EXIT_OK, EXIT_USAGE
 from opencode_memoryd.cli.failures import report
 
@@ -105,7 +105,7 @@ def from_markdown(text: str) -> dict[str, Any]:
 
 def cmd_export(app: App, args: argparse.Namespace) -> int:
     """``export [--format json|markdown] [--output FILE]``."""
-    doc = run_use_case(app, "export", {})
+    doc = use_cases(app).export()
     text = (json.dumps(doc, indent=2, ensure_ascii=False) + "\n" if args.format == "json"
             else to_markdown(doc))
     if args.output is None:
@@ -143,8 +143,8 @@ def cmd_import(app: App, args: argparse.Namespace) -> int:
     memories = doc["memories"]
     step = IMPORT_BATCH if app.daemon_socket() is not None else max(len(memories), 1)
     for at in range(0, max(len(memories), 1), step):  # a request to the daemon stays small
-        part = run_use_case(app, "import_memories", {
-            "document": {**doc, "memories": memories[at:at + step]}})
+        part = use_cases(app).import_memories(
+            document={**doc, "memories": memories[at:at + step]})
         for key in ("memories", "added", "present", "ids"):
             result[key] += part[key]
     if args.json:

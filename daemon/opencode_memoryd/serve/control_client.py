@@ -131,14 +131,8 @@ class ControlClient:
             if not isinstance(data, dict) or "result" not in data:
                 raise ControlError(f"malformed answer from the daemon on {self.path}")
             return data["result"]
-        error = data.get("error") if isinstance(data, dict) else None
-        if not isinstance(error, dict) or not isinstance(error.get("type"), str):
+        error = RemoteError.from_envelope(response.status_code, data)
+        if error is None:
             raise ControlError(
                 f"unexpected HTTP {response.status_code} from the daemon on {self.path}")
-        kind = error.get("kind")
-        raise RemoteError(
-            str(error.get("message", "")),
-            type=error["type"],
-            kind=kind if isinstance(kind, str) else None,
-            status=response.status_code,
-        )
+        raise error

@@ -16,12 +16,8 @@ from urllib.parse import parse_qsl
 import structlog
 
 from opencode_memoryd import __version__
-from opencode_memoryd.errors import MemorydError
-from opencode_memoryd.serve.protocol import (
-    DRAIN_LIMIT_BYTES,
-    GENERIC_MESSAGE,
-    error_status,
-)
+from opencode_memoryd.errors import MemorydError, error_envelope
+from opencode_memoryd.serve.protocol import DRAIN_LIMIT_BYTES
 
 if TYPE_CHECKING:
     from opencode_memoryd.serve.control_server import ControlServer
@@ -174,16 +170,14 @@ class ControlRequestHandler(BaseHTTPRequestHandler):
         try:
             result = handler(body)
             payload = json.dumps({"result": result}, ensure_ascii=False).encode("utf-8")
-        except MemorydError as exc:
-            status = error_status(exc)
-            log.warning("control.handler_error", route=name, type=type(exc).__name__,
-                        status=status)
-            self._send_error_json(status, type(exc).__name__, str(exc),
-                                  kind=getattr(exc, "kind", None))
-            return
-        except Exception:
-            log.exception("control.handler_crashed", route=name)
-            self._send_error_json(500, "InternalError", GENERIC_MESSAGE)
+        except Exception as exc:
+            status, envelope = error_envelope(exc)
+            if isinstance(exc, MemorydError):
+                log.warning("control.handler_error", route=name, type=exc.wire_type,
+                            status=status)
+            else:
+                log.exception("control.handler_crashed", route=name)
+            self._send_json(status, envelope)
             return
         log.debug("control.handled", route=name,
                   ms=round((time.monotonic() - started) * 1000, 1))

@@ -31,8 +31,7 @@ from typing import Any
 
 import structlog
 
-from opencode_memoryd.errors import MemorydError, RemoteError
-from opencode_memoryd.serve.protocol import GENERIC_MESSAGE, error_status
+from opencode_memoryd.errors import MemorydError, RemoteError, describe
 
 log = structlog.get_logger(__name__)
 
@@ -68,13 +67,11 @@ def in_process_caller(run: Callable[[str, dict[str, Any]], Any]
     def call(route: str, payload: dict[str, Any]) -> Any:
         try:
             return run(route, payload)
-        except MemorydError as exc:
-            raise RemoteError(str(exc), type=type(exc).__name__,
-                              kind=getattr(exc, "kind", None),
-                              status=error_status(exc)) from exc
         except Exception as exc:
-            log.exception("mcp.handler_crashed", route=route)
-            raise RemoteError(GENERIC_MESSAGE, type="InternalError", status=500) from exc
+            if not isinstance(exc, MemorydError):
+                log.exception("mcp.handler_crashed", route=route)
+            status, type_name, message, kind = describe(exc)
+            raise RemoteError(message, type=type_name, kind=kind, status=status) from exc
 
     return call
 

@@ -1,10 +1,11 @@
 """The MCP ``memory`` tool: one router tool with a ``mode`` argument, answered by the daemon.
 
 The tool is a thin client of the running daemon (the embedded store has one owner): each
-mode is one control-socket route (:data:`MODES`), called with the MCP server's working
-directory, which is the OpenCode session's directory (OpenCode starts one server per
-directory and sends no project or session id), so the daemon resolves the project exactly
-as its reader does.
+mode calls one use case of the service contract
+(:class:`~opencode_memoryd.usecases.contract.UseCases`, over the control socket), with the
+MCP server's working directory, which is the OpenCode session's directory (OpenCode starts
+one server per directory and sends no project or session id), so the daemon resolves the
+project exactly as its reader does.
 
 Every write is the agent's (``caller`` ``agent``, see
 :mod:`opencode_memoryd.usecases.agent_limits`): its notes are project memories marked as
@@ -23,11 +24,15 @@ naming what the project no longer has); search hits add
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd.errors import ControlError, DaemonUnreachableError, RemoteError
 from opencode_memoryd.staleness import stale_note
+from opencode_memoryd.usecases.routed import routed
+
+if TYPE_CHECKING:
+    from opencode_memoryd.usecases.contract import UseCases
 
 #: The one tool's name.
 TOOL_NAME = "memory"
@@ -111,7 +116,7 @@ def _memory(p: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _hits(hits: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _hits(hits: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     best = max((float(h.get("score") or 0) for h in hits), default=0.0)
     return [{**_memory(h), "similarity": round(100 * float(h.get("score") or 0) / best)
              if best > 0 else 0} for h in hits]
@@ -166,7 +171,7 @@ def dispatch(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str,
         return {"success": False, "error": f"unknown mode {mode!r}; use one of: "
                                            + ", ".join(_HANDLERS)}
     try:
-        return {"success": True, **handler(args, call, directory)}
+        return {"success": True, **handler(args, routed(call), directory)}
     except ToolError as exc:
         return {"success": False, "error": str(exc)}
     except DaemonUnreachableError:
@@ -177,31 +182,31 @@ def dispatch(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str,
         return {"success": False, "error": f"{exc}; check `opencode-memoryd status`"}
 
 
-def _search(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str, Any]:
+def _search(args: Mapping[str, Any], service: UseCases, directory: str) -> dict[str, Any]:
     query = _need(args, "query", "search")
     scope = _choice(args, "scope", SCOPES)
-    hits = call("search", {"query": query, "directory": directory,
-                           "limit": _limit(args, 10)})
+    hits = service.search(query=query, directory=directory, limit=_limit(args, 10))
     hits = [h for h in hits if not h.get("pending")]  # not the user's until confirmed
     if scope:
         hits = [h for h in hits if h.get("scope") == scope]
     return {"results": _hits(hits), "count": len(hits)}
 
 
-def _add(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str, Any]:
+def _add(args: Mapping[str, Any], service: UseCases, directory: str) -> dict[str, Any]:
     content = _need(args, "content", "add")
     scope = _choice(args, "scope", SCOPES) or "project"
     kind = _choice(args, "type", MEMORY_TYPES) or ("user" if scope == "user" else "project")
-    done = call("add", {"content": content, "type": kind, "scope": scope,
-                        "directory": directory, "caller": "agent"})
+    done = service.add(content=content, type=kind, scope=scope, directory=directory,
+                       caller="agent")
     return {"memory": _memory(done["memory"]), "status": done.get("status", "added")}
 
 
-def _list(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str, Any]:
+def _list(args: Mapping[str, Any], service: UseCases, directory: str) -> dict[str, Any]:
     scope = _choice(args, "scope", SCOPES)
     kind = _choice(args, "type", MEMORY_TYPES)
     limit = _limit(args, 20)
-    rows = call("list", {"user": True} if scope == "user" else {"directory": directory})
+    rows = (service.list(user=True) if scope == "user"
+            else service.list(directory=directory))
     rows = [r for r in rows if not r.get("pending")]
     if kind:
         rows = [r for r in rows if r.get("type") == kind]
@@ -210,15 +215,15 @@ def _list(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str, An
     return {"memories": [_memory(r) for r in rows], "count": len(rows)}
 
 
-def _forget(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str, Any]:
-    done = call("forget", {"memory_id": _need(args, "id", "forget"), "caller": "agent",
-                           "directory": directory})
+def _forget(args: Mapping[str, Any], service: UseCases, directory: str) -> dict[str, Any]:
+    done = service.forget(memory_id=_need(args, "id", "forget"), caller="agent",
+                          directory=directory)
     return {"forgotten": _memory(done.get("memory", done))}
 
 
-def _profile(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str, Any]:
+def _profile(args: Mapping[str, Any], service: UseCases, directory: str) -> dict[str, Any]:
     """The profile in the tool's shape: each memory as :func:`_memory` gives it."""
-    found = call("profile", {})
+    found = service.profile()
     types = {kind: {"count": group.get("count"), "memories": [
         _memory(m) for m in group.get("memories") or []]}
         for kind, group in (found.get("types") or {}).items()}
@@ -226,41 +231,41 @@ def _profile(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str,
                         "types": types}}
 
 
-def _capture(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str, Any]:
-    return {"capture": call("capture_now", {"directory": directory})}
+def _capture(args: Mapping[str, Any], service: UseCases, directory: str) -> dict[str, Any]:
+    return {"capture": service.capture_now(directory=directory)}
 
 
-def _sessions(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str, Any]:
-    rows = call("history_sessions", {"directory": directory, "limit": _limit(args, 20)})
+def _sessions(args: Mapping[str, Any], service: UseCases, directory: str) -> dict[str, Any]:
+    rows = service.history_sessions(directory=directory, limit=_limit(args, 20))
     return {"sessions": rows, "count": len(rows)}
 
 
-def _messages(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str, Any]:
+def _messages(args: Mapping[str, Any], service: UseCases, directory: str) -> dict[str, Any]:
     offset = args.get("offset", 0)
     if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
         raise ToolError("`offset` must be an integer >= 0")
-    page = call("history_messages", {"session_id": _need(args, "id", "messages"),
-                                     "offset": offset, "limit": _limit(args, 50)})
+    page = service.history_messages(session_id=_need(args, "id", "messages"),
+                                    offset=offset, limit=_limit(args, 50))
     return dict(page)
 
 
-def _history_search(args: Mapping[str, Any], call: Caller, directory: str
+def _history_search(args: Mapping[str, Any], service: UseCases, directory: str
                     ) -> dict[str, Any]:
-    hits = call("history_search", {"query": _need(args, "query", "history-search"),
-                                   "directory": directory, "limit": _limit(args, 20)})
+    hits = service.history_search(query=_need(args, "query", "history-search"),
+                                  directory=directory, limit=_limit(args, 20))
     return {"results": hits, "count": len(hits)}
 
 
-def _compactions(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str, Any]:
-    found = call("history_compactions", {"session_id": _need(args, "id", "compactions")})
+def _compactions(args: Mapping[str, Any], service: UseCases, directory: str) -> dict[str, Any]:
+    found = service.history_compactions(session_id=_need(args, "id", "compactions"))
     return {**found, "count": len(found.get("compactions") or [])}
 
 
-def _help(args: Mapping[str, Any], call: Caller, directory: str) -> dict[str, Any]:
+def _help(args: Mapping[str, Any], service: UseCases, directory: str) -> dict[str, Any]:
     return {"modes": HELP, "directory": directory}
 
 
-_HANDLERS: dict[str, Callable[[Mapping[str, Any], Caller, str], dict[str, Any]]] = {
+_HANDLERS: dict[str, Callable[[Mapping[str, Any], UseCases, str], dict[str, Any]]] = {
     "search": _search, "add": _add, "list": _list, "forget": _forget, "profile": _profile,
     "capture-now": _capture, "help": _help, "sessions": _sessions, "messages": _messages,
     "history-search": _history_search, "compactions": _compactions,

@@ -45,8 +45,10 @@ Status codes:
 503     ``ServiceUnavailable``: the server is shutting down
 ======  ==========================================================================
 
-For a :class:`~.errors.MemorydError` the ``type`` is the exception's class name and
-``kind`` its ``kind`` attribute (e.g. ``UpstreamError.kind``), else ``null``.
+For a :class:`~.errors.MemorydError` the status is its class's ``http_status``, the
+``type`` its ``wire_type`` (the class name) and ``kind`` its ``kind`` attribute (e.g.
+``UpstreamError.kind``), else ``null`` (:func:`~.errors.error_envelope`); a client rebuilds
+the error with :meth:`~.errors.RemoteError.local`.
 
 The server is the standard library's :class:`http.server.BaseHTTPRequestHandler` on
 :class:`socketserver.ThreadingUnixStreamServer`: the endpoint serves a handful of requests
@@ -64,15 +66,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from opencode_memoryd.errors import (
-    ConfigError,
-    EmbedderMismatchError,
-    ExtractionError,
-    NotFoundError,
-    RefusedError,
-    RequestError,
-    UpstreamError,
-)
+from opencode_memoryd.errors import GENERIC_MESSAGE, describe
 
 SOCKET_NAME = "control.sock"
 #: The MCP socket's file name, beside the control socket.
@@ -88,27 +82,6 @@ MAX_SOCKET_PATH_BYTES = 107
 # client finishes sending and sees the 413 instead of a broken pipe.
 DRAIN_LIMIT_BYTES = 16 * 1024 * 1024
 ROUTE_NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,63}")
-GENERIC_MESSAGE = "internal error in the daemon; see its log for details"
-
-# Checked in order; the first class the exception is an instance of decides the status.
-_STATUS_BY_ERROR: tuple[tuple[type[BaseException], int], ...] = (
-    (EmbedderMismatchError, 409),
-    (NotFoundError, 404),
-    (ConfigError, 400),
-    (NotFoundError, 404),
-    (UpstreamError, 502),
-    (ExtractionError, 502),
-    (NotFoundError, 404),
-    (RefusedError, 409),
-)
-
-
-
-
-
-
-
-
 
 
 def socket_path(state_dir: Path, env: Mapping[str, str] | None = None) -> Path:
@@ -148,11 +121,10 @@ def mcp_socket_path(control: Path) -> Path:
 
 
 def error_status(exc: BaseException) -> int:
-    """The HTTP status the server answers with when a handler raises ``exc``."""
-    if isinstance(exc, RequestError):
-        return 400
-    for cls, status in _STATUS_BY_ERROR:
-        if isinstance(exc, cls):
-            return status
-    return 500
+    """The HTTP status the server answers with when a handler raises ``exc``: its class's
+    ``http_status`` (:mod:`opencode_memoryd.errors`), 500 for any other exception."""
+    return describe(exc)[0]
+
+
+__all__ = ["GENERIC_MESSAGE", "error_status", "mcp_socket_path", "socket_path"]
 

@@ -113,9 +113,7 @@ def call(path: SocketPath, route: str, payload: dict[str, Any], *, timeout: floa
         if not isinstance(data, dict) or "result" not in data:
             raise ControlError(f"malformed answer from the daemon on {path}")
         return data["result"]
-    error = data.get("error") if isinstance(data, dict) else None
-    if not isinstance(error, dict) or not isinstance(error.get("type"), str):
+    error = RemoteError.from_envelope(status, data)
+    if error is None:
         raise ControlError(f"unexpected HTTP {status} from the daemon on {path}")
-    kind = error.get("kind")
-    raise RemoteError(str(error.get("message", "")), type=error["type"],
-                      kind=kind if isinstance(kind, str) else None, status=status)
+    raise error

@@ -12,9 +12,6 @@ from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.maintain import LockFor
 from opencode_memoryd.usecases.ports import AppPort
 
-#: The routes of :class:`DataRoutes`, served like the others.
-DATA_ROUTES: tuple[str, ...] = ("export", "import_memories", "purge")
-
 
 class DataRoutes:
     """``export``, ``import_memories`` and ``purge`` over the service's open resources."""

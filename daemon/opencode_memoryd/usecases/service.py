@@ -4,8 +4,10 @@ the MCP server all call.
 :class:`Service` holds the state file, the store and the dream journal, and builds the extractor
 and the dream engine on first use (an LLM client is only imported when needed). :func:`open_local`
 opens one for a one-shot command; the daemon builds one over the resources it owns, with its
-per-project locks. Every public method takes keyword arguments of JSON types and returns
-JSON-safe data, so the control socket carries each call unchanged (:data:`ROUTES`, :func:`call`).
+per-project locks. It implements the service contract
+(:class:`~opencode_memoryd.usecases.contract.UseCases`): every route method takes keyword
+arguments of JSON types and returns JSON-safe data, so the control socket carries each call
+unchanged (:data:`~opencode_memoryd.usecases.contract.ROUTES`, :func:`call`).
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ from opencode_memoryd.usecases import (
 )
 from opencode_memoryd.usecases.action import ActionRecall
 from opencode_memoryd.usecases.context_cache import ContextCache
-from opencode_memoryd.usecases.data_routes import DATA_ROUTES, DataRoutes
+from opencode_memoryd.usecases.contract import GET_ROUTES, ROUTES, UseCases
+from opencode_memoryd.usecases.data_routes import DataRoutes
 from opencode_memoryd.usecases.maintain import LockFor, Progress, capture_now, maintain, no_lock
 from opencode_memoryd.usecases.manual_log import journal_undone, journaled, manual_journal
 from opencode_memoryd.usecases.plugin_routes import PluginRoutes
@@ -58,17 +61,6 @@ if TYPE_CHECKING:
     from opencode_memoryd.dream.dreamer import Dreamer
 
 log = structlog.get_logger(__name__)
-
-#: The use cases the control socket serves, by route name (each a :class:`Service` method).
-ROUTES: tuple[str, ...] = ("maintain", "list", "search", "show", "status", "dream", "undo",
-                           "add", "forget", "profile", "resolve", "context", "capture_now",
-                           "history_sessions", "history_messages", "history_search", *DATA_ROUTES,
-                           "history_compactions", "edit", "restore", "browse", "projects",
-                           "stats", "journal_page", "confirm", "pending", "integrity", "recall",
-                           "recall_given", "action")
-#: The routes also served on ``GET`` with a query string (the OpenCode plugin's request).
-GET_ROUTES: frozenset[str] = frozenset({"context", "recall", "recall_given", "action"})
-
 
 class Service(PluginRoutes, DataRoutes):
     """The use cases over one set of open resources.
@@ -381,6 +373,13 @@ def call(service: Service, route: str, payload: Mapping[str, Any]) -> Any:
     if missing:
         raise RequestError(f"{route}: `{missing[0]}` is required")
     return method(**payload)
+
+
+if TYPE_CHECKING:
+    #: the local implementation satisfies the contract (mypy checks it here)
+    _LOCAL: type[UseCases] = Service
+
+__all__ = ["GET_ROUTES", "ROUTES", "Service", "call", "open_local"]
 
 
 @contextmanager

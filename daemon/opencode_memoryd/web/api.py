@@ -2,11 +2,13 @@
 :class:`~opencode_memoryd.usecases.service.Service`, in the envelope
 ``{"success": true, "data": …}`` / ``{"success": false, "error": "…"}``.
 
-Errors: a bad request 400 (:class:`~opencode_memoryd.errors.RequestError`), nothing
-there 404 (:class:`~opencode_memoryd.errors.NotFoundError`), refused 409
-(:class:`~opencode_memoryd.errors.RefusedError`, e.g. undoing a run already undone),
-anything else 500 (a :class:`~opencode_memoryd.errors.MemorydError` says what failed; a
-bug says only that the log has it).
+Errors have the status their class carries (``http_status``, the control socket's too): a
+bad request 400 (:class:`~opencode_memoryd.errors.RequestError`), nothing there 404
+(:class:`~opencode_memoryd.errors.NotFoundError`), refused 409
+(:class:`~opencode_memoryd.errors.RefusedError`, e.g. undoing a run already undone), the
+LLM or embedding endpoint failed 502, anything else 500 (a
+:class:`~opencode_memoryd.errors.MemorydError` says what failed; a bug says only that the
+log has it).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from opencode_memoryd.errors import MemorydError, NotFoundError, RefusedError, RequestError
+from opencode_memoryd.errors import MemorydError, RequestError, describe
 from opencode_memoryd.usecases.service import Service
 from opencode_memoryd.web.openapi import OPENAPI_PATH, openapi_document
 from opencode_memoryd.web.sessions import Sessions
@@ -43,26 +45,23 @@ def fail(status: int, message: str) -> JSONResponse:
 
 
 def error_response(exc: BaseException) -> JSONResponse:
-    """The envelope and status of an exception raised by a use case."""
-    if isinstance(exc, RequestError):
-        return fail(400, str(exc))
-    if isinstance(exc, NotFoundError):
-        return fail(404, str(exc))
-    if isinstance(exc, RefusedError):
-        return fail(409, str(exc))
-    if isinstance(exc, MemorydError):
-        return fail(500, str(exc))
-    return fail(500, "internal error; the daemon's log has the details")
+    """The envelope and status of an exception raised by a use case: the status of its
+    class (:func:`~opencode_memoryd.errors.describe`, as on the control socket) and its
+    message; a bug says only that the log has it."""
+    status, _type, message, _kind = describe(exc)
+    if not isinstance(exc, MemorydError):
+        message = "internal error; the daemon's log has the details"
+    return fail(status, message)
 
 
-async def call(fn: Callable[..., Any], code: int = 200, /, **kwargs: Any) -> JSONResponse:
-    """Run a (blocking) use case in a worker thread; its result (status ``code``) or error
-    as an envelope."""
+async def call(request: Request, use: Callable[[], Any], code: int = 200) -> JSONResponse:
+    """Run ``use()``, a (blocking) call of one use case, in a worker thread; its result
+    (status ``code``) or error as an envelope. A bug is logged with the request's path."""
     try:
-        data = await run_in_threadpool(fn, **kwargs)
+        data = await run_in_threadpool(use)
     except Exception as exc:
         if not isinstance(exc, MemorydError):
-            log.exception("web.handler_crashed", use_case=getattr(fn, "__name__", None))
+            log.exception("web.handler_crashed", path=request.url.path)
         return error_response(exc)
     return ok(data, code)
 
@@ -146,6 +145,8 @@ class Api:
     login opens."""
 
     def __init__(self, service: Service, sessions: Sessions) -> None:
+        # the local implementation of the contract (usecases/contract.py): mypy checks
+        # each call below against its methods
         self.service = service
         self.sessions = sessions
 
@@ -168,14 +169,13 @@ class Api:
         """``GET /api/memories``: see :meth:`Service.browse`."""
         q = request.query_params
         try:
-            kw: dict[str, Any] = {
-                "project": query_str(q, "project"), "scope": query_str(q, "scope"),
-                "type": query_str(q, "type"), "status": q.get("status") or "active",
-                "text": query_str(q, "text"), "offset": query_int(q, "offset", 0),
-                "limit": query_int(q, "limit", 50)}
+            offset, limit = query_int(q, "offset", 0), query_int(q, "limit", 50)
         except RequestError as exc:
             return error_response(exc)
-        return await call(self.service.browse, **kw)
+        return await call(request, lambda: self.service.browse(
+            project=query_str(q, "project"), scope=query_str(q, "scope"),
+            type=query_str(q, "type"), status=q.get("status") or "active",
+            text=query_str(q, "text"), offset=offset, limit=limit))
 
     async def memories_create(self, request: Request) -> Response:
         """``POST /api/memories``: see :meth:`Service.add` (201)."""
@@ -189,14 +189,16 @@ class Api:
                                    " (the daemon has no folder of yours to start from)")
         except RequestError as exc:
             return error_response(exc)
-        return await call(self.service.add, 201, content=b.get("content"), type=type_,
-                          scope=scope, project=project, directory=directory)
+        content: Any = b.get("content")  # checked by the use case (a RequestError)
+        return await call(request, lambda: self.service.add(
+            content=content, type=type_, scope=scope, project=project,
+            directory=directory), 201)
 
     async def memory_get(self, request: Request) -> Response:
         """``GET /api/memories/{id}``: see :meth:`Service.show`."""
         memory_id = request.path_params["memory_id"]
         try:
-            shown = await run_in_threadpool(self.service.show, memory_id=memory_id)
+            shown = await run_in_threadpool(lambda: self.service.show(memory_id=memory_id))
         except Exception as exc:
             return error_response(exc)
         if shown is None:
@@ -209,25 +211,29 @@ class Api:
             b = await body(request, ("content", "type"))
         except RequestError as exc:
             return error_response(exc)
-        return await call(self.service.edit, memory_id=request.path_params["memory_id"],
-                          content=b.get("content"), type=b.get("type"))
+        return await call(request, lambda: self.service.edit(
+            memory_id=request.path_params["memory_id"], content=b.get("content"),
+            type=b.get("type")))
 
     async def memory_forget(self, request: Request) -> Response:
         """``DELETE /api/memories/{id}``: see :meth:`Service.forget`."""
-        return await call(self.service.forget, memory_id=request.path_params["memory_id"])
+        return await call(request, lambda: self.service.forget(
+            memory_id=request.path_params["memory_id"]))
 
     async def memory_restore(self, request: Request) -> Response:
         """``POST /api/memories/{id}/restore``: see :meth:`Service.restore`."""
-        return await call(self.service.restore, memory_id=request.path_params["memory_id"])
+        return await call(request, lambda: self.service.restore(
+            memory_id=request.path_params["memory_id"]))
 
     async def memory_confirm(self, request: Request) -> Response:
         """``POST /api/memories/{id}/confirm``: see :meth:`Service.confirm`."""
-        return await call(self.service.confirm, memory_id=request.path_params["memory_id"])
+        return await call(request, lambda: self.service.confirm(
+            memory_id=request.path_params["memory_id"]))
 
     async def memory_reject(self, request: Request) -> Response:
         """``POST /api/memories/{id}/reject``: see :meth:`Service.confirm` (``reject``)."""
-        return await call(self.service.confirm, memory_id=request.path_params["memory_id"],
-                          reject=True)
+        return await call(request, lambda: self.service.confirm(
+            memory_id=request.path_params["memory_id"], reject=True))
 
     async def search(self, request: Request) -> Response:
         """``GET /api/search?q=``: see :meth:`Service.search`."""
@@ -239,39 +245,40 @@ class Api:
             limit = query_int(q, "limit", 20)
             if not 1 <= limit <= 100:
                 raise RequestError("`limit` must be from 1 to 100")
-            kw: dict[str, Any] = {"query": query, "project": query_str(q, "project"),
-                                  "limit": limit,
-                                  "include_retired": query_bool(q, "include_retired")}
+            include_retired = query_bool(q, "include_retired")
         except RequestError as exc:
             return error_response(exc)
-        return await call(self.service.search, **kw)
+        return await call(request, lambda: self.service.search(
+            query=query, project=query_str(q, "project"), limit=limit,
+            include_retired=include_retired))
 
     async def projects(self, request: Request) -> Response:
         """``GET /api/projects``: see :meth:`Service.projects`."""
-        return await call(self.service.projects)
+        return await call(request, self.service.projects)
 
     async def profile(self, request: Request) -> Response:
         """``GET /api/profile``: see :meth:`Service.profile`."""
-        return await call(self.service.profile)
+        return await call(request, self.service.profile)
 
     async def stats(self, request: Request) -> Response:
         """``GET /api/stats``: see :meth:`Service.stats`."""
-        return await call(self.service.stats)
+        return await call(request, self.service.stats)
 
     async def journal(self, request: Request) -> Response:
         """``GET /api/journal``: see :meth:`Service.journal_page`."""
         q = request.query_params
         try:
-            kw: dict[str, Any] = {
-                "project": query_str(q, "project"), "user": query_bool(q, "user"),
-                "offset": query_int(q, "offset", 0), "limit": query_int(q, "limit", 50)}
+            user = query_bool(q, "user")
+            offset, limit = query_int(q, "offset", 0), query_int(q, "limit", 50)
         except RequestError as exc:
             return error_response(exc)
-        return await call(self.service.journal_page, **kw)
+        return await call(request, lambda: self.service.journal_page(
+            project=query_str(q, "project"), user=user, offset=offset, limit=limit))
 
     async def undo(self, request: Request) -> Response:
         """``POST /api/journal/{run_id}/undo``: see :meth:`Service.undo`."""
-        return await call(self.service.undo, run_id=request.path_params["run_id"])
+        return await call(request, lambda: self.service.undo(
+            run_id=request.path_params["run_id"]))
 
     async def openapi(self, request: Request) -> Response:
         """``GET /api/openapi.json``: the OpenAPI description."""

@@ -15,7 +15,8 @@ _ERRORS = {
     "403": "a state-changing request without the CSRF token, or from another site",
     "404": "no such memory, project or dream run",
     "409": "refused (the memory is retired, the run is already undone …)",
-    "500": "the store, the state file or the model failed",
+    "500": "the store or the state file failed",
+    "502": "the LLM or embedding endpoint failed, or answered what cannot be used",
 }
 
 
