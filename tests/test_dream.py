@@ -24,8 +24,8 @@ from opencode_memoryd.dream.journal import DreamJournal
 from opencode_memoryd.dream.model import DreamResult, DreamSettings
 from opencode_memoryd.dream.planning import PLAN_SCHEMA, parse_plan, render_memories
 from opencode_memoryd.errors import DreamError, ExtractionError, NotFoundError
-from opencode_memoryd.extract.chat import ChatClient
 from opencode_memoryd.extract.facts import identifiers, missing_identifiers
+from opencode_memoryd.llm.chat import ChatClient
 from opencode_memoryd.models import Memory, content_hash, point_id
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryFilter
@@ -743,7 +743,7 @@ import sys
 from datetime import UTC, datetime
 from opencode_memoryd.dream.dreamer import Dreamer
 from opencode_memoryd.dream.model import DreamSettings
-from opencode_memoryd.extract.chat import ChatClient
+from opencode_memoryd.llm.chat import ChatClient
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.edge import EdgeStore
 

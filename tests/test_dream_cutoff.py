@@ -16,7 +16,7 @@ from opencode_memoryd.dream.dreamer import Dreamer
 from opencode_memoryd.dream.grouping import group_signature
 from opencode_memoryd.dream.model import DreamSettings
 from opencode_memoryd.dream.planning import plan_token_cap
-from opencode_memoryd.extract.chat import ChatClient
+from opencode_memoryd.llm.chat import ChatClient
 from opencode_memoryd.models import Memory, content_hash, point_id
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.edge import EdgeStore

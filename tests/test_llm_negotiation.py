@@ -14,9 +14,9 @@ from structlog.testing import capture_logs
 
 from fake_openai import LLAMA_CPP_FORMAT_ERROR, FakeOpenAI, Reply, Status
 from opencode_memoryd.errors import ExtractionError, ReplyCutOff, UpstreamError
-from opencode_memoryd.extract.chat import ChatClient
 from opencode_memoryd.extract.llm_extractor import LlmExtractor, reply_token_cap
 from opencode_memoryd.extract.reply import MEMORY_SCHEMA
+from opencode_memoryd.llm.chat import ChatClient
 from opencode_memoryd.models import TranscriptLine
 from opencode_memoryd.state.db import StateDB
 

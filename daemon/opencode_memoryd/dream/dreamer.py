@@ -19,7 +19,7 @@ fact survival, the retire cap); a group whose plan fails a check is rejected —
 reason in :attr:`~opencode_memoryd.dream.model.DreamResult.rejected` — and the rest of the
 dream goes on. A dream never deletes a memory: the ones it retires become tombstones.
 
-Plans are recorded as they arrive (:mod:`opencode_memoryd.extract.recorded`: a dream killed
+Plans are recorded as they arrive (:mod:`opencode_memoryd.llm.recorded`: a dream killed
 while planning never pays for them twice); accepted changes are applied through a redo log
 in the state file (:mod:`opencode_memoryd.dream.apply`): :meth:`Dreamer.recover` rolls a
 run left ``applying`` forward, and :meth:`Dreamer.undo` writes back what a run changed.
@@ -52,7 +52,7 @@ from opencode_memoryd.dream.planrun import GroupLoop, Planned
 from opencode_memoryd.dream.terms import SalientTerms
 from opencode_memoryd.dream.undo import recover_runs, undo_run
 from opencode_memoryd.errors import MemorydError
-from opencode_memoryd.extract.recorded import RecordedChat
+from opencode_memoryd.llm.recorded import RecordedChat
 from opencode_memoryd.models import FACT_TYPES, Memory, iso_utc
 from opencode_memoryd.redaction.engine import redact
 from opencode_memoryd.state.db import StateDB
@@ -72,7 +72,7 @@ class Dreamer:
         store: the memory store.
         state: the state file (``dream_runs`` table).
         planner: a chat model with ``complete_json``
-            (:class:`~opencode_memoryd.extract.chat.ChatClient`) for LLM mode, or ``None``
+            (:class:`~opencode_memoryd.llm.chat.ChatClient`) for LLM mode, or ``None``
             for rules mode.
         settings: thresholds and caps.
         clock: returns the current aware UTC time.

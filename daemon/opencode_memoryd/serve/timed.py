@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from opencode_memoryd.extract.recorded import KEEP_DAYS
+from opencode_memoryd.llm.recorded import KEEP_DAYS
 from opencode_memoryd.models import iso_utc
 from opencode_memoryd.serve.jobs import SessionJobs
 

@@ -1,6 +1,6 @@
 """The structured-output mode negotiated per LLM endpoint and model (``llm_modes``).
 
-The chat client (:class:`~opencode_memoryd.extract.chat.ChatClient`) asks here which
+The chat client (:class:`~opencode_memoryd.llm.chat.ChatClient`) asks here which
 mode works with an endpoint and model, and records the mode it fell back to (or found
 working), so a later run does not pay the refused requests again.
 """
@@ -20,7 +20,7 @@ __all__ = ["LlmModeTable"]
 
 class LlmModeTable(StateFile):
     """The ``llm_modes`` operations of :class:`~opencode_memoryd.state.db.StateDB`
-    (implements :class:`~opencode_memoryd.extract.chat.ModeMemory`)."""
+    (implements :class:`~opencode_memoryd.llm.modes.ModeMemory`)."""
 
     def llm_mode(self, base_url: str, model: str) -> NegotiatedMode | None:
         """The mode remembered for ``(base_url, model)``, or ``None``."""

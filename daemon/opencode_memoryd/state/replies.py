@@ -4,7 +4,7 @@ A dream asks the model for one plan per group of memories and applies the plans 
 killed half-way, the next dream would ask, and pay, again for every plan it had; a session
 summary whose answer could not be used would be asked for again at the next pass. So each
 answer is recorded as it arrives, under a key derived from the exact request
-(:mod:`opencode_memoryd.extract.recorded`), and the same request later gets the recorded
+(:mod:`opencode_memoryd.llm.recorded`), and the same request later gets the recorded
 answer.
 Times named ``now``/``before`` are ISO 8601 UTC strings.
 """
