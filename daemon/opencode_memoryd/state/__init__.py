@@ -2,7 +2,9 @@
 
 Open it with :class:`opencode_memoryd.state.db.StateDB`. Modules:
 
-* :mod:`~opencode_memoryd.state.engine`: the engine, PRAGMAs, DDL and migration;
+* :mod:`~opencode_memoryd.state.engine`: the engine, PRAGMAs and transactions;
+* :mod:`~opencode_memoryd.state.migrations`: the schema's numbered steps, each run once
+  and recorded;
 * :mod:`~opencode_memoryd.state.items`: high-water marks and the transactional outbox;
 * :mod:`~opencode_memoryd.state.queue`: the work queue;
 * :mod:`~opencode_memoryd.state.runs`: runs and dream runs;

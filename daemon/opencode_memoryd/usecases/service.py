@@ -84,9 +84,10 @@ class Service(PluginRoutes, DataRoutes):
         daemon_status: the running daemon's own status, merged into :meth:`status` as
             ``daemon``; ``None`` reports ``{"running": False}``.
 
-    On construction, user-scope memories written before user identities existed become
-    this user's (:meth:`migrate_user_scope`), and memories written before sections existed
-    get one (:meth:`migrate_sections`); one count each when there is nothing to do.
+    On construction, the store's data migrations it has not had run once and are recorded
+    (:func:`~opencode_memoryd.usecases.migrations.migrate_store_data`): user-scope memories
+    written before user identities existed become this user's, and memories written before
+    sections existed get one; nothing more than reading the store's metadata once done.
     """
 
     def __init__(self, app: AppPort, state: StateDB, store: MemoryStore, *,
@@ -111,8 +112,7 @@ class Service(PluginRoutes, DataRoutes):
         self.action = ActionRecall(self._context, store, shared=self._recall).action
         self._dreamer: Dreamer | None = None
         self._fresh_at: dict[str, datetime] = {}  # project -> its last freshness check
-        self.migrate_user_scope()
-        self.migrate_sections()
+        migrations.migrate_store_data(store, app.user_id, lock_for)
 
     @property
     def extractor(self) -> Extractor:
