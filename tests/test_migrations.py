@@ -74,7 +74,7 @@ def test_a_state_file_one_step_behind_gets_that_step_once(tmp_path: Path) -> Non
     assert [v for v, _, _ in before] == [s.version for s in STEPS[:-1]]
     state = StateDB(path)
     try:
-        assert state.get_mark("db", "ses") == Mark(STORAGE_MESSAGE, (5, "msg_5"))
+        assert state.marks.get_mark("db", "ses") == Mark(STORAGE_MESSAGE, (5, "msg_5"))
     finally:
         state.close()
     after = recorded(path)
@@ -105,7 +105,7 @@ def test_a_state_file_from_before_the_records_gets_every_step_once(tmp_path: Pat
         "VALUES ('db', 'ses', 1, 2, 3)")
     state = StateDB(path)
     try:
-        assert state.queue_size() == 1
+        assert state.queue.queue_size() == 1
     finally:
         state.close()
     assert [v for v, _, _ in recorded(path)] == [s.version for s in STEPS]

@@ -99,7 +99,8 @@ class Dreamer:
         self.user_id = user_id
         self.state = state
         self.planner = planner
-        self._asker = RecordedChat(planner, state, clock=clock) if planner is not None else None
+        self._asker = (RecordedChat(planner, state.replies, clock=clock)
+                       if planner is not None else None)
         self.settings = settings or DreamSettings()
         self.clock = clock
         self._terms = SalientTerms(bm25)
@@ -175,13 +176,13 @@ class Dreamer:
             started_at=iso_utc(started), ended_at=iso_utc(started),
             model="rules" if self.planner is None else None, mode=self.mode,
         )
-        self.state.dream_start(run_id, scope_key=sc.key, project_root=project_root,
-                               trigger=trigger, dry_run=dry_run, now=res.started_at)
+        self.state.runs.dream_start(run_id, scope_key=sc.key, project_root=project_root,
+                                    trigger=trigger, dry_run=dry_run, now=res.started_at)
         applying = False
         try:
             if self._asker is not None:
                 self._asker.begin()
-            pending = self.state.dream_runs(statuses=("applying", "undoing"))
+            pending = self.state.runs.dream_runs(statuses=("applying", "undoing"))
             if pending:
                 res.status = "failed"
                 res.reason = (f"dream run {pending[0]['id']} was interrupted and awaits "
@@ -193,7 +194,7 @@ class Dreamer:
                 res.status, res.reason = plan.end
                 return self._finish(res, t0, "failed")
             if not dry_run:  # the next dreams of the scope do not plan these again
-                self.state.dream_settle(sc.key, settled, run_id, res.started_at)
+                self.state.runs.dream_settle(sc.key, settled, run_id, res.started_at)
             if plan.end is not None:  # skipped or failed before anything was planned
                 res.status, res.reason = plan.end
                 return self._finish(res, t0, "skipped" if plan.end[0] == "skipped" else "failed")
@@ -234,10 +235,10 @@ class Dreamer:
         res.duration_ms = (time.perf_counter() - t0) * 1000
         if row_status == "applied" and self._asker is not None:
             self._asker.forget_used()  # its plans are spent: not needed again
-        self.state.dream_finish(res.run_id, row_status, now=res.ended_at, reason=res.reason,
-                                counts=res.counts, model=res.model, tokens_in=res.tokens_in,
-                                tokens_out=res.tokens_out, result=res.to_journal(),
-                                expect=expect)
+        self.state.runs.dream_finish(res.run_id, row_status, now=res.ended_at, reason=res.reason,
+                                     counts=res.counts, model=res.model, tokens_in=res.tokens_in,
+                                     tokens_out=res.tokens_out, result=res.to_journal(),
+                                     expect=expect)
         log.info("dream_finished", run_id=res.run_id, scope=res.scope,
                  project=res.project_key, status=res.status, row_status=row_status,
                  dry_run=res.dry_run, **res.counts)
@@ -259,7 +260,7 @@ class Dreamer:
                       "groups": 0, "groups_deferred": 0, "groups_settled": 0}
         if n_before < 2:
             return Planned(end=("skipped", "fewer than two active memories"))
-        grouping = self.groups(active, self.state.dream_settled(sc.key))
+        grouping = self.groups(active, self.state.runs.dream_settled(sc.key))
         res.counts["groups"] = len(grouping.groups)
         res.counts["groups_deferred"] = grouping.deferred
         res.counts["groups_settled"] = grouping.settled
@@ -304,7 +305,7 @@ class Dreamer:
 
     def result_of(self, run_id: str) -> DreamResult | None:
         """The recorded result of a run (as planned or finished), or ``None``."""
-        row = self.state.dream_run(run_id)
+        row = self.state.runs.dream_run(run_id)
         if not row or not row.get("result"):
             return None
         return DreamResult.from_journal(row["result"])

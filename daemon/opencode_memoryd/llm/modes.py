@@ -30,7 +30,7 @@ _FORMAT_STATUSES = frozenset({400, 422, 500, 501})
 class ModeMemory(Protocol):
     """Where the structured-output mode that works is remembered, per endpoint and model.
 
-    Implemented by :class:`~opencode_memoryd.state.db.StateDB` (table ``llm_modes``).
+    Implemented by :class:`~opencode_memoryd.state.llm.LlmModeTable` (``StateDB.llm``).
     """
 
     def llm_mode(self, base_url: str, model: str) -> NegotiatedMode | None:

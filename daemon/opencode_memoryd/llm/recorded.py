@@ -36,7 +36,7 @@ KEEP_DAYS = 7
 
 class ReplyMemory(Protocol):
     """Where answers are recorded; implemented by
-    :class:`~opencode_memoryd.state.db.StateDB` (table ``llm_replies``)."""
+    :class:`~opencode_memoryd.state.replies.ReplyTable` (``StateDB.replies``)."""
 
     def recorded_reply(self, key: str) -> dict[str, Any] | None:
         """The answer recorded under ``key``, or ``None``."""

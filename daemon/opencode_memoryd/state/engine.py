@@ -47,8 +47,8 @@ class StateFile:
     """An open state file, created and migrated on open: the schema steps it has not had
     run once (:mod:`~opencode_memoryd.state.migrations`); a current file is only read.
 
-    The base of :class:`~opencode_memoryd.state.db.StateDB`; the table classes add their
-    operations with :meth:`_tx` (write) and :meth:`_read` (read), each one SQLAlchemy
+    Shared by the repositories :class:`~opencode_memoryd.state.db.StateDB` composes: each
+    runs its operations with :meth:`tx` (write) and :meth:`read` (read), each one SQLAlchemy
     ``Connection`` checked out of the engine's pool for the whole transaction. Statements
     go to the driver as they are (``exec_driver_sql``: no compilation), several rows of
     one statement as one ``executemany``. The pool (``QueuePool``) keeps up to
@@ -85,10 +85,10 @@ class StateFile:
 
         self._engine: Engine = _open_engine(self.path)
         try:
-            with self._read() as c:
+            with self.read() as c:
                 todo = pending(c, self.path)
             if todo:
-                with self._tx() as c:
+                with self.tx() as c:
                     migrate(c, self.path)  # again: another process may have run them
         except DBAPIError as exc:
             self.close()
@@ -102,7 +102,7 @@ class StateFile:
         self._engine.dispose()
 
     @contextmanager
-    def _tx(self, *, durable: bool = True, outbox: bool = True) -> Iterator[Connection]:
+    def tx(self, *, durable: bool = True, outbox: bool = True) -> Iterator[Connection]:
         """One write transaction (``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on error)
         on one pooled connection.
 
@@ -156,7 +156,7 @@ class StateFile:
                                 free_bytes(self.path.parent)) from exc
 
     @contextmanager
-    def _read(self) -> Iterator[Connection]:
+    def read(self) -> Iterator[Connection]:
         """One read transaction (deferred ``BEGIN``: a consistent snapshot) on one pooled
         connection."""
         with self._engine.connect() as conn:
@@ -179,7 +179,7 @@ def _driver(conn: Connection) -> sqlite3.Connection:
 def _open_engine(path: Path) -> Engine:
     """The state file's engine: a ``QueuePool`` of ``sqlite3`` connections in autocommit
     mode at the driver level (the transactions are the explicit ``BEGIN``/``COMMIT`` of
-    :meth:`StateFile._tx` and :meth:`StateFile._read`), each set to WAL,
+    :meth:`StateFile.tx` and :meth:`StateFile.read`), each set to WAL,
     ``synchronous=FULL`` and a 30 s busy timeout when it is opened; ``SQLITE_FULL`` is
     raised as :class:`DiskFullError`."""
     from sqlalchemy import create_engine, event

@@ -108,7 +108,7 @@ class Service(PluginRoutes, DataRoutes):
         self._building = threading.Lock()  # one extractor, summarizer, dreamer each
         # OpenCode connections, session look-ups and blocks kept between context requests
         self._context = ContextCache(app, store)
-        self._recall = RecallCache(app, self._context, store, state)
+        self._recall = RecallCache(app, self._context, store, state.recall)
         self.action = ActionRecall(self._context, store, shared=self._recall).action
         self._dreamer: Dreamer | None = None
         self._fresh_at: dict[str, datetime] = {}  # project -> its last freshness check
@@ -119,7 +119,7 @@ class Service(PluginRoutes, DataRoutes):
         """The extractor of the configured mode (built on first use)."""
         with self._building:
             if self._extractor is None:
-                self._extractor = self.app.build_extractor(modes=self.state)
+                self._extractor = self.app.build_extractor(modes=self.state.llm)
             return self._extractor
 
     @property
@@ -127,8 +127,8 @@ class Service(PluginRoutes, DataRoutes):
         """The writer of session summaries and project briefs (built on first use)."""
         with self._building:
             if self._summarizer is None:
-                self._summarizer = self.app.build_summarizer(modes=self.state,
-                                                             replies=self.state)
+                self._summarizer = self.app.build_summarizer(modes=self.state.llm,
+                                                             replies=self.state.replies)
             return self._summarizer
 
     @property
@@ -147,7 +147,7 @@ class Service(PluginRoutes, DataRoutes):
                     max_output_tokens=cfg.llm.max_output_tokens,
                 )
                 self._dreamer = Dreamer(self.store, self.state,
-                                        planner=self.app.build_planner(modes=self.state),
+                                        planner=self.app.build_planner(modes=self.state.llm),
                                         settings=settings, clock=self.app.clock,
                                         user_id=self.app.user_id)
             return self._dreamer
@@ -237,7 +237,7 @@ class Service(PluginRoutes, DataRoutes):
             directory, verb)
         return agent_limits.AgentCall(
             keys, str(directory),
-            agent_limits.forget_budget(self.state.spend_agent_forget, self.app.clock))
+            agent_limits.forget_budget(self.state.agent.spend_agent_forget, self.app.clock))
 
     def forget(self, *, memory_id: str, caller: str = "user", directory: str | None = None,
                db: str | None = None) -> dict[str, Any]:
