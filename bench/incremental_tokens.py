@@ -37,8 +37,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from fake_openai import FakeOpenAI  # noqa: E402
 from opencode_memoryd import logs  # noqa: E402
 from opencode_memoryd.capture.processor import Limits, SessionProcessor  # noqa: E402
-from opencode_memoryd.extract.chat import ChatClient  # noqa: E402
 from opencode_memoryd.extract.llm_extractor import LlmExtractor, build_prompt  # noqa: E402
+from opencode_memoryd.llm.chat import ChatClient  # noqa: E402
 from opencode_memoryd.models import TranscriptLine  # noqa: E402
 from opencode_memoryd.redaction.engine import redact  # noqa: E402
 from opencode_memoryd.source.reader import OpenCodeDB  # noqa: E402

@@ -52,7 +52,7 @@ class Actions:
         self.store: MemoryStore = app.open_store()
         self.state: StateDB = app.open_state()
         self.context = ContextCache(app, self.store)
-        self.recall = RecallCache(app, self.context, self.store, self.state)
+        self.recall = RecallCache(app, self.context, self.store, self.state.recall)
         # the first index is waited for (the daemon's default gives up after 0.3 s)
         self.actions = ActionRecall(self.context, self.store, shared=self.recall,
                                     first_wait_seconds=60)

@@ -50,7 +50,7 @@ def item(session: str, last: tuple[int, str], *, candidates: int = 0) -> Item:
 
 def test_a_batch_reads_its_own_writes_and_writes_nothing_before_commit(
         state: StateDB) -> None:
-    state.set_mark(SRC, "s1", Mark(STORAGE_MESSAGE, (5, "msg_e")), NOW)
+    state.marks.set_mark(SRC, "s1", Mark(STORAGE_MESSAGE, (5, "msg_e")), NOW)
     batch = StateBatch(state)
     batch.set_mark(SRC, "s1", Mark(STORAGE_MESSAGE, (7, "msg_g")), NOW)
     batch.set_mark(SRC, "s1", Mark(STORAGE_MESSAGE, (6, "msg_f")), NOW)  # never backwards
@@ -86,29 +86,29 @@ def test_a_batch_is_all_or_nothing(state: StateDB) -> None:
 
 def test_queue_done_in_a_batch_keeps_a_session_that_changed_meanwhile(
         state: StateDB) -> None:
-    state.queue_touch_many(SRC, ["s1", "s2"], 1_000, 1.0, 60.0)
+    state.queue.queue_touch_many(SRC, ["s1", "s2"], 1_000, 1.0, 60.0)
     batch = StateBatch(state)
     batch.queue_done(SRC, "s1", 2_000)
     batch.queue_done(SRC, "s2", 2_000)
-    state.queue_touch_many(SRC, ["s2"], 3_000, 1.0, 60.0)  # changed after it was started
+    state.queue.queue_touch_many(SRC, ["s2"], 3_000, 1.0, 60.0)  # changed after it was started
     batch.commit()
-    assert [sid for _, sid, _ in state.queue_head(10)] == ["s2"]
+    assert [sid for _, sid, _ in state.queue.queue_head(10)] == ["s2"]
 
 
 def test_sessions_quiet_already_are_due_at_once_and_the_head_is_soonest_first(
         state: StateDB) -> None:
     now = 10_000_000
-    state.queue_touch_many(SRC, ["busy", "quiet", "old"], now, 60.0, 900.0,
-                           changed_ms={"quiet": now - 120_000, "old": now - 10_000_000})
-    head = state.queue_head(10)
+    state.queue.queue_touch_many(SRC, ["busy", "quiet", "old"], now, 60.0, 900.0,
+                                 changed_ms={"quiet": now - 120_000, "old": now - 10_000_000})
+    head = state.queue.queue_head(10)
     assert [sid for _, sid, _ in head] == ["old", "quiet", "busy"]
     due = {sid: at for _, sid, at in head}
     assert due["busy"] == now + 60_000
     assert due["quiet"] == now - 60_000 and due["old"] == now - 9_940_000  # due already
     # a later change only pushes the quiet period, up to the first change + max wait
-    state.queue_touch_many(SRC, ["busy"], now + 850_000, 60.0, 900.0)
-    assert {sid: at for _, sid, at in state.queue_head(10)}["busy"] == now + 900_000
-    assert state.queue_size() == 3 and len(state.queue(limit=2)) == 2
+    state.queue.queue_touch_many(SRC, ["busy"], now + 850_000, 60.0, 900.0)
+    assert {sid: at for _, sid, at in state.queue.queue_head(10)}["busy"] == now + 900_000
+    assert state.queue.queue_size() == 3 and len(state.queue.queue(limit=2)) == 2
 
 
 class RecordingStore(EdgeStore):
@@ -224,21 +224,22 @@ def test_a_prefetch_answers_for_its_sessions_until_the_outbox_is_written(
     """Marks and items read ahead for many sessions answer without asking the state file;
     a write transaction of another writer (e.g. another thread's durable answer) makes the
     batch ask again, so what it wrote is seen."""
-    state.set_mark(SRC, "s1", Mark(STORAGE_MESSAGE, (5, "msg_e")), NOW)
-    state.record_item(item("s1", (6, "msg_f")), NOW)
+    state.marks.set_mark(SRC, "s1", Mark(STORAGE_MESSAGE, (5, "msg_e")), NOW)
+    state.outbox.record_item(item("s1", (6, "msg_f")), NOW)
     batch = StateBatch(state)
     batch.prefetch(SRC, ["s1", "s2", "s3"])
     asked: list[str] = []
-    real_get_item, real_pending = state.get_item, state.pending_items
-    state.get_item = lambda i: asked.append(i) or real_get_item(i)  # type: ignore[method-assign]
-    state.pending_items = (  # type: ignore[method-assign]
+    real_get_item, real_pending = state.outbox.get_item, state.outbox.pending_items
+    state.outbox.get_item = (  # type: ignore[method-assign]
+        lambda i: asked.append(i) or real_get_item(i))
+    state.outbox.pending_items = (  # type: ignore[method-assign]
         lambda s, sid=None: asked.append(f"pending {sid}") or real_pending(s, sid))
     assert batch.get_mark(SRC, "s1") == Mark(STORAGE_MESSAGE, (5, "msg_e"))
     assert batch.get_mark(SRC, "s2") is None
     assert [i.id for i in batch.pending_items(SRC, "s1")] == ["item-s1-msg_f"]
     assert batch.get_item("item-s2-msg_b", (SRC, "s2")) is None
     assert asked == []  # all answered from the read-ahead
-    state.record_item(item("s3", (2, "msg_b")), NOW)  # another writer, durably
+    state.outbox.record_item(item("s3", (2, "msg_b")), NOW)  # another writer, durably
     got = batch.get_item("item-s3-msg_b", (SRC, "s3"))
     assert got is not None and got.session_id == "s3"
     assert asked == ["item-s3-msg_b"]

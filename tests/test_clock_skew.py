@@ -121,14 +121,14 @@ def test_a_state_file_of_schema_1_gets_max_rowid(tmp_path: Path) -> None:
     state = StateDB(path)
 
     def position() -> tuple[Mark | None, int | None]:
-        return state.get_mark("db", "ses"), state.get_max_rowid("db", "ses")
+        return state.marks.get_mark("db", "ses"), state.marks.get_max_rowid("db", "ses")
 
     try:
         assert position() == (Mark(STORAGE_MESSAGE, (5, "msg_5")), None)
         # an older time with a newer rowid, then a newer time with an older rowid
-        state.set_mark("db", "ses", Mark(STORAGE_MESSAGE, (4, "msg_4")), "now", 7)
+        state.marks.set_mark("db", "ses", Mark(STORAGE_MESSAGE, (4, "msg_4")), "now", 7)
         assert position() == (Mark(STORAGE_MESSAGE, (5, "msg_5")), 7)
-        state.set_mark("db", "ses", Mark(STORAGE_MESSAGE, (6, "msg_6")), "now", 3)
+        state.marks.set_mark("db", "ses", Mark(STORAGE_MESSAGE, (6, "msg_6")), "now", 3)
         assert position() == (Mark(STORAGE_MESSAGE, (6, "msg_6")), 7)
     finally:
         state.close()

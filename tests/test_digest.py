@@ -70,15 +70,16 @@ def test_a_deferred_summary_is_due_later_and_never_counts_as_waiting_too_long(
         tmp_path: Path) -> None:
     state = StateDB(tmp_path / "state.db")
     try:
-        state.queue_touch_many("src", ["a", "b"], 1_000, 60, 900)
-        state.queue_touch_many("src", ["b"], 5_000, 60, 900)  # changed during the run
-        assert state.queue_defer("src", "a", 2_000_000, 2_000, 900, "summary due") == 2_000_000
-        assert state.queue_defer("src", "b", 2_000_000, 2_000, 900, "summary due") == 65_000
-        rows = {r["session_id"]: r for r in state.queue()}
+        state.queue.queue_touch_many("src", ["a", "b"], 1_000, 60, 900)
+        state.queue.queue_touch_many("src", ["b"], 5_000, 60, 900)  # changed during the run
+        assert state.queue.queue_defer("src", "a", 2_000_000, 2_000, 900,
+                                       "summary due") == 2_000_000
+        assert state.queue.queue_defer("src", "b", 2_000_000, 2_000, 900, "summary due") == 65_000
+        rows = {r["session_id"]: r for r in state.queue.queue()}
         assert rows["a"]["first_change_ms"] == 2_000_000 - 900_000
         assert rows["a"]["last_error"] == "summary due"
         # a change before it is due is extracted after the quiet period, as ever
-        state.queue_touch_many("src", ["a"], 10_000, 60, 900)
-        assert {r["session_id"]: r["due_ms"] for r in state.queue()}["a"] == 70_000
+        state.queue.queue_touch_many("src", ["a"], 10_000, 60, 900)
+        assert {r["session_id"]: r["due_ms"] for r in state.queue.queue()}["a"] == 70_000
     finally:
         state.close()

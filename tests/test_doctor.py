@@ -156,8 +156,8 @@ def test_a_finished_turn_waiting_longer_than_max_wait_is_stuck(sandbox: Sandbox)
 def test_a_session_queued_too_long_is_stuck_with_its_last_error(sandbox: Sandbox) -> None:
     state = StateDB(sandbox.state_dir / "state.db")
     ident = source_identity(sandbox.db)
-    state.queue_touch_many(ident, [SID], int(time.time() * 1000) - 3_600_000, 60, 900)
-    state.queue_failed(ident, SID, "server: the endpoint answered 503")
+    state.queue.queue_touch_many(ident, [SID], int(time.time() * 1000) - 3_600_000, 60, 900)
+    state.queue.queue_failed(ident, SID, "server: the endpoint answered 503")
     state.close()
     code, checks = sandbox.doctor()
     assert code == 0
@@ -171,9 +171,9 @@ def test_a_session_given_up_is_named_at_once(sandbox: Sandbox) -> None:
     has not waited max_wait_seconds yet."""
     state = StateDB(sandbox.state_dir / "state.db")
     ident = source_identity(sandbox.db)
-    state.queue_touch_many(ident, [SID], int(time.time() * 1000) - 120_000, 60, 900)
+    state.queue.queue_touch_many(ident, [SID], int(time.time() * 1000) - 120_000, 60, 900)
     for _ in range(5):
-        state.queue_failed(ident, SID, "internal: ValueError: no")
+        state.queue.queue_failed(ident, SID, "internal: ValueError: no")
     state.close()
     code, checks = sandbox.doctor()
     assert code == 0

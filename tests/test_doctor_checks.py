@@ -75,8 +75,8 @@ def test_the_use_case_returns_json_safe_results_and_counts(app: App) -> None:
 
 def test_stuck_sessions_fail_while_a_daemon_runs(app: App, sample_db: Path) -> None:
     state = app.open_state()
-    state.queue_touch_many(str(sample_db.resolve()), [SID], int(time.time() * 1000) - 7_200_000,
-                           60, 900)
+    state.queue.queue_touch_many(str(sample_db.resolve()), [SID],
+                                 int(time.time() * 1000) - 7_200_000, 60, 900)
     state.close()
     idle = {c.name: c for c in run_checks(app, _probes(app), [("db", database_checks)])}
     assert idle["stuck"].status == WARN and "(no daemon runs)" in idle["stuck"].detail
@@ -163,7 +163,7 @@ def test_inspect_tells_current_outdated_foreign_and_disabled(
 
 def test_the_state_file_is_created_private(tmp_path: Path) -> None:
     state = StateDB(tmp_path / "state" / "state.db")
-    state.counts()
+    state.outbox.counts()
     try:
         for path in (tmp_path / "state").iterdir():
             assert path.stat().st_mode & 0o077 == 0, path

@@ -24,8 +24,8 @@ from opencode_memoryd.dream.journal import DreamJournal
 from opencode_memoryd.dream.model import DreamResult, DreamSettings
 from opencode_memoryd.dream.planning import PLAN_SCHEMA, parse_plan, render_memories
 from opencode_memoryd.errors import DreamError, ExtractionError, NotFoundError
-from opencode_memoryd.extract.chat import ChatClient
 from opencode_memoryd.extract.facts import identifiers, missing_identifiers
+from opencode_memoryd.llm.chat import ChatClient
 from opencode_memoryd.models import Memory, content_hash, point_id
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryFilter
@@ -406,7 +406,7 @@ def test_llm_dream_merges_and_supersedes(store: EdgeStore, state: StateDB,
         assert after[m.id] == before[m.id]
     assert len(after) == len(before) + 1  # only the merged memory is new: nothing deleted
 
-    row = state.dream_run(res.run_id)
+    row = state.runs.dream_run(res.run_id)
     assert row is not None and row["status"] == "applied" and row["trigger"] == "forced"
     assert row["scope_key"] == f"project:{ACME}" and row["dry_run"] is False
     assert {p["id"] for p in row["before"]} == {NPM_OLD.id, TESTS_1.id, TESTS_2.id,
@@ -433,7 +433,7 @@ def test_plan_that_drops_a_fact_is_rejected(store: EdgeStore, state: StateDB) ->
     assert get(store, API_2).to_payload() == API_2.to_payload()
     assert store.get([point_id("project", ACME, "project", API_DROPPED)]) == []
     assert get(store, NPM_OLD).status == "retired"
-    assert state.dream_run(res.run_id)["result"]["rejected"] == res.rejected  # type: ignore
+    assert state.runs.dream_run(res.run_id)["result"]["rejected"] == res.rejected  # type: ignore
 
 
 @pytest.mark.parametrize(
@@ -533,7 +533,7 @@ def test_dry_run_changes_nothing(store: EdgeStore, state: StateDB, fake: FakeOpe
     assert snapshot(store) == before
     assert res.counts["after"] == 9 and res.counts["merged"] == 4
     assert len(res.operations) == 3
-    row = state.dream_run(res.run_id)
+    row = state.runs.dream_run(res.run_id)
     assert row is not None and row["status"] == "planned" and row["dry_run"] is True
     assert row["ended_at"] is not None and row["before"] == []
     with pytest.raises(DreamError, match="dry run"):
@@ -550,7 +550,7 @@ def test_planner_failure_fails_the_dream_cleanly(store: EdgeStore, state: StateD
     assert res.status == "failed" and "auth" in (res.reason or "")
     assert snapshot(store) == before
     assert len(res.rejected) == 3
-    assert state.dream_run(res.run_id)["status"] == "failed"  # type: ignore[index]
+    assert state.runs.dream_run(res.run_id)["status"] == "failed"  # type: ignore[index]
 
 
 # --------------------------------------------------------------------------- rules mode
@@ -651,7 +651,7 @@ def test_user_scope(store: EdgeStore, state: StateDB) -> None:
     assert res.scope == "user" and res.project_key is None
     assert res.counts["merged"] == 1
     assert get(store, extra).superseded_by == ELSEWHERE[2].id
-    assert state.dream_run(res.run_id)["scope_key"] == "user"  # type: ignore[index]
+    assert state.runs.dream_run(res.run_id)["scope_key"] == "user"  # type: ignore[index]
 
 
 # --------------------------------------------------------------------------- write-time
@@ -698,7 +698,7 @@ def test_undo_restores_the_exact_pre_dream_store(store: EdgeStore, state: StateD
     assert snapshot(store) == before
     assert undo.action == "undo" and undo.status == "undone" and undo.run_id == res.run_id
     assert undo.counts == {"restored": 6, "deleted": 1, "before": 9, "after": 13}
-    assert state.dream_run(res.run_id)["status"] == "undone"  # type: ignore[index]
+    assert state.runs.dream_run(res.run_id)["status"] == "undone"  # type: ignore[index]
     with pytest.raises(DreamError, match="already undone"):
         dreamer.undo(res.run_id)
     with pytest.raises(NotFoundError, match="no dream run"):
@@ -722,9 +722,9 @@ def test_undo_refuses_runs_out_of_order_or_not_applied(store: EdgeStore, state: 
         Dreamer(store, state).undo(first.run_id)
     Dreamer(store, state).undo(second.run_id)
     Dreamer(store, state).undo(first.run_id)
-    state.dream_start("r_failed", scope_key="user", project_root=None, trigger="auto",
-                      dry_run=False, now="2025-01-01T00:00:00.000Z")
-    state.dream_finish("r_failed", "failed", now="2025-01-01T00:00:01.000Z")
+    state.runs.dream_start("r_failed", scope_key="user", project_root=None, trigger="auto",
+                           dry_run=False, now="2025-01-01T00:00:00.000Z")
+    state.runs.dream_finish("r_failed", "failed", now="2025-01-01T00:00:01.000Z")
     with pytest.raises(DreamError, match="is failed: only an applied run"):
         Dreamer(store, state).undo("r_failed")
 
@@ -743,7 +743,7 @@ import sys
 from datetime import UTC, datetime
 from opencode_memoryd.dream.dreamer import Dreamer
 from opencode_memoryd.dream.model import DreamSettings
-from opencode_memoryd.extract.chat import ChatClient
+from opencode_memoryd.llm.chat import ChatClient
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.edge import EdgeStore
 
@@ -776,7 +776,7 @@ def test_kill_mid_apply_then_recover(tmp_path: Path, fake: FakeOpenAI) -> None:
     state = StateDB(tmp_path / "crashed.db")
     store = EdgeStore(crashed)
     try:
-        (row,) = state.dream_runs()
+        (row,) = state.runs.dream_runs()
         assert row["status"] == "applying"
         written = {m.id: m.to_payload() for m in store.get([p["id"] for p in row["after"]])}
         done = sum(1 for p in row["after"] if written.get(p["id"]) == p)
@@ -784,7 +784,7 @@ def test_kill_mid_apply_then_recover(tmp_path: Path, fake: FakeOpenAI) -> None:
 
         assert Dreamer(store, state).recover() == [row["id"]]
         assert Dreamer(store, state).recover() == []  # nothing left to do
-        (row,) = state.dream_runs()
+        (row,) = state.runs.dream_runs()
         assert row["status"] == "applied" and row["ended_at"]
         assert "completed by recovery" in row["result"]["reason"]
         crashed_state = normalised(store, row["id"])
@@ -806,11 +806,11 @@ def test_kill_mid_apply_then_recover(tmp_path: Path, fake: FakeOpenAI) -> None:
 
 
 def test_recover_marks_interrupted_planning_failed(store: EdgeStore, state: StateDB) -> None:
-    state.dream_start("r_planning", scope_key=f"project:{ACME}", project_root=None,
-                      trigger="auto", dry_run=False, now="2025-01-01T00:00:00.000Z")
+    state.runs.dream_start("r_planning", scope_key=f"project:{ACME}", project_root=None,
+                           trigger="auto", dry_run=False, now="2025-01-01T00:00:00.000Z")
     before = snapshot(store)
     assert Dreamer(store, state).recover() == []
-    row = state.dream_run("r_planning")
+    row = state.runs.dream_run("r_planning")
     assert row is not None and row["status"] == "failed"
     assert "interrupted while planning" in row["reason"]
     assert snapshot(store) == before
@@ -828,17 +828,17 @@ def test_store_changed_while_planning_aborts(store: EdgeStore, state: StateDB) -
     res = Meddling(store, state).dream(ACME)
     assert res.status == "failed" and "changed while the dream was planning" in res.reason
     assert get(store, TESTS_2).status == "active"
-    assert state.dream_run(res.run_id)["status"] == "failed"  # type: ignore[index]
+    assert state.runs.dream_run(res.run_id)["status"] == "failed"  # type: ignore[index]
 
 
 def test_interrupted_run_blocks_dreams_and_undo_until_recovered(store: EdgeStore,
                                                                 state: StateDB) -> None:
     tomb = Memory.from_payload({**TESTS_2.to_payload(), "status": "retired",
                                 "superseded_by": TESTS_1.id, "retired_by_run": "r_int"})
-    state.dream_start("r_int", scope_key=f"project:{ACME}", project_root=None,
-                      trigger="auto", dry_run=False, now="2025-01-01T00:00:00.000Z")
-    state.dream_applying("r_int", before=[TESTS_2.to_payload()], after=[tomb.to_payload()],
-                         counts={}, model="rules", tokens_in=0, tokens_out=0)
+    state.runs.dream_start("r_int", scope_key=f"project:{ACME}", project_root=None,
+                           trigger="auto", dry_run=False, now="2025-01-01T00:00:00.000Z")
+    state.runs.dream_applying("r_int", before=[TESTS_2.to_payload()], after=[tomb.to_payload()],
+                              counts={}, model="rules", tokens_in=0, tokens_out=0)
     res = Dreamer(store, state).dream(ACME)
     assert res.status == "failed" and "r_int was interrupted" in (res.reason or "")
     with pytest.raises(DreamError, match="run recovery first"):

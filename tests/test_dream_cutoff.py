@@ -16,7 +16,7 @@ from opencode_memoryd.dream.dreamer import Dreamer
 from opencode_memoryd.dream.grouping import group_signature
 from opencode_memoryd.dream.model import DreamSettings
 from opencode_memoryd.dream.planning import plan_token_cap
-from opencode_memoryd.extract.chat import ChatClient
+from opencode_memoryd.llm.chat import ChatClient
 from opencode_memoryd.models import Memory, content_hash, point_id
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.edge import EdgeStore
@@ -97,7 +97,7 @@ def test_a_cut_off_plan_is_asked_again_with_twice_the_cap_then_halved(
         sizes = [(len(ids_in(b)), b["max_tokens"]) for b in fake.chat_requests]
         assert sizes == [(4, 200), (4, 400), (2, 200), (2, 200)]
         # both halves were planned (kept whole): the whole group is settled too
-        settled = state.dream_settled(KEY)
+        settled = state.runs.dream_settled(KEY)
         assert group_signature(MEMS) in settled
         assert group_signature(MEMS[:2]) in settled and group_signature(MEMS[2:]) in settled
         assert res.tokens_out >= 200 + 400
@@ -116,12 +116,12 @@ def test_a_group_too_small_to_halve_is_not_settled_when_its_plan_is_cut_off(
             assert [b["max_tokens"] for b in fake.chat_requests] == [150, 300]
             (rejected,) = res.rejected
             assert rejected["reason"].startswith("plan cut off")
-            assert state.dream_settled(KEY) == set()
+            assert state.runs.dream_settled(KEY) == set()
             # a model that fits: the group is planned again by the next dream
             fake.responder = lambda body: keep(ids_in(body))
             res = dreamer(small, state, fake, cap=150).dream(PROJECT)
             assert res.status == "ok" and res.rejected == []
             assert len(fake.chat_requests) == 3
-            assert group_signature(MEMS[:3]) in state.dream_settled(KEY)
+            assert group_signature(MEMS[:3]) in state.runs.dream_settled(KEY)
     finally:
         small.close()

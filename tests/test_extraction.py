@@ -12,9 +12,9 @@ import pytest
 
 from fake_openai import FakeOpenAI, Reply, Status
 from opencode_memoryd.errors import ExtractionError, UpstreamError
-from opencode_memoryd.extract.chat import ChatClient
 from opencode_memoryd.extract.llm_extractor import LlmExtractor, build_prompt
 from opencode_memoryd.extract.reply import MEMORY_SCHEMA, junk_reason, parse_reply
+from opencode_memoryd.llm.chat import ChatClient
 from opencode_memoryd.models import FACT_TYPES, SECTIONS, MemoryCandidate, TranscriptLine
 
 LINES = [

@@ -161,11 +161,11 @@ def test_give_up_can_be_turned_off(sample_db: Path, tmp_path: Path) -> None:
 def test_the_daily_budget_sees_the_tokens_of_failed_calls(tmp_path: Path) -> None:
     state = StateDB(tmp_path / "state.db")
     try:
-        state.record_failed_call("bad_reply", 100, 2900, "2030-01-02T03:00:00.000Z")
-        state.record_failed_call("cut_off", 0, 0, "2030-01-02T04:00:00.000Z")  # nothing
-        assert state.tokens_since("2030-01-02T00:00:00.000Z") == 3000
-        assert state.tokens_since("2030-01-03T00:00:00.000Z") == 0
-        counts = state.counts()
+        state.failures.record_failed_call("bad_reply", 100, 2900, "2030-01-02T03:00:00.000Z")
+        state.failures.record_failed_call("cut_off", 0, 0, "2030-01-02T04:00:00.000Z")  # nothing
+        assert state.outbox.tokens_since("2030-01-02T00:00:00.000Z") == 3000
+        assert state.outbox.tokens_since("2030-01-03T00:00:00.000Z") == 0
+        counts = state.outbox.counts()
         assert (counts["failed_tokens_in"], counts["failed_tokens_out"]) == (100, 2900)
     finally:
         state.close()

@@ -19,8 +19,8 @@ from structlog.testing import capture_logs
 
 from fake_openai import Drop, FakeOpenAI, Hang, Raw, Reply, Status, fake_vector
 from opencode_memoryd.errors import ExtractionError, UpstreamError
-from opencode_memoryd.extract.chat import ChatClient, ChatReply
-from opencode_memoryd.openai_compat import map_openai_error, retry_after_seconds
+from opencode_memoryd.llm.chat import ChatClient, ChatReply
+from opencode_memoryd.llm.errors import map_openai_error, retry_after_seconds
 from opencode_memoryd.store.embedders import BATCH_SIZE, OpenAIEmbedder
 
 SCHEMA = {

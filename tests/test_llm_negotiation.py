@@ -14,9 +14,9 @@ from structlog.testing import capture_logs
 
 from fake_openai import LLAMA_CPP_FORMAT_ERROR, FakeOpenAI, Reply, Status
 from opencode_memoryd.errors import ExtractionError, ReplyCutOff, UpstreamError
-from opencode_memoryd.extract.chat import ChatClient
 from opencode_memoryd.extract.llm_extractor import LlmExtractor, reply_token_cap
 from opencode_memoryd.extract.reply import MEMORY_SCHEMA
+from opencode_memoryd.llm.chat import ChatClient
 from opencode_memoryd.models import TranscriptLine
 from opencode_memoryd.state.db import StateDB
 
@@ -35,7 +35,7 @@ def state(tmp_path: Path) -> Iterator[StateDB]:
 
 def client(fake: FakeOpenAI, state: StateDB | None = None, **kwargs: Any) -> ChatClient:
     options: dict[str, Any] = {"api_key": None, "model": "small-gguf", "max_retries": 0,
-                               "modes": state}
+                               "modes": state.llm if state is not None else None}
     options.update(kwargs)
     return ChatClient(base_url=fake.base_url, **options)
 
@@ -63,7 +63,7 @@ def test_llama_cpp_refusing_json_schema_falls_back_to_json_object_and_is_remembe
         # below json_schema, the schema travels in the system prompt instead
         system = fake.chat_requests[1]["messages"][0]["content"]
         assert system.startswith("sys\n\n") and json.dumps(SCHEMA, separators=(",", ":")) in system
-        remembered = state.llm_mode(fake.base_url, "small-gguf")
+        remembered = state.llm.llm_mode(fake.base_url, "small-gguf")
         assert remembered is not None
         assert (remembered.json_mode, remembered.start) == ("json_object", "json_schema")
         assert "json_schema refused: HTTP 500" in remembered.detail
@@ -84,7 +84,7 @@ def test_a_server_refusing_both_json_modes_gets_instructions_only(state: StateDB
         assert formats(fake) == ["json_schema", "json_object", "none"]
         assert chat.json_mode == "none"
         assert "response_format" not in fake.chat_requests[-1]
-        got = state.llm_mode(fake.base_url, "small-gguf")
+        got = state.llm.llm_mode(fake.base_url, "small-gguf")
         assert got is not None and got.json_mode == "none"
     # the extractor validates an instructions-only answer the same way (prose tolerated)
     assert "Here you go" in reply.content
@@ -94,12 +94,12 @@ def test_a_working_mode_is_remembered_too_and_the_config_start_overrides(
         state: StateDB) -> None:
     with FakeOpenAI() as fake:
         ask(client(fake, state))
-        got = state.llm_mode(fake.base_url, "small-gguf")
+        got = state.llm.llm_mode(fake.base_url, "small-gguf")
         assert got is not None and (got.json_mode, got.detail) == ("json_schema", "works")
         # a configured start other than the remembered one's: negotiation starts there
         ask(client(fake, state, json_mode="json_object"))
         assert formats(fake) == ["json_schema", "json_object"]
-        got = state.llm_mode(fake.base_url, "small-gguf")
+        got = state.llm.llm_mode(fake.base_url, "small-gguf")
         assert got is not None and got.start == "json_object"
 
 
@@ -110,13 +110,13 @@ def test_other_server_errors_do_not_change_the_mode(state: StateDB) -> None:
             ask(client(fake, state))
         assert info.value.kind == "server"
         assert formats(fake) == ["json_schema"]
-        assert state.llm_mode(fake.base_url, "small-gguf") is None
+        assert state.llm.llm_mode(fake.base_url, "small-gguf") is None
 
 
 def test_forgetting_the_modes_negotiates_again(state: StateDB) -> None:
     with FakeOpenAI(reject_json_schema=True) as fake:
         ask(client(fake, state))
-        assert state.forget_llm_modes() == 1
+        assert state.llm.forget_llm_modes() == 1
         fake.reject_json_schema = False
         ask(client(fake, state))
         assert formats(fake) == ["json_schema", "json_object", "json_schema"]

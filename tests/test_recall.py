@@ -62,7 +62,7 @@ class Recall:
         self.store: MemoryStore = app.open_store()
         self.state: StateDB = app.open_state()
         self.context = ContextCache(app, self.store)
-        self.cache = RecallCache(app, self.context, self.store, self.state)
+        self.cache = RecallCache(app, self.context, self.store, self.state.recall)
 
     def block(self) -> dict[str, object]:
         return self.context.context(directory=ACME, session=MAIN, project=None, query=None)
@@ -83,7 +83,7 @@ class Recall:
         self.context.close()
         self.state = self.app.open_state()
         self.context = ContextCache(self.app, self.store)
-        self.cache = RecallCache(self.app, self.context, self.store, self.state)
+        self.cache = RecallCache(self.app, self.context, self.store, self.state.recall)
 
     def close(self) -> None:
         self.context.close()

@@ -15,10 +15,10 @@ from datetime import date
 import pytest
 
 from fake_openai import FakeOpenAI, Reply
-from opencode_memoryd.extract.chat import ChatClient
 from opencode_memoryd.extract.llm_extractor import LlmExtractor
 from opencode_memoryd.extract.rules import RulesExtractor
 from opencode_memoryd.extract.temporal import resolve_relative, temporary_reason
+from opencode_memoryd.llm.chat import ChatClient
 from opencode_memoryd.models import TranscriptLine
 
 #: (user message, what a model proposes from it without the time words).

@@ -375,14 +375,14 @@ def test_a_state_file_of_schema_1_is_migrated_in_place(tmp_path: Path) -> None:
         c.execute("PRAGMA user_version=1")
     state = StateDB(path)
     try:
-        assert state.get_mark("db", "s1") == Mark(STORAGE_MESSAGE, (5, "msg_a"))
+        assert state.marks.get_mark("db", "s1") == Mark(STORAGE_MESSAGE, (5, "msg_a"))
         # a mark moves forward within a storage, and is replaced by one in another storage
-        state.set_mark("db", "s1", Mark(STORAGE_MESSAGE, (4, "msg_0")), "now")
-        assert state.get_mark("db", "s1") == Mark(STORAGE_MESSAGE, (5, "msg_a"))
-        state.set_mark("db", "s1", Mark(STORAGE_SESSION_MESSAGE, (2, "msg_b")), "now")
-        assert state.get_mark("db", "s1") == Mark(STORAGE_SESSION_MESSAGE, (2, "msg_b"))
-        state.replace_mark("db", "s1", None, "now")
-        assert state.get_mark("db", "s1") is None
+        state.marks.set_mark("db", "s1", Mark(STORAGE_MESSAGE, (4, "msg_0")), "now")
+        assert state.marks.get_mark("db", "s1") == Mark(STORAGE_MESSAGE, (5, "msg_a"))
+        state.marks.set_mark("db", "s1", Mark(STORAGE_SESSION_MESSAGE, (2, "msg_b")), "now")
+        assert state.marks.get_mark("db", "s1") == Mark(STORAGE_SESSION_MESSAGE, (2, "msg_b"))
+        state.marks.replace_mark("db", "s1", None, "now")
+        assert state.marks.get_mark("db", "s1") is None
     finally:
         state.close()
     with sqlite3.connect(path) as c:

@@ -34,8 +34,9 @@ if TYPE_CHECKING:
     from opencode_memoryd.capture.notes import Summarizer
     from opencode_memoryd.capture.processor import Extractor, Limits
     from opencode_memoryd.config.schema import Config
-    from opencode_memoryd.extract.chat import ChatClient, ModeMemory
-    from opencode_memoryd.extract.recorded import ReplyMemory
+    from opencode_memoryd.llm.chat import ChatClient
+    from opencode_memoryd.llm.modes import ModeMemory
+    from opencode_memoryd.llm.recorded import ReplyMemory
     from opencode_memoryd.source.discover import DatabaseFinder
     from opencode_memoryd.source.reader import OpenCodeDB
     from opencode_memoryd.state.db import StateDB
@@ -299,9 +300,9 @@ class App:
         :meth:`extraction_mode` (a chat client of its own in llm mode, remembering its
         negotiated structured-output mode in ``modes`` and, with ``replies``, recording
         its answers there so the same summary is never asked for twice:
-        :class:`~opencode_memoryd.extract.recorded.RecordedChat`)."""
-        from opencode_memoryd.extract.recorded import RecordedChat
+        :class:`~opencode_memoryd.llm.recorded.RecordedChat`)."""
         from opencode_memoryd.extract.summarize import LlmSummarizer, RulesSummarizer
+        from opencode_memoryd.llm.recorded import RecordedChat
 
         if self.extraction_mode() == "rules":
             return RulesSummarizer()
@@ -342,7 +343,7 @@ class App:
         """The chat client of ``[llm]``; ``timeout_seconds`` and ``max_retries`` replace
         the configured ones when given (``doctor`` sends one short request); ``modes``
         is where the structured-output mode it negotiates is remembered."""
-        from opencode_memoryd.extract.chat import ChatClient
+        from opencode_memoryd.llm.chat import ChatClient
 
         llm = self.config.llm
         return ChatClient(

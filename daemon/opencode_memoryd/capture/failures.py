@@ -76,7 +76,7 @@ def give_up(proc: SessionProcessor, session: SessionRow, chunk: Chunk, storage: 
         return False
     src = proc.source.identity
     now = iso_utc(proc.clock())
-    stored = proc.writes.get_mark(src, session.id)
+    stored = proc.writes.marks.get_mark(src, session.id)
     failure = ChunkFailure(
         id=failure_id(src, session.id, storage, chunk.first[1]), source_id=src,
         session_id=session.id, storage=storage,
@@ -84,13 +84,13 @@ def give_up(proc: SessionProcessor, session: SessionRow, chunk: Chunk, storage: 
         first=chunk.first, last=chunk.last, project_key=session.project_key,
         project_root=session.project_root, fingerprint=fingerprint,
         reason=failure_reason(exc))
-    failures = proc.state.chunk_failed(failure, now)
+    failures = proc.state.failures.chunk_failed(failure, now)
     if failures < threshold:
         return False
     rules = proc.rules.extract(lines, project_root=session.project_root)
     item = proc.item_of(item_id, session, chunk.first, chunk.last, storage, rules, times,
                         extractor=proc.rules.name, max_rowid=chunk.rowid or None)
-    proc.state.give_up_chunk(failure.id, item, now)
+    proc.state.failures.give_up_chunk(failure.id, item, now)
     log.warning("chunk_given_up", session_id=session.id, failures=failures,
                 reason=failure.reason, directives=len(rules.candidates),
                 detail="captured by the rules; `maintain --retry-failed` extracts it "

@@ -34,7 +34,7 @@ def reconcile_mark(source: OpenCodeDB, state: StateDB | StateBatch, session: Ses
     carrying the row over), the session is read again from its start.
     """
     src = source.identity
-    stored = state.get_mark(src, session.id)
+    stored = state.marks.get_mark(src, session.id)
     if stored is None or stored.storage == storage == STORAGE_MESSAGE:
         return
     found = source.locate(session.id, stored.position[1], storage)
@@ -44,13 +44,13 @@ def reconcile_mark(source: OpenCodeDB, state: StateDB | StateBatch, session: Ses
     if found is not None:
         log.info("mark_moved", session_id=session.id, storage=storage,
                  previous_storage=stored.storage)
-        state.replace_mark(src, session.id, Mark(storage, found), now)
+        state.marks.replace_mark(src, session.id, Mark(storage, found), now)
         return
     log.warning("session_rows_reset", session_id=session.id, storage=storage,
                 previous_storage=stored.storage,
                 detail="the last row read is gone: reading the session again from its "
                        "start (nothing already stored is stored twice)")
-    state.replace_mark(src, session.id, None, now)
+    state.marks.replace_mark(src, session.id, None, now)
 
 
 def max_rowid(source: OpenCodeDB, state: StateDB | StateBatch, session: SessionRow,
@@ -63,8 +63,8 @@ def max_rowid(source: OpenCodeDB, state: StateDB | StateBatch, session: SessionR
     if storage != STORAGE_MESSAGE or mark is None:
         return None
     src = source.identity
-    found = state.get_max_rowid(src, session.id)
+    found = state.marks.get_max_rowid(src, session.id)
     if found is None:
         found = source.rowid_through(session.id, mark)
-        state.set_mark(src, session.id, Mark(storage, mark), iso_utc(clock()), found)
+        state.marks.set_mark(src, session.id, Mark(storage, mark), iso_utc(clock()), found)
     return found

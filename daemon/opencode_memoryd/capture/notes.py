@@ -242,7 +242,7 @@ class SessionNotes:
             end = seen.end
         elif isinstance(end, str):
             end = self.source.last_messages([session.id]).get(session.id)
-        mark = self.state.get_mark(self.source.identity, session.id)
+        mark = self.state.marks.get_mark(self.source.identity, session.id)
         if end is None or mark is None or mark.storage != end.storage:
             return
         if (end.position > mark.position if end.storage == STORAGE_MESSAGE

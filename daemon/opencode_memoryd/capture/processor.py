@@ -169,7 +169,7 @@ class SessionProcessor:
             now=now,
             near_duplicate_similarity=self.limits.near_duplicate_similarity,
             user_id=self.user_id, state=self.state, record=self.record)
-        self.writes.complete_item(item, _now_iso(now))
+        self.writes.outbox.complete_item(item, _now_iso(now))
         report.added += added
         report.skipped.update(skipped)
 
@@ -197,7 +197,7 @@ class SessionProcessor:
         try:
             self.ensure_space()
             # 1. finish what a previous run recorded but did not store (crash recovery)
-            for item in self.writes.pending_items(src, session.id):
+            for item in self.writes.outbox.pending_items(src, session.id):
                 self._apply(item, report)
                 report.replayed_items += 1
             # "Up to now": a session OpenCode keeps writing to faster than it is read must
@@ -249,7 +249,7 @@ class SessionProcessor:
         idle = (Idle(session.time_idle, session.time_suspended)
                 if session.table == "session_v2" else None)
         while True:
-            stored = self.writes.get_mark(src, session.id)
+            stored = self.writes.marks.get_mark(src, session.id)
             mark = stored.position if stored is not None and stored.storage == storage else None
             max_rowid = rowid_of(self.source, self.writes, session, storage, mark, self.clock)
             messages = self.source.messages_after(session.id, mark, limit=MESSAGE_BATCH,
@@ -269,8 +269,8 @@ class SessionProcessor:
             top = (max([max_rowid or 0, *(m.rowid for m in messages)])  # ``message`` only
                    if storage == STORAGE_MESSAGE else None)
             if not real:  # a batch of fork copies only: nothing to read, move past them
-                self.writes.set_mark(src, session.id, Mark(storage, messages[-1].mark),
-                                     _now_iso(self.clock()), top)
+                self.writes.marks.set_mark(src, session.id, Mark(storage, messages[-1].mark),
+                                           _now_iso(self.clock()), top)
                 if not more:
                     return seen
                 continue
@@ -307,8 +307,8 @@ class SessionProcessor:
         now = self.clock()
         rowid = chunk.rowid or None  # 0: not a ``message`` chunk
         if not chunk.has_user_text:
-            self.writes.set_mark(src, session.id, Mark(storage, chunk.last), _now_iso(now),
-                                 rowid)
+            self.writes.marks.set_mark(src, session.id, Mark(storage, chunk.last), _now_iso(now),
+                                       rowid)
             return
         item_id = item_id_of(src, session.id, chunk, storage)
         known = self._get_item(item_id, session.id)
@@ -333,16 +333,16 @@ class SessionProcessor:
         item = self.item_of(item_id, session, chunk.first, chunk.last, storage, result, times,
                             spent, max_rowid=rowid)
         if spent.calls:  # tokens paid: durable before anything else happens
-            self.state.record_item(item, _now_iso(self.clock()))
+            self.state.outbox.record_item(item, _now_iso(self.clock()))
         else:  # the rules answered: free to ask again, so it may wait for the batch
-            self.writes.record_item(item, _now_iso(self.clock()))
+            self.writes.outbox.record_item(item, _now_iso(self.clock()))
         _fault_point("after_record")
         self._apply(item, report)
 
     def _get_item(self, item_id: str, session_id: str) -> Item | None:
         if isinstance(self.writes, StateBatch):  # it may know the session holds none
             return self.writes.get_item(item_id, (self.source.identity, session_id))
-        return self.writes.get_item(item_id)
+        return self.writes.outbox.get_item(item_id)
 
     def prefetch(self, session_ids: Sequence[str]) -> None:
         """Read the state of these sessions (marks, outbox items) at once, when writing
@@ -367,8 +367,8 @@ class SessionProcessor:
         report.tokens_in += spent.tokens_in
         report.tokens_out += spent.tokens_out
         if failed is not None:
-            self.state.record_failed_call(failure_kind(failed), spent.tokens_in,
-                                          spent.tokens_out, _now_iso(self.clock()))
+            self.state.failures.record_failed_call(failure_kind(failed), spent.tokens_in,
+                                                   spent.tokens_out, _now_iso(self.clock()))
 
     def item_of(self, item_id: str, session: SessionRow, first: tuple[int, str],
                 last: tuple[int, str], storage: str, result: ExtractionResult,

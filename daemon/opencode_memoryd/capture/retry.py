@@ -101,7 +101,7 @@ def retry_given_up(proc: SessionProcessor, session: SessionRow,
                            storage=failure.storage)
     now = iso_utc(proc.clock())
     spent = Spent()
-    mark = proc.state.get_mark(failure.source_id, session.id)
+    mark = proc.state.marks.get_mark(failure.source_id, session.id)
     if mark is None or mark.storage != failure.storage:
         report.error = ("moved: the session is read from another OpenCode table now; its "
                         "given-up chunk cannot be read again")
@@ -121,15 +121,15 @@ def retry_given_up(proc: SessionProcessor, session: SessionRow,
             proc.count_spent(spent, report, failed=exc)
             fingerprint = failure_fingerprint(exc)
             if fingerprint is not None:
-                proc.state.chunk_failed(replace(failure, fingerprint=fingerprint,
-                                                reason=failure_reason(exc)), now)
+                proc.state.failures.chunk_failed(replace(failure, fingerprint=fingerprint,
+                                                         reason=failure_reason(exc)), now)
             raise
         proc.count_spent(spent, report)
         for reason, _text in result.rejected:
             report.rejected[reason] += 1
         item = proc.item_of(_retry_item_id(failure), session, failure.first, failure.last,
                             failure.storage, result, times, spent)
-        proc.state.record_item(item, now, settles=failure.id)
+        proc.state.outbox.record_item(item, now, settles=failure.id)
         proc.apply_item(item, report)
         log.info("chunk_retried", session_id=session.id, added=report.added,
                  candidates=len(result.candidates))

@@ -49,8 +49,8 @@ class SessionRedactor:
         self.source_id = source_id
         self.session_id = session_id
         self._now = now
-        self.secrets = SessionSecrets(state.secret_key(),
-                                      state.session_secrets(source_id, session_id))
+        self.secrets = SessionSecrets(state.secrets.secret_key(),
+                                      state.secrets.session_secrets(source_id, session_id))
         self._scrubbed: dict[tuple[str, str, str], Redacted] = {}
 
     def prepare(self, lines: Iterable[TranscriptLine], texts: Iterable[str] = ()) -> None:
@@ -88,7 +88,8 @@ class SessionRedactor:
     def _keep(self) -> None:
         new = self.secrets.new()
         if new:
-            self.state.add_session_secrets(self.source_id, self.session_id, new, self._now())
+            self.state.secrets.add_session_secrets(self.source_id, self.session_id, new,
+                                                   self._now())
 
     def redacted(self, lines: Sequence[TranscriptLine],
                  report: SessionReport) -> list[TranscriptLine]:

@@ -103,13 +103,13 @@ def supersede(store: MemoryStore, state: StateDB, new: Memory, terms: Sequence[s
         m.retired_by_run, m.updated_at = run_id, now
     entry = _entry(run_id, new, olds, reason, at)
     key = scope_key(new.scope, new.project_id)
-    state.dream_start(run_id, scope_key=key, project_root=new.project_root,
-                      trigger=SUPERSEDE, dry_run=False, now=at)
-    state.dream_applying(run_id, before=before, after=[m.to_payload() for m in olds],
-                         counts=entry["counts"], model=None, tokens_in=0, tokens_out=0,
-                         result=entry)
+    state.runs.dream_start(run_id, scope_key=key, project_root=new.project_root,
+                           trigger=SUPERSEDE, dry_run=False, now=at)
+    state.runs.dream_applying(run_id, before=before, after=[m.to_payload() for m in olds],
+                              counts=entry["counts"], model=None, tokens_in=0, tokens_out=0,
+                              result=entry)
     store.upsert(olds)
-    state.dream_finish(run_id, "applied", now=at, result=entry, expect=("applying",))
+    state.runs.dream_finish(run_id, "applied", now=at, result=entry, expect=("applying",))
     if record is not None:
         record(entry)
     ids = [m.id for m in olds]

@@ -75,7 +75,7 @@ class RunWriter:
         Raises:
             StateError: the run cannot be recorded (nothing was written).
         """
-        self.state.dream_applying(
+        self.state.runs.dream_applying(
             res.run_id, before=list(before.values()),
             after=[m.to_payload() for m in after], counts=res.counts, model=res.model,
             tokens_in=res.tokens_in, tokens_out=res.tokens_out, result=res.to_journal())
@@ -111,8 +111,8 @@ class RunWriter:
             result["ended_at"] = now
             note = "completed by recovery after an interruption"
             result["reason"] = f"{result['reason']}; {note}" if result.get("reason") else note
-        self.state.dream_finish(row["id"], "applied", now=now, expect=("applying",),
-                                result=result or None)
+        self.state.runs.dream_finish(row["id"], "applied", now=now, expect=("applying",),
+                                     result=result or None)
         return len(after)
 
     def drifted(self, row: dict[str, Any]) -> int:
@@ -148,7 +148,7 @@ def undoable_run(state: StateDB, run_id: str) -> dict[str, Any]:
             ``applying``: recover first), or a later applied dream changed the same
             memories (undo that one first).
     """
-    row = state.dream_run(run_id)
+    row = state.runs.dream_run(run_id)
     if row is None:
         raise NotFoundError(f"no dream run {run_id!r}")
     if row["dry_run"]:
@@ -160,8 +160,8 @@ def undoable_run(state: StateDB, run_id: str) -> dict[str, Any]:
         raise DreamError(f"dream run {run_id} is {row['status']}: only an applied run "
                          f"can be undone{hint}")
     touched = {p["id"] for p in [*row["before"], *row["after"]]}
-    for later in state.dream_runs(statuses=("applying", "applied", "undoing"),
-                                  newest_first=False):
+    for later in state.runs.dream_runs(statuses=("applying", "applied", "undoing"),
+                                       newest_first=False):
         if later["seq"] <= row["seq"]:
             continue
         theirs = {p["id"] for p in [*later["before"], *later["after"]]}

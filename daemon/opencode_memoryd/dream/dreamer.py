@@ -19,7 +19,7 @@ fact survival, the retire cap); a group whose plan fails a check is rejected —
 reason in :attr:`~opencode_memoryd.dream.model.DreamResult.rejected` — and the rest of the
 dream goes on. A dream never deletes a memory: the ones it retires become tombstones.
 
-Plans are recorded as they arrive (:mod:`opencode_memoryd.extract.recorded`: a dream killed
+Plans are recorded as they arrive (:mod:`opencode_memoryd.llm.recorded`: a dream killed
 while planning never pays for them twice); accepted changes are applied through a redo log
 in the state file (:mod:`opencode_memoryd.dream.apply`): :meth:`Dreamer.recover` rolls a
 run left ``applying`` forward, and :meth:`Dreamer.undo` writes back what a run changed.
@@ -52,7 +52,7 @@ from opencode_memoryd.dream.planrun import GroupLoop, Planned
 from opencode_memoryd.dream.terms import SalientTerms
 from opencode_memoryd.dream.undo import recover_runs, undo_run
 from opencode_memoryd.errors import MemorydError
-from opencode_memoryd.extract.recorded import RecordedChat
+from opencode_memoryd.llm.recorded import RecordedChat
 from opencode_memoryd.models import FACT_TYPES, Memory, iso_utc
 from opencode_memoryd.redaction.engine import redact
 from opencode_memoryd.state.db import StateDB
@@ -72,7 +72,7 @@ class Dreamer:
         store: the memory store.
         state: the state file (``dream_runs`` table).
         planner: a chat model with ``complete_json``
-            (:class:`~opencode_memoryd.extract.chat.ChatClient`) for LLM mode, or ``None``
+            (:class:`~opencode_memoryd.llm.chat.ChatClient`) for LLM mode, or ``None``
             for rules mode.
         settings: thresholds and caps.
         clock: returns the current aware UTC time.
@@ -99,7 +99,8 @@ class Dreamer:
         self.user_id = user_id
         self.state = state
         self.planner = planner
-        self._asker = RecordedChat(planner, state, clock=clock) if planner is not None else None
+        self._asker = (RecordedChat(planner, state.replies, clock=clock)
+                       if planner is not None else None)
         self.settings = settings or DreamSettings()
         self.clock = clock
         self._terms = SalientTerms(bm25)
@@ -175,11 +176,11 @@ class Dreamer:
             started_at=iso_utc(started), ended_at=iso_utc(started),
             model="rules" if self.planner is None else None, mode=self.mode,
         )
-        self.state.dream_start(run_id, scope_key=sc.key, project_root=project_root,
-                               trigger=trigger, dry_run=dry_run, now=res.started_at)
+        self.state.runs.dream_start(run_id, scope_key=sc.key, project_root=project_root,
+                                    trigger=trigger, dry_run=dry_run, now=res.started_at)
         try:
             self._begin()
-            pending = self.state.dream_runs(statuses=("applying", "undoing"))
+            pending = self.state.runs.dream_runs(statuses=("applying", "undoing"))
             if pending:
                 res.status = "failed"
                 res.reason = (f"dream run {pending[0]['id']} was interrupted and awaits "
@@ -191,7 +192,7 @@ class Dreamer:
                 res.status, res.reason = plan.end
                 return self._finish(res, t0, "failed")
             if not dry_run:  # the next dreams of the scope do not plan these again
-                self.state.dream_settle(sc.key, settled, run_id, res.started_at)
+                self.state.runs.dream_settle(sc.key, settled, run_id, res.started_at)
             if plan.end is not None:  # skipped or failed before anything was planned
                 res.status, res.reason = plan.end
                 return self._finish(res, t0, "skipped" if plan.end[0] == "skipped" else "failed")
@@ -248,10 +249,10 @@ class Dreamer:
         res.duration_ms = (time.perf_counter() - t0) * 1000
         if row_status == "applied" and self._asker is not None:
             self._asker.forget_used()  # its plans are spent: not needed again
-        self.state.dream_finish(res.run_id, row_status, now=res.ended_at, reason=res.reason,
-                                counts=res.counts, model=res.model, tokens_in=res.tokens_in,
-                                tokens_out=res.tokens_out, result=res.to_journal(),
-                                expect=expect)
+        self.state.runs.dream_finish(res.run_id, row_status, now=res.ended_at, reason=res.reason,
+                                     counts=res.counts, model=res.model, tokens_in=res.tokens_in,
+                                     tokens_out=res.tokens_out, result=res.to_journal(),
+                                     expect=expect)
         log.info("dream_finished", run_id=res.run_id, scope=res.scope,
                  project=res.project_key, status=res.status, row_status=row_status,
                  dry_run=res.dry_run, **res.counts)
@@ -273,7 +274,7 @@ class Dreamer:
                       "groups": 0, "groups_deferred": 0, "groups_settled": 0}
         if n_before < 2:
             return Planned(end=("skipped", "fewer than two active memories"))
-        grouping = self.groups(active, self.state.dream_settled(sc.key))
+        grouping = self.groups(active, self.state.runs.dream_settled(sc.key))
         res.counts["groups"] = len(grouping.groups)
         res.counts["groups_deferred"] = grouping.deferred
         res.counts["groups_settled"] = grouping.settled
@@ -318,7 +319,7 @@ class Dreamer:
 
     def result_of(self, run_id: str) -> DreamResult | None:
         """The recorded result of a run (as planned or finished), or ``None``."""
-        row = self.state.dream_run(run_id)
+        row = self.state.runs.dream_run(run_id)
         if not row or not row.get("result"):
             return None
         return DreamResult.from_journal(row["result"])

@@ -22,9 +22,9 @@ import structlog
 
 from opencode_memoryd.errors import ExtractionError, ReplyCutOff
 from opencode_memoryd.extract.facts import restates
-from opencode_memoryd.extract.llm_extractor import ChatReplyLike
 from opencode_memoryd.extract.reply import load_json_list
 from opencode_memoryd.extract.supersede import corrects
+from opencode_memoryd.llm.model import ChatReplyLike
 from opencode_memoryd.models import Memory, iso_utc
 from opencode_memoryd.redaction.engine import scrub
 
@@ -62,7 +62,7 @@ _DELIMITER = re.compile(r"<(/?memories)", re.IGNORECASE)
 
 
 class Planner(Protocol):
-    """A chat endpoint that answers JSON (:class:`~opencode_memoryd.extract.chat.ChatClient`)."""
+    """A chat endpoint that answers JSON (:class:`~opencode_memoryd.llm.chat.ChatClient`)."""
 
     def complete_json(
         self, *, system: str, user: str, schema: dict[str, Any], schema_name: str,

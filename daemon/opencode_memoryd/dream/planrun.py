@@ -24,7 +24,7 @@ from opencode_memoryd.dream.grouping import group_signature
 from opencode_memoryd.dream.model import DreamResult, DreamScope, DreamSettings
 from opencode_memoryd.dream.planning import Operation, Planner, ask_plan, rules_plan
 from opencode_memoryd.errors import ExtractionError, ReplyCutOff, UpstreamError
-from opencode_memoryd.extract.llm_extractor import ChatReplyLike
+from opencode_memoryd.llm.model import ChatReplyLike
 from opencode_memoryd.models import Memory
 from opencode_memoryd.redaction.engine import redact
 

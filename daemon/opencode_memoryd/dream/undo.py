@@ -35,20 +35,20 @@ def recover_runs(writer: RunWriter, state: StateDB, now: str) -> list[str]:
         StoreError, StateError: the store or the state file failed (run again).
     """
     done: list[str] = []
-    for row in state.dream_runs(statuses=("planned", "applying", "undoing"),
-                                newest_first=False):
+    for row in state.runs.dream_runs(statuses=("planned", "applying", "undoing"),
+                                     newest_first=False):
         rid = row["id"]
         if row["status"] == "planned":
             if row["ended_at"] is None:
-                state.dream_finish(rid, "failed", now=now, expect=("planned",),
-                                   reason="interrupted while planning; nothing was changed")
+                state.runs.dream_finish(rid, "failed", now=now, expect=("planned",),
+                                        reason="interrupted while planning; nothing was changed")
             continue
         if row["status"] == "applying":
             writes = writer.roll_forward(row, now)
             log.warning("dream_rolled_forward", run_id=rid, writes=writes)
         else:
             writer.restore(row)
-            state.dream_mark_undo(rid, "undone", now, expect=("undoing",))
+            state.runs.dream_mark_undo(rid, "undone", now, expect=("undoing",))
             log.warning("dream_undo_completed", run_id=rid)
         done.append(rid)
     return done
@@ -67,7 +67,7 @@ def undo_run(writer: RunWriter, store: MemoryStore, state: StateDB, run_id: str,
     row = undoable_run(state, run_id)
     started = clock()
     t0 = time.perf_counter()
-    if row["status"] == "applied" and not state.dream_mark_undo(
+    if row["status"] == "applied" and not state.runs.dream_mark_undo(
             run_id, "undoing", iso_utc(started), expect=("applied",)):
         raise DreamError(f"dream run {run_id} changed status meanwhile; try again")
     sc = DreamScope.of(scope_project(row["scope_key"]), user_id)
@@ -75,7 +75,7 @@ def undo_run(writer: RunWriter, store: MemoryStore, state: StateDB, run_id: str,
     n_before = store.count(sc.filter())
     restored, deleted = writer.restore(row)
     ended = clock()
-    state.dream_mark_undo(run_id, "undone", iso_utc(ended), expect=("undoing",))
+    state.runs.dream_mark_undo(run_id, "undone", iso_utc(ended), expect=("undoing",))
     prior = row.get("result") or {}
     reason = "undone"
     if drifted:

@@ -16,12 +16,12 @@ import re
 from collections.abc import Sequence
 from importlib import resources
 from string import Template
-from typing import Any, Protocol
 
 import structlog
 
 from opencode_memoryd.errors import ExtractionError, ReplyCutOff
 from opencode_memoryd.extract.reply import MEMORY_SCHEMA, SCHEMA_NAME, parse_reply, said_more
+from opencode_memoryd.llm.model import ChatModel
 from opencode_memoryd.models import ExtractionResult, TranscriptLine
 from opencode_memoryd.redaction.engine import redact
 
@@ -31,38 +31,6 @@ log = structlog.get_logger(__name__)
 DEFAULT_MAX_CHARS = 300
 
 _DELIMITER = re.compile(r"<(/?transcript)", re.IGNORECASE)
-
-
-class ChatReplyLike(Protocol):
-    """What :class:`LlmExtractor` reads from a chat answer.
-
-    ``content`` is the answer's text, ``tokens_in``/``tokens_out`` the prompt and completion
-    tokens the endpoint counted, ``model`` the model that answered and ``finish_reason`` why
-    it stopped (``"stop"``, ``"length"`` when cut off, ``None`` when not reported).
-    """
-
-    @property
-    def content(self) -> str: ...
-    @property
-    def tokens_in(self) -> int: ...
-    @property
-    def tokens_out(self) -> int: ...
-    @property
-    def model(self) -> str: ...
-    @property
-    def finish_reason(self) -> str | None: ...
-
-
-class ChatModel(Protocol):
-    """A chat endpoint that answers JSON.
-
-    Implemented by :class:`~opencode_memoryd.extract.chat.ChatClient`.
-    """
-
-    def complete_json(
-        self, *, system: str, user: str, schema: dict[str, Any], schema_name: str,
-        max_tokens: int | None = None,
-    ) -> ChatReplyLike: ...
 
 
 def reply_token_cap(max_memories: int, max_chars: int) -> int:

@@ -40,8 +40,9 @@ from opencode_memoryd.errors import ExtractionError, UpstreamError
 from opencode_memoryd.extract.brief import project_facts, render_brief
 from opencode_memoryd.extract.digest import cap
 from opencode_memoryd.extract.generated import gate
-from opencode_memoryd.extract.llm_extractor import ChatModel, render_transcript
+from opencode_memoryd.extract.llm_extractor import render_transcript
 from opencode_memoryd.extract.reply import junk_reason, own_words
+from opencode_memoryd.llm.model import ChatModel
 from opencode_memoryd.models import TranscriptLine
 
 log = structlog.get_logger(__name__)

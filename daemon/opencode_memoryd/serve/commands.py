@@ -110,14 +110,14 @@ class CommandServing:
     def _capture_first(self, directory: str, session: str | None) -> None:
         """Make the queued sessions of ``directory``'s project due now and wait for the
         worker to go through them, at most ``[context] capture_first_seconds``."""
-        keys = queued_of_project(self._sources, self.state.queue(), normalize_dir(directory),
+        keys = queued_of_project(self._sources, self.state.queue.queue(), normalize_dir(directory),
                                  skip=session)
         if not keys:
             return
         now_ms = int(self.clock().timestamp() * 1000)
 
         def start() -> None:
-            self.state.queue_expedite(keys, now_ms)
+            self.state.queue.queue_expedite(keys, now_ms)
             self.wake_worker()
 
         asked, done = self.own_writes.wait_for(

@@ -353,13 +353,13 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
             "pending": [{"session_id": r["session_id"],
                          "due": iso_utc(datetime.fromtimestamp(r["due_ms"] / 1000, tz=UTC)),
                          "attempts": r["attempts"], "last_error": r["last_error"]}
-                        for r in self.state.queue(limit=STATUS_PENDING_LIMIT)],
-            "pending_count": self.state.queue_size(),
+                        for r in self.state.queue.queue(limit=STATUS_PENDING_LIMIT)],
+            "pending_count": self.state.queue.queue_size(),
             "failing": self._failing(),
             "last_extraction": self.last_extraction,
             "paused": ({"reason": self.pause.reason, "until": iso_utc(self.pause.until)}
                        if self.pause else None),
-            "tokens_today": self.state.tokens_since(iso_utc(midnight)),
+            "tokens_today": self.state.outbox.tokens_since(iso_utc(midnight)),
             "last_dream": self.last_dream,
             "last_error": self.last_error,
             "alerts": self.alerts.active(),
@@ -370,7 +370,7 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
 
     def _failing(self) -> dict[str, Any]:
         """Sessions whose last attempts failed: ``{count, given_up, sessions[]}``."""
-        count, rows = self.state.queue_failing()
+        count, rows = self.state.queue.queue_failing()
         sessions = [{"session_id": r["session_id"], "attempts": r["attempts"],
                      "last_error": r["last_error"],
                      "given_up": r["attempts"] >= GIVE_UP_ATTEMPTS} for r in rows]

@@ -155,7 +155,7 @@ class SessionJobs:
                 if until <= now_ms:
                     del self._held[key]
             skip = len(group.sessions) + len(self._held)
-            head = self.state.queue_head(WORK_BATCH + skip)
+            head = self.state.queue.queue_head(WORK_BATCH + skip)
             waiting = [(src, sid, due) for src, sid, due in head
                        if (src, sid) not in group.sessions and (src, sid) not in self._held]
             due = [(src, sid) for src, sid, at in waiting if at <= now_ms][:WORK_BATCH]
@@ -230,7 +230,7 @@ class SessionJobs:
     def _retry(self, source_id: str, session_id: str, delay: float, reason: str) -> None:
         """Take the session again in ``delay`` seconds (not counted as a failure)."""
         due = int((self.clock() + timedelta(seconds=delay)).timestamp() * 1000)
-        self.state.queue_reschedule(source_id, session_id, due, reason)
+        self.state.queue.queue_reschedule(source_id, session_id, due, reason)
 
     def _llm_gate(self) -> float | None:
         """Seconds to wait before LLM work may run, or ``None`` when it may run now."""
@@ -245,7 +245,7 @@ class SessionJobs:
         budget = self.cfg.daily_token_budget
         if budget:
             midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-            if self.state.tokens_since(iso_utc(midnight)) >= budget:
+            if self.state.outbox.tokens_since(iso_utc(midnight)) >= budget:
                 until = midnight + timedelta(days=1)
                 self.pause = Pause(f"daily token budget of {budget} reached", until)
                 log.warning("token_budget_reached", budget=budget, until=iso_utc(until))
@@ -327,7 +327,7 @@ class SessionJobs:
                             "turn not finished")
             elif report.summary_due_ms is not None:
                 # look again once the session has been idle long enough for its summary
-                self.state.queue_defer(
+                self.state.queue.queue_defer(
                     source_id, session_id, max(report.summary_due_ms, now_ms + 1000), now_ms,
                     self.cfg.max_wait_seconds, "summary due")
             else:
@@ -363,7 +363,7 @@ class SessionJobs:
         if kind == "internal":
             self._session_failed(source_id, session_id, error)
             return
-        attempts = self.state.queue_failed(source_id, session_id, error)
+        attempts = self.state.queue.queue_failed(source_id, session_id, error)
         self._consecutive_failures += 1
         if self._consecutive_failures >= self.cfg.circuit_failure_threshold:
             self.pause = Pause(f"circuit open after {self._consecutive_failures} consecutive "
@@ -382,7 +382,7 @@ class SessionJobs:
         in a row, given up: logged as an error, shown by ``status``/``doctor``, and tried
         again only after :data:`GIVEN_UP_RETRY_SECONDS` or a change of the session."""
         self.last_error = error
-        attempts = self.state.queue_failed(source_id, session_id, error)
+        attempts = self.state.queue.queue_failed(source_id, session_id, error)
         if attempts < GIVE_UP_ATTEMPTS:
             self._retry(source_id, session_id, backoff_seconds(attempts), error)
             return

@@ -340,11 +340,11 @@ class SourceTracking:
             self.step_aside()
             batch = changed[start:start + QUEUE_BATCH]
             first = [sid for sid, _, _ in batch if sid not in src.seen]
-            marks = self.state.marks(ident, first) if first else {}
+            marks = self.state.marks.marks(ident, first) if first else {}
             newest = src.db.last_messages(first) if first else {}
             due_ids = []
             since: dict[str, int] = {}
-            rowids = self.state.max_rowids(ident, first) if first else {}
+            rowids = self.state.marks.max_rowids(ident, first) if first else {}
             top_rowids = src.db.max_rowids(list(rowids)) if rowids else {}
             for sid, _created, updated in batch:
                 if sid not in src.seen:
@@ -355,9 +355,9 @@ class SourceTracking:
                     if last is not None and last.storage == STORAGE_MESSAGE:
                         since[sid] = min(now_ms, max(updated, last.position[0]))
                 due_ids.append(sid)
-            self.state.queue_touch_many(ident, due_ids, now_ms,
-                                        self.cfg.quiet_period_seconds,
-                                        self.cfg.max_wait_seconds, changed_ms=since)
+            self.state.queue.queue_touch_many(ident, due_ids, now_ms,
+                                              self.cfg.quiet_period_seconds,
+                                              self.cfg.max_wait_seconds, changed_ms=since)
             for sid, _created, updated in batch:  # seen once queued (or skipped)
                 src.seen[sid] = updated
                 src.high_water = max(src.high_water or 0, updated)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from opencode_memoryd.extract.recorded import KEEP_DAYS
+from opencode_memoryd.llm.recorded import KEEP_DAYS
 from opencode_memoryd.models import iso_utc
 from opencode_memoryd.serve.jobs import SessionJobs
 
@@ -119,7 +119,7 @@ class TimedWork(SessionJobs):
         never finished); a failure is logged and tried again at the next run."""
         before = iso_utc(self.clock() - timedelta(days=KEEP_DAYS))
         try:
-            deleted = self.state.forget_replies(before=before)
+            deleted = self.state.replies.forget_replies(before=before)
         except Exception as exc:  # the next run tries again
             log.warning("retention_failed", error=str(exc))
             return

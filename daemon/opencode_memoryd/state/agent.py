@@ -13,8 +13,11 @@ from opencode_memoryd.state.engine import StateFile
 __all__ = ["AgentTable"]
 
 
-class AgentTable(StateFile):
-    """The ``agent_forgets`` operations of :class:`~opencode_memoryd.state.db.StateDB`."""
+class AgentTable:
+    """The ``agent_forgets`` repository (``StateDB.agent``)."""
+
+    def __init__(self, file: StateFile) -> None:
+        self._file = file
 
     def spend_agent_forget(self, memory_id: str, *, now: str, since: str,
                            limit: int) -> int | None:
@@ -26,7 +29,7 @@ class AgentTable(StateFile):
             The forgets in the window including this one, or ``None`` (nothing recorded)
             when the limit is reached.
         """
-        with self._tx(outbox=False) as c:
+        with self._file.tx(outbox=False) as c:
             c.exec_driver_sql("DELETE FROM agent_forgets WHERE at < :s", {"s": since})
             used = int(c.exec_driver_sql("SELECT COUNT(*) FROM agent_forgets").scalar() or 0)
             if used >= limit:
@@ -37,6 +40,6 @@ class AgentTable(StateFile):
 
     def agent_forgets_since(self, since: str) -> int:
         """The agent forgets counted at or after ``since``."""
-        with self._read() as c:
+        with self._file.read() as c:
             return int(c.exec_driver_sql("SELECT COUNT(*) FROM agent_forgets WHERE at >= :s",
                                          {"s": since}).scalar() or 0)

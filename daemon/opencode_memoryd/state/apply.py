@@ -23,7 +23,7 @@ from opencode_memoryd.state.items import (
     INSERT_ITEM_SQL,
     SET_MARK_SQL,
     STORED_SQL,
-    OutboxTables,
+    MarkTable,
     completed_mark_params,
     drop_failing_params,
     item_params,
@@ -54,7 +54,7 @@ def apply_ops(c: Connection, ops: Sequence[tuple[Any, ...]]) -> None:
         if op[0] == "replace_mark":
             _apply_group(c, group)
             group = []
-            OutboxTables._replace_mark(c, *op[1:])
+            MarkTable._replace_mark(c, *op[1:])
         else:
             group.append(op)
     _apply_group(c, group)

@@ -9,9 +9,9 @@ be), and writes them all in one light transaction (:meth:`StateDB.apply_batch`) 
 What a batch holds is progress that can be made again from OpenCode's database: a crash
 before the commit leaves the marks where they were, so those turns are read again, the rules
 extractor answers the same, an item recorded durably beforehand (an LLM answer,
-:meth:`StateDB.record_item`) is replayed instead of asked again, and the store merges what
-it holds already. The caller flushes the store before committing, so a mark is never
-durable before the memories it covers.
+:meth:`~opencode_memoryd.state.items.OutboxTable.record_item`) is replayed instead of
+asked again, and the store merges what it holds already. The caller flushes the store
+before committing, so a mark is never durable before the memories it covers.
 """
 
 from __future__ import annotations
@@ -60,6 +60,24 @@ class StateBatch:
     def __len__(self) -> int:
         """Writes waiting for :meth:`commit`."""
         return len(self._ops)
+
+    # The batch stands in for each repository whose writes it defers, so a caller given a
+    # :class:`StateDB` or a batch calls ``state.marks.get_mark(…)`` either way.
+
+    @property
+    def marks(self) -> StateBatch:
+        """This batch, standing in for :attr:`StateDB.marks`."""
+        return self
+
+    @property
+    def outbox(self) -> StateBatch:
+        """This batch, standing in for :attr:`StateDB.outbox`."""
+        return self
+
+    @property
+    def queue(self) -> StateBatch:
+        """This batch, standing in for :attr:`StateDB.queue`."""
+        return self
 
     # -- reads -----------------------------------------------------------------------
     # A mark read from the state file is kept until the commit (one read per session and
@@ -116,7 +134,7 @@ class StateBatch:
             if self._ahead(key) is not None:
                 got = self._stored_marks[key] = self._ahead_marks[key]
             else:
-                got = self._stored_marks[key] = self.state.get_mark_row(*key)
+                got = self._stored_marks[key] = self.state.marks.get_mark_row(*key)
         return got
 
     def get_mark(self, source_id: str, session_id: str) -> Mark | None:
@@ -144,7 +162,7 @@ class StateBatch:
         if ahead is not None:
             got = next((i for i in ahead if i.id == item_id), None)
         elif got is None:
-            got = self.state.get_item(item_id)
+            got = self.state.outbox.get_item(item_id)
             if got is not None:
                 self._stored_items[item_id] = got
         return got
@@ -155,7 +173,7 @@ class StateBatch:
         if known is not None:
             out = {i.id: i for i in known if i.status == "extracted"}
         else:
-            out = {i.id: i for i in self.state.pending_items(source_id, session_id)}
+            out = {i.id: i for i in self.state.outbox.pending_items(source_id, session_id)}
         for item in self._items.values():
             if item.source_id == source_id and item.session_id == session_id:
                 if item.status == "extracted":
@@ -183,28 +201,28 @@ class StateBatch:
 
     def set_mark(self, source_id: str, session_id: str, mark: Mark, now: str,
                  max_rowid: int | None = None) -> None:
-        """:meth:`StateDB.set_mark`, deferred."""
+        """:meth:`~opencode_memoryd.state.items.MarkTable.set_mark`, deferred."""
         self._move(source_id, session_id, mark, max_rowid)
         self._ops.append(("mark", source_id, session_id, mark, now, max_rowid))
 
     def replace_mark(self, source_id: str, session_id: str, mark: Mark | None,
                      now: str) -> None:
-        """:meth:`StateDB.replace_mark`, deferred."""
+        """:meth:`~opencode_memoryd.state.items.MarkTable.replace_mark`, deferred."""
         key = (source_id, session_id)
         self._marks[key] = mark if mark is not None else _NO_MARK
         self._rowids[key] = None
         self._ops.append(("replace_mark", source_id, session_id, mark, now))
 
     def record_item(self, item: Item, now: str, *, settles: str | None = None) -> None:
-        """:meth:`StateDB.record_item`, deferred (so *not* durable on return: for results
-        that are free to make again)."""
+        """:meth:`~opencode_memoryd.state.items.OutboxTable.record_item`, deferred (so *not*
+        durable on return: for results that are free to make again)."""
         if self._items.get(item.id) is None and self._stored_items.get(item.id) is None:
             # the caller looked it up just before (recording an id twice keeps the first)
             self._items[item.id] = replace(item, status="extracted")
         self._ops.append(("record", item, now, settles))
 
     def complete_item(self, item: Item, now: str) -> None:
-        """:meth:`StateDB.complete_item`, deferred."""
+        """:meth:`~opencode_memoryd.state.items.OutboxTable.complete_item`, deferred."""
         self._items[item.id] = replace(item, status="stored")
         rowid = item.result.get("max_rowid")
         self._move(item.source_id, item.session_id, Mark(item.storage, item.last),
@@ -212,7 +230,8 @@ class StateBatch:
         self._ops.append(("complete", item, now))
 
     def queue_done(self, source_id: str, session_id: str, started_ms: int) -> None:
-        """:meth:`StateDB.queue_done`, deferred (evaluated at commit time)."""
+        """:meth:`~opencode_memoryd.state.queue.QueueTable.queue_done`, deferred (evaluated
+        at commit time)."""
         self._ops.append(("queue_done", source_id, session_id, started_ms))
 
     # -- commit ----------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The state file itself: its SQLAlchemy engine (Core), PRAGMAs, DDL and migration.
+"""The state file itself: its SQLAlchemy engine (Core), PRAGMAs and transactions.
 
 Every connection runs in WAL mode. Every write transaction starts with ``BEGIN IMMEDIATE``,
 so a writer never fails half-way on a lock upgrade; reads run in a deferred transaction (one
@@ -7,7 +7,8 @@ consistent snapshot, no lock held against writers). A write transaction is *dura
 no fsync; a power loss may take back the newest light commits, but in WAL mode never an
 older commit without the newer ones). Light commits hold only progress that can be derived
 again from OpenCode's database (see :class:`~opencode_memoryd.state.db.StateDB`). The
-schema version is kept in ``PRAGMA user_version``.
+schema is built by numbered steps, each run once and recorded in the file
+(:mod:`~opencode_memoryd.state.migrations`).
 
 The folder is made 0700 and the file (with its ``-wal`` and ``-shm``) 0600 on open, also
 when an earlier version left them readable by others. A full disk (``SQLITE_FULL``) is
@@ -26,180 +27,28 @@ from typing import TYPE_CHECKING
 
 from opencode_memoryd.disk import STATE_MIN_FREE_BYTES, free_bytes, make_private
 from opencode_memoryd.errors import DiskFullError, StateError
+from opencode_memoryd.state.migrations import FORMAT_VERSION, migrate, pending
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine, ExceptionContext
 
 __all__ = ["POOL_SIZE", "SCHEMA_VERSION", "StateFile"]
 
-#: The schema this version writes; a file with a higher ``user_version`` is refused.
-#: 2 added ``storage`` to ``marks`` and ``items`` (which OpenCode table a position is in);
-#: 3 added ``chunk_failures``, ``failed_calls`` and ``llm_modes``;
-#: 4 added ``max_rowid`` to ``marks`` (the largest ``message`` rowid processed) and
-#: ``llm_replies``.
-SCHEMA_VERSION = 4
+#: The format this version writes in ``PRAGMA user_version``; a file with a higher one is
+#: refused. The steps that lead to it are :data:`~opencode_memoryd.state.migrations.STEPS`.
+SCHEMA_VERSION = FORMAT_VERSION
 #: Connections the pool keeps open between transactions (the daemon's main loop, worker,
 #: dream thread and a few control requests); more are opened, and closed after use, when
 #: more threads use the file at once.
 POOL_SIZE = 6
 
-_DDL = [
-    """CREATE TABLE IF NOT EXISTS marks (
-        source_id TEXT NOT NULL,
-        session_id TEXT NOT NULL,
-        time_created INTEGER NOT NULL,
-        message_id TEXT NOT NULL,
-        updated_at TEXT NOT NULL,
-        storage TEXT NOT NULL DEFAULT 'message',
-        max_rowid INTEGER,
-        PRIMARY KEY (source_id, session_id)
-    )""",
-    """CREATE TABLE IF NOT EXISTS items (
-        id TEXT PRIMARY KEY,
-        source_id TEXT NOT NULL,
-        session_id TEXT NOT NULL,
-        first_time INTEGER NOT NULL,
-        first_id TEXT NOT NULL,
-        last_time INTEGER NOT NULL,
-        last_id TEXT NOT NULL,
-        project_key TEXT NOT NULL,
-        project_root TEXT,
-        status TEXT NOT NULL,
-        extractor TEXT NOT NULL,
-        model TEXT,
-        result TEXT NOT NULL,
-        tokens_in INTEGER NOT NULL DEFAULT 0,
-        tokens_out INTEGER NOT NULL DEFAULT 0,
-        created_at TEXT NOT NULL,
-        updated_at TEXT NOT NULL,
-        storage TEXT NOT NULL DEFAULT 'message'
-    )""",
-    "CREATE INDEX IF NOT EXISTS items_session ON items (source_id, session_id, status)",
-    """CREATE TABLE IF NOT EXISTS queue (
-        source_id TEXT NOT NULL,
-        session_id TEXT NOT NULL,
-        first_change_ms INTEGER NOT NULL,
-        last_change_ms INTEGER NOT NULL,
-        due_ms INTEGER NOT NULL,
-        attempts INTEGER NOT NULL DEFAULT 0,
-        last_error TEXT,
-        PRIMARY KEY (source_id, session_id)
-    )""",
-    """CREATE TABLE IF NOT EXISTS runs (
-        id TEXT PRIMARY KEY,
-        command TEXT NOT NULL,
-        started_at TEXT NOT NULL,
-        ended_at TEXT,
-        summary TEXT
-    )""",
-    """CREATE TABLE IF NOT EXISTS dream_runs (
-        id TEXT PRIMARY KEY,
-        scope_key TEXT NOT NULL,
-        project_root TEXT,
-        "trigger" TEXT NOT NULL,
-        dry_run INTEGER NOT NULL DEFAULT 0,
-        status TEXT NOT NULL,
-        started_at TEXT NOT NULL,
-        ended_at TEXT,
-        undone_at TEXT,
-        reason TEXT,
-        "before" TEXT NOT NULL DEFAULT '[]',
-        "after" TEXT NOT NULL DEFAULT '[]',
-        counts TEXT NOT NULL DEFAULT '{}',
-        model TEXT,
-        tokens_in INTEGER NOT NULL DEFAULT 0,
-        tokens_out INTEGER NOT NULL DEFAULT 0,
-        result TEXT
-    )""",
-    "CREATE INDEX IF NOT EXISTS dream_runs_scope ON dream_runs (scope_key, started_at)",
-    """CREATE TABLE IF NOT EXISTS dream_settled (
-        scope_key TEXT NOT NULL,
-        signature TEXT NOT NULL,
-        run_id TEXT NOT NULL,
-        settled_at TEXT NOT NULL,
-        PRIMARY KEY (scope_key, signature)
-    )""",
-    "CREATE INDEX IF NOT EXISTS dream_runs_status ON dream_runs (status)",
-    "CREATE INDEX IF NOT EXISTS queue_due ON queue (due_ms)",
-    """CREATE TABLE IF NOT EXISTS chunk_failures (
-        id TEXT PRIMARY KEY,
-        source_id TEXT NOT NULL,
-        session_id TEXT NOT NULL,
-        storage TEXT NOT NULL,
-        after_time INTEGER,
-        after_id TEXT,
-        first_time INTEGER NOT NULL,
-        first_id TEXT NOT NULL,
-        last_time INTEGER NOT NULL,
-        last_id TEXT NOT NULL,
-        project_key TEXT NOT NULL,
-        project_root TEXT,
-        fingerprint TEXT NOT NULL,
-        reason TEXT NOT NULL,
-        failures INTEGER NOT NULL,
-        status TEXT NOT NULL,
-        first_failed_at TEXT NOT NULL,
-        last_failed_at TEXT NOT NULL,
-        given_up_at TEXT
-    )""",
-    "CREATE INDEX IF NOT EXISTS chunk_failures_status ON chunk_failures (status, source_id)",
-    """CREATE TABLE IF NOT EXISTS failed_calls (
-        at TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        tokens_in INTEGER NOT NULL DEFAULT 0,
-        tokens_out INTEGER NOT NULL DEFAULT 0
-    )""",
-    "CREATE INDEX IF NOT EXISTS failed_calls_at ON failed_calls (at)",
-    """CREATE TABLE IF NOT EXISTS llm_modes (
-        base_url TEXT NOT NULL,
-        model TEXT NOT NULL,
-        json_mode TEXT NOT NULL,
-        start TEXT NOT NULL,
-        detail TEXT NOT NULL,
-        updated_at TEXT NOT NULL,
-        PRIMARY KEY (base_url, model)
-    )""",
-    """CREATE TABLE IF NOT EXISTS llm_replies (
-        key TEXT PRIMARY KEY,
-        reply TEXT NOT NULL,
-        created_at TEXT NOT NULL
-    )""",
-    # added without a schema change: an older version never reads it
-    """CREATE TABLE IF NOT EXISTS agent_forgets (
-        at TEXT NOT NULL,
-        memory_id TEXT NOT NULL
-    )""",
-    """CREATE TABLE IF NOT EXISTS secret_key (
-        id INTEGER PRIMARY KEY CHECK (id = 1),
-        key BLOB NOT NULL
-    )""",
-    """CREATE TABLE IF NOT EXISTS session_secrets (
-        source_id TEXT NOT NULL,
-        session_id TEXT NOT NULL,
-        digest BLOB NOT NULL,
-        length INTEGER NOT NULL,
-        kind TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        PRIMARY KEY (source_id, session_id, digest)
-    )""",
-    """CREATE TABLE IF NOT EXISTS recall_parts (
-        session_id TEXT NOT NULL,
-        message_id TEXT NOT NULL,
-        digest TEXT NOT NULL,
-        ids TEXT NOT NULL,
-        given INTEGER NOT NULL,
-        created_ms INTEGER NOT NULL,
-        PRIMARY KEY (session_id, message_id)
-    )""",
-    "CREATE INDEX IF NOT EXISTS recall_parts_offers ON recall_parts (given, created_ms)",
-]
-
 
 class StateFile:
-    """An open state file, created and migrated to :data:`SCHEMA_VERSION` on open.
+    """An open state file, created and migrated on open: the schema steps it has not had
+    run once (:mod:`~opencode_memoryd.state.migrations`); a current file is only read.
 
-    The base of :class:`~opencode_memoryd.state.db.StateDB`; the table classes add their
-    operations with :meth:`_tx` (write) and :meth:`_read` (read), each one SQLAlchemy
+    Shared by the repositories :class:`~opencode_memoryd.state.db.StateDB` composes: each
+    runs its operations with :meth:`tx` (write) and :meth:`read` (read), each one SQLAlchemy
     ``Connection`` checked out of the engine's pool for the whole transaction. Statements
     go to the driver as they are (``exec_driver_sql``: no compilation), several rows of
     one statement as one ``executemany``. The pool (``QueuePool``) keeps up to
@@ -236,17 +85,11 @@ class StateFile:
 
         self._engine: Engine = _open_engine(self.path)
         try:
-            with self._tx() as c:
-                version = c.exec_driver_sql("PRAGMA user_version").scalar() or 0
-                if version > SCHEMA_VERSION:
-                    raise StateError(
-                        f"state file {self.path} was written by a newer opencode-memoryd "
-                        f"(schema {version} > {SCHEMA_VERSION})"
-                    )
-                for statement in _DDL:
-                    c.exec_driver_sql(statement)
-                _add_missing_columns(c)
-                c.exec_driver_sql(f"PRAGMA user_version={SCHEMA_VERSION}")
+            with self.read() as c:
+                todo = pending(c, self.path)
+            if todo:
+                with self.tx() as c:
+                    migrate(c, self.path)  # again: another process may have run them
         except DBAPIError as exc:
             self.close()
             raise StateError(f"cannot open state file {self.path}: {exc.orig}") from exc
@@ -259,7 +102,7 @@ class StateFile:
         self._engine.dispose()
 
     @contextmanager
-    def _tx(self, *, durable: bool = True, outbox: bool = True) -> Iterator[Connection]:
+    def tx(self, *, durable: bool = True, outbox: bool = True) -> Iterator[Connection]:
         """One write transaction (``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on error)
         on one pooled connection.
 
@@ -313,7 +156,7 @@ class StateFile:
                                 free_bytes(self.path.parent)) from exc
 
     @contextmanager
-    def _read(self) -> Iterator[Connection]:
+    def read(self) -> Iterator[Connection]:
         """One read transaction (deferred ``BEGIN``: a consistent snapshot) on one pooled
         connection."""
         with self._engine.connect() as conn:
@@ -336,7 +179,7 @@ def _driver(conn: Connection) -> sqlite3.Connection:
 def _open_engine(path: Path) -> Engine:
     """The state file's engine: a ``QueuePool`` of ``sqlite3`` connections in autocommit
     mode at the driver level (the transactions are the explicit ``BEGIN``/``COMMIT`` of
-    :meth:`StateFile._tx` and :meth:`StateFile._read`), each set to WAL,
+    :meth:`StateFile.tx` and :meth:`StateFile.read`), each set to WAL,
     ``synchronous=FULL`` and a 30 s busy timeout when it is opened; ``SQLITE_FULL`` is
     raised as :class:`DiskFullError`."""
     from sqlalchemy import create_engine, event
@@ -363,19 +206,3 @@ def _open_engine(path: Path) -> Engine:
                                 free_bytes(path.parent)) from orig
 
     return engine
-
-
-#: Columns added after schema 1, by table: ``(name, DDL)``. Existing rows get the default.
-_ADDED_COLUMNS = {
-    "marks": (("storage", "TEXT NOT NULL DEFAULT 'message'"), ("max_rowid", "INTEGER")),
-    "items": (("storage", "TEXT NOT NULL DEFAULT 'message'"),),
-}
-
-
-def _add_missing_columns(c: Connection) -> None:
-    """Migrate a file of an older schema in place (``ALTER TABLE … ADD COLUMN``)."""
-    for table, columns in _ADDED_COLUMNS.items():
-        have = {str(r[1]) for r in c.exec_driver_sql(f"PRAGMA table_info({table})").all()}
-        for name, ddl in columns:
-            if name not in have:
-                c.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {name} {ddl}")

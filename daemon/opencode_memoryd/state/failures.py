@@ -9,11 +9,11 @@ calls (``failed_calls``).
   starts the count again. Status ``failing`` while the normal runs retry it; ``given_up``
   once the rules captured it instead and the session's mark moved past it. Recording a
   result that reaches past the chunk's start
-  (:meth:`~opencode_memoryd.state.items.OutboxTables.record_item`) drops a ``failing``
+  (:meth:`~opencode_memoryd.state.items.OutboxTable.record_item`) drops a ``failing``
   row; a ``given_up`` row stays until the chunk is extracted again on demand (``maintain
   --retry-failed``).
 * ``failed_calls``: the tokens of LLM calls that produced no stored result, so the daily
-  token budget sees them (:meth:`~opencode_memoryd.state.items.OutboxTables.tokens_since`).
+  token budget sees them (:meth:`~opencode_memoryd.state.items.OutboxTable.tokens_since`).
 """
 
 from __future__ import annotations
@@ -91,9 +91,12 @@ class ChunkFailure:
                 "last_failed_at": self.last_failed_at, "given_up_at": self.given_up_at}
 
 
-class FailureTables(StateFile):
-    """The ``chunk_failures`` and ``failed_calls`` operations of
-    :class:`~opencode_memoryd.state.db.StateDB`. Times named ``now`` are ISO 8601 UTC."""
+class FailureTables:
+    """The ``chunk_failures`` and ``failed_calls`` repository (``StateDB.failures``).
+    Times named ``now`` are ISO 8601 UTC."""
+
+    def __init__(self, file: StateFile) -> None:
+        self._file = file
 
     def chunk_failed(self, failure: ChunkFailure, now: str) -> int:
         """Count one failure of a chunk (``failure.fingerprint`` and ``failure.reason`` say
@@ -104,7 +107,7 @@ class FailureTables(StateFile):
         """
         reason = " ".join(failure.reason.split())[:REASON_CHARS]
         after = failure.after
-        with self._tx() as c:
+        with self._file.tx() as c:
             c.exec_driver_sql(
                 """INSERT INTO chunk_failures (id, source_id, session_id, storage,
                           after_time, after_id, first_time, first_id, last_time, last_id,
@@ -136,7 +139,7 @@ class FailureTables(StateFile):
         """Give a chunk up: record ``item`` (what the rules captured from it; stored and
         the mark moved by :meth:`complete_item` as usual) and mark its failure row
         ``given_up``, in one transaction."""
-        with self._tx() as c:
+        with self._file.tx() as c:
             insert_item(c, item, now)
             c.exec_driver_sql("UPDATE chunk_failures SET status='given_up', given_up_at=:now "
                            "WHERE id=:id", {"id": failure_id, "now": now})
@@ -157,7 +160,7 @@ class FailureTables(StateFile):
         if limit is not None:
             sql += " LIMIT :limit"
             params["limit"] = int(limit)
-        with self._read() as c:
+        with self._file.read() as c:
             rows = c.exec_driver_sql(sql, params).mappings().all()
         return [_failure(r) for r in rows]
 
@@ -167,7 +170,7 @@ class FailureTables(StateFile):
         ``bad_reply``); nothing is written when both counts are 0."""
         if tokens_in <= 0 and tokens_out <= 0:
             return
-        with self._tx() as c:
+        with self._file.tx() as c:
             c.exec_driver_sql("INSERT INTO failed_calls (at, kind, tokens_in, tokens_out) "
                            "VALUES (:at, :kind, :ti, :to)",
                       {"at": now, "kind": kind, "ti": max(tokens_in, 0),

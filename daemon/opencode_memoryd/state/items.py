@@ -30,7 +30,7 @@ from opencode_memoryd.state.engine import StateFile
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, RowMapping
 
-__all__ = ["Item", "OutboxTables"]
+__all__ = ["Item", "MarkTable", "OutboxTable"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,13 +54,17 @@ class Item:
     storage: str = STORAGE_MESSAGE
 
 
-class OutboxTables(StateFile):
-    """The ``marks`` and ``items`` operations of :class:`~opencode_memoryd.state.db.StateDB`.
+class MarkTable:
+    """The high-water marks (``marks``): :attr:`~opencode_memoryd.state.db.StateDB.marks`.
 
     Times named ``now`` are ISO 8601 UTC strings; marks are :class:`Mark` values.
+
+    Args:
+        file: the open state file.
     """
 
-    # -- marks -----------------------------------------------------------------------
+    def __init__(self, file: StateFile) -> None:
+        self._file = file
 
     def get_mark(self, source_id: str, session_id: str) -> Mark | None:
         """The session's high-water mark, or ``None`` when nothing was read yet."""
@@ -69,7 +73,7 @@ class OutboxTables(StateFile):
     def get_mark_row(self, source_id: str, session_id: str) -> tuple[Mark | None, int | None]:
         """The session's mark and its ``max_rowid`` in one read: ``(None, None)`` when
         nothing was read yet."""
-        with self._read() as c:
+        with self._file.read() as c:
             row = c.exec_driver_sql(
                 "SELECT storage, time_created, message_id, max_rowid FROM marks "
                 "WHERE source_id=:s AND session_id=:sid",
@@ -89,7 +93,7 @@ class OutboxTables(StateFile):
         """The ``max_rowid`` of the marks that have one, by session id."""
         out: dict[str, int] = {}
         ids = list(session_ids)
-        with self._read() as c:
+        with self._file.read() as c:
             for start in range(0, len(ids), 500):
                 batch = ids[start:start + 500]
                 params: dict[str, Any] = {f"i{k}": v for k, v in enumerate(batch)}
@@ -124,7 +128,7 @@ class OutboxTables(StateFile):
                 names = ", ".join(f":i{k}" for k in range(len(batch)))
                 queries.append((f"{sql} AND session_id IN ({names})", params))
         out: dict[str, Mark] = {}
-        with self._read() as c:  # one transaction: one consistent snapshot
+        with self._file.read() as c:  # one transaction: one consistent snapshot
             for query, query_params in queries:
                 for r in c.exec_driver_sql(query, query_params).fetchall():
                     out[str(r[0])] = Mark(str(r[1]), (int(r[2]), str(r[3])))
@@ -137,7 +141,7 @@ class OutboxTables(StateFile):
         A mark's position and its ``max_rowid`` each only move forward within one storage;
         a mark in another storage than the stored one replaces it.
         """
-        with self._tx(durable=False) as c:
+        with self._file.tx(durable=False) as c:
             self._set_mark(c, source_id, session_id, mark, now, max_rowid)
 
     def replace_mark(self, source_id: str, session_id: str, mark: Mark | None,
@@ -145,14 +149,14 @@ class OutboxTables(StateFile):
         """Set a mark unconditionally, also backwards; ``None`` deletes it (read from the
         start). Used when the rows a mark points at moved or vanished (an OpenCode
         migration re-projected or wiped them). A light commit."""
-        with self._tx(durable=False) as c:
+        with self._file.tx(durable=False) as c:
             self._replace_mark(c, source_id, session_id, mark, now)
 
     def reset_marks(self) -> int:
         """Delete every high-water mark and queued session, so every session is read again
         from its start (``rebuild``: recorded results are replayed, not extracted again).
         A durable commit. Returns the number of marks deleted."""
-        with self._tx() as c:
+        with self._file.tx() as c:
             n = c.exec_driver_sql("DELETE FROM marks").rowcount
             c.exec_driver_sql("DELETE FROM queue")
         return int(n or 0)
@@ -171,7 +175,19 @@ class OutboxTables(StateFile):
         c.exec_driver_sql(SET_MARK_SQL,
                           mark_params(source_id, session_id, mark, now, max_rowid))
 
-    # -- outbox ----------------------------------------------------------------------
+
+class OutboxTable:
+    """The transactional outbox (``items``): :attr:`~opencode_memoryd.state.db.StateDB.outbox`.
+    Completing an item moves its session's mark in the same transaction.
+
+    Times named ``now`` are ISO 8601 UTC strings.
+
+    Args:
+        file: the open state file.
+    """
+
+    def __init__(self, file: StateFile) -> None:
+        self._file = file
 
     def record_item(self, item: Item, now: str, *, settles: str | None = None) -> None:
         """Durably record an extraction result (status ``extracted``) before storing it.
@@ -181,7 +197,7 @@ class OutboxTables(StateFile):
         item's last message are dropped (those turns succeeded), and the record ``settles``
         names is dropped whatever its status (a given-up chunk extracted again).
         """
-        with self._tx() as c:
+        with self._file.tx() as c:
             self._record_item(c, item, now, settles)
 
     @staticmethod
@@ -195,7 +211,7 @@ class OutboxTables(StateFile):
     def complete_item(self, item: Item, now: str) -> None:
         """Mark an item stored and advance its session's mark (to ``item.last`` and the
         ``max_rowid`` in its result), in one transaction."""
-        with self._tx() as c:
+        with self._file.tx() as c:
             self._complete_item(c, item, now)
 
     @classmethod
@@ -210,14 +226,14 @@ class OutboxTables(StateFile):
         if session_id is not None:
             sql += " AND session_id=:sid"
             params["sid"] = session_id
-        with self._read() as c:
+        with self._file.read() as c:
             rows = c.exec_driver_sql(sql + " ORDER BY last_time, last_id",
                                      params).mappings().all()
         return [item_from_row(r) for r in rows]
 
     def get_item(self, item_id: str) -> Item | None:
         """One outbox row by id."""
-        with self._read() as c:
+        with self._file.read() as c:
             row = c.exec_driver_sql("SELECT * FROM items WHERE id=:id",
                             {"id": item_id}).mappings().fetchone()
         return item_from_row(row) if row else None
@@ -229,7 +245,7 @@ class OutboxTables(StateFile):
             ``{"session_id", "project_root", "status", "extractor", "model",
             "memories": number of candidates, "updated_at": ISO 8601 UTC}``.
         """
-        with self._read() as c:
+        with self._file.read() as c:
             row = c.exec_driver_sql("SELECT * FROM items ORDER BY updated_at DESC, id DESC "
                                  "LIMIT 1").mappings().fetchone()
         if row is None:
@@ -245,7 +261,7 @@ class OutboxTables(StateFile):
     def tokens_since(self, iso: str) -> int:
         """LLM tokens (in + out) spent at or after ``iso`` (UTC): those of the items
         created since, and those of the calls that failed since (``failed_calls``)."""
-        with self._read() as c:
+        with self._file.read() as c:
             n = c.exec_driver_sql("SELECT coalesce(sum(tokens_in + tokens_out), 0) FROM items "
                                "WHERE created_at >= :t", {"t": iso}).scalar_one()
             f = c.exec_driver_sql("SELECT coalesce(sum(tokens_in + tokens_out), 0) "
@@ -256,7 +272,7 @@ class OutboxTables(StateFile):
         """Session id -> memory candidates recorded as stored (items ``stored`` whose result
         has candidates): every such session is in some point's provenance, so one no
         point names is a lost memory (``doctor``'s ``store`` check)."""
-        with self._read() as c:
+        with self._file.read() as c:
             rows = c.exec_driver_sql(
                 "SELECT session_id, sum(json_array_length(result, '$.candidates')) FROM items "
                 "WHERE status = 'stored' AND json_array_length(result, '$.candidates') > 0 "
@@ -268,7 +284,7 @@ class OutboxTables(StateFile):
         (``tokens_in``/``tokens_out``: of stored results; ``failed_tokens_in``/
         ``failed_tokens_out``: of calls that failed), chunks ``failing`` and
         ``given_up``."""
-        with self._read() as c:
+        with self._file.read() as c:
             sessions = c.exec_driver_sql("SELECT count(*) FROM marks").scalar_one() or 0
             by_status: dict[str, int] = {
                 str(row[0]): int(row[1]) for row in c.exec_driver_sql(

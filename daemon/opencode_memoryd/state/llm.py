@@ -1,6 +1,6 @@
 """The structured-output mode negotiated per LLM endpoint and model (``llm_modes``).
 
-The chat client (:class:`~opencode_memoryd.extract.chat.ChatClient`) asks here which
+The chat client (:class:`~opencode_memoryd.llm.chat.ChatClient`) asks here which
 mode works with an endpoint and model, and records the mode it fell back to (or found
 working), so a later run does not pay the refused requests again.
 """
@@ -18,20 +18,23 @@ if TYPE_CHECKING:
 __all__ = ["LlmModeTable"]
 
 
-class LlmModeTable(StateFile):
-    """The ``llm_modes`` operations of :class:`~opencode_memoryd.state.db.StateDB`
-    (implements :class:`~opencode_memoryd.extract.chat.ModeMemory`)."""
+class LlmModeTable:
+    """The ``llm_modes`` repository (``StateDB.llm``)
+    (implements :class:`~opencode_memoryd.llm.modes.ModeMemory`)."""
+
+    def __init__(self, file: StateFile) -> None:
+        self._file = file
 
     def llm_mode(self, base_url: str, model: str) -> NegotiatedMode | None:
         """The mode remembered for ``(base_url, model)``, or ``None``."""
-        with self._read() as c:
+        with self._file.read() as c:
             row = c.exec_driver_sql("SELECT * FROM llm_modes WHERE base_url=:u AND model=:m",
                             {"u": base_url, "m": model}).mappings().fetchone()
         return _mode(row) if row else None
 
     def remember_llm_mode(self, mode: NegotiatedMode) -> None:
         """Remember ``mode`` for its ``(base_url, model)``, replacing what was there."""
-        with self._tx() as c:
+        with self._file.tx() as c:
             c.exec_driver_sql("""INSERT INTO llm_modes (base_url, model, json_mode, start, detail,
                                                      updated_at)
                               VALUES (:u, :m, :j, :s, :d, :t)
@@ -43,7 +46,7 @@ class LlmModeTable(StateFile):
 
     def llm_modes(self) -> list[NegotiatedMode]:
         """Every remembered mode, newest first."""
-        with self._read() as c:
+        with self._file.read() as c:
             rows = c.exec_driver_sql("SELECT * FROM llm_modes ORDER BY updated_at DESC, "
                                   "base_url, model").mappings().all()
         return [_mode(r) for r in rows]
@@ -51,7 +54,7 @@ class LlmModeTable(StateFile):
     def forget_llm_modes(self) -> int:
         """Forget every remembered mode (the next call negotiates again); returns how
         many were forgotten."""
-        with self._tx() as c:
+        with self._file.tx() as c:
             n = c.exec_driver_sql("DELETE FROM llm_modes").rowcount
         return int(n or 0)
 

@@ -27,8 +27,11 @@ QUEUE_DONE_SQL = ("DELETE FROM queue WHERE source_id=:s AND session_id=:sid "
                   "AND last_change_ms <= :t")
 
 
-class QueueTable(StateFile):
-    """The ``queue`` operations of :class:`~opencode_memoryd.state.db.StateDB`."""
+class QueueTable:
+    """The ``queue`` repository (``StateDB.queue``)."""
+
+    def __init__(self, file: StateFile) -> None:
+        self._file = file
 
     def queue_touch_many(self, source_id: str, session_ids: Sequence[str], now_ms: int,
                          quiet_seconds: float, max_wait_seconds: float, *,
@@ -57,7 +60,7 @@ class QueueTable(StateFile):
                                          max_wait_seconds=max_wait_seconds)
             rows.append({"s": source_id, "sid": sid, "n": at, "d": due, "q": quiet_ms,
                          "w": wait_ms})
-        with self._tx(durable=False, outbox=False) as c:
+        with self._file.tx(durable=False, outbox=False) as c:
             c.exec_driver_sql("""INSERT INTO queue (source_id, session_id, first_change_ms,
                                 last_change_ms, due_ms) VALUES (:s, :sid, :n, :n, :d)
                               ON CONFLICT (source_id, session_id) DO UPDATE SET
@@ -67,7 +70,7 @@ class QueueTable(StateFile):
 
     def queue_reschedule(self, source_id: str, session_id: str, due_ms: int, note: str) -> None:
         """Move a queued session's due time (a wait, not a failure); a light commit."""
-        with self._tx(durable=False, outbox=False) as c:
+        with self._file.tx(durable=False, outbox=False) as c:
             c.exec_driver_sql("UPDATE queue SET due_ms=:d, last_error=:e "
                       "WHERE source_id=:s AND session_id=:sid",
                       {"s": source_id, "sid": session_id, "d": due_ms, "e": note[:500] or None})
@@ -87,7 +90,7 @@ class QueueTable(StateFile):
             The session's due time now (ms): ``due_ms``, or the sooner one it kept.
         """
         first = due_ms - int(max_wait_seconds * 1000)
-        with self._tx(durable=False, outbox=False) as c:
+        with self._file.tx(durable=False, outbox=False) as c:
             c.exec_driver_sql("""INSERT INTO queue (source_id, session_id, first_change_ms,
                            last_change_ms, due_ms, last_error)
                          VALUES (:s, :sid, :f, :l, :d, :e)
@@ -109,14 +112,14 @@ class QueueTable(StateFile):
         unless they are due sooner; sessions not queued are left alone. A light commit."""
         if not keys:
             return
-        with self._tx(durable=False, outbox=False) as c:
+        with self._file.tx(durable=False, outbox=False) as c:
             c.exec_driver_sql("UPDATE queue SET due_ms=:n WHERE source_id=:s AND "
                               "session_id=:sid AND due_ms > :n",
                               [{"s": s, "sid": sid, "n": now_ms} for s, sid in keys])
 
     def queue_failed(self, source_id: str, session_id: str, error: str) -> int:
         """Count a failed attempt of a queued session; return its attempt count."""
-        with self._tx(durable=False, outbox=False) as c:
+        with self._file.tx(durable=False, outbox=False) as c:
             c.exec_driver_sql("UPDATE queue SET attempts=attempts+1, last_error=:e "
                       "WHERE source_id=:s AND session_id=:sid",
                       {"s": source_id, "sid": session_id, "e": error[:500]})
@@ -127,7 +130,7 @@ class QueueTable(StateFile):
     def queue_failing(self, limit: int = 10) -> tuple[int, list[dict[str, Any]]]:
         """Queued sessions whose last attempt failed (``attempts > 0``), the most failed
         first: ``(how many, the first limit rows as dicts)`` (see :meth:`queue`)."""
-        with self._read() as c:
+        with self._file.read() as c:
             n = c.exec_driver_sql("SELECT count(*) FROM queue WHERE attempts > 0").scalar_one()
             rows = c.exec_driver_sql("SELECT * FROM queue WHERE attempts > 0 ORDER BY "
                                      "attempts DESC, due_ms LIMIT ?", (limit,)
@@ -137,7 +140,7 @@ class QueueTable(StateFile):
     def queue_done(self, source_id: str, session_id: str, started_ms: int) -> None:
         """Remove a session from the queue unless it changed again after ``started_ms``;
         a light commit."""
-        with self._tx(durable=False, outbox=False) as c:
+        with self._file.tx(durable=False, outbox=False) as c:
             self._queue_done(c, source_id, session_id, started_ms)
 
     @staticmethod
@@ -148,14 +151,14 @@ class QueueTable(StateFile):
     def queue_head(self, limit: int) -> list[tuple[str, str, int]]:
         """The first ``limit`` queued sessions, soonest due first:
         ``(source_id, session_id, due_ms)``."""
-        with self._read() as c:
+        with self._file.read() as c:
             rows = c.exec_driver_sql("SELECT source_id, session_id, due_ms FROM queue "
                              "ORDER BY due_ms LIMIT ?", (limit,)).fetchall()
         return [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
 
     def queue_size(self) -> int:
         """How many sessions are queued."""
-        with self._read() as c:
+        with self._file.read() as c:
             n = c.exec_driver_sql("SELECT count(*) FROM queue").scalar_one()
         return int(n)
 
@@ -168,6 +171,6 @@ class QueueTable(StateFile):
         if limit is not None:
             sql += " LIMIT :l"
             params["l"] = int(limit)
-        with self._read() as c:
+        with self._file.read() as c:
             rows = c.exec_driver_sql(sql, params).mappings().all()
         return [dict(r) for r in rows]

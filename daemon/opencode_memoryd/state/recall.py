@@ -21,8 +21,11 @@ __all__ = ["UNCONFIRMED_TTL_MS", "RecallTable"]
 UNCONFIRMED_TTL_MS = 24 * 3600 * 1000
 
 
-class RecallTable(StateFile):
-    """The ``recall_parts`` operations of :class:`~opencode_memoryd.state.db.StateDB`."""
+class RecallTable:
+    """The ``recall_parts`` repository (``StateDB.recall``)."""
+
+    def __init__(self, file: StateFile) -> None:
+        self._file = file
 
     def offer_recall_part(self, session_id: str, message_id: str, digest: str,
                           ids: Sequence[str], now_ms: int) -> None:
@@ -30,7 +33,7 @@ class RecallTable(StateFile):
         digits of its closing line (``digest``) and the memory ids it shows. A message
         already answered keeps its first offer. Light commit: an offer lost to a power
         cut only means its memories may come again."""
-        with self._tx(durable=False, outbox=False) as c:
+        with self._file.tx(durable=False, outbox=False) as c:
             c.exec_driver_sql("DELETE FROM recall_parts WHERE given=0 AND created_ms<:t",
                               {"t": now_ms - UNCONFIRMED_TTL_MS})
             c.exec_driver_sql(
@@ -48,7 +51,7 @@ class RecallTable(StateFile):
             The ids it showed, or ``None`` when no such part was offered (another digest,
             an unknown message, an offer dropped after a day).
         """
-        with self._tx(outbox=False) as c:
+        with self._file.tx(outbox=False) as c:
             row = c.exec_driver_sql(
                 "SELECT ids FROM recall_parts WHERE session_id=:s AND message_id=:m "
                 "AND digest=:d", {"s": session_id, "m": message_id, "d": digest}).fetchone()
@@ -61,7 +64,7 @@ class RecallTable(StateFile):
 
     def given_recall_ids(self, session_id: str) -> set[str]:
         """The memory ids of every confirmed part of ``session_id``."""
-        with self._read() as c:
+        with self._file.read() as c:
             rows = c.exec_driver_sql(
                 "SELECT ids FROM recall_parts WHERE session_id=:s AND given=1",
                 {"s": session_id}).fetchall()

@@ -35,27 +35,29 @@ DREAM_STATUSES: tuple[str, ...] = ("planned", "applying", "applied", "undoing", 
 _DREAM_JSON = ("before", "after", "counts", "result")
 
 
-class RunTables(StateFile):
-    """The ``runs``, ``dream_runs`` and ``dream_settled`` operations of
-    :class:`~opencode_memoryd.state.db.StateDB`."""
+class RunTables:
+    """The ``runs``, ``dream_runs`` and ``dream_settled`` repository (``StateDB.runs``)."""
+
+    def __init__(self, file: StateFile) -> None:
+        self._file = file
 
     # -- runs ------------------------------------------------------------------------
 
     def start_run(self, run_id: str, command: str, now: str) -> None:
         """Record the start of a run."""
-        with self._tx() as c:
+        with self._file.tx() as c:
             c.exec_driver_sql("INSERT INTO runs (id, command, started_at) VALUES (:i, :c, :n)",
                       {"i": run_id, "c": command, "n": now})
 
     def end_run(self, run_id: str, summary: Mapping[str, Any], now: str) -> None:
         """Record the end of a run with its summary (counts only, never transcript text)."""
-        with self._tx() as c:
+        with self._file.tx() as c:
             c.exec_driver_sql("UPDATE runs SET ended_at=:n, summary=:s WHERE id=:i",
                       {"i": run_id, "n": now, "s": json.dumps(summary, sort_keys=True)})
 
     def last_runs(self, limit: int = 5) -> list[dict[str, Any]]:
         """The newest runs, newest first, with decoded summaries."""
-        with self._read() as c:
+        with self._file.read() as c:
             rows = c.exec_driver_sql("SELECT * FROM runs ORDER BY started_at DESC LIMIT :l",
                              {"l": limit}).mappings().all()
         return [{**dict(r), "summary": json.loads(r["summary"]) if r["summary"] else None}
@@ -73,7 +75,7 @@ class RunTables(StateFile):
         from sqlalchemy.exc import DBAPIError  # loaded by the engine already
 
         try:
-            with self._tx() as c:
+            with self._file.tx() as c:
                 c.exec_driver_sql(
                     """INSERT INTO dream_runs (id, scope_key, project_root, "trigger",
                               dry_run, status, started_at)
@@ -97,7 +99,7 @@ class RunTables(StateFile):
         Raises:
             StateError: the run is unknown or not ``planned``.
         """
-        with self._tx() as c:
+        with self._file.tx() as c:
             n = c.exec_driver_sql(
                 """UPDATE dream_runs SET status='applying', "before"=:b, "after"=:a,
                           counts=:c, model=:m, tokens_in=:ti, tokens_out=:to, result=:r
@@ -148,7 +150,7 @@ class RunTables(StateFile):
             names = [f":e{i}" for i in range(len(expect))]
             sql += f" AND status IN ({', '.join(names)})"
             params.update({f"e{i}": e for i, e in enumerate(expect)})
-        with self._tx() as c:
+        with self._file.tx() as c:
             return c.exec_driver_sql(sql, params).rowcount == 1
 
     def dream_mark_undo(self, run_id: str, status: str, now: str, *,
@@ -160,7 +162,7 @@ class RunTables(StateFile):
         names = [f":e{i}" for i in range(len(expect))]
         params: dict[str, Any] = {"i": run_id, "s": status, "n": now}
         params.update({f"e{i}": e for i, e in enumerate(expect)})
-        with self._tx() as c:
+        with self._file.tx() as c:
             return c.exec_driver_sql(
                 f"UPDATE dream_runs SET status=:s, undone_at=:n WHERE id=:i "
                 f"AND status IN ({', '.join(names)})", params).rowcount == 1
@@ -168,7 +170,7 @@ class RunTables(StateFile):
     def dream_settled(self, scope_key: str) -> set[str]:
         """Signatures of the candidate groups of a scope that a dream already settled
         (planned "keep", or a plan rejected by a check)."""
-        with self._read() as c:
+        with self._file.read() as c:
             rows = c.exec_driver_sql("SELECT signature FROM dream_settled WHERE scope_key=:k",
                              {"k": scope_key}).fetchall()
         return {str(r[0]) for r in rows}
@@ -178,7 +180,7 @@ class RunTables(StateFile):
         """Record group signatures as settled by ``run_id`` (idempotent)."""
         if not signatures:
             return
-        with self._tx() as c:
+        with self._file.tx() as c:
             c.exec_driver_sql("INSERT OR IGNORE INTO dream_settled (scope_key, signature, "
                           "run_id, settled_at) VALUES (:k, :s, :r, :now)",
                           [{"k": scope_key, "s": sig, "r": run_id, "now": now}
@@ -192,7 +194,7 @@ class RunTables(StateFile):
         counts (dict), model, tokens_in, tokens_out, result (dict or None), seq`` (``seq``:
         insertion order, increasing).
         """
-        with self._read() as c:
+        with self._file.read() as c:
             row = c.exec_driver_sql("SELECT rowid AS seq, * FROM dream_runs WHERE id=:i",
                             {"i": run_id}).mappings().fetchone()
         return _dream_row(row) if row else None
@@ -220,7 +222,7 @@ class RunTables(StateFile):
         if limit is not None:
             sql += " LIMIT :l"
             params["l"] = int(limit)
-        with self._read() as c:
+        with self._file.read() as c:
             rows = c.exec_driver_sql(sql, params).mappings().all()
         return [_dream_row(r) for r in rows]
 
@@ -228,7 +230,7 @@ class RunTables(StateFile):
         """The newest dream of a scope that was not a dry run and did not fail
         (``applied``, ``skipped``, ``undone``, …), or ``None`` — for scheduling. A
         write-time supersession (trigger ``supersede``) is no dream."""
-        with self._read() as c:
+        with self._file.read() as c:
             row = c.exec_driver_sql(
                 """SELECT rowid AS seq, * FROM dream_runs WHERE scope_key=:k
                           AND dry_run=0 AND status NOT IN ('failed', 'planned')

@@ -23,9 +23,11 @@ __all__ = ["SecretTable"]
 KEY_BYTES = 32
 
 
-class SecretTable(StateFile):
-    """The ``session_secrets`` and ``secret_key`` operations of
-    :class:`~opencode_memoryd.state.db.StateDB`."""
+class SecretTable:
+    """The ``session_secrets`` and ``secret_key`` repository (``StateDB.secrets``)."""
+
+    def __init__(self, file: StateFile) -> None:
+        self._file = file
 
     _secret_key: bytes | None = None
 
@@ -34,7 +36,7 @@ class SecretTable(StateFile):
         first use)."""
         if self._secret_key is not None:
             return self._secret_key
-        with self._tx(outbox=False) as c:
+        with self._file.tx(outbox=False) as c:
             row = c.exec_driver_sql("SELECT key FROM secret_key WHERE id=1").fetchone()
             if row is None:
                 key = os.urandom(KEY_BYTES)
@@ -47,7 +49,7 @@ class SecretTable(StateFile):
 
     def session_secrets(self, source_id: str, session_id: str) -> list[Known]:
         """What earlier runs learned in a session (``[]`` when nothing)."""
-        with self._read() as c:
+        with self._file.read() as c:
             rows = c.exec_driver_sql(
                 "SELECT digest, length, kind FROM session_secrets "
                 "WHERE source_id=:s AND session_id=:i", {"s": source_id, "i": session_id},
@@ -60,7 +62,7 @@ class SecretTable(StateFile):
         turn that taught them must not outlive them). Known ones are left as they are."""
         if not known:
             return
-        with self._tx(outbox=False) as c:
+        with self._file.tx(outbox=False) as c:
             c.exec_driver_sql(
                 "INSERT OR IGNORE INTO session_secrets "
                 "(source_id, session_id, digest, length, kind, created_at) "

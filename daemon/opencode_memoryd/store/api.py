@@ -216,6 +216,21 @@ class MemoryStore(Protocol):
         """Backend, location, point count, embedder and BM25 settings."""
         ...
 
+    def migrations(self) -> list[dict[str, Any]]:
+        """The data migrations recorded in the store's metadata: ``[{"version": int,
+        "name": str, "applied_at": str}]`` by version (``[]`` for a store that records
+        none)."""
+        ...
+
+    def record_migration(self, version: int, name: str, applied_at: str) -> None:
+        """Record data migration ``version`` (``applied_at``: ISO-8601 UTC) in the store's
+        metadata.
+
+        Raises:
+            StoreError: the metadata cannot be written, or the store is closed.
+        """
+        ...
+
     def close(self) -> None:
         """Release the store; idempotent."""
         ...

@@ -17,12 +17,12 @@ from typing import Any, Self
 
 from opencode_memoryd.errors import EmbedderMismatchError, StoreError
 from opencode_memoryd.models import Memory, iso_utc
+from opencode_memoryd.store import meta as store_meta
 from opencode_memoryd.store.api import ALL, FIXED_FIELDS, Embedder, MemoryFilter
 from opencode_memoryd.store.batching import WriteBatching
 from opencode_memoryd.store.bm25 import Bm25Encoder, SparseVector, default_encoder
 from opencode_memoryd.store.expansion import MembersVectors, expand_query
 from opencode_memoryd.store.fusion import prefer_current_facts
-from opencode_memoryd.store.meta import check_meta, embedder_record, interrupted_message, new_meta
 
 #: Points read per scroll request.
 PAGE_SIZE = 256
@@ -107,26 +107,35 @@ class StoreBase(WriteBatching):
         raise NotImplementedError
 
     def _new_meta(self) -> dict[str, Any]:
-        return new_meta(self._embedder, self._bm25.settings)
+        return store_meta.new_meta(self._embedder, self._bm25.settings)
 
     def _check_meta(self) -> None:
-        check = check_meta(self._meta, self._embedder, self._bm25.settings, self._where())
+        check = store_meta.check_meta(self._meta, self._embedder, self._bm25.settings,
+                                      self._where())
         self._dense_ok, self._sparse_ok = check.dense_ok, check.sparse_ok
         if check.message and not self._allow_mismatch:
             raise EmbedderMismatchError(check.message)
         self._mismatch = check.message
 
     def _meta_info(self) -> dict[str, Any]:
-        """The metadata part of ``info()``."""
-        return {
-            "embedder": self._meta.get("embedder"),
-            "configured_embedder": embedder_record(self._embedder),
-            "bm25": self._meta.get("bm25"),
-            "schema_version": self._meta.get("schema_version"),
-            "created_at": self._meta.get("created_at"),
-            "needs_reembed": not (self._dense_ok and self._sparse_ok),
-            "reembed_interrupted": bool(self._meta.get("reembed_in_progress")),
-        }
+        """The metadata part of ``info()`` (:func:`~opencode_memoryd.store.meta.meta_info`)."""
+        needs_reembed = not (self._dense_ok and self._sparse_ok)
+        return store_meta.meta_info(self._meta, self._embedder, needs_reembed)
+
+    def _set_meta(self, meta: dict[str, Any]) -> None:  # written, then kept
+        self._write_meta(meta)
+        self._meta = meta
+
+    def migrations(self) -> list[dict[str, Any]]:
+        """See :meth:`opencode_memoryd.store.api.MemoryStore.migrations`."""
+        with self._lock:
+            return store_meta.recorded_migrations(self._meta)
+
+    def record_migration(self, version: int, name: str, applied_at: str) -> None:
+        """See :meth:`opencode_memoryd.store.api.MemoryStore.record_migration`."""
+        with self._lock:
+            self._require_open()
+            self._set_meta(store_meta.with_migration(self._meta, version, name, applied_at))
 
     def _require_writable(self) -> None:
         self._require_open()
@@ -340,13 +349,10 @@ class StoreBase(WriteBatching):
             raise ValueError("batch_size must be positive")
         with self._lock:
             self._require_open()
-            target = embedder_record(embedder)
-            meta = dict(self._meta)
-            meta["reembed_in_progress"] = {"embedder": target}
-            self._write_meta(meta)
-            self._meta = meta
+            target = store_meta.embedder_record(embedder)
+            self._set_meta({**self._meta, "reembed_in_progress": {"embedder": target}})
             self._dense_ok = self._sparse_ok = False
-            self._mismatch = interrupted_message(self._where(), target)
+            self._mismatch = store_meta.interrupted_message(self._where(), target)
             self._reset_dense(embedder)
             # ids first: no scrolling while writing; tombstones are re-embedded too
             memories = list(self._scroll_all(ALL))
@@ -355,15 +361,9 @@ class StoreBase(WriteBatching):
                 if progress is not None:
                     progress(min(i + batch_size, len(memories)), len(memories))
             self._flush()
-            meta = dict(self._meta)
-            meta.update(
-                embedder=target,
-                bm25=dict(self._bm25.settings),
-                reembed_in_progress=None,
-                reembedded_at=iso_utc(datetime.now(UTC)),
-            )
-            self._write_meta(meta)
-            self._meta = meta
+            self._set_meta({**self._meta, "embedder": target, "bm25": dict(self._bm25.settings),
+                            "reembed_in_progress": None,
+                            "reembedded_at": iso_utc(datetime.now(UTC))})
             self._embedder = embedder
             self._dense_ok = self._sparse_ok = True
             self._mismatch = None

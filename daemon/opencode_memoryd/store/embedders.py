@@ -5,8 +5,8 @@ Texts are sent in batches of at most :data:`BATCH_SIZE`; every vector must have 
 configured length. Both embedders put the configured ``query_prefix`` before each search
 query and ``document_prefix`` before each memory (see :func:`embedder_name`). Errors map to
 :class:`~opencode_memoryd.errors.UpstreamError` exactly as for the chat adapter
-(:func:`opencode_memoryd.openai_compat.map_openai_error`); the SDK's own retries behave as
-described in :mod:`opencode_memoryd.extract.chat`. Texts are never logged.
+(:func:`opencode_memoryd.llm.errors.map_openai_error`); the SDK's own retries behave as
+described in :mod:`opencode_memoryd.llm.chat`. Texts are never logged.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import openai
 import structlog
 
 from opencode_memoryd.errors import ConfigError, UpstreamError
-from opencode_memoryd.openai_compat import PLACEHOLDER_API_KEY, map_openai_error
+from opencode_memoryd.llm.client import openai_client
+from opencode_memoryd.llm.errors import SdkError, map_openai_error
 
 log = structlog.get_logger(__name__)
 
@@ -93,13 +93,9 @@ class OpenAIEmbedder:
         self.document_prefix = document_prefix
         self._dimensions = dimensions
         self._send_dimensions = send_dimensions
-        self._client = openai.OpenAI(
-            base_url=base_url,
-            api_key=api_key or PLACEHOLDER_API_KEY,
-            timeout=timeout_seconds,
-            max_retries=max_retries,
-            http_client=http_client,
-        )
+        self._client = openai_client(base_url=base_url, api_key=api_key,
+                                     timeout_seconds=timeout_seconds,
+                                     max_retries=max_retries, http_client=http_client)
 
     @property
     def dimensions(self) -> int:
@@ -159,7 +155,7 @@ class OpenAIEmbedder:
             response = self._client.embeddings.create(
                 model=self.model, input=batch, encoding_format="float", **extra
             )
-        except openai.OpenAIError as exc:
+        except SdkError as exc:
             error = map_openai_error(exc)
             log.warning("embeddings.error", kind=error.kind, status=error.status,
                         retryable=error.retryable, model=self.model, texts=len(batch))

@@ -7,7 +7,9 @@ Each store keeps one metadata dict (the Edge store in ``store.json``, read and w
     {"schema_version": int, "created_at": ISO-8601 UTC str,
      "embedder": {"name": str, "dimensions": int} | None,
      "bm25": dict (Bm25Encoder.settings), "reembed_in_progress": {"embedder": ...} | None,
-     "reembedded_at": str (after a re-embedding)}
+     "reembedded_at": str (after a re-embedding),
+     "migrations": [{"version": int, "name": str, "applied_at": str}, …] (the data
+     migrations the store has had, see :func:`with_migration`; absent on an old store)}
 
 :func:`check_meta` compares it with the running configuration: the dense vectors are
 usable only with the same embedder, the sparse vectors only with the same BM25 settings
@@ -150,6 +152,35 @@ def interrupted_message(where: str, target: Mapping[str, Any] | None) -> str:
     )
 
 
+def meta_info(meta: Mapping[str, Any], embedder: Embedder | None,
+              needs_reembed: bool) -> dict[str, Any]:
+    """The metadata part of a store's ``info()``: the stored and the configured embedder
+    records, BM25 settings, schema version, creation time and re-embedding state."""
+    return {"embedder": meta.get("embedder"), "configured_embedder": embedder_record(embedder),
+            "bm25": meta.get("bm25"), "schema_version": meta.get("schema_version"),
+            "created_at": meta.get("created_at"), "needs_reembed": needs_reembed,
+            "reembed_interrupted": bool(meta.get("reembed_in_progress"))}
+
+
+def recorded_migrations(meta: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The data migrations recorded in ``meta`` (``[{"version": int, "name": str,
+    "applied_at": str}]``, by version; ``[]`` for a store that records none)."""
+    got = meta.get("migrations")
+    if not isinstance(got, list):
+        return []
+    return sorted((dict(m) for m in got if isinstance(m, dict)
+                   and isinstance(m.get("version"), int)), key=lambda m: m["version"])
+
+
+def with_migration(meta: Mapping[str, Any], version: int, name: str,
+                   applied_at: str) -> dict[str, Any]:
+    """A copy of ``meta`` that records data migration ``version`` (named ``name``, run at
+    ``applied_at``, ISO-8601 UTC), replacing an earlier record of the same version."""
+    kept = [m for m in recorded_migrations(meta) if m["version"] != version]
+    entry = {"version": version, "name": name, "applied_at": applied_at}
+    return {**meta, "migrations": sorted([*kept, entry], key=lambda m: m["version"])}
+
+
 def read_meta_file(path: Path) -> dict[str, Any]:
     """Read a metadata file (a JSON object).
 
@@ -242,8 +273,11 @@ __all__ = [
     "embedder_desc",
     "embedder_record",
     "interrupted_message",
+    "meta_info",
     "new_meta",
     "opening_lock",
     "read_meta_file",
+    "recorded_migrations",
+    "with_migration",
     "write_meta_file",
 ]

@@ -140,7 +140,7 @@ def undo_dream(dreamer: Dreamer, journal: DreamJournal, state: StateDB, run_id: 
     Raises:
         DreamError: no such run, a dry run, or a run already undone.
     """
-    row = state.dream_run(run_id)
+    row = state.runs.dream_run(run_id)
     project = scope_project(str(row["scope_key"])) if row else None
     with lock_for(project or "user"):
         entry = dict(dreamer.undo(run_id).to_journal())

@@ -1,7 +1,7 @@
 """Whether the store still holds what the state file says was stored.
 
 Every session whose extraction result was recorded as stored (an outbox item with memory
-candidates, :meth:`~opencode_memoryd.state.items.OutboxTables.sessions_with_memories`) is
+candidates, :meth:`~opencode_memoryd.state.items.OutboxTable.sessions_with_memories`) is
 named in the provenance (``session_ids``) of at least one point, live or retired: a
 duplicate or near-duplicate candidate merges its session into the point that holds the
 fact, and a dream's merged memory keeps its sources. A session no point names lost its
@@ -40,7 +40,7 @@ def store_integrity(state: StateDB, store: MemoryStore) -> dict[str, Any]:
         StoreError: the store cannot be read.
         StateError: the state file cannot be read.
     """
-    recorded = state.sessions_with_memories()
+    recorded = state.outbox.sessions_with_memories()
     named: set[str] = set()
     ids: list[str] = []
     stale: list[dict[str, str]] = []

@@ -118,9 +118,9 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
     tally = _Tally()
     retried: list[SessionReport] = []
     dbs: list[dict[str, Any]] = []
-    state.start_run(run_id, "maintain", iso_utc(app.clock()))
+    state.runs.start_run(run_id, "maintain", iso_utc(app.clock()))
     if retry_failed:
-        forgotten = state.forget_llm_modes()
+        forgotten = state.llm.forget_llm_modes()
         log.info("llm_modes_forgotten", count=forgotten)
     try:
         for path in paths:
@@ -152,7 +152,7 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
                         group.commit_if_due()
     finally:
         summary = _summary(run_id, mode, dbs, tally, retried)
-        state.end_run(run_id, summary["totals"], iso_utc(app.clock()))
+        state.runs.end_run(run_id, summary["totals"], iso_utc(app.clock()))
     log.info("maintain_finished", run_id=run_id, **summary["totals"])
     return summary
 
@@ -200,7 +200,7 @@ def _retry(proc: SessionProcessor, state: StateDB, sessions: list[SessionRow],
 
     by_id = {s.id: s for s in sessions}
     out = []
-    for failure in state.chunk_failures(status="given_up", source_id=proc.source.identity):
+    for failure in state.failures.chunk_failures(status="given_up", source_id=proc.source.identity):
         session = by_id.get(failure.session_id)
         if session is None:
             continue

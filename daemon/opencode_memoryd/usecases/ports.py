@@ -17,8 +17,9 @@ if TYPE_CHECKING:
     from opencode_memoryd.capture.processor import Extractor, Limits
     from opencode_memoryd.config.schema import Config
     from opencode_memoryd.dream.planning import Planner
-    from opencode_memoryd.extract.chat import ChatClient, ModeMemory
-    from opencode_memoryd.extract.recorded import ReplyMemory
+    from opencode_memoryd.llm.chat import ChatClient
+    from opencode_memoryd.llm.modes import ModeMemory
+    from opencode_memoryd.llm.recorded import ReplyMemory
     from opencode_memoryd.source.reader import OpenCodeDB
     from opencode_memoryd.state.db import StateDB
     from opencode_memoryd.store.api import Embedder, MemoryStore

@@ -131,7 +131,7 @@ def rebuild(app: AppPort, *, progress: Progress | None = None) -> dict[str, Any]
              manual=len(manual), old_store_error=old_error)
     state = app.open_state()
     try:
-        marks = state.reset_marks()
+        marks = state.marks.reset_marks()
     finally:
         state.close()
     with open_local(app, progress=progress) as service:

@@ -76,9 +76,10 @@ class Service(PluginRoutes, DataRoutes):
         daemon_status: the running daemon's own status, merged into :meth:`status` as
             ``daemon``; ``None`` reports ``{"running": False}``.
 
-    On construction, user-scope memories written before user identities existed become
-    this user's (:meth:`migrate_user_scope`), and memories written before sections existed
-    get one (:meth:`migrate_sections`); one count each when there is nothing to do.
+    On construction, the store's data migrations it has not had run once and are recorded
+    (:func:`~opencode_memoryd.usecases.migrations.migrate_store_data`): user-scope memories
+    written before user identities existed become this user's, and memories written before
+    sections existed get one; nothing more than reading the store's metadata once done.
     """
 
     def __init__(self, app: AppPort, state: StateDB, store: MemoryStore, *,
@@ -99,19 +100,18 @@ class Service(PluginRoutes, DataRoutes):
         self._building = threading.Lock()  # one extractor, summarizer, dreamer each
         # OpenCode connections, session look-ups and blocks kept between context requests
         self._context = ContextCache(app, store)
-        self._recall = RecallCache(app, self._context, store, state)
+        self._recall = RecallCache(app, self._context, store, state.recall)
         self.action = ActionRecall(self._context, store, shared=self._recall).action
         self._dreamer: Dreamer | None = None
         self._fresh_at: dict[str, datetime] = {}  # project -> its last freshness check
-        self.migrate_user_scope()
-        self.migrate_sections()
+        migrations.migrate_store_data(store, app.user_id, lock_for)
 
     @property
     def extractor(self) -> Extractor:
         """The extractor of the configured mode (built on first use)."""
         with self._building:
             if self._extractor is None:
-                self._extractor = self.app.build_extractor(modes=self.state)
+                self._extractor = self.app.build_extractor(modes=self.state.llm)
             return self._extractor
 
     @property
@@ -119,8 +119,8 @@ class Service(PluginRoutes, DataRoutes):
         """The writer of session summaries and project briefs (built on first use)."""
         with self._building:
             if self._summarizer is None:
-                self._summarizer = self.app.build_summarizer(modes=self.state,
-                                                             replies=self.state)
+                self._summarizer = self.app.build_summarizer(modes=self.state.llm,
+                                                             replies=self.state.replies)
             return self._summarizer
 
     @property
@@ -139,7 +139,7 @@ class Service(PluginRoutes, DataRoutes):
                     max_output_tokens=cfg.llm.max_output_tokens,
                 )
                 self._dreamer = Dreamer(self.store, self.state,
-                                        planner=self.app.build_planner(modes=self.state),
+                                        planner=self.app.build_planner(modes=self.state.llm),
                                         settings=settings, clock=self.app.clock,
                                         user_id=self.app.user_id)
             return self._dreamer
@@ -229,7 +229,7 @@ class Service(PluginRoutes, DataRoutes):
             directory, verb)
         return agent_limits.AgentCall(
             keys, str(directory),
-            agent_limits.forget_budget(self.state.spend_agent_forget, self.app.clock))
+            agent_limits.forget_budget(self.state.agent.spend_agent_forget, self.app.clock))
 
     def forget(self, *, memory_id: str, caller: str = "user", directory: str | None = None,
                db: str | None = None) -> dict[str, Any]:

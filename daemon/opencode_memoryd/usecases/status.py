@@ -70,10 +70,11 @@ def status_info(app: AppPort, state: StateDB, store: MemoryStore) -> dict[str, A
             if by_type.get(type_):
                 counts[f"{scope}/{type_}"] = by_type[type_]
     info["memories"] = counts
-    info["state"] = state.counts()
+    info["state"] = state.outbox.counts()
     info["llm"] = {
-        "modes": [asdict(m) for m in state.llm_modes()],
-        "given_up": [f.as_dict() for f in state.chunk_failures(status="given_up", limit=10)],
+        "modes": [asdict(m) for m in state.llm.llm_modes()],
+        "given_up": [f.as_dict()
+                     for f in state.failures.chunk_failures(status="given_up", limit=10)],
     }
-    info["last_runs"] = state.last_runs(5)
+    info["last_runs"] = state.runs.last_runs(5)
     return info

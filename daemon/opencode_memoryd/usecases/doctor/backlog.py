@@ -64,7 +64,7 @@ def stuck_check(ctx: Context, db: OpenCodeDB) -> Check:
     max_wait_ms = int(max_wait * 1000)
     ident = db.identity
     waiting: dict[str, str] = {}
-    for row in state.queue():
+    for row in state.queue.queue():
         queued = ctx.now_ms - int(row["first_change_ms"])
         given_up = row["attempts"] >= GIVE_UP_ATTEMPTS
         if row["source_id"] == ident and (queued > max_wait_ms or given_up):
@@ -74,7 +74,7 @@ def stuck_check(ctx: Context, db: OpenCodeDB) -> Check:
                    f", {row['attempts']} failed attempt(s)" if row["attempts"] else "")
                 + (f", last error: {row['last_error']}" if row["last_error"] else ""))
     sessions = {s.id: s for s in db.sessions(include_archived=cfg.opencode.include_archived)}
-    marks = state.marks(ident)
+    marks = state.marks.marks(ident)
     newest = db.last_messages(list(sessions))
     behind = sorted((sid for sid, last in newest.items()
                      if sid not in marks or marks[sid].storage != last.storage

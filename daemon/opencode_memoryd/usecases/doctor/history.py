@@ -17,7 +17,7 @@ def last_extraction_check(ctx: Context) -> Check:
     if state is None:
         return Check("last-extraction", WARN, "nothing captured yet (no state file)",
                      _CAPTURE)
-    item, runs = state.last_item(), state.last_runs(1)
+    item, runs = state.outbox.last_item(), state.runs.last_runs(1)
     parts = []
     if item is not None:
         parts.append(f"last extraction {item['updated_at']}: session {item['session_id']} "
@@ -34,7 +34,7 @@ def last_extraction_check(ctx: Context) -> Check:
     if not parts:
         return Check("last-extraction", WARN, "nothing extracted yet", _CAPTURE)
     detail = "; ".join(parts)
-    pending = state.counts()["items_pending"]
+    pending = state.outbox.counts()["items_pending"]
     if pending:
         return Check("last-extraction", WARN,
                      f"{detail}; {pending} result(s) recorded but not stored yet",
@@ -52,7 +52,7 @@ def last_dream_check(ctx: Context) -> Check:
         return Check("last-dream", SKIP, "dream.enabled is false")
     state = ctx.state()
     if state is not None and not ctx.probes.daemon.running:
-        stuck = state.dream_runs(statuses=_UNFINISHED, dry_run=False, limit=1)
+        stuck = state.runs.dream_runs(statuses=_UNFINISHED, dry_run=False, limit=1)
         if stuck:
             return Check("last-dream", WARN,
                          f"dream {stuck[0]['id']} ({stuck[0]['scope_key']}) was interrupted "

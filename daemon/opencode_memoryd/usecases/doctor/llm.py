@@ -45,7 +45,7 @@ def llm_checks(ctx: Context) -> list[Check]:
 def given_up_check(ctx: Context) -> Check:
     """Whether chunks of turns were given up after repeated identical failures."""
     state = ctx.state()
-    given_up = state.chunk_failures(status="given_up") if state is not None else []
+    given_up = state.failures.chunk_failures(status="given_up") if state is not None else []
     if not given_up:
         return Check("llm-given-up", OK, "no chunk of turns was given up")
     first = given_up[0]
@@ -85,7 +85,8 @@ def endpoint_check(ctx: Context) -> Check:
     timeout = min(llm.timeout_seconds, ctx.probes.llm_timeout_seconds)
     where = f"{llm.base_url} (model {llm.model})"
     try:
-        modes = ctx.state()
+        state = ctx.state()
+        modes = state.llm if state is not None else None
     except MemorydError:  # the state file's own check reports it
         modes = None
     client = ctx.app.build_chat_client(timeout_seconds=timeout, max_retries=0, modes=modes)

@@ -141,7 +141,7 @@ def store_check(ctx: Context) -> Check | list[Check]:
     cfg = ctx.app.config
     if not cfg.qdrant.url and not (store_dir(cfg, ctx.app.env) / EDGE_META_FILE).exists():
         state = ctx.state()
-        lost = state.sessions_with_memories() if state is not None else {}
+        lost = state.outbox.sessions_with_memories() if state is not None else {}
         if lost:
             return Check("store", FAIL,
                          f"no store at {store_dir(cfg, ctx.app.env)}, but the state file "

@@ -1,4 +1,5 @@
-"""The OpenAI-compatible HTTP API's plumbing shared by the chat and embeddings adapters.
+"""The OpenAI-compatible HTTP API's errors, mapped one way for the chat and embeddings
+adapters.
 
 :func:`map_openai_error` turns every openai SDK exception into an
 :class:`~opencode_memoryd.errors.UpstreamError` with a ``kind`` and a ``retryable`` flag;
@@ -19,15 +20,16 @@ import openai
 
 from opencode_memoryd.errors import UpstreamError
 
-#: Sent as the API key when none is configured (local endpoints need none, the SDK needs one).
-PLACEHOLDER_API_KEY = "not-needed"
-
 _CONTEXT_LENGTH = re.compile(
     r"context[ _]length|maximum context|context window|context size|prompt is too long"
     r"|too many (input )?tokens|maximum input length|input is too long",
     re.IGNORECASE,
 )
 _ERROR_MESSAGE_CHARS = 200
+
+#: The base class of every error the openai SDK raises, for callers outside this room to
+#: catch and give to :func:`map_openai_error`.
+SdkError = openai.OpenAIError
 
 def retry_after_seconds(headers: Any) -> float | None:
     """Read ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date) from ``headers``.

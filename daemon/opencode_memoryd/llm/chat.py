@@ -1,4 +1,4 @@
-"""The OpenAI-compatible chat adapter, and the mapping of SDK errors to ``UpstreamError``.
+"""The OpenAI-compatible chat adapter.
 
 Retries: a prompt is paid for when the endpoint answers it, whether or not the answer
 reaches us, so a request is sent again only when the endpoint cannot have answered it:
@@ -12,28 +12,27 @@ again here: the error is raised, and the caller decides (the daemon retries the 
 after its backoff; ``maintain`` leaves the mark for the next run). The openai SDK's own
 retries, which resend after a timeout, are off.
 
-Structured output is negotiated per endpoint and model: the client starts from the
-configured ``json_mode`` (or the mode remembered for this endpoint and model, see
-:class:`ModeMemory`) and, when the server refuses the ``response_format`` it was sent (an
+Structured output is negotiated per endpoint and model (:mod:`opencode_memoryd.llm.modes`):
+the client starts from the configured ``json_mode`` (or the mode remembered for this
+endpoint and model) and, when the server refuses the ``response_format`` it was sent (an
 HTTP 400/422/500/501 whose message names ``response_format``, ``json_schema`` or
 ``json_object``: llama.cpp's server answers 500 for ``json_schema``), falls back along
-:data:`JSON_MODES` (``json_schema`` → ``json_object`` → ``none``) and sends the same request
-again. Below ``json_schema`` the schema is given in the system prompt instead; every answer
-is validated by the caller the same way, whatever the mode.
+``json_schema`` → ``json_object`` → ``none`` and sends the same request again. Below
+``json_schema`` the schema is given in the system prompt instead; every answer is validated
+by the caller the same way, whatever the mode.
 
 Nothing here logs the prompt or the reply: only sizes, token counts, timings and error kinds.
 """
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 # openai checks ``sys.modules['httpx']`` on every request; importing httpx here, before
 # any worker thread runs, keeps a request from seeing it half-imported by another
@@ -43,13 +42,20 @@ import openai
 import structlog
 
 from opencode_memoryd.errors import ExtractionError, MemorydError, ReplyCutOff, UpstreamError
+from opencode_memoryd.llm.client import openai_client
+from opencode_memoryd.llm.errors import map_openai_error
+from opencode_memoryd.llm.modes import (
+    JSON_MODES,
+    ModeMemory,
+    next_mode,
+    refuses_format,
+    response_format,
+    schema_instructions,
+)
 from opencode_memoryd.models import NegotiatedMode, iso_utc
-from opencode_memoryd.openai_compat import PLACEHOLDER_API_KEY, map_openai_error
 
 log = structlog.get_logger(__name__)
 
-#: The accepted values of ``json_mode``, strongest first: negotiation moves down the list.
-JSON_MODES: tuple[str, ...] = ("json_schema", "json_object", "none")
 #: The longest ``Retry-After`` (s) :class:`ChatClient` waits for itself before a retry.
 MAX_RETRY_AFTER_SECONDS = 120.0
 #: The first and the longest backoff (s) between two attempts without ``Retry-After``.
@@ -75,11 +81,6 @@ def retry_delay(attempt: int, error: UpstreamError) -> float:
     return base * (1 - 0.25 * random.random())
 
 
-#: An error message that says the server refused the structured-output request.
-_FORMAT_REFUSAL = re.compile(r"response_format|json_schema|json_object|structured[ _-]?output",
-                             re.IGNORECASE)
-#: The statuses such a refusal comes with (llama.cpp's server answers 500).
-_FORMAT_STATUSES = frozenset({400, 422, 500, 501})
 #: A server that wants ``max_completion_tokens`` instead of ``max_tokens`` says so.
 _TOKEN_PARAM_REFUSAL = re.compile(r"max_tokens.*max_completion_tokens|"
                                   r"max_completion_tokens.*max_tokens", re.IGNORECASE | re.DOTALL)
@@ -102,51 +103,6 @@ class ChatReply:
     tokens_out: int
     model: str
     finish_reason: str | None
-
-
-class ModeMemory(Protocol):
-    """Where the structured-output mode that works is remembered, per endpoint and model.
-
-    Implemented by :class:`~opencode_memoryd.state.db.StateDB` (table ``llm_modes``).
-    """
-
-    def llm_mode(self, base_url: str, model: str) -> NegotiatedMode | None:
-        """The mode remembered for ``(base_url, model)``, or ``None``."""
-        ...
-
-    def remember_llm_mode(self, mode: NegotiatedMode) -> None:
-        """Remember ``mode`` for its ``(base_url, model)`` (replacing what was there)."""
-        ...
-
-
-def response_format(json_mode: str, schema: dict[str, Any], schema_name: str) -> Any:
-    """The ``response_format`` argument for ``json_mode``, or ``openai.omit`` for ``none``."""
-    if json_mode == "json_schema":
-        return {
-            "type": "json_schema",
-            "json_schema": {"name": schema_name, "schema": schema, "strict": True},
-        }
-    if json_mode == "json_object":
-        return {"type": "json_object"}
-    return openai.omit
-
-
-def schema_instructions(schema: dict[str, Any]) -> str:
-    """The paragraph added to the system prompt below ``json_schema`` mode: the answer's
-    JSON schema, since the server does not enforce it."""
-    return ("Answer with one JSON object and nothing else (no prose, no code fence). It must "
-            "match this JSON schema:\n" + json.dumps(schema, separators=(",", ":")))
-
-
-def refuses_format(error: UpstreamError) -> bool:
-    """Whether ``error`` is the server refusing the ``response_format`` it was sent."""
-    return error.status in _FORMAT_STATUSES and bool(_FORMAT_REFUSAL.search(str(error)))
-
-
-def next_mode(mode: str) -> str | None:
-    """The mode after ``mode`` in :data:`JSON_MODES`, or ``None`` after the last."""
-    i = JSON_MODES.index(mode)
-    return JSON_MODES[i + 1] if i + 1 < len(JSON_MODES) else None
 
 
 class ChatClient:
@@ -203,13 +159,10 @@ class ChatClient:
         self._token_param = "max_tokens"
         self.max_retries = max_retries
         self._sleep = sleep
-        self._client = openai.OpenAI(
-            base_url=base_url,
-            api_key=api_key or PLACEHOLDER_API_KEY,
-            timeout=timeout_seconds,
+        self._client = openai_client(
+            base_url=base_url, api_key=api_key, timeout_seconds=timeout_seconds,
             max_retries=0,  # retried here, never after the endpoint may have answered
-            http_client=http_client,
-        )
+            http_client=http_client)
 
     @property
     def json_mode(self) -> str:

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import structlog
 
 from opencode_memoryd.errors import MemorydError
-from opencode_memoryd.extract.llm_extractor import ChatModel, ChatReplyLike
+from opencode_memoryd.llm.model import ChatModel, ChatReplyLike
 from opencode_memoryd.models import iso_utc
 from opencode_memoryd.redaction.engine import redact
 
@@ -36,7 +36,7 @@ KEEP_DAYS = 7
 
 class ReplyMemory(Protocol):
     """Where answers are recorded; implemented by
-    :class:`~opencode_memoryd.state.db.StateDB` (table ``llm_replies``)."""
+    :class:`~opencode_memoryd.state.replies.ReplyTable` (``StateDB.replies``)."""
 
     def recorded_reply(self, key: str) -> dict[str, Any] | None:
         """The answer recorded under ``key``, or ``None``."""
@@ -54,7 +54,7 @@ class ReplyMemory(Protocol):
 @dataclass(frozen=True)
 class RecordedReply:
     """A recorded answer (the fields of
-    :class:`~opencode_memoryd.extract.llm_extractor.ChatReplyLike`)."""
+    :class:`~opencode_memoryd.llm.model.ChatReplyLike`)."""
 
     content: str
     tokens_in: int
@@ -72,7 +72,7 @@ def request_key(model: str, system: str, user: str, schema: dict[str, Any],
 
 
 class RecordedChat:
-    """A :class:`~opencode_memoryd.extract.llm_extractor.ChatModel` whose answers are
+    """A :class:`~opencode_memoryd.llm.model.ChatModel` whose answers are
     recorded (see the module docstring).
 
     Args:
