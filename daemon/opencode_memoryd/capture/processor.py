@@ -178,7 +178,7 @@ class SessionProcessor:
         """Process every finished, unread turn of one session up to now.
 
         ``ends``: the newest row of each session, as
-        :meth:`~opencode_memoryd.source.lookups.SessionLookups.last_messages` read it for
+        :meth:`~opencode_memoryd.source.reader.OpenCodeDB.last_messages` read it for
         many sessions at once just before (a session left out has no row); ``None``: it is
         looked up. "Now" is then the moment of that look-up.
 

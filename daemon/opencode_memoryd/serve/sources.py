@@ -29,7 +29,7 @@ from opencode_memoryd.errors import SourceError, SourceSchemaError
 from opencode_memoryd.models import STORAGE_MESSAGE, Mark, iso_utc, utc_from_ms
 from opencode_memoryd.source.discover import source_identity
 from opencode_memoryd.source.reader import OpenCodeDB
-from opencode_memoryd.source.reader_v2 import Stamp
+from opencode_memoryd.source.storages.sessions import Stamp
 from opencode_memoryd.source.watcher import DbWatcher
 
 if TYPE_CHECKING:

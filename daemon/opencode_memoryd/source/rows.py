@@ -2,7 +2,7 @@
 
 Every reader of an OpenCode database returns these types, for the 1.x ``message``/``part``
 tables and for the v2 ``session_message`` table alike (a v2 row is mapped onto
-:class:`MessageRow` by :mod:`opencode_memoryd.source.v2rows`), so turns, transcripts and
+:class:`MessageRow` by :mod:`opencode_memoryd.source.storages.v2rows`), so turns, transcripts and
 the session processor never see how a row was stored. Times are integer milliseconds since
 the Unix epoch, as OpenCode writes them. ``message.data`` and ``part.data`` hold OpenCode's
 JSON; a row whose JSON cannot be decoded (not JSON, not an object, nested too deep, or not
