@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from opencode_memoryd.source.rows import SessionRow, session_from_row
 from opencode_memoryd.source.storages import registry
 from opencode_memoryd.source.storages.base import Checkpoint, TextPart
-from opencode_memoryd.source.storages.sessions import session_union
+from opencode_memoryd.source.storages.sessions import child_counts, session_union
 
 if TYPE_CHECKING:
     from opencode_memoryd.source.reader import OpenCodeDB
@@ -75,12 +75,6 @@ def _names(prefix: str, values: Sequence[str], params: dict[str, Any]) -> str:
     return ", ".join(f":{prefix}{i}" for i in range(len(values)))
 
 
-def _batches(ids: Sequence[str]) -> Iterator[tuple[str, dict[str, Any]]]:
-    for start in range(0, len(ids), IN_BATCH):
-        params: dict[str, Any] = {}
-        yield _names("i", ids[start:start + IN_BATCH], params), params
-
-
 def recent_sessions(db: OpenCodeDB, scope: ProjectScope, *, limit: int
                     ) -> list[tuple[SessionRow, int]]:
     """The scope's top-level sessions (``parent_id`` NULL; archived ones included) of
@@ -115,19 +109,11 @@ def role_counts(db: OpenCodeDB, session_ids: Sequence[str]) -> dict[str, tuple[i
 
 def subagent_counts(db: OpenCodeDB, session_ids: Sequence[str]) -> dict[str, int]:
     """``{session_id: number of sub-agent sessions it started}`` (sessions with none are
-    left out), from both session tables through their ``parent_id`` indexes (a session
-    in both is counted once)."""
-    tables = [t for t, present in (("session", db.schema.has_v1_sessions),
-                                   ("session_v2", db.schema.has_v2_sessions)) if present]
+    left out), from every session table through its ``parent_id`` index (a session in
+    two tables is counted once; :func:`~.storages.sessions.child_counts`)."""
     out: dict[str, int] = {}
-    for names, params in _batches(session_ids):
-        union = " UNION ".join(f"SELECT id, parent_id FROM {t} WHERE parent_id IN ({names})"
-                               for t in tables)
-        if not union:
-            return out
-        for sid, n in db.select(f"SELECT parent_id, count(*) FROM ({union}) "
-                                "GROUP BY parent_id", params):
-            out[str(sid)] = int(n)
+    for start in range(0, len(session_ids), IN_BATCH):
+        out.update(child_counts(db.rows, db.schema, session_ids[start:start + IN_BATCH]))
     return out
 
 

@@ -193,6 +193,23 @@ def inserted_since(query: Query, schema: SchemaInfo, marks: Mapping[str, int]
     return touched, out
 
 
+def child_counts(query: Query, schema: SchemaInfo, session_ids: Sequence[str]
+                 ) -> dict[str, int]:
+    """``{session_id: number of sub-agent sessions it started}`` of at most a few hundred
+    sessions (those with none are left out), from both session tables through their
+    ``parent_id`` indexes (a session in both is counted once)."""
+    tables = [t for t, present in (("session", schema.has_v1_sessions),
+                                   ("session_v2", schema.has_v2_sessions)) if present]
+    if not tables or not session_ids:
+        return {}
+    params = {f"i{k}": sid for k, sid in enumerate(session_ids)}
+    names = ", ".join(f":i{k}" for k in range(len(session_ids)))
+    union = " UNION ".join(f"SELECT id, parent_id FROM {t} WHERE parent_id IN ({names})"
+                           for t in tables)
+    return {str(sid): int(n) for sid, n in query(
+        f"SELECT parent_id, count(*) FROM ({union}) GROUP BY parent_id", params)}
+
+
 def child_ids(query: Query, schema: SchemaInfo, session_id: str) -> list[str]:
     """The sub-agent sessions of a session, from both session tables."""
     parts = [f"SELECT id FROM {t} WHERE parent_id = :sid" for t, present in
