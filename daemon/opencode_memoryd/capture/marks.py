@@ -12,9 +12,9 @@ from datetime import datetime
 
 import structlog
 
+from opencode_memoryd.conversation.rows import SessionRow
 from opencode_memoryd.models import Mark, iso_utc
 from opencode_memoryd.source.reader import OpenCodeDB
-from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.source.storages.registry import named
 from opencode_memoryd.state.batch import StateBatch
 from opencode_memoryd.state.db import StateDB

@@ -15,7 +15,7 @@ note_id`) rewritten in place when its source changes, redacted and size-capped:
 * **session notes** (type ``session-summary``, one per session): when a top-level session
   is read to its end, has been idle for ``idle_ms`` and did not end with a compaction, the
   state it ended in (rules mode: files changed, commands still failing,
-  :mod:`opencode_memoryd.source.activity`) or a short summary of what it did (LLM mode).
+  :mod:`opencode_memoryd.conversation.activity`) or a short summary of what it did (LLM mode).
   ``basis`` is the last message it covers: written again only when the session went on.
   Not idle long enough yet: the report says when it will be (``summary_due_ms``).
 * **project briefs** (type ``project-brief``, one per project): on first sight of a git
@@ -38,6 +38,16 @@ from typing import Literal, NamedTuple, Protocol
 import structlog
 
 from opencode_memoryd.capture.report import NoteSettings, SessionReport
+from opencode_memoryd.conversation.activity import (
+    SessionActivity,
+    compaction_summaries,
+    render_state,
+    session_activity,
+    shown_command,
+)
+from opencode_memoryd.conversation.rows import MessageRow, SessionRow
+from opencode_memoryd.conversation.transcript import estimate_tokens, human_text, transcript_lines
+from opencode_memoryd.conversation.turns import drop_fork_copies, group_turns
 from opencode_memoryd.extract.digest import cap, condense_summary
 from opencode_memoryd.extract.generated import gate
 from opencode_memoryd.extract.reply import own_words
@@ -51,18 +61,8 @@ from opencode_memoryd.models import (
     utc_from_ms,
 )
 from opencode_memoryd.redaction.engine import scrub
-from opencode_memoryd.source.activity import (
-    SessionActivity,
-    compaction_summaries,
-    render_state,
-    session_activity,
-    shown_command,
-)
 from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB
-from opencode_memoryd.source.rows import MessageRow, SessionRow
 from opencode_memoryd.source.storages.registry import named
-from opencode_memoryd.source.transcript import estimate_tokens, human_text, transcript_lines
-from opencode_memoryd.source.turns import drop_fork_copies, group_turns
 from opencode_memoryd.source.worktree import find_manifests, find_readme, shareable
 from opencode_memoryd.state.batch import StateBatch
 from opencode_memoryd.state.db import StateDB

@@ -5,12 +5,12 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from opencode_memoryd.conversation.transcript import Chunk
 from opencode_memoryd.extract.sections import section_for, valid_section
 from opencode_memoryd.extract.supersede import replaced_terms
 from opencode_memoryd.models import MemoryCandidate
 from opencode_memoryd.redaction.engine import scrub
 from opencode_memoryd.source.storages.registry import named
-from opencode_memoryd.source.transcript import Chunk
 
 #: Bumped when the transcript or prompt format changes, so old cached items are not reused.
 ITEM_FORMAT = "1"

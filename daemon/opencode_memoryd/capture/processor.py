@@ -64,6 +64,10 @@ from opencode_memoryd.capture.report import Limits, SessionReport
 from opencode_memoryd.capture.secrets import SessionRedactor
 from opencode_memoryd.capture.supersede import Record
 from opencode_memoryd.capture.writer import write_memories
+from opencode_memoryd.conversation.activity import compaction_summaries
+from opencode_memoryd.conversation.rows import SessionRow
+from opencode_memoryd.conversation.transcript import Chunk, chunk_turns
+from opencode_memoryd.conversation.turns import drop_fork_copies, finished_prefix, group_turns
 from opencode_memoryd.errors import (
     DiskFullError,
     ExtractionError,
@@ -75,13 +79,9 @@ from opencode_memoryd.extract.rules import RulesExtractor
 from opencode_memoryd.extract.summarize import RulesSummarizer
 from opencode_memoryd.models import ExtractionResult, Mark, iso_utc
 from opencode_memoryd.redaction.engine import redacting_also, scrub
-from opencode_memoryd.source.activity import compaction_summaries
 from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB
-from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.source.storages.registry import named
 from opencode_memoryd.source.storages.sessions import idle_of
-from opencode_memoryd.source.transcript import Chunk, chunk_turns
-from opencode_memoryd.source.turns import drop_fork_copies, finished_prefix, group_turns
 from opencode_memoryd.state.batch import StateBatch
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.state.items import Item

@@ -24,14 +24,14 @@ from opencode_memoryd.capture.chunks import ChunkExtractor, Spent
 from opencode_memoryd.capture.failures import failure_fingerprint, failure_reason
 from opencode_memoryd.capture.processor import SessionProcessor
 from opencode_memoryd.capture.report import SessionReport
+from opencode_memoryd.conversation.rows import MessageRow, SessionRow
+from opencode_memoryd.conversation.transcript import chunk_turns
+from opencode_memoryd.conversation.turns import drop_fork_copies, group_turns
 from opencode_memoryd.errors import ExtractionError, UpstreamError
 from opencode_memoryd.models import TranscriptLine, iso_utc
 from opencode_memoryd.redaction.engine import redacting_also
 from opencode_memoryd.source.reader import MESSAGE_BATCH
-from opencode_memoryd.source.rows import MessageRow, SessionRow
 from opencode_memoryd.source.storages.registry import named
-from opencode_memoryd.source.transcript import chunk_turns
-from opencode_memoryd.source.turns import drop_fork_copies, group_turns
 from opencode_memoryd.state.failures import ChunkFailure
 
 log = structlog.get_logger(__name__)

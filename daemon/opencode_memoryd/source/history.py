@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from opencode_memoryd.source.rows import SessionRow, session_from_row
+from opencode_memoryd.conversation.rows import SessionRow, session_from_row
 from opencode_memoryd.source.storages import registry
 from opencode_memoryd.source.storages.base import Checkpoint, TextPart
 from opencode_memoryd.source.storages.sessions import child_counts, session_union

@@ -28,7 +28,7 @@ SQLite's WAL mode treats readers and from how OpenCode opens the file
   read of its own session (its position cannot be recorded as a mark).
 
 Which tables and columns are required is decided in :mod:`opencode_memoryd.source.schema`;
-the rows returned are the plain values of :mod:`opencode_memoryd.source.rows`.
+the rows returned are the plain values of :mod:`opencode_memoryd.conversation.rows`.
 
 Errors: :class:`~opencode_memoryd.errors.SourceError` when the file is missing or unreadable,
 :class:`~opencode_memoryd.errors.SourceSchemaError` when a required table or column is absent.
@@ -45,10 +45,10 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from opencode_memoryd.conversation.rows import MessageRow, SessionRow, decode_text
 from opencode_memoryd.errors import SourceError
 from opencode_memoryd.models import Mark
 from opencode_memoryd.source.discover import source_identity
-from opencode_memoryd.source.rows import MessageRow, SessionRow, decode_text
 from opencode_memoryd.source.schema import (
     SchemaInfo,
     UnknownTable,

@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from opencode_memoryd.config.paths import normalize_dir
+from opencode_memoryd.conversation.rows import SessionRow
 from opencode_memoryd.errors import NotFoundError, RequestError, SourceError
 from opencode_memoryd.models import iso_utc, utc_from_ms
 from opencode_memoryd.redaction.engine import scrub
 from opencode_memoryd.redaction.known import SessionSecrets
 from opencode_memoryd.source import history as queries
-from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.usecases import limits
 from opencode_memoryd.usecases.history_secrets import session_secrets
 from opencode_memoryd.usecases.ports import AppPort

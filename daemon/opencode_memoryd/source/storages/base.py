@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from opencode_memoryd.source.rows import MessageRow
+from opencode_memoryd.conversation.rows import MessageRow
+from opencode_memoryd.conversation.transcript import Readable
 from opencode_memoryd.source.schema import SchemaInfo
-from opencode_memoryd.source.transcript import Readable
 
 #: A row's place in its storage, for a high-water mark: ``(int, message id)``.
 Position = tuple[int, str]

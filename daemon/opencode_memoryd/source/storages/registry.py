@@ -14,9 +14,9 @@ import heapq
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from opencode_memoryd.conversation.rows import SessionRow
 from opencode_memoryd.errors import SourceError
 from opencode_memoryd.models import Mark
-from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.source.schema import SchemaInfo
 from opencode_memoryd.source.storages import sessions
 from opencode_memoryd.source.storages.base import Reader, SearchScope, Storage, TextPart

@@ -22,9 +22,9 @@ from typing import Any
 
 import structlog
 
-from opencode_memoryd.source.rows import SessionRow, is_utf8, session_from_row
+from opencode_memoryd.conversation.rows import SessionRow, is_utf8, session_from_row
+from opencode_memoryd.conversation.turns import Idle
 from opencode_memoryd.source.schema import Query, SchemaInfo
-from opencode_memoryd.source.turns import Idle
 
 log = structlog.get_logger(__name__)
 

@@ -21,8 +21,7 @@ from typing import Any
 
 import structlog
 
-from opencode_memoryd.errors import SourceError
-from opencode_memoryd.source.rows import (
+from opencode_memoryd.conversation.rows import (
     MessageRow,
     PartRow,
     clean_text,
@@ -30,6 +29,8 @@ from opencode_memoryd.source.rows import (
     is_utf8,
     sub_object,
 )
+from opencode_memoryd.conversation.transcript import Readable, readable
+from opencode_memoryd.errors import SourceError
 from opencode_memoryd.source.schema import SchemaInfo
 from opencode_memoryd.source.storages import v1_history
 from opencode_memoryd.source.storages.base import (
@@ -39,7 +40,6 @@ from opencode_memoryd.source.storages.base import (
     SearchScope,
     TextPart,
 )
-from opencode_memoryd.source.transcript import Readable, readable
 
 log = structlog.get_logger(__name__)
 

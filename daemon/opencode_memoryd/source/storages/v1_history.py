@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from opencode_memoryd.source.rows import decode_object
+from opencode_memoryd.conversation.rows import decode_object
+from opencode_memoryd.conversation.transcript import is_compaction_summary
 from opencode_memoryd.source.storages.base import (
     Checkpoint,
     Reader,
@@ -19,7 +20,6 @@ from opencode_memoryd.source.storages.base import (
     Storage,
     TextPart,
 )
-from opencode_memoryd.source.transcript import is_compaction_summary
 
 #: Most session ids in one ``IN (…)`` list.
 IN_BATCH = 500

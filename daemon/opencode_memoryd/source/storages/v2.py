@@ -11,7 +11,7 @@ layout reported by other readers:
   row ids only; every read goes through the ``(session_id, seq)``,
   ``(session_id, type, seq)`` or ``(time_created)`` index;
 * one row per user prompt, per model step and per note; each is mapped onto a
-  :class:`~opencode_memoryd.source.rows.MessageRow` by :mod:`.v2rows`;
+  :class:`~opencode_memoryd.conversation.rows.MessageRow` by :mod:`.v2rows`;
 * rows are updated in place after insert, and v2 turns never bump
   ``session.time_updated``, so change detection reads this table itself (:func:`activity`)
   and a turn waiting to finish is looked at again.
@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from opencode_memoryd.source.rows import MessageRow, decode_object, sub_object
+from opencode_memoryd.conversation.rows import MessageRow, decode_object, sub_object
+from opencode_memoryd.conversation.transcript import Readable
 from opencode_memoryd.source.schema import Query, SchemaInfo
 from opencode_memoryd.source.storages import v2_history
 from opencode_memoryd.source.storages.base import (
@@ -35,7 +36,6 @@ from opencode_memoryd.source.storages.base import (
     TextPart,
 )
 from opencode_memoryd.source.storages.v2rows import message_from_v2
-from opencode_memoryd.source.transcript import Readable
 
 #: Most session ids in one ``VALUES`` list.
 IDS_BATCH = 500

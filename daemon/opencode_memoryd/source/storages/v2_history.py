@@ -19,11 +19,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from opencode_memoryd.source.rows import MessageRow
+from opencode_memoryd.conversation.rows import MessageRow
+from opencode_memoryd.conversation.transcript import Readable, readable, tool_line
 from opencode_memoryd.source.storages.base import Reader, SearchScope
 from opencode_memoryd.source.storages.sessions import session_union
 from opencode_memoryd.source.storages.v2rows import message_from_v2
-from opencode_memoryd.source.transcript import Readable, readable, tool_line
 
 #: Most session ids in one ``IN (…)`` or ``VALUES`` list.
 IN_BATCH = 500
@@ -148,7 +148,8 @@ def role_of(message: MessageRow) -> str:
 
 
 def readable_v2(message: MessageRow, *, tool_output_chars: int) -> Readable:
-    """A v2 row as readable text, as :func:`~.transcript.readable` renders a 1.x message.
+    """A v2 row as readable text, as
+    :func:`~opencode_memoryd.conversation.transcript.readable` renders a 1.x message.
 
     ``user``: the human text, then ``[file: name]`` per attachment (``files[]``);
     ``assistant``: as 1.x (text, ``[tool] …`` lines, ``[error: type]``); ``synthetic``:
