@@ -117,7 +117,8 @@ class Storage(Protocol):
         ...
 
     def holds(self, db: Reader, session_id: str) -> bool:
-        """Whether the session has a row here (one indexed look-up)."""
+        """Whether the session has a row here (one indexed look-up; only when
+        :meth:`present`)."""
         ...
 
     def holds_sql(self, schema: SchemaInfo, session_id_sql: str) -> str | None:

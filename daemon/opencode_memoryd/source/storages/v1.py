@@ -70,8 +70,8 @@ class MessageStorage:
         return schema.has_v1_messages
 
     def holds(self, db: Reader, session_id: str) -> bool:
-        return self.present(db.schema) and bool(db.rows(
-            "SELECT 1 FROM message WHERE session_id = :sid LIMIT 1", {"sid": session_id}))
+        return bool(db.rows("SELECT 1 FROM message WHERE session_id = :sid LIMIT 1",
+                            {"sid": session_id}))
 
     def holds_sql(self, schema: SchemaInfo, session_id_sql: str) -> str | None:
         if not self.present(schema):

@@ -55,9 +55,8 @@ class SessionMessageStorage:
         return schema.has_session_message
 
     def holds(self, db: Reader, session_id: str) -> bool:
-        return self.present(db.schema) and bool(db.rows(
-            "SELECT 1 FROM session_message WHERE session_id = :sid LIMIT 1",
-            {"sid": session_id}))
+        return bool(db.rows("SELECT 1 FROM session_message WHERE session_id = :sid LIMIT 1",
+                            {"sid": session_id}))
 
     def holds_sql(self, schema: SchemaInfo, session_id_sql: str) -> str | None:
         if not self.present(schema):
