@@ -37,13 +37,13 @@ sys.path.insert(0, str(ROOT / "tests"))
 from fake_openai import FakeOpenAI  # noqa: E402
 from opencode_memoryd import logs  # noqa: E402
 from opencode_memoryd.capture.processor import Limits, SessionProcessor  # noqa: E402
+from opencode_memoryd.conversation.transcript import chunk_turns, estimate_tokens  # noqa: E402
+from opencode_memoryd.conversation.turns import drop_fork_copies, group_turns  # noqa: E402
 from opencode_memoryd.extract.llm_extractor import LlmExtractor, build_prompt  # noqa: E402
 from opencode_memoryd.llm.chat import ChatClient  # noqa: E402
 from opencode_memoryd.models import TranscriptLine  # noqa: E402
 from opencode_memoryd.redaction.engine import redact  # noqa: E402
 from opencode_memoryd.source.reader import OpenCodeDB  # noqa: E402
-from opencode_memoryd.source.transcript import chunk_turns, estimate_tokens  # noqa: E402
-from opencode_memoryd.source.turns import drop_fork_copies, group_turns  # noqa: E402
 from opencode_memoryd.state.db import StateDB  # noqa: E402
 from opencode_memoryd.store.edge import EdgeStore  # noqa: E402
 from opencode_writer import OpenCodeWriter, empty_copy  # noqa: E402

@@ -26,18 +26,18 @@ from conftest import (
     wait_until,
     write_config,
 )
-from opencode_memoryd.logs import LOG_FILE_NAME
-from opencode_memoryd.models import FACT_TYPES
-from opencode_memoryd.source.rows import MessageRow, PartRow, decode_object
-from opencode_memoryd.source.transcript import (
+from opencode_memoryd.conversation.rows import MessageRow, PartRow, decode_object
+from opencode_memoryd.conversation.transcript import (
     chunk_turns,
     compaction_request,
     human_text,
     readable,
     transcript_lines,
 )
-from opencode_memoryd.source.turns import drop_fork_copies, finished_prefix, group_turns
-from opencode_memoryd.source.v2rows import message_from_v2
+from opencode_memoryd.conversation.turns import drop_fork_copies, finished_prefix, group_turns
+from opencode_memoryd.logs import LOG_FILE_NAME
+from opencode_memoryd.models import FACT_TYPES
+from opencode_memoryd.source.storages.v2rows import message_from_v2
 
 PNPM = "We always use pnpm, never npm."
 PY39 = "The data-pipeline service must stay compatible with Python 3.9."

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from opencode_memoryd.conversation.activity import command_key, session_activity
+from opencode_memoryd.conversation.rows import MessageRow, PartRow
 from opencode_memoryd.extract.digest import cap, condense_summary
-from opencode_memoryd.source.activity import command_key, session_activity
-from opencode_memoryd.source.rows import MessageRow, PartRow
 from opencode_memoryd.state.db import StateDB
 
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from conftest import ACME, MANIFEST, PIPELINE, cli_json
+from opencode_memoryd.conversation.transcript import human_text
+from opencode_memoryd.conversation.turns import drop_fork_copies, finished_prefix, group_turns
 from opencode_memoryd.errors import SourceError, SourceSchemaError
 from opencode_memoryd.source.discover import DatabaseFinder, discover_databases
 from opencode_memoryd.source.reader import OpenCodeDB
-from opencode_memoryd.source.transcript import human_text
-from opencode_memoryd.source.turns import drop_fork_copies, finished_prefix, group_turns
 
 
 def _sha(path: Path) -> str:

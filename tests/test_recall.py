@@ -18,8 +18,8 @@ from conftest import start_daemon, wait_until, write_config
 from opencode_memoryd.compose import DAEMON_INFO_FILE, App
 from opencode_memoryd.config.loader import load_config
 from opencode_memoryd.config.paths import state_dir
-from opencode_memoryd.source.rows import MessageRow, PartRow
-from opencode_memoryd.source.transcript import human_text
+from opencode_memoryd.conversation.rows import MessageRow, PartRow
+from opencode_memoryd.conversation.transcript import human_text
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.context_cache import ContextCache

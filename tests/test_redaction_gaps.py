@@ -12,9 +12,9 @@ import string
 
 import pytest
 
+from opencode_memoryd.conversation.transcript import _short
 from opencode_memoryd.redaction.engine import join_split_tokens, redact, scrub
 from opencode_memoryd.redaction.unicode import strip_invisible
-from opencode_memoryd.source.transcript import _short
 
 _RNG = random.Random(11)
 _ALNUM = string.ascii_letters + string.digits

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from conftest import FIXTURES, cli, cli_json, marks
+from opencode_memoryd.conversation.transcript import human_text, transcript_lines
+from opencode_memoryd.conversation.turns import Idle, finished_prefix, group_turns
 from opencode_memoryd.models import STORAGE_MESSAGE, STORAGE_SESSION_MESSAGE, Mark
 from opencode_memoryd.source.reader import OpenCodeDB
-from opencode_memoryd.source.transcript import human_text, transcript_lines
-from opencode_memoryd.source.turns import Idle, finished_prefix, group_turns
-from opencode_memoryd.source.v2rows import message_from_v2
+from opencode_memoryd.source.storages.v2rows import message_from_v2
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.state.engine import SCHEMA_VERSION
 from opencode_writer_v2 import V2Writer, make_synthetic_2x, rewrite_rows

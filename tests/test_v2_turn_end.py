@@ -33,9 +33,9 @@ from conftest import (
     wait_until,
     write_config,
 )
+from opencode_memoryd.conversation.turns import Idle, finished_prefix, group_turns
 from opencode_memoryd.source.reader import OpenCodeDB
-from opencode_memoryd.source.turns import Idle, finished_prefix, group_turns
-from opencode_memoryd.source.v2rows import message_from_v2
+from opencode_memoryd.source.storages.v2rows import message_from_v2
 from opencode_writer_v2 import V2Writer, make_synthetic_2x
 
 V2 = json.loads((FIXTURES / "opencode-v2-sample.db.manifest.json").read_text())

@@ -23,9 +23,9 @@ from opencode_memoryd.state.failures import ChunkFailure, failure_id
 if TYPE_CHECKING:
     from opencode_memoryd.capture.processor import SessionProcessor
     from opencode_memoryd.capture.report import SessionReport
+    from opencode_memoryd.conversation.rows import SessionRow
+    from opencode_memoryd.conversation.transcript import Chunk
     from opencode_memoryd.models import TranscriptLine
-    from opencode_memoryd.source.rows import SessionRow
-    from opencode_memoryd.source.transcript import Chunk
 
 log = structlog.get_logger(__name__)
 

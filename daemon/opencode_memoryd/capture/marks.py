@@ -12,9 +12,10 @@ from datetime import datetime
 
 import structlog
 
-from opencode_memoryd.models import STORAGE_MESSAGE, Mark, iso_utc
+from opencode_memoryd.conversation.rows import SessionRow
+from opencode_memoryd.models import Mark, iso_utc
 from opencode_memoryd.source.reader import OpenCodeDB
-from opencode_memoryd.source.rows import SessionRow
+from opencode_memoryd.source.storages.registry import named
 from opencode_memoryd.state.batch import StateBatch
 from opencode_memoryd.state.db import StateDB
 
@@ -27,15 +28,16 @@ def reconcile_mark(source: OpenCodeDB, state: StateDB | StateBatch, session: Ses
                    storage: str, clock: Callable[[], datetime]) -> None:
     """Make the stored mark a position in ``storage``, or drop it.
 
-    A 1.x mark stays as it is (a reverted message may vanish; reading goes on after its
-    position). A mark in ``session_message``, or in another storage than the one the
-    session is read from now, is looked up by message id: found elsewhere, it moves
+    A mark in a storage whose positions never change stays as it is (a reverted message
+    may vanish; reading goes on after its position). A mark in a storage that may move
+    its rows (``session_message``), or in another storage than the one the session is read
+    from now, is looked up by message id: found elsewhere, it moves
     there; not found (the rows were wiped, or the session changed storage without
     carrying the row over), the session is read again from its start.
     """
     src = source.identity
     stored = state.marks.get_mark(src, session.id)
-    if stored is None or stored.storage == storage == STORAGE_MESSAGE:
+    if stored is None or (stored.storage == storage and named(storage).stable_positions):
         return
     found = source.locate(session.id, stored.position[1], storage)
     if stored.storage == storage and found == stored.position:
@@ -56,15 +58,15 @@ def reconcile_mark(source: OpenCodeDB, state: StateDB | StateBatch, session: Ses
 def max_rowid(source: OpenCodeDB, state: StateDB | StateBatch, session: SessionRow,
               storage: str, mark: tuple[int, str] | None,
               clock: Callable[[], datetime]) -> int | None:
-    """The ``message`` rowid the session's mark has read up to (``None`` in another
-    storage, or with no mark). A mark recorded before rowids were kept gets (and keeps)
+    """The rowid the session's mark has read up to (``None`` in a storage that keeps no
+    rowids, or with no mark). A mark recorded before rowids were kept gets (and keeps)
     the one it stands for: the largest rowid at or before its position
-    (:meth:`~opencode_memoryd.source.lookups.SessionLookups.rowid_through`)."""
-    if storage != STORAGE_MESSAGE or mark is None:
+    (:meth:`~opencode_memoryd.source.reader.OpenCodeDB.rowid_through`)."""
+    if mark is None or not named(storage).keeps_rowid:
         return None
     src = source.identity
     found = state.marks.get_max_rowid(src, session.id)
     if found is None:
-        found = source.rowid_through(session.id, mark)
+        found = source.rowid_through(session.id, mark, storage)
         state.marks.set_mark(src, session.id, Mark(storage, mark), iso_utc(clock()), found)
     return found

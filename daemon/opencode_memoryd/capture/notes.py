@@ -15,7 +15,7 @@ note_id`) rewritten in place when its source changes, redacted and size-capped:
 * **session notes** (type ``session-summary``, one per session): when a top-level session
   is read to its end, has been idle for ``idle_ms`` and did not end with a compaction, the
   state it ended in (rules mode: files changed, commands still failing,
-  :mod:`opencode_memoryd.source.activity`) or a short summary of what it did (LLM mode).
+  :mod:`opencode_memoryd.conversation.activity`) or a short summary of what it did (LLM mode).
   ``basis`` is the last message it covers: written again only when the session went on.
   Not idle long enough yet: the report says when it will be (``summary_due_ms``).
 * **project briefs** (type ``project-brief``, one per project): on first sight of a git
@@ -38,13 +38,21 @@ from typing import Literal, NamedTuple, Protocol
 import structlog
 
 from opencode_memoryd.capture.report import NoteSettings, SessionReport
+from opencode_memoryd.conversation.activity import (
+    SessionActivity,
+    compaction_summaries,
+    render_state,
+    session_activity,
+    shown_command,
+)
+from opencode_memoryd.conversation.rows import MessageRow, SessionRow
+from opencode_memoryd.conversation.transcript import estimate_tokens, human_text, transcript_lines
+from opencode_memoryd.conversation.turns import drop_fork_copies, group_turns
 from opencode_memoryd.extract.digest import cap, condense_summary
 from opencode_memoryd.extract.generated import gate
 from opencode_memoryd.extract.reply import own_words
 from opencode_memoryd.extract.summarize import Summary
 from opencode_memoryd.models import (
-    STORAGE_MESSAGE,
-    STORAGE_SESSION_MESSAGE,
     Mark,
     Memory,
     TranscriptLine,
@@ -53,17 +61,8 @@ from opencode_memoryd.models import (
     utc_from_ms,
 )
 from opencode_memoryd.redaction.engine import scrub
-from opencode_memoryd.source.activity import (
-    SessionActivity,
-    compaction_summaries,
-    render_state,
-    session_activity,
-    shown_command,
-)
 from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB
-from opencode_memoryd.source.rows import MessageRow, SessionRow
-from opencode_memoryd.source.transcript import estimate_tokens, human_text, transcript_lines
-from opencode_memoryd.source.turns import drop_fork_copies, group_turns
+from opencode_memoryd.source.storages.registry import named
 from opencode_memoryd.source.worktree import find_manifests, find_readme, shareable
 from opencode_memoryd.state.batch import StateBatch
 from opencode_memoryd.state.db import StateDB
@@ -162,9 +161,10 @@ class SessionNotes:
 
     # -- compaction summaries ------------------------------------------------------------
 
-    def compactions(self, session: SessionRow, messages: Sequence[MessageRow]) -> int:
-        """Store each compaction summary among ``messages`` of a top-level session;
-        return how many were new."""
+    def compactions(self, session: SessionRow, messages: Sequence[MessageRow],
+                    storage: str) -> int:
+        """Store each compaction summary among ``messages`` of a top-level session (read
+        from ``storage``); return how many were new."""
         if not self.settings.session_summaries or session.is_subagent:
             return 0
         added = 0
@@ -174,8 +174,7 @@ class SessionNotes:
             if self.store.get([pid]):
                 continue  # stored before (a re-read), or forgotten by the user: keep it so
             if whole is None:  # the turns it restates were read by earlier runs
-                whole = self._read_to_end(session, STORAGE_MESSAGE if m.kind is None
-                                          else STORAGE_SESSION_MESSAGE)
+                whole = self._read_to_end(session, storage)
             grounds = scrub(_grounds(whole, m.id)).text
 
             def keep(item: str, grounds: str = grounds) -> str:
@@ -245,8 +244,7 @@ class SessionNotes:
         mark = self.state.marks.get_mark(self.source.identity, session.id)
         if end is None or mark is None or mark.storage != end.storage:
             return
-        if (end.position > mark.position if end.storage == STORAGE_MESSAGE
-                else end.position != mark.position):
+        if not named(end.storage).read_up_to(end.position, mark.position):
             return  # a turn is still unread
         pid = note_id(session.project_key, "session-summary", f"session:{session.id}")
         messages: list[MessageRow] | None = None

@@ -5,24 +5,22 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from opencode_memoryd.conversation.transcript import Chunk
 from opencode_memoryd.extract.sections import section_for, valid_section
 from opencode_memoryd.extract.supersede import replaced_terms
-from opencode_memoryd.models import STORAGE_MESSAGE, MemoryCandidate
+from opencode_memoryd.models import MemoryCandidate
 from opencode_memoryd.redaction.engine import scrub
-from opencode_memoryd.source.transcript import Chunk
+from opencode_memoryd.source.storages.registry import named
 
 #: Bumped when the transcript or prompt format changes, so old cached items are not reused.
 ITEM_FORMAT = "1"
 
 
 def item_id_of(source_id: str, session_id: str, chunk: Chunk, storage: str) -> str:
-    """The outbox id of a chunk: its positions in ``message``; in ``session_message`` its
-    first and last row ids only (``seq`` values change when OpenCode re-projects rows)."""
-    if storage == STORAGE_MESSAGE:
-        key = f"{ITEM_FORMAT}|{source_id}|{session_id}|{chunk.first}|{chunk.last}"
-    else:
-        key = (f"{ITEM_FORMAT}|{source_id}|{session_id}|{storage}|{chunk.first[1]}|"
-               f"{chunk.last[1]}")
+    """The outbox id of a chunk, from what its storage keeps stable across reads (see
+    :meth:`~opencode_memoryd.source.storages.base.Storage.chunk_key`)."""
+    stable = named(storage).chunk_key(source_id, session_id, chunk.first, chunk.last)
+    key = f"{ITEM_FORMAT}|{stable}"
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 

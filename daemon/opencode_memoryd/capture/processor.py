@@ -64,6 +64,10 @@ from opencode_memoryd.capture.report import Limits, SessionReport
 from opencode_memoryd.capture.secrets import SessionRedactor
 from opencode_memoryd.capture.supersede import Record
 from opencode_memoryd.capture.writer import write_memories
+from opencode_memoryd.conversation.activity import compaction_summaries
+from opencode_memoryd.conversation.rows import SessionRow
+from opencode_memoryd.conversation.transcript import Chunk, chunk_turns
+from opencode_memoryd.conversation.turns import drop_fork_copies, finished_prefix, group_turns
 from opencode_memoryd.errors import (
     DiskFullError,
     ExtractionError,
@@ -73,13 +77,11 @@ from opencode_memoryd.errors import (
 )
 from opencode_memoryd.extract.rules import RulesExtractor
 from opencode_memoryd.extract.summarize import RulesSummarizer
-from opencode_memoryd.models import STORAGE_MESSAGE, ExtractionResult, Mark, iso_utc
+from opencode_memoryd.models import ExtractionResult, Mark, iso_utc
 from opencode_memoryd.redaction.engine import redacting_also, scrub
-from opencode_memoryd.source.activity import compaction_summaries
 from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB
-from opencode_memoryd.source.rows import SessionRow
-from opencode_memoryd.source.transcript import Chunk, chunk_turns
-from opencode_memoryd.source.turns import Idle, drop_fork_copies, finished_prefix, group_turns
+from opencode_memoryd.source.storages.registry import named
+from opencode_memoryd.source.storages.sessions import idle_of
 from opencode_memoryd.state.batch import StateBatch
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.state.items import Item
@@ -178,7 +180,7 @@ class SessionProcessor:
         """Process every finished, unread turn of one session up to now.
 
         ``ends``: the newest row of each session, as
-        :meth:`~opencode_memoryd.source.lookups.SessionLookups.last_messages` read it for
+        :meth:`~opencode_memoryd.source.reader.OpenCodeDB.last_messages` read it for
         many sessions at once just before (a session left out has no row); ``None``: it is
         looked up. "Now" is then the moment of that look-up.
 
@@ -246,8 +248,8 @@ class SessionProcessor:
             return None
         storage = report.storage = end.storage
         reconcile_mark(self.source, self.writes, session, storage, self.clock)
-        idle = (Idle(session.time_idle, session.time_suspended)
-                if session.table == "session_v2" else None)
+        idle = idle_of(session)
+        keeps_rowid = named(storage).keeps_rowid
         while True:
             stored = self.writes.marks.get_mark(src, session.id)
             mark = stored.position if stored is not None and stored.storage == storage else None
@@ -266,8 +268,8 @@ class SessionProcessor:
                     and messages[-1].mark == end.position else None)
             real = drop_fork_copies(messages, session.time_created)
             self.redactor(session.id).learn_copies(messages, real, self.limits.tool_output_chars)
-            top = (max([max_rowid or 0, *(m.rowid for m in messages)])  # ``message`` only
-                   if storage == STORAGE_MESSAGE else None)
+            top = (max([max_rowid or 0, *(m.rowid for m in messages)])
+                   if keeps_rowid else None)
             if not real:  # a batch of fork copies only: nothing to read, move past them
                 self.writes.marks.set_mark(src, session.id, Mark(storage, messages[-1].mark),
                                            _now_iso(self.clock()), top)
@@ -292,7 +294,7 @@ class SessionProcessor:
             read = [m for t in done for m in t.messages]
             self.redactor(session.id).prepare((line for c in chunks for line in c.lines),
                                               (text for _, text in compaction_summaries(read)))
-            report.summaries += self.notes.compactions(session, read)
+            report.summaries += self.notes.compactions(session, read, storage)
             times = {m.id: m.time_created for m in real}
             for chunk in chunks:
                 chunk = replace(chunk, rowid=max(chunk.rowid, max_rowid or 0))

@@ -24,13 +24,14 @@ from opencode_memoryd.capture.chunks import ChunkExtractor, Spent
 from opencode_memoryd.capture.failures import failure_fingerprint, failure_reason
 from opencode_memoryd.capture.processor import SessionProcessor
 from opencode_memoryd.capture.report import SessionReport
+from opencode_memoryd.conversation.rows import MessageRow, SessionRow
+from opencode_memoryd.conversation.transcript import chunk_turns
+from opencode_memoryd.conversation.turns import drop_fork_copies, group_turns
 from opencode_memoryd.errors import ExtractionError, UpstreamError
-from opencode_memoryd.models import STORAGE_MESSAGE, TranscriptLine, iso_utc
+from opencode_memoryd.models import TranscriptLine, iso_utc
 from opencode_memoryd.redaction.engine import redacting_also
 from opencode_memoryd.source.reader import MESSAGE_BATCH
-from opencode_memoryd.source.rows import MessageRow, SessionRow
-from opencode_memoryd.source.transcript import chunk_turns
-from opencode_memoryd.source.turns import drop_fork_copies, group_turns
+from opencode_memoryd.source.storages.registry import named
 from opencode_memoryd.state.failures import ChunkFailure
 
 log = structlog.get_logger(__name__)
@@ -46,10 +47,12 @@ def _retry_item_id(failure: ChunkFailure) -> str:
 
 def _chunk_messages(proc: SessionProcessor, failure: ChunkFailure) -> list[MessageRow]:
     """The chunk's messages, read again: those after ``failure.after`` up to its last
-    message (by id; in ``message`` also by position, should that row be gone)."""
+    message (by id; in a storage whose positions never change also by position, should
+    that row be gone)."""
     after = failure.after.position if failure.after else None
-    if after is not None and failure.storage != STORAGE_MESSAGE:
-        # session_message positions change when OpenCode re-projects rows: look it up
+    stable = named(failure.storage).stable_positions
+    if after is not None and not stable:
+        # positions change when OpenCode projects rows again: look the row up
         after = proc.source.locate(failure.session_id, after[1], failure.storage)
     out: list[MessageRow] = []
     started = failure.after is None or after is not None
@@ -61,7 +64,7 @@ def _chunk_messages(proc: SessionProcessor, failure: ChunkFailure) -> list[Messa
                 started = m.id == failure.first[1]
                 if not started:
                     continue
-            beyond = failure.storage == STORAGE_MESSAGE and m.mark > failure.last
+            beyond = stable and m.mark > failure.last
             if beyond:
                 return out
             out.append(m)

@@ -21,12 +21,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from opencode_memoryd.capture.report import SessionReport
+from opencode_memoryd.conversation.rows import MessageRow
+from opencode_memoryd.conversation.transcript import transcript_lines
+from opencode_memoryd.conversation.turns import group_turns
 from opencode_memoryd.models import TranscriptLine
 from opencode_memoryd.redaction.engine import Redacted, merge_counts, scrub_found
 from opencode_memoryd.redaction.known import SessionSecrets
-from opencode_memoryd.source.rows import MessageRow
-from opencode_memoryd.source.transcript import transcript_lines
-from opencode_memoryd.source.turns import group_turns
 from opencode_memoryd.state.db import StateDB
 
 __all__ = ["SessionRedactor"]

@@ -16,7 +16,7 @@ from opencode_memoryd.config.paths import normalize_dir
 
 if TYPE_CHECKING:
     from opencode_memoryd.compose import App
-    from opencode_memoryd.source.rows import SessionRow
+    from opencode_memoryd.conversation.rows import SessionRow
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -2,7 +2,7 @@
 
 It reads only human text (``user`` transcript lines: the sub-agent prompts, assistant
 text, tool output and compaction summaries are left out upstream, in
-:mod:`opencode_memoryd.source.transcript`). A message is cut into sentences
+:mod:`opencode_memoryd.conversation.transcript`). A message is cut into sentences
 (:mod:`opencode_memoryd.extract.segment`), each sentence is read by a small grammar
 (:mod:`opencode_memoryd.extract.grammar`), and the readings of one message are put
 together here:

@@ -14,7 +14,8 @@ import structlog
 
 from opencode_memoryd.debounce import backoff_seconds
 from opencode_memoryd.errors import MemorydError, SourceError
-from opencode_memoryd.models import STORAGE_SESSION_MESSAGE, Mark, iso_utc
+from opencode_memoryd.models import Mark, iso_utc
+from opencode_memoryd.source.storages.registry import named
 from opencode_memoryd.state.queue import GIVE_UP_ATTEMPTS
 
 if TYPE_CHECKING:
@@ -318,8 +319,8 @@ class SessionJobs:
             lock.release()
         if report.error is None:
             self._consecutive_failures = 0
-            if report.waiting and report.storage == STORAGE_SESSION_MESSAGE:
-                # a v2 turn ends with in-place updates that change detection may not see:
+            if report.waiting and named(report.storage).looks_again:
+                # a turn that ends with in-place updates change detection may not see:
                 # look again rather than wait for the next change
                 limits = self.app.limits()
                 self._retry(source_id, session_id,

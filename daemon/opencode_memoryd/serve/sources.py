@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING
 import structlog
 
 from opencode_memoryd.errors import SourceError, SourceSchemaError
-from opencode_memoryd.models import STORAGE_MESSAGE, Mark, iso_utc, utc_from_ms
+from opencode_memoryd.models import Mark, iso_utc, utc_from_ms
 from opencode_memoryd.source.discover import source_identity
 from opencode_memoryd.source.reader import OpenCodeDB
-from opencode_memoryd.source.reader_v2 import Stamp
+from opencode_memoryd.source.storages.registry import named
+from opencode_memoryd.source.storages.sessions import Stamp
 from opencode_memoryd.source.watcher import DbWatcher
 
 if TYPE_CHECKING:
@@ -352,8 +353,10 @@ class SourceTracking:
                     if (_read_up_to(last, marks.get(sid))
                             and top_rowids.get(sid, 0) <= rowids.get(sid, 0)):
                         continue  # no message yet, or read up to its newest one already
-                    if last is not None and last.storage == STORAGE_MESSAGE:
-                        since[sid] = min(now_ms, max(updated, last.position[0]))
+                    made = (named(last.storage).position_time(last.position)
+                            if last is not None else None)
+                    if made is not None:
+                        since[sid] = min(now_ms, max(updated, made))
                 due_ids.append(sid)
             self.state.queue.queue_touch_many(ident, due_ids, now_ms,
                                               self.cfg.quiet_period_seconds,
@@ -370,12 +373,9 @@ class SourceTracking:
 
 def _read_up_to(last: Mark | None, mark: Mark | None) -> bool:
     """Whether a session needs no reading: no row at all, or its mark is at its newest row
-    (in ``message``, at or after it: a reverted row may have vanished; in
-    ``session_message`` exactly there, since a wiped and rewritten table starts over)."""
+    (as its storage tells: :meth:`~opencode_memoryd.source.storages.base.Storage.read_up_to`)."""
     if last is None:
         return True
     if mark is None or mark.storage != last.storage:
         return False
-    if last.storage == STORAGE_MESSAGE:
-        return last.position <= mark.position
-    return last.position == mark.position
+    return named(last.storage).read_up_to(last.position, mark.position)

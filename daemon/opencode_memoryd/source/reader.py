@@ -1,25 +1,23 @@
-"""Read-only access to an OpenCode database (``opencode.db``): the 1.x tables and the v2 ones.
+"""Read-only access to an OpenCode database (``opencode.db``), whatever storages it holds.
 
 The only module in ``source`` that opens the database (one SQLAlchemy connection over
 ``sqlite3``, shared by the daemon's threads one statement at a time; ``sqlalchemy`` is
-imported when the first database is opened): the statements of
-:mod:`~opencode_memoryd.source.reader_v2` (v2 tables, the merged session list) and of
-:mod:`~opencode_memoryd.source.lookups` (per-session lookups in either storage) run through
-this module's connection. Rules it keeps, from how SQLite's WAL mode treats readers and from
-how OpenCode opens the file
+imported when the first database is opened). The statements of each storage of turns
+(:mod:`~opencode_memoryd.source.storages`: 1.x ``message``/``part``, v2
+``session_message``) and of the merged session list run through this module's connection;
+each session is read from the storage that holds it
+(:func:`~opencode_memoryd.source.storages.registry.storage_of`). Rules it keeps, from how
+SQLite's WAL mode treats readers and from how OpenCode opens the file
 (``journal_mode=WAL``, ``busy_timeout=5000``; observed with OpenCode 1.2.1 to 1.18.33):
 
 * the database is opened with a ``file:…?mode=ro`` URI (``immutable`` only on a folder that
   cannot be written, :mod:`~opencode_memoryd.source.uri`): never a write, never a
   checkpoint, never a PRAGMA that changes the file;
-* every read is a short bounded query whose cursor is fully consumed; a batch that must be
-  consistent across ``message`` and ``part`` runs in one explicit, short read transaction
-  that is ended at once, so no read transaction is ever held between reads (an open reader
-  stops OpenCode's checkpoints and lets its WAL grow);
-* messages are ordered by ``(time_created, id)`` through the ``(session_id, time_created, id)``
-  index and parts are read through the ``(message_id, id)`` index; there is no global scan;
-* each session is read from one storage (:meth:`OpenCodeDB.storage_of`): ``session_message``
-  when it has rows there, else ``message``/``part``;
+* every read is a short bounded query through an index whose cursor is fully consumed; a
+  batch that must be consistent across tables runs in one explicit, short read transaction
+  (:meth:`OpenCodeDB.read_transaction`) that is ended at once, so no read transaction is
+  ever held between reads (an open reader stops OpenCode's checkpoints and lets its WAL
+  grow);
 * the schema is detected when the database is opened and again whenever SQLite's schema
   cookie changes (:meth:`OpenCodeDB.refresh_schema`): an OpenCode upgrade adds tables under a
   running daemon;
@@ -30,7 +28,7 @@ how OpenCode opens the file
   read of its own session (its position cannot be recorded as a mark).
 
 Which tables and columns are required is decided in :mod:`opencode_memoryd.source.schema`;
-the rows returned are the plain values of :mod:`opencode_memoryd.source.rows`.
+the rows returned are the plain values of :mod:`opencode_memoryd.conversation.rows`.
 
 Errors: :class:`~opencode_memoryd.errors.SourceError` when the file is missing or unreadable,
 :class:`~opencode_memoryd.errors.SourceSchemaError` when a required table or column is absent.
@@ -40,28 +38,27 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from opencode_memoryd.conversation.rows import MessageRow, SessionRow, decode_text
 from opencode_memoryd.errors import SourceError
-from opencode_memoryd.models import STORAGE_SESSION_MESSAGE
-from opencode_memoryd.source import reader_v2
+from opencode_memoryd.models import Mark
 from opencode_memoryd.source.discover import source_identity
-from opencode_memoryd.source.lookups import SessionLookups
-from opencode_memoryd.source.rows import (
-    MessageRow,
-    PartRow,
-    SessionRow,
-    clean_text,
-    decode_object,
-    decode_text,
-    is_utf8,
+from opencode_memoryd.source.schema import (
+    SchemaInfo,
+    UnknownTable,
+    detect_schema,
+    table_activity,
+    unknown_tables,
 )
-from opencode_memoryd.source.schema import SchemaInfo, detect_schema
+from opencode_memoryd.source.storages import registry, sessions, v2
+from opencode_memoryd.source.storages.base import Storage
+from opencode_memoryd.source.storages.v2 import Activity
 from opencode_memoryd.source.uri import read_uri
 
 if TYPE_CHECKING:
@@ -73,7 +70,7 @@ log = structlog.get_logger(__name__)
 MESSAGE_BATCH = 400
 
 
-class OpenCodeDB(SessionLookups):
+class OpenCodeDB:
     """A read-only view of one OpenCode database.
 
     Args:
@@ -119,7 +116,7 @@ class OpenCodeDB(SessionLookups):
             assert isinstance(raw, sqlite3.Connection)  # StaticPool: never released
             self._raw = raw
             self._cookie = self.schema_cookie()
-            self.schema: SchemaInfo = detect_schema(self._rows, self.path)
+            self.schema: SchemaInfo = detect_schema(self.rows, self.path)
         except self._errors as exc:
             self.close()
             raise SourceError(f"cannot read OpenCode database {self.path}: "
@@ -152,7 +149,13 @@ class OpenCodeDB(SessionLookups):
             raise SourceError(f"OpenCode database {self.path} is closed")
         return self._raw
 
-    def _rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Any]:
+    def rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Any]:
+        """Run one bounded read-only statement and return all its rows (the
+        :class:`~opencode_memoryd.source.schema.Query` the storages read through).
+
+        Raises:
+            SourceError: SQLite failed, or a parameter is not UTF-8.
+        """
         with self._guard:
             try:
                 return self._driver().execute(sql, dict(params or {})).fetchall()
@@ -163,15 +166,23 @@ class OpenCodeDB(SessionLookups):
                                   f"({exc.reason})") from exc
 
     @contextmanager
-    def _read_transaction(self) -> Iterator[None]:
-        """One short, explicit read transaction (consistent snapshot), always ended."""
+    def read_transaction(self) -> Iterator[None]:
+        """One short, explicit read transaction (a consistent snapshot), always ended;
+        a failed ``BEGIN`` or ``COMMIT`` raises :class:`SourceError`."""
         with self._guard:  # BEGIN/COMMIT on the driver: SQLAlchemy keeps no transaction
             raw = self._driver()
-            raw.execute("BEGIN")
+            try:
+                raw.execute("BEGIN")
+            except self._errors as exc:
+                raise SourceError(f"reading {self.path} failed: {_reason(exc)}") from exc
             try:
                 yield
             finally:
-                raw.execute("COMMIT")
+                try:
+                    raw.execute("COMMIT")
+                except self._errors as exc:
+                    raise SourceError(f"reading {self.path} failed: "
+                                      f"{_reason(exc)}") from exc
 
     def select(self, sql: str, params: Mapping[str, Any] | None = None
                ) -> list[tuple[Any, ...]]:
@@ -184,18 +195,7 @@ class OpenCodeDB(SessionLookups):
         Raises:
             SourceError: SQLite failed (locked past the busy timeout, a malformed file).
         """
-        return [tuple(r) for r in self._rows(sql, params)]
-
-    def session_select(self) -> str:
-        """``SELECT … FROM session s LEFT JOIN project p`` yielding :class:`SessionRow`
-        columns in order (``time_archived`` is ``NULL`` where the column does not exist);
-        append a ``WHERE`` clause."""
-        archived = ("s.time_archived" if "time_archived" in self.schema.session_columns
-                    else "NULL")
-        return (f"SELECT s.id, s.project_id, s.parent_id, s.directory, s.title, "
-                f"s.time_created, s.time_updated, {archived}, "
-                f"coalesce(p.worktree, s.directory) "
-                f"FROM session s LEFT JOIN project p ON p.id = s.project_id")
+        return [tuple(r) for r in self.rows(sql, params)]
 
     # -- change detection ------------------------------------------------------------
 
@@ -212,7 +212,7 @@ class OpenCodeDB(SessionLookups):
         cookie = self.schema_cookie()
         if cookie == self._cookie:
             return False
-        self.schema = detect_schema(self._rows, self.path)
+        self.schema = detect_schema(self.rows, self.path)
         self._cookie = cookie
         return True
 
@@ -260,7 +260,7 @@ class OpenCodeDB(SessionLookups):
                 return []
             params.update({f"id{k}": v for k, v in enumerate(ids)})
             where.append("s.id IN (" + ", ".join(f":id{k}" for k in range(len(ids))) + ")")
-        out = reader_v2.session_rows(self._rows, self.schema, where, params)
+        out = sessions.session_rows(self.rows, self.schema, where, params)
         if not include_archived:
             out = [s for s in out if not s.archived]
         return out
@@ -268,13 +268,13 @@ class OpenCodeDB(SessionLookups):
     def insert_marks(self) -> dict[str, int]:
         """Where :meth:`inserted_since` starts: the newest rowid of each table holding
         sessions, messages and parts."""
-        return reader_v2.insert_marks(self._rows, self.schema)
+        return sessions.insert_marks(self.rows, self.schema)
 
     def inserted_since(self, marks: Mapping[str, int]) -> tuple[set[str], dict[str, int]]:
         """The ids of the sessions (sub-agents included) that sessions, messages or parts
         were inserted for since ``marks``, and the new marks (see
-        :func:`~opencode_memoryd.source.reader_v2.inserted_since`)."""
-        return reader_v2.inserted_since(self._rows, self.schema, marks)
+        :func:`~opencode_memoryd.source.sessions.inserted_since`)."""
+        return sessions.inserted_since(self.rows, self.schema, marks)
 
     def session_stamps(self, *, updated_after_ms: int | None = None,
                        ids: Sequence[str] | None = None, include_archived: bool = True
@@ -284,22 +284,32 @@ class OpenCodeDB(SessionLookups):
         detection compares, read without building :class:`SessionRow` values."""
         if ids is not None and not ids:
             return []
-        return reader_v2.session_stamps(self._rows, self.schema,
+        return sessions.session_stamps(self.rows, self.schema,
                                         updated_after_ms=updated_after_ms, ids=ids,
                                         include_archived=include_archived)
 
     def session_count(self) -> int:
         """How many top-level sessions :meth:`sessions` lists (archived ones included),
         counted without reading them."""
-        return reader_v2.session_count(self._rows, self.schema, ["s.parent_id IS NULL"], {})
+        return sessions.session_count(self.rows, self.schema, ["s.parent_id IS NULL"], {})
 
     def session(self, session_id: str) -> SessionRow | None:
         """One session by id (sub-agents included), or ``None`` when it was deleted."""
-        rows = reader_v2.session_rows(self._rows, self.schema, ["s.id = :id"],
+        rows = sessions.session_rows(self.rows, self.schema, ["s.id = :id"],
                                       {"id": session_id})
         return rows[0] if rows else None
 
-    # -- messages --------------------------------------------------------------------
+    # -- turns, in the storage each session is read from ---------------------------
+
+    def storage_for(self, session_id: str) -> Storage:
+        """The storage the session's turns are read from (see
+        :func:`~opencode_memoryd.source.storages.registry.storage_of`)."""
+        return registry.storage_of(self, session_id)
+
+    def storage_of(self, session_id: str) -> str:
+        """The name of the storage the session's turns are read from
+        (:attr:`~opencode_memoryd.models.Mark.storage`)."""
+        return self.storage_for(session_id).name
 
     def messages_after(
         self,
@@ -312,109 +322,97 @@ class OpenCodeDB(SessionLookups):
     ) -> list[MessageRow]:
         """Read up to ``limit`` messages of a session after a high-water mark, with parts.
 
-        In ``message``, a row is after the mark when its ``(time_created, id)`` is larger,
-        or its ``rowid`` is larger than ``max_rowid``: a message written later with a
-        smaller time (a clock set back, or an earlier row stamped in the future) is read.
-
         Args:
             session_id: the session.
-            mark: the position of the last message already processed in ``storage``
-                (``(time_created, id)`` in ``message``, ``(seq, id)`` in
-                ``session_message``), or ``None`` for the start of the session.
+            mark: the position of the last message already processed in ``storage``, or
+                ``None`` for the start of the session.
             limit: the most messages returned; call again from the last one for more.
-            storage: the table to read; :meth:`storage_of` the session when ``None``.
-            max_rowid: in ``message``, the largest rowid already processed (``None``:
-                only ``mark`` counts).
+            storage: the storage's name; the one the session is read from when ``None``.
+            max_rowid: in a storage that keeps rowids, the largest rowid already
+                processed (``None``: only ``mark`` counts).
 
         Returns:
-            Messages in ``(time_created, id)`` (``message``) or ``seq``
-            (``session_message``) order, each with its parts. Messages and parts come from
-            one consistent snapshot; the read transaction is closed on return. A row whose
-            ``data`` cannot be decoded is flagged ``corrupt``.
+            Messages in the storage's order, each with its parts (see
+            :meth:`~opencode_memoryd.source.storages.base.Storage.messages_after`).
 
         Raises:
-            SourceError: the read failed, or a message's id is not UTF-8.
+            SourceError: the read failed, a message's id is not UTF-8, or ``storage``
+                names no known storage.
         """
-        if (storage or self.storage_of(session_id)) == STORAGE_SESSION_MESSAGE:
-            return reader_v2.messages_after(self._rows, session_id, mark, limit)
-        if not self.schema.has_v1_messages:
-            return []
-        params: dict[str, Any] = {"sid": session_id, "limit": limit}
-        cond = ""
-        if mark is not None:
-            params["t"], params["mid"] = mark
-            after = "time_created > :t OR (time_created = :t AND id > :mid)"
-            if max_rowid is not None:
-                params["rowid"] = max_rowid
-                after += " OR rowid > :rowid"
-            cond = f"AND ({after})"
-        return self._messages(f"session_id = :sid {cond} ORDER BY time_created, id "
-                              "LIMIT :limit", params)
+        st = registry.named(storage) if storage else self.storage_for(session_id)
+        return st.messages_after(self, session_id, mark, limit=limit, max_rowid=max_rowid)
 
-    def message_count(self, session_id: str) -> int:
-        """How many messages a session has (counted on the ``(session_id, …)`` index)."""
-        return int(self._rows("SELECT count(*) FROM message WHERE session_id = :sid",
-                              {"sid": session_id})[0][0])
+    def last_messages(self, session_ids: Sequence[str]) -> dict[str, Mark]:
+        """The position of each session's newest row, in the storage it is read from
+        (``{session_id: Mark(storage, position)}``; sessions without any row are left
+        out), through each storage's index in batches of 500 ids, without reading any
+        message body: whether a session holds anything after its mark."""
+        return registry.last_messages(self, session_ids)
 
-    def message_page(self, session_id: str, *, offset: int, limit: int) -> list[MessageRow]:
-        """Messages ``offset`` … ``offset + limit - 1`` of a session, with their parts.
+    def max_rowids(self, session_ids: Sequence[str]) -> dict[str, int]:
+        """The largest rowid of each session's rows in the storages that keep rowids
+        (sessions without such rows are left out); no message body read."""
+        return registry.max_rowids(self, session_ids)
 
-        The page's ids are picked on the ``(session_id, time_created, id)`` index (rows
-        skipped by ``offset`` are never read), then those rows are read in one consistent
-        snapshot, in ``(time_created, id)`` order.
+    def rowid_through(self, session_id: str, position: tuple[int, str], storage: str) -> int:
+        """The largest rowid of the session's rows in ``storage`` at or before
+        ``position`` (0 when none): what a mark recorded without a rowid stands for."""
+        return registry.named(storage).rowid_through(self, session_id, position)
+
+    def locate(self, session_id: str, message_id: str, storage: str) -> tuple[int, str] | None:
+        """The position of one message of a session in ``storage``, or ``None`` when it is
+        not there (used to carry a mark across storages and to see a wiped table)."""
+        return registry.named(storage).locate(self, session_id, message_id)
+
+    def may_have_tool_parts(self, session_id: str, storage: str) -> bool:
+        """Whether the session may hold a ``tool`` or ``patch`` part (what changes files or
+        runs commands); ``False`` only when its storage can tell there is none."""
+        return registry.named(storage).may_have_tool_parts(self, session_id)
+
+    def in_flight(self, session_id: str, *, now_ms: int, abandoned_ms: int,
+                  row: SessionRow | None = None, unconfirmed_ms: int | None = None) -> bool:
+        """Whether the session (or a sub-agent of it) has an assistant message in flight.
+
+        Looks at the newest messages of the session and of its child sessions, each in the
+        storage it is read from; a message in flight for longer than ``abandoned_ms`` does
+        not count (a crashed OpenCode leaves one forever). A 2.x session whose
+        ``time_suspended`` is set (its busy period claimed: a turn running, or waiting for
+        queued prompts or background work) less than ``unconfirmed_ms`` ago (``None``:
+        ``abandoned_ms``) is in flight too; an older claim, or one that is no past time, is
+        left to the finished-turn rule. ``row``: the session's row when the caller has
+        just read it (else it is looked up).
         """
-        return self._messages(
-            "id IN (SELECT id FROM message WHERE session_id = :sid "
-            "ORDER BY time_created, id LIMIT :limit OFFSET :offset) "
-            "ORDER BY time_created, id",
-            {"sid": session_id, "limit": limit, "offset": offset})
+        session = row if row is not None and row.id == session_id else self.session(session_id)
+        return registry.in_flight(self, session_id, session, now_ms=now_ms,
+                                  abandoned_ms=abandoned_ms, unconfirmed_ms=unconfirmed_ms)
 
-    def _messages(self, where: str, params: Mapping[str, Any]) -> list[MessageRow]:
-        """Messages matching ``where`` (with its ORDER BY/LIMIT) and their parts, read in
-        one short read transaction that is closed on return."""
-        try:
-            with self._read_transaction():
-                rows = self._rows(
-                    "SELECT id, session_id, time_created, time_updated, data, rowid "
-                    f"FROM message WHERE {where}", params)
-                messages: list[MessageRow] = []
-                for r in rows:
-                    if not is_utf8(r[0]):
-                        raise SourceError(
-                            f"reading {self.path} failed: message {clean_text(r[0])!r} of "
-                            f"session {r[1]} (created at {r[2]}) has an id that is not "
-                            "UTF-8; the session cannot be read past it")
-                    data, corrupt = decode_object(r[4])
-                    if corrupt:
-                        log.warning("corrupt_message_row", message_id=r[0], session_id=r[1])
-                    messages.append(MessageRow(r[0], r[1], int(r[2]), int(r[3]), data,
-                                               corrupt=corrupt, rowid=int(r[5])))
-                self._attach_parts(messages)
-        except self._errors as exc:  # raised by BEGIN/COMMIT
-            raise SourceError(f"reading {self.path} failed: {_reason(exc)}") from exc
-        return messages
+    # -- change detection and diagnostics -------------------------------------------
 
-    def _attach_parts(self, messages: Sequence[MessageRow]) -> None:
-        by_id = {m.id: m for m in messages}
-        for chunk in _chunks(list(by_id), 200):
-            names = {f"m{i}": mid for i, mid in enumerate(chunk)}
-            placeholders = ", ".join(f":{k}" for k in names)
-            for pid, mid, raw in self._rows(
-                f"SELECT id, message_id, data FROM part WHERE message_id IN ({placeholders}) "
-                "ORDER BY message_id, id",
-                names,
-            ):
-                data, corrupt = decode_object(raw)
-                if corrupt:
-                    log.warning("corrupt_part_row", part_id=clean_text(pid), message_id=mid)
-                by_id[mid].parts.append(PartRow(clean_text(pid), data, corrupt))
+    def data_version(self) -> int:
+        """``PRAGMA data_version``: changes whenever another connection commits."""
+        return int(self.rows("PRAGMA data_version")[0][0])
+
+    def schema_cookie(self) -> int:
+        """``PRAGMA schema_version``: changes whenever a table or index is added or changed."""
+        return int(self.rows("PRAGMA schema_version")[0][0])
+
+    def activity(self, created_after_ms: int | None) -> Activity:
+        """Per-session activity in ``session_message`` (see
+        :func:`~opencode_memoryd.source.storages.v2.activity`)."""
+        return v2.activity(self.rows, self.schema, created_after_ms)
+
+    def unknown_tables(self) -> list[UnknownTable]:
+        """Tables of an unknown shape holding per-session rows (see
+        :func:`~opencode_memoryd.source.schema.unknown_tables`)."""
+        return unknown_tables(self.rows, self.schema)
+
+    def table_activity(self, tables: Sequence[str], since_ms: int
+                       ) -> dict[str, tuple[int, int | None]]:
+        """How many rows of each table were created after ``since_ms``, and the newest one
+        (for ``doctor``; see :func:`~opencode_memoryd.source.schema.table_activity`)."""
+        return table_activity(self.rows, tables, since_ms)
 
 
 def _reason(exc: BaseException) -> str:
     """The driver's message of a (wrapped) SQLite error."""
     return str(getattr(exc, "orig", None) or exc)
-
-
-def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
-    for i in range(0, len(items), size):
-        yield items[i:i + size]

@@ -188,3 +188,84 @@ def detect_schema(query: Query, path: Path) -> SchemaInfo:
         v2_session_columns=frozenset(c for c in OPTIONAL_V2_SESSION_COLUMNS
                                      if c in columns.get("session_v2", set())),
     )
+
+
+#: Rows in a table of unknown shape count as recent writes when this young (ms).
+RECENT_WRITES_MS = 3 * 86_400_000
+#: Columns of a time stamp in an unknown table, tried in this order.
+_TIME_COLUMNS = ("time_updated", "time_created", "updated", "created", "time")
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownTable:
+    """A table no known OpenCode release creates, that holds per-session rows.
+
+    Attributes:
+        name: the table.
+        rows: its row count.
+        newest_ms: the newest time stamp in it (ms; seconds are converted), or ``None``
+            when it has no time column.
+    """
+
+    name: str
+    rows: int
+    newest_ms: int | None
+
+    def recent(self, now_ms: int) -> bool:
+        """Whether its newest time stamp is less than :data:`RECENT_WRITES_MS` old."""
+        return self.newest_ms is not None and self.newest_ms >= now_ms - RECENT_WRITES_MS
+
+
+def unknown_tables(query: Query, schema: SchemaInfo) -> list[UnknownTable]:
+    """The unknown tables (:attr:`SchemaInfo.unknown_tables`) that look like conversation
+    storage: a ``session_id`` column, or a name with ``message``, ``part`` or ``turn``.
+    Reads each one's row count and newest time stamp (a scan of tables OpenCode has not
+    told us about; run at start-up and at each sweep, not on every change)."""
+    out: list[UnknownTable] = []
+    for table in schema.unknown_tables:
+        cols = {str(r[1]) for r in query(f'PRAGMA table_info("{table}")')}
+        if "session_id" not in cols and not any(w in table for w in
+                                                 ("message", "part", "turn")):
+            continue
+        rows = int(query(f'SELECT count(*) FROM "{table}"')[0][0])
+        newest: int | None = None
+        col = next((c for c in _TIME_COLUMNS if c in cols), None)
+        if col is not None:
+            value = query(f'SELECT max("{col}") FROM "{table}"')[0][0]
+            if isinstance(value, int | float):
+                newest = int(value * 1000) if value < 100_000_000_000 else int(value)
+        out.append(UnknownTable(table, rows, newest))
+    return out
+
+
+def table_activity(query: Query, tables: Sequence[str], since_ms: int
+                   ) -> dict[str, tuple[int, int | None]]:
+    """How many rows of each table were created after ``since_ms``, and the newest one.
+
+    For ``doctor``, never the daemon's loop: one full scan of each table (most have no
+    ``time_created`` index). Tables that are absent, or have no ``time_created``
+    column, are left out.
+
+    Args:
+        tables: table names, such as
+            :data:`~opencode_memoryd.source.schema.CONVERSATION_TABLES`; only names
+            of existing tables reach the SQL text.
+        since_ms: a time in ms since the epoch.
+
+    Returns:
+        ``{table: (rows created after since_ms, newest time_created in ms or None)}``.
+
+    Raises:
+        SourceError: a read failed.
+    """
+    present = {r[0] for r in query("SELECT name FROM sqlite_master WHERE type='table'")}
+    out: dict[str, tuple[int, int | None]] = {}
+    for table in tables:
+        if table not in present or "time_created" not in {
+                r[1] for r in query(f"PRAGMA table_info({table})")}:
+            continue
+        n, newest = query(
+            f'SELECT coalesce(sum(time_created > :t), 0), max(time_created) FROM "{table}"',
+            {"t": since_ms})[0]
+        out[table] = (int(n), int(newest) if newest is not None else None)
+    return out

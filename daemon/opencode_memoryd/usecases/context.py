@@ -56,10 +56,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from opencode_memoryd.config.paths import normalize_dir
+from opencode_memoryd.conversation.transcript import human_text, strip_cli_quotes
 from opencode_memoryd.errors import SourceError
 from opencode_memoryd.extract.sections import section_for
 from opencode_memoryd.models import Memory
-from opencode_memoryd.source.transcript import human_text, strip_cli_quotes
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
 from opencode_memoryd.usecases.fence import FENCE_CHARS, entry_line, seal
 from opencode_memoryd.usecases.fence import FRAMING as FRAMING

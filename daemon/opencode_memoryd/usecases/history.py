@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from opencode_memoryd.config.paths import normalize_dir
+from opencode_memoryd.conversation.rows import SessionRow
 from opencode_memoryd.errors import NotFoundError, RequestError, SourceError
 from opencode_memoryd.models import iso_utc, utc_from_ms
 from opencode_memoryd.redaction.engine import scrub
 from opencode_memoryd.redaction.known import SessionSecrets
 from opencode_memoryd.source import history as queries
-from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.usecases import limits
 from opencode_memoryd.usecases.history_secrets import session_secrets
 from opencode_memoryd.usecases.ports import AppPort
@@ -243,15 +243,16 @@ def messages(app: AppPort, *, session_id: str, offset: int = 0, limit: int = 50,
     limit = _whole("limit", limit, minimum=1, maximum=MAX_MESSAGES)
     with _databases(app, db) as dbs:
         source, row = _find_session(dbs, sid)
-        total = queries.message_count(source, sid)
-        page = queries.message_page(source, sid, offset=offset, limit=limit)
+        storage = source.storage_for(sid)
+        total = storage.message_count(source, sid)
+        page = storage.message_page(source, sid, offset=offset, limit=limit)
         active = queries.last_activity(source, row)
         known = session_secrets(source, sid, row.title)
     out = []
     for m in page:
-        r = queries.render(m, tool_output_chars=TOOL_OUTPUT_CHARS)
+        r = storage.render(m, tool_output_chars=TOOL_OUTPUT_CHARS)
         text, cut = _clean(r.text, MESSAGE_TEXT_CHARS, known)
-        out.append({"id": m.id, "role": queries.role_of(m), "time": _iso(m.time_created),
+        out.append({"id": m.id, "role": storage.role_of(m), "time": _iso(m.time_created),
                     "kind": r.kind, "text": text, "truncated": cut})
     end = offset + len(page)
     return {"session": session_info(row, active, known), "messages": out, "offset": offset,
@@ -377,7 +378,8 @@ def compactions(app: AppPort, *, session_id: str, db: str | None = None) -> dict
     sid = _text("session_id", session_id, "a session id such as ses_… (history sessions)")
     with _databases(app, db) as dbs:
         source, row = _find_session(dbs, sid)
-        points = queries.compactions(source, sid, limit=MAX_COMPACTIONS)
+        storage = source.storage_for(sid)
+        points = storage.compactions(source, sid, limit=MAX_COMPACTIONS)
         active = queries.last_activity(source, row)
         known = session_secrets(source, sid, row.title)
     out = []
@@ -388,7 +390,7 @@ def compactions(app: AppPort, *, session_id: str, db: str | None = None) -> dict
             "summary_message_id": None, "summary_time": None, "summary": None,
             "truncated": False}
         if p.summary is not None:
-            text = queries.render(p.summary, tool_output_chars=TOOL_OUTPUT_CHARS).text
+            text = storage.render(p.summary, tool_output_chars=TOOL_OUTPUT_CHARS).text
             item["summary"], item["truncated"] = _clean(text, SUMMARY_TEXT_CHARS, known)
             item["summary_message_id"] = p.summary.id
             item["summary_time"] = _iso(p.summary.time_created)

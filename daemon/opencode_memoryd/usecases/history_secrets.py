@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 
 from opencode_memoryd.redaction.engine import scrub_found
 from opencode_memoryd.redaction.known import Known, SessionSecrets
-from opencode_memoryd.source import history as queries
 
 if TYPE_CHECKING:
     from opencode_memoryd.source.reader import OpenCodeDB
@@ -56,7 +55,8 @@ def session_secrets(source: OpenCodeDB, session_id: str, title: str = "") -> Ses
     key = (str(source.path), session_id)
     with _LOCK:
         cached = _CACHE.get(key)
-    total = min(queries.message_count(source, session_id), SCAN_MAX_MESSAGES)
+    storage = source.storage_for(session_id)
+    total = min(storage.message_count(source, session_id), SCAN_MAX_MESSAGES)
     if cached is None or cached[0] > total:  # new, or messages were taken away: read all
         cached = (0, os.urandom(32), ())
     offset, digest_key, known = cached
@@ -64,10 +64,10 @@ def session_secrets(source: OpenCodeDB, session_id: str, title: str = "") -> Ses
     if title:
         secrets.learn(scrub_found(title)[1])
     while offset < total:
-        page = queries.message_page(source, session_id, offset=offset,
+        page = storage.message_page(source, session_id, offset=offset,
                                     limit=min(_PAGE, total - offset))
         for m in page:
-            text = queries.render(m, tool_output_chars=SCAN_TOOL_OUTPUT_CHARS).text
+            text = storage.render(m, tool_output_chars=SCAN_TOOL_OUTPUT_CHARS).text
             if text:
                 secrets.learn(scrub_found(text)[1])
         if not page:

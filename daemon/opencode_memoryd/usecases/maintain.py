@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from opencode_memoryd.conversation.rows import SessionRow
 from opencode_memoryd.dream.journal import DreamJournal
 from opencode_memoryd.errors import MemorydError, UpstreamError
 from opencode_memoryd.models import Mark, iso_utc
-from opencode_memoryd.source.rows import SessionRow
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.ports import AppPort

@@ -4,7 +4,7 @@
 Two sources: the daemon's queue in the state file (a session queued that long ago, with its
 attempts and last error), and the database against the high-water marks (a session with a
 finished turn after its mark that has been quiet that long). The finished-turn rule is the
-one capture applies (:mod:`opencode_memoryd.source.turns`: fork copies dropped, quiet for
+one capture applies (:mod:`opencode_memoryd.conversation.turns`: fork copies dropped, quiet for
 ``opencode.settle_seconds``, a 2.x turn whose last step ended and not marked idle after
 ``opencode.unconfirmed_turn_seconds``, a turn in flight longer than
 ``opencode.abandoned_turn_seconds`` counts as finished). The daemon extracts a session at
@@ -14,10 +14,11 @@ the latest ``max_wait_seconds`` after its first change, so a turn older than tha
 from __future__ import annotations
 
 from opencode_memoryd.capture.processor import Limits
+from opencode_memoryd.conversation.rows import SessionRow
+from opencode_memoryd.conversation.turns import drop_fork_copies, finished_prefix, group_turns
 from opencode_memoryd.models import Mark
 from opencode_memoryd.source.reader import MESSAGE_BATCH, OpenCodeDB
-from opencode_memoryd.source.rows import SessionRow
-from opencode_memoryd.source.turns import Idle, drop_fork_copies, finished_prefix, group_turns
+from opencode_memoryd.source.storages.sessions import idle_of
 from opencode_memoryd.state.queue import GIVE_UP_ATTEMPTS
 from opencode_memoryd.usecases.doctor.model import FAIL, OK, SKIP, WARN, Check, Context
 
@@ -45,8 +46,7 @@ def waited_ms(db: OpenCodeDB, session: SessionRow, mark: Mark | None, *, storage
     position = mark.position if mark is not None and mark.storage == storage else None
     messages = db.messages_after(session.id, position, limit=MESSAGE_BATCH, storage=storage)
     turns = group_turns(drop_fork_copies(messages, session.time_created))
-    idle = (Idle(session.time_idle, session.time_suspended)
-            if session.table == "session_v2" else None)
+    idle = idle_of(session)
     done = finished_prefix(turns, now_ms=now_ms, abandoned_ms=limits.abandoned_ms,
                            settle_ms=limits.settle_ms, idle=idle,
                            unconfirmed_ms=limits.unconfirmed_ms)

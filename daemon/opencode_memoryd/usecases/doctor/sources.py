@@ -15,6 +15,7 @@ from opencode_memoryd.errors import SourceError, SourceSchemaError
 from opencode_memoryd.models import iso_utc
 from opencode_memoryd.source.reader import OpenCodeDB
 from opencode_memoryd.source.schema import CONVERSATION_TABLES, READ_TABLES
+from opencode_memoryd.source.storages.registry import SHAPES
 from opencode_memoryd.usecases.doctor.backlog import stuck_check
 from opencode_memoryd.usecases.doctor.model import FAIL, OK, WARN, Check, Context, guarded
 
@@ -22,9 +23,6 @@ from opencode_memoryd.usecases.doctor.model import FAIL, OK, WARN, Check, Contex
 RECENT_DAYS = 7
 #: A row dated more than this far (ms) ahead of our clock is dated in the future.
 FUTURE_TOLERANCE_MS = 5 * 60_000
-#: The storage shape each conversation table belongs to (``session`` is shared).
-SHAPES: dict[str, str] = {"message": "1.x", "part": "1.x", "session_message": "v2",
-                          "session_v2": "v2"}
 
 Activity = dict[str, tuple[int, int | None]]
 

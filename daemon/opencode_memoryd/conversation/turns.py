@@ -42,7 +42,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from opencode_memoryd.source.rows import MessageRow, sub_object
+from opencode_memoryd.conversation.rows import MessageRow, sub_object
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""OpenCode's v2 ``session_message`` rows as :class:`~opencode_memoryd.source.rows.MessageRow`.
+"""OpenCode's v2 ``session_message`` rows as conversation messages
+(:class:`~opencode_memoryd.conversation.rows.MessageRow`).
 
 A v2 row keeps its kind in the ``type`` column and everything else in ``data`` (observed
 with OpenCode 1.18.33; 2.x is reported to keep the shape):
@@ -12,7 +13,7 @@ with OpenCode 1.18.33; 2.x is reported to keep the shape):
   ``state.metadata.exit``), so the transcript condenses tool calls the same way for both;
 * every other kind (``synthetic``, ``system``, ``shell``, ``compaction``,
   ``agent-switched``, ``model-switched``, ``location-switched``, ``idle``) is a *note*
-  (:attr:`~opencode_memoryd.source.rows.MessageRow.is_note`): no parts, never human text.
+  (:attr:`~opencode_memoryd.conversation.rows.MessageRow.is_note`): no parts, never human text.
 
 Pure mapping, no database access.
 """
@@ -22,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from opencode_memoryd.source.rows import MessageRow, PartRow, decode_object, sub_object
+from opencode_memoryd.conversation.rows import MessageRow, PartRow, decode_object, sub_object
 
 #: The kinds that are a question or an answer; every other kind is a note.
 TURN_KINDS = ("user", "assistant")

@@ -1,12 +1,8 @@
 """The history browser's statements over OpenCode's v2 storage (``session_message``).
 
-A session whose turns are in ``session_message`` (OpenCode 1.18.33's ``/api/session``
-sessions, every 2.x session) is read from there alone, never from ``message``/``part`` too
-(2.x copies 1.x rows under the same ids): see :mod:`~opencode_memoryd.source.reader_v2`.
 Sessions are listed from ``session_v2`` union ``session``
-(:func:`~opencode_memoryd.source.reader_v2.session_union`).
-
-Every statement runs through :meth:`OpenCodeDB.select` and is bounded by a ``LIMIT``, a
+(:func:`~.sessions.session_union`). Every statement runs through the :class:`~.base.Reader`
+of an open database and is bounded by a ``LIMIT``, a
 single session or a list of at most :data:`IN_BATCH` session ids, through the
 ``(session_id, seq)``, ``(session_id, type, seq)`` and ``(session_id, time_created, id)``
 indexes of ``session_message``. JSON is decoded in Python (:func:`message_from_v2`), where a
@@ -21,15 +17,13 @@ notes that carry text of the conversation: ``synthetic`` (text OpenCode wrote it
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from opencode_memoryd.source.reader_v2 import session_union
-from opencode_memoryd.source.rows import MessageRow
-from opencode_memoryd.source.transcript import Readable, readable, tool_line
-from opencode_memoryd.source.v2rows import message_from_v2
-
-if TYPE_CHECKING:
-    from opencode_memoryd.source.reader import OpenCodeDB
+from opencode_memoryd.conversation.rows import MessageRow
+from opencode_memoryd.conversation.transcript import Readable, readable, tool_line
+from opencode_memoryd.source.storages.base import Reader, SearchScope
+from opencode_memoryd.source.storages.sessions import session_union
+from opencode_memoryd.source.storages.v2rows import message_from_v2
 
 #: Most session ids in one ``IN (…)`` or ``VALUES`` list.
 IN_BATCH = 500
@@ -49,45 +43,7 @@ def _values(ids: Sequence[str]) -> Iterator[tuple[str, dict[str, Any]]]:
                {f"i{k}": sid for k, sid in enumerate(batch)})
 
 
-def recent_sessions(db: OpenCodeDB, condition: str, params: dict[str, Any], *,
-                    limit: int) -> list[tuple[Any, ...]]:
-    """Top-level sessions of both session tables matching ``condition`` (SQL on ``s``, the
-    session), newest activity first, at most ``limit``.
-
-    A session's activity is the later of its ``time_updated`` and the ``time_created`` of
-    its newest ``session_message`` row (v2 turns do not bump ``time_updated``): one index
-    lookup per session of the condition, then SQLite's top-``limit`` sort.
-
-    Returns:
-        Rows of the :class:`SessionRow` columns in order, then the activity (ms).
-    """
-    union = session_union(db.schema, ["s.parent_id IS NULL", condition])
-    if union is None:
-        return []
-    newest = ("coalesce((SELECT max(m.time_created) FROM session_message m "
-              "WHERE m.session_id = u.id), 0)" if db.schema.has_session_message else "0")
-    return db.select(f"SELECT u.*, max(u.time_updated, {newest}) AS active FROM ({union}) u "
-                     "ORDER BY active DESC, u.id DESC LIMIT :limit",
-                     {**params, "limit": limit})
-
-
-def last_activity(db: OpenCodeDB, session_ids: Sequence[str]) -> dict[str, int]:
-    """``{session_id: time_created of its newest session_message row}`` (ms); sessions
-    without rows are left out. One index lookup per session."""
-    out: dict[str, int] = {}
-    if not db.schema.has_session_message:
-        return out
-    for values, params in _values(list(session_ids)):
-        for sid, newest in db.select(
-                f"WITH ids(sid) AS (VALUES {values}) SELECT ids.sid, (SELECT "
-                "max(time_created) FROM session_message WHERE session_id = ids.sid) FROM ids",
-                params):
-            if newest is not None:
-                out[str(sid)] = int(newest)
-    return out
-
-
-def role_counts(db: OpenCodeDB, session_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
+def role_counts(db: Reader, session_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
     """``{session_id: (user rows, assistant rows)}`` of the sessions that have
     ``session_message`` rows (the others are left out); one assistant row per model
     step, as 1.x writes one assistant message per step. Reads the ``(session_id, type,
@@ -96,7 +52,7 @@ def role_counts(db: OpenCodeDB, session_ids: Sequence[str]) -> dict[str, tuple[i
     if not db.schema.has_session_message:
         return out
     for values, params in _values(list(session_ids)):
-        for sid, users, assistants in db.select(
+        for sid, users, assistants in db.rows(
                 f"WITH ids(sid) AS (VALUES {values}) SELECT m.session_id, "
                 "sum(m.type = 'user'), sum(m.type = 'assistant') FROM ids "
                 "JOIN session_message m ON m.session_id = ids.sid GROUP BY m.session_id",
@@ -105,18 +61,18 @@ def role_counts(db: OpenCodeDB, session_ids: Sequence[str]) -> dict[str, tuple[i
     return out
 
 
-def message_count(db: OpenCodeDB, session_id: str) -> int:
+def message_count(db: Reader, session_id: str) -> int:
     """How many rows of :data:`VISIBLE_KINDS` the session has in ``session_message``."""
-    return int(db.select(f"SELECT count(*) FROM session_message WHERE session_id = :sid "
+    return int(db.rows(f"SELECT count(*) FROM session_message WHERE session_id = :sid "
                          f"AND {_VISIBLE}", {"sid": session_id})[0][0])
 
 
-def message_page(db: OpenCodeDB, session_id: str, *, offset: int, limit: int
+def message_page(db: Reader, session_id: str, *, offset: int, limit: int
                  ) -> list[MessageRow]:
     """Rows ``offset`` … ``offset + limit - 1`` of :data:`VISIBLE_KINDS` of a session, in
     ``seq`` order, as :class:`MessageRow` values (see :mod:`~.v2rows`). The page's ids
     are picked on the index first, so skipped rows' ``data`` is never read."""
-    rows = db.select(
+    rows = db.rows(
         f"SELECT {_COLUMNS} FROM session_message WHERE id IN (SELECT id FROM "
         f"session_message WHERE session_id = :sid AND {_VISIBLE} ORDER BY seq "
         "LIMIT :limit OFFSET :offset) ORDER BY seq",
@@ -124,20 +80,19 @@ def message_page(db: OpenCodeDB, session_id: str, *, offset: int, limit: int
     return [message_from_v2(*r) for r in rows]
 
 
-def compaction_rows(db: OpenCodeDB, session_id: str, *, limit: int) -> list[MessageRow]:
+def compaction_rows(db: Reader, session_id: str, *, limit: int) -> list[MessageRow]:
     """A session's ``compaction`` rows (``reason``, ``summary``, 2.x ``status``), oldest
     first, at most ``limit``, through the ``(session_id, type, seq)`` index."""
-    rows = db.select(f"SELECT {_COLUMNS} FROM session_message WHERE session_id = :sid "
+    rows = db.rows(f"SELECT {_COLUMNS} FROM session_message WHERE session_id = :sid "
                      "AND type = 'compaction' ORDER BY seq LIMIT :limit",
                      {"sid": session_id, "limit": limit})
     return [message_from_v2(*r) for r in rows]
 
 
-def text_rows_like(db: OpenCodeDB, condition: str, params: dict[str, Any],
-                   patterns: Sequence[str], *, batch: int, max_rows: int
+def text_rows_like(db: Reader, scope: SearchScope, *, batch: int, max_rows: int
                    ) -> Iterator[tuple[str, MessageRow]]:
     """``(session title, row)`` for the :data:`SEARCH_KINDS` rows of the top-level
-    sessions matching ``condition`` whose ``data`` JSON is ``LIKE`` every pattern
+    sessions matching ``scope.condition`` whose ``data`` JSON is ``LIKE`` every pattern
     (``ESCAPE '\\'``), newest first (keyset paging on ``(time_created, id)``), ``batch``
     rows a statement and ``max_rows`` in all. Candidates only: the caller checks the
     text (:func:`search_text`).
@@ -145,12 +100,12 @@ def text_rows_like(db: OpenCodeDB, condition: str, params: dict[str, Any],
     Cost: each batch is one pass over the ``session_message`` rows of the matching
     sessions (the ``(session_id, …)`` index), matching every blob against the patterns.
     """
-    union = session_union(db.schema, ["s.parent_id IS NULL", condition])
-    if union is None or not db.schema.has_session_message or not patterns:
+    union = session_union(db.schema, ["s.parent_id IS NULL", scope.condition])
+    if union is None or not db.schema.has_session_message or not scope.patterns:
         return
-    params = dict(params)
+    params: dict[str, Any] = dict(scope.params)
     likes = []
-    for i, pattern in enumerate(patterns):
+    for i, pattern in enumerate(scope.patterns):
         params[f"t{i}"] = pattern
         likes.append(f"m.data LIKE :t{i} ESCAPE '\\'")
     kinds = ", ".join(f"'{k}'" for k in SEARCH_KINDS)
@@ -161,7 +116,7 @@ def text_rows_like(db: OpenCodeDB, condition: str, params: dict[str, Any],
     after = ""
     seen = 0
     while seen < max_rows:
-        rows = db.select(sql.format(after=after),
+        rows = db.rows(sql.format(after=after),
                          {**params, "batch": min(batch, max_rows - seen)})
         for title, *columns in rows:
             yield str(title or ""), message_from_v2(*columns)
@@ -193,7 +148,8 @@ def role_of(message: MessageRow) -> str:
 
 
 def readable_v2(message: MessageRow, *, tool_output_chars: int) -> Readable:
-    """A v2 row as readable text, as :func:`~.transcript.readable` renders a 1.x message.
+    """A v2 row as readable text, as
+    :func:`~opencode_memoryd.conversation.transcript.readable` renders a 1.x message.
 
     ``user``: the human text, then ``[file: name]`` per attachment (``files[]``);
     ``assistant``: as 1.x (text, ``[tool] …`` lines, ``[error: type]``); ``synthetic``:

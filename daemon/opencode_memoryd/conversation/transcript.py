@@ -16,10 +16,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from opencode_memoryd.conversation.rows import MessageRow, sub_object
+from opencode_memoryd.conversation.turns import Turn
 from opencode_memoryd.models import TranscriptLine
 from opencode_memoryd.redaction.engine import join_split_tokens
-from opencode_memoryd.source.rows import MessageRow, sub_object
-from opencode_memoryd.source.turns import Turn
 
 #: Longest assistant text kept on one transcript line, in characters.
 ASSISTANT_TEXT_CHARS = 600

@@ -1,11 +1,9 @@
 """The rows an OpenCode reader returns: sessions, messages and parts, as plain values.
 
-Every reader of an OpenCode database returns these types, for the 1.x ``message``/``part``
-tables and for the v2 ``session_message`` table alike (a v2 row is mapped onto
-:class:`MessageRow` by :mod:`opencode_memoryd.source.v2rows`), so turns, transcripts and
-the session processor never see how a row was stored. Times are integer milliseconds since
-the Unix epoch, as OpenCode writes them. ``message.data`` and ``part.data`` hold OpenCode's
-JSON; a row whose JSON cannot be decoded (not JSON, not an object, nested too deep, or not
+Every storage of :mod:`opencode_memoryd.source.storages` returns these types, so turns,
+transcripts and the session processor never see how a row was stored. Times are integer
+milliseconds since the Unix epoch, as OpenCode writes them. ``data`` holds OpenCode's JSON;
+a row whose JSON cannot be decoded (not JSON, not an object, nested too deep, or not
 UTF-8 text) is kept with ``{}`` and flagged ``corrupt``, never dropped, so a high-water mark
 can move past it: one bad row costs its own content only. Text that is not valid UTF-8
 arrives from the reader with its bad bytes as lone surrogates (``surrogateescape``);

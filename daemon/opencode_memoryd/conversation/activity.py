@@ -1,6 +1,6 @@
 """What a session did, from its rows: compaction summaries, edited files, failing commands.
 
-Pure logic over :class:`~opencode_memoryd.source.rows.MessageRow` values, for the memories
+Pure logic over :class:`~opencode_memoryd.conversation.rows.MessageRow` values, for the memories
 opencode-memoryd writes about sessions (never for user statements):
 
 * **compaction summaries**: the text of each assistant message with ``summary: true`` or
@@ -23,13 +23,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from opencode_memoryd.injection import instruction_reason, safe_name
-from opencode_memoryd.source.rows import MessageRow, sub_object
-from opencode_memoryd.source.transcript import (
+from opencode_memoryd.conversation.rows import MessageRow, sub_object
+from opencode_memoryd.conversation.transcript import (
     OWN_TOOL_PREFIX,
     human_text,
     is_compaction_summary,
 )
+from opencode_memoryd.injection import instruction_reason, safe_name
 
 #: Tools whose ``filePath`` input is a file they changed.
 EDIT_TOOLS = ("edit", "write", "multiedit")
