@@ -237,15 +237,9 @@ class SessionNotes:
         set ``report.summary_due_ms`` when it will be idle long enough. ``seen``: the
         session as its extraction just read it whole (not read again); ``end``: its newest
         row, when already looked up (``None``: it has none)."""
-        if seen is not None:
-            end = seen.end
-        elif isinstance(end, str):
-            end = self.source.last_messages([session.id]).get(session.id)
-        mark = self.state.marks.get_mark(self.source.identity, session.id)
-        if end is None or mark is None or mark.storage != end.storage:
+        end = self._read_end(session, seen.end if seen is not None else end)
+        if end is None:
             return
-        if not named(end.storage).read_up_to(end.position, mark.position):
-            return  # a turn is still unread
         pid = note_id(session.project_key, "session-summary", f"session:{session.id}")
         messages: list[MessageRow] | None = None
         if seen is not None:  # in hand: a session the rules have nothing to tell of is
@@ -264,8 +258,27 @@ class SessionNotes:
                 return  # no file changed, no command run: the rules have nothing to tell
             messages = self._read_to_end(session, end.storage)
         act = session_activity(messages)
-        if not self._worth_a_note(act):
-            return
+        if self._worth_a_note(act):
+            self._write_note(session, report, pid, act, messages, now)
+
+    def _read_end(self, session: SessionRow,
+                  end: Mark | Literal["unknown"] | None) -> Mark | None:
+        """The session's newest row (``end``, looked up when ``"unknown"``) when the
+        session's mark has read up to it in the same storage, else ``None`` (no row, no
+        mark, or a turn still unread)."""
+        if isinstance(end, str):
+            end = self.source.last_messages([session.id]).get(session.id)
+        mark = self.state.marks.get_mark(self.source.identity, session.id)
+        if end is None or mark is None or mark.storage != end.storage:
+            return None
+        if not named(end.storage).read_up_to(end.position, mark.position):
+            return None  # a turn is still unread
+        return end
+
+    def _write_note(self, session: SessionRow, report: SessionReport, pid: str,
+                    act: SessionActivity, messages: list[MessageRow], now: datetime) -> None:
+        """Write the session's note ``pid`` from its ``messages`` once it has been idle
+        long enough (``act``: what it did), else set ``report.summary_due_ms``."""
         now_ms = int(now.timestamp() * 1000)
         due = act.last_activity_ms + self.settings.idle_ms
         if now_ms < due:

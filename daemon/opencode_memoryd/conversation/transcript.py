@@ -130,19 +130,23 @@ def transcript_lines(turns: Iterable[Turn], *, tool_output_chars: int) -> list[T
                 if t:
                     lines.append(TranscriptLine(m.id, "user", t))
                 continue
-            if is_compaction_summary(m):
-                continue
-            for p in m.parts:
-                kind = p.data.get("type")
-                if kind == "text" and not p.data.get("synthetic"):
-                    t = str(p.data.get("text") or "").strip()
-                    if t:
-                        lines.append(TranscriptLine(m.id, "assistant",
-                                                    _short(t, ASSISTANT_TEXT_CHARS)))
-                elif kind == "tool" and not str(p.data.get("tool") or "").startswith(
-                        OWN_TOOL_PREFIX):
-                    lines.append(TranscriptLine(m.id, "tool",
-                                                tool_line(p.data, tool_output_chars)))
+            if not is_compaction_summary(m):
+                lines += _assistant_lines(m, tool_output_chars)
+    return lines
+
+
+def _assistant_lines(m: MessageRow, tool_output_chars: int) -> list[TranscriptLine]:
+    """The transcript lines of an assistant message ``m``: its visible text parts (not
+    synthetic ones) and its tool calls (not our own ``memory`` tool's), in order."""
+    lines: list[TranscriptLine] = []
+    for p in m.parts:
+        kind = p.data.get("type")
+        if kind == "text" and not p.data.get("synthetic"):
+            t = str(p.data.get("text") or "").strip()
+            if t:
+                lines.append(TranscriptLine(m.id, "assistant", _short(t, ASSISTANT_TEXT_CHARS)))
+        elif kind == "tool" and not str(p.data.get("tool") or "").startswith(OWN_TOOL_PREFIX):
+            lines.append(TranscriptLine(m.id, "tool", tool_line(p.data, tool_output_chars)))
     return lines
 
 

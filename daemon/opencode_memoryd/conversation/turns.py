@@ -120,6 +120,17 @@ def _confirmed_idle(turn: Turn, newest: MessageRow, idle: Idle) -> bool:
             and not idle.time_suspended)
 
 
+def _in_flight(answers: Sequence[MessageRow], *, now_ms: int, abandoned_ms: int) -> bool:
+    """Whether one of ``answers`` is still being written: not completed, no error, and
+    started less than ``abandoned_ms`` before ``now_ms`` (ms)."""
+    for r in answers:
+        if _time(r, "completed") is None and not r.data.get("error"):
+            started = _time(r, "created") or r.time_created
+            if now_ms - started < abandoned_ms:
+                return True
+    return False
+
+
 def is_finished(turn: Turn, *, now_ms: int, abandoned_ms: int, settle_ms: int,
                 followed: bool = False, idle: Idle | None = None,
                 unconfirmed_ms: int | None = None) -> bool:
@@ -145,11 +156,8 @@ def is_finished(turn: Turn, *, now_ms: int, abandoned_ms: int, settle_ms: int,
             return True  # notes only: nothing to wait for
         # No answer yet: in flight, unless it has waited longer than any real request.
         return now_ms - turn.user.time_created >= abandoned_ms
-    for r in answers:
-        if _time(r, "completed") is None and not r.data.get("error"):
-            started = _time(r, "created") or r.time_created
-            if now_ms - started < abandoned_ms:
-                return False
+    if _in_flight(answers, now_ms=now_ms, abandoned_ms=abandoned_ms):
+        return False
     newest = answers[-1]
     if newest.data.get("error") or _time(newest, "completed") is None:
         return True  # aborted, provider error, or abandoned

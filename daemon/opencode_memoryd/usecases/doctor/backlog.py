@@ -13,6 +13,8 @@ the latest ``max_wait_seconds`` after its first change, so a turn older than tha
 
 from __future__ import annotations
 
+from typing import Any
+
 from opencode_memoryd.capture.processor import Limits
 from opencode_memoryd.conversation.rows import SessionRow
 from opencode_memoryd.conversation.turns import drop_fork_copies, finished_prefix, group_turns
@@ -63,16 +65,7 @@ def stuck_check(ctx: Context, db: OpenCodeDB) -> Check:
     max_wait = cfg.daemon.max_wait_seconds
     max_wait_ms = int(max_wait * 1000)
     ident = db.identity
-    waiting: dict[str, str] = {}
-    for row in state.queue.queue():
-        queued = ctx.now_ms - int(row["first_change_ms"])
-        given_up = row["attempts"] >= GIVE_UP_ATTEMPTS
-        if row["source_id"] == ident and (queued > max_wait_ms or given_up):
-            waiting[row["session_id"]] = (
-                f"queued {age(queued)} ago"
-                + (f", given up after {row['attempts']} failed attempts" if given_up else
-                   f", {row['attempts']} failed attempt(s)" if row["attempts"] else "")
-                + (f", last error: {row['last_error']}" if row["last_error"] else ""))
+    waiting = _queued_too_long(state.queue.queue(), ident, ctx.now_ms, max_wait_ms)
     sessions = {s.id: s for s in db.sessions(include_archived=cfg.opencode.include_archived)}
     marks = state.marks.marks(ident)
     newest = db.last_messages(list(sessions))
@@ -101,6 +94,29 @@ def stuck_check(ctx: Context, db: OpenCodeDB) -> Check:
     more = f"; and {len(waiting) - NAMED} more" if len(waiting) > NAMED else ""
     detail = (f"{db.path}: {len(waiting)} session(s) with finished turns waiting longer "
               f"than max_wait_seconds ({max_wait:g} s): {named}{more}")
+    return _stuck_verdict(ctx, detail)
+
+
+def _queued_too_long(queue: list[dict[str, Any]], ident: str, now_ms: int,
+                     max_wait_ms: int) -> dict[str, str]:
+    """The sessions of database ``ident`` queued longer than ``max_wait_ms`` (ms) or given
+    up, with why: ``{session id: "queued 2 h ago, 3 failed attempt(s), last error: …"}``."""
+    waiting: dict[str, str] = {}
+    for row in queue:
+        queued = now_ms - int(row["first_change_ms"])
+        given_up = row["attempts"] >= GIVE_UP_ATTEMPTS
+        if row["source_id"] == ident and (queued > max_wait_ms or given_up):
+            waiting[row["session_id"]] = (
+                f"queued {age(queued)} ago"
+                + (f", given up after {row['attempts']} failed attempts" if given_up else
+                   f", {row['attempts']} failed attempt(s)" if row["attempts"] else "")
+                + (f", last error: {row['last_error']}" if row["last_error"] else ""))
+    return waiting
+
+
+def _stuck_verdict(ctx: Context, detail: str) -> Check:
+    """The ``stuck`` check when sessions wait (``detail`` names them): a warning while the
+    daemon catches up or when none runs, a failure when it runs and should have."""
     daemon = ctx.probes.daemon
     if daemon.running and (daemon.status or {}).get("daemon", {}).get("catching_up"):
         return Check("stuck", WARN, detail + " (the daemon is still catching up)",
