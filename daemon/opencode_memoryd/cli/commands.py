@@ -10,7 +10,7 @@ parser (:mod:`argparse`) and into the fast path's
 
 from __future__ import annotations
 
-from opencode_memoryd.config.xdg import normalize_dir
+from opencode_memoryd.config.paths import normalize_dir
 
 TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:

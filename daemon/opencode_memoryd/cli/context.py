@@ -8,7 +8,7 @@ import sys
 from opencode_memoryd.cli.commands import COMMANDS, declare
 from opencode_memoryd.cli.connect import use_cases
 from opencode_memoryd.cli.exits import EXIT_OK
-from opencode_memoryd.config.xdg import normalize_dir
+from opencode_memoryd.config.paths import normalize_dir
 
 TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from opencode_memoryd.cli.commands import COMMANDS, SERVED, declare
 from opencode_memoryd.cli.connect import use_cases
 from opencode_memoryd.cli.exits import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
 from opencode_memoryd.cli.render import print_memories
-from opencode_memoryd.config.xdg import normalize_dir
+from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.errors import NotFoundError
 from opencode_memoryd.staleness import stale_note
 

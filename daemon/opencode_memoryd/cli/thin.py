@@ -2,9 +2,9 @@
 
 ``opencode-memoryd mcp`` (started by OpenCode for every directory it opens) becomes a relay
 to the daemon's MCP server (:mod:`opencode_memoryd.serve.mcp_relay`) after reading only the
-state dir from the config file (:mod:`opencode_memoryd.config.light`). The read-only
-commands a running daemon serves (:data:`~opencode_memoryd.cli.commands.SERVED`) parse their
-arguments with the fast parser and ask
+state dir from the config file (:func:`~opencode_memoryd.config.paths.state_dir_from_file`).
+The read-only commands a running daemon serves (:data:`~opencode_memoryd.cli.commands.SERVED`)
+parse their arguments with the fast parser and ask
 the daemon with a :class:`ThinApp`, which loads the full config only if the daemon goes
 away meanwhile (the command then runs locally, as it would have). The top-level ``--help``
 and ``--version`` come from :func:`~opencode_memoryd.cli.main.top_level_parser` (the
@@ -24,6 +24,12 @@ command line.
 from __future__ import annotations
 
 from opencode_memoryd.cli.commands import SERVED, declare
+from opencode_memoryd.config.paths import (
+    SOCKET_ENV_VAR,
+    daemon_info,
+    mcp_socket_path,
+    state_dir_from_file,
+)
 
 TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:
@@ -34,8 +40,6 @@ if TYPE_CHECKING:
 
     from opencode_memoryd.compose import App
 
-#: Overrides the daemon's control socket (the MCP socket is found beside it).
-SOCKET_ENV_VAR = "OPENCODE_MEMORYD_SOCKET"
 
 
 class Line:
@@ -72,11 +76,7 @@ def split(argv: Sequence[str]) -> Line | None:
 
 def state_dir_of(line: Line, env: Mapping[str, str]) -> str | None:
     """The state dir for ``line``'s config (``None``: ask the full config)."""
-    from opencode_memoryd.config.light import light_state_dir
-    from opencode_memoryd.config.xdg import expand_home
-
-    explicit = expand_home(line.config, env) if line.config else None
-    return light_state_dir(explicit, env)
+    return state_dir_from_file(line.config, env)
 
 
 def mcp_socket_finder(state_dir: str, env: Mapping[str, str]) -> tuple[bool, object]:
@@ -84,12 +84,8 @@ def mcp_socket_finder(state_dir: str, env: Mapping[str, str]) -> tuple[bool, obj
     ``usable`` is false when a daemon runs that hosts no MCP server (an older version)."""
     from pathlib import Path
 
-    from opencode_memoryd.config.light import daemon_info
-
     override = env.get(SOCKET_ENV_VAR)
     if override:
-        from opencode_memoryd.serve.protocol import mcp_socket_path
-
         fixed = mcp_socket_path(Path(override))
         return True, lambda: fixed
     info = daemon_info(state_dir)
@@ -195,8 +191,6 @@ def _served(line: Line, env: Mapping[str, str]) -> int | None:
     state = state_dir_of(line, env)
     if state is None:
         return None
-    from opencode_memoryd.config.light import daemon_info
-
     sock = daemon_info(state).get("socket")
     if not isinstance(sock, str) or not sock:
         return None
