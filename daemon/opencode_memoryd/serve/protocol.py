@@ -54,7 +54,8 @@ The server is the standard library's :class:`http.server.BaseHTTPRequestHandler`
 :class:`socketserver.ThreadingUnixStreamServer`: the endpoint serves a handful of requests
 from the same user, so a maintained, dependency-free server is enough; it is hardened here
 with a body size cap, a per-connection socket timeout, JSON-only error bodies and no
-keep-alive. The client uses ``httpx`` with a Unix-socket transport.
+keep-alive. The client (:mod:`~opencode_memoryd.serve.control_client`) writes one HTTP/1.1
+request per connection by hand.
 """
 
 from __future__ import annotations
