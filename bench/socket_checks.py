@@ -1,4 +1,4 @@
-"""What the socket owner checks cost a client: ``raw_client.ping`` to a real control
+"""What the socket owner checks cost a client: ``control_client.ping`` to a real control
 server in a fresh 0700 folder, with the checks (folder and file ``lstat``, then
 ``SO_PEERCRED`` on the connection) and with them replaced by no-ops, and
 ``peer.check_path`` alone.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import structlog
 
-from opencode_memoryd.serve import peer, raw_client
+from opencode_memoryd.serve import control_client, peer
 from opencode_memoryd.serve.control_server import ControlServer
 
 
@@ -46,10 +46,10 @@ def main() -> None:
     try:
         with ControlServer(path, {}):
             def ping() -> None:
-                raw_client.ping(path)
+                control_client.ping(path)
 
             checked = [_per_call_us(ping, args.pings) for _ in range(args.rounds)]
-            names = vars(raw_client)
+            names = vars(control_client)
             kept = names["check_path"], names["check_peer"]
             names["check_path"] = lambda _path: None
             names["check_peer"] = lambda _sock, _path: None

@@ -475,3 +475,28 @@ def test_response_is_plain_json(serve: Callable[..., ControlServer], sock: Path)
     assert r.headers["content-type"] == "application/json"
     assert r.headers["connection"] == "close"
     assert json.loads(r.content) == {"result": {"echo": {"k": "v"}, "keys": ["k"]}}
+
+
+# -- one client ------------------------------------------------------------------------
+
+
+def test_the_client_class_is_the_fast_paths_client(serve: Callable[..., ControlServer],
+                                                    sock: Path) -> None:
+    """``ControlClient`` (the MCP server's, the tests') sends what the CLI's fast path
+    sends, and loads no HTTP library: a fresh interpreter pings and calls the daemon with
+    it, then reports which modules it loaded."""
+    import subprocess
+    import sys
+
+    serve({"echo": echo})
+    probe = ("import json, sys\n"
+             "from opencode_memoryd.serve.control_client import ControlClient\n"
+             "client = ControlClient(sys.argv[1])\n"
+             "print(json.dumps({'pid': client.ping(), 'echo': client.call('echo', {'a': 1}),\n"
+             "                  'http': [m for m in ('httpx', 'httpcore', 'h11')\n"
+             "                           if m in sys.modules]}))\n")
+    done = subprocess.run([sys.executable, "-c", probe, str(sock)], capture_output=True,
+                          text=True, timeout=60, check=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    got = json.loads(done.stdout)
+    assert got == {"pid": os.getpid(), "echo": {"echo": {"a": 1}, "keys": ["a"]}, "http": []}

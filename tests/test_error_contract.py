@@ -38,7 +38,7 @@ from opencode_memoryd.errors import (
     StoreInUseError,
     UpstreamError,
 )
-from opencode_memoryd.serve import raw_client
+from opencode_memoryd.serve import control_client
 from opencode_memoryd.serve.control_client import ControlClient
 from opencode_memoryd.serve.control_server import ControlServer
 
@@ -120,7 +120,7 @@ def test_every_error_round_trips_socket_to_client(
         server: Callable[[BaseException], None], sock: Path, exc: MemorydError,
         exit_code: int, status: int) -> None:
     server(exc)
-    for call in (lambda: raw_client.call(sock, "fail", {}),
+    for call in (lambda: control_client.call(sock, "fail", {}),
                  lambda: ControlClient(sock).call("fail", {})):
         with pytest.raises(RemoteError) as info:
             call()
@@ -140,7 +140,7 @@ def test_a_bug_crosses_as_a_generic_failure(server: Callable[[BaseException], No
                                             sock: Path) -> None:
     server(KeyError("secret internals"))
     with pytest.raises(RemoteError) as info:
-        raw_client.call(sock, "fail", {})
+        control_client.call(sock, "fail", {})
     local = info.value.local()
     assert type(local) is MemorydError
     assert (str(local), local.exit_code, info.value.status) == (GENERIC_MESSAGE, 1, 500)

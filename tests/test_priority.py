@@ -14,9 +14,9 @@ import pytest
 
 from conftest import wait_until
 from opencode_memoryd.serve import priority
+from opencode_memoryd.serve.control_client import call
 from opencode_memoryd.serve.control_server import ControlServer
 from opencode_memoryd.serve.priority import Foreground
-from opencode_memoryd.serve.raw_client import call
 
 
 def test_step_aside_returns_at_once_without_connections() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from opencode_memoryd.errors import NotFoundError
-from opencode_memoryd.serve import raw_client
+from opencode_memoryd.serve import control_client
 from opencode_memoryd.serve.control_server import ControlServer
 from opencode_memoryd.usecases import contract
 from opencode_memoryd.usecases.action import ActionRecall
@@ -26,7 +26,7 @@ from opencode_memoryd.usecases.service import Service
 PACKAGE = Path(contract.__file__).resolve().parents[1]
 #: The wire dispatch: the only modules that may turn a route name into a call.
 WIRE = {"cli/connect.py", "usecases/service.py", "usecases/contract.py", "usecases/routed.py",
-        "serve/commands.py", "serve/mcp_host.py", "serve/raw_client.py",
+        "serve/commands.py", "serve/mcp_host.py",
         "serve/control_client.py", "serve/mcp_server.py"}
 #: Functions that take a route name.
 ROUTE_TAKERS = {"run_use_case", "via_daemon", "call", "send"}
@@ -98,7 +98,7 @@ def test_the_remote_service_sends_each_method_as_its_route(sock: Path) -> None:
     server = ControlServer(sock, {r: handler(r) for r in ROUTES})
     server.start()
     try:
-        service = routed(lambda route, payload: raw_client.call(sock, route, payload))
+        service = routed(lambda route, payload: control_client.call(sock, route, payload))
         assert service.search(query="pnpm", limit=3) == {
             "route": "search", "payload": {"query": "pnpm", "limit": 3}}
         assert service.status() == {"route": "status", "payload": {}}

@@ -1,7 +1,7 @@
 """Socket squatting: another user who makes the socket's folder first (a shared
 ``$XDG_RUNTIME_DIR``, the ``$TMPDIR`` folder of a shortened path), a folder that is a
 symbolic link, or one open to others. The daemon refuses to serve there (and never
-chmods a link's target); the clients (raw, httpx, the CLI, the MCP relay) and the
+chmods a link's target); the clients (the control client, the CLI, the MCP relay) and the
 OpenCode plugin (run by the real OpenCode binary's Bun) send the squatter nothing.
 
 Another user's folder is made with ``chown`` to an unused uid, so those cases need root;
@@ -25,7 +25,7 @@ import pytest
 from conftest import cli, write_config
 from opencode_memoryd.errors import ControlError, SocketOwnerError
 from opencode_memoryd.install.opencode import render_plugin
-from opencode_memoryd.serve import raw_client
+from opencode_memoryd.serve import control_client
 from opencode_memoryd.serve.control_client import ControlClient
 from opencode_memoryd.serve.control_server import ControlServer
 from opencode_memoryd.serve.protocol import socket_path
@@ -117,7 +117,8 @@ def squatted(request: pytest.FixtureRequest, tmp_path: Path
 @pytest.mark.parametrize("squatted", HOWS, indirect=True)
 def test_the_clients_send_nothing(squatted: tuple[Path, Recorder, str]) -> None:
     path, server, says = squatted
-    for attempt in (lambda: raw_client.ping(path), lambda: raw_client.call(path, "status", {}),
+    for attempt in (lambda: control_client.ping(path),
+                    lambda: control_client.call(path, "status", {}),
                     lambda: ControlClient(path).ping(),
                     lambda: ControlClient(path).call("status", {})):
         with pytest.raises(SocketOwnerError) as caught:
@@ -239,7 +240,7 @@ def test_the_daemon_never_follows_a_symlinked_folder(tmp_path: Path) -> None:
     link.chmod(0o755)
     with ControlServer(link / "control.sock", {}):
         assert stat.S_IMODE(link.stat().st_mode) == 0o700
-        assert raw_client.ping(link / "control.sock") == os.getpid()
+        assert control_client.ping(link / "control.sock") == os.getpid()
 
 
 def test_the_daemon_process_stops_with_the_message(tmp_path: Path,
@@ -359,7 +360,7 @@ def test_a_socket_served_by_another_user_is_refused_even_in_our_folder(
         ours.mkdir(mode=0o700)
         os.rename(theirs / "s.sock", ours / "control.sock")
         os.chown(ours / "control.sock", os.getuid(), os.getgid())
-        for attempt in (lambda: raw_client.ping(ours / "control.sock"),
+        for attempt in (lambda: control_client.ping(ours / "control.sock"),
                         lambda: ControlClient(ours / "control.sock").call("status", {})):
             with pytest.raises(SocketOwnerError, match=f"served by uid {OTHER_UID}"):
                 attempt()

@@ -8,7 +8,6 @@ case: those live in :mod:`opencode_memoryd.usecases` and receive what is built h
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -45,8 +44,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 STATE_FILE_NAME = "state.db"
-#: Written by a running daemon: its pid and control socket.
-DAEMON_INFO_FILE = "daemon.json"
+#: Written by a running daemon: its pid and sockets (the name is the path module's).
+DAEMON_INFO_FILE = config_paths.DAEMON_INFO_FILE
 JOURNAL_FILE_NAME = "dream-journal.jsonl"
 #: Holds one item once the fallback to BM25 alone (no local model here) was logged.
 _FALLBACK_LOGGED: list[bool] = []
@@ -354,10 +353,8 @@ class App:
             clock=self.clock)
 
     def daemon_socket(self) -> Path | None:
-        """The control socket of a running daemon, from ``daemon.json``, or ``None``."""
-        path = self.state_dir / DAEMON_INFO_FILE
-        try:
-            return Path(json.loads(path.read_text())["socket"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+        """The control socket of a running daemon, from ``daemon.json``
+        (:func:`~opencode_memoryd.config.paths.daemon_info`), or ``None``."""
+        sock = config_paths.daemon_info(str(self.state_dir)).get("socket")
+        return Path(sock) if isinstance(sock, str) and sock else None
 

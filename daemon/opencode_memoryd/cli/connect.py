@@ -132,12 +132,12 @@ def via_daemon(app: App, name: str, payload: dict[str, Any]
     sock = app.daemon_socket() or _wait_for_starting_daemon(app)
     if sock is None:
         return False, None
-    from opencode_memoryd.serve import raw_client
+    from opencode_memoryd.serve import control_client
 
-    if raw_client.ping(sock) is None:
+    if control_client.ping(sock) is None:
         return False, None
     try:
-        return True, raw_client.call(sock, name, payload)
+        return True, control_client.call(sock, name, payload)
     except DaemonUnreachableError:
         return False, None
     except RemoteError as exc:

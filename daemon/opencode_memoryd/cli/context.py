@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import sys
 
-from opencode_memoryd.cli.commands import COMMANDS
+from opencode_memoryd.cli.commands import COMMANDS, declare
 from opencode_memoryd.cli.connect import use_cases
 from opencode_memoryd.cli.exits import EXIT_OK
-from opencode_memoryd.config.xdg import normalize_dir
+from opencode_memoryd.config.paths import normalize_dir
 
 TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:
@@ -18,18 +18,10 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``context`` to the CLI."""
-    c = sub.add_parser("context", help=COMMANDS["context"])
-    where = c.add_mutually_exclusive_group(required=True)
-    where.add_argument("--dir", metavar="DIR", type=normalize_dir, help="the session's folder")
-    where.add_argument("--project", metavar="ID", help="an OpenCode project id")
-    c.add_argument("--session", metavar="ID",
-                   help="the session (a sub-agent session gets nothing)")
-    c.add_argument("--query", metavar="TEXT",
-                   help="the task, for the \"Relevant to the task\" section")
-    c.add_argument("--json", action="store_true",
-                   help="print JSON: text, entries per section, project keys, reason")
-    c.set_defaults(handler=cmd_context)
+    """Add ``context`` to the CLI (its arguments from
+    :data:`~opencode_memoryd.cli.commands.SERVED`)."""
+    declare(sub.add_parser("context", help=COMMANDS["context"]), "context"
+            ).set_defaults(handler=cmd_context)
 
 
 def cmd_context(app: App, args: argparse.Namespace) -> int:

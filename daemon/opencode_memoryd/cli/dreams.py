@@ -10,7 +10,7 @@ from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.connect import use_cases
 from opencode_memoryd.cli.exits import EXIT_FAILURE, EXIT_OK
 from opencode_memoryd.cli.manage import as_agent
-from opencode_memoryd.config.xdg import normalize_dir
+from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.errors import NotFoundError
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.connect import on_daemon
 from opencode_memoryd.cli.exits import EXIT_OK
 from opencode_memoryd.cli.render import print_json, table
-from opencode_memoryd.config.xdg import normalize_dir
+from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.usecases import limits
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from opencode_memoryd.cli.commands import COMMANDS
 from opencode_memoryd.cli.connect import use_cases
 from opencode_memoryd.cli.exits import EXIT_OK
-from opencode_memoryd.config.xdg import normalize_dir
+from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.errors import NotFoundError, RefusedError, RequestError
 from opencode_memoryd.vocab import FACT_TYPES
 

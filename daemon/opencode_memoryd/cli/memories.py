@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import sys
 
-from opencode_memoryd.cli.commands import COMMANDS
+from opencode_memoryd.cli.commands import COMMANDS, SERVED, declare
 from opencode_memoryd.cli.connect import use_cases
 from opencode_memoryd.cli.exits import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
 from opencode_memoryd.cli.render import print_memories
-from opencode_memoryd.config.xdg import normalize_dir
+from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.errors import NotFoundError
 from opencode_memoryd.staleness import stale_note
 
@@ -21,36 +21,12 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``list``, ``search`` and ``show`` to the CLI."""
-    ls = sub.add_parser("list", help=COMMANDS["list"],
-                        description="Without --dir, --user or --everywhere: the memories of "
-                                    "the current folder's project when it has some, else "
-                                    "every project's.")
-    which = ls.add_mutually_exclusive_group()
-    which.add_argument("--dir", metavar="DIR", type=normalize_dir,
-                       help="only the memories of DIR's project (default: the current "
-                            "folder's, when it has some)")
-    which.add_argument("--user", action="store_true", help="only user-scope memories")
-    which.add_argument("--everywhere", action="store_true",
-                       help="every project's memories (the default outside a project's "
-                            "folder)")
-    ls.add_argument("--db", metavar="PATH", help="OpenCode database used to resolve --dir "
-                    "(without one: the projects stored for DIR or a parent folder)")
-    ls.add_argument("--all", action="store_true",
-                    help="also the memories a dream retired (tombstones)")
-    ls.add_argument("--json", action="store_true", help="print a JSON array")
-    ls.set_defaults(handler=cmd_list)
-
-    s = sub.add_parser("search", help=COMMANDS["search"])
-    s.add_argument("query")
-    s.add_argument("--dir", metavar="DIR", type=normalize_dir,
-                   help="DIR's project memories and user-scope memories only")
-    s.add_argument("--db", metavar="PATH", help="OpenCode database used to resolve --dir")
-    s.add_argument("--limit", type=int, default=10, metavar="N", help="results (default 10)")
-    s.add_argument("--all", action="store_true",
-                   help="also match the memories a dream retired (tombstones)")
-    s.add_argument("--json", action="store_true", help="print a JSON array")
-    s.set_defaults(handler=cmd_search)
+    """Add ``list``, ``search`` and ``show`` to the CLI (the served ``list`` and ``search``
+    with their arguments from :data:`~opencode_memoryd.cli.commands.SERVED`)."""
+    for name, handler in (("list", cmd_list), ("search", cmd_search)):
+        declare(sub.add_parser(name, help=COMMANDS[name],
+                               description=SERVED[name].description), name
+                ).set_defaults(handler=handler)
 
     sh = sub.add_parser("show", help=COMMANDS["show"])
     sh.add_argument("id", help="the memory id (or a unique prefix, 4+ characters)")

@@ -2,15 +2,16 @@
 
 Importing :mod:`argparse` (with :mod:`gettext`, :mod:`locale` and :mod:`warnings`) and
 building a parser cost a served command several milliseconds, a quarter of what it costs
-beyond the interpreter's start. A command module's ``register(sub)`` builds its parsers
-with ``sub.add_parser(...)``; on the served path ``sub`` hands out a :class:`QuickParser`,
-which records the same ``add_argument``, ``add_mutually_exclusive_group`` and
-``set_defaults`` calls and parses the plain cases the same way :mod:`argparse` would. For
+beyond the interpreter's start. The served commands' arguments are one table
+(:data:`~opencode_memoryd.cli.commands.SERVED`), which
+:func:`~opencode_memoryd.cli.commands.declare` renders with the same ``add_argument`` and
+``add_mutually_exclusive_group`` calls into the full parser and into a
+:class:`QuickParser`. This one parses the plain cases the way :mod:`argparse` would; for
 anything else it raises :class:`Unsure` and the command takes the full way (the real
-parser), which parses or reports it as always: an unknown or abbreviated option,
-``--``, a value that starts with ``-``, a missing or extra argument, two options of one
-exclusive group, a value its ``type`` or ``choices`` refuse, an ``add_argument`` feature
-it does not know (``nargs``, other actions).
+parser), which parses or reports it as always: an unknown or abbreviated option, ``--``, a
+value that starts with ``-``, a missing or extra argument, two options of one exclusive
+group, a value its ``type`` or ``choices`` refuse, an ``add_argument`` feature it does not
+know (``nargs``, other actions).
 """
 
 from __future__ import annotations
@@ -104,7 +105,6 @@ class QuickParser:
     def __init__(self, **_kwargs: Any) -> None:
         self._args: list[_Arg] = []
         self._groups: list[_Group] = []
-        self._defaults: dict[str, Any] = {}
 
     def add(self, names: Sequence[str], kwargs: dict[str, Any], group: _Group | None) -> None:
         """Record one argument (``add_argument``'s names and keywords)."""
@@ -124,10 +124,6 @@ class QuickParser:
         group = _Group(self, required)
         self._groups.append(group)
         return group
-
-    def set_defaults(self, **values: Any) -> None:
-        """Like :meth:`argparse.ArgumentParser.set_defaults`."""
-        self._defaults.update(values)
 
     def parse_args(self, argv: Sequence[str]) -> Namespace:
         """The namespace :mod:`argparse` would give for ``argv``.
@@ -172,6 +168,5 @@ class QuickParser:
             if len(used) > 1 or (group.required and not used):
                 raise Unsure("exclusive options")
         out = {a.dest: a.default for a in self._args}
-        out.update(self._defaults)
         out.update(values)
         return Namespace(**out)

@@ -65,9 +65,9 @@ def _running_daemon(app: App) -> int | None:
     """The pid of a daemon that serves or is starting, or ``None``."""
     sock = app.daemon_socket()
     if sock is not None:
-        from opencode_memoryd.serve import raw_client
+        from opencode_memoryd.serve import control_client
 
-        pid = raw_client.ping(sock)
+        pid = control_client.ping(sock)
         if pid is not None:
             return pid
     return daemon_starting(app)

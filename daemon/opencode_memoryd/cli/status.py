@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from opencode_memoryd import __version__
-from opencode_memoryd.cli.commands import COMMANDS
+from opencode_memoryd.cli.commands import COMMANDS, declare
 from opencode_memoryd.cli.connect import use_cases
 from opencode_memoryd.cli.exits import EXIT_OK
 
@@ -18,10 +18,11 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``status`` to the CLI."""
-    st = sub.add_parser("status", help=COMMANDS["status"])
-    st.add_argument("--json", action="store_true", help="print JSON")
-    st.set_defaults(handler=cmd_status)
+    """Add ``status`` to the CLI (its arguments from
+    :data:`~opencode_memoryd.cli.commands.SERVED`)."""
+    declare(sub.add_parser("status", help=COMMANDS["status"]), "status"
+            ).set_defaults(handler=cmd_status)
+
 
 def cmd_status(app: App, args: argparse.Namespace) -> int:
     """``status``: the daemon, config, store, databases, memories and the last run."""

@@ -2,8 +2,9 @@
 
 ``opencode-memoryd mcp`` (started by OpenCode for every directory it opens) becomes a relay
 to the daemon's MCP server (:mod:`opencode_memoryd.serve.mcp_relay`) after reading only the
-state dir from the config file (:mod:`opencode_memoryd.config.light`). The read-only
-commands a running daemon serves (:data:`THIN_COMMANDS`) parse their own arguments and ask
+state dir from the config file (:func:`~opencode_memoryd.config.paths.state_dir_from_file`).
+The read-only commands a running daemon serves (:data:`~opencode_memoryd.cli.commands.SERVED`)
+parse their arguments with the fast parser and ask
 the daemon with a :class:`ThinApp`, which loads the full config only if the daemon goes
 away meanwhile (the command then runs locally, as it would have). The top-level ``--help``
 and ``--version`` come from :func:`~opencode_memoryd.cli.main.top_level_parser` (the
@@ -15,11 +16,20 @@ before.
 A served command costs little more than the interpreter's start: this path imports
 neither :mod:`typing` nor :mod:`pathlib` (paths are strings here) nor :mod:`argparse`, and
 parses the arguments of the one command asked for with a
-:class:`~opencode_memoryd.cli.quickparse.QuickParser` (:class:`_OneCommand`) instead of
-building the whole command line.
+:class:`~opencode_memoryd.cli.quickparse.QuickParser` built from the same table as the full
+parser (:func:`~opencode_memoryd.cli.commands.declare`) instead of building the whole
+command line.
 """
 
 from __future__ import annotations
+
+from opencode_memoryd.cli.commands import SERVED, declare
+from opencode_memoryd.config.paths import (
+    SOCKET_ENV_VAR,
+    daemon_info,
+    mcp_socket_path,
+    state_dir_from_file,
+)
 
 TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:
@@ -28,14 +38,8 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from opencode_memoryd.cli.quickparse import QuickParser
     from opencode_memoryd.compose import App
 
-#: Commands served by a running daemon without loading the config schema: module, name.
-THIN_COMMANDS = {"search": "memories", "list": "memories", "status": "status",
-                 "context": "context"}
-#: Overrides the daemon's control socket (the MCP socket is found beside it).
-SOCKET_ENV_VAR = "OPENCODE_MEMORYD_SOCKET"
 
 
 class Line:
@@ -72,11 +76,7 @@ def split(argv: Sequence[str]) -> Line | None:
 
 def state_dir_of(line: Line, env: Mapping[str, str]) -> str | None:
     """The state dir for ``line``'s config (``None``: ask the full config)."""
-    from opencode_memoryd.config.light import light_state_dir
-    from opencode_memoryd.config.xdg import expand_home
-
-    explicit = expand_home(line.config, env) if line.config else None
-    return light_state_dir(explicit, env)
+    return state_dir_from_file(line.config, env)
 
 
 def mcp_socket_finder(state_dir: str, env: Mapping[str, str]) -> tuple[bool, object]:
@@ -84,12 +84,8 @@ def mcp_socket_finder(state_dir: str, env: Mapping[str, str]) -> tuple[bool, obj
     ``usable`` is false when a daemon runs that hosts no MCP server (an older version)."""
     from pathlib import Path
 
-    from opencode_memoryd.config.light import daemon_info
-
     override = env.get(SOCKET_ENV_VAR)
     if override:
-        from opencode_memoryd.serve.protocol import mcp_socket_path
-
         fixed = mcp_socket_path(Path(override))
         return True, lambda: fixed
     info = daemon_info(state_dir)
@@ -143,7 +139,7 @@ def fast_path(argv: Sequence[str], env: Mapping[str, str]) -> int | None:
         from opencode_memoryd.serve.mcp_relay import run
 
         return run(find)
-    if line.command in THIN_COMMANDS and not {"-h", "--help"} & set(line.rest):
+    if line.command in SERVED and not {"-h", "--help"} & set(line.rest):
         return _served(line, env)
     return None
 
@@ -189,49 +185,25 @@ class ThinApp:
                         self._env)
 
 
-class _OneCommand:
-    """Stands in for the sub-parsers of a command module's ``register(sub)``: hands out a
-    :class:`~opencode_memoryd.cli.quickparse.QuickParser` per command and keeps the one
-    of ``command``."""
-
-    def __init__(self, command: str) -> None:
-        self.command = command
-        self.parser: QuickParser | None = None
-
-    def add_parser(self, name: str, **kwargs: Any) -> QuickParser:
-        """A parser like ``add_subparsers().add_parser(name, ...)`` gives, without help
-        (``-h`` takes the full way)."""
-        from opencode_memoryd.cli.quickparse import QuickParser
-
-        parser = QuickParser(**kwargs)
-        if name == self.command:
-            self.parser = parser
-        return parser
-
-
 def _served(line: Line, env: Mapping[str, str]) -> int | None:
-    """Run a :data:`THIN_COMMANDS` command with a :class:`ThinApp` when a daemon runs."""
+    """Run a served command (:data:`~opencode_memoryd.cli.commands.SERVED`) with a
+    :class:`ThinApp` when a daemon runs."""
     state = state_dir_of(line, env)
     if state is None:
         return None
-    from opencode_memoryd.config.light import daemon_info
-
     sock = daemon_info(state).get("socket")
     if not isinstance(sock, str) or not sock:
         return None
-    from opencode_memoryd.cli.quickparse import Unsure
+    from opencode_memoryd.cli.quickparse import QuickParser, Unsure
 
-    module: Any = __import__(f"opencode_memoryd.cli.{THIN_COMMANDS[line.command]}",
-                             fromlist=["register"])
-    one = _OneCommand(line.command)
+    served = SERVED[line.command]
     args: Any  # the handlers take it as the argparse.Namespace it stands for
     try:
-        module.register(one)
-        if one.parser is None:
-            return None
-        args = one.parser.parse_args(line.rest)
+        args = declare(QuickParser(), line.command).parse_args(line.rest)
     except Unsure:
         return None
+    module = __import__(f"opencode_memoryd.cli.{served.module}", fromlist=[served.handler])
     args.command = line.command
+    args.handler = getattr(module, served.handler)
     handler: Callable[[Any, argparse.Namespace], int] = args.handler
     return int(handler(ThinApp(state, sock, line, env), args))

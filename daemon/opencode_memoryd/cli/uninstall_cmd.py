@@ -79,7 +79,7 @@ def remove_service(env: Mapping[str, str], *, dry_run: bool) -> bool:
 
 
 def _running_pid(state_dir: Path) -> int | None:
-    from opencode_memoryd.config.light import daemon_info
+    from opencode_memoryd.config.paths import daemon_info
 
     pid = daemon_info(str(state_dir)).get("pid")
     if not isinstance(pid, int) or pid <= 0:

@@ -47,7 +47,7 @@ def not_served(app: App, info: dict[str, object] | None) -> str:
     """Why no page answers, for ``web``: the daemon could not bind its port (another
     program holds it: the setting to change), it started before ``[web]`` was enabled (a
     restart), or no daemon runs."""
-    from opencode_memoryd.config.light import daemon_info
+    from opencode_memoryd.config.paths import daemon_info
     from opencode_memoryd.web.token import page_url
 
     cfg = app.config.web

@@ -7,8 +7,9 @@ at once, each with its key path.
 
 Modules:
 
-* :mod:`~opencode_memoryd.config.paths`: XDG directories, the config file, the state and
-  store dirs (standard library only, cheap to import);
+* :mod:`~opencode_memoryd.config.paths`: every path rule: XDG directories, the config
+  file, the state and store dirs, ``daemon.json`` and the sockets (``os`` and ``json``
+  only: the fast path imports it too);
 * :mod:`~opencode_memoryd.config.fields`: field types and the section base class;
 * :mod:`~opencode_memoryd.config.sections`: one model per TOML section;
 * :mod:`~opencode_memoryd.config.schema`: :class:`~opencode_memoryd.config.schema.Config`,

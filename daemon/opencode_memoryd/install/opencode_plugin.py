@@ -36,8 +36,13 @@ from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
-from opencode_memoryd.config.light import daemon_info, light_state_dir
-from opencode_memoryd.config.paths import APP_NAME, xdg_config_home
+from opencode_memoryd.config.paths import (
+    APP_NAME,
+    SOCKET_ENV_VAR,
+    daemon_info,
+    state_dir_from_file,
+    xdg_config_home,
+)
 
 __all__ = [
     "CONFIG_DIR_ENV_VAR",
@@ -62,8 +67,6 @@ PLUGIN_FILE_NAME = f"{APP_NAME}.js"
 PLUGIN_HEADER = "// opencode-memoryd plugin."
 #: The ``id`` of the default export (OpenCode 2.x lists plugins by it).
 PLUGIN_ID = APP_NAME
-#: Read by the plugin in OpenCode's process: a socket path that replaces the search.
-SOCKET_ENV_VAR = "OPENCODE_MEMORYD_SOCKET"
 #: OpenCode's own variable for its config folder (see the module docstring).
 CONFIG_DIR_ENV_VAR = "OPENCODE_CONFIG_DIR"
 #: The first 1.x release that loads a default export ``{ id, server }``.
@@ -144,9 +147,9 @@ def version_note(version: str | None) -> str:
 
 
 def _state_dir(env: Mapping[str, str]) -> str:
-    found = light_state_dir(None, env)
+    found = state_dir_from_file(None, env)
     if found is None:  # the plugin then reads no `[state] dir` either
-        from opencode_memoryd.config.xdg import default_state_dir
+        from opencode_memoryd.config.paths import default_state_dir
 
         return default_state_dir(env)
     return found

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from opencode_memoryd import __version__
+from opencode_memoryd.config.paths import SOCKET_ENV_VAR
 from opencode_memoryd.errors import ControlError, DaemonUnreachableError
 from opencode_memoryd.serve.mcp_tool import (
     DESCRIPTION,
@@ -29,9 +30,6 @@ from opencode_memoryd.serve.mcp_tool import (
     to_text,
 )
 
-#: Overrides the daemon's socket (``install-opencode`` does not need it: the state dir is
-#: found the same way as by the CLI).
-SOCKET_ENV_VAR = "OPENCODE_MEMORYD_SOCKET"
 #: How long (s) a daemon has to answer a ping before a call is sent to it.
 PING_SECONDS = 3.0
 

@@ -13,7 +13,7 @@ anyone else, so the first check alone stops a squatter; the second also covers a
 swapped between the check and the connection.
 
 Imports only :mod:`os`, :mod:`sys` and :mod:`_socket` (the thin client path; see
-:mod:`opencode_memoryd.serve.raw_client`).
+:mod:`opencode_memoryd.serve.control_client`).
 """
 
 from __future__ import annotations
@@ -115,24 +115,3 @@ def check_peer(sock: _socket.socket, path: str | PathLike[str]) -> None:
         raise SocketOwnerError(
             f"{os.fspath(path)} is served by {_owner(uid)}: nothing sent; stop that "
             "process, or set XDG_RUNTIME_DIR to a folder of your own, and restart the daemon")
-
-
-def verify_server(path: str | PathLike[str], timeout: float = 5.0) -> None:
-    """:func:`check_path`, then a connection that sends nothing, for :func:`check_peer`:
-    for a client that cannot reach its own connection's socket (httpx). A connection that
-    fails passes (the client's own request then reports it).
-
-    Raises:
-        SocketOwnerError: see :func:`check_path` and :func:`check_peer`.
-    """
-    check_path(path)
-    probe = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    try:
-        probe.settimeout(timeout)
-        try:
-            probe.connect(os.fspath(path))
-        except OSError:
-            return
-        check_peer(probe, path)
-    finally:
-        probe.close()

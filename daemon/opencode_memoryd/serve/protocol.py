@@ -54,24 +54,23 @@ The server is the standard library's :class:`http.server.BaseHTTPRequestHandler`
 :class:`socketserver.ThreadingUnixStreamServer`: the endpoint serves a handful of requests
 from the same user, so a maintained, dependency-free server is enough; it is hardened here
 with a body size cap, a per-connection socket timeout, JSON-only error bodies and no
-keep-alive. The client uses ``httpx`` with a Unix-socket transport.
+keep-alive. The client (:mod:`~opencode_memoryd.serve.control_client`) writes one HTTP/1.1
+request per connection by hand.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 import re
-import tempfile
-from collections.abc import Mapping
-from pathlib import Path
 
+from opencode_memoryd.config.paths import (  # the path rules, in one place
+    MCP_SOCKET_NAME,
+    RUNTIME_SUBDIR,
+    SOCKET_NAME,
+    mcp_socket_path,
+    socket_path,
+)
 from opencode_memoryd.errors import GENERIC_MESSAGE, describe
 
-SOCKET_NAME = "control.sock"
-#: The MCP socket's file name, beside the control socket.
-MCP_SOCKET_NAME = "mcp.sock"
-RUNTIME_SUBDIR = "opencode-memoryd"
 BASE_URL = "http://opencode-memoryd"
 MAX_BODY_BYTES = 1024 * 1024
 CONNECTION_TIMEOUT_SECONDS = 30.0
@@ -84,47 +83,12 @@ DRAIN_LIMIT_BYTES = 16 * 1024 * 1024
 ROUTE_NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 
 
-def socket_path(state_dir: Path, env: Mapping[str, str] | None = None) -> Path:
-    """Where the control socket lives.
-
-    Args:
-        state_dir: the daemon's state folder, used when no runtime folder is set.
-        env: the environment to read (default ``os.environ``).
-
-    Returns:
-        ``$XDG_RUNTIME_DIR/opencode-memoryd/control.sock`` when ``XDG_RUNTIME_DIR`` is set
-        to an absolute path, else ``<state_dir>/control.sock``. A path too long for an
-        ``AF_UNIX`` address (over 100 bytes) is replaced by
-        ``<tmp>/opencode-memoryd-<uid>/<hash of the state dir>.sock`` (its folder is 0700).
-        The daemon records the path it used in ``daemon.json``, so clients never guess.
-    """
-    environ = os.environ if env is None else env
-    runtime = environ.get("XDG_RUNTIME_DIR", "")
-    if runtime and os.path.isabs(runtime):
-        path = Path(runtime) / RUNTIME_SUBDIR / SOCKET_NAME
-    else:
-        path = Path(state_dir) / SOCKET_NAME
-    if len(os.fsencode(str(path))) > 100:
-        digest = hashlib.sha256(os.fsencode(str(Path(state_dir).resolve()))).hexdigest()[:16]
-        path = (Path(tempfile.gettempdir()) / f"opencode-memoryd-{os.getuid()}"
-                / f"{digest}.sock")
-    return path
-
-
-def mcp_socket_path(control: Path) -> Path:
-    """The MCP socket next to the control socket ``control`` (see
-    :mod:`opencode_memoryd.serve.mcp_host`): ``mcp.sock`` beside ``control.sock``, else
-    ``<control stem>-mcp.sock`` (a shortened socket path)."""
-    if control.name == SOCKET_NAME:
-        return control.with_name(MCP_SOCKET_NAME)
-    return control.with_name(control.stem + "-mcp.sock")
-
-
 def error_status(exc: BaseException) -> int:
     """The HTTP status the server answers with when a handler raises ``exc``: its class's
     ``http_status`` (:mod:`opencode_memoryd.errors`), 500 for any other exception."""
     return describe(exc)[0]
 
 
-__all__ = ["GENERIC_MESSAGE", "error_status", "mcp_socket_path", "socket_path"]
+__all__ = ["GENERIC_MESSAGE", "MCP_SOCKET_NAME", "RUNTIME_SUBDIR", "SOCKET_NAME",
+           "error_status", "mcp_socket_path", "socket_path"]
 
