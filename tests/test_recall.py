@@ -230,6 +230,35 @@ def test_a_part_needs_a_relevant_hit(tmp_path: Path, sample_db: Path,
         r.close()
 
 
+def test_a_message_no_memory_could_match_is_not_searched(
+        tmp_path: Path, sample_db: Path, isolated_env: dict[str, str]) -> None:
+    from fake_openai import FakeOpenAI
+
+    with FakeOpenAI() as fake:
+        r = Recall(make_app(tmp_path, sample_db, isolated_env, f"""
+[embedding]
+provider = "openai"
+base_url = "{fake.base_url}"
+model = "test-embed"
+"""))
+        try:
+            r.store.upsert(SEED)
+            r.block()
+            before = len(fake.requests_to("/embeddings"))
+            # no category of tools, under two content words, no question with one: no search
+            for i, said in enumerate(["thanks!", "ok", "continue", "why?", "do it"]):
+                part = r.ask(f"msg_n{i}", said)
+                assert (part["text"], part["reason"]) == (
+                    "", "nothing relevant enough for this message"), said
+            assert [q.json["input"] for q in fake.requests_to("/embeddings")[before:]] == []
+            part = r.ask("msg_q", "How do deploys happen?")
+            assert DEPLOYS in str(part["text"])
+            asked = [q.json["input"] for q in fake.requests_to("/embeddings")[before:]]
+            assert asked and "How do deploys happen?" in asked[0]
+        finally:
+            r.close()
+
+
 def test_the_agents_pending_and_retired_notes_never_come(recall: Recall) -> None:
     recall.block()
     words = "kestrel deploy token rotation"
