@@ -17,7 +17,6 @@ again", "fix the typo in line 3"): see that bench and the README for the numbers
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -28,8 +27,6 @@ from opencode_memoryd.store.expansion import default_lexicon
 
 #: The shortest word that matches the longer words it starts.
 MIN_PREFIX = 4
-#: Memory texts whose words :func:`memory_words` keeps.
-WORDS_CACHE_SIZE = 8192
 #: First words of a question (besides a final ``?``).
 QUESTION_START = frozenset({"what", "which", "how", "where", "who", "whom", "when", "why",
                             "can", "could", "should", "may", "might", "must", "shall",
@@ -70,13 +67,6 @@ class Words:
                 or any(word[:k] in self.words for k in range(MIN_PREFIX, len(word))))
 
 
-@functools.lru_cache(maxsize=WORDS_CACHE_SIZE)
-def memory_words(text: str) -> Words:
-    """The content words of a memory's text (:func:`content_words`), kept for the last
-    :data:`WORDS_CACHE_SIZE` texts: the same memories come up in many searches."""
-    return Words.of(content_words(text))
-
-
 def is_question(text: str) -> bool:
     """Whether ``text`` asks: it ends with ``?`` or its first word starts a question."""
     t = text.strip().casefold()
@@ -107,11 +97,21 @@ class Message:
 
     def supports(self, memory_text: str) -> bool:
         """Whether a memory whose text is ``memory_text`` is relevant enough for a part."""
-        mine = memory_words(memory_text)
-        if any(self.expanded.match(m) for m in mine.words):
+        mine = content_words(memory_text)
+        if any(self.expanded.match(m) for m in mine):
             return True
-        shared = sum(1 for w in self.words if mine.match(w))
+        shared = self.shared(mine)
         return shared >= 2 or (shared >= 1 and self.question)
+
+    def shared(self, mine: frozenset[str]) -> int:
+        """How many of the message's words are :func:`alike` a word of ``mine`` (a
+        memory's content words): those equal to one or starting with one, then those one
+        starts; in time linear in the words' lengths."""
+        found = {w for w in self.words
+                 if w in mine or any(w[:k] in mine for k in range(MIN_PREFIX, len(w)))}
+        found.update(m[:k] for m in mine for k in range(MIN_PREFIX, len(m))
+                     if m[:k] in self.words)
+        return len(found)
 
     def can_support(self) -> bool:
         """Whether some memory could be relevant enough (:meth:`supports`): the message
@@ -144,5 +144,5 @@ def task_hits(store: MemoryStore, flts: Sequence[MemoryFilter], query: str, *, l
     return [m for m, _ in ranked[:entries]]
 
 
-__all__ = ["MIN_PREFIX", "QUESTION_START", "WORDS_CACHE_SIZE", "Message", "Words", "alike",
-           "is_question", "memory_words", "prefixes", "task_hits"]
+__all__ = ["MIN_PREFIX", "QUESTION_START", "Message", "Words", "alike", "is_question",
+           "prefixes", "task_hits"]
