@@ -39,11 +39,13 @@ over the same store, timed by phase (OpenCode database look-ups for the session 
 folder's project, store scrolls, store searches, selection and rendering), then the top
 functions of a ``cProfile`` run by cumulative time.
 
-A bare ``GET /v1/ping`` is timed the same way after the recall cases (the socket and HTTP
-floor of the machine at that moment). With ``--profile`` or when a recall case misses
-20 ms, one part is also timed in this process by phase (the session's scope, the ids it
-has, the store's searches and of them the query's embedding and the Qdrant queries, the
-relevance rule, the state file) and cProfiled.
+Under each new-part case, "of which in the daemon" is the time the daemon logged for
+each part (its ``recall_part`` line: from taking the request to the answer, without the
+socket, HTTP and JSON). A bare ``GET /v1/ping`` is timed the same way after the recall
+cases (the socket and HTTP floor of the machine at that moment). With ``--profile`` or
+when a recall case misses 20 ms, one part is also timed in this process by phase (the
+session's scope, the ids it has, the store's searches and of them the query's embedding
+and the Qdrant queries, the relevance rule, the state file) and cProfiled.
 
 Seeding embeds every memory with the configured model (the local one: ~13 minutes for 10k
 on 2 busy cores). ``--store-cache DIR`` keeps each built store under ``DIR``, keyed by the
