@@ -7,6 +7,7 @@ OpenCode plugin calls."""
 from __future__ import annotations
 
 import json
+import random
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlencode
@@ -25,6 +26,7 @@ from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.context_cache import ContextCache
 from opencode_memoryd.usecases.fence import RECALL_END_PREFIX, RECALL_MARKER, is_sealed
 from opencode_memoryd.usecases.recall import HEADER, RecallCache, closing_digest
+from opencode_memoryd.usecases.relevance import Message, Words, alike
 from opencode_writer import OpenCodeWriter
 from test_context import ACME, ACME_KEY, MAIN, SEED, SUBAGENT, mem, seed
 
@@ -228,6 +230,56 @@ def test_a_part_needs_a_relevant_hit(tmp_path: Path, sample_db: Path,
             assert f'"{answer}"' in str(r.ask(f"msg_a{i}", said)["text"]), said
     finally:
         r.close()
+
+
+def test_a_message_no_memory_could_match_is_not_searched(
+        tmp_path: Path, sample_db: Path, isolated_env: dict[str, str]) -> None:
+    from fake_openai import FakeOpenAI
+
+    with FakeOpenAI() as fake:
+        r = Recall(make_app(tmp_path, sample_db, isolated_env, f"""
+[embedding]
+provider = "openai"
+base_url = "{fake.base_url}"
+model = "test-embed"
+"""))
+        try:
+            r.store.upsert(SEED)
+            r.block()
+            before = len(fake.requests_to("/embeddings"))
+            # no category of tools, under two content words, no question with one: no search
+            for i, said in enumerate(["thanks!", "ok", "continue", "why?", "do it"]):
+                part = r.ask(f"msg_n{i}", said)
+                assert (part["text"], part["reason"]) == (
+                    "", "nothing relevant enough for this message"), said
+            assert [q.json["input"] for q in fake.requests_to("/embeddings")[before:]] == []
+            part = r.ask("msg_q", "How do deploys happen?")
+            assert DEPLOYS in str(part["text"])
+            asked = [q.json["input"] for q in fake.requests_to("/embeddings")[before:]]
+            assert asked and "How do deploys happen?" in asked[0]
+        finally:
+            r.close()
+
+
+def test_the_relevance_rule_by_set_look_ups_answers_as_word_by_word() -> None:
+    """The rule's set look-ups (:class:`Words`, :meth:`Message.shared`) give the answers of
+    comparing every word with every word by :func:`alike`, on random words over a small
+    alphabet (many share a start)."""
+    rng = random.Random(26)
+
+    def words(most: int) -> frozenset[str]:
+        return frozenset("".join(rng.choice("abcd") for _ in range(rng.randint(1, 8)))
+                         for _ in range(rng.randint(0, most)))
+
+    for _ in range(3000):
+        said, memory = words(5), words(6)
+        message = Message(said, words(4) - said, question=False)
+        assert message.shared(memory) == sum(
+            1 for w in said if any(alike(w, m) for m in memory)), (said, memory)
+        assert any(message.expanded.match(m) for m in memory) == any(
+            alike(w, m) for w in message.expansion for m in memory), (message, memory)
+    assert Words.of(frozenset({"deploy"})).match("deploys")
+    assert not Words.of(frozenset({"dep"})).match("deploys")
 
 
 def test_the_agents_pending_and_retired_notes_never_come(recall: Recall) -> None:

@@ -312,14 +312,14 @@ class EdgeStore(StoreBase):
         return {str(h.value): int(h.count) for h in got.hits if h.count}
 
     def _query(self, query: qe.NamedVector, using: str, flt: MemoryFilter | None,
-               limit: int) -> list[qe.ScoredPoint]:
+               limit: int, payload: bool = True) -> list[qe.ScoredPoint]:
         with self._edge("search"):
             return self._shard.query(
                 qe.QueryRequest(
                     limit=limit,
                     query=qe.Query.Nearest(query, using=using),
                     filter=self._filter(flt),
-                    with_payload=True,
+                    with_payload=payload,
                     with_vector=False,
                 )
             )
@@ -332,20 +332,24 @@ class EdgeStore(StoreBase):
 
     def _search_hybrid(self, sparse: SparseVector, dense: list[float],
                        flt: MemoryFilter | None, limit: int) -> list[tuple[Memory, float]]:
+        # ranked ids only, then the payloads of the fused best: reading a payload costs
+        # more than ranking the point (most of the 4 * limit dense candidates are dropped)
         sparse_n, dense_n = candidates(limit)
         sparse_hits = (
             self._query(qe.SparseVector(sparse.indices, sparse.values), SPARSE_NAME, flt,
-                        sparse_n)
+                        sparse_n, payload=False)
             if sparse else []
         )
-        dense_hits = self._query(dense, DENSE_NAME, flt, dense_n)
-        payloads = {str(h.id): _payload(h) for h in dense_hits}
-        payloads.update({str(h.id): _payload(h) for h in sparse_hits})
+        dense_hits = self._query(dense, DENSE_NAME, flt, dense_n, payload=False)
         fused = rrf_fuse(
             [[str(h.id) for h in sparse_hits], [str(h.id) for h in dense_hits]],
             [SPARSE_WEIGHT, DENSE_WEIGHT],
         )[:limit]
-        return [(Memory.from_payload(payloads[pid]), score) for pid, score in fused]
+        with self._edge("get"):
+            records = self._shard.retrieve([pid for pid, _ in fused], True, False)
+        payloads = {str(r.id): _payload(r) for r in records}
+        return [(Memory.from_payload(payloads[pid]), score) for pid, score in fused
+                if pid in payloads]
 
     # -- maintenance --------------------------------------------------------------------
 

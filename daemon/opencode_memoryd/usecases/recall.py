@@ -150,9 +150,11 @@ def build_recall(store: MemoryStore, text: str, flts: Sequence[MemoryFilter], *,
     text = text.strip()[:MAX_TEXT_CHARS]
     if not text or max_entries <= 0:
         return RecallPart("", [], "no message text" if max_entries > 0 else "recall is off")
+    message = Message.of(text)
+    if not message.can_support():  # no hit could be relevant enough: no search
+        return RecallPart("", [], "nothing relevant enough for this message")
     limit = max_entries + len(exclude) + slack
     hits = [hit for flt in flts for hit in store.search(text, flt=flt, limit=limit)]
-    message = Message.of(text)
     relevant = [(m, score) for m, score in hits if message.supports(m.content)]
     chosen = choose(relevant, exclude=exclude, max_chars=max_chars, max_entries=max_entries)
     if not chosen:

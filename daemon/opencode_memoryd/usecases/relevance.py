@@ -17,8 +17,8 @@ again", "fix the typo in line 3"): see that bench and the README for the numbers
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 from opencode_memoryd.extract.facts import content_words
 from opencode_memoryd.models import Memory
@@ -41,6 +41,32 @@ def alike(a: str, b: str) -> bool:
     return short == long or (len(short) >= MIN_PREFIX and long.startswith(short))
 
 
+def prefixes(words: Iterable[str]) -> frozenset[str]:
+    """The proper prefixes of ``words`` that match the word they start (:func:`alike`): of
+    :data:`MIN_PREFIX` letters up to one less than the word."""
+    return frozenset(w[:k] for w in words for k in range(MIN_PREFIX, len(w)))
+
+
+@dataclass(frozen=True)
+class Words:
+    """A set of content words made for :func:`alike` look-ups in time linear in a word's
+    length: ``words`` and their :func:`prefixes`."""
+
+    words: frozenset[str]
+    starts: frozenset[str]
+
+    @classmethod
+    def of(cls, words: frozenset[str]) -> Words:
+        """The set ``words``."""
+        return cls(words, prefixes(words))
+
+    def match(self, word: str) -> bool:
+        """Whether ``word`` is :func:`alike` one of the words: the same as ``any(alike(word,
+        w) for w in self.words)``."""
+        return (word in self.words or word in self.starts
+                or any(word[:k] in self.words for k in range(MIN_PREFIX, len(word))))
+
+
 def is_question(text: str) -> bool:
     """Whether ``text`` asks: it ends with ``?`` or its first word starts a question."""
     t = text.strip().casefold()
@@ -56,6 +82,10 @@ class Message:
     words: frozenset[str]
     expansion: frozenset[str]
     question: bool
+    expanded: Words = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "expanded", Words.of(self.expansion))
 
     @classmethod
     def of(cls, text: str) -> Message:
@@ -68,10 +98,27 @@ class Message:
     def supports(self, memory_text: str) -> bool:
         """Whether a memory whose text is ``memory_text`` is relevant enough for a part."""
         mine = content_words(memory_text)
-        if any(alike(w, m) for w in self.expansion for m in mine):
+        if any(self.expanded.match(m) for m in mine):
             return True
-        shared = sum(1 for w in self.words if any(alike(w, m) for m in mine))
+        shared = self.shared(mine)
         return shared >= 2 or (shared >= 1 and self.question)
+
+    def shared(self, mine: frozenset[str]) -> int:
+        """How many of the message's words are :func:`alike` a word of ``mine`` (a
+        memory's content words): those equal to one or starting with one, then those one
+        starts; in time linear in the words' lengths."""
+        found = {w for w in self.words
+                 if w in mine or any(w[:k] in mine for k in range(MIN_PREFIX, len(w)))}
+        found.update(m[:k] for m in mine for k in range(MIN_PREFIX, len(m))
+                     if m[:k] in self.words)
+        return len(found)
+
+    def can_support(self) -> bool:
+        """Whether some memory could be relevant enough (:meth:`supports`): the message
+        names a category of tools, has two content words, or is a question with one. A
+        message that cannot ("thanks", "ok") needs no search."""
+        return bool(self.expansion) or len(self.words) >= 2 or (
+            len(self.words) >= 1 and self.question)
 
 
 def task_hits(store: MemoryStore, flts: Sequence[MemoryFilter], query: str, *, limit: int,
@@ -82,12 +129,14 @@ def task_hits(store: MemoryStore, flts: Sequence[MemoryFilter], query: str, *, l
     pending notes (spent last in the block: an agent could write notes that outrank the
     user's for any task), and hits not relevant enough (:meth:`Message.supports`); at most
     ``entries`` of them."""
+    message = Message.of(query)
+    if not message.can_support():
+        return []
     hits: dict[str, tuple[Memory, float]] = {}
     for flt in flts:
         for m, score in store.search(query, flt=flt, limit=limit):
             if m.id not in hits or hits[m.id][1] < score:
                 hits[m.id] = (m, score)
-    message = Message.of(query)
     ranked = sorted(((m, s) for m, s in hits.values()
                      if m.provenance != "agent" and not m.pending
                      and m.id not in exclude and message.supports(m.content)),
@@ -95,4 +144,5 @@ def task_hits(store: MemoryStore, flts: Sequence[MemoryFilter], query: str, *, l
     return [m for m, _ in ranked[:entries]]
 
 
-__all__ = ["MIN_PREFIX", "QUESTION_START", "Message", "alike", "is_question", "task_hits"]
+__all__ = ["MIN_PREFIX", "QUESTION_START", "Message", "Words", "alike", "is_question",
+           "prefixes", "task_hits"]
