@@ -65,9 +65,10 @@ ROUTES: tuple[str, ...] = ("maintain", "list", "search", "show", "status", "drea
                            "history_sessions", "history_messages", "history_search", *DATA_ROUTES,
                            "history_compactions", "edit", "restore", "browse", "projects",
                            "stats", "journal_page", "confirm", "pending", "integrity", "recall",
-                           "recall_given", "action")
+                           "recall_given", "action", "action_given")
 #: The routes also served on ``GET`` with a query string (the OpenCode plugin's request).
-GET_ROUTES: frozenset[str] = frozenset({"context", "recall", "recall_given", "action"})
+GET_ROUTES: frozenset[str] = frozenset({"context", "recall", "recall_given", "action",
+                                        "action_given"})
 
 
 class Service(PluginRoutes, DataRoutes):
@@ -108,7 +109,8 @@ class Service(PluginRoutes, DataRoutes):
         # OpenCode connections, session look-ups and blocks kept between context requests
         self._context = ContextCache(app, store)
         self._recall = RecallCache(app, self._context, store, state)
-        self.action = ActionRecall(self._context, store, shared=self._recall).action
+        actions = ActionRecall(self._context, store, shared=self._recall)
+        self.action, self.action_given = actions.action, actions.confirm
         self._dreamer: Dreamer | None = None
         self._fresh_at: dict[str, datetime] = {}  # project -> its last freshness check
         self.migrate_user_scope()
