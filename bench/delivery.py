@@ -73,7 +73,15 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "daemon"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _delivery_data import KINDS, Scenario, Session, added_parts, body_text, load  # noqa: E402
+from _delivery_data import (  # noqa: E402
+    KINDS,
+    SCENARIO,
+    Scenario,
+    Session,
+    added_parts,
+    body_text,
+    load,
+)
 from e2e.memoryd_side import Memoryd, memory  # noqa: E402
 from e2e.opencode_install import (  # noqa: E402
     find_opencode,
@@ -132,7 +140,8 @@ def background(sc: Scenario, ids: dict[str, str], roots: dict[str, Path]) -> lis
     rng = random.Random(sc.background.get("seed", 25))
     far, near = sc.background.get("days_back", (19, 3))
     now = datetime.now(UTC)
-    pms = {"tern-api": "uv run", "tern-web": "pnpm", "tern-ops": "make"}
+    pms = sc.background.get("pm") or {"tern-api": "uv run", "tern-web": "pnpm",
+                                      "tern-ops": "make"}
 
     def when() -> datetime:
         return now - timedelta(days=rng.uniform(near, far))
@@ -439,6 +448,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--embedding", choices=("local", "none"), default="local",
                     help="[embedding] provider of the daemon (default: local, the default)")
+    ap.add_argument("--scenario", type=Path, default=SCENARIO,
+                    help="the scenario file (default: bench/data/delivery_scenario.json; "
+                         "another: bench/data/delivery_scenario_gull.json)")
     ap.add_argument("--json", type=Path, help="also write the JSON summary to this file")
     ap.add_argument("--keep", action="store_true", help="keep the throw-away folder")
     args = ap.parse_args(argv)
@@ -447,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"delivery: {reason or f'libfaketime is missing ({FAKETIME_LIB})'}",
               file=sys.stderr)
         return 2
-    sc = load()
+    sc = load(args.scenario)
     root = Path(tempfile.mkdtemp(prefix="delivery-"))
     began = time.monotonic()
     bench = None
@@ -458,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
         bench.play()
         bench.timings["play_seconds"] = time.monotonic() - played
         bench.timings["total_seconds"] = time.monotonic() - began
-        result = score(bench) | {"embedding": args.embedding}
+        result = score(bench) | {"embedding": args.embedding, "scenario": args.scenario.name}
     finally:
         if bench is not None:
             bench.close()

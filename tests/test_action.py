@@ -27,7 +27,13 @@ from opencode_memoryd.usecases.action import (
     ActionRecall,
     note_digest,
 )
-from opencode_memoryd.usecases.action_terms import Term, action_terms, error_terms, programs
+from opencode_memoryd.usecases.action_terms import (
+    Term,
+    action_terms,
+    error_terms,
+    programs,
+    scripts,
+)
 from opencode_memoryd.usecases.context_cache import ContextCache
 from opencode_memoryd.usecases.fence import is_sealed
 from opencode_memoryd.usecases.recall import RecallCache, closing_digest
@@ -102,6 +108,41 @@ def test_what_a_tool_call_is_about() -> None:
         "Traceback...\nModuleNotFoundError: No module named 'yaml'\nlisten EADDRINUSE :::3000")
             ] == ["ModuleNotFoundError", "EADDRINUSE", "yaml"]
     assert action_terms() == []
+
+
+def test_what_a_command_runs_and_what_a_failed_one_did_not_find() -> None:
+    # a runner's script, target or subcommand; a program it runs is a program
+    assert [scripts(c) for c in ("npm run e2e", "pnpm test:e2e", "make test", "just lint",
+                                 "bun run build", "go test ./...", "dbt run", "git push -f",
+                                 "uv run pytest -x", "npx playwright test", "black app/x.py",
+                                 "curl -sf http://127.0.0.1/", "mysql -e 'show tables'")] == [
+        ["e2e"], ["test:e2e"], ["test"], ["lint"], ["build"], ["test"], ["run"], ["push"],
+        [], [], [], [], []]
+    assert programs("uv run pytest -x && npx playwright test") == [
+        "uv", "pytest", "npx", "playwright"]
+    # a script's parts are terms of their own
+    assert [t.text for t in action_terms(command="pnpm test:e2e") if t.kind == "script"] == [
+        "test:e2e", "test", "e2e"]
+    # what a failed command did not find: a program, a script, a target
+    assert [(t.kind, t.text) for t in error_terms(
+        "bash: line 1: golangci-lint: command not found\nzsh: command not found: rg")] == [
+        ("program", "golangci-lint"), ("program", "rg")]
+    assert [(t.kind, t.text) for t in error_terms('npm ERR! Missing script: "e2e"')] == [
+        ("script", "e2e")]
+    assert [t.text for t in error_terms("make: *** No rule to make target 'db-up'.  Stop.")
+            ] == ["db-up", "db", "up"]
+
+
+def test_a_script_and_what_a_failed_command_did_not_find_find_their_memories(
+        actions: Actions) -> None:
+    vpn = mem("The e2e tests need the staging VPN up.", minutes=40)
+    lint = mem("golangci-lint must be 1.59 or newer here.", minutes=41)
+    actions.store.upsert([vpn, lint])
+    note = actions.ask(tool="bash", command="npm run e2e", call="call_1")
+    assert f'"{vpn.content}"' in str(note["text"])
+    failed = actions.ask(tool="bash", command="./scripts/check.sh", call="call_2",
+                         error="golangci-lint run\nbash: golangci-lint: command not found")
+    assert entries(failed) == [f'- 2025-03-01: "{lint.content}"']
 
 
 def test_a_file_its_folder_and_type_and_a_commands_program_find_their_memories(

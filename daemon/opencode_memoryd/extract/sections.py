@@ -11,7 +11,9 @@ the one-time migration of a store written before sections existed use
 * ``feedback`` (how the user wants the agent to work) is ``conventions``;
 * ``reference`` (where things are) is ``reference``;
 * a ``project`` fact is read for cues: a URL or "docs/dashboard/ticket … at" makes it a
-  ``reference``; "always/never/must/should/prefer/avoid/convention/style…" makes it
+  ``reference``; "always/never/must/should/prefer/avoid/convention/style…", or a folder
+  layout (where things of a kind go: "React components live in src/components", "handlers
+  go in internal/httpapi": a placing word before a relative path) makes it
   ``conventions``; "done/finished/in progress/next step/blocked/TODO…" makes it
   ``progress``; anything else (the stack, versions, layout, services) is ``architecture``.
 """
@@ -32,6 +34,11 @@ _CONVENTION = re.compile(
     r"instead of|conventions?|style|naming|formatt(?:ed|ing)|lint(?:ed|ing|er)?|"
     r"required?|only use|not allowed|forbidden|compatible with)\b",
     re.IGNORECASE)
+#: A placing word, then a relative folder path ("live in src/components", "go under
+#: dags/"); an absolute path ("/api/v2") or a URL is no layout.
+_LAYOUT = re.compile(
+    r"\b(?:lives?|go(?:es)?|belongs?|sits?|kept|stored|placed|put|under|in|into)\s+"
+    r"(?:the\s+)?`?(?:\./)?[A-Za-z_][\w.-]*/(?![/\w.-]*:)", re.IGNORECASE)
 _PROGRESS = re.compile(
     r"\b(?:done|finished|completed?|in progress|wip|work in progress|next steps?|"
     r"blocked|todo|to do|remaining|pending|not yet|still (?:fails?|failing|broken)|"
@@ -64,7 +71,7 @@ def section_for(type_: str, scope: str, text: str) -> str:
         return "reference"
     if _URL.search(text) or _REFERENCE.search(text):
         return "reference"
-    if _CONVENTION.search(text):
+    if _CONVENTION.search(text) or _LAYOUT.search(text):
         return "conventions"
     if _PROGRESS.search(text):
         return "progress"
