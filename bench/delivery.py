@@ -43,7 +43,13 @@ body's strings are searched whole):
   prompt hooks, timed inside OpenCode (``tests/e2e/standins/hook_timer_plugin.js``);
 * capture: which facts were stored as expected, and which were retired.
 
-Run: ``.venv/bin/python bench/delivery.py [--embedding local|none] [--json FILE] [--keep]``
+A second scenario, ``bench/data/delivery_scenario_gull.json`` (``--scenario``), plays other
+projects (a Go service, an Astro site on Bun, a Python data project), other phrasings of
+facts and corrections, folder layouts and other failing commands (a ``just`` recipe, a Bun
+script, dbt, ``go test``), so that what the bench measures is not tuned to one file.
+
+Run: ``.venv/bin/python bench/delivery.py [--scenario FILE] [--embedding local|none]
+[--json FILE] [--keep]``
 (needs ``tests/e2e/install-opencode.sh`` run once, npm and libfaketime). Prints a table,
 then the JSON summary (``--json``: with every forbidden line too). 20 ``opencode run`` turns:
 7-8 minutes on 2 cores shared with other work (load 10), most of it OpenCode's own start
@@ -403,8 +409,9 @@ def hook_latency(bench: Bench) -> dict[str, Any]:
 
 def table(result: dict[str, Any]) -> str:
     """The human-readable report."""
-    out = [f"OpenCode {result['opencode']}; memories stored {result['memories']['stored']} "
-           f"(seeded {result['memories']['seeded']})", "",
+    out = [f"OpenCode {result['opencode']}; scenario {result.get('scenario')}; memories "
+           f"stored {result['memories']['stored']} (seeded {result['memories']['seeded']})",
+           "",
            f"{'step kind':<10}{'pairs':>7}{'delivered':>11}{'recall':>9}"]
     for kind, r in result["recall"].items():
         pct = "-" if r["recall"] is None else f"{100 * r['recall']:.1f} %"
