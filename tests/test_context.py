@@ -160,6 +160,20 @@ def test_a_correction_is_a_convention_and_takes_a_place_before_newer_facts(
     assert sections["architecture"] == [facts[5].id, facts[4].id]
 
 
+def test_a_users_correction_comes_first_among_their_preferences(
+        tight: Path, isolated_env: dict[str, str]) -> None:
+    old = mem("I format Python with Black.", minutes=1, type_="user", scope="user")
+    new = mem("I use Ruff instead of Black to format Python.", minutes=2, type_="user",
+              scope="user")
+    prefs = [mem(f"I like answers with {n} examples.", minutes=100 + i, type_="user",
+                 scope="user") for i, n in enumerate(("Go", "Rust", "Zig", "Elm"))]
+    seed(tight, isolated_env, [replace(old, status="retired", superseded_by=new.id,
+                                       retired_reason="superseded: \"instead of Black\""),
+                               new, *prefs])
+    block = context(tight, "--dir", ACME)
+    assert block["sections"] == {"user": [new.id, prefs[3].id, prefs[2].id]}
+
+
 def test_the_block_never_passes_its_character_and_entry_budget() -> None:
     facts = [mem("A fact with a long explanation " + "x" * (20 + i), minutes=i)
              for i in range(200)]

@@ -6,9 +6,10 @@ written), with three exceptions (:func:`section_of`): the agent's notes go last,
 own section; user-scope memories are the user's preferences; and a correction, a memory
 that superseded another one ("we switched from Yarn to pnpm" retired "we install packages
 with Yarn"), is a convention of the project: its current way, the fact an agent is most
-likely to get wrong, spent first. Which memories are corrections the store's tombstones
-say (a retired memory's ``superseded_by``, retired as ``superseded``), so it holds for a
-correction in any words, by rules, an LLM or a dream.
+likely to get wrong, spent first. Within its section (a user-scope correction among the
+user's preferences) a correction comes before the newer memories. Which memories are
+corrections the store's tombstones say (a retired memory's ``superseded_by``, retired as
+``superseded``), so it holds for a correction in any words, by rules, an LLM or a dream.
 """
 
 from __future__ import annotations
@@ -75,9 +76,12 @@ def line_of(memory: Memory) -> str:
     return entry_line(memory.said.date().isoformat(), memory.content, memory.stale)
 
 
-def _newest_first(memories: Iterable[Memory]) -> list[Memory]:
-    """Newest said first (``said_at``, else ``updated_at``), ties by id."""
-    return sorted(memories, key=lambda m: (-(m.said_at or m.updated_at).timestamp(), m.id))
+def _newest_first(memories: Iterable[Memory], corrections: Collection[str] = frozenset()
+                  ) -> list[Memory]:
+    """The ``corrections`` first, then the rest; each newest said first (``said_at``, else
+    ``updated_at``), ties by id."""
+    return sorted(memories, key=lambda m: (m.id not in corrections,
+                                           -(m.said_at or m.updated_at).timestamp(), m.id))
 
 
 #: One candidate of the block: ``(section key, memory, its line)``.
@@ -88,7 +92,8 @@ def ordered_pool(candidates: Iterable[Memory], corrections: Collection[str] = fr
                  ) -> list[Entry]:
     """``candidates`` in the order the budget takes them when no search hit comes first:
     sections in :data:`PRIORITY` order (:func:`section_of`, ``corrections`` the ids of the
-    memories that superseded another), each newest said first (ties by id), with each line
+    memories that superseded another), in each the corrections first, then newest said
+    first (ties by id), with each line
     rendered once; pending notes left out. It does not depend on the query, so the daemon
     keeps it until the store is written (:meth:`ScrollCache.pool`)."""
     by_section: dict[str, list[Memory]] = {key: [] for key in PRIORITY}
@@ -97,7 +102,7 @@ def ordered_pool(candidates: Iterable[Memory], corrections: Collection[str] = fr
             continue
         by_section.setdefault(section_of(m, corrections), []).append(m)
     return [(key, m, line_of(m)) for key in PRIORITY
-            for m in _newest_first(by_section.get(key, []))]
+            for m in _newest_first(by_section.get(key, []), corrections)]
 
 
 class ScrollCache:
