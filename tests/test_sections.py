@@ -47,6 +47,7 @@ T0 = datetime(2025, 5, 1, 8, 0, tzinfo=UTC)
     ("project", "project", "Airflow DAGs live in dags/ and each file defines one DAG.",
      "conventions"),
     ("project", "project", "The orders API is served under /api/v2/orders.", "architecture"),
+    ("project", "project", "The quota module lives in lib/quota/.", "architecture"),
     ("project", "project", "CI runs on ubuntu-latest/arm64 runners.", "architecture"),
 ])
 def test_the_rules_choose_a_section(type_: str, scope: str, text: str, section: str) -> None:

@@ -13,7 +13,7 @@ the one-time migration of a store written before sections existed use
 * a ``project`` fact is read for cues: a URL or "docs/dashboard/ticket … at" makes it a
   ``reference``; "always/never/must/should/prefer/avoid/convention/style…", or a folder
   layout (where things of a kind go: "React components live in src/components", "handlers
-  go in internal/httpapi": a placing word before a relative path) makes it
+  go in internal/httpapi": a plural placing verb before a relative path) makes it
   ``conventions``; "done/finished/in progress/next step/blocked/TODO…" makes it
   ``progress``; anything else (the stack, versions, layout, services) is ``architecture``.
 """
@@ -34,11 +34,14 @@ _CONVENTION = re.compile(
     r"instead of|conventions?|style|naming|formatt(?:ed|ing)|lint(?:ed|ing|er)?|"
     r"required?|only use|not allowed|forbidden|compatible with)\b",
     re.IGNORECASE)
-#: A placing word, then a relative folder path ("live in src/components", "go under
-#: dags/"); an absolute path ("/api/v2") or a URL is no layout.
+#: Where things of a kind go: a plural placing verb, then a relative folder path
+#: ("components live in src/components", "handlers go in internal/httpapi"). One thing's
+#: place ("the quota module lives in lib/quota/") is a fact, not a rule for new files; an
+#: absolute path ("/api/v2") or a URL is no layout.
 _LAYOUT = re.compile(
-    r"\b(?:lives?|go(?:es)?|belongs?|sits?|kept|stored|placed|put|under|in|into)\s+"
-    r"(?:the\s+)?`?(?:\./)?[A-Za-z_][\w.-]*/(?![/\w.-]*:)", re.IGNORECASE)
+    r"\b(?:live|go|belong|sit|are(?:\s+(?:kept|stored|placed|put))?)\s+"
+    r"(?:in|under|into|inside)\s+(?:the\s+)?`?(?:\./)?[A-Za-z_][\w.-]*/(?![/\w.-]*:)",
+    re.IGNORECASE)
 _PROGRESS = re.compile(
     r"\b(?:done|finished|completed?|in progress|wip|work in progress|next steps?|"
     r"blocked|todo|to do|remaining|pending|not yet|still (?:fails?|failing|broken)|"
