@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any
 
 SCENARIO = Path(__file__).resolve().parent / "data" / "delivery_scenario.json"
+#: Every scenario (``bench/delivery.py --scenario``): the default, and a second one with
+#: other projects, phrasings and failing commands, so a fix is not tuned to one file.
+SCENARIOS = (SCENARIO, SCENARIO.with_name("delivery_scenario_gull.json"))
 #: The step kinds of issue-style "done when": session start, the prompt that asks, the tool
 #: call that touches the file or runs the command, the turn after a failing command.
 KINDS = ("start", "ask", "action", "error")

@@ -43,7 +43,13 @@ body's strings are searched whole):
   prompt hooks, timed inside OpenCode (``tests/e2e/standins/hook_timer_plugin.js``);
 * capture: which facts were stored as expected, and which were retired.
 
-Run: ``.venv/bin/python bench/delivery.py [--embedding local|none] [--json FILE] [--keep]``
+A second scenario, ``bench/data/delivery_scenario_gull.json`` (``--scenario``), plays other
+projects (a Go service, an Astro site on Bun, a Python data project), other phrasings of
+facts and corrections, folder layouts and other failing commands (a ``just`` recipe, a Bun
+script, dbt, ``go test``), so that what the bench measures is not tuned to one file.
+
+Run: ``.venv/bin/python bench/delivery.py [--scenario FILE] [--embedding local|none]
+[--json FILE] [--keep]``
 (needs ``tests/e2e/install-opencode.sh`` run once, npm and libfaketime). Prints a table,
 then the JSON summary (``--json``: with every forbidden line too). 20 ``opencode run`` turns:
 7-8 minutes on 2 cores shared with other work (load 10), most of it OpenCode's own start
@@ -73,7 +79,15 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "daemon"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _delivery_data import KINDS, Scenario, Session, added_parts, body_text, load  # noqa: E402
+from _delivery_data import (  # noqa: E402
+    KINDS,
+    SCENARIO,
+    Scenario,
+    Session,
+    added_parts,
+    body_text,
+    load,
+)
 from e2e.memoryd_side import Memoryd, memory  # noqa: E402
 from e2e.opencode_install import (  # noqa: E402
     find_opencode,
@@ -132,7 +146,8 @@ def background(sc: Scenario, ids: dict[str, str], roots: dict[str, Path]) -> lis
     rng = random.Random(sc.background.get("seed", 25))
     far, near = sc.background.get("days_back", (19, 3))
     now = datetime.now(UTC)
-    pms = {"tern-api": "uv run", "tern-web": "pnpm", "tern-ops": "make"}
+    pms = sc.background.get("pm") or {"tern-api": "uv run", "tern-web": "pnpm",
+                                      "tern-ops": "make"}
 
     def when() -> datetime:
         return now - timedelta(days=rng.uniform(near, far))
@@ -223,7 +238,8 @@ class Bench:
         self.timings["seed_seconds"] = time.monotonic() - began
         began = time.monotonic()
         self.side.start()
-        self.side.cli("search", "--dir", str(self.dirs["tern-api"]), "warm up the model")
+        self.side.cli("search", "--dir", str(next(iter(self.dirs.values()))),
+                      "warm up the model")
         self.timings["daemon_start_warm_seconds"] = time.monotonic() - began
         self.side.install_opencode()
 
@@ -394,8 +410,9 @@ def hook_latency(bench: Bench) -> dict[str, Any]:
 
 def table(result: dict[str, Any]) -> str:
     """The human-readable report."""
-    out = [f"OpenCode {result['opencode']}; memories stored {result['memories']['stored']} "
-           f"(seeded {result['memories']['seeded']})", "",
+    out = [f"OpenCode {result['opencode']}; scenario {result.get('scenario')}; memories "
+           f"stored {result['memories']['stored']} (seeded {result['memories']['seeded']})",
+           "",
            f"{'step kind':<10}{'pairs':>7}{'delivered':>11}{'recall':>9}"]
     for kind, r in result["recall"].items():
         pct = "-" if r["recall"] is None else f"{100 * r['recall']:.1f} %"
@@ -439,6 +456,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--embedding", choices=("local", "none"), default="local",
                     help="[embedding] provider of the daemon (default: local, the default)")
+    ap.add_argument("--scenario", type=Path, default=SCENARIO,
+                    help="the scenario file (default: bench/data/delivery_scenario.json; "
+                         "another: bench/data/delivery_scenario_gull.json)")
     ap.add_argument("--json", type=Path, help="also write the JSON summary to this file")
     ap.add_argument("--keep", action="store_true", help="keep the throw-away folder")
     args = ap.parse_args(argv)
@@ -447,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"delivery: {reason or f'libfaketime is missing ({FAKETIME_LIB})'}",
               file=sys.stderr)
         return 2
-    sc = load()
+    sc = load(args.scenario)
     root = Path(tempfile.mkdtemp(prefix="delivery-"))
     began = time.monotonic()
     bench = None
@@ -458,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
         bench.play()
         bench.timings["play_seconds"] = time.monotonic() - played
         bench.timings["total_seconds"] = time.monotonic() - began
-        result = score(bench) | {"embedding": args.embedding}
+        result = score(bench) | {"embedding": args.embedding, "scenario": args.scenario.name}
     finally:
         if bench is not None:
             bench.close()

@@ -25,8 +25,15 @@ from opencode_memoryd.usecases.action import (
     ACTION_MARKER,
     HEADER,
     ActionRecall,
+    note_digest,
 )
-from opencode_memoryd.usecases.action_terms import Term, action_terms, error_terms, programs
+from opencode_memoryd.usecases.action_terms import (
+    Term,
+    action_terms,
+    error_terms,
+    programs,
+    scripts,
+)
 from opencode_memoryd.usecases.context_cache import ContextCache
 from opencode_memoryd.usecases.fence import is_sealed
 from opencode_memoryd.usecases.recall import RecallCache, closing_digest
@@ -57,8 +64,12 @@ class Actions:
         self.actions = ActionRecall(self.context, self.store, shared=self.recall,
                                     first_wait_seconds=60)
 
-    def ask(self, session: str = MAIN, **call: str) -> dict[str, object]:
-        return self.actions.action(session=session, directory=ACME, **call)
+    def ask(self, session: str = MAIN, **args: str) -> dict[str, object]:
+        return self.actions.action(session=session, directory=ACME, **args)
+
+    def given(self, note: dict[str, object], session: str = MAIN) -> dict[str, object]:
+        """What the plugin says once it added ``note`` to the tool's output."""
+        return self.actions.confirm(session=session, digest=note_digest(str(note["text"])))
 
     def close(self) -> None:
         self.context.close()
@@ -99,6 +110,41 @@ def test_what_a_tool_call_is_about() -> None:
     assert action_terms() == []
 
 
+def test_what_a_command_runs_and_what_a_failed_one_did_not_find() -> None:
+    # a runner's script, target or subcommand; a program it runs is a program
+    assert [scripts(c) for c in ("npm run e2e", "pnpm test:e2e", "make test", "just lint",
+                                 "bun run build", "go test ./...", "dbt run", "git push -f",
+                                 "uv run pytest -x", "npx playwright test", "black app/x.py",
+                                 "curl -sf http://127.0.0.1/", "mysql -e 'show tables'")] == [
+        ["e2e"], ["test:e2e"], ["test"], ["lint"], ["build"], ["test"], ["run"], ["push"],
+        [], [], [], [], []]
+    assert programs("uv run pytest -x && npx playwright test") == [
+        "uv", "pytest", "npx", "playwright"]
+    # a script's parts are terms of their own
+    assert [t.text for t in action_terms(command="pnpm test:e2e") if t.kind == "script"] == [
+        "test:e2e", "test", "e2e"]
+    # what a failed command did not find: a program, a script, a target
+    assert [(t.kind, t.text) for t in error_terms(
+        "bash: line 1: golangci-lint: command not found\nzsh: command not found: rg")] == [
+        ("program", "golangci-lint"), ("program", "rg")]
+    assert [(t.kind, t.text) for t in error_terms('npm ERR! Missing script: "e2e"')] == [
+        ("script", "e2e")]
+    assert [t.text for t in error_terms("make: *** No rule to make target 'db-up'.  Stop.")
+            ] == ["db-up", "db", "up"]
+
+
+def test_a_script_and_what_a_failed_command_did_not_find_find_their_memories(
+        actions: Actions) -> None:
+    vpn = mem("The e2e tests need the staging VPN up.", minutes=40)
+    lint = mem("golangci-lint must be 1.59 or newer here.", minutes=41)
+    actions.store.upsert([vpn, lint])
+    note = actions.ask(tool="bash", command="npm run e2e", call="call_1")
+    assert f'"{vpn.content}"' in str(note["text"])
+    failed = actions.ask(tool="bash", command="./scripts/check.sh", call="call_2",
+                         error="golangci-lint run\nbash: golangci-lint: command not found")
+    assert entries(failed) == [f'- 2025-03-01: "{lint.content}"']
+
+
 def test_a_file_its_folder_and_type_and_a_commands_program_find_their_memories(
         actions: Actions) -> None:
     note = actions.ask(tool="edit", path=f"{ACME}/db/migrations/0007_add_users.py")
@@ -125,6 +171,7 @@ def test_each_memory_once_per_session_whether_a_note_or_a_recall_part_gave_it(
         actions: Actions) -> None:
     first = actions.ask(tool="read", path=f"{ACME}/db/migrations/0001.sql")
     assert MIGRATION in str(first["text"])
+    actions.given(first)
     again = actions.ask(tool="edit", path=f"{ACME}/db/migrations/0002.sql")
     assert again["text"] == ""
     # another session has not had it
@@ -143,6 +190,42 @@ def test_each_memory_once_per_session_whether_a_note_or_a_recall_part_gave_it(
                                   text="does every migration ship a downgrade?", project=None)
     assert MIGRATION not in str(later["text"])
     assert actions.ask(session=SUBAGENT, tool="bash", command="pnpm i")["text"] == ""
+
+
+def test_a_note_counts_as_given_only_once_the_plugin_added_it(actions: Actions) -> None:
+    path = f"{ACME}/db/migrations/0003.sql"
+    # asked before a tool that then threw (or came too late): never added, never confirmed
+    thrown = actions.ask(tool="edit", path=path, call="call_1")
+    assert entries(thrown) == [f'- 2025-03-01: "{MIGRATION}"']
+    # so the next tool call about the same folder still gets it, the same bytes
+    added = actions.ask(tool="edit", path=path, call="call_2")
+    assert added["text"] == thrown["text"]
+    # a hash no note of the session carries gives nothing away
+    assert actions.actions.confirm(session=MAIN, digest="0" * 16) == {"given": False,
+                                                                       "ids": []}
+    assert actions.given(added, session="ses_other") == {"given": False, "ids": []}
+    # confirmed: given, once
+    assert actions.given(added) == {"given": True, "ids": list(added["ids"])}  # type: ignore[call-overload]
+    assert actions.given(added)["given"] is False
+    assert actions.ask(tool="edit", path=path, call="call_3")["text"] == ""
+    # a recall part of the session leaves it out too
+    part = actions.recall.recall(directory=ACME, session=MAIN, message_id="msg_9",
+                                 text="does every migration ship a downgrade?", project=None)
+    assert MIGRATION not in str(part["text"])
+
+
+def test_a_failed_commands_second_note_leaves_out_what_its_first_holds(
+        actions: Actions) -> None:
+    before = actions.ask(tool="bash", command="npm start", call="call_1")
+    assert entries(before) == [f'- 2025-03-01: "{PNPM_SHOP}"']
+    # the same call failed: its error's note, without the first note's memory (neither is
+    # confirmed yet: the plugin adds both at once)
+    failed = actions.ask(tool="bash", command="npm start", call="call_1",
+                         error="Error: listen EADDRINUSE: address already in use :::3000")
+    assert entries(failed) == [f'- 2025-03-01: "{PORT}"']
+    # another call of the session is not this one
+    other = actions.ask(tool="bash", command="npm start", call="call_2")
+    assert entries(other) == [f'- 2025-03-01: "{PNPM_SHOP}"']
 
 
 def test_never_the_agents_pending_retired_or_written_notes(actions: Actions) -> None:
@@ -248,10 +331,18 @@ def test_the_daemon_serves_action_on_get(tmp_path: Path, sample_db: Path,
             notes: list[dict[str, Any]] = []
             assert wait_until(lambda: notes.append(ask()) or bool(notes[-1]["text"]),
                               timeout=30)
+            # not confirmed: not given (the tool may have thrown)
+            unconfirmed = ask()
+            digest = note_digest(notes[-1]["text"])
+            given = http.get("http://opencode-memoryd/v1/action_given?"
+                             + urlencode({"session": MAIN, "digest": digest}), timeout=10)
             again = ask()
         assert notes[-1]["text"].startswith(ACTION_MARKER) and MIGRATION in notes[-1]["text"]
         assert {n["reason"] for n in notes[:-1]} <= {
             "the index of the memories' words is being built"}
+        assert unconfirmed["text"] == notes[-1]["text"]
+        assert given.status_code == 200, given.text
+        assert given.json()["result"] == {"given": True, "ids": notes[-1]["ids"]}
         assert again["text"] == "" and again["reason"] == "nothing new for this tool call"
     finally:
         proc.terminate()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlencode
@@ -129,6 +130,48 @@ def test_the_budget_takes_feedback_and_user_preferences_first() -> None:
     assert [m.id for m in chosen["user"]] == [user[0].id]
     assert len(chosen["architecture"]) == 2  # the two newest facts, after them
     assert {m.content for m in chosen["architecture"]} == {facts[-1].content, facts[-2].content}
+
+
+def test_a_correction_is_a_convention_and_takes_a_place_before_newer_facts(
+        tight: Path, isolated_env: dict[str, str]) -> None:
+    # the user corrected a fact long ago; since then, more facts than the block holds
+    old = mem("We install packages with Yarn.", minutes=1)
+    new = mem("We switched from Yarn to pnpm.", minutes=2)
+    tomb = replace(old, status="retired", superseded_by=new.id,
+                   retired_reason='superseded: "switched from Yarn"')
+    forgotten = mem("The cache lives on the NFS share.", minutes=3)
+    merged = mem("Builds run on the fast runner.", minutes=4)
+    facts = [mem(f"Service {i} is written in Kotlin.", minutes=100 + i) for i in range(6)]
+    seed(tight, isolated_env, [tomb, new, *facts,
+                               replace(forgotten, status="retired", retired_reason="forgotten"),
+                               replace(merged, status="retired", superseded_by=facts[0].id,
+                                       retired_reason="duplicate")])
+    block = context(tight, "--dir", ACME)
+    text = str(block["text"])
+    # shown among the conventions, before the architecture's newer facts
+    lines = text.splitlines()
+    assert lines[lines.index("### Conventions and feedback") + 1] == (
+        '- 2025-03-01: "We switched from Yarn to pnpm."')
+    assert "We install packages with Yarn." not in text
+    # a memory a duplicate was merged into is no correction: the newest facts follow
+    sections = block["sections"]
+    assert isinstance(sections, dict)
+    assert sections["conventions"] == [new.id]
+    assert sections["architecture"] == [facts[5].id, facts[4].id]
+
+
+def test_a_users_correction_comes_first_among_their_preferences(
+        tight: Path, isolated_env: dict[str, str]) -> None:
+    old = mem("I format Python with Black.", minutes=1, type_="user", scope="user")
+    new = mem("I use Ruff instead of Black to format Python.", minutes=2, type_="user",
+              scope="user")
+    prefs = [mem(f"I like answers with {n} examples.", minutes=100 + i, type_="user",
+                 scope="user") for i, n in enumerate(("Go", "Rust", "Zig", "Elm"))]
+    seed(tight, isolated_env, [replace(old, status="retired", superseded_by=new.id,
+                                       retired_reason="superseded: \"instead of Black\""),
+                               new, *prefs])
+    block = context(tight, "--dir", ACME)
+    assert block["sections"] == {"user": [new.id, prefs[3].id, prefs[2].id]}
 
 
 def test_the_block_never_passes_its_character_and_entry_budget() -> None:

@@ -1,6 +1,7 @@
-"""``bench/data/delivery_scenario.json`` is well-formed: every fact is what rules mode stores
-from the session that says it, every check needs a fact said earlier and still true, and the
-bench finds a memory and the parts it scores wherever they sit in a request body."""
+"""The scenarios of ``bench/delivery.py`` (``bench/data/delivery_scenario*.json``) are
+well-formed: every fact is what rules mode stores from the session that says it, every
+check needs a fact said earlier and still true, and the bench finds a memory and the parts
+it scores wherever they sit in a request body."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
@@ -19,8 +22,9 @@ ACTION = ("<!-- opencode-memoryd action -->\n- \"Every migration ships a downgra
           "<!-- opencode-memoryd action end fedcba9876543210 -->")
 
 
-def test_the_scenario_spans_days_projects_and_every_step_kind() -> None:
-    sc = dd.load()
+@pytest.mark.parametrize("path", dd.SCENARIOS, ids=lambda p: p.stem)
+def test_the_scenario_spans_days_projects_and_every_step_kind(path: Path) -> None:
+    sc = dd.load(path)
     assert len(sc.projects) >= 3 and len(sc.sessions) >= 8
     assert len({s.day for s in sc.sessions}) >= 3
     assert {c.kind for _, _, c in sc.checks()} == set(dd.KINDS)
@@ -93,12 +97,14 @@ def test_parts_and_memories_are_found_wherever_they_sit_in_the_body() -> None:
     assert [k for k, _ in dd.added_parts(cut)] == ["context"]
 
 
-def test_the_shims_answer_each_scripted_command_and_pass_the_rest_on(tmp_path: Path) -> None:
+@pytest.mark.parametrize("path", dd.SCENARIOS, ids=lambda p: p.stem)
+def test_the_shims_answer_each_scripted_command_and_pass_the_rest_on(
+        tmp_path: Path, path: Path) -> None:
     import subprocess
 
     from delivery import write_shims
 
-    sc = dd.load()
+    sc = dd.load(path)
     write_shims(tmp_path, sc.shims | {"no-such-program-here": []}, "/usr/bin:/bin")
     for name, cases in sc.shims.items():
         for case in cases:

@@ -251,8 +251,12 @@ out.edit = await call("call_1", "edit", migration(3), "completed", { content: "E
 out.again = await call("call_2", "edit", migration(4), "completed",
   { content: [{ type: "text", text: "Edit applied." }] })
 out.thrown = await call("call_3", "bash", { command: "node a.js" }, "error")
+const dockerfile = { filePath: `${directory}/Dockerfile` }
+out.thrownRead = await call("call_6", "read", dockerfile, "error")
+// (a call whose notes the hooks wait for comes between: the thrown call's ask is answered)
 out.failed = await call("call_4", "bash", { command: "node server.js" }, "completed",
   { content: "Error: listen EADDRINUSE :::3000", metadata: { exit: 1 } })
+out.read = await call("call_7", "read", dockerfile, "completed", { content: "FROM node:20" })
 out.noContent = await call("call_5", "read", { filePath: `${directory}/src/deploy.yaml` },
   "completed", { output: { text: "x" } })
 process.stdout.write(JSON.stringify(out))
@@ -260,6 +264,7 @@ process.stdout.write(JSON.stringify(out))
 
 MIGRATION = "Every migration ships a downgrade."
 PORT = "When the dev server says EADDRINUSE, stop the old one with make stop."
+DOCKER = "The Dockerfile pins its base image by digest."
 
 
 @pytest.mark.skipif(NODE is None, reason="node is not installed")
@@ -277,7 +282,8 @@ mode = "rules"
 max_entries = 1
 """)
     env = {**isolated_env, "OPENCODE_MEMORYD_CONFIG": str(cfg), "PATH": os.environ["PATH"]}
-    _seed(cfg, isolated_env, [*SEED, mem(MIGRATION, minutes=0), mem(PORT, minutes=-1)])
+    _seed(cfg, isolated_env, [*SEED, mem(MIGRATION, minutes=0), mem(PORT, minutes=-1),
+                                 mem(DOCKER, minutes=-2)])
     proc = start_daemon(cfg, env)
     try:
         info = state_dir(load_config(cfg, env), env) / DAEMON_INFO_FILE
@@ -301,7 +307,10 @@ max_entries = 1
     # once per session; text parts stay as they were
     assert out["again"] == {"content": [{"type": "text", "text": "Edit applied."}]}
     # a tool that failed with an error is left alone
-    assert out["thrown"] == {"message": "boom"}
+    assert out["thrown"] == out["thrownRead"] == {"message": "boom"}
+    # and the note asked before it is not given: the next call about that file has it
+    assert out["read"]["content"].startswith("FROM node:20\n\n<!-- opencode-memoryd action")
+    assert f'"{DOCKER}"' in out["read"]["content"]
     # a failed command: its error's past fix, in a text part after its output
     failed = out["failed"]
     assert failed["metadata"] == {"exit": 1}

@@ -39,6 +39,16 @@ T0 = datetime(2025, 5, 1, 8, 0, tzinfo=UTC)
     ("project", "project", "The Postgres 16 migration is halfway done.", "progress"),
     ("project", "project", "The frontend is built with Vite and React 18.", "architecture"),
     ("project", "project", "Our API base path is /api/v2.", "architecture"),
+    # a folder layout: where things of a kind go, a relative path after a placing word
+    ("project", "project", "React components live in src/components and use CSS modules.",
+     "conventions"),
+    ("project", "project", "HTTP handlers go in internal/httpapi, one file per resource.",
+     "conventions"),
+    ("project", "project", "Airflow DAGs live in dags/ and each file defines one DAG.",
+     "conventions"),
+    ("project", "project", "The orders API is served under /api/v2/orders.", "architecture"),
+    ("project", "project", "The quota module lives in lib/quota/.", "architecture"),
+    ("project", "project", "CI runs on ubuntu-latest/arm64 runners.", "architecture"),
 ])
 def test_the_rules_choose_a_section(type_: str, scope: str, text: str, section: str) -> None:
     assert section_for(type_, scope, text) == section

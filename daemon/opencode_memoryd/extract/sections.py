@@ -11,7 +11,9 @@ the one-time migration of a store written before sections existed use
 * ``feedback`` (how the user wants the agent to work) is ``conventions``;
 * ``reference`` (where things are) is ``reference``;
 * a ``project`` fact is read for cues: a URL or "docs/dashboard/ticket … at" makes it a
-  ``reference``; "always/never/must/should/prefer/avoid/convention/style…" makes it
+  ``reference``; "always/never/must/should/prefer/avoid/convention/style…", or a folder
+  layout (where things of a kind go: "React components live in src/components", "handlers
+  go in internal/httpapi": a plural placing verb before a relative path) makes it
   ``conventions``; "done/finished/in progress/next step/blocked/TODO…" makes it
   ``progress``; anything else (the stack, versions, layout, services) is ``architecture``.
 """
@@ -31,6 +33,14 @@ _CONVENTION = re.compile(
     r"\b(?:always|never|must|mustn'?t|should(?:n'?t)?|prefer(?:s|red)?|avoid|do not|don'?t|"
     r"instead of|conventions?|style|naming|formatt(?:ed|ing)|lint(?:ed|ing|er)?|"
     r"required?|only use|not allowed|forbidden|compatible with)\b",
+    re.IGNORECASE)
+#: Where things of a kind go: a plural placing verb, then a relative folder path
+#: ("components live in src/components", "handlers go in internal/httpapi"). One thing's
+#: place ("the quota module lives in lib/quota/") is a fact, not a rule for new files; an
+#: absolute path ("/api/v2") or a URL is no layout.
+_LAYOUT = re.compile(
+    r"\b(?:live|go|belong|sit|are(?:\s+(?:kept|stored|placed|put))?)\s+"
+    r"(?:in|under|into|inside)\s+(?:the\s+)?`?(?:\./)?[A-Za-z_][\w.-]*/(?![/\w.-]*:)",
     re.IGNORECASE)
 _PROGRESS = re.compile(
     r"\b(?:done|finished|completed?|in progress|wip|work in progress|next steps?|"
@@ -64,7 +74,7 @@ def section_for(type_: str, scope: str, text: str) -> str:
         return "reference"
     if _URL.search(text) or _REFERENCE.search(text):
         return "reference"
-    if _CONVENTION.search(text):
+    if _CONVENTION.search(text) or _LAYOUT.search(text):
         return "conventions"
     if _PROGRESS.search(text):
         return "progress"

@@ -22,8 +22,13 @@ answers (the memories shown read again from the store) while a new one is built 
 background; a request waits at most :data:`FIRST_WAIT_SECONDS` for the first one.
 
 Each memory reaches a session at most once: none served in its block, in a recall part, or
-in an earlier action note. The agent's notes, pending notes, the project's brief and
-session summaries are never shown; retired memories are not in the index.
+in an earlier action note. A note's memories count as given only once the plugin confirms it
+added the note to the tool's output (:meth:`ActionRecall.confirm`, with the hash of the
+note's closing line): a note asked before a tool that then throws, or one that came too
+late, gives nothing away. Until then they are only kept from the other note of the same
+tool call (the one about a failed command's error). The agent's notes, pending notes, the
+project's brief and session summaries are never shown; retired memories are not in the
+index.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from opencode_memoryd.store.api import RETIRED, MemoryFilter, MemoryStore
 from opencode_memoryd.store.bm25 import Bm25Encoder, default_encoder
 from opencode_memoryd.usecases.action_terms import Term, action_terms
 from opencode_memoryd.usecases.context_cache import MAX_LOOKUPS, ContextCache, Lru
-from opencode_memoryd.usecases.fence import entry_line, seal
+from opencode_memoryd.usecases.fence import END_HASH_CHARS, entry_line, seal
 from opencode_memoryd.vocab import NOTE_TYPES
 
 log = structlog.get_logger(__name__)
@@ -69,6 +74,8 @@ COMMON_FLOOR = 20
 FIRST_WAIT_SECONDS = 0.3
 #: Seconds an index of a store other processes write too is kept.
 SHARED_TTL_SECONDS = 5.0
+#: Notes offered and not confirmed yet, kept (the least recently offered dropped first).
+MAX_OFFERS = 1024
 
 
 @dataclass(frozen=True)
@@ -166,6 +173,14 @@ def render(lines: Sequence[str]) -> str:
     return seal([HEADER, FRAMING, *lines], ACTION_MARKER, ACTION_END_PREFIX)
 
 
+def note_digest(text: str) -> str:
+    """The hash a sealed note's closing line carries (its 16 hex digits), or ``""``."""
+    last = text.rstrip("\n").rsplit("\n", 1)[-1]
+    if not last.startswith(ACTION_END_PREFIX):
+        return ""
+    return last[len(ACTION_END_PREFIX):len(ACTION_END_PREFIX) + END_HASH_CHARS]
+
+
 def fit(ranked: Sequence[Memory], *, max_entries: int = MAX_ENTRIES,
         max_chars: int = MAX_CHARS) -> list[tuple[Memory, str]]:
     """The first of ``ranked`` with their entry lines, as many as fit in ``max_chars``
@@ -224,17 +239,21 @@ class ActionRecall:
         self._lock = threading.Lock()
         self._indexes = Lru(8)  # scopes -> (generation or time, WordIndex)
         self._given = Lru(MAX_LOOKUPS)  # session -> ids given in its action notes
+        self._offers = Lru(MAX_OFFERS)  # (session, digest) -> ids of a note not confirmed
+        self._calls = Lru(MAX_OFFERS)  # (session, call id) -> ids offered to the call
         self._building: dict[tuple[MemoryFilter, ...], threading.Event] = {}
         self._first_wait = first_wait_seconds
 
     def action(self, *, session: str, directory: str | None = None,
                project: str | None = None, tool: str = "", path: str = "",
-               command: str = "", error: str = "") -> dict[str, Any]:
+               command: str = "", error: str = "", call: str = "") -> dict[str, Any]:
         """The note for one tool call of ``session`` as :meth:`ActionNote.to_dict`: the
         memories about its file ``path``, its shell ``command`` and, for a failed
-        command, its ``error`` output, that the session was not given yet (they count as
-        given from now on). ``tool`` (the tool's name) is informative. A call about nothing
-        (no path, no command) starts building the index of the session's scopes."""
+        command, its ``error`` output, that the session was not given yet and that no
+        earlier note of the same tool call ``call`` (its id; ``""``: none) holds. They
+        count as given once :meth:`confirm` says the note reached the tool's output.
+        ``tool`` (the tool's name) is informative. A call about nothing (no path, no
+        command) starts building the index of the session's scopes."""
         del tool
         terms = action_terms(path=path, command=command, error=error, directory=directory)
         scope = self._context.scope(directory=directory, session=session, project=project)
@@ -249,19 +268,43 @@ class ActionRecall:
                               ).to_dict()
         words = [(t, frozenset(self._encoder.embed_query(t.text).indices)) for t in terms]
         with self._lock:
-            given: set[str] = self._given.get(session) or set()
+            given: set[str] = set(self._given.get(session) or ())
+            if call:
+                given |= self._calls.get((session, call)) or set()
         exclude = ((self._shared.given(session) if self._shared else set()) | given
                    | self._context.block_ids(directory=directory, session=session,
                                              project=project))
         chosen = fit(self._current(index.rank(words, exclude=exclude)))
-        ids = tuple(m.id for m, _ in chosen)
-        with self._lock:
-            self._given.put(session, (self._given.get(session) or set()) | set(ids))
-        if self._shared and ids:
-            self._shared.mark_given(session, ids)
         if not chosen:
             return ActionNote("", (), "nothing new for this tool call").to_dict()
-        return ActionNote(render([line for _, line in chosen]), ids).to_dict()
+        ids = tuple(m.id for m, _ in chosen)
+        text = render([line for _, line in chosen])
+        with self._lock:
+            self._offers.put((session, note_digest(text)), ids)
+            if call:
+                self._calls.put((session, call),
+                                (self._calls.get((session, call)) or set()) | set(ids))
+        return ActionNote(text, ids).to_dict()
+
+    def confirm(self, *, session: str, digest: str) -> dict[str, Any]:
+        """The plugin added the note of ``session`` whose closing line carries ``digest``
+        to a tool's output: its memories are given to the session from now on (no later
+        note, recall part or note of another call shows them again).
+
+        Returns:
+            ``{"given": bool, "ids": [...]}``: ``given`` is false (no ids) when no note
+            with that hash was offered to the session (or it was confirmed already).
+        """
+        key = (session, digest.strip().lower())
+        with self._lock:
+            ids: tuple[str, ...] = self._offers.get(key) or ()
+            if not ids:
+                return {"given": False, "ids": []}
+            self._offers.put(key, ())  # confirmed: no longer an offer
+            self._given.put(session, (self._given.get(session) or set()) | set(ids))
+        if self._shared:
+            self._shared.mark_given(session, ids)
+        return {"given": True, "ids": list(ids)}
 
     def _current(self, ranked: Sequence[Memory], most: int = 2 * MAX_ENTRIES
                  ) -> list[Memory]:

@@ -32,8 +32,10 @@ spent last; a pending note (the agent's user-scope note the user has not confirm
 no block.
 
 Each memory is shown in its own section (``Memory.section``, chosen when it was written;
-:func:`section_of`). Of a project's session summaries only the newest is a candidate: it is
-where the last session stopped (older ones can still come up as relevant to the task).
+:func:`section_of`), a correction (a memory that superseded another) among the conventions
+(:mod:`~opencode_memoryd.usecases.block_pool`). Of a project's session summaries only the
+newest is a candidate: it is where the last session stopped (older ones can still come up
+as relevant to the task).
 
 Selection: the entries are chosen most important first (:data:`PRIORITY`: conventions and
 feedback, then user preferences, the brief, progress, architecture and references; inside
@@ -49,7 +51,6 @@ a directory with no known project.
 from __future__ import annotations
 
 import itertools
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -58,10 +59,19 @@ from typing import TYPE_CHECKING, Any
 from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.conversation.transcript import human_text, strip_cli_quotes
 from opencode_memoryd.errors import SourceError
-from opencode_memoryd.extract.sections import section_for
 from opencode_memoryd.models import Memory
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
-from opencode_memoryd.usecases.fence import FENCE_CHARS, entry_line, seal
+from opencode_memoryd.usecases.block_pool import PRIORITY as PRIORITY
+from opencode_memoryd.usecases.block_pool import SECTIONS as SECTIONS
+from opencode_memoryd.usecases.block_pool import Entry as Entry
+from opencode_memoryd.usecases.block_pool import ScrollCache as ScrollCache
+from opencode_memoryd.usecases.block_pool import agents_notes as agents_notes
+from opencode_memoryd.usecases.block_pool import candidate_pool as candidate_pool
+from opencode_memoryd.usecases.block_pool import line_of
+from opencode_memoryd.usecases.block_pool import newest_summaries_only as newest_summaries_only
+from opencode_memoryd.usecases.block_pool import ordered_pool as ordered_pool
+from opencode_memoryd.usecases.block_pool import section_of as section_of
+from opencode_memoryd.usecases.fence import FENCE_CHARS, seal
 from opencode_memoryd.usecases.fence import FRAMING as FRAMING
 from opencode_memoryd.usecases.fence import HEADER as HEADER
 from opencode_memoryd.usecases.fence import MARKER as MARKER
@@ -72,21 +82,6 @@ from opencode_memoryd.usecases.relevance import task_hits
 if TYPE_CHECKING:
     from opencode_memoryd.source.reader import OpenCodeDB
 
-#: Section keys and titles, in the order the block shows them.
-SECTIONS: tuple[tuple[str, str], ...] = (
-    ("brief", "Project brief"),
-    ("architecture", "Architecture and tech"),
-    ("conventions", "Conventions and feedback"),
-    ("progress", "Progress and last session"),
-    ("user", "User preferences"),
-    ("reference", "References"),
-    ("relevant", "Relevant to the task"),
-    ("agent", "Noted by the agent (unconfirmed)"),
-)
-#: The order in which the budget is spent (most important first; the agent's notes last).
-PRIORITY: tuple[str, ...] = ("conventions", "user", "brief", "progress", "architecture",
-                             "reference", "agent")
-_SECTION_KEYS = set(PRIORITY)
 #: Messages read from the start of a session to find its first user message.
 FIRST_READ = 20
 #: The longest query searched for "Relevant to the task", in characters.
@@ -118,61 +113,6 @@ class ContextBlock:
                 "reason": self.reason}
 
 
-def section_of(memory: Memory) -> str:
-    """The section a memory belongs in: the agent's note → ``agent``; user scope →
-    ``user``; else its ``section``; a memory with none yet (a store not migrated) → the
-    rules' choice (:func:`~opencode_memoryd.extract.sections.section_for`)."""
-    if memory.provenance == "agent":
-        return "agent"
-    if memory.scope == "user":
-        return "user"
-    if memory.section in _SECTION_KEYS:
-        return memory.section
-    return section_for(memory.type, memory.scope, memory.content)
-
-
-def newest_summaries_only(memories: Iterable[Memory]) -> list[Memory]:
-    """``memories`` with every ``session-summary`` but the newest of each project left out
-    (newest by ``updated_at``, ties by id); the order is kept."""
-    memories = list(memories)
-    newest: dict[str | None, Memory] = {}
-    for m in memories:
-        if m.type != "session-summary":
-            continue
-        best = newest.get(m.project_id)
-        if best is None or (m.updated_at, m.id) > (best.updated_at, best.id):
-            newest[m.project_id] = m
-    keep = {m.id for m in newest.values()}
-    return [m for m in memories if m.type != "session-summary" or m.id in keep]
-
-
-def _line(memory: Memory) -> str:
-    return entry_line(memory.said.date().isoformat(), memory.content, memory.stale)
-
-
-def _newest_first(memories: Iterable[Memory]) -> list[Memory]:
-    """Newest said first (``said_at``, else ``updated_at``), ties by id."""
-    return sorted(memories, key=lambda m: (-(m.said_at or m.updated_at).timestamp(), m.id))
-
-
-#: One candidate of the block: ``(section key, memory, its line)``.
-Entry = tuple[str, Memory, str]
-
-
-def ordered_pool(candidates: Iterable[Memory]) -> list[Entry]:
-    """``candidates`` in the order the budget takes them when no search hit comes first:
-    sections in :data:`PRIORITY` order, each newest said first (ties by id), with each line
-    rendered once; pending notes left out. It does not depend on the query, so the daemon
-    keeps it until the store is written (:meth:`ScrollCache.pool`)."""
-    by_section: dict[str, list[Memory]] = {key: [] for key in PRIORITY}
-    for m in candidates:
-        if m.pending:
-            continue
-        by_section.setdefault(section_of(m), []).append(m)
-    return [(key, m, _line(m)) for key in PRIORITY
-            for m in _newest_first(by_section.get(key, []))]
-
-
 def select(candidates: Sequence[Memory], relevant: Sequence[Memory], *, max_chars: int,
            max_entries: int, pool: Sequence[Entry] | None = None) -> dict[str, list[Memory]]:
     """Spend the budget: relevant hits first, then :data:`PRIORITY` order, newest first.
@@ -195,7 +135,7 @@ def select(candidates: Sequence[Memory], relevant: Sequence[Memory], *, max_char
     count = 0
     seen: set[str] = set()
     ordered = ordered_pool(candidates) if pool is None else pool
-    queue = itertools.chain((("relevant", m, _line(m)) for m in relevant
+    queue = itertools.chain((("relevant", m, line_of(m)) for m in relevant
                              if not m.pending and m.provenance != "agent"), ordered)
     for key, m, line in queue:
         if count >= max_entries:
@@ -224,7 +164,7 @@ def render(chosen: dict[str, list[Memory]]) -> str:
     for key, _ in SECTIONS:
         if chosen.get(key):
             lines += ["", _title(key)]
-            lines += [_line(m) for m in chosen[key]]
+            lines += [line_of(m) for m in chosen[key]]
     return seal(lines)
 
 
@@ -289,70 +229,6 @@ def project_keys(app: AppPort, store: MemoryStore, directory: str | None,
     if not keys and directory:
         keys = set(resolve_dir(app, store, directory).projects)
     return sorted(keys)
-
-
-class ScrollCache:
-    """The memories of a filter, read once and kept until the store is written.
-
-    Only for a store this process writes alone (``store.single_writer``: the embedded
-    store, owned by the daemon), whose ``generation`` counter changes with every write;
-    a shared server store is read every time. Thread-safe.
-    """
-
-    def __init__(self, store: MemoryStore) -> None:
-        self._store = store
-        self._lock = threading.Lock()
-        self._generation = -1
-        self._cached: dict[MemoryFilter, list[Memory]] = {}
-        self._pools: dict[tuple[MemoryFilter, ...], list[Entry]] = {}
-
-    def __call__(self, flt: MemoryFilter) -> list[Memory]:
-        """The active memories matching ``flt`` (``store.scroll`` order)."""
-        generation = int(getattr(self._store, "generation", -1))
-        with self._lock:
-            if generation != self._generation:
-                self._cached.clear()
-                self._pools.clear()
-                self._generation = generation
-            hit = self._cached.get(flt)
-        if hit is None:
-            hit = list(self._store.scroll(flt))
-            with self._lock:
-                if self._generation == generation:  # no write began since: keep it
-                    self._cached[flt] = hit
-        return hit
-
-    def pool(self, flts: Sequence[MemoryFilter]) -> list[Entry]:
-        """:func:`candidate_pool` of ``flts``, kept until the store is written."""
-        key = tuple(flts)
-        generation = int(getattr(self._store, "generation", -1))
-        with self._lock:
-            hit = self._pools.get(key) if generation == self._generation else None
-        if hit is None:
-            hit = candidate_pool(self, flts)
-            with self._lock:
-                if self._generation == generation:
-                    self._pools[key] = hit
-        return hit
-
-
-def candidate_pool(read: Callable[[MemoryFilter], Iterable[Memory]],
-                   flts: Sequence[MemoryFilter]) -> list[Entry]:
-    """The :func:`ordered_pool` of the memories ``read`` gives for ``flts`` (each memory
-    once, every ``session-summary`` but each project's newest left out)."""
-    candidates: dict[str, Memory] = {}
-    for flt in flts:
-        for m in read(flt):
-            candidates.setdefault(m.id, m)
-    return ordered_pool(newest_summaries_only(candidates.values()))
-
-
-def agents_notes(pool: Sequence[Entry], scroll: Callable[[MemoryFilter], Iterable[Memory]],
-                  user_flt: MemoryFilter) -> int:
-    """How many of the agent's notes a search of the block's scopes can return: those of
-    ``pool`` and the pending ones of the user scope (which no pool holds)."""
-    return (sum(m.provenance == "agent" for _, m, _ in pool)
-            + sum(m.pending for m in scroll(user_flt)))
 
 
 def build_context(app: AppPort, store: MemoryStore, *, directory: str | None = None,

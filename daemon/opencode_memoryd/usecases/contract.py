@@ -176,8 +176,12 @@ class UseCases(Protocol):
 
     def action(self, *, session: str, directory: str | None = None,
                project: str | None = None, tool: str = "", path: str = "",
-               command: str = "", error: str = "") -> dict[str, Any]:
-        """The note for one tool call of ``session``."""
+               command: str = "", error: str = "", call: str = "") -> dict[str, Any]:
+        """The note for one tool call of ``session`` (``call``: the tool call's id)."""
+        ...
+
+    def action_given(self, *, session: str, digest: str) -> dict[str, Any]:
+        """The plugin's word that a tool call's note reached the tool's output."""
         ...
 
 
@@ -185,4 +189,5 @@ class UseCases(Protocol):
 ROUTES: tuple[str, ...] = tuple(name for name, value in vars(UseCases).items()
                                 if isinstance(value, FunctionType) and not name.startswith("_"))
 #: The routes also served on ``GET`` with a query string (the OpenCode plugin's request).
-GET_ROUTES: frozenset[str] = frozenset({"context", "recall", "recall_given", "action"})
+GET_ROUTES: frozenset[str] = frozenset({"context", "recall", "recall_given", "action",
+                                        "action_given"})

@@ -101,7 +101,8 @@ class Service(PluginRoutes, DataRoutes):
         # OpenCode connections, session look-ups and blocks kept between context requests
         self._context = ContextCache(app, store)
         self._recall = RecallCache(app, self._context, store, state.recall)
-        self.action = ActionRecall(self._context, store, shared=self._recall).action
+        actions = ActionRecall(self._context, store, shared=self._recall)
+        self.action, self.action_given = actions.action, actions.confirm
         self._dreamer: Dreamer | None = None
         self._fresh_at: dict[str, datetime] = {}  # project -> its last freshness check
         migrations.migrate_store_data(store, app.user_id, lock_for)

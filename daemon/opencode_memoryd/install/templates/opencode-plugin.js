@@ -327,7 +327,8 @@ const actionOf = (tool, args) => {
 }
 
 // Asks the daemon for a tool call's note: "" unless a whole, sealed note comes back.
-// `call` is { session, directory, project, tool, path?, command?, error? }.
+// `call` is { session, directory, project, tool, id?, path?, command?, error? } (`id`: the
+// tool call's, so its second note leaves out what its first one holds).
 const requestAction = async (call) => {
   const socket = socketPath()
   if (!socket || !call?.session) return ""
@@ -336,6 +337,7 @@ const requestAction = async (call) => {
     directory: call.directory ?? "",
     project: call.project ?? "",
     tool: call.tool ?? "",
+    call: call.id ?? "",
     path: (call.path ?? "").slice(0, MAX_QUERY_CHARS),
     command: (call.command ?? "").slice(0, MAX_QUERY_CHARS),
     error: (call.error ?? "").slice(-MAX_ERROR_CHARS),
@@ -347,29 +349,55 @@ const requestAction = async (call) => {
   return sealed(text, ACTION_MARKER, ACTION_END_PREFIX) ? text : ""
 }
 
+// Tells the daemon that a note reached the tool's output: the hash its closing line
+// carries, so only a note that was added counts as given (not one asked before a tool
+// that then threw, nor one that came too late).
+const confirmAction = async (session, note) => {
+  const socket = socketPath()
+  const last = note.trimEnd().split("\n").pop() ?? ""
+  if (!socket || !session || !last.startsWith(ACTION_END_PREFIX)) return
+  const params = new URLSearchParams({
+    session,
+    digest: last.slice(ACTION_END_PREFIX.length, ACTION_END_PREFIX.length + 16),
+  })
+  await get(socket, "/v1/action_given?" + params)
+}
+
 // `promise`, or `fallback` after `ms` milliseconds.
 const within = (promise, ms, fallback) =>
   Promise.race([promise, new Promise((resolve) => setTimeout(() => resolve(fallback), ms).unref?.())])
 
 // The notes of tool calls: `start` asks when a tool is about to run, `finish` gives the
 // text to add to its result (the answer to `start`, and for a failed command the answer
-// to a second ask with its error output), waiting at most ACTION_WAIT_MS.
+// to a second ask with its error output), waiting at most ACTION_WAIT_MS; `added` tells
+// the daemon that text reached the result, `drop` forgets a call that threw.
 const actionNotes = () => {
   const started = new Map() // callID -> Promise<string>
-  const ask = (call) => Promise.resolve(call).then(requestAction).catch(() => "")
+  const ask = (call, callID) =>
+    Promise.resolve(call).then((c) => c && { ...c, id: callID }).then(requestAction).catch(() => "")
   return {
     start(callID, call) {
       if (started.size >= MAX_SESSIONS) started.delete(started.keys().next().value)
-      started.set(callID, ask(call))
+      started.set(callID, ask(call, callID))
     },
     async finish(callID, call, error) {
-      const first = started.get(callID) ?? (call ? ask(call) : Promise.resolve(""))
+      const first = started.get(callID) ?? (call ? ask(call, callID) : Promise.resolve(""))
       started.delete(callID)
       const again = call && error
-        ? ask(Promise.resolve(call).then((c) => c && { ...c, error }))
+        ? ask(Promise.resolve(call).then((c) => c && { ...c, error }), callID)
         : Promise.resolve("")
       const notes = await within(Promise.all([first, again]), ACTION_WAIT_MS, [])
       return notes.filter(Boolean).join("\n")
+    },
+    // awaited (at most ACTION_WAIT_MS), so the session's next tool call is not given
+    // the same memories
+    async added(session, text) {
+      const told = text.split(ACTION_MARKER).filter((n) => n.trim())
+        .map((note) => confirmAction(session, ACTION_MARKER + note).catch(() => {}))
+      await within(Promise.all(told), ACTION_WAIT_MS, [])
+    },
+    drop(callID) {
+      started.delete(callID)
     },
   }
 }
@@ -529,8 +557,9 @@ const server = async ({ project, directory, worktree, client } = {}) => {
     },
 
     // After it: the note (and, for a failed command, the one about its error) goes at the
-    // end of the tool's output, which the model reads in the next step. What the tool did
-    // is unchanged; a tool that failed with an error (no result) gets nothing.
+    // end of the tool's output, which the model reads in the next step, and the daemon is
+    // told so. What the tool did is unchanged; a tool that failed with an error (no result,
+    // this hook never runs) gets nothing, and its note counts as not given.
     "tool.execute.after": async (input, output) => {
       try {
         if (!input?.sessionID) return
@@ -544,7 +573,9 @@ const server = async ({ project, directory, worktree, client } = {}) => {
         const about = actionOf(input.tool, input.args)
         const error = failedCommand(input.tool, output.metadata) ? output.output : ""
         const text = await notes.finish(input.callID, about && call(input, about), error)
-        if (text) output.output = `${output.output}\n\n${text}`
+        if (!text) return
+        output.output = `${output.output}\n\n${text}`
+        await notes.added(input.sessionID, text)
       } catch {}
     },
   }
@@ -640,13 +671,17 @@ const toolNotes = async (ctx) => {
   await ctx.tool.hook("execute.after", async (event) => {
     try {
       const content = event?.status === "completed" ? event.result?.content : undefined
-      if (typeof content !== "string" && !Array.isArray(content)) return
+      if (typeof content !== "string" && !Array.isArray(content)) {
+        notes.drop(event?.id) // a tool that failed with an error: its note is not given
+        return
+      }
       const about = actionOf(event.tool, event.input)
       const error = failedCommand(event.tool, event.result.metadata) ? contentText(content) : ""
       const text = await notes.finish(event.id, about && call(event, about), error)
       if (!text) return
       const more = typeof content === "string" ? `${content}\n\n${text}` : [...content, { type: "text", text }]
       event.result = { ...event.result, content: more }
+      await notes.added(event.sessionID, text)
     } catch {}
   })
 }
