@@ -70,8 +70,10 @@ def test_the_local_service_takes_what_the_contract_declares(route: str) -> None:
     """Same keyword arguments, kinds and defaults (what the wire's payload is checked
     against, :func:`opencode_memoryd.usecases.service.call`)."""
     declared = inspect.signature(getattr(UseCases, route)).parameters
-    # `action` is the instance's ActionRecall.action (set in Service.__init__)
-    local = inspect.signature(getattr(Service, route, None) or getattr(ActionRecall, route)
+    # `action` and `action_given` are the instance's ActionRecall.action and .confirm (set
+    # in Service.__init__)
+    on_actions = {"action_given": "confirm"}.get(route, route)
+    local = inspect.signature(getattr(Service, route, None) or getattr(ActionRecall, on_actions)
                               ).parameters
     as_tuples = [(p.name, p.kind, p.default) for p in declared.values()]
     assert [(p.name, p.kind, p.default) for p in local.values()] == as_tuples
