@@ -43,6 +43,14 @@ CORRECTIONS = [
     ("Remember that Travis CI has been replaced with GitHub Actions.", "Travis CI"),
     ("Replace the Jest runner with Vitest.", "Jest"),
     ("We replaced the Lodash helpers with native methods.", "Lodash"),
+    # a lowercase tool name, where the text names the new tool by its capitalised name
+    ("Use Polars instead of pandas for dataframes.", "pandas"),
+    ("We moved off redis to Valkey for the cache.", "redis"),
+    ("Switched from postgres to SQLite for the local dev database.", "postgres"),
+    # "X, not Y" after the slot's use word
+    ("I review diffs with delta, not Meld.", "Meld"),
+    ("We deploy on Fly.io, not Heroku.", "Heroku"),
+    ("Run the unit tests via Vitest rather than Jest.", "Jest"),
 ]
 NOT_CORRECTIONS = [
     "We use Jest for unit tests.",
@@ -139,3 +147,19 @@ def test_a_correction_about_one_subject_leaves_the_same_term_of_another() -> Non
 def test_a_correction_said_as_we_re_is_about_the_same_subject() -> None:
     assert corrects("We're not using Redux any more, we use Zustand.", "We use Redux for state.")
     assert corrects("I'm not using Black any more.", "I use Black to format Python.")
+
+
+@pytest.mark.parametrize(("new", "old"), [
+    ("Use Polars instead of pandas for dataframes.", "We process dataframes with pandas."),
+    ("I review diffs with delta, not Meld.", "I review diffs with Meld."),
+    ("We moved off redis to Valkey for the cache.", "The cache runs on redis."),
+])
+def test_a_correction_of_the_usual_shapes_corrects_the_fact_it_replaces(new: str,
+                                                                        old: str) -> None:
+    assert corrects(new, old)
+
+
+def test_the_slots_use_word_ends_the_subject_of_a_correction() -> None:
+    """"I review diffs with delta, not Meld" is about reviewing diffs: not about "I open
+    PRs with Meld"."""
+    assert not corrects("I review diffs with delta, not Meld.", "I open PRs with Meld.")

@@ -46,8 +46,8 @@ _CUES: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECASE) for p in
     r"(?:now\s+)?(?:gone|deprecated|dead|retired|removed|dropped|obsolete|"
     r"replaced\s+(?:by|with))\b",
     rf"(?:^|[\s,;:(])(?P<x>{_NAME})\s*(?:→|->|=>)\s*{_NAME}",
-    rf"\b(?:use|prefer|pick|choose)\s+{_NAME}(?:\s+[A-Z0-9][\w.@/+#-]*){{0,2}},?\s+"
-    rf"(?:not|rather\s+than)\s+{_TERM}",
+    rf"\b(?:use|uses|using|prefer|prefers|pick|choose|with|via|run|runs|on)\s+{_NAME}"
+    rf"(?:\s+[A-Z0-9][\w.@/+#-]*){{0,2}},?\s+(?:not|rather\s+than)\s+{_TERM}",
 ))
 
 #: A word every cue holds one of (a quick test before the cues themselves).
@@ -100,6 +100,10 @@ def replaced_terms(text: str) -> tuple[str, ...]:
     text = text.replace("\u2019", "'")
     if not _ANY_CUE.search(text):  # most texts: one scan instead of one per cue
         return ()
+    # "pandas", "redis" are tools where the text names one by its capitalised name ("Use
+    # Polars instead of pandas"); else a plain lowercase plural is an English noun ("I use
+    # tabs, not spaces", "factories instead of fixtures")
+    names_a_tool = any(w[:1].isupper() for w in text.split()[1:] if w != "I")
     for cue in _CUES:
         for m in cue.finditer(text):
             term = _clean(m.group("x"))
@@ -121,7 +125,9 @@ def replaced_terms(text: str) -> tuple[str, ...]:
             if (term and not weak and fold(term.split()[0]) not in _NOT_TERMS
                     and not term.isdigit()
                     and not (term.islower() and term.isalpha()
-                             and term.endswith(("s", "ed", "ing")))
+                             and term.endswith(("ed", "ing")))
+                    and not (term.islower() and term.isalpha() and term.endswith("s")
+                             and not names_a_tool)
                     and not _used(_words(text), term, as_subject=False)):
                 found.append((m.start("x"), term))
     seen: set[str] = set()
@@ -275,8 +281,9 @@ repository codebase app here also actually
 
 
 def subject_words(text: str, terms: Sequence[str]) -> set[str]:
-    """The words of the leading noun phrase of ``text`` (its subject, up to its first verb
-    or cue word: "The billing service now uses …" -> ``{"billing", "service"}``), without
+    """The words of the leading noun phrase of ``text`` (its subject, up to its first verb,
+    use word or cue word: "The billing service now uses …" -> ``{"billing", "service"}``,
+    "I review diffs with …" -> ``{"review", "diffs"}``), without
     pronouns, framing words ("the project", "we") and the replaced ``terms``. Empty for an
     imperative ("Use Vitest instead of Jest") or a sentence about "we"."""
     replaced = {w for t in terms for w in _words(t)}
@@ -284,8 +291,8 @@ def subject_words(text: str, terms: Sequence[str]) -> set[str]:
     for w in _words(text):
         if w in _SUBJECT_END or w in replaced:
             break
-        if w in _USE_CUES and not out:  # an imperative: "Use …", "Run …"
-            break
+        if w in _USE_CUES:  # an imperative ("Use …", "Run …"), or the slot's use word
+            break  # ("I review diffs with …")
         if w not in _NO_SUBJECT:
             out.add(w)
     return out
