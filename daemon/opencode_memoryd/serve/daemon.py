@@ -51,6 +51,7 @@ from opencode_memoryd import __version__
 
 # imported here, before any worker thread starts: a module one thread is importing is seen
 # half-initialised by another
+from opencode_memoryd.capture.gate import GateSettings, LlmGate
 from opencode_memoryd.compose import DAEMON_INFO_FILE, App
 from opencode_memoryd.config.loader import config_digest
 from opencode_memoryd.disk import PRIVATE_UMASK, make_private
@@ -59,7 +60,6 @@ from opencode_memoryd.models import iso_utc
 from opencode_memoryd.serve.alerts import Alerts
 from opencode_memoryd.serve.commands import CommandServing
 from opencode_memoryd.serve.control_server import ControlServer
-from opencode_memoryd.serve.jobs import Pause
 from opencode_memoryd.serve.mcp_host import MCPHost
 from opencode_memoryd.serve.notify import sd_notify
 from opencode_memoryd.serve.own_writes import OwnWrites
@@ -118,8 +118,13 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
         self._project_locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._polling = False
-        self._consecutive_failures = 0
-        self.pause: Pause | None = None
+        cfg = self.cfg
+        self.gate = LlmGate(GateSettings(
+            daily_token_budget=cfg.daily_token_budget,
+            auth_pause_seconds=cfg.auth_pause_seconds,
+            circuit_failure_threshold=cfg.circuit_failure_threshold,
+            circuit_cooldown_seconds=cfg.circuit_cooldown_seconds),
+            enabled=app.extraction_mode() == "llm", clock=self.clock)
         self.started_at: datetime | None = None
         self.last_error: str | None = None
         self.alerts = Alerts(self.clock)
@@ -137,7 +142,6 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
         #: what the start-up re-embedding for the local model did ({} when none was needed)
         self.migration: dict[str, Any] | None = None
         self._work_wake = threading.Event()
-        self._held = {}
         self.own_writes = OwnWrites()
         self.scheduler: BaseScheduler | None = None  # made once commands are served
 
@@ -357,8 +361,7 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
             "pending_count": self.state.queue_size(),
             "failing": self._failing(),
             "last_extraction": self.last_extraction,
-            "paused": ({"reason": self.pause.reason, "until": iso_utc(self.pause.until)}
-                       if self.pause else None),
+            "paused": self.gate.status(),
             "tokens_today": self.state.tokens_since(iso_utc(midnight)),
             "last_dream": self.last_dream,
             "last_error": self.last_error,

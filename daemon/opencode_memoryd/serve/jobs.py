@@ -1,17 +1,18 @@
 """Session work: one worker thread takes the due sessions from the state file's queue,
 soonest first, and extracts them in groups (one store flush and one state commit per
-group); retries with backoff, a circuit breaker, a pause on 401/403/404, a daily token
-budget, and a wait of its own while the disk is full."""
+group); retries with backoff, and what the LLM gate (:mod:`opencode_memoryd.capture.gate`)
+decides: a circuit breaker, a pause on 401/403/404, a daily token budget, and a wait of its
+own while the disk is full."""
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from opencode_memoryd.capture.gate import DISK_FULL_RETRY
 from opencode_memoryd.debounce import backoff_seconds
 from opencode_memoryd.errors import MemorydError, SourceError
 from opencode_memoryd.models import STORAGE_SESSION_MESSAGE, Mark, iso_utc
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from opencode_memoryd.capture.batching import WriteGroup
+    from opencode_memoryd.capture.gate import LlmGate
     from opencode_memoryd.capture.notes import Summarizer
     from opencode_memoryd.capture.processor import Extractor
     from opencode_memoryd.capture.report import SessionReport
@@ -47,19 +49,9 @@ WORKER_BACKOFF_SECONDS = 5.0
 #: close together (OpenCode streaming into many sessions) are taken in one round: one
 #: look at the queue and one read-ahead for them all.
 DUE_COALESCE_SECONDS = 0.2
-#: Seconds between two tries of a session that found the disk full.
-DISK_FULL_RETRY = 60.0
 #: Seconds before a session given up (:data:`GIVE_UP_ATTEMPTS` unexpected failures in a
 #: row) is tried again, unless it changes first.
 GIVEN_UP_RETRY_SECONDS = 6 * 3600.0
-
-
-@dataclass
-class Pause:
-    """Why LLM work is paused, and until when (aware UTC)."""
-
-    reason: str
-    until: datetime
 
 
 class SessionJobs:
@@ -75,13 +67,13 @@ class SessionJobs:
     stop_event: threading.Event
     clock: Callable[[], datetime]
     caught_up: bool
-    pause: Pause | None
+    #: the pause, circuit breaker, token budget and disk-full hold
+    gate: LlmGate
     last_error: str | None
     last_extraction: dict[str, dict[str, Any]]
     _sources: dict[str, TrackedSource]
     _project_locks: dict[str, threading.Lock]
     _locks_guard: threading.Lock
-    _consecutive_failures: int
     #: the sessions a command waits for (see :mod:`opencode_memoryd.serve.own_writes`)
     own_writes: OwnWrites
     #: provided by :class:`~opencode_memoryd.serve.daemon.Daemon`: lets a command go first
@@ -89,8 +81,6 @@ class SessionJobs:
 
     _work_wake: threading.Event
     _worker: threading.Thread | None = None
-    #: sessions held back in memory (nothing written: the disk is full) -> until (ms)
-    _held: dict[tuple[str, str], int]
 
     # -- the worker thread ------------------------------------------------------------
 
@@ -151,13 +141,12 @@ class SessionJobs:
         long to sleep, or ``None`` to go on at once."""
         try:
             now_ms = int(self.clock().timestamp() * 1000)
-            for key, until in list(self._held.items()):
-                if until <= now_ms:
-                    del self._held[key]
-            skip = len(group.sessions) + len(self._held)
+            self.gate.release_due()
+            skip = len(group.sessions) + self.gate.held_count
             head = self.state.queue_head(WORK_BATCH + skip)
             waiting = [(src, sid, due) for src, sid, due in head
-                       if (src, sid) not in group.sessions and (src, sid) not in self._held]
+                       if (src, sid) not in group.sessions
+                       and not self.gate.is_held((src, sid))]
             due = [(src, sid) for src, sid, at in waiting if at <= now_ms][:WORK_BATCH]
             # with a backlog (a catch-up), store flushes are spaced further apart
             flush = BACKLOG_FLUSH_SECONDS if len(due) == WORK_BATCH else None
@@ -193,8 +182,9 @@ class SessionJobs:
         upcoming = [at for _, _, at in waiting if at > now_ms]
         if upcoming:
             wait = min(wait, (min(upcoming) - now_ms) / 1000 + DUE_COALESCE_SECONDS)
-        if self._held:
-            wait = min(wait, (min(self._held.values()) - now_ms) / 1000)
+        release = self.gate.next_release_ms()
+        if release is not None:
+            wait = min(wait, (release - now_ms) / 1000)
         until_commit = group.seconds_until_due(idle=True)
         if until_commit is not None:
             wait = min(wait, until_commit)
@@ -233,24 +223,16 @@ class SessionJobs:
         self.state.queue_reschedule(source_id, session_id, due, reason)
 
     def _llm_gate(self) -> float | None:
-        """Seconds to wait before LLM work may run, or ``None`` when it may run now."""
-        if self.app.extraction_mode() != "llm":
-            return None
-        now = self.clock()
-        if self.pause is not None:
-            if now < self.pause.until:
-                return (self.pause.until - now).total_seconds()
-            log.info("llm_pause_over", reason=self.pause.reason)
-            self.pause = None
-        budget = self.cfg.daily_token_budget
-        if budget:
-            midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-            if self.state.tokens_since(iso_utc(midnight)) >= budget:
-                until = midnight + timedelta(days=1)
-                self.pause = Pause(f"daily token budget of {budget} reached", until)
-                log.warning("token_budget_reached", budget=budget, until=iso_utc(until))
-                return (until - now).total_seconds()
-        return None
+        """Seconds to wait before LLM work may run, or ``None`` when it may run now
+        (:meth:`~opencode_memoryd.capture.gate.LlmGate.wait`, its events logged)."""
+        wait = self.gate.wait(lambda since: self.state.tokens_since(iso_utc(since)))
+        self._log_gate()
+        return wait
+
+    def _log_gate(self) -> None:
+        """Log what the gate decided since the last call."""
+        for event in self.gate.drain():
+            getattr(log, event.level)(event.name, **event.fields)
 
     def _run_isolated(self, source_id: str, session_id: str, group: WriteGroup,
                       ends: dict[str, Mark] | None, started_ms: int) -> None:
@@ -280,7 +262,7 @@ class SessionJobs:
             return  # its database is gone; the queue keeps the entry for a later return
         wait = self._llm_gate()
         if wait is not None:
-            self._retry(source_id, session_id, wait, self.pause.reason if self.pause else "")
+            self._retry(source_id, session_id, wait, self.gate.reason)
             return
         now = self.clock()
         now_ms = int(now.timestamp() * 1000)
@@ -317,7 +299,7 @@ class SessionJobs:
         finally:
             lock.release()
         if report.error is None:
-            self._consecutive_failures = 0
+            self.gate.succeeded()
             if report.waiting and report.storage == STORAGE_SESSION_MESSAGE:
                 # a v2 turn ends with in-place updates that change detection may not see:
                 # look again rather than wait for the next change
@@ -346,34 +328,23 @@ class SessionJobs:
         error = report.error or "failed"
         previous, self.last_error = self.last_error, error
         kind = report.error_kind
-        now = self.clock()
         if kind == "disk_full":  # the state file may be full too: write nothing, retry
             if not (previous or "").startswith("disk_full"):  # once, not per session
                 log.error("disk_full", error=report.error, retry_seconds=DISK_FULL_RETRY)
-            self._held[(source_id, session_id)] = int((now + timedelta(
-                seconds=DISK_FULL_RETRY)).timestamp() * 1000)
+            self.gate.hold((source_id, session_id))
             return
         if kind in ("auth", "not_found"):
-            self.pause = Pause(f"LLM endpoint refused the request ({report.error}); fix the "
-                               "key or model in the config", now + timedelta(
-                                   seconds=self.cfg.auth_pause_seconds))
-            log.error("llm_paused", reason=self.pause.reason, until=iso_utc(self.pause.until))
-            self._retry(source_id, session_id, self.cfg.auth_pause_seconds, error)
+            delay = self.gate.refused(error)
+            self._log_gate()
+            self._retry(source_id, session_id, delay, error)
             return
         if kind == "internal":
             self._session_failed(source_id, session_id, error)
             return
         attempts = self.state.queue_failed(source_id, session_id, error)
-        self._consecutive_failures += 1
-        if self._consecutive_failures >= self.cfg.circuit_failure_threshold:
-            self.pause = Pause(f"circuit open after {self._consecutive_failures} consecutive "
-                               f"failures (last: {report.error})",
-                               now + timedelta(seconds=self.cfg.circuit_cooldown_seconds))
-            log.warning("circuit_open", reason=self.pause.reason,
-                        until=iso_utc(self.pause.until))
-        delay = backoff_seconds(attempts, retry_after=report.retry_after_seconds)
-        if self.pause is not None:
-            delay = max(delay, (self.pause.until - now).total_seconds())
+        delay = self.gate.failed(error, attempts=attempts,
+                                 retry_after=report.retry_after_seconds)
+        self._log_gate()
         self._retry(source_id, session_id, delay, error)
 
     def _session_failed(self, source_id: str, session_id: str, error: str) -> None:
