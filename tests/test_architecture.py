@@ -52,3 +52,27 @@ def test_subpackage_inits_hold_a_docstring_only() -> None:
     for init in PACKAGE.glob("*/__init__.py"):
         body = ast.parse(init.read_text()).body
         assert len(body) == 1 and isinstance(body[0], ast.Expr), init
+
+
+def _constructions(tree: ast.AST, name: str) -> list[int]:
+    """The lines where ``name(...)`` or ``x.name(...)`` is called."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if ((isinstance(f, ast.Name) and f.id == name)
+                    or (isinstance(f, ast.Attribute) and f.attr == name)):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_the_session_processor_is_built_in_the_composition_root_alone() -> None:
+    sites = {str(p.relative_to(PACKAGE)): _constructions(ast.parse(p.read_text()),
+                                                         "SessionProcessor")
+             for p in _modules()}
+    sites = {k: v for k, v in sites.items() if v}
+    assert list(sites) == ["compose.py"] and len(sites["compose.py"]) == 1, sites
+    # the check finds what it looks for
+    sample = "from m import SessionProcessor\nSessionProcessor(a)\nm.SessionProcessor(b)\n"
+    assert _constructions(ast.parse(sample), "SessionProcessor") == [2, 3]
+

@@ -200,7 +200,8 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
         # loaded on this thread alone (the CAPTURE_ROUTES wait for it): two threads
         # importing one graph of modules can see a module half-initialised
         import opencode_memoryd.capture.batching
-        import opencode_memoryd.capture.processor  # noqa: F401
+        import opencode_memoryd.capture.processor
+        import opencode_memoryd.capture.runner  # noqa: F401
 
         self.extractor = self.service.extractor
         self.summarizer = self.service.summarizer

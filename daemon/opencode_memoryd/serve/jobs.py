@@ -15,7 +15,7 @@ import structlog
 from opencode_memoryd.capture.gate import DISK_FULL_RETRY
 from opencode_memoryd.debounce import backoff_seconds
 from opencode_memoryd.errors import MemorydError, SourceError
-from opencode_memoryd.models import STORAGE_SESSION_MESSAGE, Mark, iso_utc
+from opencode_memoryd.models import STORAGE_SESSION_MESSAGE, iso_utc
 from opencode_memoryd.state.queue import GIVE_UP_ATTEMPTS
 
 if TYPE_CHECKING:
@@ -24,12 +24,14 @@ if TYPE_CHECKING:
     from opencode_memoryd.capture.batching import WriteGroup
     from opencode_memoryd.capture.gate import LlmGate
     from opencode_memoryd.capture.notes import Summarizer
-    from opencode_memoryd.capture.processor import Extractor
+    from opencode_memoryd.capture.processor import Extractor, SessionProcessor
     from opencode_memoryd.capture.report import SessionReport
+    from opencode_memoryd.capture.runner import CaptureRunner, Step
     from opencode_memoryd.compose import App
     from opencode_memoryd.config.daemon import DaemonConfig
     from opencode_memoryd.serve.own_writes import OwnWrites
     from opencode_memoryd.serve.sources import TrackedSource
+    from opencode_memoryd.source.reader import OpenCodeDB
     from opencode_memoryd.state.db import StateDB
     from opencode_memoryd.store.api import MemoryStore
 
@@ -150,21 +152,11 @@ class SessionJobs:
             due = [(src, sid) for src, sid, at in waiting if at <= now_ms][:WORK_BATCH]
             # with a backlog (a catch-up), store flushes are spaced further apart
             flush = BACKLOG_FLUSH_SECONDS if len(due) == WORK_BATCH else None
-            ends = self._read_ahead(due, group)
-            commits = group.commits
-            for i, (source_id, session_id) in enumerate(due):
-                if self.stop_event.is_set():
-                    break  # still queued: the next start resumes it
-                if not self.own_writes.wanted((source_id, session_id)):
-                    self.step_aside()  # the command waiting for this one goes with it
-                if group.commits != commits:  # the commit forgot the batch's reads
-                    self._read_ahead(due[i:], group, ends=False)
-                    commits = group.commits
-                self._run_isolated(source_id, session_id, group, ends.get(source_id),
-                                   now_ms)
-                self.own_writes.done((source_id, session_id))
-                group.commit_if_due(flush_seconds=flush)
             if due:
+                # a session left when stopping is still queued: the next start resumes it
+                self._runner(group).run(
+                    due, lambda step: self._run_isolated(step, group, now_ms),
+                    flush_seconds=flush)
                 return None
             had = bool(group.sessions)
             group.commit_if_due(idle=True)
@@ -190,27 +182,28 @@ class SessionJobs:
             wait = min(wait, until_commit)
         return max(0.0, wait)
 
-    def _read_ahead(self, due: list[tuple[str, str]], group: WriteGroup, *,
-                    ends: bool = True) -> dict[str, dict[str, Mark]]:
-        """Read the state (marks, items) of the ``due`` sessions into ``group``'s batch
-        and, with ``ends``, their newest rows in OpenCode's database: a few statements per
-        round instead of a few per session. Returns ``{source_id: {session_id: newest}}``
-        (a source that failed to answer is left out: its sessions look it up)."""
-        by_source: dict[str, list[str]] = {}
-        for source_id, session_id in due:
-            by_source.setdefault(source_id, []).append(session_id)
-        out: dict[str, dict[str, Mark]] = {}
-        for source_id, ids in by_source.items():
-            group.batch.prefetch(source_id, ids)
+    def _runner(self, group: WriteGroup) -> CaptureRunner:
+        """The capture runner of one round: the due sessions read ahead together (their
+        newest rows and state: a few statements per round instead of a few per session),
+        each after any command waiting for it, the group committed when due."""
+        from opencode_memoryd.capture.runner import CaptureRunner
+
+        def processor_for(db: OpenCodeDB) -> SessionProcessor:
+            return self.app.session_processor(db, self.state, self.store, self.extractor,
+                                              summarizer=self.summarizer, batch=group.batch,
+                                              raise_fatal=False)
+
+        def source_of(source_id: str) -> OpenCodeDB | None:
             src = self._sources.get(source_id)
-            if ends and src is not None:
-                try:
-                    out[source_id] = src.db.last_messages(ids)
-                except Exception as exc:  # each session looks itself up, and fails alone
-                    if not isinstance(exc, SourceError):
-                        log.warning("read_ahead_failed", error=f"{type(exc).__name__}: {exc}")
-                    continue
-        return out
+            return src.db if src is not None else None
+
+        def before(key: tuple[str, str]) -> None:
+            if not self.own_writes.wanted(key):
+                self.step_aside()  # the command waiting for this one goes with it
+
+        return CaptureRunner(group, processor_for, source_of, window=WORK_BATCH,
+                             should_stop=self.stop_event.is_set, before=before,
+                             after=self.own_writes.done)
 
     def project_lock(self, project_key: str) -> threading.Lock:
         """The lock that keeps work on one project (extraction, dream) serial."""
@@ -234,12 +227,12 @@ class SessionJobs:
         for event in self.gate.drain():
             getattr(log, event.level)(event.name, **event.fields)
 
-    def _run_isolated(self, source_id: str, session_id: str, group: WriteGroup,
-                      ends: dict[str, Mark] | None, started_ms: int) -> None:
+    def _run_isolated(self, step: Step, group: WriteGroup, started_ms: int) -> None:
         """:meth:`_run_session`, with any failure but the store's or the state file's
         (which every session would share) this session's alone (:meth:`_session_failed`)."""
+        source_id, session_id = step.key
         try:
-            self._run_session(source_id, session_id, group, ends, started_ms)
+            self._run_session(step, group, started_ms)
         except (MemorydError, OSError):
             raise
         except Exception as exc:  # a row or a bug nothing foresaw
@@ -247,13 +240,14 @@ class SessionJobs:
             self._session_failed(source_id, session_id,
                                  f"internal: {type(exc).__name__}: {exc}")
 
-    def _run_session(self, source_id: str, session_id: str, group: WriteGroup,
-                     ends: dict[str, Mark] | None = None, started_ms: int | None = None
+    def _run_session(self, step: Step, group: WriteGroup, started_ms: int | None = None
                      ) -> None:
         """Extract one due session; its state writes go to ``group`` (and it is noted
-        there, unless it was rescheduled or held). ``ends``: the newest rows of the
+        there, unless it was rescheduled or held). ``step.ends``: the newest rows of the
         round's sessions of this source, read at ``started_ms`` (the session leaves the
         queue only when it did not change after that)."""
+        source_id, session_id = step.key
+        ends = step.ends
         batch = group.batch
         src = self._sources.get(source_id)
         if src is None:
@@ -287,15 +281,7 @@ class SessionJobs:
             self._retry(source_id, session_id, 5, "project busy")
             return
         try:
-            from opencode_memoryd.capture.processor import SessionProcessor
-            from opencode_memoryd.usecases.maintain import journal_record
-
-            proc = SessionProcessor(src.db, self.state, self.store, self.extractor,
-                                    self.app.limits(), clock=self.clock, raise_fatal=False,
-                                    user_id=self.app.user_id, summarizer=self.summarizer,
-                                    ensure_space=self.app.ensure_space, batch=batch,
-                                    record=journal_record(self.app))
-            report = proc.process(session, ends=ends)
+            report = step.processor().process(session, ends=ends)
         finally:
             lock.release()
         if report.error is None:
