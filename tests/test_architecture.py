@@ -76,3 +76,34 @@ def test_the_session_processor_is_built_in_the_composition_root_alone() -> None:
     sample = "from m import SessionProcessor\nSessionProcessor(a)\nm.SessionProcessor(b)\n"
     assert _constructions(ast.parse(sample), "SessionProcessor") == [2, 3]
 
+
+def _package_bases(tree: ast.Module) -> dict[str, list[str]]:
+    """The classes of a module that inherit from a class of the package (defined in the
+    module or imported from ``opencode_memoryd``), but exceptions (``...Error``): by
+    class name, the names of those bases."""
+    ours = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "opencode_memoryd"):
+            ours |= {alias.asname or alias.name for alias in node.names}
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            bases = [b.id for b in node.bases if isinstance(b, ast.Name)
+                     and b.id in ours and not b.id.endswith("Error")]
+            if bases:
+                out[node.name] = bases
+    return out
+
+
+def test_the_daemon_is_collaborators_not_mixins() -> None:
+    found = {str(p.relative_to(PACKAGE)): _package_bases(ast.parse(p.read_text()))
+             for p in sorted((PACKAGE / "serve").glob("*.py"))}
+    assert {k: v for k, v in found.items() if v} == {}
+    # the check finds what it looks for, and leaves library bases and errors alone
+    sample = ("from opencode_memoryd.serve.jobs import Jobs\n"
+              "from opencode_memoryd.errors import MemorydError\n"
+              "import socketserver\nclass Half:\n    pass\n"
+              "class D(Half, Jobs, socketserver.BaseServer):\n    pass\n"
+              "class Bad(MemorydError):\n    pass\n")
+    assert _package_bases(ast.parse(sample)) == {"D": ["Half", "Jobs"]}

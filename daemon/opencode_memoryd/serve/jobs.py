@@ -7,7 +7,7 @@ own while the disk is full."""
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -19,21 +19,14 @@ from opencode_memoryd.models import STORAGE_SESSION_MESSAGE, iso_utc
 from opencode_memoryd.state.queue import GIVE_UP_ATTEMPTS
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from opencode_memoryd.capture.batching import WriteGroup
     from opencode_memoryd.capture.gate import LlmGate
     from opencode_memoryd.capture.notes import Summarizer
     from opencode_memoryd.capture.processor import Extractor, SessionProcessor
     from opencode_memoryd.capture.report import SessionReport
     from opencode_memoryd.capture.runner import CaptureRunner, Step
-    from opencode_memoryd.compose import App
-    from opencode_memoryd.config.daemon import DaemonConfig
-    from opencode_memoryd.serve.own_writes import OwnWrites
-    from opencode_memoryd.serve.sources import TrackedSource
+    from opencode_memoryd.serve.runtime import DaemonState
     from opencode_memoryd.source.reader import OpenCodeDB
-    from opencode_memoryd.state.db import StateDB
-    from opencode_memoryd.store.api import MemoryStore
 
 log = structlog.get_logger(__name__)
 
@@ -51,54 +44,80 @@ WORKER_BACKOFF_SECONDS = 5.0
 #: close together (OpenCode streaming into many sessions) are taken in one round: one
 #: look at the queue and one read-ahead for them all.
 DUE_COALESCE_SECONDS = 0.2
+#: Sessions listed in ``status`` (``pending_count`` has them all).
+STATUS_PENDING_LIMIT = 20
 #: Seconds before a session given up (:data:`GIVE_UP_ATTEMPTS` unexpected failures in a
 #: row) is tried again, unless it changes first.
 GIVEN_UP_RETRY_SECONDS = 6 * 3600.0
 
 
-class SessionJobs:
-    """The extraction half of :class:`~opencode_memoryd.serve.daemon.Daemon`: the worker
-    thread and what it does with one session."""
+class Worker:
+    """The daemon's worker thread and what it does with one session: takes the due
+    sessions from the queue, runs them through a
+    :class:`~opencode_memoryd.capture.runner.CaptureRunner` a round at a time, and decides
+    what follows each (done, retried, deferred, held) with the LLM gate.
 
-    app: App
-    cfg: DaemonConfig
-    state: StateDB
-    store: MemoryStore
+    ``extractor`` and ``summarizer`` are given by the start once the capture code is
+    loaded (before :meth:`start`).
+
+    Args:
+        shared: what the daemon's collaborators share.
+        gate: the pause, circuit breaker, token budget and disk-full hold.
+    """
+
     extractor: Extractor
     summarizer: Summarizer
-    stop_event: threading.Event
-    clock: Callable[[], datetime]
-    caught_up: bool
-    #: the pause, circuit breaker, token budget and disk-full hold
-    gate: LlmGate
-    last_error: str | None
-    last_extraction: dict[str, dict[str, Any]]
-    _sources: dict[str, TrackedSource]
-    _project_locks: dict[str, threading.Lock]
-    _locks_guard: threading.Lock
-    #: the sessions a command waits for (see :mod:`opencode_memoryd.serve.own_writes`)
-    own_writes: OwnWrites
-    #: provided by :class:`~opencode_memoryd.serve.daemon.Daemon`: lets a command go first
-    step_aside: Callable[[], None]
 
-    _work_wake: threading.Event
-    _worker: threading.Thread | None = None
+    def __init__(self, shared: DaemonState, gate: LlmGate) -> None:
+        self.shared, self.gate = shared, gate
+        #: the newest extraction of each project (``status``)
+        self.last_extraction: dict[str, dict[str, Any]] = {}
+        self.thread: threading.Thread | None = None
+        self._wake = threading.Event()
+        #: when (wall ms) the sleeping worker looks at the queue again (0: it is not
+        #: sleeping on a known plan, so any change wakes it)
+        self._planned_wake_ms = 0
+        self._project_locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    def status(self) -> dict[str, Any]:
+        """The work's part of ``status`` (JSON-safe): ``pending`` (the first
+        :data:`STATUS_PENDING_LIMIT` queued sessions), ``pending_count``, ``failing``,
+        ``last_extraction``, ``paused`` and ``tokens_today`` (since UTC midnight)."""
+        state = self.shared.state
+        midnight = self.shared.clock().replace(hour=0, minute=0, second=0, microsecond=0)
+        return {
+            "pending": [{"session_id": r["session_id"],
+                         "due": iso_utc(datetime.fromtimestamp(r["due_ms"] / 1000, tz=UTC)),
+                         "attempts": r["attempts"], "last_error": r["last_error"]}
+                        for r in state.queue(limit=STATUS_PENDING_LIMIT)],
+            "pending_count": state.queue_size(),
+            "failing": self._failing(),
+            "last_extraction": self.last_extraction,
+            "paused": self.gate.status(),
+            "tokens_today": state.tokens_since(iso_utc(midnight)),
+        }
+
+    def _failing(self) -> dict[str, Any]:
+        """Sessions whose last attempts failed: ``{count, given_up, sessions[]}``."""
+        count, rows = self.shared.state.queue_failing()
+        sessions = [{"session_id": r["session_id"], "attempts": r["attempts"],
+                     "last_error": r["last_error"],
+                     "given_up": r["attempts"] >= GIVE_UP_ATTEMPTS} for r in rows]
+        return {"count": count, "given_up": sum(s["given_up"] for s in sessions),
+                "sessions": sessions}
 
     # -- the worker thread ------------------------------------------------------------
 
-    def _start_worker(self) -> None:
+    def start(self) -> None:
         """Start the worker thread (idempotent)."""
-        if self._worker is not None:
+        if self.thread is not None:
             return
-        self._worker = threading.Thread(target=self._work_loop, name="session-worker",
-                                        daemon=True)
-        self._worker.start()
+        self.thread = threading.Thread(target=self._work_loop, name="session-worker",
+                                       daemon=True)
+        self.thread.start()
 
-    #: when (wall ms) the sleeping worker looks at the queue again (0: it is not sleeping
-    #: on a known plan, so any change wakes it)
-    _planned_wake_ms: int = 0
-
-    def wake_worker(self, due_ms: int | None = None) -> None:
+    def wake(self, due_ms: int | None = None) -> None:
         """Tell the worker the queue changed (it looks at it again at once).
 
         Args:
@@ -108,7 +127,7 @@ class SessionJobs:
                 :meth:`~opencode_memoryd.state.queue.QueueTable.queue_touch_many`).
         """
         if due_ms is None or due_ms < self._planned_wake_ms:
-            self._work_wake.set()
+            self._wake.set()
 
     def _work_loop(self) -> None:
         """Take due sessions from the queue, soonest first, into one group of writes;
@@ -119,19 +138,19 @@ class SessionJobs:
         # imported here: the daemon loads the capture code once its commands are served
         from opencode_memoryd.capture.batching import WriteGroup
 
-        group = WriteGroup(self.state, self.store)
+        group = WriteGroup(self.shared.state, self.shared.store)
         group.__enter__()
         try:
-            while not self.stop_event.is_set():
+            while not self.shared.stop_event.is_set():
                 self._planned_wake_ms = 0  # a change seen from now on wakes the worker
-                self._work_wake.clear()
-                started_ms = int(self.clock().timestamp() * 1000)
+                self._wake.clear()
+                started_ms = int(self.shared.clock().timestamp() * 1000)
                 wait = self._work_once(group)
                 if wait is None:
                     continue  # more due work
                 # what it read of the queue was read after ``started_ms``
                 self._planned_wake_ms = started_ms + int(wait * 1000)
-                self._work_wake.wait(wait)
+                self._wake.wait(wait)
         finally:
             try:
                 group.__exit__(None, None, None)
@@ -142,10 +161,10 @@ class SessionJobs:
         """One round of the worker: up to :data:`WORK_BATCH` due sessions; return how
         long to sleep, or ``None`` to go on at once."""
         try:
-            now_ms = int(self.clock().timestamp() * 1000)
+            now_ms = int(self.shared.clock().timestamp() * 1000)
             self.gate.release_due()
             skip = len(group.sessions) + self.gate.held_count
-            head = self.state.queue_head(WORK_BATCH + skip)
+            head = self.shared.state.queue_head(WORK_BATCH + skip)
             waiting = [(src, sid, due) for src, sid, due in head
                        if (src, sid) not in group.sessions
                        and not self.gate.is_held((src, sid))]
@@ -163,11 +182,11 @@ class SessionJobs:
             if had and not group.sessions:
                 return None  # committed: the sessions it held may be queued again
         except (MemorydError, OSError) as exc:  # a store or state failure: back off
-            self.last_error = str(exc)
+            self.shared.last_error = str(exc)
             log.warning("worker_failed", error=str(exc))
             return WORKER_BACKOFF_SECONDS
         except Exception as exc:  # a bug must not end the daemon's extractions
-            self.last_error = f"{type(exc).__name__}: {exc}"
+            self.shared.last_error = f"{type(exc).__name__}: {exc}"
             log.exception("worker_crashed")
             return WORKER_BACKOFF_SECONDS
         wait = MAX_IDLE_SECONDS
@@ -189,21 +208,22 @@ class SessionJobs:
         from opencode_memoryd.capture.runner import CaptureRunner
 
         def processor_for(db: OpenCodeDB) -> SessionProcessor:
-            return self.app.session_processor(db, self.state, self.store, self.extractor,
-                                              summarizer=self.summarizer, batch=group.batch,
-                                              raise_fatal=False)
+            shared = self.shared
+            return shared.app.session_processor(db, shared.state, shared.store, self.extractor,
+                                                summarizer=self.summarizer, batch=group.batch,
+                                                raise_fatal=False)
 
         def source_of(source_id: str) -> OpenCodeDB | None:
-            src = self._sources.get(source_id)
+            src = self.shared.sources.get(source_id)
             return src.db if src is not None else None
 
         def before(key: tuple[str, str]) -> None:
-            if not self.own_writes.wanted(key):
-                self.step_aside()  # the command waiting for this one goes with it
+            if not self.shared.own_writes.wanted(key):
+                self.shared.step_aside()  # the command waiting for this one goes with it
 
         return CaptureRunner(group, processor_for, source_of, window=WORK_BATCH,
-                             should_stop=self.stop_event.is_set, before=before,
-                             after=self.own_writes.done)
+                             should_stop=self.shared.stop_event.is_set, before=before,
+                             after=self.shared.own_writes.done)
 
     def project_lock(self, project_key: str) -> threading.Lock:
         """The lock that keeps work on one project (extraction, dream) serial."""
@@ -212,13 +232,13 @@ class SessionJobs:
 
     def _retry(self, source_id: str, session_id: str, delay: float, reason: str) -> None:
         """Take the session again in ``delay`` seconds (not counted as a failure)."""
-        due = int((self.clock() + timedelta(seconds=delay)).timestamp() * 1000)
-        self.state.queue_reschedule(source_id, session_id, due, reason)
+        due = int((self.shared.clock() + timedelta(seconds=delay)).timestamp() * 1000)
+        self.shared.state.queue_reschedule(source_id, session_id, due, reason)
 
-    def _llm_gate(self) -> float | None:
+    def llm_wait(self) -> float | None:
         """Seconds to wait before LLM work may run, or ``None`` when it may run now
         (:meth:`~opencode_memoryd.capture.gate.LlmGate.wait`, its events logged)."""
-        wait = self.gate.wait(lambda since: self.state.tokens_since(iso_utc(since)))
+        wait = self.gate.wait(lambda since: self.shared.state.tokens_since(iso_utc(since)))
         self._log_gate()
         return wait
 
@@ -249,16 +269,16 @@ class SessionJobs:
         source_id, session_id = step.key
         ends = step.ends
         batch = group.batch
-        src = self._sources.get(source_id)
+        src = self.shared.sources.get(source_id)
         if src is None:
-            if not self.caught_up:  # re-armed at start, before its database is open
+            if not self.shared.caught_up:  # re-armed at start, before its database is open
                 self._retry(source_id, session_id, 1.0, "waiting for start-up")
             return  # its database is gone; the queue keeps the entry for a later return
-        wait = self._llm_gate()
+        wait = self.llm_wait()
         if wait is not None:
             self._retry(source_id, session_id, wait, self.gate.reason)
             return
-        now = self.clock()
+        now = self.shared.clock()
         now_ms = int(now.timestamp() * 1000)
         done_ms = now_ms if started_ms is None or ends is None else min(started_ms, now_ms)
         try:
@@ -267,10 +287,10 @@ class SessionJobs:
                 batch.queue_done(source_id, session_id, now_ms)
                 group.note(source_id, session_id)
                 return
-            limits = self.app.limits()
+            limits = self.shared.app.limits()
             if src.db.in_flight(session_id, now_ms=now_ms, abandoned_ms=limits.abandoned_ms,
                                 row=session, unconfirmed_ms=limits.unconfirmed_ms):
-                self._retry(source_id, session_id, max(self.cfg.quiet_period_seconds, 1.0),
+                self._retry(source_id, session_id, max(self.shared.cfg.quiet_period_seconds, 1.0),
                             "turn in flight")
                 return
         except SourceError as exc:
@@ -289,22 +309,22 @@ class SessionJobs:
             if report.waiting and report.storage == STORAGE_SESSION_MESSAGE:
                 # a v2 turn ends with in-place updates that change detection may not see:
                 # look again rather than wait for the next change
-                limits = self.app.limits()
+                limits = self.shared.app.limits()
                 self._retry(source_id, session_id,
-                            max(self.cfg.quiet_period_seconds, limits.settle_ms / 1000, 1.0),
+                            max(self.shared.cfg.quiet_period_seconds, limits.settle_ms / 1000, 1.0),
                             "turn not finished")
             elif report.summary_due_ms is not None:
                 # look again once the session has been idle long enough for its summary
-                self.state.queue_defer(
+                self.shared.state.queue_defer(
                     source_id, session_id, max(report.summary_due_ms, now_ms + 1000), now_ms,
-                    self.cfg.max_wait_seconds, "summary due")
+                    self.shared.cfg.max_wait_seconds, "summary due")
             else:
                 batch.queue_done(source_id, session_id, done_ms)
                 group.note(source_id, session_id)
             if report.turns_read:
                 before = self.last_extraction.get(session.project_key) or {}
                 self.last_extraction[session.project_key] = {
-                    "at": iso_utc(self.clock()), "session_id": session_id,
+                    "at": iso_utc(self.shared.clock()), "session_id": session_id,
                     "project_root": session.project_root, "added": report.added,
                     "added_since_start": before.get("added_since_start", 0) + report.added}
             return
@@ -312,7 +332,7 @@ class SessionJobs:
 
     def _handle_failure(self, source_id: str, session_id: str, report: SessionReport) -> None:
         error = report.error or "failed"
-        previous, self.last_error = self.last_error, error
+        previous, self.shared.last_error = self.shared.last_error, error
         kind = report.error_kind
         if kind == "disk_full":  # the state file may be full too: write nothing, retry
             if not (previous or "").startswith("disk_full"):  # once, not per session
@@ -327,7 +347,7 @@ class SessionJobs:
         if kind == "internal":
             self._session_failed(source_id, session_id, error)
             return
-        attempts = self.state.queue_failed(source_id, session_id, error)
+        attempts = self.shared.state.queue_failed(source_id, session_id, error)
         delay = self.gate.failed(error, attempts=attempts,
                                  retry_after=report.retry_after_seconds)
         self._log_gate()
@@ -338,8 +358,8 @@ class SessionJobs:
         retried with backoff (never the circuit breaker); after :data:`GIVE_UP_ATTEMPTS`
         in a row, given up: logged as an error, shown by ``status``/``doctor``, and tried
         again only after :data:`GIVEN_UP_RETRY_SECONDS` or a change of the session."""
-        self.last_error = error
-        attempts = self.state.queue_failed(source_id, session_id, error)
+        self.shared.last_error = error
+        attempts = self.shared.state.queue_failed(source_id, session_id, error)
         if attempts < GIVE_UP_ATTEMPTS:
             self._retry(source_id, session_id, backoff_seconds(attempts), error)
             return
