@@ -359,9 +359,8 @@ class SourceTracker:
                     if last is not None and last.storage == STORAGE_MESSAGE:
                         since[sid] = min(now_ms, max(updated, last.position[0]))
                 due_ids.append(sid)
-            self.shared.state.queue_touch_many(ident, due_ids, now_ms,
-                                        self.shared.cfg.quiet_period_seconds,
-                                        self.shared.cfg.max_wait_seconds, changed_ms=since)
+            self.shared.state.queue_touch_many(ident, due_ids, now_ms, cfg.quiet_period_seconds,
+                                               cfg.max_wait_seconds, changed_ms=since)
             for sid, _created, updated in batch:  # seen once queued (or skipped)
                 src.seen[sid] = updated
                 src.high_water = max(src.high_water or 0, updated)

@@ -113,8 +113,9 @@ class Timers:
         shutdown)."""
         if self.shared.stop_event.is_set() or self._llm_wait() is not None:
             return
-        for outcome in self.shared.service.dream_open_scopes(trigger=trigger,
-                                                      should_stop=self.shared.stop_event.is_set):
+        shared = self.shared
+        for outcome in shared.service.dream_open_scopes(trigger=trigger,
+                                                        should_stop=shared.stop_event.is_set):
             if outcome.error is not None:
                 self.shared.last_error = outcome.error
             else:
