@@ -54,3 +54,58 @@ def test_subpackage_inits_hold_a_docstring_only() -> None:
     for init in PACKAGE.glob("*/__init__.py"):
         body = ast.parse(init.read_text()).body
         assert len(body) == 1 and isinstance(body[0], ast.Expr), init
+
+
+def _constructions(tree: ast.AST, name: str) -> list[int]:
+    """The lines where ``name(...)`` or ``x.name(...)`` is called."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if ((isinstance(f, ast.Name) and f.id == name)
+                    or (isinstance(f, ast.Attribute) and f.attr == name)):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_the_session_processor_is_built_in_the_composition_root_alone() -> None:
+    sites = {str(p.relative_to(PACKAGE)): _constructions(ast.parse(p.read_text()),
+                                                         "SessionProcessor")
+             for p in _modules()}
+    sites = {k: v for k, v in sites.items() if v}
+    assert list(sites) == ["compose.py"] and len(sites["compose.py"]) == 1, sites
+    # the check finds what it looks for
+    sample = "from m import SessionProcessor\nSessionProcessor(a)\nm.SessionProcessor(b)\n"
+    assert _constructions(ast.parse(sample), "SessionProcessor") == [2, 3]
+
+
+def _package_bases(tree: ast.Module) -> dict[str, list[str]]:
+    """The classes of a module that inherit from a class of the package (defined in the
+    module or imported from ``opencode_memoryd``), but exceptions (``...Error``): by
+    class name, the names of those bases."""
+    ours = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "opencode_memoryd"):
+            ours |= {alias.asname or alias.name for alias in node.names}
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            bases = [b.id for b in node.bases if isinstance(b, ast.Name)
+                     and b.id in ours and not b.id.endswith("Error")]
+            if bases:
+                out[node.name] = bases
+    return out
+
+
+def test_the_daemon_is_collaborators_not_mixins() -> None:
+    found = {str(p.relative_to(PACKAGE)): _package_bases(ast.parse(p.read_text()))
+             for p in sorted((PACKAGE / "serve").glob("*.py"))}
+    assert {k: v for k, v in found.items() if v} == {}
+    # the check finds what it looks for, and leaves library bases and errors alone
+    sample = ("from opencode_memoryd.serve.jobs import Jobs\n"
+              "from opencode_memoryd.errors import MemorydError\n"
+              "import socketserver\nclass Half:\n    pass\n"
+              "class D(Half, Jobs, socketserver.BaseServer):\n    pass\n"
+              "class Bad(MemorydError):\n    pass\n")
+    assert _package_bases(ast.parse(sample)) == {"D": ["Half", "Jobs"]}

@@ -113,15 +113,15 @@ def test_capture_routes_wait_for_the_capture_code(tmp_path: Path, sample_db: Pat
         got: dict[str, Any] = {}
         payload = {"content": "I prefer tabs over spaces in every file.", "type": "user",
                    "scope": "user"}
-        adding = threading.Thread(target=lambda: got.update(add=d._route("add", payload)))
+        adding = threading.Thread(target=lambda: got.update(add=d.commands.route("add", payload)))
         adding.start()
         adding.join(0.3)
         assert adding.is_alive() and d.store.count() == 0
-        assert d._route("status", {})["daemon"] == {"running": False}
-        d._capture_loaded.set()
+        assert d.commands.route("status", {})["daemon"] == {"running": False}
+        d.shared.capture_loaded.set()
         adding.join(30)
         assert got["add"]["status"] == "added" and d.store.count() == 1
     finally:
-        d._capture_loaded.set()
+        d.shared.capture_loaded.set()
         d.store.close()
         d.state.close()

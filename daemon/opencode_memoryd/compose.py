@@ -31,13 +31,14 @@ from opencode_memoryd.errors import SourceError
 # MCP server and a command the daemon serves open no store, database or LLM client).
 if TYPE_CHECKING:
     from opencode_memoryd.capture.notes import Summarizer
-    from opencode_memoryd.capture.processor import Extractor, Limits
+    from opencode_memoryd.capture.processor import Extractor, Limits, SessionProcessor
     from opencode_memoryd.config.schema import Config
     from opencode_memoryd.llm.chat import ChatClient
     from opencode_memoryd.llm.modes import ModeMemory
     from opencode_memoryd.llm.recorded import ReplyMemory
     from opencode_memoryd.source.discover import DatabaseFinder
     from opencode_memoryd.source.reader import OpenCodeDB
+    from opencode_memoryd.state.batch import StateBatch
     from opencode_memoryd.state.db import StateDB
     from opencode_memoryd.store.api import Embedder, MemoryStore
 
@@ -328,6 +329,29 @@ class App:
                 idle_ms=int(s.idle_seconds * 1000), summary_max_chars=s.max_chars,
                 brief_max_chars=s.brief_max_chars, transcript_tokens=x.max_chunk_tokens),
         )
+
+    def session_processor(self, source: OpenCodeDB, state: StateDB, store: MemoryStore,
+                          extractor: Extractor, *, summarizer: Summarizer | None = None,
+                          batch: StateBatch | None = None,
+                          raise_fatal: bool = True) -> SessionProcessor:
+        """The capture pipeline for the sessions of ``source`` (the one place it is built):
+        this application's limits, clock, user id, free-space check and dream journal.
+
+        Args:
+            summarizer: writes session summaries and project briefs (rules when ``None``).
+            batch: where marks and items are written (the caller commits it), else the
+                state file at once.
+            raise_fatal: re-raise a refused key or model and a full disk (``maintain``);
+                the daemon passes ``False`` and pauses or holds instead.
+        """
+        from opencode_memoryd.capture.processor import SessionProcessor
+        from opencode_memoryd.usecases.maintain import journal_record
+
+        return SessionProcessor(source, state, store, extractor, self.limits(),
+                                clock=self.clock, raise_fatal=raise_fatal,
+                                user_id=self.user_id, summarizer=summarizer,
+                                ensure_space=self.ensure_space, batch=batch,
+                                record=journal_record(self))
 
     def build_planner(self, modes: ModeMemory | None = None) -> ChatClient | None:
         """The dream planner: a chat client in llm mode (remembering its negotiated mode

@@ -5,6 +5,13 @@ catch-up → watch, in the foreground (the supervisor supervises); systemd hears
 ``READY=1``, then ``WATCHDOG=1`` from the loop. Commands come first
 (:mod:`opencode_memoryd.serve.commands`): what follows the socket steps aside for them.
 
+Collaborators: the daemon is a command host (:mod:`~opencode_memoryd.serve.commands`), a
+source tracker (:mod:`~opencode_memoryd.serve.sources`), a worker
+(:mod:`~opencode_memoryd.serve.jobs`) with its LLM gate (:mod:`~opencode_memoryd.capture.gate`)
+and the timed work (:mod:`~opencode_memoryd.serve.timed`), each built with what it needs
+and sharing one :class:`~opencode_memoryd.serve.runtime.DaemonState`; this module starts
+them in order, runs the main loop and stops them.
+
 Change detection (:mod:`opencode_memoryd.serve.sources`): file events on each database
 folder are a hint, confirmed with ``PRAGMA data_version``; a periodic sweep re-reads the
 session list anyway. A database that appears, vanishes or is replaced is followed.
@@ -51,30 +58,27 @@ from opencode_memoryd import __version__
 
 # imported here, before any worker thread starts: a module one thread is importing is seen
 # half-initialised by another
-from opencode_memoryd.compose import DAEMON_INFO_FILE, App
+from opencode_memoryd.capture.gate import GateSettings, LlmGate
+from opencode_memoryd.compose import App
 from opencode_memoryd.config.loader import config_digest
 from opencode_memoryd.disk import PRIVATE_UMASK, make_private
 from opencode_memoryd.errors import AlreadyRunning, MemorydError, StoreInUseError
 from opencode_memoryd.models import iso_utc
 from opencode_memoryd.serve.alerts import Alerts
-from opencode_memoryd.serve.commands import CommandServing
-from opencode_memoryd.serve.control_server import ControlServer
-from opencode_memoryd.serve.jobs import Pause
-from opencode_memoryd.serve.mcp_host import MCPHost
+from opencode_memoryd.serve.commands import CommandHost
+from opencode_memoryd.serve.jobs import Worker
 from opencode_memoryd.serve.notify import sd_notify
-from opencode_memoryd.serve.own_writes import OwnWrites
+from opencode_memoryd.serve.runtime import DaemonState
 from opencode_memoryd.serve.signals import StopSignals
-from opencode_memoryd.serve.sources import SourceTracking, TrackedSource
-from opencode_memoryd.serve.timed import DREAM_EXECUTOR, TimedWork
+from opencode_memoryd.serve.sources import SourceTracker
+from opencode_memoryd.serve.timed import DREAM_EXECUTOR, Timers
 from opencode_memoryd.serve.web_host import WebPage, start_web_page
-from opencode_memoryd.source.watcher import DbWatcher
-from opencode_memoryd.state.queue import GIVE_UP_ATTEMPTS
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.reembed import migrate_store
 from opencode_memoryd.usecases.service import Service
 
 if TYPE_CHECKING:
-    from apscheduler.schedulers.base import BaseScheduler
+    from opencode_memoryd.state.db import StateDB
 
 log = structlog.get_logger(__name__)
 
@@ -92,15 +96,14 @@ SWITCH_INTERVAL_SECONDS = 0.001
 MIN_CHECK_INTERVAL_SECONDS = 0.1
 #: ... and at least this many times the duration of the previous check.
 CHECK_COST_FACTOR = 4.0
-#: Sessions listed in ``status`` (``pending_count`` has them all).
-STATUS_PENDING_LIMIT = 20
 
 
-class Daemon(CommandServing, SourceTracking, TimedWork):
-    """The long-running process behind ``opencode-memoryd run``.
+class Daemon:
+    """The long-running process behind ``opencode-memoryd run``: its collaborators (the
+    command host, the source tracker, the worker, the timed work) sharing one
+    :class:`~opencode_memoryd.serve.runtime.DaemonState`, and the main loop.
 
-    ``state``, ``store``, ``extractor``, ``summarizer`` and ``service`` exist once :meth:`start` has
-    opened them.
+    ``state``, ``store`` and ``service`` exist once :meth:`start` has opened them.
 
     Args:
         app: the configured application (paths, adapters).
@@ -109,37 +112,63 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
 
     def __init__(self, app: App, *, clock: Callable[[], datetime] | None = None) -> None:
         self.app = app
-        self.cfg = app.config.daemon
+        self.cfg = cfg = app.config.daemon
         self.clock = clock or (lambda: datetime.now(UTC))
-        self.stop_event = threading.Event()
-        self._capture_loaded = threading.Event()  # see CAPTURE_ROUTES
-        self._poke = threading.Event()
-        self._sources: dict[str, TrackedSource] = {}
-        self._project_locks: dict[str, threading.Lock] = {}
-        self._locks_guard = threading.Lock()
-        self._polling = False
-        self._consecutive_failures = 0
-        self.pause: Pause | None = None
-        self.started_at: datetime | None = None
-        self.last_error: str | None = None
+        self.shared = shared = DaemonState(app, self.clock)
+        self.stop_event = shared.stop_event  # set by SIGTERM/SIGINT: every loop ends
         self.alerts = Alerts(self.clock)
-        self.last_extraction: dict[str, dict[str, Any]] = {}
+        gate = LlmGate(GateSettings(
+            daily_token_budget=cfg.daily_token_budget,
+            auth_pause_seconds=cfg.auth_pause_seconds,
+            circuit_failure_threshold=cfg.circuit_failure_threshold,
+            circuit_cooldown_seconds=cfg.circuit_cooldown_seconds),
+            enabled=app.extraction_mode() == "llm", clock=self.clock)
+        self.worker = Worker(shared, gate)
+        self.commands = CommandHost(shared, wake_worker=self.worker.wake)
+        self.tracker = SourceTracker(shared, self.alerts, wake_worker=self.worker.wake)
+        self.timers = Timers(shared, llm_wait=self.worker.llm_wait,
+                             request_sweep=self.request_sweep)
+        self.started_at: datetime | None = None
         self._config_digest = config_digest(app.config_path)  # see status()["config_changed"]
-        #: the first full pass over the databases (start-up catch-up) is done
-        self.caught_up = False
         self._lock: FileLock | None = None
-        self._watcher: DbWatcher | None = None
-        self._control: ControlServer | None = None
         self._web: WebPage | None = None
-        self._mcp: MCPHost | None = None  # the hosted MCP server
-        self.service: Service
-        self.last_dream: dict[str, str] = {}
         #: what the start-up re-embedding for the local model did ({} when none was needed)
         self.migration: dict[str, Any] | None = None
-        self._work_wake = threading.Event()
-        self._held = {}
-        self.own_writes = OwnWrites()
-        self.scheduler: BaseScheduler | None = None  # made once commands are served
+        #: the main loop's next check reads every database in full
+        self._full_sweep_requested = False
+
+    @property
+    def state(self) -> StateDB:
+        """The state file (once opened)."""
+        return self.shared.state
+
+    @state.setter
+    def state(self, value: StateDB) -> None:
+        self.shared.state = value
+
+    @property
+    def store(self) -> MemoryStore:
+        """The memory store (once opened)."""
+        return self.shared.store
+
+    @store.setter
+    def store(self, value: MemoryStore) -> None:
+        self.shared.store = value
+
+    @property
+    def service(self) -> Service:
+        """The use cases (once the state file and the store are open)."""
+        return self.shared.service
+
+    @service.setter
+    def service(self, value: Service) -> None:
+        self.shared.service = value
+
+    def request_sweep(self) -> None:
+        """Ask the main loop for a full read of every database (the periodic safety sweep:
+        changes that file events missed)."""
+        self._full_sweep_requested = True
+        self.shared.poke.set()
 
     # -- start-up ---------------------------------------------------------------------
 
@@ -181,32 +210,32 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
         self.store = self._open_store()
         # the extractor and summarizer are built by the service on first use: a command
         # served before the next lines run builds them itself
-        self.service = Service(self.app, self.state, self.store, lock_for=self.project_lock,
+        self.service = Service(self.app, self.state, self.store, lock_for=self.worker.project_lock,
                                daemon_status=self.status)
         # a dream a crash left half applied is finished before anything is served
         self.service.recover_dreams()
-        self._start_control()
+        self.commands.start(self.started_at)
         log.info("daemon_started", version=__version__, pid=os.getpid(),
                  mode=self.app.extraction_mode(),
                  quiet_period_seconds=self.cfg.quiet_period_seconds,
                  max_wait_seconds=self.cfg.max_wait_seconds)
-        self._full_sweep_requested = True
-        self._poke.set()
-        self.step_aside()
+        self.request_sweep()
+        self.shared.step_aside()
         # loaded on this thread alone (the CAPTURE_ROUTES wait for it): two threads
         # importing one graph of modules can see a module half-initialised
         import opencode_memoryd.capture.batching
-        import opencode_memoryd.capture.processor  # noqa: F401
+        import opencode_memoryd.capture.processor
+        import opencode_memoryd.capture.runner  # noqa: F401
 
-        self.extractor = self.service.extractor
-        self.summarizer = self.service.summarizer
-        self._capture_loaded.set()
+        self.worker.extractor = self.service.extractor
+        self.worker.summarizer = self.service.summarizer
+        self.shared.capture_loaded.set()
         self._web = start_web_page(self.service, self.app)
-        self.step_aside()
-        self._start_watcher()
-        self._start_worker()
-        self.step_aside()
-        self._start_scheduler()
+        self.shared.step_aside()
+        self.tracker.start_watcher()
+        self.worker.start()
+        self.shared.step_aside()
+        self.timers.start(self.cfg.sweep_interval_seconds)
 
     def _open_store(self) -> MemoryStore:
         """Open the store; while a one-shot command (``list``, ``maintain`` …) started
@@ -234,15 +263,7 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
                     warned = True
                 self.stop_event.wait(0.25)
 
-    # -- time-based work --------------------------------------------------------------
-
-    def _start_scheduler(self) -> None:
-        """Start the timed work (:meth:`~opencode_memoryd.serve.timed.TimedWork._schedule`)."""
-        self.scheduler = self._schedule(self.cfg.sweep_interval_seconds)
-
     # -- main loop --------------------------------------------------------------------
-
-    _full_sweep_requested = False
 
     def run_forever(self) -> None:
         """The main loop: wait for a change hint (or a timeout), confirm, queue, ping.
@@ -258,34 +279,34 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
         while not self.stop_event.is_set():
             # never sleep past half of systemd's 60 s watchdog interval
             timeout = (min(self.cfg.poll_interval_seconds, MAX_LOOP_SECONDS)
-                       if self._polling else MAX_LOOP_SECONDS)
-            scan = self.next_update_scan()
+                       if self.tracker.polling else MAX_LOOP_SECONDS)
+            scan = self.tracker.next_update_scan()
             if scan is not None:
                 timeout = min(timeout, scan - time.monotonic())
             if timeout > 0:
-                self._poke.wait(timeout=timeout)
+                self.shared.poke.wait(timeout=timeout)
             wait = next_check - time.monotonic()
             if wait > 0 and self.stop_event.wait(wait):
                 break
-            self._poke.clear()
+            self.shared.poke.clear()
             if self.stop_event.is_set():
                 break
-            self.step_aside()
+            self.shared.step_aside()
             full, self._full_sweep_requested = self._full_sweep_requested, False
-            started, scanned = time.monotonic(), self.scan_seconds
+            started, scanned = time.monotonic(), self.tracker.scan_seconds
             try:
-                queued = self.check_sources(full=full)
-                if not self.caught_up and not self.stop_event.is_set():
-                    self.caught_up = True
+                queued = self.tracker.check_sources(full=full)
+                if not self.shared.caught_up and not self.stop_event.is_set():
+                    self.shared.caught_up = True
                     log.info("catch_up_queued", sessions=queued,
                              seconds=round(time.monotonic() - started, 3))
             except (MemorydError, OSError) as exc:
-                self.last_error = str(exc)
+                self.shared.last_error = str(exc)
                 log.warning("check_failed", error=str(exc))
             ended = time.monotonic()
             # a full sweep (every few minutes) and a scan for in-place updates (every few
             # seconds) do not hold back the next change
-            spent = ended - started - (self.scan_seconds - scanned)
+            spent = ended - started - (self.tracker.scan_seconds - scanned)
             cost = 0.0 if full else CHECK_COST_FACTOR * spent
             next_check = ended + max(MIN_CHECK_INTERVAL_SECONDS, cost)
             sd_notify("WATCHDOG=1")
@@ -303,33 +324,29 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
         """
         deadline = time.monotonic() + SHUTDOWN_GRACE_SECONDS
         self.stop_event.set()
-        self._capture_loaded.set()  # a route still waiting for it fails fast now
-        self._poke.set()
+        self.shared.capture_loaded.set()  # a route still waiting for it fails fast now
+        self.shared.poke.set()
         sd_notify("STOPPING=1")
-        if self._watcher is not None:
-            self._watcher.stop()
-        if self._mcp is not None:
-            self._mcp.close()
-        if self._control is not None:
-            self._control.close(wait_seconds=2)
-            (self.app.state_dir / DAEMON_INFO_FILE).unlink(missing_ok=True)
+        if self.tracker.watcher is not None:
+            self.tracker.watcher.stop()
+        self.commands.close()
         if self._web is not None:
             self._web.stop()
-        self._work_wake.set()
-        if self.scheduler is not None and self.scheduler.running:
-            self.scheduler.shutdown(wait=False)
+        self.worker.wake()
+        self.timers.shutdown()
         threads = [t for t in threading.enumerate()
-                   if t is self._worker or t.name.startswith((DREAM_EXECUTOR, "timed"))]
+                   if t is self.worker.thread or t.name.startswith((DREAM_EXECUTOR, "timed"))]
         threads = [t for t in threads if t is not threading.current_thread()]
         for t in threads:
             t.join(timeout=max(0.0, deadline - time.monotonic()))
         busy = any(t.is_alive() for t in threads)
         if not busy:
-            for src in self._sources.values():
+            for src in self.shared.sources.values():
                 src.db.close()
-            if getattr(self, "service", None) is not None:
+            shared = self.shared
+            if getattr(shared, "service", None) is not None:
                 self.service.close()
-            for opened in (getattr(self, "store", None), getattr(self, "state", None)):
+            for opened in (getattr(shared, "store", None), getattr(shared, "state", None)):
                 if opened is not None:  # start() may have failed before opening it
                     opened.close()
         if self._lock is not None:
@@ -340,42 +357,20 @@ class Daemon(CommandServing, SourceTracking, TimedWork):
 
     def status(self) -> dict[str, Any]:
         """What ``status`` shows while the daemon runs (JSON-safe)."""
-        now = self.clock()
-        midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
         return {
             "running": True,
             "pid": os.getpid(),
-            "catching_up": not self.caught_up,
+            "catching_up": not self.shared.caught_up,
             "since": iso_utc(self.started_at) if self.started_at else None,
-            "databases": [{"path": str(s.path), "schema": s.db.schema.describe()}
-                          for s in self._sources.values()],
-            "change_detection": "polling" if self._polling else "file events",
-            "pending": [{"session_id": r["session_id"],
-                         "due": iso_utc(datetime.fromtimestamp(r["due_ms"] / 1000, tz=UTC)),
-                         "attempts": r["attempts"], "last_error": r["last_error"]}
-                        for r in self.state.queue.queue(limit=STATUS_PENDING_LIMIT)],
-            "pending_count": self.state.queue.queue_size(),
-            "failing": self._failing(),
-            "last_extraction": self.last_extraction,
-            "paused": ({"reason": self.pause.reason, "until": iso_utc(self.pause.until)}
-                       if self.pause else None),
-            "tokens_today": self.state.outbox.tokens_since(iso_utc(midnight)),
-            "last_dream": self.last_dream,
-            "last_error": self.last_error,
+            **self.tracker.status(),
+            **self.worker.status(),
+            "last_dream": self.timers.last_dream,
+            "last_error": self.shared.last_error,
             "alerts": self.alerts.active(),
             "web": self._web.url if self._web is not None else None,
             "store_migration": self.migration or None,
             "config_changed": config_digest(self.app.config_path) != self._config_digest,
         }
-
-    def _failing(self) -> dict[str, Any]:
-        """Sessions whose last attempts failed: ``{count, given_up, sessions[]}``."""
-        count, rows = self.state.queue.queue_failing()
-        sessions = [{"session_id": r["session_id"], "attempts": r["attempts"],
-                     "last_error": r["last_error"],
-                     "given_up": r["attempts"] >= GIVE_UP_ATTEMPTS} for r in rows]
-        return {"count": count, "given_up": sum(s["given_up"] for s in sessions),
-                "sessions": sessions}
 
 
 def _migration_progress(done: int, total: int) -> None:
@@ -398,7 +393,7 @@ def run(app: App) -> int:
     def _stop(name: str) -> None:
         log.info("signal_received", signal=name)
         daemon.stop_event.set()
-        daemon._poke.set()
+        daemon.shared.poke.set()
 
     with StopSignals(_stop):
         try:

@@ -17,11 +17,10 @@ written to tables of an unknown shape.
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -35,12 +34,9 @@ from opencode_memoryd.source.watcher import DbWatcher
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from datetime import datetime
 
-    from opencode_memoryd.compose import App
-    from opencode_memoryd.config.daemon import DaemonConfig
     from opencode_memoryd.serve.alerts import Alerts
-    from opencode_memoryd.state.db import StateDB
+    from opencode_memoryd.serve.runtime import DaemonState
 
 log = structlog.get_logger(__name__)
 
@@ -80,50 +76,57 @@ class TrackedSource:
         return self.update_scan_at + UPDATE_SCAN_SECONDS if self.update_scan_pending else None
 
 
-class SourceTracking:
-    """The database-following half of :class:`~opencode_memoryd.serve.daemon.Daemon`."""
+class SourceTracker:
+    """The daemon's view of the OpenCode databases: which are open, what was seen of
+    each, the file watcher (or polling), and the sessions queued when they change.
 
-    app: App
-    cfg: DaemonConfig
-    state: StateDB
-    stop_event: threading.Event
-    clock: Callable[[], datetime]
-    last_error: str | None
-    alerts: Alerts
-    _sources: dict[str, TrackedSource]
-    _polling: bool
-    _poke: threading.Event
-    _watcher: DbWatcher | None
-    #: seconds spent scanning for in-place updates (paced on their own, so the main loop
-    #: leaves them out of a check's cost)
-    scan_seconds: float = 0.0
-    #: provided by :class:`~opencode_memoryd.serve.jobs.SessionJobs`
-    wake_worker: Callable[..., None]  # (due_ms: int | None = None) -> None
-    #: provided by :class:`~opencode_memoryd.serve.daemon.Daemon`: lets a command go first
-    step_aside: Callable[[], None]
+    Args:
+        shared: what the daemon's collaborators share.
+        alerts: where what would make capture blind is raised.
+        wake_worker: tells the worker the queue changed (``due_ms``: the earliest due
+            time, wall ms, the change can have given a session).
+    """
 
-    def _start_watcher(self) -> None:
-        if self._watcher is not None:
+    def __init__(self, shared: DaemonState, alerts: Alerts, *,
+                 wake_worker: Callable[[int | None], None]) -> None:
+        self.shared, self.alerts, self._wake_worker = shared, alerts, wake_worker
+        #: file events failed: the main loop polls every ``poll_interval_seconds``
+        self.polling = False
+        self.watcher: DbWatcher | None = None
+        #: seconds spent scanning for in-place updates (paced on their own, so the main
+        #: loop leaves them out of a check's cost)
+        self.scan_seconds = 0.0
+
+    def status(self) -> dict[str, Any]:
+        """The databases' part of ``status`` (JSON-safe): ``databases`` (path, schema) and
+        ``change_detection`` (``file events`` or ``polling``)."""
+        return {"databases": [{"path": str(s.path), "schema": s.db.schema.describe()}
+                              for s in self.shared.sources.values()],
+                "change_detection": "polling" if self.polling else "file events"}
+
+    def start_watcher(self) -> None:
+        if self.watcher is not None:
             return
-        paths = [s.path for s in self._sources.values()] or self._candidate_paths()
+        paths = [s.path for s in self.shared.sources.values()] or self._candidate_paths()
         if not paths:
             return
-        self._watcher = DbWatcher(paths, on_change=self._poke.set, on_failure=self._watch_failed)
-        if not self._watcher.start():
+        self.watcher = DbWatcher(paths, on_change=self.shared.poke.set,
+                                 on_failure=self._watch_failed)
+        if not self.watcher.start():
             self._watch_failed(FileNotFoundError("no database folder to watch yet"))
 
     def _watch_failed(self, exc: BaseException) -> None:
-        if not self._polling:
+        if not self.polling:
             log.warning("polling_fallback", reason=str(exc),
-                        poll_interval_seconds=self.cfg.poll_interval_seconds)
-        self._polling = True
-        self._poke.set()
+                        poll_interval_seconds=self.shared.cfg.poll_interval_seconds)
+        self.polling = True
+        self.shared.poke.set()
 
     # -- sources ----------------------------------------------------------------------
 
     def _candidate_paths(self) -> list[Path]:
         try:
-            return self.app.database_paths()
+            return self.shared.app.database_paths()
         except SourceError:
             return []
 
@@ -131,9 +134,9 @@ class SourceTracking:
         key = f"source:{source_identity(path)}"
         try:
             st = path.stat()
-            db = self.app.open_source(path)
+            db = self.shared.app.open_source(path)
         except (OSError, SourceError) as exc:
-            self.last_error = str(exc)
+            self.shared.last_error = str(exc)
             event = ("source_schema_unreadable" if isinstance(exc, SourceSchemaError)
                      else "source_unavailable")
             self.alerts.warn(key, event, str(exc), db=str(path))
@@ -151,7 +154,7 @@ class SourceTracking:
         except SourceError as exc:
             log.warning("unknown_tables_unreadable", db=str(src.path), error=str(exc))
             return
-        now_ms = int(self.clock().timestamp() * 1000)
+        now_ms = int(self.shared.clock().timestamp() * 1000)
         written = []
         for t in tables:
             before = src.unknown_rows.get(t.name)
@@ -177,7 +180,7 @@ class SourceTracking:
         try:
             changed = src.db.refresh_schema()
         except SourceError as exc:
-            self.last_error = str(exc)
+            self.shared.last_error = str(exc)
             self.alerts.warn(key, "source_schema_unreadable", str(exc), db=str(src.path))
             return False
         self.alerts.resolve(key)
@@ -200,12 +203,12 @@ class SourceTracking:
         """
         queued = 0
         try:
-            found, looked = self.app.database_paths(), None
+            found, looked = self.shared.app.database_paths(), None
         except SourceError as exc:
             found, looked = [], str(exc)
         paths = {source_identity(p): p for p in found}
-        for ident in list(self._sources):
-            src = self._sources[ident]
+        for ident in list(self.shared.sources):
+            src = self.shared.sources[ident]
             try:
                 st = src.path.stat()
                 replaced = (st.st_dev, st.st_ino) != src.inode
@@ -215,18 +218,18 @@ class SourceTracking:
                 log.info("source_closed", db=str(src.path),
                          reason="replaced" if ident in paths else "gone")
                 src.db.close()
-                del self._sources[ident]
+                del self.shared.sources[ident]
         self.alerts.resolve_prefix("source:", {f"source:{i}" for i in paths})
         for ident, path in paths.items():
-            fresh = ident not in self._sources
+            fresh = ident not in self.shared.sources
             if fresh:
                 opened = self._open(path)
                 if opened is None:
                     continue
-                self._sources[ident] = opened
-                if self._watcher is None or path.parent not in self._watcher.dirs:
+                self.shared.sources[ident] = opened
+                if self.watcher is None or path.parent not in self.watcher.dirs:
                     self._restart_watcher()
-            src = self._sources[ident]
+            src = self.shared.sources[ident]
             try:
                 version = src.db.data_version()
                 scan_due = src.update_scan_due()
@@ -239,7 +242,7 @@ class SourceTracking:
                     self._check_unread(ident, src)
                 queued += self._queue_changed(ident, src, full=full or again)
             except SourceError as exc:
-                self.last_error = str(exc)
+                self.shared.last_error = str(exc)
                 log.warning("source_read_failed", db=str(src.path), error=str(exc))
         self._alert_no_database(looked, list(paths.values()))
         return queued
@@ -247,12 +250,12 @@ class SourceTracking:
     def next_update_scan(self) -> float | None:
         """When (monotonic s) a database has a scan for in-place updates due (a change was
         seen since its last one), or ``None``: the main loop checks again by then."""
-        due = [d for d in (s.update_scan_due() for s in self._sources.values())
+        due = [d for d in (s.update_scan_due() for s in self.shared.sources.values())
                if d is not None]
         return min(due) if due else None
 
     def _alert_no_database(self, looked: str | None, paths: list[Path]) -> None:
-        if self._sources:
+        if self.shared.sources:
             self.alerts.resolve("no_database")
             return
         message = looked or ("no OpenCode database could be opened: looked at "
@@ -261,10 +264,10 @@ class SourceTracking:
                          message + "; nothing is captured until one appears")
 
     def _restart_watcher(self) -> None:
-        if self._watcher is not None:
-            self._watcher.stop()
-            self._watcher = None
-        self._start_watcher()
+        if self.watcher is not None:
+            self.watcher.stop()
+            self.watcher = None
+        self.start_watcher()
 
     def _changed_sessions(self, src: TrackedSource, *, full: bool) -> list[Stamp]:
         """The sessions of one database that changed since they were last seen (see
@@ -275,7 +278,7 @@ class SourceTracking:
             after = src.high_water - CHANGE_LOOKBACK_MS
         if not full and src.v2_high_water is not None:
             v2_after = src.v2_high_water - CHANGE_LOOKBACK_MS
-        archived = self.app.config.opencode.include_archived
+        archived = self.shared.app.config.opencode.include_archived
         by_id: dict[str, Stamp] = {}
         touched: set[str] = set()
         now = time.monotonic()
@@ -331,21 +334,22 @@ class SourceTracking:
         quiet already, and is due at once (a catch-up does not wait a quiet period for
         sessions long finished).
         """
-        now_ms = int(self.clock().timestamp() * 1000)
-        quiet_ms = int(min(self.cfg.quiet_period_seconds, self.cfg.max_wait_seconds) * 1000)
+        cfg = self.shared.cfg
+        now_ms = int(self.shared.clock().timestamp() * 1000)
+        quiet_ms = int(min(cfg.quiet_period_seconds, cfg.max_wait_seconds) * 1000)
         changed = self._changed_sessions(src, full=full)
         n = 0
         for start in range(0, len(changed), QUEUE_BATCH):
-            if self.stop_event.is_set():
+            if self.shared.stop_event.is_set():
                 break  # SIGTERM during a long catch-up: the sweep at next start resumes it
-            self.step_aside()
+            self.shared.step_aside()
             batch = changed[start:start + QUEUE_BATCH]
             first = [sid for sid, _, _ in batch if sid not in src.seen]
-            marks = self.state.marks.marks(ident, first) if first else {}
+            marks = self.shared.state.marks.marks(ident, first) if first else {}
             newest = src.db.last_messages(first) if first else {}
             due_ids = []
             since: dict[str, int] = {}
-            rowids = self.state.marks.max_rowids(ident, first) if first else {}
+            rowids = self.shared.state.marks.max_rowids(ident, first) if first else {}
             top_rowids = src.db.max_rowids(list(rowids)) if rowids else {}
             for sid, _created, updated in batch:
                 if sid not in src.seen:
@@ -358,14 +362,14 @@ class SourceTracking:
                     if made is not None:
                         since[sid] = min(now_ms, max(updated, made))
                 due_ids.append(sid)
-            self.state.queue.queue_touch_many(ident, due_ids, now_ms,
-                                              self.cfg.quiet_period_seconds,
-                                              self.cfg.max_wait_seconds, changed_ms=since)
+            self.shared.state.queue.queue_touch_many(ident, due_ids, now_ms,
+                                                     cfg.quiet_period_seconds,
+                                                     cfg.max_wait_seconds, changed_ms=since)
             for sid, _created, updated in batch:  # seen once queued (or skipped)
                 src.seen[sid] = updated
                 src.high_water = max(src.high_water or 0, updated)
             if due_ids:  # a session seen again is due no sooner than the worker knew
-                self.wake_worker(min(min(now_ms, since.get(sid, now_ms)) for sid in due_ids)
+                self._wake_worker(min(min(now_ms, since.get(sid, now_ms)) for sid in due_ids)
                                  + quiet_ms)
             n += len(due_ids)
         return n

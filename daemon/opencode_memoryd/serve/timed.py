@@ -8,7 +8,6 @@ the sessions of the work queue are not jobs: the worker thread
 
 from __future__ import annotations
 
-import threading
 from datetime import UTC, timedelta
 from typing import TYPE_CHECKING
 
@@ -16,13 +15,13 @@ import structlog
 
 from opencode_memoryd.llm.recorded import KEEP_DAYS
 from opencode_memoryd.models import iso_utc
-from opencode_memoryd.serve.jobs import SessionJobs
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from apscheduler.schedulers.base import BaseScheduler
 
-    from opencode_memoryd.compose import App
-    from opencode_memoryd.usecases.service import Service
+    from opencode_memoryd.serve.runtime import DaemonState
 
 log = structlog.get_logger(__name__)
 
@@ -41,18 +40,26 @@ DREAM_EXECUTOR = "dreams"
 MISFIRE_GRACE_SECONDS = 3600
 
 
-class TimedWork(SessionJobs):
-    """The scheduled jobs of :class:`~opencode_memoryd.serve.daemon.Daemon` (what they do;
-    the daemon registers them). A dream waits while LLM work is paused (the session jobs'
-    gate)."""
+class Timers:
+    """The daemon's scheduled jobs (what they do, and the scheduler that runs them). A
+    dream waits while LLM work is paused (the worker's gate).
 
-    service: Service
-    last_dream: dict[str, str]
-    app: App
-    _poke: threading.Event
-    _full_sweep_requested: bool
+    Args:
+        shared: what the daemon's collaborators share.
+        llm_wait: seconds before LLM work may run, or ``None`` when it may run now.
+        request_sweep: asks the main loop for a full read of every database (the
+            periodic safety sweep: changes that file events missed).
+    """
 
-    def _schedule(self, sweep_seconds: float) -> BaseScheduler:
+    def __init__(self, shared: DaemonState, *, llm_wait: Callable[[], float | None],
+                 request_sweep: Callable[[], None]) -> None:
+        self.shared, self._llm_wait, self._request_sweep = shared, llm_wait, request_sweep
+        #: the newest dream of each scope (``status``)
+        self.last_dream: dict[str, str] = {}
+        #: made by :meth:`start`, once commands are served
+        self.scheduler: BaseScheduler | None = None
+
+    def start(self, sweep_seconds: float) -> None:
         """Start a ``BackgroundScheduler`` with the jobs: the safety sweep every
         ``sweep_seconds``, the retention of recorded answers every :data:`RETENTION_HOURS`
         and, when dreams are enabled, a catch-up dream check at once, then one every
@@ -76,7 +83,7 @@ class TimedWork(SessionJobs):
             replace_existing=True)
         add(self._retention, "interval", hours=RETENTION_HOURS, id=RETENTION_JOB,
             replace_existing=True)
-        dream = self.app.config.dream
+        dream = self.shared.app.config.dream
         if dream.enabled:
             add(self._dream_job, "date", args=("catch-up",), id=DREAM_CATCH_UP_JOB,
                 replace_existing=True, executor=DREAM_EXECUTOR)
@@ -84,13 +91,12 @@ class TimedWork(SessionJobs):
                 minutes=dream.check_interval_minutes, id=DREAM_CHECK_JOB,
                 replace_existing=True, executor=DREAM_EXECUTOR)
         scheduler.start()
-        return scheduler
+        self.scheduler = scheduler
 
-    def _request_sweep(self) -> None:
-        """The periodic safety sweep: the main loop's next check reads every database in
-        full (changes that file events missed)."""
-        self._full_sweep_requested = True
-        self._poke.set()
+    def shutdown(self) -> None:
+        """Stop the scheduler (a job running goes on to its end on its own thread)."""
+        if self.scheduler is not None and self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
 
     def _dream_job(self, trigger: str) -> None:
         """A dream check (``trigger``: ``catch-up`` at start, then ``auto``); a failure is
@@ -98,28 +104,29 @@ class TimedWork(SessionJobs):
         try:
             self._dream_check(trigger)
         except Exception as exc:  # a bug must not end the dream checks
-            self.last_error = f"{type(exc).__name__}: {exc}"
+            self.shared.last_error = f"{type(exc).__name__}: {exc}"
             log.exception("dream_check_crashed")
 
     def _dream_check(self, trigger: str) -> None:
         """Dream every scope whose gate is open (on the dream executor's thread; the
         project lock keeps its writes and an extraction's apart; stops between groups on
         shutdown)."""
-        if self.stop_event.is_set() or self._llm_gate() is not None:
+        if self.shared.stop_event.is_set() or self._llm_wait() is not None:
             return
-        for outcome in self.service.dream_open_scopes(trigger=trigger,
-                                                      should_stop=self.stop_event.is_set):
+        shared = self.shared
+        for outcome in shared.service.dream_open_scopes(trigger=trigger,
+                                                        should_stop=shared.stop_event.is_set):
             if outcome.error is not None:
-                self.last_error = outcome.error
+                self.shared.last_error = outcome.error
             else:
-                self.last_dream[outcome.scope] = iso_utc(self.clock())
+                self.last_dream[outcome.scope] = iso_utc(self.shared.clock())
 
     def _retention(self) -> None:
         """Delete recorded model answers older than ``KEEP_DAYS`` days (answers whose work
         never finished); a failure is logged and tried again at the next run."""
-        before = iso_utc(self.clock() - timedelta(days=KEEP_DAYS))
+        before = iso_utc(self.shared.clock() - timedelta(days=KEEP_DAYS))
         try:
-            deleted = self.state.replies.forget_replies(before=before)
+            deleted = self.shared.state.replies.forget_replies(before=before)
         except Exception as exc:  # the next run tries again
             log.warning("retention_failed", error=str(exc))
             return

@@ -14,17 +14,18 @@ import structlog
 from opencode_memoryd.conversation.rows import SessionRow
 from opencode_memoryd.dream.journal import DreamJournal
 from opencode_memoryd.errors import MemorydError, UpstreamError
-from opencode_memoryd.models import Mark, iso_utc
+from opencode_memoryd.models import iso_utc
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.ports import AppPort
 
 if TYPE_CHECKING:
     # imported where used: the daemon serves commands before it loads the capture code
-    from opencode_memoryd.capture.batching import WriteGroup
     from opencode_memoryd.capture.notes import Summarizer
     from opencode_memoryd.capture.processor import Extractor, SessionProcessor
     from opencode_memoryd.capture.report import SessionReport
+    from opencode_memoryd.capture.runner import Step
+    from opencode_memoryd.source.reader import OpenCodeDB
 
 log = structlog.get_logger(__name__)
 
@@ -109,7 +110,7 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
             at hand stored nothing and its mark did not move.
     """
     from opencode_memoryd.capture.batching import WriteGroup
-    from opencode_memoryd.capture.processor import SessionProcessor
+    from opencode_memoryd.capture.runner import CaptureRunner
 
     run_id = uuid.uuid4().hex[:12]
     mode = app.extraction_mode()
@@ -134,22 +135,27 @@ def maintain(app: AppPort, state: StateDB, store: MemoryStore, extractor: Extrac
                 tally.list_all = tally.list_all and len(sessions) <= LIST_EVERY_SESSION_UP_TO
                 with WriteGroup(state, store, max_seconds=MAINTAIN_GROUP_SECONDS,
                                 flush_seconds=MAINTAIN_GROUP_SECONDS) as group:
-                    proc = SessionProcessor(source, state, store, extractor, app.limits(),
-                                            clock=app.clock, user_id=app.user_id,
-                                            summarizer=summarizer,
-                                            ensure_space=app.ensure_space, batch=group.batch,
-                                            record=journal_record(app))
+                    ident = source.identity
+
+                    def processor_for(db: OpenCodeDB, group: WriteGroup = group
+                                      ) -> SessionProcessor:
+                        return app.session_processor(db, state, store, extractor,
+                                                     summarizer=summarizer, batch=group.batch)
+
+                    def source_of(source_id: str, ident: str = ident,
+                                  source: OpenCodeDB = source) -> OpenCodeDB | None:
+                        return source if source_id == ident else None
+
+                    runner = CaptureRunner(group, processor_for, source_of,
+                                           window=PREFETCH_SESSIONS)
                     if retry_failed:
-                        retried.extend(_retry(proc, state, sessions, lock_for))
-                    ahead = _Ahead(proc, group, [s.id for s in sessions])
-                    for i, s in enumerate(progress(sessions) if progress else sessions):
-                        ends = ahead.ends(i)
-                        with lock_for(s.project_key):
-                            report = proc.process(s, ends=ends)
-                        tally.add(report)
-                        if report.unreachable:
-                            raise _unreachable(app, report.error)
-                        group.commit_if_due()
+                        retried.extend(_retry(runner.processor(ident), state, sessions,
+                                              lock_for))
+                    order = (i for i, _ in enumerate(progress(sessions) if progress
+                                                     else sessions))
+                    runner.run([(ident, s.id) for s in sessions],
+                               _step(app, {s.id: s for s in sessions}, tally, lock_for),
+                               order=order)
     finally:
         summary = _summary(run_id, mode, dbs, tally, retried)
         state.runs.end_run(run_id, summary["totals"], iso_utc(app.clock()))
@@ -166,31 +172,20 @@ def _unreachable(app: AppPort, error: str | None) -> UpstreamError:
         "once it answers", kind="connection", retryable=True)
 
 
-class _Ahead:
-    """Reads for the next :data:`PREFETCH_SESSIONS` sessions at once: their newest rows in
-    OpenCode's database, their marks and items in the state file (read again after a group
-    commit, which forgets what the batch held)."""
+def _step(app: AppPort, rows: dict[str, SessionRow], tally: _Tally,
+          lock_for: LockFor) -> Callable[[Step], None]:
+    """What ``maintain`` does with each session the runner hands it: process it under its
+    project's lock and count its report; a run whose LLM endpoint cannot be reached
+    stops (:func:`_unreachable`)."""
 
-    def __init__(self, proc: SessionProcessor, group: WriteGroup, ids: list[str]) -> None:
-        self.proc, self.group, self.ids = proc, group, ids
-        self._until, self._commits = 0, -1
-        self._ends: dict[str, Mark] | None = {}
-
-    def ends(self, i: int) -> dict[str, Mark] | None:
-        """The newest rows, by session id, read at most :data:`PREFETCH_SESSIONS` sessions
-        ago (``None`` when that read failed: each session looks itself up); call with the
-        index of each session in turn."""
-        if i >= self._until:
-            try:
-                self._ends = self.proc.source.last_messages(self.ids[i:i + PREFETCH_SESSIONS])
-            except Exception:  # each session looks itself up, and fails alone
-                self._ends = None
-            self._until = i + PREFETCH_SESSIONS
-            self._commits = -1
-        if self._commits != self.group.commits:
-            self.proc.prefetch(self.ids[i:self._until])
-            self._commits = self.group.commits
-        return self._ends
+    def step(step: Step) -> None:
+        s = rows[step.key[1]]
+        with lock_for(s.project_key):
+            report = step.processor().process(s, ends=step.ends)
+        tally.add(report)
+        if report.unreachable:
+            raise _unreachable(app, report.error)
+    return step
 
 
 def _retry(proc: SessionProcessor, state: StateDB, sessions: list[SessionRow],
@@ -277,8 +272,6 @@ def capture_now(app: AppPort, state: StateDB, store: MemoryStore, extractor: Ext
     Raises:
         SourceError: no database, or one that cannot be opened.
     """
-    from opencode_memoryd.capture.processor import SessionProcessor
-
     newest: tuple[SessionRow, Path, int] | None = None
     for path in app.database_paths():
         with app.open_source(path) as source:
@@ -297,9 +290,7 @@ def capture_now(app: AppPort, state: StateDB, store: MemoryStore, extractor: Ext
         return {"session_id": None, "reason": reason, "message": reason}
     session, path, active = newest
     with app.open_source(path) as source:
-        proc = SessionProcessor(source, state, store, extractor, app.limits(), clock=app.clock,
-                                user_id=app.user_id, summarizer=summarizer,
-                                ensure_space=app.ensure_space, record=journal_record(app))
+        proc = app.session_processor(source, state, store, extractor, summarizer=summarizer)
         with lock_for(session.project_key):
             report = proc.process(session)
     log.info("capture_now", session_id=session.id, added=report.added)

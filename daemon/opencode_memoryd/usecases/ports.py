@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from opencode_memoryd.capture.notes import Summarizer
-    from opencode_memoryd.capture.processor import Extractor, Limits
+    from opencode_memoryd.capture.processor import Extractor, Limits, SessionProcessor
     from opencode_memoryd.config.schema import Config
     from opencode_memoryd.dream.planning import Planner
     from opencode_memoryd.llm.chat import ChatClient
     from opencode_memoryd.llm.modes import ModeMemory
     from opencode_memoryd.llm.recorded import ReplyMemory
     from opencode_memoryd.source.reader import OpenCodeDB
+    from opencode_memoryd.state.batch import StateBatch
     from opencode_memoryd.state.db import StateDB
     from opencode_memoryd.store.api import Embedder, MemoryStore
 
@@ -78,6 +79,14 @@ class AppPort(Protocol):
 
     def open_source(self, path: Path) -> OpenCodeDB:
         """Open one OpenCode database read-only."""
+        ...
+
+    def session_processor(self, source: OpenCodeDB, state: StateDB, store: MemoryStore,
+                          extractor: Extractor, *, summarizer: Summarizer | None = None,
+                          batch: StateBatch | None = None,
+                          raise_fatal: bool = True) -> SessionProcessor:
+        """The capture pipeline for the sessions of ``source`` (the one construction
+        site, in the composition root)."""
         ...
 
     def open_state(self) -> StateDB:
