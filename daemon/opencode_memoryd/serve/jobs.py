@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from opencode_memoryd.capture.processor import Extractor, SessionProcessor
     from opencode_memoryd.capture.report import SessionReport
     from opencode_memoryd.capture.runner import CaptureRunner, Step
+    from opencode_memoryd.conversation.rows import SessionRow
     from opencode_memoryd.serve.runtime import DaemonState
     from opencode_memoryd.source.reader import OpenCodeDB
 
@@ -306,30 +307,39 @@ class Worker:
         finally:
             lock.release()
         if report.error is None:
-            self.gate.succeeded()
-            if report.waiting and named(report.storage).looks_again:
-                # a turn that ends with in-place updates change detection may not see:
-                # look again rather than wait for the next change
-                limits = self.shared.app.limits()
-                self._retry(source_id, session_id,
-                            max(self.shared.cfg.quiet_period_seconds, limits.settle_ms / 1000, 1.0),
-                            "turn not finished")
-            elif report.summary_due_ms is not None:
-                # look again once the session has been idle long enough for its summary
-                self.shared.state.queue.queue_defer(
-                    source_id, session_id, max(report.summary_due_ms, now_ms + 1000), now_ms,
-                    self.shared.cfg.max_wait_seconds, "summary due")
-            else:
-                batch.queue_done(source_id, session_id, done_ms)
-                group.note(source_id, session_id)
-            if report.turns_read:
-                before = self.last_extraction.get(session.project_key) or {}
-                self.last_extraction[session.project_key] = {
-                    "at": iso_utc(self.shared.clock()), "session_id": session_id,
-                    "project_root": session.project_root, "added": report.added,
-                    "added_since_start": before.get("added_since_start", 0) + report.added}
+            self._handle_success(step, group, session, report, now_ms=now_ms, done_ms=done_ms)
             return
         self._handle_failure(source_id, session_id, report)
+
+    def _handle_success(self, step: Step, group: WriteGroup, session: SessionRow,
+                        report: SessionReport, *, now_ms: int, done_ms: int) -> None:
+        """After a session was processed without error: look again soon (a turn not
+        finished, a summary due later) or take it off the queue (``done_ms``: the time its
+        rows were read), and keep what its extraction added for ``status``."""
+        source_id, session_id = step.key
+        batch = group.batch
+        self.gate.succeeded()
+        if report.waiting and named(report.storage).looks_again:
+            # a turn that ends with in-place updates change detection may not see:
+            # look again rather than wait for the next change
+            limits = self.shared.app.limits()
+            self._retry(source_id, session_id,
+                        max(self.shared.cfg.quiet_period_seconds, limits.settle_ms / 1000, 1.0),
+                        "turn not finished")
+        elif report.summary_due_ms is not None:
+            # look again once the session has been idle long enough for its summary
+            self.shared.state.queue.queue_defer(
+                source_id, session_id, max(report.summary_due_ms, now_ms + 1000), now_ms,
+                self.shared.cfg.max_wait_seconds, "summary due")
+        else:
+            batch.queue_done(source_id, session_id, done_ms)
+            group.note(source_id, session_id)
+        if report.turns_read:
+            before = self.last_extraction.get(session.project_key) or {}
+            self.last_extraction[session.project_key] = {
+                "at": iso_utc(self.shared.clock()), "session_id": session_id,
+                "project_root": session.project_root, "added": report.added,
+                "added_since_start": before.get("added_since_start", 0) + report.added}
 
     def _handle_failure(self, source_id: str, session_id: str, report: SessionReport) -> None:
         error = report.error or "failed"

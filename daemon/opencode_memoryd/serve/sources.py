@@ -207,6 +207,16 @@ class SourceTracker:
         except SourceError as exc:
             found, looked = [], str(exc)
         paths = {source_identity(p): p for p in found}
+        self._close_gone(paths)
+        self.alerts.resolve_prefix("source:", {f"source:{i}" for i in paths})
+        for ident, path in paths.items():
+            queued += self._check_one(ident, path, full=full)
+        self._alert_no_database(looked, list(paths.values()))
+        return queued
+
+    def _close_gone(self, paths: dict[str, Path]) -> None:
+        """Close the databases no longer among ``paths`` (identity -> path) or replaced
+        (another inode at their path)."""
         for ident in list(self.shared.sources):
             src = self.shared.sources[ident]
             try:
@@ -219,33 +229,35 @@ class SourceTracker:
                          reason="replaced" if ident in paths else "gone")
                 src.db.close()
                 del self.shared.sources[ident]
-        self.alerts.resolve_prefix("source:", {f"source:{i}" for i in paths})
-        for ident, path in paths.items():
-            fresh = ident not in self.shared.sources
-            if fresh:
-                opened = self._open(path)
-                if opened is None:
-                    continue
-                self.shared.sources[ident] = opened
-                if self.watcher is None or path.parent not in self.watcher.dirs:
-                    self._restart_watcher()
-            src = self.shared.sources[ident]
-            try:
-                version = src.db.data_version()
-                scan_due = src.update_scan_due()
-                if (version == src.data_version and not full
-                        and (scan_due is None or scan_due > time.monotonic())):
-                    continue
-                src.data_version = version
-                again = self._refresh_schema(ident, src)
-                if (full or fresh) and not again:
-                    self._check_unread(ident, src)
-                queued += self._queue_changed(ident, src, full=full or again)
-            except SourceError as exc:
-                self.shared.last_error = str(exc)
-                log.warning("source_read_failed", db=str(src.path), error=str(exc))
-        self._alert_no_database(looked, list(paths.values()))
-        return queued
+
+    def _check_one(self, ident: str, path: Path, *, full: bool) -> int:
+        """Open the database ``ident`` at ``path`` if it is new, and queue its changed
+        sessions when its ``data_version`` moved (or ``full``, or an update scan is due);
+        the number queued. A read failure is logged and kept as the last error."""
+        fresh = ident not in self.shared.sources
+        if fresh:
+            opened = self._open(path)
+            if opened is None:
+                return 0
+            self.shared.sources[ident] = opened
+            if self.watcher is None or path.parent not in self.watcher.dirs:
+                self._restart_watcher()
+        src = self.shared.sources[ident]
+        try:
+            version = src.db.data_version()
+            scan_due = src.update_scan_due()
+            if (version == src.data_version and not full
+                    and (scan_due is None or scan_due > time.monotonic())):
+                return 0
+            src.data_version = version
+            again = self._refresh_schema(ident, src)
+            if (full or fresh) and not again:
+                self._check_unread(ident, src)
+            return self._queue_changed(ident, src, full=full or again)
+        except SourceError as exc:
+            self.shared.last_error = str(exc)
+            log.warning("source_read_failed", db=str(src.path), error=str(exc))
+            return 0
 
     def next_update_scan(self) -> float | None:
         """When (monotonic s) a database has a scan for in-place updates due (a change was
@@ -301,17 +313,7 @@ class SourceTracker:
                     ids=missing[start:start + QUEUE_BATCH], include_archived=archived))
         ids = {sid for sid, s in by_id.items() if src.seen.get(sid) != s[2]}
         ids |= {sid for sid in touched if sid in by_id}  # an insert is a change
-        act = src.db.activity(v2_after)
-        for sid, seq in act.seqs.items():
-            upd = act.updated.get(sid)
-            if src.seen_seq.get(sid) != seq or (upd is not None
-                                                and src.seen_v2_updated.get(sid) != upd):
-                ids.add(sid)
-            src.seen_seq[sid] = seq
-            if upd is not None:
-                src.seen_v2_updated[sid] = upd
-        if act.newest_created is not None:
-            src.v2_high_water = max(src.v2_high_water or 0, act.newest_created)
+        ids |= _active_since(src, v2_after)
         missing = [sid for sid in ids if sid not in by_id]
         for start in range(0, len(missing), QUEUE_BATCH):
             by_id.update((s[0], s) for s in src.db.session_stamps(
@@ -383,3 +385,22 @@ def _read_up_to(last: Mark | None, mark: Mark | None) -> bool:
     if mark is None or mark.storage != last.storage:
         return False
     return named(last.storage).read_up_to(last.position, mark.position)
+
+
+def _active_since(src: TrackedSource, after: int | None) -> set[str]:
+    """The sessions whose message rows moved since they were last seen (a new sequence
+    number or a newer in-place update), from the database's activity after ``after`` (ms;
+    ``None``: all); records what was seen and moves the source's high-water mark."""
+    ids: set[str] = set()
+    act = src.db.activity(after)
+    for sid, seq in act.seqs.items():
+        upd = act.updated.get(sid)
+        if src.seen_seq.get(sid) != seq or (upd is not None
+                                            and src.seen_v2_updated.get(sid) != upd):
+            ids.add(sid)
+        src.seen_seq[sid] = seq
+        if upd is not None:
+            src.seen_v2_updated[sid] = upd
+    if act.newest_created is not None:
+        src.v2_high_water = max(src.v2_high_water or 0, act.newest_created)
+    return ids
