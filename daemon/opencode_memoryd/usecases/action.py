@@ -37,7 +37,6 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import structlog
@@ -47,7 +46,7 @@ from opencode_memoryd.store.api import RETIRED, MemoryFilter, MemoryStore
 from opencode_memoryd.store.bm25 import Bm25Encoder, default_encoder
 from opencode_memoryd.usecases.action_terms import Term, action_terms
 from opencode_memoryd.usecases.context_cache import MAX_LOOKUPS, ContextCache, Lru
-from opencode_memoryd.usecases.fence import END_HASH_CHARS, entry_line, seal
+from opencode_memoryd.usecases.fence import END_HASH_CHARS, Sealed, entry_line, seal
 from opencode_memoryd.vocab import NOTE_TYPES
 
 log = structlog.get_logger(__name__)
@@ -76,26 +75,6 @@ FIRST_WAIT_SECONDS = 0.3
 SHARED_TTL_SECONDS = 5.0
 #: Notes offered and not confirmed yet, kept (the least recently offered dropped first).
 MAX_OFFERS = 1024
-
-
-@dataclass(frozen=True)
-class ActionNote:
-    """A rendered action note.
-
-    Attributes:
-        text: the sealed note, or ``""`` when there is nothing new to give.
-        ids: the memory ids shown, in order.
-        reason: why the note is empty (``None`` when it is not).
-    """
-
-    text: str
-    ids: tuple[str, ...] = ()
-    reason: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe form: ``{"text", "entries", "ids", "reason"}``."""
-        return {"text": self.text, "entries": len(self.ids), "ids": list(self.ids),
-                "reason": self.reason}
 
 
 class WordIndex:
@@ -247,7 +226,7 @@ class ActionRecall:
     def action(self, *, session: str, directory: str | None = None,
                project: str | None = None, tool: str = "", path: str = "",
                command: str = "", error: str = "", call: str = "") -> dict[str, Any]:
-        """The note for one tool call of ``session`` as :meth:`ActionNote.to_dict`: the
+        """The note for one tool call of ``session`` as :meth:`Sealed.to_dict`: the
         memories about its file ``path``, its shell ``command`` and, for a failed
         command, its ``error`` output, that the session was not given yet and that no
         earlier note of the same tool call ``call`` (its id; ``""``: none) holds. They
@@ -258,13 +237,13 @@ class ActionRecall:
         terms = action_terms(path=path, command=command, error=error, directory=directory)
         scope = self._context.scope(directory=directory, session=session, project=project)
         if scope is None:
-            return ActionNote("", (), "sub-agent session").to_dict()
+            return Sealed("", (), "sub-agent session").to_dict()
         if not terms:  # e.g. the plugin at a session's start: the index is built meanwhile
             self._index(scope[0], wait=False)
-            return ActionNote("", (), "nothing to look up").to_dict()
+            return Sealed("", (), "nothing to look up").to_dict()
         index = self._index(scope[0])
         if index is None:
-            return ActionNote("", (), "the index of the memories' words is being built"
+            return Sealed("", (), "the index of the memories' words is being built"
                               ).to_dict()
         words = [(t, frozenset(self._encoder.embed_query(t.text).indices)) for t in terms]
         with self._lock:
@@ -276,7 +255,7 @@ class ActionRecall:
                                              project=project))
         chosen = fit(self._current(index.rank(words, exclude=exclude)))
         if not chosen:
-            return ActionNote("", (), "nothing new for this tool call").to_dict()
+            return Sealed("", (), "nothing new for this tool call").to_dict()
         ids = tuple(m.id for m, _ in chosen)
         text = render([line for _, line in chosen])
         with self._lock:
@@ -284,7 +263,7 @@ class ActionRecall:
             if call:
                 self._calls.put((session, call),
                                 (self._calls.get((session, call)) or set()) | set(ids))
-        return ActionNote(text, ids).to_dict()
+        return Sealed(text, ids).to_dict()
 
     def confirm(self, *, session: str, digest: str) -> dict[str, Any]:
         """The plugin added the note of ``session`` whose closing line carries ``digest``

@@ -26,6 +26,8 @@ import hashlib
 import json
 import unicodedata
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from opencode_memoryd.redaction.unicode import INVISIBLE_RE
 from opencode_memoryd.staleness import stale_note
@@ -122,3 +124,24 @@ def is_sealed(text: str, marker: str = MARKER, end_prefix: str = END_PREFIX) -> 
     if len(lines) < 3 or lines[0] != marker:
         return False
     return lines[-1] == end_line("\n".join(lines[1:-1]), end_prefix)
+
+
+@dataclass(frozen=True)
+class Sealed:
+    """A sealed part given to the agent beside its block: a recall part or a note at a tool
+    call.
+
+    Attributes:
+        text: the sealed text, or ``""`` when there is nothing new to give.
+        ids: the memory ids shown, in order.
+        reason: why the text is empty (``None`` when it is not).
+    """
+
+    text: str
+    ids: tuple[str, ...] = ()
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form: ``{"text", "chars", "entries", "ids", "reason"}``."""
+        return {"text": self.text, "chars": len(self.text), "entries": len(self.ids),
+                "ids": list(self.ids), "reason": self.reason}

@@ -39,7 +39,6 @@ import itertools
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -52,6 +51,7 @@ from opencode_memoryd.usecases.fence import (
     END_HASH_CHARS,
     RECALL_END_PREFIX,
     RECALL_MARKER,
+    Sealed,
     end_line,
     entry_line,
     seal,
@@ -72,26 +72,6 @@ RECALL_FENCE_CHARS = (len(RECALL_MARKER) + len(HEADER) + len(FRAMING)
 MAX_TEXT_CHARS = 2000
 #: The most parts kept (least recently asked for dropped first).
 MAX_PARTS = 1024
-
-
-@dataclass(frozen=True)
-class RecallPart:
-    """A rendered recall part.
-
-    Attributes:
-        text: the sealed part, or ``""`` when there is nothing new to give.
-        ids: the memory ids shown, in order.
-        reason: why the part is empty (``None`` when it is not).
-    """
-
-    text: str
-    ids: list[str] = field(default_factory=list)
-    reason: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe form: ``{"text", "chars", "entries", "ids", "reason"}``."""
-        return {"text": self.text, "chars": len(self.text), "entries": len(self.ids),
-                "ids": list(self.ids), "reason": self.reason}
 
 
 def _line(memory: Memory) -> str:
@@ -132,7 +112,7 @@ def render(chosen: Sequence[Memory]) -> str:
 
 def build_recall(store: MemoryStore, text: str, flts: Sequence[MemoryFilter], *,
                  exclude: set[str], max_chars: int, max_entries: int,
-                 slack: int = 0) -> RecallPart:
+                 slack: int = 0) -> Sealed:
     """The part for a message's ``text`` over the scopes ``flts``.
 
     Args:
@@ -149,18 +129,18 @@ def build_recall(store: MemoryStore, text: str, flts: Sequence[MemoryFilter], *,
     """
     text = text.strip()[:MAX_TEXT_CHARS]
     if not text or max_entries <= 0:
-        return RecallPart("", [], "no message text" if max_entries > 0 else "recall is off")
+        return Sealed("", (), "no message text" if max_entries > 0 else "recall is off")
     message = Message.of(text)
     if not message.can_support():  # no hit could be relevant enough: no search
-        return RecallPart("", [], "nothing relevant enough for this message")
+        return Sealed("", (), "nothing relevant enough for this message")
     limit = max_entries + len(exclude) + slack
     hits = [hit for flt in flts for hit in store.search(text, flt=flt, limit=limit)]
     relevant = [(m, score) for m, score in hits if message.supports(m.content)]
     chosen = choose(relevant, exclude=exclude, max_chars=max_chars, max_entries=max_entries)
     if not chosen:
-        return RecallPart("", [], "nothing new for this message" if relevant
+        return Sealed("", (), "nothing new for this message" if relevant
                           else "nothing relevant enough for this message")
-    return RecallPart(render(chosen), [m.id for m in chosen])
+    return Sealed(render(chosen), tuple(m.id for m in chosen))
 
 
 def closing_digest(text: str) -> str:
@@ -195,7 +175,7 @@ class RecallCache:
 
     def recall(self, *, directory: str | None, session: str, message_id: str, text: str,
                project: str | None) -> dict[str, Any]:
-        """The part for message ``message_id`` of ``session`` as :meth:`RecallPart.to_dict`:
+        """The part for message ``message_id`` of ``session`` as :meth:`Sealed.to_dict`:
         the same dict for every ask of that message, whatever was written since. A part
         with entries is recorded as offered (:meth:`confirm` makes it given)."""
         key = (session, message_id)
@@ -209,9 +189,9 @@ class RecallCache:
                                         project=project)
             marks.append(time.perf_counter())
             if scope is None:
-                part = RecallPart("", [], "sub-agent session")
+                part = Sealed("", (), "sub-agent session")
             elif self._context.first_message_pending(session):
-                part = RecallPart("", [], "the session's first message: its block answers it")
+                part = Sealed("", (), "the session's first message: its block answers it")
             else:
                 flts, slack = scope
                 exclude = (self._state.given_recall_ids(session)
