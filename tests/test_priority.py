@@ -125,3 +125,41 @@ def test_capture_routes_wait_for_the_capture_code(tmp_path: Path, sample_db: Pat
         d.shared.capture_loaded.set()
         d.store.close()
         d.state.close()
+
+
+def test_the_daemons_background_work_steps_aside_for_its_socket(
+        tmp_path: Path, sample_db: Path, isolated_env: dict[str, str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the daemon serves its control socket, the background work's ``step_aside``
+    sees the commands in flight there (here an ``add`` waiting for the capture code)."""
+    from conftest import write_config
+    from opencode_memoryd.cli.main import load_app
+    from opencode_memoryd.serve.daemon import Daemon
+    from opencode_memoryd.serve.protocol import socket_path
+    from opencode_memoryd.usecases.service import Service
+
+    monkeypatch.setattr(priority, "PRIORITY_SECONDS", 600.0)  # however slow the machine
+    cfg = write_config(tmp_path / "cfg.toml", f'[opencode]\ndb_paths = ["{sample_db}"]\n'
+                       '[extraction]\nmode = "rules"\n')
+    app = load_app(str(cfg), "run", False, isolated_env)
+    d = Daemon(app)
+    d.state, d.store = app.open_state(), app.open_store()
+    try:
+        d.service = Service(app, d.state, d.store)
+        d.commands.start()
+        payload = {"content": "I prefer tabs over spaces in every file.", "type": "user",
+                   "scope": "user"}
+        path = socket_path(app.state_dir, app.env)
+        adding = threading.Thread(target=lambda: call(path, "add", payload))
+        adding.start()
+        fg = d.shared.foreground
+        assert fg is not None
+        assert wait_until(fg.busy, timeout=60)  # the add waits for the capture code
+        d.shared.capture_loaded.set()
+        adding.join(60)
+        assert wait_until(lambda: not fg.busy(), timeout=60)
+    finally:
+        d.shared.capture_loaded.set()
+        d.commands.close()
+        d.store.close()
+        d.state.close()

@@ -67,6 +67,8 @@ class CommandHost:
         path = socket_path(app.state_dir, app.env)
         self.control = ControlServer(path, handlers, get_routes=GET_ROUTES)
         self.control.start()
+        # the background work steps aside for the connections this socket serves
+        self.shared.foreground = self.control.foreground
         info = {"pid": os.getpid(), "socket": str(path),
                 "started_at": iso_utc(started_at or self.shared.clock())}
         # the MCP server OpenCode talks to through `opencode-memoryd mcp` (a relay)
