@@ -7,6 +7,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -186,6 +187,16 @@ def read_marks(state_db: Path) -> dict[str, str]:
             return {r[0]: r[1] for r in c.execute("SELECT session_id, message_id FROM marks")}
     except sqlite3.Error:
         return {}
+
+
+def socket_file(path: Path) -> Path:
+    """A bound (not listening) Unix socket at ``path``, its folder made private (0700): a
+    socket file where the plugin looks, that nothing answers."""
+    path.parent.mkdir(mode=0o700, parents=True)
+    path.parent.chmod(0o700)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.bind(str(path))
+    return path
 
 
 def wait_until(pred: Any, timeout: float = 30.0, interval: float = 0.1) -> bool:

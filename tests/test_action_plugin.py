@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket as sock_mod
 import subprocess
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from conftest import socket_file
 from opencode_memoryd.install.opencode import render_plugin
 from opencode_memoryd.usecases.action import (
     ACTION_END_PREFIX,
@@ -75,14 +75,6 @@ process.stdout.write(JSON.stringify(out))
 """
 
 
-def _socket_file(path: Path) -> Path:
-    path.parent.mkdir(mode=0o700, parents=True)
-    path.parent.chmod(0o700)
-    with sock_mod.socket(sock_mod.AF_UNIX, sock_mod.SOCK_STREAM) as s:
-        s.bind(str(path))
-    return path
-
-
 def _note(text: str) -> str:
     return seal([HEADER, "framing", f'- 2026-01-10: "{text}"'], ACTION_MARKER,
                 ACTION_END_PREFIX)
@@ -94,7 +86,7 @@ def _asked(calls: list[str], path: str) -> list[dict[str, list[str]]]:
 
 @pytest.mark.skipif(NODE is None, reason="node is not installed")
 def test_only_a_note_added_to_the_tools_output_is_confirmed(tmp_path: Path) -> None:
-    _socket_file(tmp_path / "run" / "opencode-memoryd" / "control.sock")
+    socket_file(tmp_path / "run" / "opencode-memoryd" / "control.sock")
     module = tmp_path / "plugin.mjs"
     module.write_text(render_plugin())
     harness = tmp_path / "harness.mjs"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket as sock_mod
 import stat
 import subprocess
 from pathlib import Path
@@ -13,6 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from conftest import socket_file
 from opencode_configs import COMMENTED, EXE, EXISTING_MCP, ONE_LINE, ROUND_TRIPS
 from opencode_memoryd.errors import InstallRefusedError
 from opencode_memoryd.install import jsonc
@@ -117,21 +117,11 @@ process.stdout.write(JSON.stringify(out))
 """
 
 
-def _socket_file(path: Path) -> Path:
-    """A Unix socket file at ``path`` in a 0700 folder, as the daemon makes them (the
-    plugin sends nothing to a socket that is not this user's)."""
-    path.parent.mkdir(mode=0o700, parents=True)
-    path.parent.chmod(0o700)
-    with sock_mod.socket(sock_mod.AF_UNIX, sock_mod.SOCK_STREAM) as s:
-        s.bind(str(path))
-    return path
-
-
 @pytest.mark.skipif(NODE is None, reason="node is not installed")
 @pytest.mark.parametrize("override", [False, True])
 def test_the_plugin_injects_one_block_per_session(tmp_path: Path, override: bool) -> None:
     # found by the rules the command uses: $XDG_RUNTIME_DIR/opencode-memoryd/control.sock
-    socket = _socket_file(tmp_path / "run" / "opencode-memoryd" / "control.sock")
+    socket = socket_file(tmp_path / "run" / "opencode-memoryd" / "control.sock")
     module = tmp_path / "plugin.mjs"
     module.write_text(render_plugin())
     harness = tmp_path / "harness.mjs"
@@ -140,7 +130,7 @@ def test_the_plugin_injects_one_block_per_session(tmp_path: Path, override: bool
     env = {"PATH": os.environ["PATH"], "SEALED": block, "HOME": str(tmp_path / "home"),
            "XDG_RUNTIME_DIR": str(tmp_path / "run")}
     if override:
-        env["OPENCODE_MEMORYD_SOCKET"] = str(_socket_file(tmp_path / "other" / "x.sock"))
+        env["OPENCODE_MEMORYD_SOCKET"] = str(socket_file(tmp_path / "other" / "x.sock"))
     done = subprocess.run([NODE or "node", str(harness), module.as_uri()], env=env,
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
@@ -496,7 +486,7 @@ process.stdout.write(JSON.stringify({ system: event.system, calls }))
 
 @pytest.mark.skipif(NODE is None, reason="node is not installed")
 def test_the_2x_hook_goes_on_when_the_session_look_up_never_answers(tmp_path: Path) -> None:
-    socket = _socket_file(tmp_path / "run" / "opencode-memoryd" / "control.sock")
+    socket = socket_file(tmp_path / "run" / "opencode-memoryd" / "control.sock")
     module = tmp_path / "plugin.mjs"
     module.write_text(render_plugin())
     harness = tmp_path / "harness.mjs"

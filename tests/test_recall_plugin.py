@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket as sock_mod
 import subprocess
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from conftest import socket_file
 from opencode_memoryd.install.opencode import render_plugin
 from opencode_memoryd.usecases.fence import RECALL_END_PREFIX, RECALL_MARKER, seal
 from opencode_memoryd.usecases.recall import closing_digest
@@ -71,18 +71,10 @@ process.stdout.write(JSON.stringify(out))
 """
 
 
-def _socket_file(path: Path) -> Path:
-    path.parent.mkdir(mode=0o700, parents=True)
-    path.parent.chmod(0o700)
-    with sock_mod.socket(sock_mod.AF_UNIX, sock_mod.SOCK_STREAM) as s:
-        s.bind(str(path))
-    return path
-
-
 @pytest.mark.skipif(NODE is None, reason="node is not installed")
 def test_the_part_goes_into_the_user_message_and_only_an_added_part_is_confirmed(
         tmp_path: Path) -> None:
-    _socket_file(tmp_path / "run" / "opencode-memoryd" / "control.sock")
+    socket_file(tmp_path / "run" / "opencode-memoryd" / "control.sock")
     module = tmp_path / "plugin.mjs"
     module.write_text(render_plugin())
     harness = tmp_path / "harness.mjs"
