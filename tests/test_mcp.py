@@ -6,6 +6,7 @@ error and change nothing (``tests/test_mcp_tool.py`` checks the dispatch alone).
 
 from __future__ import annotations
 
+import atexit
 import json
 import shutil
 import signal
@@ -130,6 +131,7 @@ class World:
 def make_world(root: Path, *, daemon: bool = True) -> World:
     """Seed a store, write a session into a copy of the sample database, start a daemon."""
     short = Path(tempfile.mkdtemp(prefix="mcp-run-", dir="/tmp"))  # socket path limit
+    atexit.register(shutil.rmtree, short, True)  # after the worker's daemons are gone
     home = root / "home"
     project = root / "project"
     project.mkdir(parents=True)

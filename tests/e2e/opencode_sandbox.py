@@ -134,7 +134,7 @@ class OpenCodeSandbox:
             when it needs it).
 
     Attributes:
-        home, config_dir, data_dir, runtime_dir, project: the sandbox's folders
+        home, config_dir, data_dir, runtime_dir, tmp_dir, project: the sandbox's folders
             (``config_dir`` is ``$XDG_CONFIG_HOME/opencode``).
         env: the environment every run gets (a test may add to it).
         config: the global ``opencode.json``, written before every run.
@@ -152,13 +152,17 @@ class OpenCodeSandbox:
         self.runtime_dir = Path(tempfile.mkdtemp(prefix="oc-run-", dir="/tmp"))
         self.config_dir = xdg["XDG_CONFIG_HOME"] / "opencode"
         self.data_dir = xdg["XDG_DATA_HOME"] / "opencode"
-        for d in (self.home, *xdg.values(), self.config_dir / "plugin"):
+        # OpenCode's runtime unpacks a native library (about 5 MB) into $TMPDIR at every
+        # start and leaves it: here it goes into the runtime folder, removed by close()
+        self.tmp_dir = self.runtime_dir / "tmp"
+        for d in (self.home, *xdg.values(), self.config_dir / "plugin", self.tmp_dir):
             d.mkdir(parents=True, exist_ok=True)
         if warm_config is not None:
             link_tree(warm_config, self.config_dir)
         self.env: dict[str, str] = {
             "PATH": os.environ.get("PATH") or "/usr/bin:/bin", "LANG": "C.UTF-8",
             "HOME": str(self.home), "XDG_RUNTIME_DIR": str(self.runtime_dir),
+            "TMPDIR": str(self.tmp_dir),
             **{k: str(v) for k, v in xdg.items()}, **dict.fromkeys(DISABLE_SWITCHES, "1"),
         }
         if shutil.which("rg", path=self.env["PATH"]) is None:
