@@ -347,3 +347,28 @@ def test_the_daemon_serves_action_on_get(tmp_path: Path, sample_db: Path,
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_what_a_confirmed_note_gave_is_not_given_again_after_a_restart(app: App) -> None:
+    first = Actions(app)
+    try:
+        first.store.upsert(SEED)
+        first.store.upsert([mem(MIGRATION, minutes=10)])
+        note = first.ask(tool="read", path=f"{ACME}/db/migrations/0001.sql")
+        assert MIGRATION in str(note["text"])
+        assert first.given(note)["given"] is True
+    finally:
+        first.close()
+    restarted = Actions(app)  # a new daemon over the same store and state file
+    try:
+        assert restarted.ask(tool="edit", path=f"{ACME}/db/migrations/0002.sql")["text"] == ""
+        part = restarted.recall.recall(directory=ACME, session=MAIN, message_id="msg_4",
+                                       text="does every migration ship a downgrade?",
+                                       project=None)
+        assert MIGRATION not in str(part["text"])
+        # another session still gets it
+        other = restarted.ask(session="ses_other", tool="edit",
+                              path=f"{ACME}/db/migrations/0002.sql")
+        assert MIGRATION in str(other["text"])
+    finally:
+        restarted.close()

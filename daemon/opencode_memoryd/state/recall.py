@@ -6,6 +6,11 @@ added the part to the message (:meth:`RecallTable.confirm_recall_part`, with the
 part's closing line). What was given is left out of the session's later parts, across
 restarts of the daemon too: OpenCode keeps the part in the session's history. Offers that
 were never confirmed are dropped after :data:`UNCONFIRMED_TTL_MS`.
+
+The notes added to tool calls' output (:mod:`opencode_memoryd.usecases.action`) are kept
+here too once the plugin confirms them (:meth:`RecallTable.record_given`), as rows whose
+message id is :data:`NOTE_KEY_PREFIX` and the note's digest: what a note gave is not given
+again after a restart either.
 """
 
 from __future__ import annotations
@@ -15,10 +20,13 @@ from collections.abc import Sequence
 
 from opencode_memoryd.state.engine import StateFile
 
-__all__ = ["UNCONFIRMED_TTL_MS", "RecallTable"]
+__all__ = ["NOTE_KEY_PREFIX", "UNCONFIRMED_TTL_MS", "RecallTable"]
 
 #: How long an offer waits for its confirmation (ms): a day.
 UNCONFIRMED_TTL_MS = 24 * 3600 * 1000
+#: The message id of a confirmed note at a tool call is this and the note's digest (a
+#: message id of OpenCode starts with ``msg_``).
+NOTE_KEY_PREFIX = "note:"
 
 
 class RecallTable:
@@ -62,8 +70,21 @@ class RecallTable:
                 {"s": session_id, "m": message_id})
         return [str(i) for i in json.loads(row[0])]
 
+    def record_given(self, session_id: str, digest: str, ids: Sequence[str], now_ms: int
+                     ) -> None:
+        """Record that a note at a tool call of ``session_id`` (the 16 hex digits of its
+        closing line: ``digest``) reached the session with the memory ids ``ids``: they are
+        among :meth:`given_recall_ids` from now on. A note recorded already is kept."""
+        with self._file.tx(outbox=False) as c:
+            c.exec_driver_sql(
+                "INSERT OR IGNORE INTO recall_parts "
+                "(session_id, message_id, digest, ids, given, created_ms) "
+                "VALUES (:s, :m, :d, :i, 1, :t)",
+                {"s": session_id, "m": NOTE_KEY_PREFIX + digest, "d": digest,
+                 "i": json.dumps(list(ids)), "t": now_ms})
+
     def given_recall_ids(self, session_id: str) -> set[str]:
-        """The memory ids of every confirmed part of ``session_id``."""
+        """The memory ids of every confirmed part and note of ``session_id``."""
         with self._file.read() as c:
             rows = c.exec_driver_sql(
                 "SELECT ids FROM recall_parts WHERE session_id=:s AND given=1",

@@ -26,9 +26,10 @@ in an earlier action note. A note's memories count as given only once the plugin
 added the note to the tool's output (:meth:`ActionRecall.confirm`, with the hash of the
 note's closing line): a note asked before a tool that then throws, or one that came too
 late, gives nothing away. Until then they are only kept from the other note of the same
-tool call (the one about a failed command's error). The agent's notes, pending notes, the
-project's brief and session summaries are never shown; retired memories are not in the
-index.
+tool call (the one about a failed command's error). Confirmed notes are kept in the state
+file with the confirmed recall parts, so a restarted daemon does not give them again.
+The agent's notes, pending notes, the project's brief and session summaries are never
+shown; retired memories are not in the index.
 """
 
 from __future__ import annotations
@@ -183,8 +184,9 @@ class SharedGiven(Protocol):
         """The ids ``session`` was given."""
         ...
 
-    def mark_given(self, session: str, ids: Iterable[str]) -> None:
-        """Count ``ids`` as given to ``session``."""
+    def mark_given(self, session: str, digest: str, ids: Iterable[str]) -> None:
+        """Count ``ids`` as given to ``session`` by the note whose closing line carries
+        ``digest``, across restarts."""
         ...
 
 
@@ -274,7 +276,8 @@ class ActionRecall:
             ``{"given": bool, "ids": [...]}``: ``given`` is false (no ids) when no note
             with that hash was offered to the session (or it was confirmed already).
         """
-        key = (session, digest.strip().lower())
+        digest = digest.strip().lower()
+        key = (session, digest)
         with self._lock:
             ids: tuple[str, ...] = self._offers.get(key) or ()
             if not ids:
@@ -282,7 +285,7 @@ class ActionRecall:
             self._offers.put(key, ())  # confirmed: no longer an offer
             self._given.put(session, (self._given.get(session) or set()) | set(ids))
         if self._shared:
-            self._shared.mark_given(session, ids)
+            self._shared.mark_given(session, digest, ids)
         return {"given": True, "ids": list(ids)}
 
     def _current(self, ranked: Sequence[Memory], most: int = 2 * MAX_ENTRIES

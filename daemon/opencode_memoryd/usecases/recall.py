@@ -46,7 +46,7 @@ import structlog
 from opencode_memoryd.models import Memory
 from opencode_memoryd.state.recall import RecallTable
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
-from opencode_memoryd.usecases.context_cache import MAX_LOOKUPS, ContextCache, Lru
+from opencode_memoryd.usecases.context_cache import ContextCache, Lru
 from opencode_memoryd.usecases.fence import (
     END_HASH_CHARS,
     RECALL_END_PREFIX,
@@ -171,7 +171,6 @@ class RecallCache:
         self._state = state
         self._lock = threading.Lock()
         self._parts = Lru(MAX_PARTS)
-        self._noted = Lru(MAX_LOOKUPS)  # session -> ids given in notes at tool calls
 
     def recall(self, *, directory: str | None, session: str, message_id: str, text: str,
                project: str | None) -> dict[str, Any]:
@@ -195,7 +194,6 @@ class RecallCache:
             else:
                 flts, slack = scope
                 exclude = (self._state.given_recall_ids(session)
-                           | set(self._noted.get(session) or ())
                            | self._context.block_ids(directory=directory, session=session,
                                                      project=project))
                 marks.append(time.perf_counter())
@@ -230,13 +228,14 @@ class RecallCache:
         return {"given": ids is not None, "ids": ids or []}
 
     def given(self, session: str) -> set[str]:
-        """The ids ``session`` was given: in the recall parts the plugin confirmed (kept in
-        the state file) and in notes at tool calls (:meth:`mark_given`, since the daemon
-        started)."""
+        """The ids ``session`` was given in the recall parts and in the notes at tool calls
+        the plugin confirmed (both kept in the state file, across restarts)."""
         with self._lock:
-            return self._state.given_recall_ids(session) | set(self._noted.get(session) or ())
+            return self._state.given_recall_ids(session)
 
-    def mark_given(self, session: str, ids: Iterable[str]) -> None:
-        """Count ``ids`` as given to ``session`` (a note at a tool call showed them)."""
+    def mark_given(self, session: str, digest: str, ids: Iterable[str]) -> None:
+        """Count ``ids`` as given to ``session``: the note at a tool call whose closing
+        line carries ``digest`` showed them (recorded in the state file)."""
         with self._lock:
-            self._noted.put(session, (self._noted.get(session) or set()) | set(ids))
+            self._state.record_given(session, digest, sorted(set(ids)),
+                                     int(time.time() * 1000))
