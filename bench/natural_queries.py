@@ -105,7 +105,7 @@ def worktrees(db: Path) -> dict[str, str]:
 
 def local_provider() -> bool:
     """Whether this checkout's config knows ``[embedding] provider = "local"``."""
-    from opencode_memoryd.config.sections import EmbeddingConfig
+    from opencode_memoryd.config.embedding import EmbeddingConfig
 
     try:
         EmbeddingConfig(provider="local")  # type: ignore[arg-type]

@@ -49,7 +49,7 @@ def test_bad_arguments() -> None:
 
 
 def test_fastembed_batch_size_default_matches_the_config() -> None:
-    from opencode_memoryd.config.sections import EmbeddingConfig
+    from opencode_memoryd.config.embedding import EmbeddingConfig
     from opencode_memoryd.store.embedders import FASTEMBED_BATCH_SIZE
 
     assert EmbeddingConfig().batch_size == FASTEMBED_BATCH_SIZE == 16

@@ -11,7 +11,8 @@ Modules:
   file, the state and store dirs, ``daemon.json`` and the sockets (``os`` and ``json``
   only: the fast path imports it too);
 * :mod:`~opencode_memoryd.config.fields`: field types and the section base class;
-* :mod:`~opencode_memoryd.config.sections`: one model per TOML section;
+* one module per TOML section, named after its table (:mod:`~opencode_memoryd.config.llm`
+  for ``[llm]``, ...), each holding that section's model;
 * :mod:`~opencode_memoryd.config.schema`: :class:`~opencode_memoryd.config.schema.Config`,
   the whole file;
 * :mod:`~opencode_memoryd.config.loader`: reading, validation errors, CLI overrides,

@@ -1,9 +1,9 @@
 """The root of the config schema: :class:`Config`, one attribute per TOML section.
 
-Adding a section: define a :class:`~opencode_memoryd.config.fields.Section` subclass in
-:mod:`opencode_memoryd.config.sections` (or a module of its own, as
-:mod:`~opencode_memoryd.config.daemon`) whose fields all have defaults and a
-``description`` (numbers with both bounds), then add one field to :class:`Config` with
+Adding a section: define a :class:`~opencode_memoryd.config.fields.Section` subclass in a
+module of its own, named after the TOML table (as :mod:`~opencode_memoryd.config.daemon`
+for ``[daemon]``), whose fields all have defaults and a ``description`` (numbers with both
+bounds), then add one field to :class:`Config` with
 ``Field(default_factory=TheSection, description=...)``. The example file, the docs comments
 and the validation follow from the schema; regenerate ``config.example.toml`` with
 ``python -m opencode_memoryd.config.example config.example.toml``.
@@ -16,21 +16,20 @@ from typing import Literal
 from pydantic import Field
 
 from opencode_memoryd.config.context import ContextConfig
-from opencode_memoryd.config.daemon import DaemonConfig, DreamConfig
+from opencode_memoryd.config.daemon import DaemonConfig
+from opencode_memoryd.config.dedup import DedupConfig
+from opencode_memoryd.config.dream import DreamConfig
+from opencode_memoryd.config.embedding import EmbeddingConfig
+from opencode_memoryd.config.extraction import ExtractionConfig
 from opencode_memoryd.config.fields import Section
+from opencode_memoryd.config.llm import LlmConfig
+from opencode_memoryd.config.log import LogConfig
+from opencode_memoryd.config.opencode import OpencodeConfig
+from opencode_memoryd.config.qdrant import QdrantConfig
 from opencode_memoryd.config.search import SearchConfig
-from opencode_memoryd.config.sections import (
-    DedupConfig,
-    EmbeddingConfig,
-    ExtractionConfig,
-    LlmConfig,
-    LogConfig,
-    OpencodeConfig,
-    QdrantConfig,
-    StateConfig,
-    UserConfig,
-)
+from opencode_memoryd.config.state import StateConfig
 from opencode_memoryd.config.summaries import SummariesConfig
+from opencode_memoryd.config.user import UserConfig
 from opencode_memoryd.config.web import WebConfig
 
 __all__ = ["Config"]
