@@ -89,9 +89,9 @@ def test_a_correction_added_on_the_page_retires_what_it_replaces(
     resp = client.post("/api/memories", json={"content": UV,
                                               "project": first["memory"]["project_id"]})
     assert resp.status_code == 201, resp.text
-    made = [first, resp.json()["data"]]
+    made = [first, resp.json()["result"]]
     assert made[1]["superseded"] == [made[0]["memory"]["id"]]
-    shown = client.get(f"/api/memories/{made[0]['memory']['id']}").json()["data"]
+    shown = client.get(f"/api/memories/{made[0]['memory']['id']}").json()["result"]
     assert shown["memory"]["status"] == "retired"
     assert shown["memory"]["superseded_by"] == made[1]["memory"]["id"]
 

@@ -109,15 +109,15 @@ def test_an_agent_user_scope_note_is_confirmed_or_rejected_on_the_rest_api(
         client = TestClient(build_app(service, "tok"), base_url="http://127.0.0.1:4747",
                             headers={"Authorization": "Bearer tok",
                                      "X-CSRF-Token": csrf_token("tok")})
-        shown = client.get(f"/api/memories/{keep_id}").json()["data"]["memory"]
+        shown = client.get(f"/api/memories/{keep_id}").json()["result"]["memory"]
         assert shown["pending"] is True and shown["provenance"] == "agent"
         unguarded = client.post(f"/api/memories/{keep_id}/confirm",
                                 headers={"X-CSRF-Token": "wrong"})
         assert unguarded.status_code == 403
         assert service.store.get([keep_id])[0].pending is True
-        done = client.post(f"/api/memories/{keep_id}/confirm").json()["data"]
+        done = client.post(f"/api/memories/{keep_id}/confirm").json()["result"]
         assert done["status"] == "confirmed" and done["memory"]["provenance"] == "user"
-        gone = client.post(f"/api/memories/{drop_id}/reject").json()["data"]
+        gone = client.post(f"/api/memories/{drop_id}/reject").json()["result"]
         assert gone["status"] == "rejected" and gone["memory"]["status"] == "retired"
         again = client.post(f"/api/memories/{keep_id}/confirm")
         assert again.status_code == 409

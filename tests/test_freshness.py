@@ -216,8 +216,8 @@ def test_the_page_and_mcp_answers_carry_the_mark(
         client = TestClient(build_app(svc, "tok"), base_url="http://127.0.0.1:4747",
                             headers={"Authorization": "Bearer tok",
                                      "X-CSRF-Token": csrf_token("tok")})
-        shown = client.get(f"/api/memories/{ids['path']}").json()["data"]["memory"]
-        listed = client.get("/api/memories").json()["data"]["memories"]
+        shown = client.get(f"/api/memories/{ids['path']}").json()["result"]["memory"]
+        listed = client.get("/api/memories").json()["result"]["memories"]
         script = (Path(__file__).parents[1] / "daemon/opencode_memoryd/web/static/app.js"
                   ).read_text()
     assert shown["stale"][0]["what"] == "src/legacy/api.ts"

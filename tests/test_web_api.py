@@ -47,20 +47,21 @@ def client(service: Service, ids: dict[str, str]) -> TestClient:
 
 
 def data(resp: Any, status: int = 200) -> Any:
-    """The ``data`` of a success envelope (asserting the status)."""
+    """The ``result`` of a success envelope (asserting the status)."""
     assert resp.status_code == status, resp.text
     body = resp.json()
-    assert body["success"] is True and set(body) == {"success", "data"}
-    return body["data"]
+    assert set(body) == {"result"}
+    return body["result"]
 
 
 def err(resp: Any, status: int) -> str:
-    """The ``error`` of an error envelope (asserting the status)."""
+    """The message of an error envelope, the control socket's (asserting the status)."""
     assert resp.status_code == status, resp.text
     body = resp.json()
-    assert body["success"] is False and set(body) == {"success", "error"}
-    assert isinstance(body["error"], str) and body["error"]
-    return str(body["error"])
+    assert set(body) == {"error"} and set(body["error"]) == {"type", "message", "kind"}
+    assert isinstance(body["error"]["type"], str) and body["error"]["type"]
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    return str(body["error"]["message"])
 
 
 # -- the routes ---------------------------------------------------------------------------

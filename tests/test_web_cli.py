@@ -78,7 +78,7 @@ def test_the_server_serves_on_a_loopback_port_and_stops(
             assert httpx.get(base + "/api/stats").status_code == 401
             auth = {"Authorization": f"Bearer {token}"}
             got = httpx.get(base + "/api/stats", headers=auth).json()
-            assert got["success"] is True and got["data"]["memories"]["active"] == 0
+            assert set(got) == {"result"} and got["result"]["memories"]["active"] == 0
             made = httpx.post(base + "/api/memories", headers={
                 **auth, "X-CSRF-Token": csrf_token(token), "Origin": base},
                 json={"content": "The user likes short answers.", "scope": "user"})
@@ -92,7 +92,7 @@ def test_the_server_serves_on_a_loopback_port_and_stops(
                 first = browser.post("/api/session", headers={"X-Login-Code": login_code,
                                                               "Origin": base})
                 assert first.status_code == 200, first.text
-                got = first.json()["data"]
+                got = first.json()["result"]
                 # a page session of its own: neither the token nor the token's CSRF token
                 assert got["token"] != token and got["csrf_token"] != csrf_token(token)
                 assert "set-cookie" not in first.headers

@@ -95,11 +95,11 @@ def test_the_browser_command_line_holds_nothing_that_logs_in(
     [code] = set(CODE_RE.findall(page.read_text()))
     first = _login(base, code)
     assert first.status_code == 200, first.text
-    bearer = {"Authorization": f"Bearer {first.json()['data']['token']}"}
+    bearer = {"Authorization": f"Bearer {first.json()['result']['token']}"}
     assert httpx.get(base + "/api/stats", headers=bearer).status_code == 200
     # replayed: refused
     again = _login(base, code)
-    assert again.status_code == 401 and "used or expired" in again.json()["error"]
+    assert again.status_code == 401 and "used or expired" in again.json()["error"]["message"]
 
 
 def test_the_login_page_replaces_a_symlink_and_never_follows_it(
@@ -146,7 +146,7 @@ def _page(service: Service, clock: Clock) -> tuple[TestClient, dict[str, str]]:
     got = c.post("/api/session", headers={"Authorization": f"Bearer {TOKEN}",
                                           "Origin": BASE})
     assert got.status_code == 200, got.text
-    data = got.json()["data"]
+    data = got.json()["result"]
     assert data["token"] != TOKEN and (data["idle_seconds"], data["max_seconds"]) == (600,
                                                                                       3600)
     return c, {"Authorization": f"Bearer {data['token']}", "X-CSRF-Token": data["csrf_token"],
@@ -170,8 +170,8 @@ def test_an_idle_session_ends(service: Service) -> None:
     assert _get(c, page).status_code == 200
     clock.now += 601
     ended = c.get("/api/stats", headers=page)
-    assert ended.status_code == 401 and "without a request" in ended.json()["error"]
-    assert "session_idle_seconds" in ended.json()["error"]
+    assert ended.status_code == 401 and "without a request" in ended.json()["error"]["message"]
+    assert "session_idle_seconds" in ended.json()["error"]["message"]
     # and for good, whatever comes next
     assert c.get("/api/stats", headers=page).status_code == 401
 
@@ -186,7 +186,7 @@ def test_a_session_ends_at_its_limit_however_active(service: Service) -> None:
     assert page["Authorization"] != token  # rotated on the way
     clock.now += 200
     ended = c.get("/api/stats", headers=page)
-    assert ended.status_code == 401 and "session_max_seconds" in ended.json()["error"]
+    assert ended.status_code == 401 and "session_max_seconds" in ended.json()["error"]["message"]
 
 
 def test_the_session_token_rotates_and_the_old_one_then_stops(service: Service) -> None:
@@ -210,7 +210,7 @@ def test_the_session_token_rotates_and_the_old_one_then_stops(service: Service) 
     assert c.get("/api/stats", headers=old).status_code == 200
     clock.now += GRACE_SECONDS
     gone = c.get("/api/stats", headers=old)
-    assert gone.status_code == 401 and "expired" in gone.json()["error"]
+    assert gone.status_code == 401 and "expired" in gone.json()["error"]["message"]
     assert c.get("/api/stats", headers=page).status_code == 200
     # a session's CSRF token is its own: another login's does not pass
     _, other = _page(service, clock)
@@ -238,7 +238,7 @@ def test_a_code_made_before_the_server_started_is_refused(service: Service) -> N
     before = login_code(TOKEN, time.time() - 10)
     c = TestClient(build_app(service, TOKEN), base_url=BASE)
     stale = c.post("/api/session", headers={"X-Login-Code": before, "Origin": BASE})
-    assert stale.status_code == 401 and "used or expired" in stale.json()["error"]
+    assert stale.status_code == 401 and "used or expired" in stale.json()["error"]["message"]
     fresh = c.post("/api/session", headers={"X-Login-Code": login_code(TOKEN, time.time()),
                                             "Origin": BASE})
     assert fresh.status_code == 200, fresh.text

@@ -27,8 +27,12 @@ Each class carries what it becomes outside the process, in one place: ``exit_cod
 command's exit status, see ``opencode-memoryd --help``), ``http_status`` (the control
 socket's and the REST API's answer) and ``wire_type`` (the ``type`` of the error envelope,
 the class's name). :func:`describe` reads them for an exception; :func:`error_envelope`
-is the control socket's error body; :meth:`RemoteError.local` turns an envelope a client
-received back into the exception the daemon raised.
+is its error body; :meth:`RemoteError.local` turns an envelope a client received back into
+the exception the daemon raised.
+
+The control socket and the REST API answer in one envelope: ``{"result": ...}`` on success
+(:func:`result_body`), ``{"error": {"type": str, "message": str, "kind": str | null}}`` on
+failure (:func:`error_body`), the HTTP status telling which.
 """
 
 from __future__ import annotations
@@ -98,11 +102,39 @@ def describe(exc: BaseException) -> tuple[int, str, str, str | None]:
     return exc.http_status, exc.wire_type, str(exc), kind
 
 
+def result_body(result: Any) -> dict[str, Any]:
+    """The success envelope of the control socket and the REST API: ``{"result": result}``."""
+    return {"result": result}
+
+
+def error_body(type_name: str, message: str, kind: Any = None) -> dict[str, Any]:
+    """The error envelope of the control socket and the REST API: ``{"error": {"type":
+    type_name, "message": message, "kind": str | None}}`` (a ``kind`` that is not a string
+    is written as one)."""
+    if not isinstance(kind, str | None):
+        kind = str(kind)
+    return {"error": {"type": type_name, "message": message, "kind": kind}}
+
+
+def status_type(status: int) -> str:
+    """The envelope's ``type`` of an error that is an HTTP status, not one of our classes
+    (a missing token, an unknown route): the status's reason phrase without spaces
+    (``404`` -> ``NotFound``, ``413`` -> ``ContentTooLarge``), ``Error`` for another number.
+    (The phrases of :class:`http.HTTPStatus`, RFC 9110.)"""
+    from http import HTTPStatus
+
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"
+    return "".join(word[:1].upper() + word[1:] for word in phrase.replace("-", " ").split())
+
+
 def error_envelope(exc: BaseException) -> tuple[int, dict[str, Any]]:
-    """The control socket's answer to ``exc``: ``(status, {"error": {"type": str,
-    "message": str, "kind": str | None}})`` (see :func:`describe`)."""
+    """The answer to ``exc`` on the control socket and the REST API: ``(status,``
+    :func:`error_body` ``)`` (see :func:`describe`)."""
     status, type_name, message, kind = describe(exc)
-    return status, {"error": {"type": type_name, "message": message, "kind": kind}}
+    return status, error_body(type_name, message, kind)
 
 
 class ConfigError(MemorydError):

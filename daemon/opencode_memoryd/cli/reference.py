@@ -158,8 +158,8 @@ def rest_reference() -> str:
             props = body.get("schema", {}).get("properties")
             if props:
                 out += ["Body (JSON): " + ", ".join(f"`{k}`" for k in props), ""]
-            if op.get("x-data"):
-                out += [f"Answer `data`: `{_cell(str(op['x-data']))}`", ""]
+            if op.get("x-result"):
+                out += [f"Answer `result`: `{_cell(str(op['x-result']))}`", ""]
             for code, resp in op.get("responses", {}).items():
                 if code != "200":
                     errors.setdefault(code, resp.get("description", ""))

@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl
 import structlog
 
 from opencode_memoryd import __version__
-from opencode_memoryd.errors import MemorydError, error_envelope
+from opencode_memoryd.errors import MemorydError, error_body, error_envelope, result_body
 from opencode_memoryd.serve.protocol import DRAIN_LIMIT_BYTES
 
 if TYPE_CHECKING:
@@ -169,7 +169,7 @@ class ControlRequestHandler(BaseHTTPRequestHandler):
         started = time.monotonic()
         try:
             result = handler(body)
-            payload = json.dumps({"result": result}, ensure_ascii=False).encode("utf-8")
+            payload = json.dumps(result_body(result), ensure_ascii=False).encode("utf-8")
         except Exception as exc:
             status, envelope = error_envelope(exc)
             if isinstance(exc, MemorydError):
@@ -190,9 +190,7 @@ class ControlRequestHandler(BaseHTTPRequestHandler):
 
     def _send_error_json(self, status: int, type_name: str, message: str, *,
                          kind: Any = None, headers: Mapping[str, str] | None = None) -> None:
-        if not isinstance(kind, str | None):
-            kind = str(kind)
-        body = {"error": {"type": type_name, "message": message, "kind": kind}}
+        body = error_body(type_name, message, kind)
         self._send_bytes(status, json.dumps(body, ensure_ascii=False).encode("utf-8"),
                          headers=headers)
 

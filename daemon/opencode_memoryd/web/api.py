@@ -1,6 +1,7 @@
 """The REST API: one Starlette route per use case of
 :class:`~opencode_memoryd.usecases.service.Service`, in the envelope
-``{"success": true, "data": …}`` / ``{"success": false, "error": "…"}``.
+of the control socket: ``{"result": …}`` / ``{"error": {"type": …, "message": …, "kind":
+…}}`` (:func:`~opencode_memoryd.errors.result_body`, :func:`~opencode_memoryd.errors.error_body`).
 
 Errors have the status their class carries (``http_status``, the control socket's too): a
 bad request 400 (:class:`~opencode_memoryd.errors.RequestError`), nothing there 404
@@ -23,7 +24,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from opencode_memoryd.errors import MemorydError, RequestError, describe
+from opencode_memoryd.errors import (
+    MemorydError,
+    RequestError,
+    error_body,
+    error_envelope,
+    result_body,
+    status_type,
+)
 from opencode_memoryd.usecases.service import Service
 from opencode_memoryd.web.openapi import OPENAPI_PATH, openapi_document
 from opencode_memoryd.web.sessions import Sessions
@@ -35,23 +43,23 @@ MAX_BODY_BYTES = 64 * 1024
 
 
 def ok(data: Any, status: int = 200) -> JSONResponse:
-    """A success envelope."""
-    return JSONResponse({"success": True, "data": data}, status_code=status)
+    """A success envelope, the control socket's: ``{"result": data}``."""
+    return JSONResponse(result_body(data), status_code=status)
 
 
-def fail(status: int, message: str) -> JSONResponse:
-    """An error envelope."""
-    return JSONResponse({"success": False, "error": message}, status_code=status)
+def fail(status: int, message: str, type_name: str | None = None) -> JSONResponse:
+    """An error envelope, the control socket's: ``{"error": {"type", "message", "kind"}}``;
+    ``type_name`` defaults to the status's (:func:`~opencode_memoryd.errors.status_type`)."""
+    return JSONResponse(error_body(type_name or status_type(status), message),
+                        status_code=status)
 
 
 def error_response(exc: BaseException) -> JSONResponse:
-    """The envelope and status of an exception raised by a use case: the status of its
-    class (:func:`~opencode_memoryd.errors.describe`, as on the control socket) and its
-    message; a bug says only that the log has it."""
-    status, _type, message, _kind = describe(exc)
-    if not isinstance(exc, MemorydError):
-        message = "internal error; the daemon's log has the details"
-    return fail(status, message)
+    """The envelope and status of an exception raised by a use case, as the control socket
+    answers it (:func:`~opencode_memoryd.errors.error_envelope`); a bug says only that the
+    log has it."""
+    status, envelope = error_envelope(exc)
+    return JSONResponse(envelope, status_code=status)
 
 
 async def call(request: Request, use: Callable[[], Any], code: int = 200) -> JSONResponse:

@@ -28,6 +28,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp
 
 from opencode_memoryd.config.web import LOOPBACK_NAMES
+from opencode_memoryd.errors import error_body, status_type
 from opencode_memoryd.web.sessions import ROTATED_HEADER, Sessions
 from opencode_memoryd.web.token import (
     LOGIN_CODE_SECONDS,
@@ -91,8 +92,9 @@ def same_origin(origin: str, host_header: str) -> bool:
 
 
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    """An envelope error: ``{"success": false, "error": message}``."""
-    return JSONResponse({"success": False, "error": message}, status_code=status,
+    """An error envelope (:func:`~opencode_memoryd.errors.error_body`), its ``type`` the
+    status's (``Unauthorized``, ``Forbidden``, ...)."""
+    return JSONResponse(error_body(status_type(status), message), status_code=status,
                         headers=headers)
 
 

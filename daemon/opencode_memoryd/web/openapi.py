@@ -27,18 +27,18 @@ def _param(name: str, where: str, description: str, type_: str = "string",
 
 
 def _op(summary: str, params: list[dict[str, Any]] | None = None,
-        body: dict[str, Any] | None = None, data: str = "object",
+        body: dict[str, Any] | None = None, result: str = "object",
         unsafe: bool = False) -> dict[str, Any]:
     op: dict[str, Any] = {
         "summary": summary,
         "parameters": list(params or []),
-        "responses": {"200": {"description": "`{\"success\": true, \"data\": …}`",
+        "responses": {"200": {"description": "`{\"result\": …}`",
                               "content": {"application/json": {"schema": {
                                   "$ref": "#/components/schemas/Success"}}}},
                       **{code: {"description": text, "content": {"application/json": {
                           "schema": {"$ref": "#/components/schemas/Error"}}}}
                          for code, text in _ERRORS.items()}},
-        "x-data": data,
+        "x-result": result,
     }
     if unsafe:
         op["parameters"].append(_param("X-CSRF-Token", "header",
@@ -61,13 +61,13 @@ def openapi_document() -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {
         "/api/session": {
             "get": _op("the CSRF token of the request's token and the user id",
-                       data="{csrf_token, user_id}"),
+                       result="{csrf_token, user_id}"),
             "post": _op("log in with `Authorization: Bearer TOKEN` (the web-token file's), "
                         "or with a one-time code of `opencode-memoryd web` in "
                         "`X-Login-Code`: a page session, whose token is the bearer token "
                         "from then on (a rotated one comes back in the `X-Session-Token` "
                         "header; no cookie is ever set)",
-                        data="{token, csrf_token, user_id, idle_seconds, max_seconds}"),
+                        result="{token, csrf_token, user_id, idle_seconds, max_seconds}"),
         },
         "/api/memories": {
             "get": _op("memories by filter, most recently changed first, a page at a time",
@@ -76,36 +76,36 @@ def openapi_document() -> dict[str, Any]:
                         _param("type", "query", "a memory type"),
                         _param("status", "query", "active (default), retired or all"),
                         _param("text", "query", "content contains this (any case)"),
-                        *_PAGE], data="{total, offset, limit, memories: [memory]}"),
+                        *_PAGE], result="{total, offset, limit, memories: [memory]}"),
             "post": _op("add a memory by hand (deduplicated, secrets redacted): 201",
                         body={"content": _STR, "type": _STR, "scope": _STR,
                               "project": _STR, "directory": _STR},
-                        data="{memory, status: added|duplicate, redactions, superseded}",
+                        result="{memory, status: added|duplicate, redactions, superseded}",
                         unsafe=True),
         },
         "/api/memories/{memory_id}": {
             "get": _op("one memory with its lineage and history", [_MEMORY_ID],
-                       data="{memory, lineage}"),
+                       result="{memory, lineage}"),
             "patch": _op("edit the content and/or the type: re-embedded, the old version "
                          "kept in `history`, journaled as a manual edit", [_MEMORY_ID],
                          body={"content": _STR, "type": _STR},
-                         data="{memory, status: edited|unchanged, run_id, redactions}",
+                         result="{memory, status: edited|unchanged, run_id, redactions}",
                          unsafe=True),
             "delete": _op("forget: a tombstone, never a hard delete", [_MEMORY_ID],
-                          data="{memory, status: forgotten}", unsafe=True),
+                          result="{memory, status: forgotten}", unsafe=True),
         },
         "/api/memories/{memory_id}/restore": {
             "post": _op("bring a forgotten memory back", [_MEMORY_ID],
-                        data="{memory, status: restored}", unsafe=True),
+                        result="{memory, status: restored}", unsafe=True),
         },
         "/api/memories/{memory_id}/confirm": {
             "post": _op("confirm the agent's pending user-scope note: it becomes yours and "
                         "reaches the context block", [_MEMORY_ID],
-                        data="{memory, status: confirmed}", unsafe=True),
+                        result="{memory, status: confirmed}", unsafe=True),
         },
         "/api/memories/{memory_id}/reject": {
             "post": _op("reject the agent's pending note (forgotten: a tombstone)",
-                        [_MEMORY_ID], data="{memory, status: rejected}", unsafe=True),
+                        [_MEMORY_ID], result="{memory, status: rejected}", unsafe=True),
         },
         "/api/search": {
             "get": _op("ranked search (BM25, plus dense vectors when configured)",
@@ -113,25 +113,25 @@ def openapi_document() -> dict[str, Any]:
                         _param("project", "query", "a project key (and the user scope)"),
                         _param("limit", "query", "1 to 100 (default 20)", "integer"),
                         _param("include_retired", "query", "tombstones too", "boolean")],
-                       data="[memory with score]"),
+                       result="[memory with score]"),
         },
         "/api/projects": {"get": _op("every project with its root, name and counts; the "
                                      "user scope's counts",
-                                     data="{projects: [{id, root, name, counts}], user}")},
+                                     result="{projects: [{id, root, name, counts}], user}")},
         "/api/profile": {"get": _op("the user-scope memories by type")},
         "/api/stats": {"get": _op("counts of memories, projects and journal entries")},
         "/api/journal": {
             "get": _op("the dream journal, newest first, each entry with its operations",
                        [_param("project", "query", "a project key"),
                         _param("user", "query", "the user scope's entries", "boolean"),
-                        *_PAGE], data="{total, offset, limit, entries}"),
+                        *_PAGE], result="{total, offset, limit, entries}"),
         },
         "/api/journal/{run_id}/undo": {
             "post": _op("undo an applied dream: its memories as they were before",
                         [_param("run_id", "path", "the dream run id")],
-                        data="the undo's journal entry", unsafe=True),
+                        result="the undo's journal entry", unsafe=True),
         },
-        "/api/openapi.json": {"get": _op("this document", data="OpenAPI")},
+        "/api/openapi.json": {"get": _op("this document", result="OpenAPI")},
     }
     return {
         "openapi": "3.1.0",
@@ -148,10 +148,14 @@ def openapi_document() -> dict[str, Any]:
                 "bearer": {"type": "http", "scheme": "bearer"},
             },
             "schemas": {
-                "Success": {"type": "object", "required": ["success", "data"],
-                            "properties": {"success": {"const": True}, "data": {}}},
-                "Error": {"type": "object", "required": ["success", "error"],
-                          "properties": {"success": {"const": False}, "error": _STR}},
+                "Success": {"type": "object", "required": ["result"],
+                            "properties": {"result": {}}, "additionalProperties": False},
+                "Error": {"type": "object", "required": ["error"],
+                          "additionalProperties": False,
+                          "properties": {"error": {
+                              "type": "object", "required": ["type", "message", "kind"],
+                              "properties": {"type": _STR, "message": _STR,
+                                             "kind": {"type": ["string", "null"]}}}}},
             },
         },
     }

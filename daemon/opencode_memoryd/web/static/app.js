@@ -55,12 +55,13 @@ async function api(method, path, body, bearer, code) {
   }
   let payload = null;
   try { payload = await res.json(); } catch (e) { payload = null; }
-  if (!res.ok || !payload || !payload.success) {
-    const err = new Error((payload && payload.error) || res.statusText);
+  // one envelope, the control socket's: {"result": ...} or {"error": {"type", "message", "kind"}}
+  if (!res.ok || !payload || !("result" in payload)) {
+    const err = new Error((payload && payload.error && payload.error.message) || res.statusText);
     err.status = res.status;
     throw err;
   }
-  return payload.data;
+  return payload.result;
 }
 
 async function login() {
