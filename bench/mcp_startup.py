@@ -50,7 +50,7 @@ INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 #: Packages whose import time is shown wherever they are first imported.
 WATCHED = ("mcp", "mcp_types", "pydantic", "pydantic_core", "anyio", "httpx", "sqlalchemy",
            "structlog", "opencode_memoryd.compose", "opencode_memoryd.cli.main",
-           "opencode_memoryd.serve.mcp_server", "jsonschema", "starlette", "uvicorn")
+           "opencode_memoryd.serve.mcp.server", "jsonschema", "starlette", "uvicorn")
 
 
 def program() -> list[str]:

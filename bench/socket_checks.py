@@ -22,8 +22,9 @@ from pathlib import Path
 
 import structlog
 
-from opencode_memoryd.serve import control_client, peer
-from opencode_memoryd.serve.control_server import ControlServer
+from opencode_memoryd.serve.control import client as control_client
+from opencode_memoryd.serve.control import peer
+from opencode_memoryd.serve.control.server import ControlServer
 
 
 def _per_call_us(fn: object, n: int) -> float:

@@ -100,12 +100,23 @@ def _package_bases(tree: ast.Module) -> dict[str, list[str]]:
 
 def test_the_daemon_is_collaborators_not_mixins() -> None:
     found = {str(p.relative_to(PACKAGE)): _package_bases(ast.parse(p.read_text()))
-             for p in sorted((PACKAGE / "serve").glob("*.py"))}
-    assert {k: v for k, v in found.items() if v} == {}
+             for p in sorted((PACKAGE / "serve").rglob("*.py"))}
+    assert len(found) > 20 and {k: v for k, v in found.items() if v} == {}
     # the check finds what it looks for, and leaves library bases and errors alone
-    sample = ("from opencode_memoryd.serve.jobs import Jobs\n"
+    sample = ("from opencode_memoryd.serve.runtime.jobs import Jobs\n"
               "from opencode_memoryd.errors import MemorydError\n"
               "import socketserver\nclass Half:\n    pass\n"
               "class D(Half, Jobs, socketserver.BaseServer):\n    pass\n"
               "class Bad(MemorydError):\n    pass\n")
     assert _package_bases(ast.parse(sample)) == {"D": ["Half", "Jobs"]}
+
+
+def test_serve_is_split_by_what_it_serves() -> None:
+    """The daemon's runtime, the control socket and the MCP side each have a room in
+    ``serve/``; nothing else sits beside them."""
+    rooms = {"runtime", "control", "mcp"}
+    loose = [p.name for p in (PACKAGE / "serve").glob("*.py") if p.name != "__init__.py"]
+    assert loose == []
+    assert {p.name for p in (PACKAGE / "serve").iterdir()
+            if p.is_dir() and p.name != "__pycache__"} == rooms
+    assert all(len(list((PACKAGE / "serve" / room).glob("*.py"))) > 2 for room in rooms)

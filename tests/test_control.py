@@ -27,9 +27,9 @@ from opencode_memoryd.errors import (
     StoreError,
     UpstreamError,
 )
-from opencode_memoryd.serve.control_client import ControlClient
-from opencode_memoryd.serve.control_server import ControlServer
-from opencode_memoryd.serve.protocol import BASE_URL, MAX_BODY_BYTES, socket_path
+from opencode_memoryd.serve.control.client import ControlClient
+from opencode_memoryd.serve.control.protocol import BASE_URL, MAX_BODY_BYTES, socket_path
+from opencode_memoryd.serve.control.server import ControlServer
 
 
 @pytest.fixture
@@ -490,7 +490,7 @@ def test_the_client_class_is_the_fast_paths_client(serve: Callable[..., ControlS
 
     serve({"echo": echo})
     probe = ("import json, sys\n"
-             "from opencode_memoryd.serve.control_client import ControlClient\n"
+             "from opencode_memoryd.serve.control.client import ControlClient\n"
              "client = ControlClient(sys.argv[1])\n"
              "print(json.dumps({'pid': client.ping(), 'echo': client.call('echo', {'a': 1}),\n"
              "                  'http': [m for m in ('httpx', 'httpcore', 'h11')\n"

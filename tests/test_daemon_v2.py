@@ -32,7 +32,7 @@ from conftest import (
     wait_until,
     write_config,
 )
-from opencode_memoryd.serve.alerts import REPEAT_SECONDS, Alerts
+from opencode_memoryd.serve.runtime.alerts import REPEAT_SECONDS, Alerts
 from opencode_writer_v2 import (
     SESSION_V2_DDL,
     SESSION_V2_INDEXES,

@@ -38,9 +38,9 @@ from opencode_memoryd.errors import (
     StoreInUseError,
     UpstreamError,
 )
-from opencode_memoryd.serve import control_client
-from opencode_memoryd.serve.control_client import ControlClient
-from opencode_memoryd.serve.control_server import ControlServer
+from opencode_memoryd.serve.control import client as control_client
+from opencode_memoryd.serve.control.client import ControlClient
+from opencode_memoryd.serve.control.server import ControlServer
 
 #: One instance of every error class, with what it must be outside the process:
 #: (exit code, HTTP status).

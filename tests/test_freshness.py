@@ -209,7 +209,7 @@ def test_the_page_and_mcp_answers_carry_the_mark(
     cfg, repo, ids = setup
     change_worktree(repo)
     _dream(cfg, repo)
-    from opencode_memoryd.serve.mcp_tool import _memory
+    from opencode_memoryd.serve.mcp.tool import _memory
 
     app = App(config=load_config(cfg, None), env=dict(isolated_env))
     with open_local(app) as svc:

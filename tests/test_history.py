@@ -18,8 +18,8 @@ from conftest import ACME, MANIFEST, PIPELINE, cli, cli_json
 from opencode_memoryd.compose import App
 from opencode_memoryd.config.loader import load_config
 from opencode_memoryd.errors import NotFoundError, RemoteError, RequestError, SourceError
-from opencode_memoryd.serve.control_client import ControlClient
-from opencode_memoryd.serve.control_server import ControlServer
+from opencode_memoryd.serve.control.client import ControlClient
+from opencode_memoryd.serve.control.server import ControlServer
 from opencode_memoryd.usecases.service import ROUTES, Service, call, open_local
 from opencode_writer import OpenCodeWriter
 

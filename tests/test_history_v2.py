@@ -24,7 +24,7 @@ from conftest import ACME, FIXTURES, MANIFEST, cli, cli_json
 from opencode_memoryd.compose import App
 from opencode_memoryd.config.loader import load_config
 from opencode_memoryd.models import iso_utc, utc_from_ms
-from opencode_memoryd.serve.mcp_tool import dispatch
+from opencode_memoryd.serve.mcp.tool import dispatch
 from opencode_memoryd.usecases.service import Service, call, open_local
 from opencode_writer_v2 import make_synthetic_2x
 

@@ -276,7 +276,7 @@ def test_add_forget_profile_through_a_running_daemon(
 
 
 def test_not_found_is_http_404() -> None:
-    from opencode_memoryd.serve.protocol import error_status
+    from opencode_memoryd.serve.control.protocol import error_status
 
     assert error_status(NotFoundError("no memory")) == 404
     assert error_status(RequestError("bad")) == 400

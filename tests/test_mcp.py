@@ -32,8 +32,8 @@ from opencode_memoryd.config.loader import load_config
 from opencode_memoryd.config.paths import state_dir, store_dir
 from opencode_memoryd.install.opencode import MCP_SERVER_NAME
 from opencode_memoryd.models import Memory, content_hash, point_id
-from opencode_memoryd.serve.control_client import ControlClient
-from opencode_memoryd.serve.mcp_tool import INPUT_SCHEMA, START_HINT
+from opencode_memoryd.serve.control.client import ControlClient
+from opencode_memoryd.serve.mcp.tool import INPUT_SCHEMA, START_HINT
 from opencode_memoryd.store.edge import EdgeStore
 from opencode_writer import OpenCodeWriter
 from test_mcp_tool import BAD_CALLS

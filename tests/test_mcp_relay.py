@@ -1,4 +1,4 @@
-"""The MCP relay (``serve/mcp_relay.py``) and the daemon's MCP host (``serve/mcp_host.py``)
+"""The MCP relay (``serve/mcp/relay.py``) and the daemon's MCP host (``serve/mcp/host.py``)
 in one process, over a real Unix socket and the real SDK server: the JSON-RPC the relay
 answers itself, a session ended with a call in flight, a daemon replaced mid-session,
 large answers, a folder name of newlines and non-ASCII letters, two relays at once.
@@ -21,8 +21,8 @@ from typing import Any, cast
 
 import pytest
 
-from opencode_memoryd.serve.mcp_host import MCPHost, in_process_caller
-from opencode_memoryd.serve.mcp_relay import Relay
+from opencode_memoryd.serve.mcp.host import MCPHost, in_process_caller
+from opencode_memoryd.serve.mcp.relay import Relay
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {},

@@ -1,4 +1,4 @@
-"""The MCP ``memory`` tool's dispatch alone (:func:`opencode_memoryd.serve.mcp_tool.dispatch`):
+"""The MCP ``memory`` tool's dispatch alone (:func:`opencode_memoryd.serve.mcp.tool.dispatch`):
 which daemon route each mode calls with what, the search similarity, that bad arguments are
 refused before the daemon is asked, and how the daemon's failures read. ``tests/test_mcp.py``
 runs the real server against a real daemon."""
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from opencode_memoryd.errors import ControlError, DaemonUnreachableError, RemoteError
-from opencode_memoryd.serve.mcp_tool import INPUT_SCHEMA, START_HINT, dispatch
+from opencode_memoryd.serve.mcp.tool import INPUT_SCHEMA, START_HINT, dispatch
 
 MODES = INPUT_SCHEMA["properties"]["mode"]["enum"]
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from conftest import wait_until
-from opencode_memoryd.serve import priority
-from opencode_memoryd.serve.control_client import call
-from opencode_memoryd.serve.control_server import ControlServer
-from opencode_memoryd.serve.priority import Foreground
+from opencode_memoryd.serve.control.client import call
+from opencode_memoryd.serve.control.server import ControlServer
+from opencode_memoryd.serve.runtime import priority
+from opencode_memoryd.serve.runtime.priority import Foreground
 
 
 def test_step_aside_returns_at_once_without_connections() -> None:
@@ -100,7 +100,7 @@ def test_capture_routes_wait_for_the_capture_code(tmp_path: Path, sample_db: Pat
     waits and changes nothing, while ``status`` is answered at once."""
     from conftest import write_config
     from opencode_memoryd.cli.main import load_app
-    from opencode_memoryd.serve.daemon import Daemon
+    from opencode_memoryd.serve.runtime.daemon import Daemon
     from opencode_memoryd.usecases.service import Service
 
     cfg = write_config(tmp_path / "cfg.toml", f'[opencode]\ndb_paths = ["{sample_db}"]\n'
@@ -134,8 +134,8 @@ def test_the_daemons_background_work_steps_aside_for_its_socket(
     sees the commands in flight there (here an ``add`` waiting for the capture code)."""
     from conftest import write_config
     from opencode_memoryd.cli.main import load_app
-    from opencode_memoryd.serve.daemon import Daemon
-    from opencode_memoryd.serve.protocol import socket_path
+    from opencode_memoryd.serve.control.protocol import socket_path
+    from opencode_memoryd.serve.runtime.daemon import Daemon
     from opencode_memoryd.usecases.service import Service
 
     monkeypatch.setattr(priority, "PRIORITY_SECONDS", 600.0)  # however slow the machine

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from opencode_memoryd.errors import NotFoundError
-from opencode_memoryd.serve import control_client
-from opencode_memoryd.serve.control_server import ControlServer
+from opencode_memoryd.serve.control import client as control_client
+from opencode_memoryd.serve.control.server import ControlServer
 from opencode_memoryd.usecases import contract
 from opencode_memoryd.usecases.action import ActionRecall
 from opencode_memoryd.usecases.contract import ROUTES, UseCases
@@ -26,8 +26,8 @@ from opencode_memoryd.usecases.service import Service
 PACKAGE = Path(contract.__file__).resolve().parents[1]
 #: The wire dispatch: the only modules that may turn a route name into a call.
 WIRE = {"cli/connect.py", "usecases/service.py", "usecases/contract.py", "usecases/routed.py",
-        "serve/commands.py", "serve/mcp_host.py",
-        "serve/control_client.py", "serve/mcp_server.py"}
+        "serve/runtime/commands.py", "serve/mcp/host.py",
+        "serve/control/client.py", "serve/mcp/server.py"}
 #: Functions that take a route name.
 ROUTE_TAKERS = {"run_use_case", "via_daemon", "call", "send"}
 
@@ -124,8 +124,8 @@ def test_the_wire_policies_name_routes_of_the_contract() -> None:
     """The route sets the daemon keys its policies on (served on GET, run as the agent over
     MCP, waiting for the capture code) name methods of the contract: a renamed method
     cannot leave a policy naming nothing."""
-    from opencode_memoryd.serve.commands import CAPTURE_ROUTES
-    from opencode_memoryd.serve.mcp_host import AGENT_ROUTES
+    from opencode_memoryd.serve.mcp.host import AGENT_ROUTES
+    from opencode_memoryd.serve.runtime.commands import CAPTURE_ROUTES
     from opencode_memoryd.usecases.contract import GET_ROUTES
 
     for policy in (GET_ROUTES, AGENT_ROUTES, CAPTURE_ROUTES):

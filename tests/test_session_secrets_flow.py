@@ -29,7 +29,7 @@ from fake_openai import FakeOpenAI
 from opencode_memoryd.compose import App
 from opencode_memoryd.config.loader import load_config
 from opencode_memoryd.redaction.engine import redact
-from opencode_memoryd.serve.mcp_tool import dispatch, to_text
+from opencode_memoryd.serve.mcp.tool import dispatch, to_text
 from opencode_memoryd.usecases.service import call, open_local
 from opencode_writer import OpenCodeWriter
 from opencode_writer_v2 import V2Writer

@@ -25,10 +25,10 @@ import pytest
 from conftest import cli, write_config
 from opencode_memoryd.errors import ControlError, SocketOwnerError
 from opencode_memoryd.install.opencode import render_plugin
-from opencode_memoryd.serve import control_client
-from opencode_memoryd.serve.control_client import ControlClient
-from opencode_memoryd.serve.control_server import ControlServer
-from opencode_memoryd.serve.protocol import socket_path
+from opencode_memoryd.serve.control import client as control_client
+from opencode_memoryd.serve.control.client import ControlClient
+from opencode_memoryd.serve.control.protocol import socket_path
+from opencode_memoryd.serve.control.server import ControlServer
 from opencode_memoryd.usecases.fence import seal
 
 #: A uid no account uses: "another user".

@@ -292,7 +292,7 @@ class DaemonUnreachableError(ControlError):
 class SocketOwnerError(ControlError):
     """A socket, or its folder, is not certainly this user's: a symbolic link, another
     user's, open to others, or served by another user's process. Nothing was sent (see
-    :mod:`opencode_memoryd.serve.peer`)."""
+    :mod:`opencode_memoryd.serve.control.peer`)."""
 
 
 class RequestError(MemorydError):

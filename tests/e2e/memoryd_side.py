@@ -35,7 +35,7 @@ from opencode_memoryd.compose import DAEMON_INFO_FILE
 from opencode_memoryd.config.loader import load_config
 from opencode_memoryd.config.paths import state_dir, store_dir
 from opencode_memoryd.models import Memory, content_hash, point_id
-from opencode_memoryd.serve.control_client import ControlClient
+from opencode_memoryd.serve.control.client import ControlClient
 from opencode_memoryd.store.edge import EdgeStore
 
 from .opencode_sandbox import OpenCodeSandbox

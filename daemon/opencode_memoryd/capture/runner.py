@@ -3,7 +3,7 @@
 Both ways sessions are captured go through :class:`CaptureRunner`: ``maintain`` (every
 session of a database in turn, :mod:`opencode_memoryd.usecases.maintain`) and the daemon's
 worker (the due sessions of its queue, a round at a time,
-:mod:`opencode_memoryd.serve.jobs`). The runner reads ahead for a window of sessions at
+:mod:`opencode_memoryd.serve.runtime.jobs`). The runner reads ahead for a window of sessions at
 once (:class:`ReadAhead`: their newest rows in OpenCode's database, their marks and outbox
 items in the state file), hands each session with its processor to the caller's step
 (what the caller decides around it: locks, the LLM gate, the queue), and commits the

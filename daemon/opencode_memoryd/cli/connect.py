@@ -132,7 +132,7 @@ def via_daemon(app: App, name: str, payload: dict[str, Any]
     sock = app.daemon_socket() or _wait_for_starting_daemon(app)
     if sock is None:
         return False, None
-    from opencode_memoryd.serve import control_client
+    from opencode_memoryd.serve.control import client as control_client
 
     if control_client.ping(sock) is None:
         return False, None

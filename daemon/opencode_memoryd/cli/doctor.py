@@ -60,8 +60,8 @@ def probe_daemon(app: App) -> DaemonProbe:
 def cmd_doctor(app: App, args: argparse.Namespace) -> int:
     """``doctor``: run every check, print them, exit 1 when one failed."""
     from opencode_memoryd.errors import SocketOwnerError
-    from opencode_memoryd.serve.peer import check_path
-    from opencode_memoryd.serve.protocol import socket_path
+    from opencode_memoryd.serve.control.peer import check_path
+    from opencode_memoryd.serve.control.protocol import socket_path
     from opencode_memoryd.usecases.doctor.model import Probes
     from opencode_memoryd.usecases.doctor.runner import doctor
 

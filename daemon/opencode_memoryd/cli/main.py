@@ -163,7 +163,7 @@ def _cmd_run(app: App, args: argparse.Namespace) -> int:
     """``run``; a store built for another embedder exits :data:`EXIT_CONFIG`, which the
     service files do not restart on (restarting cannot fix it; ``reembed`` can)."""
     from opencode_memoryd.errors import EmbedderMismatchError
-    from opencode_memoryd.serve.daemon import run
+    from opencode_memoryd.serve.runtime.daemon import run
 
     try:
         return run(app)

@@ -20,6 +20,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def cmd_mcp(app: App, args: argparse.Namespace) -> int:
     """``mcp``: serve until OpenCode closes stdin."""
-    from opencode_memoryd.serve.mcp_server import run
+    from opencode_memoryd.serve.mcp.server import run
 
     return run(app.daemon_socket, app.env)

@@ -65,7 +65,7 @@ def _running_daemon(app: App) -> int | None:
     """The pid of a daemon that serves or is starting, or ``None``."""
     sock = app.daemon_socket()
     if sock is not None:
-        from opencode_memoryd.serve import control_client
+        from opencode_memoryd.serve.control import client as control_client
 
         pid = control_client.ping(sock)
         if pid is not None:

@@ -1,7 +1,7 @@
 """The CLI's fast paths: what runs before the full command line and config are loaded.
 
 ``opencode-memoryd mcp`` (started by OpenCode for every directory it opens) becomes a relay
-to the daemon's MCP server (:mod:`opencode_memoryd.serve.mcp_relay`) after reading only the
+to the daemon's MCP server (:mod:`opencode_memoryd.serve.mcp.relay`) after reading only the
 state dir from the config file (:func:`~opencode_memoryd.config.paths.state_dir_from_file`).
 The read-only commands a running daemon serves (:data:`~opencode_memoryd.cli.commands.SERVED`)
 parse their arguments with the fast parser and ask
@@ -136,7 +136,7 @@ def fast_path(argv: Sequence[str], env: Mapping[str, str]) -> int | None:
         usable, find = mcp_socket_finder(state, env)
         if not usable or not callable(find):
             return None
-        from opencode_memoryd.serve.mcp_relay import run
+        from opencode_memoryd.serve.mcp.relay import run
 
         return run(find)
     if line.command in SERVED and not {"-h", "--help"} & set(line.rest):

@@ -264,7 +264,7 @@ def socket_path(state_dir: Path, env: Mapping[str, str] | None = None) -> Path:
 
 def mcp_socket_path(control: Path) -> Path:
     """The MCP socket next to the control socket ``control`` (see
-    :mod:`opencode_memoryd.serve.mcp_host`): ``mcp.sock`` beside ``control.sock``, else
+    :mod:`opencode_memoryd.serve.mcp.host`): ``mcp.sock`` beside ``control.sock``, else
     ``<control stem>-mcp.sock`` (a shortened socket path)."""
     if control.name == SOCKET_NAME:
         return control.with_name(MCP_SOCKET_NAME)

@@ -2,12 +2,12 @@
 
 OpenCode starts ``opencode-memoryd mcp`` for every directory it opens and waits for the
 ``initialize`` answer; importing the ``mcp`` SDK takes most of a second, so the SDK's
-server (:func:`opencode_memoryd.serve.mcp_server.serve`) runs here, in the daemon, which
+server (:func:`opencode_memoryd.serve.mcp.server.serve`) runs here, in the daemon, which
 imports it once, and the ``mcp`` process is a small relay
-(:mod:`opencode_memoryd.serve.mcp_relay`) between OpenCode's stdio and this socket.
+(:mod:`opencode_memoryd.serve.mcp.relay`) between OpenCode's stdio and this socket.
 
 Wire: the relay connects to
-:func:`~opencode_memoryd.serve.protocol.mcp_socket_path` (next to the control socket, mode
+:func:`~opencode_memoryd.serve.control.protocol.mcp_socket_path` (next to the control socket, mode
 0600 in a 0700 folder, recorded as ``mcp_socket`` in ``daemon.json``) and sends one JSON
 line, ``{"cwd": "<the relay's working directory>"}``; then the connection carries MCP's
 newline-delimited JSON-RPC both ways until the relay closes its end. The tool calls run
@@ -153,7 +153,7 @@ class MCPHost:
         if self._before_preload is not None and not waited_for:
             self._before_preload()
         try:
-            from opencode_memoryd.serve.mcp_server import preload
+            from opencode_memoryd.serve.mcp.server import preload
 
             preload()
         except ImportError:
@@ -185,7 +185,7 @@ class MCPHost:
                                  daemon=True).start()
 
     def _session(self, conn: socket.socket) -> None:
-        from opencode_memoryd.serve.mcp_server import serve
+        from opencode_memoryd.serve.mcp.server import serve
 
         with self._lock:
             self._open.add(conn)

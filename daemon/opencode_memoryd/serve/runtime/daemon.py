@@ -3,26 +3,28 @@
 Lifecycle: single-instance lock → state file → store → commands served → capture code →
 catch-up → watch, in the foreground (the supervisor supervises); systemd hears
 ``READY=1``, then ``WATCHDOG=1`` from the loop. Commands come first
-(:mod:`opencode_memoryd.serve.commands`): what follows the socket steps aside for them.
+(:mod:`opencode_memoryd.serve.runtime.commands`): what follows the socket steps aside for them.
 
-Collaborators: the daemon is a command host (:mod:`~opencode_memoryd.serve.commands`), a
-source tracker (:mod:`~opencode_memoryd.serve.sources`), a worker
-(:mod:`~opencode_memoryd.serve.jobs`) with its LLM gate (:mod:`~opencode_memoryd.capture.gate`)
-and the timed work (:mod:`~opencode_memoryd.serve.timed`), each built with what it needs
-and sharing one :class:`~opencode_memoryd.serve.runtime.DaemonState`; this module starts
+Collaborators: the daemon is a command host
+(:mod:`~opencode_memoryd.serve.runtime.commands`), a source tracker
+(:mod:`~opencode_memoryd.serve.runtime.sources`), a worker
+(:mod:`~opencode_memoryd.serve.runtime.jobs`) with its LLM gate
+(:mod:`~opencode_memoryd.capture.gate`) and the timed work
+(:mod:`~opencode_memoryd.serve.runtime.timed`), each built with what it needs and sharing
+one :class:`~opencode_memoryd.serve.runtime.shared.DaemonState`; this module starts
 them in order, runs the main loop and stops them.
 
-Change detection (:mod:`opencode_memoryd.serve.sources`): file events on each database
+Change detection (:mod:`opencode_memoryd.serve.runtime.sources`): file events on each database
 folder are a hint, confirmed with ``PRAGMA data_version``; a periodic sweep re-reads the
 session list anyway. A database that appears, vanishes or is replaced is followed.
 
 Scheduling: each changed session is queued in the state file with its debounce due time
-(:mod:`opencode_memoryd.debounce`). One worker thread (:mod:`opencode_memoryd.serve.jobs`)
+(:mod:`opencode_memoryd.debounce`). One worker thread (:mod:`opencode_memoryd.serve.runtime.jobs`)
 takes the due sessions from the queue, soonest first, and sleeps until just after the next
 due time or until the main loop queues something due sooner; so one session is never
 extracted twice at once, and the queue costs no memory per session beyond its row.
 Time-based work runs on an APScheduler ``BackgroundScheduler``
-(:mod:`opencode_memoryd.serve.timed`; jobs coalesced, one instance at a time): the periodic
+(:mod:`opencode_memoryd.serve.runtime.timed`; jobs coalesced, one instance at a time): the periodic
 safety sweep, the dream checks (at start, then every ``dream.check_interval_minutes``) on an
 executor thread of their own, so a dream waiting for its model never holds back an
 extraction, and the retention of recorded model answers. A per-project lock keeps
@@ -64,15 +66,15 @@ from opencode_memoryd.config.loader import config_digest
 from opencode_memoryd.disk import PRIVATE_UMASK, make_private
 from opencode_memoryd.errors import AlreadyRunning, MemorydError, StoreInUseError
 from opencode_memoryd.models import iso_utc
-from opencode_memoryd.serve.alerts import Alerts
-from opencode_memoryd.serve.commands import CommandHost
-from opencode_memoryd.serve.jobs import Worker
-from opencode_memoryd.serve.notify import sd_notify
-from opencode_memoryd.serve.runtime import DaemonState
-from opencode_memoryd.serve.signals import StopSignals
-from opencode_memoryd.serve.sources import SourceTracker
-from opencode_memoryd.serve.timed import DREAM_EXECUTOR, Timers
-from opencode_memoryd.serve.web_host import WebPage, start_web_page
+from opencode_memoryd.serve.runtime.alerts import Alerts
+from opencode_memoryd.serve.runtime.commands import CommandHost
+from opencode_memoryd.serve.runtime.jobs import Worker
+from opencode_memoryd.serve.runtime.notify import sd_notify
+from opencode_memoryd.serve.runtime.shared import DaemonState
+from opencode_memoryd.serve.runtime.signals import StopSignals
+from opencode_memoryd.serve.runtime.sources import SourceTracker
+from opencode_memoryd.serve.runtime.timed import DREAM_EXECUTOR, Timers
+from opencode_memoryd.serve.runtime.web_host import WebPage, start_web_page
 from opencode_memoryd.store.api import MemoryStore
 from opencode_memoryd.usecases.reembed import migrate_store
 from opencode_memoryd.usecases.service import Service
@@ -101,7 +103,7 @@ CHECK_COST_FACTOR = 4.0
 class Daemon:
     """The long-running process behind ``opencode-memoryd run``: its collaborators (the
     command host, the source tracker, the worker, the timed work) sharing one
-    :class:`~opencode_memoryd.serve.runtime.DaemonState`, and the main loop.
+    :class:`~opencode_memoryd.serve.runtime.shared.DaemonState`, and the main loop.
 
     ``state``, ``store`` and ``service`` exist once :meth:`start` has opened them.
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from opencode_memoryd.errors import SourceError
 
 if TYPE_CHECKING:
-    from opencode_memoryd.serve.sources import TrackedSource
+    from opencode_memoryd.serve.runtime.sources import TrackedSource
 
 
 #: Sessions remembered as having had their first block (the oldest are forgotten).

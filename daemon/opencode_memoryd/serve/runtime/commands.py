@@ -4,8 +4,8 @@ start that lets them answer first.
 The daemon serves commands as soon as its state file and store are open; what only the
 capture needs (the extraction code, the extractor, the first pass, the worker, the
 scheduler, the MCP SDK) comes after, each step letting a command being served go first
-(:meth:`~opencode_memoryd.serve.runtime.DaemonState.step_aside`, see
-:mod:`opencode_memoryd.serve.priority`). The routes that run the capture code
+(:meth:`~opencode_memoryd.serve.runtime.shared.DaemonState.step_aside`, see
+:mod:`opencode_memoryd.serve.runtime.priority`). The routes that run the capture code
 (:data:`CAPTURE_ROUTES`) wait until the start has loaded it: one thread loads it, since two
 threads importing one graph of modules at once can see a module half-initialised.
 """
@@ -24,14 +24,14 @@ import structlog
 from opencode_memoryd.compose import DAEMON_INFO_FILE
 from opencode_memoryd.config.paths import normalize_dir
 from opencode_memoryd.models import iso_utc
-from opencode_memoryd.serve.control_server import ControlServer
-from opencode_memoryd.serve.mcp_host import MCPHost, start_host
-from opencode_memoryd.serve.own_writes import queued_of_project
-from opencode_memoryd.serve.protocol import mcp_socket_path, socket_path
+from opencode_memoryd.serve.control.protocol import mcp_socket_path, socket_path
+from opencode_memoryd.serve.control.server import ControlServer
+from opencode_memoryd.serve.mcp.host import MCPHost, start_host
+from opencode_memoryd.serve.runtime.own_writes import queued_of_project
 from opencode_memoryd.usecases.service import GET_ROUTES, ROUTES, call
 
 if TYPE_CHECKING:
-    from opencode_memoryd.serve.runtime import DaemonState
+    from opencode_memoryd.serve.runtime.shared import DaemonState
 
 log = structlog.get_logger(__name__)
 
@@ -94,7 +94,7 @@ class CommandHost:
         """Run a use case for the control socket or the MCP host; one of
         :data:`CAPTURE_ROUTES` first waits for the start to load the capture code. A
         session's first ``context`` request first lets the worker capture what its project
-        said last (:mod:`opencode_memoryd.serve.own_writes`)."""
+        said last (:mod:`opencode_memoryd.serve.runtime.own_writes`)."""
         if route in CAPTURE_ROUTES:
             self.shared.capture_loaded.wait(CAPTURE_WAIT_SECONDS)
         if (route == "context" and self.shared.capture_loaded.is_set()

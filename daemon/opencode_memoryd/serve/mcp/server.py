@@ -1,7 +1,7 @@
 """``opencode-memoryd mcp``: the MCP server OpenCode starts per directory (stdio).
 
 Built on the official ``mcp`` SDK's low-level :class:`mcp.server.lowlevel.Server` with only
-the tools capability: one tool, ``memory`` (:mod:`opencode_memoryd.serve.mcp_tool`), and a
+the tools capability: one tool, ``memory`` (:mod:`opencode_memoryd.serve.mcp.tool`), and a
 short ``instructions`` text, which OpenCode puts in the system prompt and which never
 changes (cache-safe). No resources and no prompts: advertising resources makes OpenCode add
 three more tools to every request.
@@ -21,7 +21,7 @@ from typing import IO, Any
 from opencode_memoryd import __version__
 from opencode_memoryd.config.paths import SOCKET_ENV_VAR
 from opencode_memoryd.errors import ControlError, DaemonUnreachableError
-from opencode_memoryd.serve.mcp_tool import (
+from opencode_memoryd.serve.mcp.tool import (
     DESCRIPTION,
     INPUT_SCHEMA,
     INSTRUCTIONS,
@@ -48,7 +48,7 @@ def daemon_caller(find_socket: Callable[[], Path | None], env: Mapping[str, str]
             see :meth:`ControlClient.call`.
         RemoteError: see :meth:`ControlClient.call`.
     """
-    from opencode_memoryd.serve.control_client import ControlClient
+    from opencode_memoryd.serve.control.client import ControlClient
 
     def call(route: str, payload: dict[str, Any]) -> Any:
         override = env.get(SOCKET_ENV_VAR)

@@ -1,4 +1,4 @@
-"""What the daemon's collaborators share (:mod:`opencode_memoryd.serve.daemon`).
+"""What the daemon's collaborators share (:mod:`opencode_memoryd.serve.runtime.daemon`).
 
 The daemon is a few collaborators with constructors of their own, each given this one
 small state object: the command host (:mod:`.commands`), the source tracker
@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from opencode_memoryd.serve.own_writes import OwnWrites
+from opencode_memoryd.serve.runtime.own_writes import OwnWrites
 
 if TYPE_CHECKING:
     from opencode_memoryd.compose import App
     from opencode_memoryd.config.daemon import DaemonConfig
-    from opencode_memoryd.serve.priority import Foreground
-    from opencode_memoryd.serve.sources import TrackedSource
+    from opencode_memoryd.serve.runtime.priority import Foreground
+    from opencode_memoryd.serve.runtime.sources import TrackedSource
     from opencode_memoryd.state.db import StateDB
     from opencode_memoryd.store.api import MemoryStore
     from opencode_memoryd.usecases.service import Service
@@ -49,7 +49,7 @@ class DaemonState:
     capture_loaded: threading.Event = field(default_factory=threading.Event)
     #: the OpenCode databases followed, by source id
     sources: dict[str, TrackedSource] = field(default_factory=dict)
-    #: the sessions a command waits for (see :mod:`opencode_memoryd.serve.own_writes`)
+    #: the sessions a command waits for (see :mod:`opencode_memoryd.serve.runtime.own_writes`)
     own_writes: OwnWrites = field(default_factory=OwnWrites)
     #: the open connections of the control socket, once it is served
     foreground: Foreground | None = None
@@ -73,6 +73,6 @@ class DaemonState:
     def step_aside(self) -> None:
         """Let the commands being served go first: called by the background work (start-up
         after the socket, the first pass, the worker) between small steps
-        (:meth:`~opencode_memoryd.serve.priority.Foreground.step_aside`, bounded)."""
+        (:meth:`~opencode_memoryd.serve.runtime.priority.Foreground.step_aside`, bounded)."""
         if self.foreground is not None:
             self.foreground.step_aside()

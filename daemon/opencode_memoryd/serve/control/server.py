@@ -1,5 +1,5 @@
 """The control socket's server: binds the Unix socket privately, serves in a thread, and
-closes gracefully (see :mod:`opencode_memoryd.serve.protocol` for the wire protocol).
+closes gracefully (see :mod:`opencode_memoryd.serve.control.protocol` for the wire protocol).
 
 The serving thread sleeps in ``select`` until a connection arrives or :meth:`ControlServer.close`
 wakes it through a pipe: an idle daemon's control socket costs no wake-ups.
@@ -24,14 +24,14 @@ from typing import Any
 import structlog
 
 from opencode_memoryd.errors import ControlError
-from opencode_memoryd.serve.control_http import ControlHTTPServer
-from opencode_memoryd.serve.priority import Foreground
-from opencode_memoryd.serve.protocol import (
+from opencode_memoryd.serve.control.http import ControlHTTPServer
+from opencode_memoryd.serve.control.protocol import (
     CONNECTION_TIMEOUT_SECONDS,
     MAX_BODY_BYTES,
     MAX_SOCKET_PATH_BYTES,
     ROUTE_NAME_RE,
 )
+from opencode_memoryd.serve.runtime.priority import Foreground
 
 log = structlog.get_logger(__name__)
 

@@ -12,7 +12,7 @@ Where the socket lives (:func:`socket_path`)::
 The socket file is mode 0600 and its folder 0700, so only the owning user can connect
 (Linux checks write permission on the socket file at ``connect``). Clients check the
 other way round before they send anything: the folder and the socket are theirs, and so
-is the process serving it (:mod:`opencode_memoryd.serve.peer`). A lock file
+is the process serving it (:mod:`opencode_memoryd.serve.control.peer`). A lock file
 ``control.sock.lock`` next to it, held with ``flock`` for the server's lifetime, keeps two
 daemons that start at the same moment from replacing each other's socket.
 
@@ -54,7 +54,7 @@ The server is the standard library's :class:`http.server.BaseHTTPRequestHandler`
 :class:`socketserver.ThreadingUnixStreamServer`: the endpoint serves a handful of requests
 from the same user, so a maintained, dependency-free server is enough; it is hardened here
 with a body size cap, a per-connection socket timeout, JSON-only error bodies and no
-keep-alive. The client (:mod:`~opencode_memoryd.serve.control_client`) writes one HTTP/1.1
+keep-alive. The client (:mod:`~opencode_memoryd.serve.control.client`) writes one HTTP/1.1
 request per connection by hand.
 """
 

@@ -13,7 +13,7 @@ anyone else, so the first check alone stops a squatter; the second also covers a
 swapped between the check and the connection.
 
 Imports only :mod:`os`, :mod:`sys` and :mod:`_socket` (the thin client path; see
-:mod:`opencode_memoryd.serve.control_client`).
+:mod:`opencode_memoryd.serve.control.client`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
-"""The daemon's time-based work, run by its scheduler (:mod:`opencode_memoryd.serve.daemon`):
-the periodic safety sweep, the dream checks and the retention of recorded model answers.
+"""The daemon's time-based work, run by its scheduler
+(:mod:`opencode_memoryd.serve.runtime.daemon`): the periodic safety sweep, the dream checks
+and the retention of recorded model answers.
 
 Each is a job of an APScheduler ``BackgroundScheduler`` (coalesced, one instance at a time);
 the sessions of the work queue are not jobs: the worker thread
-(:mod:`opencode_memoryd.serve.jobs`) takes them from the state file.
+(:mod:`opencode_memoryd.serve.runtime.jobs`) takes them from the state file.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
     from apscheduler.schedulers.base import BaseScheduler
 
-    from opencode_memoryd.serve.runtime import DaemonState
+    from opencode_memoryd.serve.runtime.shared import DaemonState
 
 log = structlog.get_logger(__name__)
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from opencode_memoryd.capture.report import SessionReport
     from opencode_memoryd.capture.runner import CaptureRunner, Step
     from opencode_memoryd.conversation.rows import SessionRow
-    from opencode_memoryd.serve.runtime import DaemonState
+    from opencode_memoryd.serve.runtime.shared import DaemonState
     from opencode_memoryd.source.reader import OpenCodeDB
 
 log = structlog.get_logger(__name__)

@@ -35,8 +35,8 @@ from opencode_memoryd.source.watcher import DbWatcher
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from opencode_memoryd.serve.alerts import Alerts
-    from opencode_memoryd.serve.runtime import DaemonState
+    from opencode_memoryd.serve.runtime.alerts import Alerts
+    from opencode_memoryd.serve.runtime.shared import DaemonState
 
 log = structlog.get_logger(__name__)
 

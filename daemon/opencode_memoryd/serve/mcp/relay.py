@@ -3,7 +3,7 @@
 OpenCode spawns this process per directory and waits for the ``initialize`` answer, so it
 imports only the standard library and the tool's texts (:mod:`~opencode_memoryd.serve.
 mcp_tool`): no SDK, no config schema. The SDK's server runs in the daemon
-(:mod:`~opencode_memoryd.serve.mcp_host`); this process connects to its socket, sends
+(:mod:`~opencode_memoryd.serve.mcp.host`); this process connects to its socket, sends
 ``{"cwd": ...}`` (the project resolves from this directory, as before), and copies
 newline-delimited JSON-RPC both ways.
 
@@ -42,7 +42,8 @@ from opencode_memoryd.errors import (
     MemorydError,
     SocketOwnerError,
 )
-from opencode_memoryd.serve.mcp_tool import (
+from opencode_memoryd.serve.control.peer import check_path, check_peer
+from opencode_memoryd.serve.mcp.tool import (
     DESCRIPTION,
     INPUT_SCHEMA,
     INSTRUCTIONS,
@@ -50,7 +51,6 @@ from opencode_memoryd.serve.mcp_tool import (
     dispatch,
     to_text,
 )
-from opencode_memoryd.serve.peer import check_path, check_peer
 
 #: How long (s) the daemon has to answer ``initialize`` or a ping before a tool call.
 ANSWER_SECONDS = 3.0

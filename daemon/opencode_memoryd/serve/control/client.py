@@ -1,5 +1,5 @@
 """The control socket's client: ping the daemon and call its routes (see
-:mod:`opencode_memoryd.serve.protocol`), for the CLI (its fast path included), the stdio
+:mod:`opencode_memoryd.serve.control.protocol`), for the CLI (its fast path included), the stdio
 MCP server and the tests alike.
 
 One HTTP/1.1 request per connection, written by hand over the Unix socket (the daemon
@@ -7,7 +7,7 @@ closes each connection after its answer), so a command the daemon serves imports
 library. The socket is :mod:`_socket`'s, the C type :class:`socket.socket` extends: the
 :mod:`socket` module's import (its ``IntEnum`` constants, :mod:`selectors`) would cost more
 than the whole exchange. Before anything is sent, the socket's folder and file and the
-process serving it are checked to be this user's (:mod:`opencode_memoryd.serve.peer`).
+process serving it are checked to be this user's (:mod:`opencode_memoryd.serve.control.peer`).
 
 :func:`ping` and :func:`call` take the socket's path; :class:`ControlClient` binds a path
 and a timeout."""
@@ -23,7 +23,7 @@ from opencode_memoryd.errors import (
     RemoteError,
     SocketOwnerError,
 )
-from opencode_memoryd.serve.peer import check_path, check_peer
+from opencode_memoryd.serve.control.peer import check_path, check_peer
 
 TYPE_CHECKING = False  # not `typing`'s: the thin client path does not import it
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ def _exchange(path: SocketPath, method: str, route: str, body: bytes, timeout: f
 
     Raises:
         SocketOwnerError: the socket's folder or file, or the process serving it, is not
-            this user's (:mod:`opencode_memoryd.serve.peer`); nothing was sent.
+            this user's (:mod:`opencode_memoryd.serve.control.peer`); nothing was sent.
         DaemonUnreachableError: nothing accepts connections on ``path``.
         ControlError: no (complete) answer within ``timeout`` seconds.
     """
@@ -176,7 +176,7 @@ class ControlClient:
             ControlError: the call timed out, the connection broke, or the answer was
                 malformed; the daemon may have run the request.
         """
-        from opencode_memoryd.serve.protocol import ROUTE_NAME_RE
+        from opencode_memoryd.serve.control.protocol import ROUTE_NAME_RE
 
         if not ROUTE_NAME_RE.fullmatch(name):
             raise ValueError(f"invalid control route name {name!r}")

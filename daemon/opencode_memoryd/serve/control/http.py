@@ -1,5 +1,5 @@
 """HTTP over the control socket: the threading Unix-socket server and the request handler
-(routing, body limits, JSON errors; see :mod:`opencode_memoryd.serve.protocol`)."""
+(routing, body limits, JSON errors; see :mod:`opencode_memoryd.serve.control.protocol`)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ import structlog
 
 from opencode_memoryd import __version__
 from opencode_memoryd.errors import MemorydError, error_body, error_envelope, result_body
-from opencode_memoryd.serve.protocol import DRAIN_LIMIT_BYTES
+from opencode_memoryd.serve.control.protocol import DRAIN_LIMIT_BYTES
 
 if TYPE_CHECKING:
-    from opencode_memoryd.serve.control_server import ControlServer
+    from opencode_memoryd.serve.control.server import ControlServer
 
 log = structlog.get_logger(__name__)
 
