@@ -372,3 +372,17 @@ def test_what_a_confirmed_note_gave_is_not_given_again_after_a_restart(app: App)
         assert MIGRATION in str(other["text"])
     finally:
         restarted.close()
+
+
+def test_two_notes_of_the_same_lines_keep_both_notes_ids(app: App) -> None:
+    """Two notes can read alike (the same fact in the project and the user scope) while
+    showing other memories: the state file keeps every id they showed."""
+    state = app.open_state()
+    try:
+        state.recall.record_given(MAIN, "0123456789abcdef", ["A"], 1)
+        state.recall.record_given(MAIN, "0123456789abcdef", ["B", "A"], 2)
+        state.recall.record_given(MAIN, "fedcba9876543210", ["C"], 3)
+        assert state.recall.given_recall_ids(MAIN) == {"A", "B", "C"}
+        assert state.recall.given_recall_ids("ses_other") == set()
+    finally:
+        state.close()

@@ -51,7 +51,7 @@ def test_only_the_cli_prints() -> None:
 
 
 def test_subpackage_inits_hold_a_docstring_only() -> None:
-    for init in PACKAGE.glob("*/__init__.py"):
+    for init in PACKAGE.rglob("*/__init__.py"):
         body = ast.parse(init.read_text()).body
         assert len(body) == 1 and isinstance(body[0], ast.Expr), init
 

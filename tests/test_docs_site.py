@@ -65,6 +65,8 @@ def test_the_reference_pages_follow_the_code() -> None:
     assert "### opencode-memoryd history sessions" in cli_reference()
     assert "| `quiet_period_seconds` |" in config_reference()
     assert "## `POST /api/memories`" in rest_reference()
+    # the envelope the page states is the one the API answers in
+    assert '`{"result": …}`' in rest_reference() and '"success"' not in rest_reference()
 
 
 def test_the_readme_is_the_short_way_in() -> None:

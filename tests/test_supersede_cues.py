@@ -51,6 +51,31 @@ CORRECTIONS = [
     ("I review diffs with delta, not Meld.", "Meld"),
     ("We deploy on Fly.io, not Heroku.", "Heroku"),
     ("Run the unit tests via Vitest rather than Jest.", "Jest"),
+    # Y takes X's place, said with Y first
+    ("From now on, Vitest replaces Jest.", "Jest"),
+    ("Vitest supersedes Jest.", "Jest"),
+    ("We now use pnpm in place of npm.", "npm"),
+    # a change of tool said with another verb of change
+    ("Changed from Mocha to Jest.", "Mocha"),
+    ("We went from Webpack to Vite last sprint.", "Webpack"),
+    ("We upgraded from Node 18 to Node 20.", "Node 18"),
+    # X done away with, in other words
+    ("We got rid of Redux, it's Zustand now.", "Redux"),
+    ("We phased out MySQL in favor of PostgreSQL.", "MySQL"),
+    ("Drop Moment.js, use date-fns.", "Moment.js"),
+    ("Jest is out; Vitest is in.", "Jest"),
+    ("Poetry's been replaced by uv.", "Poetry"),
+    ("Heroku is no longer used; deploy to Fly.io.", "Heroku"),
+    # the new term in its own clause before the old one's
+    ("Use uv; Poetry is obsolete.", "Poetry"),
+    ("Going forward we use Vitest, Jest is retired.", "Jest"),
+    # X in the past
+    ("We used to use Jest but now we use Vitest.", "Jest"),
+    ("We use Vitest these days (used to be Jest).", "Jest"),
+    ("We used to deploy on Heroku; now it's Fly.io.", "Heroku"),
+    ("It was Jest before, now Vitest.", "Jest"),
+    # "the slot is Y, not X"
+    ("Correction: the test runner is Vitest, not Jest.", "Jest"),
 ]
 NOT_CORRECTIONS = [
     "We use Jest for unit tests.",
@@ -64,6 +89,18 @@ NOT_CORRECTIONS = [
     "Tests should use factories instead of fixtures.",
     "The API base path is /api/v2.",
     "The flaky test was replaced by a better one.",
+    # the words of the cues above, where nothing is replaced
+    "The release is out.",
+    "It was fast before the refactor.",
+    "The helper is used to parse args.",
+    "Black is used to format the code.",
+    "Drop the database before seeding.",
+    "Changed from draft to ready for review.",
+    "The CLI was rewritten earlier this year.",
+    "I used to think tabs were better.",
+    "Get rid of the warnings before merging.",
+    "Phase out the old flags slowly.",
+    "Staging is out of sync with prod.",
 ]
 STATES = ["We use Jest for unit tests.", "Jest is our test runner.", "Run the tests with Jest.",
           "We always use npm to install.", "CI runs on Travis CI.", "The database is MySQL."]
@@ -153,6 +190,16 @@ def test_a_correction_said_as_we_re_is_about_the_same_subject() -> None:
     ("Use Polars instead of pandas for dataframes.", "We process dataframes with pandas."),
     ("I review diffs with delta, not Meld.", "I review diffs with Meld."),
     ("We moved off redis to Valkey for the cache.", "The cache runs on redis."),
+    ("Going forward we use Vitest, Jest is retired.", "We use Jest for unit tests."),
+    ("We got rid of Redux, it's Zustand now.", "We use Redux for state."),
+    ("Poetry's been replaced by uv.", "We manage dependencies with Poetry."),
+    ("Changed from Mocha to Jest.", "We use Mocha for tests."),
+    ("We phased out MySQL in favor of PostgreSQL.", "The database is MySQL."),
+    ("Drop Moment.js, use date-fns.", "We use Moment.js for dates."),
+    ("Correction: the test runner is Vitest, not Jest.", "Jest is our test runner."),
+    ("Vitest supersedes Jest.", "We use Jest for unit tests."),
+    ("We used to use Jest but now we use Vitest.", "We use Jest for unit tests."),
+    ("We used to deploy on Heroku; now it's Fly.io.", "We deploy on Heroku."),
 ])
 def test_a_correction_of_the_usual_shapes_corrects_the_fact_it_replaces(new: str,
                                                                         old: str) -> None:

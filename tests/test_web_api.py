@@ -199,6 +199,12 @@ def test_errors_400_404_409(client: TestClient, ids: dict[str, str]) -> None:
     err(client.get("/api/memories/not-a-uuid"), 404)
     err(client.delete("/api/memories/00000000-0000-4000-8000-000000000000"), 404)
     err(client.get("/api/nowhere"), 404)
+    # a missing memory is the same error whichever route looks for it; a missing route or
+    # token is the status's own type
+    missing = [client.get("/api/memories/00000000-0000-4000-8000-000000000000"),
+               client.delete("/api/memories/00000000-0000-4000-8000-000000000000")]
+    assert [r.json()["error"]["type"] for r in missing] == ["NotFoundError"] * 2
+    assert client.get("/api/nowhere").json()["error"]["type"] == "NotFound"
     err(client.post("/api/journal/no-such-run/undo"), 404)
     assert "active" in err(client.post(f"/api/memories/{ids['fact1']}/restore"), 409)
     data(client.delete(f"/api/memories/{ids['fact1']}"))

@@ -175,4 +175,5 @@ def given_messages(memoryd: Memoryd, session: str) -> int:
     uri = f"file:{memoryd.state_dir / 'state.db'}?mode=ro"
     with closing(sqlite3.connect(uri, uri=True)) as db:
         return int(db.execute("SELECT count(*) FROM recall_parts WHERE session_id = ? "
-                              "AND given = 1", (session,)).fetchone()[0])
+                              "AND given = 1 AND message_id NOT LIKE 'note:%'",
+                              (session,)).fetchone()[0])

@@ -142,8 +142,9 @@ def rest_reference() -> str:
     out = ["# REST API", "", _GENERATED.strip(), "",
            "The web page's API, served by the daemon when `[web] enabled` is on "
            f"([The web page](../how-to/web.md)). Its OpenAPI description is at `{OPENAPI_PATH}`. "
-           "Every answer is `{\"success\": true, \"data\": …}` or "
-           "`{\"success\": false, \"error\": \"…\"}`.", ""]
+           "Every answer but the description itself is in the control socket's envelope: "
+           "`{\"result\": …}`, or `{\"error\": {\"type\": \"…\", \"message\": \"…\", "
+           "\"kind\": …}}` with the status the error carries.", ""]
     errors: dict[str, str] = {}
     for path, item in doc["paths"].items():
         for method, op in item.items():

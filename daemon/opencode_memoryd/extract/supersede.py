@@ -12,6 +12,7 @@ config/", "We never use npm"): only such a memory is superseded.
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -27,34 +28,59 @@ _WEAK = "(?P<weak>)"
 _SUBJECT = "(?P<subject>)"
 #: Each cue with the replaced term in group ``x``.
 _CUES: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECASE) for p in (
+    # "instead of X", "in place of X", "replacing X"
     rf"\binstead\s+of\s+(?:using\s+)?{_TERM}",
+    rf"\b(?:replacing|in\s+place\s+of)\s+{_TERM}",
+    # a move away from X: "moved off X", "switched from X", "went from X to Y"
     rf"\b(?:moved|moving|migrated|migrating|switched|switching)\s+"
     rf"(?:off(?:\s+of)?|away\s+from|from)\s+{_TERM}",
+    rf"\b(?:changed|changing|went|transitioned|transitioning|converted|converting|ported|"
+    rf"porting|upgraded|upgrading|downgraded|downgrading)\s+from\s+{_WEAK}{_TERM}",
+    # Y takes X's place: "replace X with Y", "Y replaces X", "Y supersedes X"
     rf"\b(?:replace[sd]?|swap(?:ped)?)\s+{_TERM}\s+(?:with|by|for)\b",
-    rf"\b(?:replacing|in\s+place\s+of)\s+{_TERM}",
-    rf"\bno\s+longer\s+(?:use|uses|using|need|run|runs|on|with)?\s*{_TERM}",
+    rf"\b(?:replaces|supersedes|superseded|succeeds)\s+{_TERM}",
+    # X not in use any more: "no longer X", "don't use X any more", "stopped using X"
+    rf"\bno\s+longer\s+(?:(?:use|uses|using|need|run|runs|on|with)\b)?\s*{_TERM}",
     rf"\b(?:don't|do\s+not|doesn't|does\s+not|won't|aren't|are\s+not)\s+"
     rf"(?:use|using|need|run)\s+{_TERM}\s+any\s*more\b",
     rf"\bnot\s+(?:using\s+)?{_TERM}\s+any\s*more\b",
     rf"\b(?:stopped|stop)\s+using\s+{_TERM}",
-    rf"\b(?:dropped|ditched|removed|retired|abandoned|dumped)\s+{_WEAK}{_TERM}",
+    # X done away with (a name only: "drop the table", "removed in June" replace nothing)
+    rf"\b(?:drop|dropped|dropping|ditch|ditched|ditching|removed|retire|retired|retiring|"
+    rf"abandon|abandoned|dump|dumped|deprecated|sunset|sunsetted)\s+{_WEAK}{_TERM}",
+    rf"\b(?:got|get|getting)\s+rid\s+of\s+{_WEAK}{_TERM}",
+    rf"\b(?:phased?|phasing)\s+out\s+{_WEAK}{_TERM}",
+    # X in the past: "we used to use X", "(used to be X)", "it was X before"
+    rf"(?:\b(?:we|i|you|they|it|that|which)\s+|\(\s*|^)used\s+to\s+"
+    rf"(?:be|use|using)\s+{_TERM}",
+    rf"(?:\b(?:we|i|you|they|it|that|which)\s+|^)used\s+to\s+[a-z]+\s+"
+    rf"(?:on|with|via|to|in|through|from)\s+{_WEAK}{_TERM}",
+    rf"\b(?:was|were)\s+{_WEAK}{_TERM}\s+(?:before|previously|earlier|until\s+now)\b",
+    rf"\bformerly\s+{_WEAK}{_TERM}",
+    # X, the subject, is gone: "X is deprecated", "X has been replaced by Y"
     rf"(?:^|[\s,;:(]){_WEAK}{_SUBJECT}(?:the\s+|our\s+)?"
     rf"(?P<x>{_NAME}(?:\s+(?-i:[A-Z0-9])[\w.@/+#-]*){{0,2}})"
     r"(?:\s+(?:deploy|deployment|setup|config|integration|pipeline|server|build|plugin|"
-    r"package|library|runner|workflow|CLI|SDK|API)s?)?\s+(?:is|are|was|were|has\s+been|"
-    r"have\s+been)\s+"
+    r"package|library|runner|workflow|CLI|SDK|API)s?)?\s*(?:\s(?:is|are|was|were|has\s+been|"
+    r"have\s+been)|'s\s+been|'s|'re)\s+"
     r"(?:now\s+)?(?:gone|deprecated|dead|retired|removed|dropped|obsolete|"
-    r"replaced\s+(?:by|with))\b",
+    r"replaced\s+(?:by|with)|no\s+longer\s+(?:used|needed|in\s+use))\b",
+    # "X is out, Y is in"
+    rf"(?:^|[\s,;:(]){_WEAK}{_SUBJECT}(?P<x>{_NAME})\s+(?:is|are)\s+out\b[,;:.]?\s+"
+    rf"(?:and\s+)?{_NAME}\s+(?:is|are)\s+in\b",
     rf"(?:^|[\s,;:(])(?P<x>{_NAME})\s*(?:→|->|=>)\s*{_NAME}",
-    rf"\b(?:use|uses|using|prefer|prefers|pick|choose|with|via|run|runs|on)\s+{_NAME}"
+    # "use Y, not X", "the runner is Y, not X"
+    rf"\b(?:use|uses|using|prefer|prefers|pick|choose|with|via|run|runs|on|is|are)\s+{_NAME}"
     rf"(?:\s+[A-Z0-9][\w.@/+#-]*){{0,2}},?\s+(?:not|rather\s+than)\s+{_TERM}",
 ))
 
 #: A word every cue holds one of (a quick test before the cues themselves).
 _ANY_CUE = re.compile(
-    r"instead|moved|moving|migrat|switch|replac|swap|longer|any\s*more|stop|dropped|"
-    r"ditched|removed|retired|abandoned|dumped|gone|deprecated|dead|obsolete|→|->|=>|"
-    r"\bnot\b|rather", re.IGNORECASE)
+    r"instead|place\s+of|moved|moving|migrat|switch|chang|went|transition|convert|port|"
+    r"grad|replac|swap|supersed|succeeds|longer|any\s*more|stop|drop|ditch|remov|retir|"
+    r"abandon|dump|deprecat|sunset|rid\s+of|phas|used\s+to|before|previously|earlier|"
+    r"until\s+now|formerly|gone|dead|obsolete|\bout\b|→|->|=>|\bnot\b|rather",
+    re.IGNORECASE)
 
 
 def _set(text: str) -> frozenset[str]:
@@ -83,6 +109,12 @@ replacing drop dropped stop stopped
 _WINDOW = 2
 #: ... and for a negation.
 _NEGATION_WINDOW = 4
+
+
+#: Where a clause ends, for the check that a correction does not also use its term: "Use
+#: uv; Poetry is obsolete" and "we use Vitest, Jest is retired" use only the new term
+#: (a comma before "not" keeps the clause: "We use yarn 1, not yarn berry").
+_CLAUSE = re.compile(r"[;:!?]|\.(?:\s|$)|,(?!\s*(?:not|rather)\b)")
 
 
 def _clean(term: str) -> str:
@@ -128,7 +160,8 @@ def replaced_terms(text: str) -> tuple[str, ...]:
                              and term.endswith(("ed", "ing")))
                     and not (term.islower() and term.isalpha() and term.endswith("s")
                              and not names_a_tool)
-                    and not _used(_words(text), term, as_subject=False)):
+                    and not any(_used(_words(c), term, as_subject=False)
+                                for c in _CLAUSE.split(text))):
                 found.append((m.start("x"), term))
     seen: set[str] = set()
     out: list[str] = []
@@ -194,7 +227,8 @@ def _used(words: list[str], term: str, *, as_subject: bool) -> bool:
     berry", does not replace it.)"""
     n = len(_words(term))
     for i in _positions(words, term):
-        if any(w in _NEGATIONS for w in words[max(0, i - _NEGATION_WINDOW):i]):
+        before = words[max(0, i - _NEGATION_WINDOW):i]
+        if any(w in _NEGATIONS for w in before) or _used_to(before):
             continue
         if any(w in _USE_CUES for w in words[max(0, i - _WINDOW):i]):
             return True
@@ -202,6 +236,11 @@ def _used(words: list[str], term: str, *, as_subject: bool) -> bool:
         if as_subject and i == 0 and after and after[0] in ("is", "are", "for", "as"):
             return True
     return False
+
+
+def _used_to(words: list[str]) -> bool:
+    """Whether ``words`` hold "used to", a habit of the past ("we used to use Jest")."""
+    return any(a == "used" and b == "to" for a, b in itertools.pairwise(words))
 
 
 def grounded_replaces(proposed: object, content: str, own: str,
@@ -271,12 +310,19 @@ _SUBJECT_END = _set("""
 is are was were has have had will would should must can uses use used using now no not
 never don't doesn't moved moving switched migrated dropped replaced replace runs run goes
 go lives stores prefers prefer always -> → => instead from off any
+changed changing went transitioned converted ported upgraded downgraded drop dropping
+ditch ditched retire retired abandon abandoned dump dumped deprecated got get getting
+phase phased phasing swap swapped stopped stop
 """)
+#: ... or, when a term comes first and one of these follows ("Vitest replaces Jest"), the
+#: new term was the leading noun phrase: the correction names no particular subject.
+_TAKES_PLACE = _set("replaces supersedes superseded succeeds")
 #: ... and the words of it that name no particular subject (pronouns, framing).
 _NO_SUBJECT = _set("""
 we i you they it this that these those the a an our my your their project user team repo
 we're we've i'm i've you're they're
 repository codebase app here also actually
+correction update going forward fyi heads-up psa note btw ok okay so well then today
 """)
 
 
@@ -289,7 +335,9 @@ def subject_words(text: str, terms: Sequence[str]) -> set[str]:
     replaced = {w for t in terms for w in _words(t)}
     out: set[str] = set()
     for w in _words(text):
-        if w in _SUBJECT_END or w in replaced:
+        if w in _TAKES_PLACE:
+            return set()
+        if w in _SUBJECT_END or w in replaced or w.removesuffix("'s") in replaced:
             break
         if w in _USE_CUES:  # an imperative ("Use …", "Run …"), or the slot's use word
             break  # ("I review diffs with …")

@@ -22,7 +22,8 @@ PRAGMAs, transactions, schema); a consumer takes the repositories it needs:
 * ``secrets`` (:class:`~opencode_memoryd.state.secrets.SecretTable`): the keyed digests of
   the secrets recognised per session (``session_secrets``, ``secret_key``);
 * ``recall`` (:class:`~opencode_memoryd.state.recall.RecallTable`): the recall parts
-  offered to sessions and those that reached them (``recall_parts``).
+  offered to sessions and those that reached them, and the notes at tool calls that
+  reached them (``recall_parts``).
 """
 
 from __future__ import annotations

@@ -74,14 +74,24 @@ class RecallTable:
                      ) -> None:
         """Record that a note at a tool call of ``session_id`` (the 16 hex digits of its
         closing line: ``digest``) reached the session with the memory ids ``ids``: they are
-        among :meth:`given_recall_ids` from now on. A note recorded already is kept."""
-        with self._file.tx(outbox=False) as c:
+        among :meth:`given_recall_ids` from now on. Two notes of the same lines (their
+        memories alike, their ids not) share one row holding both notes' ids. Light
+        commit, as an offer: a note lost to a power cut only means its memories may come
+        again."""
+        key = NOTE_KEY_PREFIX + digest
+        with self._file.tx(durable=False, outbox=False) as c:
+            row = c.exec_driver_sql(
+                "SELECT ids FROM recall_parts WHERE session_id=:s AND message_id=:m",
+                {"s": session_id, "m": key}).fetchone()
+            held = [str(i) for i in json.loads(row[0])] if row is not None else []
+            merged = held + [i for i in ids if i not in held]
             c.exec_driver_sql(
-                "INSERT OR IGNORE INTO recall_parts "
+                "INSERT INTO recall_parts "
                 "(session_id, message_id, digest, ids, given, created_ms) "
-                "VALUES (:s, :m, :d, :i, 1, :t)",
-                {"s": session_id, "m": NOTE_KEY_PREFIX + digest, "d": digest,
-                 "i": json.dumps(list(ids)), "t": now_ms})
+                "VALUES (:s, :m, :d, :i, 1, :t) "
+                "ON CONFLICT (session_id, message_id) DO UPDATE SET ids=excluded.ids, given=1",
+                {"s": session_id, "m": key, "d": digest, "i": json.dumps(merged),
+                 "t": now_ms})
 
     def given_recall_ids(self, session_id: str) -> set[str]:
         """The memory ids of every confirmed part and note of ``session_id``."""

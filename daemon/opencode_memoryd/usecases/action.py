@@ -26,8 +26,10 @@ in an earlier action note. A note's memories count as given only once the plugin
 added the note to the tool's output (:meth:`ActionRecall.confirm`, with the hash of the
 note's closing line): a note asked before a tool that then throws, or one that came too
 late, gives nothing away. Until then they are only kept from the other note of the same
-tool call (the one about a failed command's error). Confirmed notes are kept in the state
-file with the confirmed recall parts, so a restarted daemon does not give them again.
+tool call (the one about a failed command's error). With the daemon's recall cache as
+``shared`` (as the daemon builds it), confirmed notes are kept in the state file with the
+confirmed recall parts, so a restarted daemon does not give them again; without it, in
+memory only.
 The agent's notes, pending notes, the project's brief and session summaries are never
 shown; retired memories are not in the index.
 """

@@ -43,6 +43,7 @@ from typing import Any
 
 import structlog
 
+from opencode_memoryd.errors import MemorydError
 from opencode_memoryd.models import Memory
 from opencode_memoryd.state.recall import RecallTable
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
@@ -158,7 +159,8 @@ class RecallCache:
         app: settings (``[context] recall_entries``, ``recall_chars``).
         context: the daemon's :class:`ContextCache` (the session's scopes, its blocks).
         store: the open memory store.
-        state: the state file, which keeps the parts offered and those confirmed.
+        state: the state file, which keeps the parts offered and those confirmed, and the
+            notes at tool calls the plugin confirmed.
 
     Thread-safe: parts are built one at a time.
     """
@@ -229,13 +231,18 @@ class RecallCache:
 
     def given(self, session: str) -> set[str]:
         """The ids ``session`` was given in the recall parts and in the notes at tool calls
-        the plugin confirmed (both kept in the state file, across restarts)."""
-        with self._lock:
-            return self._state.given_recall_ids(session)
+        the plugin confirmed (both kept in the state file, across restarts). Not under the
+        part lock: the state file is transactional on its own."""
+        return self._state.given_recall_ids(session)
 
     def mark_given(self, session: str, digest: str, ids: Iterable[str]) -> None:
         """Count ``ids`` as given to ``session``: the note at a tool call whose closing
-        line carries ``digest`` showed them (recorded in the state file)."""
-        with self._lock:
+        line carries ``digest`` showed them (recorded in the state file). A state file
+        that cannot be written is logged: the note was added all the same, and the
+        daemon's own record (:class:`~opencode_memoryd.usecases.action.ActionRecall`)
+        still keeps its memories from the session's later notes."""
+        try:
             self._state.record_given(session, digest, sorted(set(ids)),
                                      int(time.time() * 1000))
+        except MemorydError as exc:
+            log.warning("note_given_not_recorded", session=session, error=str(exc))

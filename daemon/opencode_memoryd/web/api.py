@@ -26,6 +26,7 @@ from starlette.routing import Route
 
 from opencode_memoryd.errors import (
     MemorydError,
+    NotFoundError,
     RequestError,
     error_body,
     error_envelope,
@@ -210,7 +211,7 @@ class Api:
         except Exception as exc:
             return error_response(exc)
         if shown is None:
-            return fail(404, f"no memory with id {memory_id}")
+            return fail(404, f"no memory with id {memory_id}", NotFoundError.wire_type)
         return ok(shown)
 
     async def memory_update(self, request: Request) -> Response:

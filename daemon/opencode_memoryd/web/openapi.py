@@ -50,6 +50,16 @@ def _op(summary: str, params: list[dict[str, Any]] | None = None,
     return op
 
 
+def _document_op() -> dict[str, Any]:
+    """``GET /api/openapi.json``: the one answer that is not in the envelope (the document
+    itself, as OpenAPI tools read it)."""
+    op = _op("this document (the document itself, not in the envelope)")
+    op["responses"]["200"] = {"description": "the OpenAPI document",
+                              "content": {"application/json": {"schema": {"type": "object"}}}}
+    del op["x-result"]
+    return op
+
+
 _MEMORY_ID = _param("memory_id", "path", "the memory's id (a UUID)")
 _PAGE = [_param("offset", "query", "entries to skip (default 0)", "integer"),
          _param("limit", "query", "entries per page, 1 to 500 (default 50)", "integer")]
@@ -131,7 +141,7 @@ def openapi_document() -> dict[str, Any]:
                         [_param("run_id", "path", "the dream run id")],
                         result="the undo's journal entry", unsafe=True),
         },
-        "/api/openapi.json": {"get": _op("this document", result="OpenAPI")},
+        "/api/openapi.json": {"get": _document_op()},
     }
     return {
         "openapi": "3.1.0",

@@ -16,7 +16,13 @@ from urllib.parse import parse_qsl
 import structlog
 
 from opencode_memoryd import __version__
-from opencode_memoryd.errors import MemorydError, error_body, error_envelope, result_body
+from opencode_memoryd.errors import (
+    MemorydError,
+    error_body,
+    error_envelope,
+    result_body,
+    status_type,
+)
 from opencode_memoryd.serve.control.protocol import DRAIN_LIMIT_BYTES
 
 if TYPE_CHECKING:
@@ -218,8 +224,7 @@ class ControlRequestHandler(BaseHTTPRequestHandler):
             phrase = HTTPStatus(code).phrase
         except ValueError:
             phrase = "Error"
-        type_name = "".join(part.capitalize() for part in phrase.replace("-", " ").split())
-        self._send_error_json(code, type_name or "Error", message or phrase)
+        self._send_error_json(code, status_type(code), message or phrase)
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         log.debug("control.request", method=self.command, path=getattr(self, "path", None),
