@@ -44,6 +44,13 @@ TEMPORARY = [
     ("Keep in mind, tonight the payments sandbox is offline, so mock it.",
      "Mock the payments sandbox."),
     ("Remember that the deploy is paused until the migration lands.", "The deploy is paused."),
+    # a branch or a PR only, a few days, a freeze, an event of ours
+    ("Remember: skip lint on this branch only.", "Skip lint."),
+    ("Keep in mind: only on this PR, disable the coverage gate.",
+     "Disable the coverage gate."),
+    ("Remember: for the next couple of days, don't touch billing.", "Don't touch billing."),
+    ("Note for later: during the freeze, merge nothing to main.", "Merge nothing to main."),
+    ("Remember: until we upgrade, stick with Node 18.", "Stick with Node 18."),
 ]
 #: (user message, the lasting memory both modes store).
 LASTING = [
@@ -60,6 +67,8 @@ LASTING = [
     ("Keep in mind: don't merge until CI is green.", "Don't merge until CI is green."),
     ("Remember that feature branches live until they are merged.",
      "Feature branches live until they are merged."),
+    ("Remember: never merge to main during the freeze.",
+     "Never merge to main during the freeze."),
 ]
 
 

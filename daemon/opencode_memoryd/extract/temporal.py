@@ -40,16 +40,23 @@ _UNTIL_EVENT = (r"(?:(?:the|our|my|this|that|its)\s+(?:[\w.-]+\s+){0,2}?(?:relea
                 r"|[\w./-]+(?:\s+[\w./-]+){0,3}?\s+(?:is|are|gets?|has\s+been|have\s+been)\s+"
                 r"(?:fixed|resolved|back|restored|repaired|upgraded|migrated|released|shipped)"
                 r"|[\w./-]+(?:\s+[\w./-]+){0,3}?\s+(?:lands|ships)|tomorrow|next\s+week"
+                r"|(?:we|i|you|they)\s+(?:upgrade|migrate|release|ship|launch|switch|move"
+                r"|cut\s+over|finish|fix)\w*"
                 r"|(?:mon|tues|wednes|thurs|fri)day|the\s+end\s+of\s+the\s+(?:day|week|sprint|month))")
 #: What makes a directive hold only for now ("for now", "this week", "until the release",
 #: "just this session", "temporarily", "while X is broken").
 TEMPORARY = _rx(r"""\b(?:
       (?:just|only|at\s+least)\s+(?:for\s+)?(?:now|today|tonight|this\s+(?:session|task
         |conversation|chat|experiment|once|time|run|branch|week|sprint|pr))
-    | for\s+(?:now|the\s+(?:moment|time\s+being|next\s+(?:few\s+)?(?:days?|hours?|weeks?))
+    | for\s+(?:now|the\s+(?:moment|time\s+being|next\s+(?:few\s+|couple\s+(?:of\s+)?
+        |two\s+|three\s+|\d+\s+)?(?:days?|hours?|weeks?))
         |today|tonight|the\s+day|a\s+(?:bit|while|few\s+days)|this\s+(?:session|task
         |conversation|chat|experiment|week|sprint|release|pr|run|branch))
     | for\s+the\s+current\s+(?:session|task|conversation|chat|experiment|sprint)
+    | (?:on\s+|in\s+|for\s+)?this\s+(?:branch|pr|task|session|ticket)\s+only
+    | only\s+(?:on|in|for)\s+this\s+(?:branch|pr|task|session|ticket)
+    | during\s+(?:the|this|our)\s+(?:[\w-]+\s+)?(?:freeze|migration|outage|incident|demo
+        |cutover|rewrite|upgrade|launch|release\s+week|code\s+freeze)
     | (?:it'?s|this\s+is|that'?s|it\s+is|that\s+is)\s+(?:just\s+|only\s+)?(?:temporary
         |a\s+one-?off|one-?off|a\s+one-time\s+thing|a\s+throwaway|a\s+stopgap)
     | temporar(?:y|ily) | one-?off\s+workaround | throwaway\s+test | stopgap
@@ -65,7 +72,7 @@ _PAST = _rx(r"""\b(?:was|were|did|had|moved|switched|migrated|changed|decided|ag
     |released|shipped|upgraded|renamed|dropped|removed|added|replaced|learned|found|broke
     |broken|started|landed|fixed|deployed|set\s+up|went)\b""")
 _DATING = _rx(r"\b(?:today|tonight|this\s+week)\b")
-_CONDITION = _rx(r"(?:while|as\s+long\s+as|until|till|til|untill?)\b")
+_CONDITION = _rx(r"(?:while|as\s+long\s+as|until|till|til|untill?|during)\b")
 _PROHIBITION = _rx(r"\b(?:don'?t|do\s+not|never|no|must\s+not|mustn'?t|shouldn'?t|should\s+not"
                    r"|cannot|can'?t|may\s+not)\b(?!\s+(?:ever\s+)?forget)")
 
