@@ -62,10 +62,12 @@ _TRIGGERS = {
                  \s+(?:for|to)\s+(?:""" + _LATER
              + r"""|yourself|self|myself)""",
     "announce": r"""(?:(?:just|a|one|another|quick|small|little|friendly|short|general|useful
-                 |important|big)\s+){0,3}
+                 |important|big|key|main)\s+){0,3}
                  (?:heads[\s-]*ups?|psa|fyi|f\.y\.i\.?|for\s+your\s+information|so\s+you\s+know
                  |(?:pro[\s-]+)?tips?|(?:fun\s+)?facts?|(?:something|things?)\s+(?:to|worth)\s+know(?:ing)?
                  |(?:good|worth|useful|nice|important|helpful|handy)\s+(?:to\s+know|knowing|noting)
+                 |mental\s+notes?|takeaways?
+                 |rules?\s+of\s+thumb(?:\s+here)?
                  |note\s+to\s+(?:my|your)?(?:future\s+)?self|note\s+for\s+(?:the\s+)?(?:next\s+
                  (?:session|one|agent)|future\s+(?:you|me|agents?|sessions?)))
                  (?P<ann_later>\s+for\s+(?:the\s+)?(?:later|futur?e?(?:\s+(?:sessions?|you|self|me
