@@ -94,6 +94,9 @@ class MemoryCandidate:
             each grounded in a replacement cue of the cited user text; the memories that
             state them are superseded when it is written.
         cue: the user's words saying what it replaces (``""``: none, or the content).
+        only_if_supersedes: a correction said without a trigger ("we moved off Poetry,
+            it's uv now"; :mod:`opencode_memoryd.extract.corrections`): written only when it
+            retires an active memory, else skipped (reason ``corrects_nothing``).
     """
 
     content: str
@@ -104,6 +107,7 @@ class MemoryCandidate:
     section: str = ""
     replaces: tuple[str, ...] = ()
     cue: str = ""
+    only_if_supersedes: bool = False
 
 
 @dataclass(slots=True)

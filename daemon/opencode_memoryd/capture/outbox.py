@@ -28,7 +28,9 @@ def recorded_candidate(c: MemoryCandidate) -> dict[str, Any]:
     """The recorded form of a candidate: redacted, with the extractor's section or the
     rules' choice (so both extractors' memories get one), and what it replaces:
     ``replaces`` (terms) and ``cue`` (the user's words saying so), the model's grounded
-    ones or, for the rules (whose memory is the user's words), those its text names."""
+    ones or, for the rules (whose memory is the user's words), those its text names.
+    ``only_if_supersedes`` is kept: the writer stores such a candidate only when it
+    retires a memory."""
     content = scrub(c.content).text
     out: dict[str, Any] = {
         "content": content, "type": c.type, "scope": c.scope,
@@ -38,4 +40,6 @@ def recorded_candidate(c: MemoryCandidate) -> dict[str, Any]:
     if replaces:
         out["replaces"] = replaces
         out["cue"] = scrub(c.cue).text if c.cue else content
+    if c.only_if_supersedes:
+        out["only_if_supersedes"] = True
     return out

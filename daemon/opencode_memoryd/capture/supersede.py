@@ -52,22 +52,35 @@ def superseded(store: MemoryStore, new: Memory, terms: Sequence[str]) -> list[Me
 
     Briefs and session summaries are never superseded. Empty when ``terms`` is.
     """
-    if not terms or new.type not in FACT_TYPES:
+    if new.type not in FACT_TYPES:
         return []
-    flt = (MemoryFilter(scope="user", user_id=new.user_id, types=FACT_TYPES)
-           if new.scope == "user"
-           else MemoryFilter(project_id=new.project_id, include_user_scope=False,
+    return replaced_by(store, new.content, terms, scope=new.scope, project_id=new.project_id,
+                       user_id=new.user_id, said=new.created_at, own_id=new.id)
+
+
+def replaced_by(store: MemoryStore, content: str, terms: Sequence[str], *, scope: str,
+                project_id: str | None, user_id: str | None, said: datetime,
+                own_id: str | None = None) -> list[Memory]:
+    """The active facts a text ``content`` of ``scope`` would replace (the rule of
+    :func:`superseded`, for a memory not written yet): each states one of ``terms`` as
+    its choice, names the subject ``content`` names, was created no later than ``said``
+    (an aware datetime) and is not ``own_id``; oldest first, empty when ``terms`` is."""
+    if not terms:
+        return []
+    flt = (MemoryFilter(scope="user", user_id=user_id, types=FACT_TYPES)
+           if scope == "user"
+           else MemoryFilter(project_id=project_id, include_user_scope=False,
                              scope="project", types=FACT_TYPES))
     wanted = {fold(t) for t in terms}
     out = []
     for m in store.scroll(flt):
-        if m.id == new.id or m.created_at > new.created_at:
+        if m.id == own_id or m.created_at > said:
             continue
         text = fold(m.content)
         if not any(t in text for t in wanted):  # a substring test before the word match
             continue
         if (any(states_use(m.content, t) for t in wanted if mentions(m.content, t))
-                and same_subject(new.content, m.content, terms)):
+                and same_subject(content, m.content, terms)):
             out.append(m)
     return sorted(out, key=lambda m: (m.created_at, m.id))
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from opencode_memoryd.capture.supersede import Record, supersede
+from opencode_memoryd.capture.supersede import Record, replaced_by, supersede
 from opencode_memoryd.extract.facts import restates, similarity
 from opencode_memoryd.extract.sections import section_for, valid_section
 from opencode_memoryd.extract.temporal import resolve_relative
@@ -242,11 +242,19 @@ def write_memories(
     older active facts of its scope that state a replaced term, recorded in ``state`` and
     journaled through ``record``
     (:func:`~opencode_memoryd.capture.supersede.supersede`); again on a replay (whatever
-    is left active then), never without ``state``.
+    is left active then), never without ``state``. A candidate marked
+    ``only_if_supersedes`` (a correction said without a trigger) is written only when it
+    retires an active memory (:func:`~opencode_memoryd.capture.supersede.replaced_by`),
+    else skipped with reason ``corrects_nothing``; never without ``state``.
     """
     added = 0
     skipped: Counter[str] = Counter()
     for c in candidates:
+        if c.get("only_if_supersedes") and (state is None or not _corrects(
+                store, c, project_key=project_key, user_id=user_id,
+                message_times=message_times, now=now)):
+            skipped["corrects_nothing"] += 1
+            continue
         outcome = write_memory(
             store, c, session_id=session_id, project_key=project_key,
             project_root=project_root, message_times=message_times, now=now,
@@ -260,3 +268,19 @@ def write_memories(
             supersede(store, state, outcome.memory, terms, str(c.get("cue") or c["content"]),
                       now=now, record=record)
     return added, skipped
+
+
+def _corrects(store: MemoryStore, candidate: Mapping[str, Any], *, project_key: str | None,
+              user_id: str | None, message_times: Mapping[str, int], now: datetime) -> bool:
+    """Whether a candidate would retire an active memory once written (its ``replaces``
+    against the facts of its scope said no later than its first cited message)."""
+    terms = [str(t) for t in candidate.get("replaces") or []]
+    if not terms:
+        return False
+    scope = str(candidate["scope"])
+    times = [message_times[m] for m in candidate["message_ids"] if m in message_times]
+    said = utc_from_ms(min(times)) if times else now
+    content = scrub(str(candidate["content"])).text
+    return bool(replaced_by(store, content, terms, scope=scope,
+                            project_id=None if scope == "user" else project_key,
+                            user_id=user_id if scope == "user" else None, said=said))

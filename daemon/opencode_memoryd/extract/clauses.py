@@ -119,27 +119,62 @@ def verb_first(text: str) -> bool:
 #: just merged it", "I'm heading out"): news, not a standing fact.
 _REPORT = re.compile(r"^\W*(?:i|we)(?:'m|'ve|'ll|'d|\s+(?:am|are|have|has|had|will|just|already"
                      r"|was|were|did|\w+ed)\b)", re.IGNORECASE)
-#: A state that passes ("the build is broken", "CI is red again").
-_PASSING_STATE = re.compile(r"\b(?:is|are|'s|'re)\s+(?:currently\s+|still\s+|now\s+)?(?:broken"
-                            r"|down|red|failing|flaky|offline|fixed|back|green|done|merged|ready"
-                            r"|here|out|over)\b", re.IGNORECASE)
+#: A state that passes ("the build is broken", "CI is red again", "my laptop is dying",
+#: "Bob is on vacation"), or something going on right now ("the server is restarting"):
+#: a progressive form, save the verbs that describe a standing setup ("is using Postgres",
+#: "is running on port 8080").
+_PASSING_STATE = re.compile(
+    r"\b(?:is|are|'s|'re|am|'m)\s+(?:currently\s+|still\s+|now\s+|really\s+|super\s+"
+    r"|so\s+|very\s+|kinda\s+|a\s+bit\s+|totally\s+|completely\s+)?(?:broken|down|red"
+    r"|failing|flaky|offline|fixed|back|green|done|merged|ready|here|out|over|slow|unreachable"
+    r"|unavailable|unresponsive|closed|sick|ill|dying|dead|empty|busy|away|late|stuck|blocked"
+    r"|frozen|hung|missing|pending|weird|wonky|laggy|on\s+(?:vacation|leave|holiday|pto|a\s+call"
+    r"|fire|break|lunch)|out\s+of\s+(?:the\s+)?office|ooo|under\s+maintenance|in\s+progress"
+    r"|(?!(?:us|runn|target|host|serv|point|depend|liv|stor|listen|build|support|ship|includ"
+    r"|contain|expect|follow|requir|accept|return|hold|keep|handl|mount|wrapp|extend)ing\b"
+    r"|(?:some|any|every|no)thing\b|string\b|spring\b)[a-z]+ing)\b", re.IGNORECASE)
+#: News of something that just happened to a thing ("the meeting got moved", "the wifi
+#: password changed", "staging went down", "the deploy was postponed").
+_NEWS = re.compile(
+    r"\b(?:got\s+(?:\w+ed|\w+en|stuck|lost|hit|shut)|(?:was|were)\s+(?:cancell?ed|postponed"
+    r"|delayed|rescheduled|pushed|bumped|moved\s+to\s+(?:monday|tuesday|wednesday|thursday"
+    r"|friday|tomorrow|next))|broke|crashed|died|went\s+(?:down|away|offline)"
+    r"|came\s+back|blew\s+up)\b|\bchanged\W*$", re.IGNORECASE)
+#: A wish, a need, a feeling or an opinion of the moment ("I need coffee", "I think it's
+#: the cache", "I feel sick", "I have to leave at 5").
+_MOMENT_SELF = re.compile(
+    r"^\W*i\s+(?:really\s+|just\s+|kinda\s+|still\s+|also\s+|so\s+)?(?:wanna"
+    r"|feel|felt|think|guess|hope|wonder|wish|believe|suspect|bet|reckon|gotta|have\s+to"
+    r"|must|should|might|may|could|can't|cannot|forgot|miss|love"
+    r"\s+(?:this|that|it)|hate\s+(?:this|that|it)|see|know|get\s+it|agree)\b", re.IGNORECASE)
+#: A want or need of the moment, announced ("FYI: I need coffee"); "I want you to …" and
+#: "I need all PRs reviewed" are rules.
+_WANT_NOW = re.compile(
+    r"^\W*i\s+(?:really\s+|just\s+|kinda\s+|still\s+|also\s+|so\s+)?(?:want|need|'d\s+like"
+    r"|would\s+like)\b(?!\s+(?:you|all|every|each|always|never|any|no|our|the\s+agent)\b)",
+    re.IGNORECASE)
 
 
 def is_standing(text: str, *, strict: bool) -> bool:
     """Whether ``text``, announced ("Heads-up: X", "PSA: X", "worth knowing: X"), states
     a standing fact: a rule ("never force-push"), or a clause (:func:`is_clause`) that is
-    no first-person report ("I pushed the fix") and, when ``strict`` (no "for later" /
-    "for future sessions" says it is meant to last), neither tied to the moment ("today",
-    "right now"), nor about "it" / "this" ("this bug took me days"), nor a passing state
-    ("the build is broken"). Not ``strict``, an imperative is one too ("Tip for
+    no first-person report ("I pushed the fix") or wish, need, feeling or opinion of the
+    moment ("I need coffee", "I think it's the cache") and, when ``strict`` (no "for
+    later" / "for future sessions" says it is meant to last), neither tied to the moment
+    ("today", "right now"), nor about "it" / "this" ("this bug took me days"), nor a
+    passing state or something going on ("the build is broken", "Bob is on vacation",
+    "the server is restarting"), nor news ("the meeting got moved", "the wifi password
+    changed"). Not ``strict``, an imperative is one too ("Tip for
     next time: run make dev"); ``strict``, it is a suggestion for now ("Tip: restart
     it")."""
     c = strip_filler(text).strip()
+    if strict and _WANT_NOW.match(c):
+        return False  # "FYI: I need coffee"
     if lx.RULE_OPENER.match(c):
         return True  # "PSA: never force-push to main"
     if not strict and first_word(c) in lx.IMPERATIVE:
         return True  # "Pro tip for later: run make dev"
-    if not is_clause(c) or _REPORT.match(c):
+    if not is_clause(c) or _REPORT.match(c) or _MOMENT_SELF.match(c):
         return False
     return not strict or not (lx.MOMENT.search(c) or lx.EXPLETIVE.match(c)
-                              or _PASSING_STATE.search(c))
+                              or _PASSING_STATE.search(c) or _NEWS.search(c))

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from opencode_memoryd.extract import grammar, segment
 from opencode_memoryd.extract import lexicon as lx
 from opencode_memoryd.extract.clauses import is_clause
+from opencode_memoryd.extract.corrections import correction_sentences
 from opencode_memoryd.extract.facts import content_words, identifiers
 from opencode_memoryd.models import (
     ExtractionResult,
@@ -311,6 +312,23 @@ def directives(text: str, *, project: str | None = None) -> list[tuple[str, Scop
     return out
 
 
+def corrections(text: str, *, project: str | None = None) -> list[tuple[str, Scope]]:
+    """The corrections one human message states without a trigger ("Actually, we use
+    Vitest now, not Jest"; :func:`opencode_memoryd.extract.corrections.correction_sentences`),
+    as ``(fact, scope)`` like :func:`directives`: each is a memory only if it retires one
+    (``only_if_supersedes`` of its candidate)."""
+    out: list[tuple[str, Scope]] = []
+    for sentence in correction_sentences(text):
+        fact = finish(grammar.Fact(sentence), project=project, scope="project")
+        if fact is None:
+            continue
+        scope: Scope = "user" if about_user(fact, project) else "project"
+        if scope == "user":
+            fact = finish(grammar.Fact(sentence), project=None, scope="user") or fact
+        out.append((fact, scope))
+    return out
+
+
 class RulesExtractor:
     """Extract explicit directives from human text (``extraction.mode = "rules"``).
 
@@ -326,8 +344,10 @@ class RulesExtractor:
     def extract(
         self, lines: Sequence[TranscriptLine], *, project_root: str | None = None
     ) -> ExtractionResult:
-        """Return one candidate per directive found in the ``user`` lines of ``lines``;
-        ``project_root`` (the session's folder) names the project in "this repo …"."""
+        """Return one candidate per directive found in the ``user`` lines of ``lines``,
+        and one per correction said without a trigger (:func:`corrections`, marked
+        ``only_if_supersedes``); ``project_root`` (the session's folder) names the
+        project in "this repo …"."""
         project = posixpath.basename(project_root.rstrip("/\\")) if project_root else None
         seen: set[str] = set()
         accepted: list[MemoryCandidate] = []
@@ -335,7 +355,11 @@ class RulesExtractor:
         for line in lines:
             if line.role != "user":
                 continue
-            for fact, scope in directives(line.text, project=project or None):
+            found = [(fact, scope, False)
+                     for fact, scope in directives(line.text, project=project or None)]
+            found += [(fact, scope, True)
+                      for fact, scope in corrections(line.text, project=project or None)]
+            for fact, scope, conditional in found:
                 if len(fact) > self.max_chars:
                     rejected.append(("too_long", fact[:60]))
                     continue
@@ -347,6 +371,7 @@ class RulesExtractor:
                 accepted.append(MemoryCandidate(
                     content=fact, type=classify(fact, scope), scope=scope,
                     message_ids=(line.message_id,), source="rules",
+                    only_if_supersedes=conditional,
                 ))
         return ExtractionResult(candidates=tuple(accepted), model="rules",
                                 rejected=tuple(rejected))

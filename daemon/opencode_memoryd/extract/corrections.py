@@ -1,0 +1,108 @@
+"""Corrections said without a trigger: "Actually, we use Vitest now, not Jest."
+
+A user who corrects a fact seldom says "remember": "we moved off Poetry, it's uv now",
+"Jest is gone, we're on Vitest", "Flask was replaced by FastAPI". The rules extractor
+reads such a sentence as a *conditional* memory: it is stored only when it retires an
+active memory of its scope (a fact that states the replaced term as its choice, about
+the same subject: :func:`opencode_memoryd.capture.supersede.superseded`), so a sentence
+that corrects nothing the user asked to keep stores nothing. It is never stored on its
+own: precision first.
+
+A sentence qualifies (:func:`correction_sentences`) when it is prose (not code, a log or a
+quotation: the cue is read on the masked text), a statement (no question, no imperative:
+"replace X with Y in utils.ts" is a task), not hypothetical or planned ("should we switch
+from X", "we might drop X", "let's move off X", "if we replace X"), not negated ("we
+haven't moved off X yet"), not temporary (:func:`~opencode_memoryd.extract.temporal.
+temporary_reason`), not read as a directive already, and has a replacement cue
+(:func:`~opencode_memoryd.extract.supersede.replaced_terms`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from opencode_memoryd.extract import grammar, segment
+from opencode_memoryd.extract import lexicon as lx
+from opencode_memoryd.extract.clauses import first_word, is_clause, strip_filler
+from opencode_memoryd.extract.supersede import replaced_terms
+from opencode_memoryd.extract.temporal import temporary_reason
+
+#: Longest sentence read as a correction (characters): a correction is one short claim.
+MAX_CORRECTION_CHARS = 300
+
+#: The bare verbs of the replacement cues: a sentence opening with one is a request ("Replace
+#: foo with bar in utils.ts", "Drop the Redux store"), whatever :data:`lexicon.IMPERATIVE
+#: <opencode_memoryd.extract.lexicon.IMPERATIVE>` lists.
+_CUE_VERBS = frozenset(re.findall(r"[a-z]+", """
+replace swap drop ditch dump remove retire abandon deprecate sunset switch move migrate
+change convert port upgrade downgrade transition phase get stop use go"""))
+#: An announcement's label before the correction ("Heads-up: we ditched Redux", "Quick
+#: update - we moved off Poetry"): cut from the memory's text.
+_LABEL = re.compile(
+    r"^\W*(?:heads[\s-]?up|psa|fyi|update|news|correction|(?:quick|small|little|short)\s+"
+    r"(?:update|correction|note|heads[\s-]?up)|note|btw|ps|nb|for\s+the\s+record)\b"
+    r"[^:,\-\u2014\u2013]{0,20}[:,\-\u2014\u2013]+\s*", re.IGNORECASE)
+#: Openers of a question (a sentence may lack its "?" when typed fast).
+_QUESTION = re.compile(
+    r"^\W*(?:is|are|am|do|does|did|can|could|should|shall|would|will|have|has|had|was"
+    r"|were|why|how|what|which|when|where|who|whose|whom|any\s+idea)\b", re.IGNORECASE)
+#: What makes a replacement a plan, a wish, a proposal or a condition rather than a fact.
+_NOT_A_FACT = re.compile(
+    r"\b(?:should(?:n't)?|shall|could(?:n't)?|would(?:n't)?|might|may(?:be)?|perhaps"
+    r"|probably|possibly|consider(?:ing|ed)?|thinking\s+(?:about|of)|think\s+about"
+    r"|plan(?:s|ned|ning)?\s+to|planning|going\s+to|gonna|about\s+to|want(?:s|ed)?\s+to"
+    r"|wanna|wish|hope|let's|let\s+us|if|whether|unless|once|when(?:ever)?|propos\w*"
+    r"|suggest\w*|wonder\w*|try(?:ing)?\s+to|need\s+to|have\s+to|has\s+to|will|'ll|won't"
+    r"|please|todo|to-do|eventually|someday|soon|next\s+(?:week|month|quarter|sprint|year)"
+    r"|can\s+(?:we|you|i)|idea|rfc|discuss\w*|debat\w*|vs\.?|versus|or\s+not)\b",
+    re.IGNORECASE)
+#: A replacement said not to have happened (yet): "we haven't moved off X yet".
+_NEGATED = re.compile(
+    r"\b(?:haven't|hasn't|hadn't|didn't|did\s+not|have\s+not|has\s+not|had\s+not|not\s+yet"
+    r"|yet|never\s+\w+ed|nobody|no\s+one|not\s+(?:moving|switching|migrating|replacing"
+    r"|dropping))\b", re.IGNORECASE)
+
+
+def correction_sentences(text: str) -> list[str]:
+    """The sentences of one human message that state a correction without a trigger.
+
+    Args:
+        text: the message as the user wrote it.
+
+    Returns:
+        Each qualifying sentence (see the module doc) as written, an announcement's label
+        ("Heads-up:", "Quick update -") cut and other filler kept (the caller cleans it
+        with :func:`opencode_memoryd.extract.rules.finish`), in message order.
+        A sentence the grammar already reads as a directive (or a retraction, or what an
+        anaphor points at) is left out: the directive carries the cue itself.
+    """
+    units = segment.units(text)
+    readings = [grammar.read(u) for u in units]
+    pointed = {i - 1 for i, r in enumerate(readings) if r.anaphor is not None or r.retract}
+    pointed |= {i + 1 for i, r in enumerate(readings) if r.anaphor == "either"}
+    out: list[str] = []
+    for i, (u, r) in enumerate(zip(units, readings, strict=True)):
+        if (u.kind != "sentence" or r.facts or r.retract or r.anaphor is not None
+                or r.list_head or i in pointed):
+            continue
+        if is_correction(u.text, u.masked):
+            label = _LABEL.match(u.masked)
+            out.append(u.text[label.end():] if label else u.text)
+    return out
+
+
+def is_correction(sentence: str, masked: str | None = None) -> bool:
+    """Whether one sentence states, as a fact, that something replaced a term (see the
+    module doc); ``masked``: the sentence with code and quotations masked
+    (:attr:`opencode_memoryd.extract.segment.Unit.masked`; default: ``sentence``)."""
+    m = masked if masked is not None else sentence
+    if len(sentence) > MAX_CORRECTION_CHARS or "?" in m:
+        return False
+    core = strip_filler(m).strip()
+    if not core or _QUESTION.match(core) or first_word(core) in lx.IMPERATIVE | _CUE_VERBS:
+        return False
+    if _NOT_A_FACT.search(core) or _NEGATED.search(core) or temporary_reason(core):
+        return False
+    if not is_clause(core) or lx.PROMISE.match(core):
+        return False
+    return bool(replaced_terms(m))

@@ -1,0 +1,170 @@
+"""Corrections said without a trigger ("Actually, we use Vitest now, not Jest"), rules mode,
+on copies of databases the genuine OpenCode wrote, in both storage shapes: each retires the
+fact it corrects and is stored in its place; a plan, a question, a task, a negated or a
+temporary replacement, and a correction of nothing stored, store and retire nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import cli_json
+from opencode_memoryd.extract.corrections import correction_sentences, is_correction
+from opencode_memoryd.extract.rules import RulesExtractor
+from opencode_memoryd.models import TranscriptLine
+from test_supersede import Shape, facts, run
+
+
+@pytest.fixture(params=["message", "session_message"])
+def shape(request: pytest.FixtureRequest, tmp_path: Path) -> Shape:
+    return Shape(request.param, tmp_path)
+
+#: (the fact said days before, with a trigger; the correction, said without one; the fact
+#: stored for it; the old fact's key word)
+CORRECTED = [
+    ("Remember that we use Poetry to manage dependencies.",
+     "We moved off Poetry, it's uv now.", "We moved off Poetry, it's uv now.", "Poetry"),
+    ("Remember that we use Jest for unit tests.",
+     "Actually, we use Vitest now, not Jest.", "We use Vitest now, not Jest.", "Jest"),
+    ("Remember: we use Yarn to install packages.",
+     "We switched from Yarn to Bun.", "We switched from Yarn to Bun.", "Yarn"),
+    ("Remember that we bundle the app with Webpack.",
+     "Webpack was replaced by Vite.", "Webpack was replaced by Vite.", "Webpack"),
+    ("Remember: CI runs on Travis CI.",
+     "We no longer use Travis CI; CI is on GitHub Actions.",
+     "We no longer use Travis CI; CI is on GitHub Actions.", "Travis"),
+    ("Keep in mind: we use Redux for state.",
+     "Heads-up: we ditched Redux for Zustand.", "We ditched Redux for Zustand.", "Redux"),
+    ("Remember that we use Moment.js for dates.",
+     "Moment.js is deprecated here, we use date-fns.",
+     "Moment.js is deprecated here, we use date-fns.", "Moment"),
+    ("Remember that the database is MySQL.",
+     "We migrated from MySQL to PostgreSQL.", "We migrated from MySQL to PostgreSQL.", "MySQL"),
+    ("Keep in mind: we deploy with Capistrano.",
+     "Ok so Capistrano is gone, we deploy with Kamal.",
+     "Capistrano is gone, we deploy with Kamal.", "Capistrano"),
+]
+
+#: (a fact said days before; a later sentence with a replacement cue that is no
+#: correction of it: a question, a plan, a proposal, a task, a negation, a temporary one;
+#: the fact, which stays current)
+KEPT = [
+    ("Remember that we use Playwright for the e2e tests.",
+     "Should we switch from Playwright to Cypress?", "We use Playwright for the e2e tests."),
+    ("Remember: we run the services with Docker Compose.",
+     "Let's replace Docker Compose with Tilt.", "We run the services with Docker Compose."),
+    ("Remember that we use Sentry for error tracking.",
+     "We haven't moved off Sentry yet.", "We use Sentry for error tracking."),
+    ("Remember that we style the components with Tailwind.",
+     "Replace Tailwind with plain CSS in Button.tsx.",
+     "We style the components with Tailwind."),
+    ("Remember that we use Celery for background jobs.",
+     "We might drop Celery for Dramatiq next quarter.", "We use Celery for background jobs."),
+    ("Remember that we use ESLint for linting.",
+     "For this week we switched from ESLint to Biome.", "We use ESLint for linting."),
+]
+
+#: A correction of nothing the user asked to keep: stored nowhere.
+ALONE = "We dropped Python 3.8 support and moved off Heroku."
+
+
+def test_corrections_said_without_a_trigger_retire_what_they_correct(
+        shape: Shape, config_file: Path) -> None:
+    db = ("--db", str(shape.db))
+    for old, *_ in CORRECTED + KEPT:
+        shape.say(old, days_ago=3)
+    run(config_file, "maintain", "--all", *db)
+    before = {m["content"]: m for m in facts(config_file, shape)}
+    assert len(before) >= len(CORRECTED) + len(KEPT)
+    for _, correction, *_ in CORRECTED:
+        shape.say(correction, days_ago=1)
+    for _, later, _ in KEPT:
+        shape.say(later, days_ago=1)
+    shape.say(ALONE, days_ago=1)
+    report = run(config_file, "maintain", "--all", *db)
+    assert report["totals"]["added"] == len(CORRECTED), report
+    current = {m["content"]: m for m in facts(config_file, shape)}
+    every = {m["id"]: m for m in facts(config_file, shape, "--all")}
+    block = run(config_file, "context", "--project", shape.project, "--json")["text"]
+    for old, _correction, stored, key in CORRECTED:
+        old_fact = next(c for c in before if key in c)
+        assert old_fact not in current, (old, current.keys())
+        assert stored in current, (stored, current.keys())
+        tomb = every[before[old_fact]["id"]]
+        assert tomb["status"] == "retired"
+        assert tomb["superseded_by"] == current[stored]["id"]
+        assert old_fact not in block and stored in block
+    for _, _, kept in KEPT:
+        assert kept in current, (kept, current.keys())
+    # nothing of the non-corrections was stored
+    assert set(current) - set(before) == {s for _, _, s, _ in CORRECTED}
+    assert not any("Heroku" in c or "Python 3.8" in c for c in every_content(every))
+
+
+def every_content(every: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in every.values()]
+
+
+def test_a_user_scope_correction_retires_the_users_fact_everywhere(
+        shape: Shape, config_file: Path) -> None:
+    db = ("--db", str(shape.db))
+    shape.say("For all my projects, remember that I use Black to format Python.", days_ago=2)
+    run(config_file, "maintain", "--all", *db)
+    shape.say("I use Ruff instead of Black now.")
+    run(config_file, "maintain", "--all", *db)
+    listed = cli_json("--config", str(config_file), "list", "--user", "--all")
+    by_text = {m["content"]: m for m in listed}
+    assert by_text["I use Black to format Python."]["status"] == "retired"
+    new = by_text["I use Ruff instead of Black now."]
+    assert new["status"] == "active" and new["scope"] == "user"
+    assert by_text["I use Black to format Python."]["superseded_by"] == new["id"]
+
+
+@pytest.mark.parametrize("sentence", [
+    "We moved off Poetry, it's uv now.",
+    "Jest is gone, we're on Vitest.",
+    "We replaced Redux with Zustand last sprint.",
+    "FYI we switched from Yarn to pnpm.",
+    "Flask was replaced by FastAPI for the API server.",
+    "We don't use Docker Compose any more, it's Tilt.",
+    "Quick update - we migrated from MySQL to Postgres.",
+    "I use Ruff instead of Black now.",
+])
+def test_a_stated_replacement_is_a_correction(sentence: str) -> None:
+    assert is_correction(sentence)
+
+
+@pytest.mark.parametrize("sentence", [
+    "Should we switch from Jest to Vitest",          # a question without its mark
+    "Can you replace Moment with date-fns?",          # a request
+    "Swap Moment for date-fns in utils.ts.",          # a task
+    "I think we should move off Poetry.",              # a proposal
+    "We're planning to migrate from MySQL to Postgres.",
+    "If we drop Redux, the store tests break.",        # a condition
+    "We haven't switched from Yarn yet.",              # negated
+    "Nobody moved off Travis CI.",
+    "We'll replace Webpack with Vite.",                # the future
+    "For now we use npm instead of pnpm.",             # temporary
+    "Until the release we switched from Vite to Webpack.",
+    "The parser is fine.",                             # no cue
+])
+def test_a_plan_a_question_a_task_or_a_temporary_change_is_none(sentence: str) -> None:
+    assert not is_correction(sentence)
+
+
+def test_code_and_quotations_hold_no_correction() -> None:
+    text = ("The log says:\n```\nmigrated from MySQL to Postgres\n```\n"
+            'He wrote "we moved off Poetry" in the ticket.')
+    assert correction_sentences(text) == []
+
+
+def test_a_directive_is_not_also_a_correction_candidate() -> None:
+    lines = [TranscriptLine(role="user", text="Remember that we moved off Poetry: it's uv now. "
+                            "We switched from Yarn to Bun.", message_id="msg_1")]
+    got = RulesExtractor().extract(lines, project_root="/srv/acme-web").candidates
+    assert [(c.content, c.only_if_supersedes) for c in got] == [
+        ("We moved off Poetry: it's uv now.", False),
+        ("We switched from Yarn to Bun.", True),
+    ]
