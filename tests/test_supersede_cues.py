@@ -76,6 +76,21 @@ CORRECTIONS = [
     ("It was Jest before, now Vitest.", "Jest"),
     # "the slot is Y, not X"
     ("Correction: the test runner is Vitest, not Jest.", "Jest"),
+    ("It's Vitest now, not Jest.", "Jest"),
+    # X gone, in other words
+    ("Webpack is no more; Vite builds the app.", "Webpack"),
+    ("Poetry is out, uv is the package manager.", "Poetry"),
+    ("No more Redux, we use Zustand.", "Redux"),
+    ("Travis CI is history.", "Travis CI"),
+    ("Celery got replaced by Dramatiq.", "Celery"),
+    ("Prettier has been swapped out for Biome.", "Prettier"),
+    ("We swapped out Prettier for Biome.", "Prettier"),
+    # Y takes X's place, X named after the move's object
+    ("Kamal takes over from Capistrano for deploys.", "Capistrano"),
+    ("Kubernetes replaced Nomad.", "Nomad"),
+    ("We've migrated the API from Flask to FastAPI.", "Flask"),
+    # a code span is one term
+    ("Tests now run with `make check` instead of `make test`.", "make test"),
 ]
 NOT_CORRECTIONS = [
     "We use Jest for unit tests.",
@@ -101,6 +116,12 @@ NOT_CORRECTIONS = [
     "Get rid of the warnings before merging.",
     "Phase out the old flags slowly.",
     "Staging is out of sync with prod.",
+    "Bob is out sick.",
+    "The new version is out now.",
+    "Poetry is out of date.",
+    "No more than 3 retries per job.",
+    "I replaced the for loop with a map.",
+    "Changed the default from 10 to 20.",
 ]
 STATES = ["We use Jest for unit tests.", "Jest is our test runner.", "Run the tests with Jest.",
           "We always use npm to install.", "CI runs on Travis CI.", "The database is MySQL."]
@@ -204,6 +225,13 @@ def test_a_correction_said_as_we_re_is_about_the_same_subject() -> None:
 def test_a_correction_of_the_usual_shapes_corrects_the_fact_it_replaces(new: str,
                                                                         old: str) -> None:
     assert corrects(new, old)
+
+
+def test_a_new_term_that_takes_over_names_no_subject() -> None:
+    assert corrects("Kamal takes over from Capistrano for deploys.", "We deploy with Capistrano.")
+    assert corrects("Kubernetes replaced Nomad.", "We run the jobs on Nomad.")
+    assert not corrects("The billing service replaced Redis with Valkey.",
+                        "The payments service uses Redis.")
 
 
 def test_the_slots_use_word_ends_the_subject_of_a_correction() -> None:

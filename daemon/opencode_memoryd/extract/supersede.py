@@ -20,7 +20,9 @@ from collections.abc import Sequence
 #: A term: one name (letters, digits, ``. @ / + # _ -``), optionally followed by up to two
 #: more capitalised names ("Travis CI", "Create React App").
 _NAME = r"[A-Za-z0-9][\w.@/+#-]*"
-_TERM = rf"(?:the\s+|our\s+|an?\s+)?(?P<x>{_NAME}(?:\s+[A-Z0-9][\w.@/+#-]*){{0,2}})"
+#: A code span is one term whatever its words ("instead of `make test`").
+_TERM = (rf"(?:the\s+|our\s+|an?\s+)?(?P<x>`[^`\n]{{1,60}}`|"
+         rf"{_NAME}(?:\s+[A-Z0-9][\w.@/+#-]*){{0,2}})")
 #: Marks a cue whose term must look like a name (not a plain lowercase word): "the
 #: client is deprecated", "removed in June" replace no tool.
 _WEAK = "(?P<weak>)"
@@ -39,12 +41,20 @@ _CUES: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECASE) for p in
     # Y takes X's place: "replace X with Y", "Y replaces X", "Y supersedes X"
     rf"\b(?:replace[sd]?|swap(?:ped)?)\s+{_TERM}\s+(?:with|by|for)\b",
     rf"\b(?:replaces|supersedes|superseded|succeeds)\s+{_TERM}",
+    # "Kubernetes replaced Nomad" (with no "with"/"by": the replaced one follows)
+    rf"(?:^|[\s,;:(]){_NAME}\s+replaced\s+{_WEAK}{_TERM}(?!\s+(?:with|by|for)\b)",
     # X not in use any more: "no longer X", "don't use X any more", "stopped using X"
     rf"\bno\s+longer\s+(?:(?:use|uses|using|need|run|runs|on|with)\b)?\s*{_TERM}",
     rf"\b(?:don't|do\s+not|doesn't|does\s+not|won't|aren't|are\s+not)\s+"
     rf"(?:use|using|need|run)\s+{_TERM}\s+any\s*more\b",
     rf"\bnot\s+(?:using\s+)?{_TERM}\s+any\s*more\b",
     rf"\b(?:stopped|stop)\s+using\s+{_TERM}",
+    rf"(?:^|[\s,;:(])no\s+more\s+{_WEAK}{_TERM}",
+    rf"\b(?:takes?|took|taking|taken)\s+over\s+from\s+{_TERM}",
+    rf"\b(?:swap(?:ped|ping)?)\s+out\s+{_TERM}\s+(?:for|with)\b",
+    # the move with its object: "migrated the API from Flask to FastAPI"
+    rf"\b(?:moved|migrated|switched|ported|converted|changed|rewrote|rewritten)\s+"
+    rf"(?:(?:the|our|all|every|its|this)\s+)?(?:[\w-]+\s+){{1,3}}?from\s+{_TERM}\s+to\b",
     # X done away with (a name only: "drop the table", "removed in June" replace nothing)
     rf"\b(?:drop|dropped|dropping|ditch|ditched|ditching|removed|retire|retired|retiring|"
     rf"abandon|abandoned|dump|dumped|deprecated|sunset|sunsetted)\s+{_WEAK}{_TERM}",
@@ -62,15 +72,22 @@ _CUES: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECASE) for p in
     rf"(?P<x>{_NAME}(?:\s+(?-i:[A-Z0-9])[\w.@/+#-]*){{0,2}})"
     r"(?:\s+(?:deploy|deployment|setup|config|integration|pipeline|server|build|plugin|"
     r"package|library|runner|workflow|CLI|SDK|API)s?)?\s*(?:\s(?:is|are|was|were|has\s+been|"
-    r"have\s+been)|'s\s+been|'s|'re)\s+"
-    r"(?:now\s+)?(?:gone|deprecated|dead|retired|removed|dropped|obsolete|"
-    r"replaced\s+(?:by|with)|no\s+longer\s+(?:used|needed|in\s+use))\b",
+    r"have\s+been|got|gets|is\s+being|are\s+being)|'s\s+been|'s|'re)\s+"
+    r"(?:now\s+)?(?:officially\s+)?(?:gone|deprecated|dead|retired|removed|dropped|obsolete|"
+    r"history|no\s+more|a\s+thing\s+of\s+the\s+past|ditched|abandoned|killed|"
+    r"sunset(?:ted)?|phased\s+out|swapped\s+out|superseded|"
+    r"(?:replaced|swapped(?:\s+out)?)\s+(?:by|with|for)|"
+    r"no\s+longer\s+(?:used|needed|in\s+use))\b",
+    # "X is out" said of a name: "Poetry is out, uv is the package manager"
+    rf"(?:^|[\s,;:(]){_WEAK}{_SUBJECT}(?P<x>{_NAME}(?:\s+(?-i:[A-Z0-9])[\w.@/+#-]*){{0,2}})"
+    r"\s+(?:is|are)\s+(?:now\s+)?out\b(?!\s+(?:of|for|now|today|this|until|till|sick|on)\b)",
     # "X is out, Y is in"
     rf"(?:^|[\s,;:(]){_WEAK}{_SUBJECT}(?P<x>{_NAME})\s+(?:is|are)\s+out\b[,;:.]?\s+"
     rf"(?:and\s+)?{_NAME}\s+(?:is|are)\s+in\b",
     rf"(?:^|[\s,;:(])(?P<x>{_NAME})\s*(?:→|->|=>)\s*{_NAME}",
     # "use Y, not X", "the runner is Y, not X"
-    rf"\b(?:use|uses|using|prefer|prefers|pick|choose|with|via|run|runs|on|is|are)\s+{_NAME}"
+    rf"(?:\b(?:use|uses|using|prefer|prefers|pick|choose|with|via|run|runs|on|is|are)|"
+    rf"\b(?:it|that|we|they)(?:'s|'re))\s+(?:now\s+)?{_NAME}"
     rf"(?:\s+[A-Z0-9][\w.@/+#-]*){{0,2}},?\s+(?:not|rather\s+than)\s+{_TERM}",
 ))
 
@@ -79,7 +96,8 @@ _ANY_CUE = re.compile(
     r"instead|place\s+of|moved|moving|migrat|switch|chang|went|transition|convert|port|"
     r"grad|replac|swap|supersed|succeeds|longer|any\s*more|stop|drop|ditch|remov|retir|"
     r"abandon|dump|deprecat|sunset|rid\s+of|phas|used\s+to|before|previously|earlier|"
-    r"until\s+now|formerly|gone|dead|obsolete|\bout\b|→|->|=>|\bnot\b|rather",
+    r"until\s+now|formerly|gone|dead|obsolete|\bout\b|→|->|=>|\bnot\b|rather|history|"
+    r"no\s+more|thing\s+of\s+the\s+past|killed|over\s+from",
     re.IGNORECASE)
 
 
@@ -92,7 +110,7 @@ _NOT_TERMS = _set("""
 a an the our it its this that these those them they we you i he she there here
 something anything everything nothing one ones using use old new former previous
 and or but so then also if when while because with for to in on at of by from as
-is are was were be not no all any
+is are was were be not no all any out over
 """)
 _WORD = re.compile(r"[\w.@/+#'-]+")
 #: Words right before a term that state it as the choice of its slot.
@@ -138,30 +156,8 @@ def replaced_terms(text: str) -> tuple[str, ...]:
     names_a_tool = any(w[:1].isupper() for w in text.split()[1:] if w != "I")
     for cue in _CUES:
         for m in cue.finditer(text):
-            term = _clean(m.group("x"))
-            first, *rest = term.split() or [""]
-            # a name goes on only with capitalised words ("Travis CI", not "CircleCI to")
-            more = []
-            for w in rest:
-                if not w[:1].isupper() and not w[:1].isdigit():
-                    break
-                more.append(w)
-            # a framing word before the subject is no part of it ("that Flask was replaced")
-            while "subject" in cue.groupindex and more and fold(first) in _NOT_TERMS:
-                first, *more = more
-            term = " ".join([first, *more])
-            # a plain lowercase word that reads as an English noun or verb form
-            # ("spaces", "fixtures", "nested", "asking") is not a name of a tool
-            weak = "weak" in cue.groupindex and ((term.islower() and term.isalpha())
-                                                  or (" " in term and term.split()[0].islower()))
-            if (term and not weak and fold(term.split()[0]) not in _NOT_TERMS
-                    and not term.isdigit()
-                    and not (term.islower() and term.isalpha()
-                             and term.endswith(("ed", "ing")))
-                    and not (term.islower() and term.isalpha() and term.endswith("s")
-                             and not names_a_tool)
-                    and not any(_used(_words(c), term, as_subject=False)
-                                for c in _CLAUSE.split(text))):
+            term = _term_of(m, cue, text, names_a_tool=names_a_tool)
+            if term:
                 found.append((m.start("x"), term))
     seen: set[str] = set()
     out: list[str] = []
@@ -171,6 +167,42 @@ def replaced_terms(text: str) -> tuple[str, ...]:
             seen.add(key)
             out.append(term)
     return tuple(out)
+
+
+def _term_of(m: re.Match[str], cue: re.Pattern[str], text: str, *, names_a_tool: bool) -> str:
+    """The replaced term a cue's match ``m`` names in ``text``, or ``""`` when it names none
+    (a framing word, a plain English noun, a term the text itself still uses)."""
+    raw = m.group("x")
+    term = _clean(raw)
+    if raw.startswith("`") and term:  # a code span names what it replaces whole
+        return "" if _still_used(text, term) else term
+    first, *rest = term.split() or [""]
+    # a name goes on only with capitalised words ("Travis CI", not "CircleCI to")
+    more = []
+    for w in rest:
+        if not w[:1].isupper() and not w[:1].isdigit():
+            break
+        more.append(w)
+    # a framing word before the subject is no part of it ("that Flask was replaced")
+    while "subject" in cue.groupindex and more and fold(first) in _NOT_TERMS:
+        first, *more = more
+    term = " ".join([first, *more])
+    # a plain lowercase word that reads as an English noun or verb form
+    # ("spaces", "fixtures", "nested", "asking") is not a name of a tool
+    plain = term.islower() and term.isalpha()
+    weak = "weak" in cue.groupindex and (plain or (" " in term and term.split()[0].islower()))
+    if (not term or weak or fold(term.split()[0]) in _NOT_TERMS or term.isdigit()
+            or (plain and term.endswith(("ed", "ing")))
+            or (plain and term.endswith("s") and not names_a_tool)
+            or _still_used(text, term)):
+        return ""
+    return term
+
+
+def _still_used(text: str, term: str) -> bool:
+    """Whether a clause of ``text`` still states ``term`` as in use ("Use uv; Poetry is
+    obsolete" uses uv, not Poetry)."""
+    return any(_used(_words(c), term, as_subject=False) for c in _CLAUSE.split(text))
 
 
 def fold(text: str) -> str:
@@ -316,7 +348,10 @@ phase phased phasing swap swapped stopped stop
 """)
 #: ... or, when a term comes first and one of these follows ("Vitest replaces Jest"), the
 #: new term was the leading noun phrase: the correction names no particular subject.
-_TAKES_PLACE = _set("replaces supersedes superseded succeeds")
+_TAKES_PLACE = _set("replaces supersedes superseded succeeds takes took taking taken")
+#: ... as does "replaced" after a one-word name ("Kubernetes replaced Nomad"); after a
+#: longer phrase it ends a subject ("The billing service replaced Redis with Valkey").
+_REPLACED = "replaced"
 #: ... and the words of it that name no particular subject (pronouns, framing).
 _NO_SUBJECT = _set("""
 we i you they it this that these those the a an our my your their project user team repo
@@ -335,7 +370,7 @@ def subject_words(text: str, terms: Sequence[str]) -> set[str]:
     replaced = {w for t in terms for w in _words(t)}
     out: set[str] = set()
     for w in _words(text):
-        if w in _TAKES_PLACE:
+        if w in _TAKES_PLACE or (w == _REPLACED and len(out) <= 1):
             return set()
         if w in _SUBJECT_END or w in replaced or w.removesuffix("'s") in replaced:
             break
