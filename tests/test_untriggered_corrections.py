@@ -1,4 +1,5 @@
-"""Corrections said without a trigger ("Actually, we use Vitest now, not Jest"), rules mode,
+"""Corrections said without a trigger ("Actually, we use Vitest now, not Jest", "the staging
+URL is now staging2.acme.dev"), rules mode,
 on copies of databases the genuine OpenCode wrote, in both storage shapes: each retires the
 fact it corrects and is stored in its place; a plan, a question, a task, a negated or a
 temporary replacement, and a correction of nothing stored, store and retire nothing."""
@@ -45,6 +46,12 @@ CORRECTED = [
     ("Keep in mind: we deploy with Capistrano.",
      "Ok so Capistrano is gone, we deploy with Kamal.",
      "Capistrano is gone, we deploy with Kamal.", "Capistrano"),
+    # a value slot given a new value
+    ("Remember that the staging URL is staging.acme.dev.",
+     "btw the staging URL is now staging2.acme.dev.",
+     "The staging URL is now staging2.acme.dev.", "staging.acme.dev"),
+    ("Remember: the default branch is master.",
+     "The default branch changed to main.", "The default branch changed to main.", "master"),
 ]
 
 #: (a fact said days before; a later sentence with a replacement cue that is no
@@ -66,8 +73,9 @@ KEPT = [
      "For this week we switched from ESLint to Biome.", "We use ESLint for linting."),
 ]
 
-#: A correction of nothing the user asked to keep: stored nowhere.
+#: Corrections of nothing the user asked to keep: stored nowhere.
 ALONE = "We dropped Python 3.8 support and moved off Heroku."
+ALONE_VALUE = "The API port is now 8081."
 
 
 def test_corrections_said_without_a_trigger_retire_what_they_correct(
@@ -83,6 +91,7 @@ def test_corrections_said_without_a_trigger_retire_what_they_correct(
     for _, later, _ in KEPT:
         shape.say(later, days_ago=1)
     shape.say(ALONE, days_ago=1)
+    shape.say(ALONE_VALUE, days_ago=1)
     report = run(config_file, "maintain", "--all", *db)
     assert report["totals"]["added"] == len(CORRECTED), report
     current = {m["content"]: m for m in facts(config_file, shape)}
@@ -100,7 +109,8 @@ def test_corrections_said_without_a_trigger_retire_what_they_correct(
         assert kept in current, (kept, current.keys())
     # nothing of the non-corrections was stored
     assert set(current) - set(before) == {s for _, _, s, _ in CORRECTED}
-    assert not any("Heroku" in c or "Python 3.8" in c for c in every_content(every))
+    assert not any("Heroku" in c or "Python 3.8" in c or "8081" in c
+                   for c in every_content(every))
 
 
 def every_content(every: dict[str, Any]) -> list[str]:

@@ -23,6 +23,7 @@ from typing import Any
 
 import structlog
 
+from opencode_memoryd.extract.slots import slot_change, slot_value
 from opencode_memoryd.extract.supersede import fold, mentions, same_subject, states_use
 from opencode_memoryd.models import FACT_TYPES, Memory, iso_utc, scope_key
 from opencode_memoryd.state.db import StateDB
@@ -50,7 +51,8 @@ def superseded(store: MemoryStore, new: Memory, terms: Sequence[str]) -> list[Me
     names the subject ``new`` names (:func:`~opencode_memoryd.extract.supersede.
     same_subject`), was created no later than ``new`` and is not ``new``, oldest first.
 
-    Briefs and session summaries are never superseded. Empty when ``terms`` is.
+    Briefs and session summaries are never superseded. Empty when ``terms`` is and
+    ``new`` changes no value slot (:func:`replaced_by`).
     """
     if new.type not in FACT_TYPES:
         return []
@@ -64,8 +66,12 @@ def replaced_by(store: MemoryStore, content: str, terms: Sequence[str], *, scope
     """The active facts a text ``content`` of ``scope`` would replace (the rule of
     :func:`superseded`, for a memory not written yet): each states one of ``terms`` as
     its choice, names the subject ``content`` names, was created no later than ``said``
-    (an aware datetime) and is not ``own_id``; oldest first, empty when ``terms`` is."""
-    if not terms:
+    (an aware datetime) and is not ``own_id``; or ``content`` gives a value slot a new
+    value the fact gives another (:func:`~opencode_memoryd.extract.slots.slot_change`:
+    "The staging URL is now …"). Oldest first; empty when ``terms`` is and ``content``
+    changes no value."""
+    change = slot_change(content)
+    if not terms and change is None:
         return []
     flt = (MemoryFilter(scope="user", user_id=user_id, types=FACT_TYPES)
            if scope == "user"
@@ -75,6 +81,9 @@ def replaced_by(store: MemoryStore, content: str, terms: Sequence[str], *, scope
     out = []
     for m in store.scroll(flt):
         if m.id == own_id or m.created_at > said:
+            continue
+        if change is not None and slot_value(m.content, change[0]) not in (None, change[1]):
+            out.append(m)  # "The staging URL is now …" replaces the URL it gave
             continue
         text = fold(m.content)
         if not any(t in text for t in wanted):  # a substring test before the word match

@@ -19,6 +19,7 @@ from typing import Any
 from opencode_memoryd.capture.supersede import Record, replaced_by, supersede
 from opencode_memoryd.extract.facts import restates, similarity
 from opencode_memoryd.extract.sections import section_for, valid_section
+from opencode_memoryd.extract.slots import slot_change
 from opencode_memoryd.extract.temporal import resolve_relative
 from opencode_memoryd.models import (
     STRONGER_THAN_AGENT,
@@ -264,7 +265,8 @@ def write_memories(
         else:
             skipped[outcome.result] += 1
         terms = [str(t) for t in c.get("replaces") or []]
-        if terms and state is not None and outcome.memory.is_active:
+        changes_value = c["source"] == "rules" and slot_change(outcome.memory.content)
+        if (terms or changes_value) and state is not None and outcome.memory.is_active:
             supersede(store, state, outcome.memory, terms, str(c.get("cue") or c["content"]),
                       now=now, record=record)
     return added, skipped
@@ -275,12 +277,12 @@ def _corrects(store: MemoryStore, candidate: Mapping[str, Any], *, project_key: 
     """Whether a candidate would retire an active memory once written (its ``replaces``
     against the facts of its scope said no later than its first cited message)."""
     terms = [str(t) for t in candidate.get("replaces") or []]
-    if not terms:
+    content = scrub(str(candidate["content"])).text
+    if not terms and slot_change(content) is None:
         return False
     scope = str(candidate["scope"])
     times = [message_times[m] for m in candidate["message_ids"] if m in message_times]
     said = utc_from_ms(min(times)) if times else now
-    content = scrub(str(candidate["content"])).text
     return bool(replaced_by(store, content, terms, scope=scope,
                             project_id=None if scope == "user" else project_key,
                             user_id=user_id if scope == "user" else None, said=said))

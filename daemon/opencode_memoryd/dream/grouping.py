@@ -45,6 +45,7 @@ from typing import NamedTuple
 from opencode_memoryd.dream.model import DreamSettings
 from opencode_memoryd.dream.terms import SalientTerms
 from opencode_memoryd.extract.facts import content_words, restates, similarity
+from opencode_memoryd.extract.slots import replaces_value, slot_change
 from opencode_memoryd.extract.supersede import (
     index_keys,
     replaced_terms,
@@ -116,16 +117,22 @@ def candidate_groups(active: Sequence[Memory], settled: Set[str], *,
 def correction_edges(active: Sequence[Memory]) -> list[tuple[float, str, str]]:
     """Edges ``(CORRECTION_SCORE, id, id)`` between each memory that says it replaces a
     term and each memory no newer than it that states that term as its choice
-    (:func:`~opencode_memoryd.extract.supersede.corrects`), whatever their types."""
+    (:func:`~opencode_memoryd.extract.supersede.corrects`), whatever their types; and
+    between each memory that gives a value slot a new value and each no newer one that
+    gives it another (:func:`~opencode_memoryd.extract.slots.replaces_value`)."""
+    edges = [(CORRECTION_SCORE, *_pair(c.id, m.id))
+             for c in active if slot_change(c.content) is not None
+             for m in active
+             if m.id != c.id and m.created_at <= c.created_at
+             and replaces_value(c.content, m.content)]
     corrections = [(c, terms) for c in active if (terms := replaced_terms(c.content))]
     if not corrections:
-        return []
+        return edges
     # only the memories naming a replaced term are looked at
     by_key: dict[str, list[Memory]] = {}
     for m in active:
         for key in index_keys(m.content):
             by_key.setdefault(key, []).append(m)
-    edges = []
     for c, terms in corrections:
         seen = {c.id}
         for term in terms:

@@ -14,7 +14,9 @@ quotation: the cue is read on the masked text), a statement (no question, no imp
 from X", "we might drop X", "let's move off X", "if we replace X"), not negated ("we
 haven't moved off X yet"), not temporary (:func:`~opencode_memoryd.extract.temporal.
 temporary_reason`), not read as a directive already, and has a replacement cue
-(:func:`~opencode_memoryd.extract.supersede.replaced_terms`).
+(:func:`~opencode_memoryd.extract.supersede.replaced_terms`) or gives a value slot a new
+value (:func:`~opencode_memoryd.extract.slots.slot_change`: "the staging URL is now
+staging2.acme.dev").
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import re
 from opencode_memoryd.extract import grammar, segment
 from opencode_memoryd.extract import lexicon as lx
 from opencode_memoryd.extract.clauses import first_word, is_clause, strip_filler
+from opencode_memoryd.extract.slots import slot_change
 from opencode_memoryd.extract.supersede import replaced_terms
 from opencode_memoryd.extract.temporal import temporary_reason
 
@@ -105,4 +108,4 @@ def is_correction(sentence: str, masked: str | None = None) -> bool:
         return False
     if not is_clause(core) or lx.PROMISE.match(core):
         return False
-    return bool(replaced_terms(m))
+    return bool(replaced_terms(m)) or slot_change(strip_filler(sentence)) is not None

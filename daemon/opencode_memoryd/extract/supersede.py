@@ -17,6 +17,8 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
+from opencode_memoryd.extract.slots import replaces_value
+
 #: A term: one name (letters, digits, ``. @ / + # _ -``), optionally followed by up to two
 #: more capitalised names ("Travis CI", "Create React App").
 _NAME = r"[A-Za-z0-9][\w.@/+#-]*"
@@ -312,10 +314,13 @@ def corrects(new: str, old: str) -> bool:
     """Whether the text ``new`` says it replaces a term that ``old`` states as its choice
     (:func:`replaced_terms` of ``new``, :func:`states_use` of ``old``), about the same
     subject (:func:`same_subject`): "Use Vitest instead of Jest." corrects "We use Jest
-    for unit tests." but not "The Jest config lives in config/"."""
+    for unit tests." but not "The Jest config lives in config/". A new value of a value
+    slot corrects the old one too (:func:`~opencode_memoryd.extract.slots.replaces_value`:
+    "The staging URL is now staging2.acme.dev" corrects "The staging URL is
+    staging.acme.dev")."""
     terms = replaced_terms(new)
-    return (any(states_use(old, t) for t in terms if mentions(old, t))
-            and same_subject(new, old, terms))
+    return ((any(states_use(old, t) for t in terms if mentions(old, t))
+             and same_subject(new, old, terms)) or replaces_value(new, old))
 
 
 def index_keys(text: str) -> set[str]:

@@ -11,6 +11,7 @@ import structlog
 from opencode_memoryd.capture.supersede import supersede
 from opencode_memoryd.capture.writer import write_memory
 from opencode_memoryd.errors import NotFoundError, RefusedError, RequestError
+from opencode_memoryd.extract.slots import slot_change
 from opencode_memoryd.extract.supersede import replaced_terms
 from opencode_memoryd.models import FACT_TYPES, SCOPES, Memory
 from opencode_memoryd.redaction.engine import scrub
@@ -167,7 +168,8 @@ def add_memory(app: AppPort, store: MemoryStore, *, content: object, type_: obje
             user_id=app.user_id)
         retired: list[str] = []
         terms = replaced_terms(text)
-        if terms and state is not None and not agent and outcome.memory.is_active:
+        if ((terms or slot_change(text)) and state is not None and not agent
+                and outcome.memory.is_active):
             retired = supersede(store, state, outcome.memory, terms, text, now=app.clock(),
                                 record=journal_record(app))
     status = ("duplicate" if not outcome.added
