@@ -6,16 +6,18 @@ temporary replacement, and a correction of nothing stored, store and retire noth
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import cli_json
+from conftest import cli_json, llm_section, write_config
+from fake_openai import FakeOpenAI
 from opencode_memoryd.extract.corrections import correction_sentences, is_correction
 from opencode_memoryd.extract.rules import RulesExtractor
 from opencode_memoryd.models import TranscriptLine
-from test_supersede import Shape, facts, run
+from test_supersede import LINE, TRIGGER, Shape, facts, run
 
 
 @pytest.fixture(params=["message", "session_message"])
@@ -178,3 +180,60 @@ def test_a_directive_is_not_also_a_correction_candidate() -> None:
         ("We moved off Poetry: it's uv now.", False),
         ("We switched from Yarn to Bun.", True),
     ]
+
+
+# -- LLM mode: a model that says nothing of what its memories replace -------------------
+
+def forgetful_model(body: dict[str, Any]) -> dict[str, Any]:
+    """One memory per user line, its words without a trigger, ``replaces`` always empty."""
+    prompt = "\n".join(str(m["content"]) for m in body["messages"] if m["role"] == "user")
+    memories = []
+    for mid, role, text in LINE.findall(prompt):
+        if role != "user":
+            continue
+        fact = TRIGGER.sub("", text).strip()
+        memories.append({"content": fact[:1].upper() + fact[1:], "type": "project",
+                         "scope": "project", "section": "architecture",
+                         "message_ids": [mid], "replaces": []})
+    return {"memories": memories, "more": False}
+
+
+@pytest.fixture
+def forgetful_config(tmp_path: Path) -> Iterator[Path]:
+    with FakeOpenAI(responder=forgetful_model) as fake:
+        yield write_config(tmp_path / "llm.toml", f"""
+[opencode]
+settle_seconds = 0
+[summaries]
+session_summaries = false
+project_brief = false
+[extraction]
+mode = "llm"
+{llm_section(fake)}
+""")
+
+
+@pytest.mark.parametrize(("old", "correction", "key", "new_key"), [
+    ("Remember that the staging URL is staging.acme.dev.",
+     "Remember: the staging URL is now staging2.acme.dev.", "staging.acme.dev", "staging2"),
+    ("Remember that we use Poetry to manage dependencies.",
+     "We moved off Poetry, it's uv now.", "Poetry to manage", "uv now"),
+], ids=["value change", "untriggered"])
+def test_a_models_memory_of_a_correction_retires_the_fact_with_the_users_cue(
+        shape: Shape, forgetful_config: Path, old: str, correction: str, key: str,
+        new_key: str) -> None:
+    db = ("--db", str(shape.db))
+    shape.say(old, days_ago=2)
+    run(forgetful_config, "maintain", "--all", *db)
+    before = [m for m in facts(forgetful_config, shape) if key in m["content"]]
+    assert len(before) == 1, before
+    shape.say(correction)
+    run(forgetful_config, "maintain", "--all", *db)
+    current = facts(forgetful_config, shape)
+    assert before[0]["id"] not in {m["id"] for m in current}
+    # one memory for the correction: the model's, not a second copy by the rules
+    new = [m for m in current if new_key in m["content"]]
+    assert [m["source"] for m in new] == ["llm"], new
+    tomb = next(m for m in facts(forgetful_config, shape, "--all")
+                if m["id"] == before[0]["id"])
+    assert tomb["superseded_by"] == new[0]["id"]

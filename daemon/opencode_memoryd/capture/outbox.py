@@ -40,6 +40,8 @@ def recorded_candidate(c: MemoryCandidate) -> dict[str, Any]:
     if replaces:
         out["replaces"] = replaces
         out["cue"] = scrub(c.cue).text if c.cue else content
+    elif c.cue:  # a value change the user's words make ("the staging URL is now …")
+        out["cue"] = scrub(c.cue).text
     if c.only_if_supersedes:
         out["only_if_supersedes"] = True
     return out

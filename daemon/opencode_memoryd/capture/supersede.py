@@ -45,7 +45,8 @@ def _quote(text: str, most: int = MAX_CUE_CHARS) -> str:
     return text if len(text) <= most else text[: most - 1] + "…"
 
 
-def superseded(store: MemoryStore, new: Memory, terms: Sequence[str]) -> list[Memory]:
+def superseded(store: MemoryStore, new: Memory, terms: Sequence[str], *,
+               said_as: str | None = None) -> list[Memory]:
     """The active facts of ``new``'s scope that ``new`` replaces: each states one of
     ``terms`` as its choice (:func:`~opencode_memoryd.extract.supersede.states_use`) and
     names the subject ``new`` names (:func:`~opencode_memoryd.extract.supersede.
@@ -57,20 +58,22 @@ def superseded(store: MemoryStore, new: Memory, terms: Sequence[str]) -> list[Me
     if new.type not in FACT_TYPES:
         return []
     return replaced_by(store, new.content, terms, scope=new.scope, project_id=new.project_id,
-                       user_id=new.user_id, said=new.created_at, own_id=new.id)
+                       user_id=new.user_id, said=new.created_at, own_id=new.id,
+                       said_as=said_as)
 
 
 def replaced_by(store: MemoryStore, content: str, terms: Sequence[str], *, scope: str,
                 project_id: str | None, user_id: str | None, said: datetime,
-                own_id: str | None = None) -> list[Memory]:
+                own_id: str | None = None, said_as: str | None = None) -> list[Memory]:
     """The active facts a text ``content`` of ``scope`` would replace (the rule of
     :func:`superseded`, for a memory not written yet): each states one of ``terms`` as
     its choice, names the subject ``content`` names, was created no later than ``said``
     (an aware datetime) and is not ``own_id``; or ``content`` gives a value slot a new
     value the fact gives another (:func:`~opencode_memoryd.extract.slots.slot_change`:
-    "The staging URL is now …"). Oldest first; empty when ``terms`` is and ``content``
-    changes no value."""
-    change = slot_change(content)
+    "The staging URL is now …"), read in ``said_as`` when given (the user's words a
+    model's memory was drawn from; ``""``: no value change). Oldest first; empty when
+    ``terms`` is and no value changes."""
+    change = slot_change(content if said_as is None else said_as)
     if not terms and change is None:
         return []
     flt = (MemoryFilter(scope="user", user_id=user_id, types=FACT_TYPES)
@@ -95,7 +98,8 @@ def replaced_by(store: MemoryStore, content: str, terms: Sequence[str], *, scope
 
 
 def supersede(store: MemoryStore, state: StateDB, new: Memory, terms: Sequence[str],
-              cue: str, *, now: datetime, record: Record | None = None) -> list[str]:
+              cue: str, *, now: datetime, record: Record | None = None,
+              said_as: str | None = None) -> list[str]:
     """Retire what ``new`` replaces (see :func:`superseded`), as one recorded run.
 
     Args:
@@ -105,6 +109,8 @@ def supersede(store: MemoryStore, state: StateDB, new: Memory, terms: Sequence[s
             :data:`MAX_CUE_CHARS`).
         record: appends the run's journal entry to the dream journal (``None``: the
             state file's run alone).
+        said_as: where a value change is read (:func:`replaced_by`; ``None``: in
+            ``new``'s text).
 
     Returns:
         The ids retired (none: nothing recorded).
@@ -113,7 +119,7 @@ def supersede(store: MemoryStore, state: StateDB, new: Memory, terms: Sequence[s
         StoreError, StateError: the store or the state file failed; a run left
             ``applying`` is finished by dream recovery.
     """
-    olds = superseded(store, new, terms)
+    olds = superseded(store, new, terms, said_as=said_as)
     if not olds:
         return []
     run_id = uuid.uuid4().hex[:12]

@@ -265,10 +265,11 @@ def write_memories(
         else:
             skipped[outcome.result] += 1
         terms = [str(t) for t in c.get("replaces") or []]
-        changes_value = c["source"] == "rules" and slot_change(outcome.memory.content)
-        if (terms or changes_value) and state is not None and outcome.memory.is_active:
+        said_as = _users_words(c)
+        if ((terms or slot_change(said_as)) and state is not None
+                and outcome.memory.is_active):
             supersede(store, state, outcome.memory, terms, str(c.get("cue") or c["content"]),
-                      now=now, record=record)
+                      now=now, record=record, said_as=said_as)
     return added, skipped
 
 
@@ -278,11 +279,23 @@ def _corrects(store: MemoryStore, candidate: Mapping[str, Any], *, project_key: 
     against the facts of its scope said no later than its first cited message)."""
     terms = [str(t) for t in candidate.get("replaces") or []]
     content = scrub(str(candidate["content"])).text
-    if not terms and slot_change(content) is None:
+    said_as = _users_words(candidate)
+    if not terms and slot_change(said_as) is None:
         return False
     scope = str(candidate["scope"])
     times = [message_times[m] for m in candidate["message_ids"] if m in message_times]
     said = utc_from_ms(min(times)) if times else now
     return bool(replaced_by(store, content, terms, scope=scope,
                             project_id=None if scope == "user" else project_key,
-                            user_id=user_id if scope == "user" else None, said=said))
+                            user_id=user_id if scope == "user" else None, said=said,
+                            said_as=said_as))
+
+
+def _users_words(candidate: Mapping[str, Any]) -> str:
+    """The user's words a candidate says it replaces something in: its ``cue`` (the
+    cited sentence of a model's memory), else the text of a ``rules`` memory (the user's
+    words, cleaned); ``""`` for a model's memory with no cue."""
+    cue = str(candidate.get("cue") or "")
+    if cue:
+        return cue
+    return str(candidate["content"]) if candidate.get("source") == "rules" else ""

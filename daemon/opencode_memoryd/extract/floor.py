@@ -16,6 +16,8 @@ from dataclasses import replace
 
 from opencode_memoryd.extract.facts import FRAME_STEMS, content_words, missing_identifiers, stem
 from opencode_memoryd.extract.polarity import flip_reason
+from opencode_memoryd.extract.slots import slot_change
+from opencode_memoryd.extract.supersede import mentions, replaced_terms
 from opencode_memoryd.models import ExtractionResult, MemoryCandidate, normalize_text
 
 #: Share of a directive's key terms (:func:`key_terms`) a model memory must hold to stand
@@ -68,12 +70,38 @@ def covers(memory: MemoryCandidate, directive: MemoryCandidate) -> bool:
 
 
 def add_floor(model: ExtractionResult, rules: ExtractionResult) -> ExtractionResult:
-    """``model`` plus the directives of ``rules`` it does not hold (see :func:`covers`).
+    """``model`` plus the directives of ``rules`` it does not hold (see :func:`covers`);
+    a model memory that holds a directive which is a correction gets what the directive
+    replaces when it names nothing (:func:`_with_correction`).
 
     Tokens, model name, rejections and ``saturated`` are the model's.
     """
-    extra = tuple(d for d in rules.candidates
-                  if not any(covers(m, d) for m in model.candidates))
-    if not extra:
+    extra: list[MemoryCandidate] = []
+    held = list(model.candidates)
+    for d in rules.candidates:
+        i = next((i for i, m in enumerate(held) if covers(m, d)), None)
+        if i is None:
+            extra.append(d)
+        else:
+            held[i] = _with_correction(held[i], d)
+    if not extra and held == list(model.candidates):
         return model
-    return replace(model, candidates=model.candidates + extra)
+    return replace(model, candidates=tuple(held) + tuple(extra))
+
+
+def _with_correction(memory: MemoryCandidate, directive: MemoryCandidate) -> MemoryCandidate:
+    """The model's ``memory`` that holds a rules ``directive``, with what the directive's
+    words say it replaces when the model named nothing: its terms
+    (:func:`~opencode_memoryd.extract.supersede.replaced_terms`) that the memory names, or
+    a value change (:func:`~opencode_memoryd.extract.slots.slot_change`), with the
+    directive (the user's words) as the cue. A model that forgot to say what a correction
+    replaces still retires it; nothing is retired without the user's cue."""
+    if memory.replaces or memory.cue:
+        return memory
+    terms = tuple(t for t in replaced_terms(directive.content)
+                  if mentions(memory.content, t) or mentions(directive.content, t))
+    if terms:
+        return replace(memory, replaces=terms, cue=directive.content)
+    if slot_change(directive.content) is not None:
+        return replace(memory, cue=directive.content)
+    return memory

@@ -42,7 +42,8 @@ _CHANGES = tuple(re.compile(p, re.IGNORECASE) for p in (
     rf"^(?:(?:the|our|my)\s+)?new\s+{_SLOT}\s+(?:is|are)\s+{_VALUE}",
 ))
 #: The old fact's statement of a slot's value.
-_STATES = re.compile(rf"^{_SLOT}\s*(?:(?:is|are)\s+(?:now\s+)?(?:at\s+|on\s+|set\s+to\s+|called\s+|named\s+)?"
+_STATES = re.compile(rf"^{_SLOT}\s*(?:(?:is|are)\s+(?:now\s+)?"
+                     r"(?:at\s+|on\s+|set\s+to\s+|called\s+|named\s+)?"
                      rf"|[:=]\s*){_VALUE}", re.IGNORECASE)
 #: Words that are no value ("is now the default", "is now longer").
 _NOT_VALUES = frozenset(re.findall(r"[a-z]+", """
