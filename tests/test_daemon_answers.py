@@ -1,10 +1,12 @@
 """What `status` and `doctor` say about a running daemon: the facts each project got
 since the daemon started (not the last session's count, `+0` after a backfill), and a
-config file edited under it (it still runs with the old one: restart it). A real daemon
+config file edited under it (taken up by a restart in place when it is valid, refused and
+said when it is not) and SIGHUP. A real daemon
 over a copy of the real OpenCode sample database."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from collections import Counter
 from collections.abc import Iterator
@@ -71,15 +73,48 @@ def test_status_counts_what_each_project_got_since_the_start(
         assert f"{root} at " in out and f"(+{n} since the daemon started" in out
 
 
-def test_a_config_edited_under_the_daemon_is_said(
+def test_an_edited_config_is_taken_up_by_a_restart_in_place(
         daemon: subprocess.Popen[str], cfg: Path) -> None:
     assert wait_until(lambda: cli_json("--config", str(cfg), "status")["daemon"]
                       .get("running"), 120)
-    assert cli_json("--config", str(cfg), "status")["daemon"]["config_changed"] is False
-    write_config(cfg, CONFIG + "[dream]\ncheck_freshness = false\n")
-    assert cli_json("--config", str(cfg), "status")["daemon"]["config_changed"] is True
+    before = cli_json("--config", str(cfg), "status")["daemon"]
+    assert before["config_changed"] is False and before["web"] is None
+    # an invalid edit is refused: the daemon keeps its config, and says why
+    write_config(cfg, CONFIG + "[web]\nenabled = true\nport = 70000\n")
+    assert wait_until(lambda: cli_json("--config", str(cfg), "status")["daemon"]
+                      .get("config_error"), 60)
+    d = cli_json("--config", str(cfg), "status")["daemon"]
+    assert d["pid"] == before["pid"] == daemon.pid and d["since"] == before["since"]
+    assert "port" in d["config_error"]
     code, out = cli("--config", str(cfg), "status")
-    assert code == 0
-    assert "the config file changed since the daemon started" in out and "restart it" in out
-    _, out = cli("--config", str(cfg), "doctor")
-    assert "the config file changed since it started" in out
+    assert code == 0 and "the edited config file is not valid" in out, out
+    code, _ = cli("--config", str(cfg), "doctor")
+    assert code == 78  # doctor reads the file itself: a config error, named on stderr
+    # a valid edit is taken up: the same process starts again with it (the web page on)
+    write_config(cfg, CONFIG + "[web]\nenabled = true\nport = 0\n")
+
+    def restarted() -> bool:
+        d = cli_json("--config", str(cfg), "status")["daemon"]
+        return bool(d.get("running") and d["since"] != before["since"] and d["web"])
+
+    assert wait_until(restarted, 120)
+    d = cli_json("--config", str(cfg), "status")["daemon"]
+    assert d["pid"] == daemon.pid and daemon.poll() is None
+    assert d["config_changed"] is False and d["config_error"] is None
+    assert d["web"].startswith("http://127.0.0.1:")
+
+
+def test_sighup_restarts_the_daemon_in_place(
+        daemon: subprocess.Popen[str], cfg: Path) -> None:
+    assert wait_until(lambda: cli_json("--config", str(cfg), "status")["daemon"]
+                      .get("running"), 120)
+    since = cli_json("--config", str(cfg), "status")["daemon"]["since"]
+    daemon.send_signal(signal.SIGHUP)
+
+    def restarted() -> bool:
+        d = cli_json("--config", str(cfg), "status")["daemon"]
+        return bool(d.get("running") and d["since"] != since)
+
+    assert wait_until(restarted, 120)
+    assert cli_json("--config", str(cfg), "status")["daemon"]["pid"] == daemon.pid
+    assert daemon.poll() is None

@@ -161,12 +161,20 @@ def _parser(*, run_only: bool = False) -> argparse.ArgumentParser:
 
 def _cmd_run(app: App, args: argparse.Namespace) -> int:
     """``run``; a store built for another embedder exits :data:`EXIT_CONFIG`, which the
-    service files do not restart on (restarting cannot fix it; ``reembed`` can)."""
+    service files do not restart on (restarting cannot fix it; ``reembed`` can). A daemon
+    that stopped to take up its edited config file starts again in place (same pid)."""
     from opencode_memoryd.errors import EmbedderMismatchError
-    from opencode_memoryd.serve.runtime.daemon import run
+    from opencode_memoryd.serve.runtime.daemon import RESTART, run
+    from opencode_memoryd.serve.runtime.reload import restart_in_place
 
     try:
-        return run(app)
+        code = run(app)
+        if code == RESTART:  # the config file was edited (or SIGHUP): start again in place
+            import logging
+
+            logging.shutdown()
+            restart_in_place()
+        return code
     except EmbedderMismatchError as exc:
         import structlog
 

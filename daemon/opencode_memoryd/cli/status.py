@@ -60,9 +60,12 @@ def _print_daemon(d: dict[str, Any]) -> None:
             total = e.get("added_since_start", e["added"])
             print(f"extracted:   {e['project_root']} at {e['at']} (+{total} since the daemon "
                   f"started; its last session +{e['added']})")
-        if d.get("config_changed"):
-            print("WARNING:     the config file changed since the daemon started; it still "
-                  "runs with the old one: restart it")
+        if d.get("config_error"):
+            print(f"WARNING:     {d['config_error']}; the daemon runs with the config it "
+                  "started with and takes the file up once it is valid")
+        elif d.get("config_changed"):
+            print("config:      the config file was edited; the daemon restarts in place to "
+                  "take it up")
         print(f"tokens today: {d['tokens_today']}")
         if d.get("last_error"):
             print(f"last error:  {d['last_error']}")

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -62,7 +63,6 @@ from opencode_memoryd import __version__
 # half-initialised by another
 from opencode_memoryd.capture.gate import GateSettings, LlmGate
 from opencode_memoryd.compose import App
-from opencode_memoryd.config.loader import config_digest
 from opencode_memoryd.disk import PRIVATE_UMASK, make_private
 from opencode_memoryd.errors import AlreadyRunning, MemorydError, StoreInUseError
 from opencode_memoryd.models import iso_utc
@@ -70,6 +70,7 @@ from opencode_memoryd.serve.runtime.alerts import Alerts
 from opencode_memoryd.serve.runtime.commands import CommandHost
 from opencode_memoryd.serve.runtime.jobs import Worker
 from opencode_memoryd.serve.runtime.notify import sd_notify
+from opencode_memoryd.serve.runtime.reload import CHECK_INTERVAL_SECONDS, ConfigWatch
 from opencode_memoryd.serve.runtime.shared import DaemonState
 from opencode_memoryd.serve.runtime.signals import StopSignals
 from opencode_memoryd.serve.runtime.sources import SourceTracker
@@ -131,7 +132,11 @@ class Daemon:
         self.timers = Timers(shared, llm_wait=self.worker.llm_wait,
                              request_sweep=self.request_sweep)
         self.started_at: datetime | None = None
-        self._config_digest = config_digest(app.config_path)  # see status()["config_changed"]
+        #: the config file edited under the daemon (see status()["config_changed"])
+        self.config_watch = ConfigWatch(app.config_path, app.env)
+        #: the daemon stops to start again in place (its config file changed, or SIGHUP)
+        self.restart_requested = False
+        self._hangup = False
         self._lock: FileLock | None = None
         self._web: WebPage | None = None
         #: what the start-up re-embedding for the local model did ({} when none was needed)
@@ -285,8 +290,11 @@ class Daemon:
             scan = self.tracker.next_update_scan()
             if scan is not None:
                 timeout = min(timeout, scan - time.monotonic())
+            timeout = min(timeout, CHECK_INTERVAL_SECONDS)  # the config file's edits
             if timeout > 0:
                 self.shared.poke.wait(timeout=timeout)
+            if self._config_edited():
+                break
             wait = next_check - time.monotonic()
             if wait > 0 and self.stop_event.wait(wait):
                 break
@@ -313,6 +321,32 @@ class Daemon:
             next_check = ended + max(MIN_CHECK_INTERVAL_SECONDS, cost)
             sd_notify("WATCHDOG=1")
 
+    def hangup(self) -> None:
+        """SIGHUP: take up the config file now (restart in place when it validates)."""
+        self._hangup = True
+        self.shared.poke.set()
+
+    def _config_edited(self) -> bool:
+        """Whether the main loop ends to restart in place: SIGHUP or an edited config file
+        that validates (:class:`~opencode_memoryd.serve.runtime.reload.ConfigWatch`)."""
+        hangup, self._hangup = self._hangup, False
+        if not hangup and not self.config_watch.due():
+            return False
+        if self.config_watch.check() or (hangup and self.config_watch.error is None):
+            self.restart_requested = True
+            self.stop_event.set()
+            return True
+        return False
+
+    def _notify_stopping(self) -> None:
+        """Tell systemd the daemon stops, or restarts in place (it then waits for the new
+        image's READY=1)."""
+        if self.restart_requested:
+            sd_notify(f"RELOADING=1\nMONOTONIC_USEC={time.monotonic_ns() // 1000}"
+                      "\nSTATUS=restarting to take up the edited config file")
+        else:
+            sd_notify("STOPPING=1")
+
     def shutdown(self) -> bool:
         """Stop watching and scheduling; wait briefly for the extraction or dream in
         progress.
@@ -328,7 +362,7 @@ class Daemon:
         self.stop_event.set()
         self.shared.capture_loaded.set()  # a route still waiting for it fails fast now
         self.shared.poke.set()
-        sd_notify("STOPPING=1")
+        self._notify_stopping()
         if self.tracker.watcher is not None:
             self.tracker.watcher.stop()
         self.commands.close()
@@ -371,7 +405,8 @@ class Daemon:
             "alerts": self.alerts.active(),
             "web": self._web.url if self._web is not None else None,
             "store_migration": self.migration or None,
-            "config_changed": config_digest(self.app.config_path) != self._config_digest,
+            "config_changed": self.config_watch.changed,
+            "config_error": self.config_watch.error,
         }
 
 
@@ -381,8 +416,15 @@ def _migration_progress(done: int, total: int) -> None:
     sd_notify(f"EXTEND_TIMEOUT_USEC=60000000\nSTATUS=re-embedding memories: {done}/{total}")
 
 
+#: What :func:`run` returns when the daemon stopped to start again in place.
+RESTART = -1
+
+
 def run(app: App) -> int:
-    """Run the daemon in the foreground until SIGTERM or SIGINT; return the exit code.
+    """Run the daemon in the foreground until SIGTERM or SIGINT; return the exit code, or
+    :data:`RESTART` when it stopped to take up its edited config file (or on SIGHUP): the
+    caller then starts it again in place
+    (:func:`~opencode_memoryd.serve.runtime.reload.restart_in_place`).
 
     Raises:
         AlreadyRunning: another daemon holds the lock.
@@ -394,15 +436,20 @@ def run(app: App) -> int:
 
     def _stop(name: str) -> None:
         log.info("signal_received", signal=name)
+        if name == "SIGHUP":
+            daemon.hangup()
+            return
         daemon.stop_event.set()
         daemon.shared.poke.set()
 
-    with StopSignals(_stop):
+    with StopSignals(_stop, (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)):
         try:
             daemon.start()
             daemon.run_forever()
         finally:
             abandoned = daemon.shutdown()
+    if daemon.restart_requested:
+        return RESTART  # the threads still in a call end with the process image
     if abandoned:
         # a worker is still in a call (an LLM answer): the interpreter would wait for it
         # at exit; its work is crash-safe and resumes at the next start

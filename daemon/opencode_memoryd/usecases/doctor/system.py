@@ -76,11 +76,10 @@ def daemon_check(ctx: Context) -> Check:
               f"{d.get('pending_count', len(d.get('pending') or []))} session(s) "
               "pending" + ("; catching up" if d.get("catching_up") else "")
               + (f"; last error: {d['last_error']}" if d.get("last_error") else ""))
-    if d.get("config_changed"):
-        return Check("daemon", WARN, f"{detail}; the config file changed since it started: "
-                                     "it runs with the old config",
-                     f"restart it: systemctl --user restart {SYSTEMD_UNIT_NAME}, or stop "
-                     "`opencode-memoryd run` and start it again")
+    if d.get("config_error"):
+        return Check("daemon", WARN, f"{detail}; {d['config_error']}",
+                     "fix the config file (`opencode-memoryd doctor` names the problem): the "
+                     "daemon takes it up once it is valid, with no restart")
     paused = d.get("paused")
     if paused:
         return Check("daemon", WARN, f"{detail}; LLM work paused until {paused.get('until')}: "
