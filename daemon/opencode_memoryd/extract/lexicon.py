@@ -66,7 +66,7 @@ _TRIGGERS = {
                  (?:heads[\s-]*ups?|psa|fyi|f\.y\.i\.?|for\s+your\s+information|so\s+you\s+know
                  |(?:pro[\s-]+)?tips?|(?:fun\s+)?facts?|(?:something|things?)\s+(?:to|worth)\s+know(?:ing)?
                  |(?:good|worth|useful|nice|important|helpful|handy)\s+(?:to\s+know|knowing|noting)
-                 |mental\s+notes?|takeaways?
+                 |mental\s+notes?|takeaways?|important(?=\s*[:\u2014]|\s+-\s)|very\s+important(?=\s*:)
                  |rules?\s+of\s+thumb(?:\s+here)?
                  |note\s+to\s+(?:my|your)?(?:future\s+)?self|note\s+for\s+(?:the\s+)?(?:next\s+
                  (?:session|one|agent)|future\s+(?:you|me|agents?|sessions?)))

@@ -61,6 +61,8 @@ TEMPORARY = _rx(r"""\b(?:
         |a\s+one-?off|one-?off|a\s+one-time\s+thing|a\s+throwaway|a\s+stopgap)
     | temporar(?:y|ily) | one-?off\s+workaround | throwaway\s+test | stopgap
     | this\s+(?:week|sprint) | today | tonight | after\s+today | until\s+tomorrow
+    | (?:don'?t|do\s+not|not)\s+(?:\w+\s+){1,6}?yet(?=\s*[.!,;]|\s*$)
+    | hold\s+off\s+(?:on\s+)?
     | (?:until|till|til|unt?il)\s+""" + _UNTIL_EVENT + r"""
     | (?:while|as\s+long\s+as)\s+(?:the\s+|our\s+|my\s+|it\s+|they\s+)?[\w./-]+(?:\s+[\w./-]+){0,3}?
         \s+(?:is|are|'s|stays?|remains?)\s+(?:still\s+)?(?:broken|down|flaky|unstable|offline
