@@ -17,13 +17,16 @@ other facts, and a correction of nothing stored.
 After one backfill per shape: every correction is stored, dated by its message; the fact it
 corrects is retired (superseded by it) and shown in no later session's context block nor in
 the top 3 of a natural search; ``dream --undo`` of the supersede run brings it back. The
-distractors store and retire nothing.
+distractors store and retire nothing. In LLM mode, with a scripted model that never says
+what a memory replaces, the same facts are retired by the model's own memories (one copy
+each), from the cue in the user's words.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,7 +36,8 @@ from typing import Any
 import pytest
 from filelock import FileLock
 
-from conftest import FIXTURES, cli, cli_json, write_config
+from conftest import FIXTURES, cli, cli_json, llm_section, write_config
+from fake_openai import FakeOpenAI
 from opencode_memoryd.extract.rules import directives
 from opencode_memoryd.models import iso_utc, utc_from_ms
 
@@ -255,3 +259,61 @@ def test_only_the_corrected_facts_are_retired(store: Backfilled) -> None:
     assert {m["content"] for m in every if m["id"] in ids} == active
     for proj, text in store.blocks.items():
         assert not [r for r in retired if r in text], proj
+
+
+# -- LLM mode: a scripted model that never says what a memory replaces ------------------
+
+LINE = re.compile(r"^\[(msg_\w+)\] (user|assistant|tool): (.*)$", re.MULTILINE)
+TRIGGER = re.compile(r"^(?:(?:Remember|Keep in mind|Note)(?: that)?[:,]?\s+"
+                     r"|For all my projects, remember that\s+|btw\s+|Actually,\s+"
+                     r"|Heads-up:\s+|Ok so\s+|Quick update - )", re.IGNORECASE)
+#: The user sentences of the distractors: the model proposes none of them (as a good
+#: model would not), so what they do is the rules floor's alone.
+SKIPPED = {d["new"] for d in DISTRACTORS}
+
+
+def forgetful_model(body: dict[str, Any]) -> dict[str, Any]:
+    """One memory per user line that is no distractor: its words without the trigger or
+    filler, ``replaces`` always empty; user scope for "I …" lines."""
+    prompt = "\n".join(str(m["content"]) for m in body["messages"] if m["role"] == "user")
+    memories = []
+    for mid, role, text in LINE.findall(prompt):
+        if role != "user" or text in SKIPPED or text.endswith("?"):
+            continue
+        fact = TRIGGER.sub("", text).strip()
+        fact = fact[:1].upper() + fact[1:]
+        memories.append({"content": fact, "type": "project",
+                         "scope": "user" if fact.startswith("I ") else "project",
+                         "section": "architecture", "message_ids": [mid], "replaces": []})
+    return {"memories": memories, "more": False}
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_llm_mode_retires_every_corrected_fact_though_the_model_names_none(
+        shape: str, tmp_path: Path) -> None:
+    db = tmp_path / "opencode" / "opencode.db"
+    db.parent.mkdir(parents=True)
+    shutil.copyfile(FIXTURES / SHAPES[shape], db)
+    with FakeOpenAI(responder=forgetful_model) as fake:
+        cfg = write_config(tmp_path / "llm.toml", "[summaries]\nsession_summaries = false\n"
+                           'project_brief = false\n[extraction]\nmode = "llm"\n'
+                           + llm_section(fake))
+        report = cli_json("--config", str(cfg), "maintain", "--all", "--db", str(db))
+    assert report["totals"]["failed"] == 0, report
+    b = Backfilled(MANIFESTS[shape], db, tmp_path, cfg, {}, {}, {})
+    b.blocks = later_blocks(b)
+    every = [m for name in ["", *(p["name"] for p in b.manifest["projects"])]
+             for m in listed(b, name, "--all")]
+    for item in b.manifest["corrections"]:
+        old = by_message(every, item["old_message_id"])
+        new = by_message(every, item["new_message_id"])
+        assert [m["status"] for m in old] == ["retired"], (item["phrasing"], old)
+        assert [m["status"] for m in new] == ["active"], (item["phrasing"], new)  # one copy
+        assert old[0]["superseded_by"] == new[0]["id"]
+        for proj, text in b.blocks.items():
+            assert old[0]["content"] not in text, (proj, text)
+    for item in b.manifest["distractors"]:
+        assert by_message(every, item["new_message_id"]) == []
+        if item["old_message_id"] is not None:
+            assert [m["status"] for m in by_message(every, item["old_message_id"])] == [
+                "active"]
