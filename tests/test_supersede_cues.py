@@ -77,6 +77,7 @@ CORRECTIONS = [
     # "the slot is Y, not X"
     ("Correction: the test runner is Vitest, not Jest.", "Jest"),
     ("It's Vitest now, not Jest.", "Jest"),
+    ("We're not on Heroku anymore, it's Fly.io.", "Heroku"),
     # X gone, in other words
     ("Webpack is no more; Vite builds the app.", "Webpack"),
     ("Poetry is out, uv is the package manager.", "Poetry"),

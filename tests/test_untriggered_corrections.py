@@ -143,6 +143,10 @@ def test_a_user_scope_correction_retires_the_users_fact_everywhere(
     "We don't use Docker Compose any more, it's Tilt.",
     "Quick update - we migrated from MySQL to Postgres.",
     "I use Ruff instead of Black now.",
+    "Wait, we're not on Heroku anymore, it's Fly.io.",
+    "I switched from VS Code to Neovim.",
+    "Nope, it's pnpm, not npm.",
+    "The prod database host changed to db2.internal.",
 ])
 def test_a_stated_replacement_is_a_correction(sentence: str) -> None:
     assert is_correction(sentence)
@@ -161,9 +165,19 @@ def test_a_stated_replacement_is_a_correction(sentence: str) -> None:
     "For now we use npm instead of pnpm.",             # temporary
     "Until the release we switched from Vite to Webpack.",
     "The parser is fine.",                             # no cue
+    "Wait, replace Jest with Vitest in the config.",   # a request after an interjection
+    "Hold on, switch from npm to pnpm first.",
+    "Should we use Vitest vs Jest.",
 ])
 def test_a_plan_a_question_a_task_or_a_temporary_change_is_none(sentence: str) -> None:
     assert not is_correction(sentence)
+
+
+def test_an_interjection_and_a_label_are_cut_from_the_memory() -> None:
+    assert correction_sentences("No no, heads-up: Jest is gone, we use Vitest.") == [
+        "Jest is gone, we use Vitest."]
+    assert correction_sentences("Wait, we're not on Heroku anymore, it's Fly.io.") == [
+        "we're not on Heroku anymore, it's Fly.io."]
 
 
 def test_code_and_quotations_hold_no_correction() -> None:

@@ -42,9 +42,14 @@ change convert port upgrade downgrade transition phase get stop use go"""))
 #: An announcement's label before the correction ("Heads-up: we ditched Redux", "Quick
 #: update - we moved off Poetry"): cut from the memory's text.
 _LABEL = re.compile(
-    r"^\W*(?:heads[\s-]?up|psa|fyi|update|news|correction|(?:quick|small|little|short)\s+"
+    r"\W*(?:heads[\s-]?up|psa|fyi|update|news|correction|(?:quick|small|little|short)\s+"
     r"(?:update|correction|note|heads[\s-]?up)|note|btw|ps|nb|for\s+the\s+record)\b"
     r"[^:,\-\u2014\u2013]{0,20}[:,\-\u2014\u2013]+\s*", re.IGNORECASE)
+#: An interjection before a correction ("Wait, we're not on Heroku any more", "Nope, …"):
+#: no imperative.
+_INTERJECTION = re.compile(
+    r"^(?:\W*(?:wait|hold\s+on|hang\s+on|hmm+|oh+|ah+|nope|no(?:\s+no)*|nah|well|ok(?:ay)?"
+    r"|so|right|um+|uh+|sorry|oops)\s*[,!.\u2014\u2013-]+\s*)+", re.IGNORECASE)
 #: Openers of a question (a sentence may lack its "?" when typed fast).
 _QUESTION = re.compile(
     r"^\W*(?:is|are|am|do|does|did|can|could|should|shall|would|will|have|has|had|was"
@@ -57,7 +62,7 @@ _NOT_A_FACT = re.compile(
     r"|wanna|wish|hope|let's|let\s+us|if|whether|unless|once|when(?:ever)?|propos\w*"
     r"|suggest\w*|wonder\w*|try(?:ing)?\s+to|need\s+to|have\s+to|has\s+to|will|'ll|won't"
     r"|please|todo|to-do|eventually|someday|soon|next\s+(?:week|month|quarter|sprint|year)"
-    r"|can\s+(?:we|you|i)|idea|rfc|discuss\w*|debat\w*|vs\.?|versus|or\s+not)\b",
+    r"|can\s+(?:we|you|i)|(?-i:idea|rfc|vs\.?)|discuss\w*|debat\w*|versus|or\s+not)\b",
     re.IGNORECASE)
 #: A replacement said not to have happened (yet): "we haven't moved off X yet".
 _NEGATED = re.compile(
@@ -73,8 +78,9 @@ def correction_sentences(text: str) -> list[str]:
         text: the message as the user wrote it.
 
     Returns:
-        Each qualifying sentence (see the module doc) as written, an announcement's label
-        ("Heads-up:", "Quick update -") cut and other filler kept (the caller cleans it
+        Each qualifying sentence (see the module doc) as written, an interjection
+        ("Wait,", "Nope,") and an announcement's label ("Heads-up:", "Quick update -") cut
+        and other filler kept (the caller cleans it
         with :func:`opencode_memoryd.extract.rules.finish`), in message order.
         A sentence the grammar already reads as a directive (or a retraction, or what an
         anaphor points at) is left out: the directive carries the cue itself.
@@ -89,8 +95,10 @@ def correction_sentences(text: str) -> list[str]:
                 or r.list_head or i in pointed):
             continue
         if is_correction(u.text, u.masked):
-            label = _LABEL.match(u.masked)
-            out.append(u.text[label.end():] if label else u.text)
+            cut = _INTERJECTION.match(u.masked)
+            start = cut.end() if cut else 0
+            label = _LABEL.match(u.masked, start)
+            out.append(u.text[label.end() if label else start:])
     return out
 
 
@@ -101,7 +109,7 @@ def is_correction(sentence: str, masked: str | None = None) -> bool:
     m = masked if masked is not None else sentence
     if len(sentence) > MAX_CORRECTION_CHARS or "?" in m:
         return False
-    core = strip_filler(m).strip()
+    core = strip_filler(_INTERJECTION.sub("", m)).strip()
     if not core or _QUESTION.match(core) or first_word(core) in lx.IMPERATIVE | _CUE_VERBS:
         return False
     if _NOT_A_FACT.search(core) or _NEGATED.search(core) or temporary_reason(core):

@@ -49,7 +49,7 @@ _CUES: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECASE) for p in
     rf"\bno\s+longer\s+(?:(?:use|uses|using|need|run|runs|on|with)\b)?\s*{_TERM}",
     rf"\b(?:don't|do\s+not|doesn't|does\s+not|won't|aren't|are\s+not)\s+"
     rf"(?:use|using|need|run)\s+{_TERM}\s+any\s*more\b",
-    rf"\bnot\s+(?:using\s+)?{_TERM}\s+any\s*more\b",
+    rf"\bnot\s+(?:using\s+|on\s+|with\s+|in\s+|running\s+(?:on\s+)?)?{_TERM}\s+any\s*more\b",
     rf"\b(?:stopped|stop)\s+using\s+{_TERM}",
     rf"(?:^|[\s,;:(])no\s+more\s+{_WEAK}{_TERM}",
     rf"\b(?:takes?|took|taking|taken)\s+over\s+from\s+{_TERM}",
