@@ -47,11 +47,14 @@ _UNTIL_EVENT = (r"(?:(?:the|our|my|this|that|its)\s+(?:[\w.-]+\s+){0,2}?(?:relea
 #: "just this session", "temporarily", "while X is broken").
 TEMPORARY = _rx(r"""\b(?:
       (?:just|only|at\s+least)\s+(?:for\s+)?(?:now|today|tonight|this\s+(?:session|task
-        |conversation|chat|experiment|once|time|run|branch|week|sprint|pr))
+        |conversation|chat|experiment|once|time|run|branch|week|sprint|pr|spike|refactor
+        |feature|ticket|story|bug|fix|change|investigation|demo|migration|hotfix|issue))
     | for\s+(?:now|the\s+(?:moment|time\s+being|next\s+(?:few\s+|couple\s+(?:of\s+)?
         |two\s+|three\s+|\d+\s+)?(?:days?|hours?|weeks?))
-        |today|tonight|the\s+day|a\s+(?:bit|while|few\s+days)|this\s+(?:session|task
-        |conversation|chat|experiment|week|sprint|release|pr|run|branch))
+        |today|tonight|the\s+day|a\s+(?:bit|while|few\s+days)|the\s+rest\s+of\s+(?:the|this|today)
+        |this\s+(?:session|task|conversation|chat|experiment|week|sprint|release|pr|run|branch
+        |spike|refactor|feature|ticket|story|bug|fix|change|investigation|demo|migration
+        |hotfix|issue|prototype|poc|month|quarter|weekend))
     | for\s+the\s+current\s+(?:session|task|conversation|chat|experiment|sprint)
     | (?:on\s+|in\s+|for\s+)?this\s+(?:branch|pr|task|session|ticket)\s+only
     | only\s+(?:on|in|for)\s+this\s+(?:branch|pr|task|session|ticket)
@@ -60,7 +63,11 @@ TEMPORARY = _rx(r"""\b(?:
     | (?:it'?s|this\s+is|that'?s|it\s+is|that\s+is)\s+(?:just\s+|only\s+)?(?:temporary
         |a\s+one-?off|one-?off|a\s+one-time\s+thing|a\s+throwaway|a\s+stopgap)
     | temporar(?:y|ily) | one-?off\s+workaround | throwaway\s+test | stopgap
-    | this\s+(?:week|sprint) | today | tonight | after\s+today | until\s+tomorrow
+    | this\s+(?:week|sprint|month|weekend|morning|afternoon|evening) | today | tonight
+    | after\s+today | until\s+tomorrow
+    | in\s+the\s+meantime | meanwhile | at\s+the\s+moment | right\s+now
+    | (?:through|thru)\s+(?:(?:mon|tues|wednes|thurs|fri|satur|sun)day|the\s+weekend
+        |next\s+week|the\s+end\s+of\s+the\s+(?:day|week|sprint|month))
     | (?:don'?t|do\s+not|not)\s+(?:\w+\s+){1,6}?yet(?=\s*[.!,;]|\s*$)
     | hold\s+off\s+(?:on\s+)?
     | (?:until|till|til|unt?il)\s+""" + _UNTIL_EVENT + r"""
@@ -73,8 +80,11 @@ TEMPORARY = _rx(r"""\b(?:
 _PAST = _rx(r"""\b(?:was|were|did|had|moved|switched|migrated|changed|decided|agreed|merged
     |released|shipped|upgraded|renamed|dropped|removed|added|replaced|learned|found|broke
     |broken|started|landed|fixed|deployed|set\s+up|went)\b""")
-_DATING = _rx(r"\b(?:today|tonight|this\s+week)\b")
+_DATING = _rx(r"\b(?:today|tonight|this\s+(?:week|month|weekend|morning|afternoon|evening))\b")
 _CONDITION = _rx(r"(?:while|as\s+long\s+as|until|till|til|untill?|during)\b")
+#: "until" a date: a prohibition that ends then ("don't touch billing until Monday").
+_UNTIL_DATE = _rx(r"""(?:until|till|til|untill?)\s+(?:tomorrow|tonight|next\s+\w+
+    |(?:mon|tues|wednes|thurs|fri|satur|sun)day|the\s+end\s+of\s+the\s+\w+|\d)""")
 _PROHIBITION = _rx(r"\b(?:don'?t|do\s+not|never|no|must\s+not|mustn'?t|shouldn'?t|should\s+not"
                    r"|cannot|can'?t|may\s+not)\b(?!\s+(?:ever\s+)?forget)")
 
@@ -86,7 +96,8 @@ def temporary_reason(text: str) -> str | None:
     Lasting phrases (:data:`LASTING`) are masked first, so "from now on" and "starting
     today" are never temporary; "until" / "while" after a prohibition is the condition of
     a standing rule ("never deploy while the build is broken", "don't merge until the
-    release is out"). "today", "tonight" and "this week" in a sentence that
+    release is out"), unless it waits for a date ("don't touch billing until Monday").
+    "today", "tonight" and "this week" in a sentence that
     reports something done ("we moved to uv today") date it rather than limit it:
     :func:`resolve_relative` handles them there.
     """
@@ -94,7 +105,8 @@ def temporary_reason(text: str) -> str | None:
     for x in TEMPORARY.finditer(masked):
         if _DATING.fullmatch(x.group(0)) and _PAST.search(masked):
             continue
-        if _CONDITION.match(x.group(0)) and _PROHIBITION.search(masked, 0, x.start()):
+        if (_CONDITION.match(x.group(0)) and not _UNTIL_DATE.match(x.group(0))
+                and _PROHIBITION.search(masked, 0, x.start())):
             continue  # "never deploy while the build is broken": a standing rule's condition
         return " ".join(x.group(0).lower().split())
     return None
