@@ -81,7 +81,7 @@ class ControlRequestHandler(BaseHTTPRequestHandler):
             return
         control = self.server.control
         if name not in control.get_routes:
-            self._send_error_json(405, "MethodNotAllowed", f"use POST for /v1/{name}",
+            self._send_error_json(405, f"use POST for /v1/{name}",
                                   headers={"Allow": "POST"})
             return
         query = self.path.partition("?")[2]
@@ -103,7 +103,7 @@ class ControlRequestHandler(BaseHTTPRequestHandler):
         """Run the handler unless the server is closing (then 503)."""
         control = self.server.control
         if not control._begin():
-            self._send_error_json(503, "ServiceUnavailable", "the daemon is shutting down")
+            self._send_error_json(503, "the daemon is shutting down")
             return
         try:
             self._run(name, control.handlers[name], payload)
@@ -115,26 +115,25 @@ class ControlRequestHandler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         name = path.removeprefix("/v1/") if path.startswith("/v1/") else None
         if name is None or (name != "ping" and name not in control.handlers):
-            self._send_error_json(404, "NotFound", f"no such route: {path}")
+            self._send_error_json(404, f"no such route: {path}")
             return None
         if control._closing:
-            self._send_error_json(503, "ServiceUnavailable", "the daemon is shutting down")
+            self._send_error_json(503, "the daemon is shutting down")
             return None
         return name
 
     def _read_body(self) -> dict[str, Any] | None:
         if self.headers.get("Transfer-Encoding"):
-            self._send_error_json(411, "LengthRequired", "send the body with a Content-Length")
+            self._send_error_json(411, "send the body with a Content-Length")
             return None
         raw_length = self.headers.get("Content-Length", "0").strip()
         if not raw_length.isdigit():
-            self._send_error_json(400, "BadRequest", "invalid Content-Length")
+            self._send_error_json(400, "invalid Content-Length")
             return None
         length = int(raw_length)
         limit = self.server.control.max_body_bytes
         if length > limit:
-            self._send_error_json(413, "RequestTooLarge",
-                                  f"request body of {length} bytes exceeds {limit} bytes")
+            self._send_error_json(413, f"request body of {length} bytes exceeds {limit} bytes")
             self._drain(length)
             return None
         try:
@@ -151,10 +150,10 @@ class ControlRequestHandler(BaseHTTPRequestHandler):
         try:
             body = json.loads(raw)
         except (UnicodeDecodeError, ValueError):
-            self._send_error_json(400, "BadRequest", "the request body is not valid JSON")
+            self._send_error_json(400, "the request body is not valid JSON")
             return None
         if not isinstance(body, dict):
-            self._send_error_json(400, "BadRequest", "the request body must be a JSON object")
+            self._send_error_json(400, "the request body must be a JSON object")
             return None
         return body
 
@@ -194,9 +193,11 @@ class ControlRequestHandler(BaseHTTPRequestHandler):
     def _send_json(self, status: int, obj: Any) -> None:
         self._send_bytes(status, json.dumps(obj, ensure_ascii=False).encode("utf-8"))
 
-    def _send_error_json(self, status: int, type_name: str, message: str, *,
+    def _send_error_json(self, status: int, message: str, *, type_name: str | None = None,
                          kind: Any = None, headers: Mapping[str, str] | None = None) -> None:
-        body = error_body(type_name, message, kind)
+        """Send the error envelope of ``status``; its type is ``type_name`` or the status's
+        own (:func:`~opencode_memoryd.errors.status_type`)."""
+        body = error_body(type_name or status_type(status), message, kind)
         self._send_bytes(status, json.dumps(body, ensure_ascii=False).encode("utf-8"),
                          headers=headers)
 
@@ -224,7 +225,7 @@ class ControlRequestHandler(BaseHTTPRequestHandler):
             phrase = HTTPStatus(code).phrase
         except ValueError:
             phrase = "Error"
-        self._send_error_json(code, status_type(code), message or phrase)
+        self._send_error_json(code, message or phrase)
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         log.debug("control.request", method=self.command, path=getattr(self, "path", None),
