@@ -19,6 +19,8 @@ from opencode_memoryd.extract.supersede import corrects
     ("The test command is now `make check`.", "The test command is `make test`."),
     ("The registry is now ghcr.io.", "The registry: docker.io"),
     ("My editor is now Helix.", "My editor is Neovim."),
+    ("The editor is now VS Codium.", "The editor is VS Code."),       # a name of two words
+    ("My shell is now fish.", "My shell is zsh."),
     ("The staging URL is staging3.acme.dev from now on.",
      "The staging URL is now staging2.acme.dev."),
 ])
@@ -35,6 +37,17 @@ def test_a_new_value_replaces_the_old_one(new: str, old: str) -> None:
     ("The staging URL is staging2.acme.dev.", "The staging URL is staging.acme.dev."),  # no cue
     ("The staging URL for admins is now admin.acme.dev.", "The staging URL is staging.acme.dev."),
     ("The port is now 8080.", "Deploys go through port 22."),         # not stated at its start
+    # a state or a quality is no value, on either side
+    ("The default branch is now main.",
+     "The default branch is protected; never push to it directly."),
+    ("The port is now 8080.", "The port is set in .env, never hard-code it."),
+    ("The Node version is now 22.", "The Node version is pinned in .nvmrc."),
+    ("The registry is now ghcr.io.", "The registry is private, log in first."),
+    ("The database is now locked.", "The database is PostgreSQL."),
+    ("The command is now failing.", "The command is `make test`."),
+    ("The port is now open.", "The port is 8080."),
+    ("So the DB is now empty after the reset.", "The DB is Postgres."),
+    ("The new React version is out.", "The React version is 18."),
 ])
 def test_anything_else_replaces_nothing(new: str, old: str) -> None:
     assert not replaces_value(new, old)

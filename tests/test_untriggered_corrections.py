@@ -15,7 +15,8 @@ import pytest
 from conftest import cli_json, llm_section, write_config
 from fake_openai import FakeOpenAI
 from opencode_memoryd.extract.corrections import correction_sentences, is_correction
-from opencode_memoryd.extract.rules import RulesExtractor
+from opencode_memoryd.extract.rules import RulesExtractor, corrections
+from opencode_memoryd.extract.supersede import corrects
 from opencode_memoryd.models import TranscriptLine
 from test_supersede import LINE, TRIGGER, Shape, facts, run
 
@@ -251,3 +252,26 @@ def test_a_models_memory_of_a_correction_retires_the_fact_with_the_users_cue(
     tomb = next(m for m in facts(forgetful_config, shape, "--all")
                 if m["id"] == before[0]["id"])
     assert tomb["superseded_by"] == new[0]["id"]
+
+
+@pytest.mark.parametrize(("sentence", "stored"), [
+    ("Python 3.13 is out.", "We use Python 3.13."),                   # news of a release
+    ("Vite 6 is out!", "We build with Vite 6."),
+    ("We have no more Docker containers running.", "We run the services with Docker."),
+    ("No more Webpack warnings after that change.", "We use Webpack to bundle."),
+    ("That commit replaced Black.", "We format with Black."),
+    ("Thanks. Postgres replaced SQLite in the test fixture, so rerun the migrations.",
+     "We use SQLite for the test database."),                         # an edit in one place
+    ("I changed the import from lodash to lodash-es in app.ts.", "We use lodash."),
+    ("The port is now open.", "The port is 8080."),                   # a state, no value
+    ("The database is now locked.", "The database is PostgreSQL."),
+])
+def test_an_ordinary_coding_remark_corrects_nothing(sentence: str, stored: str) -> None:
+    assert not any(corrects(fact, stored) for fact, _ in corrections(sentence, project="x"))
+
+
+def test_work_done_on_the_project_in_the_first_person_is_no_users_choice() -> None:
+    assert corrections("I migrated the tests from Jest to Vitest.", project="x") == [
+        ("I migrated the tests from Jest to Vitest.", "project")]
+    assert corrections("I switched from VS Code to Neovim.", project="x") == [
+        ("I switched from VS Code to Neovim.", "user")]

@@ -13,7 +13,8 @@ quotation: the cue is read on the masked text), a statement (no question, no imp
 "replace X with Y in utils.ts" is a task), not hypothetical or planned ("should we switch
 from X", "we might drop X", "let's move off X", "if we replace X"), not negated ("we
 haven't moved off X yet"), not temporary (:func:`~opencode_memoryd.extract.temporal.
-temporary_reason`), not read as a directive already, and has a replacement cue
+temporary_reason`), not about a place in the code ("… in app.ts", "… in the test
+fixture": an edit), not read as a directive already, and has a replacement cue
 (:func:`~opencode_memoryd.extract.supersede.replaced_terms`) or gives a value slot a new
 value (:func:`~opencode_memoryd.extract.slots.slot_change`: "the staging URL is now
 staging2.acme.dev").
@@ -50,6 +51,16 @@ _LABEL = re.compile(
 _INTERJECTION = re.compile(
     r"^(?:\W*(?:wait|hold\s+on|hang\s+on|hmm+|oh+|ah+|nope|no(?:\s+no)*|nah|well|ok(?:ay)?"
     r"|so|right|um+|uh+|sorry|oops)\s*[,!.\u2014\u2013-]+\s*)+", re.IGNORECASE)
+#: A place in the code: a replacement made there is an edit, not the project's choice
+#: ("I changed the import from lodash to lodash-es in app.ts", "Postgres replaced SQLite in
+#: the test fixture").
+_LOCAL = re.compile(
+    r"\b(?:in|inside|within|for|from|of)\s+(?:the\s+|this\s+|that\s+|our\s+|my\s+)?"
+    r"(?:[\w./-]+\.(?:py|pyi|ts|tsx|js|jsx|mjs|cjs|go|rs|java|kt|rb|php|cs|cpp|c|h|swift"
+    r"|json|ya?ml|toml|ini|cfg|md|css|scss|html|vue|svelte|sql|sh)\b|(?:test|spec|fixture"
+    r"|file|function|method|class|module|component|script|snippet|example|helper|hook|route"
+    r"|handler|endpoint|query|migration|line|loop|block|import|template|story|page)s?\b)",
+    re.IGNORECASE)
 #: Openers of a question (a sentence may lack its "?" when typed fast).
 _QUESTION = re.compile(
     r"^\W*(?:is|are|am|do|does|did|can|could|should|shall|would|will|have|has|had|was"
@@ -114,6 +125,6 @@ def is_correction(sentence: str, masked: str | None = None) -> bool:
         return False
     if _NOT_A_FACT.search(core) or _NEGATED.search(core) or temporary_reason(core):
         return False
-    if not is_clause(core) or lx.PROMISE.match(core):
+    if not is_clause(core) or lx.PROMISE.match(core) or _LOCAL.search(core):
         return False
     return bool(replaced_terms(m)) or slot_change(strip_filler(sentence)) is not None

@@ -322,11 +322,21 @@ def corrections(text: str, *, project: str | None = None) -> list[tuple[str, Sco
         fact = finish(grammar.Fact(sentence), project=project, scope="project")
         if fact is None:
             continue
-        scope: Scope = "user" if about_user(fact, project) else "project"
+        # "I migrated the tests from Jest to Vitest" reports work on the project, not the
+        # person's own choice ("I switched from VS Code to Neovim")
+        user = about_user(fact, project) and not _ACTION_ON_A_THING.match(fact)
+        scope: Scope = "user" if user else "project"
         if scope == "user":
             fact = finish(grammar.Fact(sentence), project=None, scope="user") or fact
         out.append((fact, scope))
     return out
+
+
+#: A first-person report of work done on a thing ("I migrated the tests from …", "I changed
+#: the import to …"), as opposed to the person's own move ("I switched from …").
+_ACTION_ON_A_THING = re.compile(
+    r"^I\s+(?:have\s+|'ve\s+|just\s+)?\w+ed\s+(?!(?:from|off|away|to|over|back)\b)"
+    r"(?:the|our|all|every|this|that|these|those|its|their|some)\b", re.IGNORECASE)
 
 
 class RulesExtractor:

@@ -29,8 +29,8 @@ _HEAD = "|".join(sorted(VALUE_NOUNS, key=len, reverse=True))
 #: A slot: up to three words before a value noun ("the staging URL", "our default branch").
 _SLOT = (r"(?P<slot>(?:(?:the|our|my|your)\s+)?(?:[\w.@/-]+\s+){0,3}?"
          rf"(?:{_HEAD}))")
-#: A value: a code span or one token.
-_VALUE = r"(?P<v>`[^`\n]{1,80}`|[^\s,;()]+)"
+#: A value: a code span, or one token and up to two capitalised ones ("VS Code").
+_VALUE = r"(?P<v>`[^`\n]{1,80}`|[^\s,;()]+(?:\s+(?-i:[A-Z0-9])[^\s,;()]*){0,2})"
 #: The new fact's ways of giving a slot a new value.
 _CHANGES = tuple(re.compile(p, re.IGNORECASE) for p in (
     rf"^{_SLOT}\s+(?:is|are)\s+now\s+(?:set\s+to\s+|at\s+|on\s+|called\s+|named\s+)?"
@@ -45,12 +45,22 @@ _CHANGES = tuple(re.compile(p, re.IGNORECASE) for p in (
 _STATES = re.compile(rf"^{_SLOT}\s*(?:(?:is|are)\s+(?:now\s+)?"
                      r"(?:at\s+|on\s+|set\s+to\s+|called\s+|named\s+)?"
                      rf"|[:=]\s*){_VALUE}", re.IGNORECASE)
-#: Words that are no value ("is now the default", "is now longer").
+#: Words that are no value but a state or a quality ("is now the default", "is now
+#: longer", "is private", "is now open", "is out"): a value is a name, a number, an
+#: address, a path or a code span (:func:`_is_value`).
 _NOT_VALUES = frozenset(re.findall(r"[a-z]+", """
 a an the this that it its our my your their in on at to for of by with and or not no also
 longer shorter bigger smaller faster slower higher lower more less different same
 required optional deprecated configurable gone fixed broken ready done called named
+set private public open closed locked empty full down up out off on frozen slow fast
+stale old new busy free available unavailable unreachable reachable live dead missing
+invalid valid wrong right fine ok okay good bad secure insecure shared read only
+readonly writable enabled disabled default mandatory experimental stable unstable beta
+alpha flaky red green blocked protected pinned hardcoded hard coded configured unknown
+obsolete legacy final temporary permanent
 """))
+#: Endings of words that describe rather than name ("pinned", "failing", "configurable").
+_DESCRIBING = re.compile(r"(?:ed|ing|ly|able|ible|ful|less|ous|ive)$")
 _DETERMINERS = frozenset({"the", "our", "my", "your", "new"})
 
 
@@ -67,6 +77,19 @@ def _value_key(value: str) -> str:
     return _fold(value).strip("`'\".!?:;").rstrip("/")
 
 
+def _is_value(raw: str) -> bool:
+    """Whether the words given a slot name a value (see :data:`_NOT_VALUES`): a code span,
+    a token holding a digit or one of ``. / : @ _ -`` (a host, a version, a path), a
+    capitalised name, or a plain word that is no state or quality."""
+    raw = raw.strip().rstrip(".!?:;")
+    if not raw:
+        return False
+    if raw.startswith("`") or re.search(r"[\d./:@_-]", raw) or raw[:1].isupper():
+        return True
+    word = _fold(raw).split()[0]
+    return word not in _NOT_VALUES and not _DESCRIBING.search(word)
+
+
 def _lead(text: str) -> str:
     return text.strip().lstrip("-*• ").replace("\u2019", "'")
 
@@ -78,10 +101,8 @@ def slot_change(text: str) -> tuple[str, str] | None:
     determiners and the value's closing punctuation dropped)."""
     lead = _lead(text)
     for rx in _CHANGES:
-        if m := rx.match(lead):
-            value = _value_key(m.group("v"))
-            if value and value not in _NOT_VALUES:
-                return _slot_key(m.group("slot")), value
+        if (m := rx.match(lead)) and _is_value(m.group("v")):
+            return _slot_key(m.group("slot")), _value_key(m.group("v"))
     return None
 
 
@@ -89,10 +110,9 @@ def slot_value(text: str, slot: str) -> str | None:
     """The value an older fact gives ``slot`` (a key of :func:`slot_change`) at its start
     (``"The staging URL is staging.acme.dev."`` -> ``"staging.acme.dev"``), else ``None``."""
     m = _STATES.match(_lead(text))
-    if not m or _slot_key(m.group("slot")) != slot:
+    if not m or _slot_key(m.group("slot")) != slot or not _is_value(m.group("v")):
         return None
-    value = _value_key(m.group("v"))
-    return value if value and value not in _NOT_VALUES else None
+    return _value_key(m.group("v"))
 
 
 def replaces_value(new: str, old: str) -> bool:

@@ -25,9 +25,15 @@ _NAME = r"[A-Za-z0-9][\w.@/+#-]*"
 #: A code span is one term whatever its words ("instead of `make test`").
 _TERM = (rf"(?:the\s+|our\s+|an?\s+)?(?P<x>`[^`\n]{{1,60}}`|"
          rf"{_NAME}(?:\s+[A-Z0-9][\w.@/+#-]*){{0,2}})")
+#: A term whose more words are capitalised in any case (the cues are read ignoring case).
+_TERM_CASED = (rf"(?:the\s+|our\s+|an?\s+)?(?P<x>`[^`\n]{{1,60}}`|"
+               rf"{_NAME}(?:\s+(?-i:[A-Z0-9])[\w.@/+#-]*){{0,2}})")
 #: Marks a cue whose term must look like a name (not a plain lowercase word): "the
 #: client is deprecated", "removed in June" replace no tool.
 _WEAK = "(?P<weak>)"
+#: Marks a cue whose term may not carry a version: "Python 3.13 is out" is news of a
+#: release, "Poetry is out" a correction.
+_RELEASE = "(?P<release>)"
 #: Marks the cue whose term is its sentence's subject ("Flask was replaced by FastAPI").
 _SUBJECT = "(?P<subject>)"
 #: Each cue with the replaced term in group ``x``.
@@ -44,14 +50,18 @@ _CUES: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECASE) for p in
     rf"\b(?:replace[sd]?|swap(?:ped)?)\s+{_TERM}\s+(?:with|by|for)\b",
     rf"\b(?:replaces|supersedes|superseded|succeeds)\s+{_TERM}",
     # "Kubernetes replaced Nomad" (with no "with"/"by": the replaced one follows)
-    rf"(?:^|[\s,;:(]){_NAME}\s+replaced\s+{_WEAK}{_TERM}(?!\s+(?:with|by|for)\b)",
+    # (the new name opens the clause: "That commit replaced Black" names no tool)
+    rf"(?:^|[,;:(]\s*)(?!(?:that|this|the|it|which|who|he|she|they|we|i|you|my|our)\b)"
+    rf"(?-i:[A-Z])[\w.@/+#-]*\s+replaced\s+{_WEAK}{_TERM}(?!\s+(?:with|by|for)\b)",
     # X not in use any more: "no longer X", "don't use X any more", "stopped using X"
     rf"\bno\s+longer\s+(?:(?:use|uses|using|need|run|runs|on|with)\b)?\s*{_TERM}",
     rf"\b(?:don't|do\s+not|doesn't|does\s+not|won't|aren't|are\s+not)\s+"
     rf"(?:use|using|need|run)\s+{_TERM}\s+any\s*more\b",
     rf"\bnot\s+(?:using\s+|on\s+|with\s+|in\s+|running\s+(?:on\s+)?)?{_TERM}\s+any\s*more\b",
     rf"\b(?:stopped|stop)\s+using\s+{_TERM}",
-    rf"(?:^|[\s,;:(])no\s+more\s+{_WEAK}{_TERM}",
+    # ("no more Webpack warnings": the name modifies a noun, nothing is replaced)
+    rf"(?:^|[\s,;:(])no\s+more\s+{_WEAK}{_TERM_CASED}(?=\s*(?:[,.;:!)\u2014]|$)|\s+(?:and|but|we"
+    r"|it'?s|now|any\s*more|here|for\s+us)\b)",
     rf"\b(?:takes?|took|taking|taken)\s+over\s+from\s+{_TERM}",
     rf"\b(?:swap(?:ped|ping)?)\s+out\s+{_TERM}\s+(?:for|with)\b",
     # the move with its object: "migrated the API from Flask to FastAPI"
@@ -81,7 +91,8 @@ _CUES: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECASE) for p in
     r"(?:replaced|swapped(?:\s+out)?)\s+(?:by|with|for)|"
     r"no\s+longer\s+(?:used|needed|in\s+use))\b",
     # "X is out" said of a name: "Poetry is out, uv is the package manager"
-    rf"(?:^|[\s,;:(]){_WEAK}{_SUBJECT}(?P<x>{_NAME}(?:\s+(?-i:[A-Z0-9])[\w.@/+#-]*){{0,2}})"
+    # ("Python 3.13 is out", a versioned name, is news of a release: :data:`_RELEASE`)
+    rf"(?:^|[\s,;:(]){_WEAK}{_RELEASE}{_SUBJECT}(?P<x>{_NAME}(?:\s+(?-i:[A-Z0-9])[\w.@/+#-]*){{0,2}})"
     r"\s+(?:is|are)\s+(?:now\s+)?out\b(?!\s+(?:of|for|now|today|this|until|till|sick|on)\b)",
     # "X is out, Y is in"
     rf"(?:^|[\s,;:(]){_WEAK}{_SUBJECT}(?P<x>{_NAME})\s+(?:is|are)\s+out\b[,;:.]?\s+"
@@ -193,6 +204,8 @@ def _term_of(m: re.Match[str], cue: re.Pattern[str], text: str, *, names_a_tool:
     # ("spaces", "fixtures", "nested", "asking") is not a name of a tool
     plain = term.islower() and term.isalpha()
     weak = "weak" in cue.groupindex and (plain or (" " in term and term.split()[0].islower()))
+    if "release" in cue.groupindex and re.search(r"\d", term):
+        return ""
     if (not term or weak or fold(term.split()[0]) in _NOT_TERMS or term.isdigit()
             or (plain and term.endswith(("ed", "ing")))
             or (plain and term.endswith("s") and not names_a_tool)
