@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from opencode_memoryd.serve.runtime.reload import CHECK_INTERVAL_SECONDS, ConfigWatch
+from opencode_memoryd.config.loader import load_config
+from opencode_memoryd.serve.runtime.reload import CHECK_INTERVAL_SECONDS, ConfigWatch, store_change
 
 GOOD = '[extraction]\nmode = "rules"\n'
 
@@ -43,3 +44,15 @@ def test_the_main_loop_looks_every_check_interval() -> None:
     assert watch.due() and not watch.due()
     now[0] += CHECK_INTERVAL_SECONDS
     assert watch.due()
+
+
+def test_a_change_of_embedder_or_store_is_not_taken_up_by_itself(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(GOOD)
+    env = {"HOME": str(tmp_path)}
+    watch = ConfigWatch(cfg, env, refuse=store_change(load_config(cfg, env)))
+    cfg.write_text(GOOD + '[embedding]\nprovider = "none"\n[web]\nenabled = true\n')
+    assert not watch.check()
+    assert watch.error is not None and "[embedding]" in watch.error and "reembed" in watch.error
+    cfg.write_text(GOOD + "[web]\nenabled = true\n")  # the same store: taken up
+    assert watch.check() and watch.error is None

@@ -173,7 +173,11 @@ def _cmd_run(app: App, args: argparse.Namespace) -> int:
             import logging
 
             logging.shutdown()
-            restart_in_place()
+            try:
+                restart_in_place()
+            except OSError as exc:  # a thread still in a call must not hold the exit
+                print(f"opencode-memoryd: cannot restart in place: {exc}", file=sys.stderr)
+                os._exit(EXIT_INTERNAL)
         return code
     except EmbedderMismatchError as exc:
         import structlog

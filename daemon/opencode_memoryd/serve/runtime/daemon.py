@@ -70,7 +70,12 @@ from opencode_memoryd.serve.runtime.alerts import Alerts
 from opencode_memoryd.serve.runtime.commands import CommandHost
 from opencode_memoryd.serve.runtime.jobs import Worker
 from opencode_memoryd.serve.runtime.notify import sd_notify
-from opencode_memoryd.serve.runtime.reload import CHECK_INTERVAL_SECONDS, ConfigWatch
+from opencode_memoryd.serve.runtime.reload import (
+    CHECK_INTERVAL_SECONDS,
+    ConfigWatch,
+    block_hangup,
+    store_change,
+)
 from opencode_memoryd.serve.runtime.shared import DaemonState
 from opencode_memoryd.serve.runtime.signals import StopSignals
 from opencode_memoryd.serve.runtime.sources import SourceTracker
@@ -133,7 +138,8 @@ class Daemon:
                              request_sweep=self.request_sweep)
         self.started_at: datetime | None = None
         #: the config file edited under the daemon (see status()["config_changed"])
-        self.config_watch = ConfigWatch(app.config_path, app.env)
+        self.config_watch = ConfigWatch(app.config_path, app.env,
+                                        refuse=store_change(app.config))
         #: the daemon stops to start again in place (its config file changed, or SIGHUP)
         self.restart_requested = False
         self._hangup = False
@@ -290,10 +296,7 @@ class Daemon:
             scan = self.tracker.next_update_scan()
             if scan is not None:
                 timeout = min(timeout, scan - time.monotonic())
-            timeout = min(timeout, CHECK_INTERVAL_SECONDS)  # the config file's edits
-            if timeout > 0:
-                self.shared.poke.wait(timeout=timeout)
-            if self._config_edited():
+            if timeout > 0 and self._wait_for_poke(timeout):
                 break
             wait = next_check - time.monotonic()
             if wait > 0 and self.stop_event.wait(wait):
@@ -321,6 +324,19 @@ class Daemon:
             next_check = ended + max(MIN_CHECK_INTERVAL_SECONDS, cost)
             sd_notify("WATCHDOG=1")
 
+    def _wait_for_poke(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a poke, looking at the config file every
+        :data:`~opencode_memoryd.serve.runtime.reload.CHECK_INTERVAL_SECONDS`; whether the
+        main loop ends to restart in place."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            poked = self.shared.poke.wait(timeout=max(0.0, min(left, CHECK_INTERVAL_SECONDS)))
+            if self._config_edited():
+                return True
+            if poked or left <= CHECK_INTERVAL_SECONDS:
+                return False
+
     def hangup(self) -> None:
         """SIGHUP: take up the config file now (restart in place when it validates)."""
         self._hangup = True
@@ -342,7 +358,10 @@ class Daemon:
         """Tell systemd the daemon stops, or restarts in place (it then waits for the new
         image's READY=1)."""
         if self.restart_requested:
+            # the new image has its start's time again (the watchdog runs on while systemd
+            # waits for its READY=1)
             sd_notify(f"RELOADING=1\nMONOTONIC_USEC={time.monotonic_ns() // 1000}"
+                      f"\nEXTEND_TIMEOUT_USEC={RESTART_TIMEOUT_SECONDS * 1_000_000}"
                       "\nSTATUS=restarting to take up the edited config file")
         else:
             sd_notify("STOPPING=1")
@@ -416,6 +435,9 @@ def _migration_progress(done: int, total: int) -> None:
     sd_notify(f"EXTEND_TIMEOUT_USEC=60000000\nSTATUS=re-embedding memories: {done}/{total}")
 
 
+#: Seconds systemd gives a restart in place before it deems the daemon hung (its
+#: ``TimeoutStartSec``).
+RESTART_TIMEOUT_SECONDS = 120
 #: What :func:`run` returns when the daemon stopped to start again in place.
 RESTART = -1
 
@@ -448,6 +470,8 @@ def run(app: App) -> int:
             daemon.run_forever()
         finally:
             abandoned = daemon.shutdown()
+            if daemon.restart_requested:  # before the default action is back
+                block_hangup()
     if daemon.restart_requested:
         return RESTART  # the threads still in a call end with the process image
     if abandoned:

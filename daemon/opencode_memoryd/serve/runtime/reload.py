@@ -17,6 +17,7 @@ store's location and the sockets included (the same choice as a service manager'
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -25,6 +26,7 @@ from pathlib import Path
 import structlog
 
 from opencode_memoryd.config.loader import config_digest, load_config
+from opencode_memoryd.config.schema import Config
 from opencode_memoryd.errors import MemorydError
 
 log = structlog.get_logger(__name__)
@@ -41,12 +43,16 @@ class ConfigWatch:
         path: the config file the daemon read (it may not exist: the defaults).
         env: the environment the config was read with.
         monotonic: seconds of a monotonic clock; injectable for tests.
+        refuse: why a valid new config cannot be taken up by a restart in place (``None``:
+            it can), e.g. :func:`store_change`.
     """
 
     def __init__(self, path: Path | None, env: Mapping[str, str], *,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = time.monotonic,
+                 refuse: Callable[[Config], str | None] | None = None) -> None:
         self.path = path
         self.env = env
+        self._refuse = refuse
         self._monotonic = monotonic
         self._read = config_digest(path)
         self._seen = self._read
@@ -83,24 +89,51 @@ class ConfigWatch:
                           "keeps the config it started with")
         else:
             try:
-                load_config(self.path, self.env)
+                new = load_config(self.path, self.env)
             except (MemorydError, OSError, ValueError) as exc:
                 self.error = f"the edited config file is not valid, so it is not used: {exc}"
             else:
-                self.error = None
-                log.info("config_changed_restarting", path=str(self.path))
-                return True
+                self.error = self._refuse(new) if self._refuse is not None else None
+                if self.error is None:
+                    log.info("config_changed_restarting", path=str(self.path))
+                    return True
         log.error("config_change_refused", path=str(self.path), error=self.error)
         return False
 
 
+def block_hangup() -> None:
+    """Block SIGHUP until the next image serves it: a SIGHUP sent while the daemon restarts
+    in place stays pending (a blocked signal and the signal mask survive ``execve``) instead
+    of killing it with the default action; :class:`~opencode_memoryd.serve.runtime.signals.
+    StopSignals` unblocks it, and the daemon restarts once more."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
+
+
 def restart_in_place() -> None:
     """Replace this process by a fresh run of the same command line (same pid, same
-    environment). Does not return.
+    environment: a variable added to the service's environment needs a real restart).
+    Does not return.
 
     Raises:
         OSError: the interpreter could not be executed (the caller exits instead).
     """
+    block_hangup()
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+
+
+def store_change(running: Config) -> Callable[[Config], str | None]:
+    """A ``refuse`` for :class:`ConfigWatch`: a new config that changes the embedder or
+    where the store is (``[embedding]``, ``[qdrant]``) is not taken up by itself, since
+    a store built for another embedder must be re-embedded first (``reembed``, exit 78 at
+    start otherwise) and a moved store is another store."""
+    def refuse(new: Config) -> str | None:
+        changed = [name for name in ("embedding", "qdrant")
+                   if getattr(new, name) != getattr(running, name)]
+        if not changed:
+            return None
+        return (f"the edited config file changes [{'], ['.join(changed)}], which a restart in "
+                "place does not take up: stop the daemon, run `opencode-memoryd reembed` if "
+                "the embedder changed, and start it again")
+    return refuse

@@ -54,6 +54,9 @@ class StopSignals:
         self._previous_fd = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
         for sig in self._signals:
             self._previous[sig] = signal.signal(sig, _noted)
+        # a signal blocked across a restart in place (see reload.restart_in_place) and
+        # still pending is served now
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, self._signals)
         threading.Thread(target=self._serve, args=(self._read_fd,), name="signals",
                          daemon=True).start()
         return self
