@@ -17,7 +17,7 @@ from dataclasses import replace
 from opencode_memoryd.extract.facts import FRAME_STEMS, content_words, missing_identifiers, stem
 from opencode_memoryd.extract.polarity import flip_reason
 from opencode_memoryd.extract.slots import slot_change
-from opencode_memoryd.extract.supersede import mentions, replaced_terms
+from opencode_memoryd.extract.supersede import replaced_terms
 from opencode_memoryd.models import ExtractionResult, MemoryCandidate, normalize_text
 
 #: Share of a directive's key terms (:func:`key_terms`) a model memory must hold to stand
@@ -98,8 +98,7 @@ def _with_correction(memory: MemoryCandidate, directive: MemoryCandidate) -> Mem
     replaces still retires it; nothing is retired without the user's cue."""
     if memory.replaces or memory.cue:
         return memory
-    terms = tuple(t for t in replaced_terms(directive.content)
-                  if mentions(memory.content, t) or mentions(directive.content, t))
+    terms = replaced_terms(directive.content)
     if terms:
         return replace(memory, replaces=terms, cue=directive.content)
     if slot_change(directive.content) is not None:

@@ -42,19 +42,24 @@ _UNTIL_EVENT = (r"(?:(?:the|our|my|this|that|its)\s+(?:[\w.-]+\s+){0,2}?(?:relea
                 r"|[\w./-]+(?:\s+[\w./-]+){0,3}?\s+(?:lands|ships)|tomorrow|next\s+week"
                 r"|(?:we|i|you|they)\s+(?:upgrade|migrate|release|ship|launch|switch|move"
                 r"|cut\s+over|finish|fix)\w*"
-                r"|(?:mon|tues|wednes|thurs|fri)day|the\s+end\s+of\s+the\s+(?:day|week|sprint|month))")
+                r"|(?:mon|tues|wednes|thurs|fri)day(?!'s)|the\s+end\s+of\s+the\s+(?:day|week|sprint"
+                r"|month))")
+#: A one-off undertaking that "for this …" ties a directive to ("for this spike"), when the
+#: phrase ends there ("for this feature flag system" names a thing, not a span).
+_UNDERTAKING = (r"(?:spike|refactor|feature|ticket|story|bug|fix|change|investigation|demo"
+                r"|migration|hotfix|issue|prototype|poc)(?=\s*(?:[,.;:!?)]|$)|\s+(?:only|we|i"
+                r"|you|let'?s|please|keep|use|skip|don'?t|do|just|and|but|so|it|the)\b)")
 #: What makes a directive hold only for now ("for now", "this week", "until the release",
 #: "just this session", "temporarily", "while X is broken").
 TEMPORARY = _rx(r"""\b(?:
       (?:just|only|at\s+least)\s+(?:for\s+)?(?:now|today|tonight|this\s+(?:session|task
-        |conversation|chat|experiment|once|time|run|branch|week|sprint|pr|spike|refactor
-        |feature|ticket|story|bug|fix|change|investigation|demo|migration|hotfix|issue))
+        |conversation|chat|experiment|once|time|run|branch|week|sprint|pr))
+    | (?:just\s+|only\s+)?for\s+this\s+""" + _UNDERTAKING + r"""
     | for\s+(?:now|the\s+(?:moment|time\s+being|next\s+(?:few\s+|couple\s+(?:of\s+)?
         |two\s+|three\s+|\d+\s+)?(?:days?|hours?|weeks?))
         |today|tonight|the\s+day|a\s+(?:bit|while|few\s+days)|the\s+rest\s+of\s+(?:the|this|today)
         |this\s+(?:session|task|conversation|chat|experiment|week|sprint|release|pr|run|branch
-        |spike|refactor|feature|ticket|story|bug|fix|change|investigation|demo|migration
-        |hotfix|issue|prototype|poc|month|quarter|weekend))
+        |month|quarter|weekend))
     | for\s+the\s+current\s+(?:session|task|conversation|chat|experiment|sprint)
     | (?:on\s+|in\s+|for\s+)?this\s+(?:branch|pr|task|session|ticket)\s+only
     | only\s+(?:on|in|for)\s+this\s+(?:branch|pr|task|session|ticket)
@@ -66,10 +71,12 @@ TEMPORARY = _rx(r"""\b(?:
     | this\s+(?:week|sprint|month|weekend|morning|afternoon|evening) | today | tonight
     | after\s+today | until\s+tomorrow
     | in\s+the\s+meantime | meanwhile | at\s+the\s+moment | right\s+now
-    | (?:through|thru)\s+(?:(?:mon|tues|wednes|thurs|fri|satur|sun)day|the\s+weekend
+    | (?:through|thru)\s+(?:(?:mon|tues|wednes|thurs|fri|satur|sun)day(?!'s)|the\s+weekend
         |next\s+week|the\s+end\s+of\s+the\s+(?:day|week|sprint|month))
-    | (?:don'?t|do\s+not|not)\s+(?:\w+\s+){1,6}?yet(?=\s*[.!,;]|\s*$)
-    | hold\s+off\s+(?:on\s+)?
+    | (?:don'?t|do\s+not)\s+(?:(?!(?:whose|if|when|unless|until|that|which|where|while
+        |before|after)\b)\w+\s+){1,6}?yet(?=\s*[.!,;]|\s*$)
+    | hold\s+off(?![^.;]*\b(?:on\s+\w+days|on\s+weekends|every|always|whenever|when|if
+        |unless|until|while|before|during|after)\b)
     | (?:until|till|til|unt?il)\s+""" + _UNTIL_EVENT + r"""
     | (?:while|as\s+long\s+as)\s+(?:the\s+|our\s+|my\s+|it\s+|they\s+)?[\w./-]+(?:\s+[\w./-]+){0,3}?
         \s+(?:is|are|'s|stays?|remains?)\s+(?:still\s+)?(?:broken|down|flaky|unstable|offline
@@ -84,7 +91,7 @@ _DATING = _rx(r"\b(?:today|tonight|this\s+(?:week|month|weekend|morning|afternoo
 _CONDITION = _rx(r"(?:while|as\s+long\s+as|until|till|til|untill?|during)\b")
 #: "until" a date: a prohibition that ends then ("don't touch billing until Monday").
 _UNTIL_DATE = _rx(r"""(?:until|till|til|untill?)\s+(?:tomorrow|tonight|next\s+\w+
-    |(?:mon|tues|wednes|thurs|fri|satur|sun)day|the\s+end\s+of\s+the\s+\w+|\d)""")
+    |(?:mon|tues|wednes|thurs|fri|satur|sun)day(?!'s)|the\s+end\s+of\s+the\s+\w+|\d)""")
 _PROHIBITION = _rx(r"\b(?:don'?t|do\s+not|never|no|must\s+not|mustn'?t|shouldn'?t|should\s+not"
                    r"|cannot|can'?t|may\s+not)\b(?!\s+(?:ever\s+)?forget)")
 
