@@ -122,7 +122,7 @@ _REPORT = re.compile(r"^\W*(?:i|we)(?:'m|'ve|'ll|'d|\s+(?:am|are|have|has|had|wi
 #: A state that passes ("the build is broken", "CI is red again", "my laptop is dying",
 #: "Bob is on vacation"), or something going on right now ("the server is restarting"):
 #: a progressive form, save the verbs that describe a standing setup ("is using Postgres",
-#: "is running on port 8080").
+#: "is running on port 8080") and a flow somewhere ("is logging to Datadog").
 _PASSING_STATE = re.compile(
     r"\b(?:is|are|'s|'re|am|'m)\s+(?:currently\s+|still\s+|now\s+|really\s+|super\s+"
     r"|so\s+|very\s+|kinda\s+|a\s+bit\s+|totally\s+|completely\s+)?(?:broken|down|red"
@@ -132,7 +132,8 @@ _PASSING_STATE = re.compile(
     r"|fire|break|lunch)|out\s+of\s+(?:the\s+)?office|ooo|under\s+maintenance|in\s+progress"
     r"|(?!(?:us|runn|target|host|serv|point|depend|liv|stor|listen|build|support|ship|includ"
     r"|contain|expect|follow|requir|accept|return|hold|keep|handl|mount|wrapp|extend)ing\b"
-    r"|(?:some|any|every|no)thing\b|string\b|spring\b)[a-z]+ing)\b", re.IGNORECASE)
+    r"|(?:some|any|every|no)thing\b|string\b|spring\b)[a-z]+ing"
+    r"(?!\s+(?:to|into|via|through)\b))\b", re.IGNORECASE)
 #: News of something that just happened to a thing ("the meeting got moved", "the wifi
 #: password changed", "staging went down", "the deploy was postponed").
 _NEWS = re.compile(
