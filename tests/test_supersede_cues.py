@@ -123,6 +123,8 @@ NOT_CORRECTIONS = [
     "No more than 3 retries per job.",
     "I replaced the for loop with a map.",
     "Changed the default from 10 to 20.",
+    "That's awesome, not too far away then!",
+    "It's fine, not broken.",
 ]
 STATES = ["We use Jest for unit tests.", "Jest is our test runner.", "Run the tests with Jest.",
           "We always use npm to install.", "CI runs on Travis CI.", "The database is MySQL."]

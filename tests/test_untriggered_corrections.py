@@ -159,6 +159,9 @@ def test_a_stated_replacement_is_a_correction(sentence: str) -> None:
     "Swap Moment for date-fns in utils.ts.",          # a task
     "I think we should move off Poetry.",              # a proposal
     "We're planning to migrate from MySQL to Postgres.",
+    "We're migrating from REST to GraphQL.",           # under way, not done
+    "We are dropping Python 3.8 support.",
+    "That's awesome, not too far away then!",          # a quality, no tool
     "If we drop Redux, the store tests break.",        # a condition
     "We haven't switched from Yarn yet.",              # negated
     "Nobody moved off Travis CI.",

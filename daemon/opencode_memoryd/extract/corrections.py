@@ -11,7 +11,8 @@ own: precision first.
 A sentence qualifies (:func:`correction_sentences`) when it is prose (not code, a log or a
 quotation: the cue is read on the masked text), a statement (no question, no imperative:
 "replace X with Y in utils.ts" is a task), not hypothetical or planned ("should we switch
-from X", "we might drop X", "let's move off X", "if we replace X"), not negated ("we
+from X", "we might drop X", "let's move off X", "if we replace X"), not under way ("we're
+migrating from X to Y": the old fact holds until it is done), not negated ("we
 haven't moved off X yet"), not temporary (:func:`~opencode_memoryd.extract.temporal.
 temporary_reason`), not about a place in the code ("… in app.ts", "… in the test
 fixture": an edit), not read as a directive already, and has a replacement cue
@@ -75,6 +76,13 @@ _NOT_A_FACT = re.compile(
     r"|please|todo|to-do|eventually|someday|soon|next\s+(?:week|month|quarter|sprint|year)"
     r"|can\s+(?:we|you|i)|(?-i:idea|rfc|vs\.?)|discuss\w*|debat\w*|versus|or\s+not)\b",
     re.IGNORECASE)
+#: A replacement under way, not done: "we're migrating from REST to GraphQL", "we are
+#: dropping Python 3.8 support" (the old fact holds until it is done).
+_UNDER_WAY = re.compile(
+    r"(?:'re|'s|'m|\b(?:are|is|am))\s+(?:\w+\s+)?(?:migrating|moving|switching|replacing"
+    r"|dropping|phasing|ditching|transitioning|porting|converting|upgrading|downgrading"
+    r"|removing|retiring|deprecating|sunsetting|swapping|getting\s+rid|rewriting)\b",
+    re.IGNORECASE)
 #: A replacement said not to have happened (yet): "we haven't moved off X yet".
 _NEGATED = re.compile(
     r"\b(?:haven't|hasn't|hadn't|didn't|did\s+not|have\s+not|has\s+not|had\s+not|not\s+yet"
@@ -123,7 +131,8 @@ def is_correction(sentence: str, masked: str | None = None) -> bool:
     core = strip_filler(_INTERJECTION.sub("", m)).strip()
     if not core or _QUESTION.match(core) or first_word(core) in lx.IMPERATIVE | _CUE_VERBS:
         return False
-    if _NOT_A_FACT.search(core) or _NEGATED.search(core) or temporary_reason(core):
+    if (_NOT_A_FACT.search(core) or _NEGATED.search(core) or _UNDER_WAY.search(core)
+            or temporary_reason(core)):
         return False
     if not is_clause(core) or lx.PROMISE.match(core) or _LOCAL.search(core):
         return False

@@ -99,9 +99,12 @@ _CUES: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECASE) for p in
     rf"(?:and\s+)?{_NAME}\s+(?:is|are)\s+in\b",
     rf"(?:^|[\s,;:(])(?P<x>{_NAME})\s*(?:→|->|=>)\s*{_NAME}",
     # "use Y, not X", "the runner is Y, not X"
-    rf"(?:\b(?:use|uses|using|prefer|prefers|pick|choose|with|via|run|runs|on|is|are)|"
-    rf"\b(?:it|that|we|they)(?:'s|'re))\s+(?:now\s+)?{_NAME}"
+    rf"\b(?:use|uses|using|prefer|prefers|pick|choose|with|via|run|runs|on|is|are)\s+"
+    rf"(?:now\s+)?{_NAME}"
     rf"(?:\s+[A-Z0-9][\w.@/+#-]*){{0,2}},?\s+(?:not|rather\s+than)\s+{_TERM}",
+    # "it's Y now, not X": Y a name ("it's awesome, not too far" replaces nothing)
+    rf"\b(?:it|that|we|they)(?:'s|'re)\s+(?:now\s+)?(?:on\s+)?(?P<y>`?[A-Za-z0-9][\w.@/+#-]*`?)"
+    rf"(?:\s+[A-Z0-9][\w.@/+#-]*){{0,2}}(?:\s+now)?,?\s+(?:not|rather\s+than)\s+{_TERM}",
 ))
 
 #: A word every cue holds one of (a quick test before the cues themselves).
@@ -206,12 +209,33 @@ def _term_of(m: re.Match[str], cue: re.Pattern[str], text: str, *, names_a_tool:
     weak = "weak" in cue.groupindex and (plain or (" " in term and term.split()[0].islower()))
     if "release" in cue.groupindex and re.search(r"\d", term):
         return ""
+    if "y" in cue.groupindex and not _names_a_thing(m.group("y")):
+        return ""
     if (not term or weak or fold(term.split()[0]) in _NOT_TERMS or term.isdigit()
             or (plain and term.endswith(("ed", "ing")))
             or (plain and term.endswith("s") and not names_a_tool)
             or _still_used(text, term)):
         return ""
     return term
+
+
+#: Words that say how something is, not what it is ("it's awesome, not too far").
+_QUALITIES = _set("""
+awesome great fine good ok okay true false right wrong cool nice bad fast slow better worse
+best worst easy hard simple fun weird odd strange possible impossible far close near enough
+done ready same different new old big small fair sure clear important necessary likely
+""")
+_QUALITY_END = re.compile(r"(?:ful|ous|ive|able|ible|ing|ed|ly|less|al)$")
+
+
+def _names_a_thing(word: str) -> bool:
+    """Whether the new term of "it's Y, not X" names a tool or a value rather than a
+    quality: a code span, a capitalised or digit-bearing name, or a plain word that is no
+    quality (:data:`_QUALITIES`, adjective endings)."""
+    if word.startswith("`") or word[:1].isupper() or re.search(r"[\d.@/+#_-]", word):
+        return True
+    w = fold(word)
+    return w not in _QUALITIES and not _QUALITY_END.search(w)
 
 
 def _still_used(text: str, term: str) -> bool:
