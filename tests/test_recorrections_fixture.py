@@ -39,7 +39,8 @@ from filelock import FileLock
 from conftest import FIXTURES, cli, cli_json, llm_section, write_config
 from fake_openai import FakeOpenAI
 from opencode_memoryd.extract.rules import directives
-from opencode_memoryd.models import iso_utc, utc_from_ms
+from test_corrections_fixture import later_blocks, message_time, project, run
+from test_supersede import LINE
 
 SHAPES = {"message": "opencode-recorrections.db",
           "session_message": "opencode-recorrections-v2.db"}
@@ -126,14 +127,6 @@ def store(request: pytest.FixtureRequest, cache_dir: Path, isolated_env: dict[st
     yield done
 
 
-def run(b: Backfilled, *args: str) -> Any:
-    return cli_json("--config", str(b.config), *args)
-
-
-def project(b: Backfilled, name: str) -> dict[str, Any]:
-    return next(p for p in b.manifest["projects"] if p["name"] == name)
-
-
 def listed(b: Backfilled, name: str, *extra: str) -> list[dict[str, Any]]:
     """The facts of project ``name`` (``""``: of the user scope)."""
     where = ["--user"] if not name else ["--dir", project(b, name)["directory"]]
@@ -150,25 +143,9 @@ def by_message(rows: list[dict[str, Any]], message_id: str) -> list[dict[str, An
     return [m for m in rows if message_id in m["message_ids"]]
 
 
-def later_blocks(b: Backfilled) -> dict[str, str]:
-    """The context block of every session said after the corrections, by project name, as
-    the plugin asks for it (the session, its folder, its first turn)."""
-    out = {}
-    for s in b.manifest["sessions"]:
-        if s["key"].endswith("-later"):
-            block = run(b, "context", "--dir", s["directory"], "--session", s["id"],
-                        "--query", s["turns"][0]["text"])
-            out[s["project"]] = str(block["text"])
-    return out
-
-
 def turn_times(manifest: dict[str, Any]) -> dict[str, int]:
     return {t["message_id"]: int(t["time_created"]) for s in manifest["sessions"]
             for t in s["turns"]}
-
-
-def message_time(b: Backfilled, message_id: str) -> str:
-    return iso_utc(utc_from_ms(turn_times(b.manifest)[message_id]))
 
 
 def find(items: list[dict[str, Any]], key: str, value: str) -> dict[str, Any]:
@@ -263,7 +240,6 @@ def test_only_the_corrected_facts_are_retired(store: Backfilled) -> None:
 
 # -- LLM mode: a scripted model that never says what a memory replaces ------------------
 
-LINE = re.compile(r"^\[(msg_\w+)\] (user|assistant|tool): (.*)$", re.MULTILINE)
 TRIGGER = re.compile(r"^(?:(?:Remember|Keep in mind|Note)(?: that)?[:,]?\s+"
                      r"|For all my projects, remember that\s+|btw\s+|Actually,\s+"
                      r"|Heads-up:\s+|Ok so\s+|Quick update - )", re.IGNORECASE)

@@ -15,7 +15,7 @@ import pytest
 from conftest import cli_json, llm_section, write_config
 from fake_openai import FakeOpenAI
 from opencode_memoryd.extract.corrections import correction_sentences, is_correction
-from opencode_memoryd.extract.rules import RulesExtractor, corrections
+from opencode_memoryd.extract.rules import RulesExtractor, corrections, read
 from opencode_memoryd.extract.supersede import corrects
 from opencode_memoryd.models import TranscriptLine
 from test_supersede import LINE, TRIGGER, Shape, facts, run
@@ -178,16 +178,16 @@ def test_a_plan_a_question_a_task_or_a_temporary_change_is_none(sentence: str) -
 
 
 def test_an_interjection_and_a_label_are_cut_from_the_memory() -> None:
-    assert correction_sentences("No no, heads-up: Jest is gone, we use Vitest.") == [
+    assert correction_sentences(*read("No no, heads-up: Jest is gone, we use Vitest.")) == [
         "Jest is gone, we use Vitest."]
-    assert correction_sentences("Wait, we're not on Heroku anymore, it's Fly.io.") == [
+    assert correction_sentences(*read("Wait, we're not on Heroku anymore, it's Fly.io.")) == [
         "we're not on Heroku anymore, it's Fly.io."]
 
 
 def test_code_and_quotations_hold_no_correction() -> None:
     text = ("The log says:\n```\nmigrated from MySQL to Postgres\n```\n"
             'He wrote "we moved off Poetry" in the ticket.')
-    assert correction_sentences(text) == []
+    assert correction_sentences(*read(text)) == []
 
 
 def test_a_directive_is_not_also_a_correction_candidate() -> None:

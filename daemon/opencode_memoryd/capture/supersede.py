@@ -23,8 +23,9 @@ from typing import Any
 
 import structlog
 
+from opencode_memoryd.extract.facts import fold
 from opencode_memoryd.extract.slots import slot_change, slot_value
-from opencode_memoryd.extract.supersede import fold, mentions, same_subject, states_use
+from opencode_memoryd.extract.supersede import mentions, same_subject, states_use
 from opencode_memoryd.models import FACT_TYPES, Memory, iso_utc, scope_key
 from opencode_memoryd.state.db import StateDB
 from opencode_memoryd.store.api import MemoryFilter, MemoryStore
@@ -99,7 +100,7 @@ def replaced_by(store: MemoryStore, content: str, terms: Sequence[str], *, scope
 
 def supersede(store: MemoryStore, state: StateDB, new: Memory, terms: Sequence[str],
               cue: str, *, now: datetime, record: Record | None = None,
-              said_as: str | None = None) -> list[str]:
+              said_as: str | None = None, olds: Sequence[Memory] | None = None) -> list[str]:
     """Retire what ``new`` replaces (see :func:`superseded`), as one recorded run.
 
     Args:
@@ -111,6 +112,8 @@ def supersede(store: MemoryStore, state: StateDB, new: Memory, terms: Sequence[s
             state file's run alone).
         said_as: where a value change is read (:func:`replaced_by`; ``None``: in
             ``new``'s text).
+        olds: what ``new`` replaces, when the caller looked it up already
+            (:func:`replaced_by` before ``new`` was written); ``None``: looked up here.
 
     Returns:
         The ids retired (none: nothing recorded).
@@ -119,7 +122,8 @@ def supersede(store: MemoryStore, state: StateDB, new: Memory, terms: Sequence[s
         StoreError, StateError: the store or the state file failed; a run left
             ``applying`` is finished by dream recovery.
     """
-    olds = superseded(store, new, terms, said_as=said_as)
+    olds = (superseded(store, new, terms, said_as=said_as) if olds is None
+            else [m for m in olds if m.id != new.id])
     if not olds:
         return []
     run_id = uuid.uuid4().hex[:12]

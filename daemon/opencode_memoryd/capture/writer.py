@@ -251,11 +251,14 @@ def write_memories(
     added = 0
     skipped: Counter[str] = Counter()
     for c in candidates:
-        if c.get("only_if_supersedes") and (state is None or not _corrects(
+        olds: list[Memory] | None = None  # looked up before the write for a conditional one
+        if c.get("only_if_supersedes"):
+            olds = [] if state is None else _corrected(
                 store, c, project_key=project_key, user_id=user_id,
-                message_times=message_times, now=now)):
-            skipped["corrects_nothing"] += 1
-            continue
+                message_times=message_times, now=now)
+            if not olds:
+                skipped["corrects_nothing"] += 1
+                continue
         outcome = write_memory(
             store, c, session_id=session_id, project_key=project_key,
             project_root=project_root, message_times=message_times, now=now,
@@ -269,26 +272,28 @@ def write_memories(
         if ((terms or slot_change(said_as)) and state is not None
                 and outcome.memory.is_active):
             supersede(store, state, outcome.memory, terms, str(c.get("cue") or c["content"]),
-                      now=now, record=record, said_as=said_as)
+                      now=now, record=record, said_as=said_as, olds=olds)
     return added, skipped
 
 
-def _corrects(store: MemoryStore, candidate: Mapping[str, Any], *, project_key: str | None,
-              user_id: str | None, message_times: Mapping[str, int], now: datetime) -> bool:
-    """Whether a candidate would retire an active memory once written (its ``replaces``
-    against the facts of its scope said no later than its first cited message)."""
+def _corrected(store: MemoryStore, candidate: Mapping[str, Any], *, project_key: str | None,
+               user_id: str | None, message_times: Mapping[str, int], now: datetime
+               ) -> list[Memory]:
+    """The active memories a candidate would retire once written (its ``replaces``, or
+    the value it gives a slot, against the facts of its scope said no later than its first
+    cited message)."""
     terms = [str(t) for t in candidate.get("replaces") or []]
     content = scrub(str(candidate["content"])).text
     said_as = _users_words(candidate)
     if not terms and slot_change(said_as) is None:
-        return False
+        return []
     scope = str(candidate["scope"])
     times = [message_times[m] for m in candidate["message_ids"] if m in message_times]
     said = utc_from_ms(min(times)) if times else now
-    return bool(replaced_by(store, content, terms, scope=scope,
-                            project_id=None if scope == "user" else project_key,
-                            user_id=user_id if scope == "user" else None, said=said,
-                            said_as=said_as))
+    return replaced_by(store, content, terms, scope=scope,
+                       project_id=None if scope == "user" else project_key,
+                       user_id=user_id if scope == "user" else None, said=said,
+                       said_as=said_as)
 
 
 def _users_words(candidate: Mapping[str, Any]) -> str:

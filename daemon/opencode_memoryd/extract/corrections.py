@@ -41,6 +41,8 @@ MAX_CORRECTION_CHARS = 300
 _CUE_VERBS = frozenset(re.findall(r"[a-z]+", """
 replace swap drop ditch dump remove retire abandon deprecate sunset switch move migrate
 change convert port upgrade downgrade transition phase get stop use go"""))
+#: A sentence opening with one of these asks for something.
+_REQUEST_VERBS = lx.IMPERATIVE | _CUE_VERBS
 #: An announcement's label before the correction ("Heads-up: we ditched Redux", "Quick
 #: update - we moved off Poetry"): cut from the memory's text.
 _LABEL = re.compile(
@@ -85,16 +87,20 @@ _UNDER_WAY = re.compile(
     re.IGNORECASE)
 #: A replacement said not to have happened (yet): "we haven't moved off X yet".
 _NEGATED = re.compile(
-    r"\b(?:haven't|hasn't|hadn't|didn't|did\s+not|have\s+not|has\s+not|had\s+not|not\s+yet"
+    r"\b(?:haven't|hasn't|hadn't|didn't|did\s+not|have\s+not|has\s+not|had\s+not"
     r"|yet|never\s+\w+ed|nobody|no\s+one|not\s+(?:moving|switching|migrating|replacing"
     r"|dropping))\b", re.IGNORECASE)
 
 
-def correction_sentences(text: str) -> list[str]:
+def correction_sentences(units: list[segment.Unit], readings: list[grammar.Reading]
+                         ) -> list[str]:
     """The sentences of one human message that state a correction without a trigger.
 
     Args:
-        text: the message as the user wrote it.
+        units: the message cut into sentences (:func:`opencode_memoryd.extract.segment.
+            units`).
+        readings: the grammar's reading of each (:func:`opencode_memoryd.extract.grammar.
+            read`), as the rules extractor made them for the message's directives.
 
     Returns:
         Each qualifying sentence (see the module doc) as written, an interjection
@@ -104,8 +110,6 @@ def correction_sentences(text: str) -> list[str]:
         A sentence the grammar already reads as a directive (or a retraction, or what an
         anaphor points at) is left out: the directive carries the cue itself.
     """
-    units = segment.units(text)
-    readings = [grammar.read(u) for u in units]
     pointed = {i - 1 for i, r in enumerate(readings) if r.anaphor is not None or r.retract}
     pointed |= {i + 1 for i, r in enumerate(readings) if r.anaphor == "either"}
     out: list[str] = []
@@ -129,7 +133,7 @@ def is_correction(sentence: str, masked: str | None = None) -> bool:
     if len(sentence) > MAX_CORRECTION_CHARS or "?" in m:
         return False
     core = strip_filler(_INTERJECTION.sub("", m)).strip()
-    if not core or _QUESTION.match(core) or first_word(core) in lx.IMPERATIVE | _CUE_VERBS:
+    if not core or _QUESTION.match(core) or first_word(core) in _REQUEST_VERBS:
         return False
     if (_NOT_A_FACT.search(core) or _NEGATED.search(core) or _UNDER_WAY.search(core)
             or temporary_reason(core)):

@@ -19,9 +19,15 @@ from __future__ import annotations
 
 import difflib
 import re
+import unicodedata
 
 from opencode_memoryd.text import ENGLISH_STOPWORDS
 
+
+def fold(text: str) -> str:
+    """``text`` NFKC-normalised and case-folded (a right single quote as an apostrophe):
+    how names, terms and values are compared."""
+    return unicodedata.normalize("NFKC", text).casefold().replace("\u2019", "'")
 
 def similarity(a: str, b: str) -> float:
     """Text similarity in [0, 1] of two normalised facts (difflib's ratio on words)."""

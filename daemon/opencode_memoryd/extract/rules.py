@@ -88,9 +88,19 @@ def _antecedents(units: list[segment.Unit], readings: list[grammar.Reading], i: 
     return sorted(run)
 
 
-def _read_message(text: str) -> list[_Out]:
+#: A message cut into sentences (:func:`opencode_memoryd.extract.segment.units`) and each
+#: sentence's reading (:func:`opencode_memoryd.extract.grammar.read`).
+Read = tuple[list[segment.Unit], list[grammar.Reading]]
+
+
+def read(text: str) -> Read:
+    """One human message, cut into sentences and read once for :func:`directives` and
+    :func:`corrections` alike."""
     units = segment.units(text)
-    readings = [grammar.read(u) for u in units]
+    return units, [grammar.read(u) for u in units]
+
+
+def _read_message(units: list[segment.Unit], readings: list[grammar.Reading]) -> list[_Out]:
     out: list[_Out] = []
     for i, r in enumerate(readings):
         if r.retract:
@@ -285,7 +295,7 @@ def classify(text: str, scope: Scope) -> MemoryType:
     return "project"
 
 
-def directives(text: str, *, project: str | None = None) -> list[tuple[str, Scope]]:
+def directives(text: str | Read, *, project: str | None = None) -> list[tuple[str, Scope]]:
     """Find the explicit directives in one human message.
 
     Args:
@@ -298,7 +308,7 @@ def directives(text: str, *, project: str | None = None) -> list[tuple[str, Scop
     """
     out: list[tuple[str, Scope]] = []
     seen: set[str] = set()
-    for o in _read_message(text):
+    for o in _read_message(*(read(text) if isinstance(text, str) else text)):
         fact = finish(o.fact, project=project, scope=o.scope)
         if fact is None:
             continue
@@ -312,13 +322,13 @@ def directives(text: str, *, project: str | None = None) -> list[tuple[str, Scop
     return out
 
 
-def corrections(text: str, *, project: str | None = None) -> list[tuple[str, Scope]]:
+def corrections(text: str | Read, *, project: str | None = None) -> list[tuple[str, Scope]]:
     """The corrections one human message states without a trigger ("Actually, we use
     Vitest now, not Jest"; :func:`opencode_memoryd.extract.corrections.correction_sentences`),
     as ``(fact, scope)`` like :func:`directives`: each is a memory only if it retires one
     (``only_if_supersedes`` of its candidate)."""
     out: list[tuple[str, Scope]] = []
-    for sentence in correction_sentences(text):
+    for sentence in correction_sentences(*(read(text) if isinstance(text, str) else text)):
         fact = finish(grammar.Fact(sentence), project=project, scope="project")
         if fact is None:
             continue
@@ -365,10 +375,11 @@ class RulesExtractor:
         for line in lines:
             if line.role != "user":
                 continue
+            message = read(line.text)
             found = [(fact, scope, False)
-                     for fact, scope in directives(line.text, project=project or None)]
+                     for fact, scope in directives(message, project=project or None)]
             found += [(fact, scope, True)
-                      for fact, scope in corrections(line.text, project=project or None)]
+                      for fact, scope in corrections(message, project=project or None)]
             for fact, scope, conditional in found:
                 if len(fact) > self.max_chars:
                     rejected.append(("too_long", fact[:60]))

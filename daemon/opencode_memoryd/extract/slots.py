@@ -16,7 +16,8 @@ names no value slot and replaces nothing.
 from __future__ import annotations
 
 import re
-import unicodedata
+
+from opencode_memoryd.extract.facts import fold
 
 #: The head nouns of a slot that holds one value at a time.
 VALUE_NOUNS = frozenset(re.findall(r"[a-z]+", """
@@ -47,7 +48,7 @@ _STATES = re.compile(rf"^{_SLOT}\s*(?:(?:is|are)\s+(?:now\s+)?"
                      rf"|[:=]\s*){_VALUE}", re.IGNORECASE)
 #: Words that are no value but a state or a quality ("is now the default", "is now
 #: longer", "is private", "is now open", "is out"): a value is a name, a number, an
-#: address, a path or a code span (:func:`_is_value`).
+#: address, a path or a code span (:func:`names_a_thing`).
 _NOT_VALUES = frozenset(re.findall(r"[a-z]+", """
 a an the this that it its our my your their in on at to for of by with and or not no also
 longer shorter bigger smaller faster slower higher lower more less different same
@@ -57,36 +58,35 @@ stale old new busy free available unavailable unreachable reachable live dead mi
 invalid valid wrong right fine ok okay good bad secure insecure shared read only
 readonly writable enabled disabled default mandatory experimental stable unstable beta
 alpha flaky red green blocked protected pinned hardcoded hard coded configured unknown
-obsolete legacy final temporary permanent
+obsolete legacy final temporary permanent awesome great cool nice better worse best worst
+easy hard simple fun weird odd strange possible impossible far close near enough fair sure
+clear important necessary likely
 """))
 #: Endings of words that describe rather than name ("pinned", "failing", "configurable").
-_DESCRIBING = re.compile(r"(?:ed|ing|ly|able|ible|ful|less|ous|ive)$")
+_DESCRIBING = re.compile(r"(?:ed|ing|ly|able|ible|ful|less|ous|ive|al)$")
 _DETERMINERS = frozenset({"the", "our", "my", "your", "new"})
 
 
-def _fold(text: str) -> str:
-    return unicodedata.normalize("NFKC", text).casefold().replace("\u2019", "'")
-
-
 def _slot_key(slot: str) -> str:
-    words = [w for w in _fold(slot).split() if w not in _DETERMINERS]
+    words = [w for w in fold(slot).split() if w not in _DETERMINERS]
     return " ".join(words)
 
 
 def _value_key(value: str) -> str:
-    return _fold(value).strip("`'\".!?:;").rstrip("/")
+    return fold(value).strip("`'\".!?:;").rstrip("/")
 
 
-def _is_value(raw: str) -> bool:
-    """Whether the words given a slot name a value (see :data:`_NOT_VALUES`): a code span,
-    a token holding a digit or one of ``. / : @ _ -`` (a host, a version, a path), a
-    capitalised name, or a plain word that is no state or quality."""
+def names_a_thing(raw: str) -> bool:
+    """Whether words name a thing, a value or a tool, rather than say how something is (see
+    :data:`_NOT_VALUES`): a code span, a token holding a digit or one of ``. / : @ _ + # -``
+    (a host, a version, a path, C#), a capitalised name, or a plain word that is no state
+    or quality. The value of a slot, and the new term of "it's Y, not X"."""
     raw = raw.strip().rstrip(".!?:;")
     if not raw:
         return False
-    if raw.startswith("`") or re.search(r"[\d./:@_-]", raw) or raw[:1].isupper():
+    if raw.startswith("`") or re.search(r"[\d./:@_+#-]", raw) or raw[:1].isupper():
         return True
-    word = _fold(raw).split()[0]
+    word = fold(raw).split()[0]
     return word not in _NOT_VALUES and not _DESCRIBING.search(word)
 
 
@@ -101,7 +101,7 @@ def slot_change(text: str) -> tuple[str, str] | None:
     determiners and the value's closing punctuation dropped)."""
     lead = _lead(text)
     for rx in _CHANGES:
-        if (m := rx.match(lead)) and _is_value(m.group("v")):
+        if (m := rx.match(lead)) and names_a_thing(m.group("v")):
             return _slot_key(m.group("slot")), _value_key(m.group("v"))
     return None
 
@@ -110,7 +110,7 @@ def slot_value(text: str, slot: str) -> str | None:
     """The value an older fact gives ``slot`` (a key of :func:`slot_change`) at its start
     (``"The staging URL is staging.acme.dev."`` -> ``"staging.acme.dev"``), else ``None``."""
     m = _STATES.match(_lead(text))
-    if not m or _slot_key(m.group("slot")) != slot or not _is_value(m.group("v")):
+    if not m or _slot_key(m.group("slot")) != slot or not names_a_thing(m.group("v")):
         return None
     return _value_key(m.group("v"))
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import itertools
 import re
-import unicodedata
 from collections.abc import Sequence
 
-from opencode_memoryd.extract.slots import replaces_value
+from opencode_memoryd.extract.facts import fold
+from opencode_memoryd.extract.slots import names_a_thing, replaces_value
 
 #: A term: one name (letters, digits, ``. @ / + # _ -``), optionally followed by up to two
 #: more capitalised names ("Travis CI", "Create React App").
@@ -209,7 +209,7 @@ def _term_of(m: re.Match[str], cue: re.Pattern[str], text: str, *, names_a_tool:
     weak = "weak" in cue.groupindex and (plain or (" " in term and term.split()[0].islower()))
     if "release" in cue.groupindex and re.search(r"\d", term):
         return ""
-    if "y" in cue.groupindex and not _names_a_thing(m.group("y")):
+    if "y" in cue.groupindex and not names_a_thing(m.group("y")):
         return ""
     if (not term or weak or fold(term.split()[0]) in _NOT_TERMS or term.isdigit()
             or (plain and term.endswith(("ed", "ing")))
@@ -219,34 +219,10 @@ def _term_of(m: re.Match[str], cue: re.Pattern[str], text: str, *, names_a_tool:
     return term
 
 
-#: Words that say how something is, not what it is ("it's awesome, not too far").
-_QUALITIES = _set("""
-awesome great fine good ok okay true false right wrong cool nice bad fast slow better worse
-best worst easy hard simple fun weird odd strange possible impossible far close near enough
-done ready same different new old big small fair sure clear important necessary likely
-""")
-_QUALITY_END = re.compile(r"(?:ful|ous|ive|able|ible|ing|ed|ly|less|al)$")
-
-
-def _names_a_thing(word: str) -> bool:
-    """Whether the new term of "it's Y, not X" names a tool or a value rather than a
-    quality: a code span, a capitalised or digit-bearing name, or a plain word that is no
-    quality (:data:`_QUALITIES`, adjective endings)."""
-    if word.startswith("`") or word[:1].isupper() or re.search(r"[\d.@/+#_-]", word):
-        return True
-    w = fold(word)
-    return w not in _QUALITIES and not _QUALITY_END.search(w)
-
-
 def _still_used(text: str, term: str) -> bool:
     """Whether a clause of ``text`` still states ``term`` as in use ("Use uv; Poetry is
     obsolete" uses uv, not Poetry)."""
     return any(_used(_words(c), term, as_subject=False) for c in _CLAUSE.split(text))
-
-
-def fold(text: str) -> str:
-    """``text`` NFKC-normalised and case-folded, as terms are compared."""
-    return unicodedata.normalize("NFKC", text).casefold().replace("\u2019", "'")
 
 
 def _words(text: str) -> list[str]:

@@ -32,6 +32,8 @@ LASTING = _rx(r"""\b(?:from\s+(?:now|today|this\s+(?:week|session|point))\s+on(?
     |going\s+forward|moving\s+forward|permanently|for\s+good|until\s+further\s+notice
     |(?:not|never)\s+(?:just|only)\s+(?:for\s+)?(?:now|today|this\s+\w+))\b""")
 
+#: A day of the week, not an event of it ("Monday", not "Monday's standup").
+_WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day(?!'s)"
 #: A one-off event a directive waits for ("until the release", "until the sandbox is fixed",
 #: "until Friday"); a recurring condition ("until CI is green") is none.
 _UNTIL_EVENT = (r"(?:(?:the|our|my|this|that|its)\s+(?:[\w.-]+\s+){0,2}?(?:release|migration"
@@ -42,8 +44,7 @@ _UNTIL_EVENT = (r"(?:(?:the|our|my|this|that|its)\s+(?:[\w.-]+\s+){0,2}?(?:relea
                 r"|[\w./-]+(?:\s+[\w./-]+){0,3}?\s+(?:lands|ships)|tomorrow|next\s+week"
                 r"|(?:we|i|you|they)\s+(?:upgrade|migrate|release|ship|launch|switch|move"
                 r"|cut\s+over|finish|fix)\w*"
-                r"|(?:mon|tues|wednes|thurs|fri)day(?!'s)|the\s+end\s+of\s+the\s+(?:day|week|sprint"
-                r"|month))")
+                rf"|{_WEEKDAY}|the\s+end\s+of\s+the\s+(?:day|week|sprint|month))")
 #: A one-off undertaking that "for this …" ties a directive to ("for this spike"), when the
 #: phrase ends there ("for this feature flag system" names a thing, not a span).
 _UNDERTAKING = (r"(?:spike|refactor|feature|ticket|story|bug|fix|change|investigation|demo"
@@ -71,7 +72,7 @@ TEMPORARY = _rx(r"""\b(?:
     | this\s+(?:week|sprint|month|weekend|morning|afternoon|evening) | today | tonight
     | after\s+today | until\s+tomorrow
     | in\s+the\s+meantime | meanwhile | at\s+the\s+moment | right\s+now
-    | (?:through|thru)\s+(?:(?:mon|tues|wednes|thurs|fri|satur|sun)day(?!'s)|the\s+weekend
+    | (?:through|thru)\s+(?:""" + _WEEKDAY + r"""|the\s+weekend
         |next\s+week|the\s+end\s+of\s+the\s+(?:day|week|sprint|month))
     | (?:don'?t|do\s+not)\s+(?:(?!(?:whose|if|when|unless|until|that|which|where|while
         |before|after)\b)\w+\s+){1,6}?yet(?=\s*[.!,;]|\s*$)
@@ -91,7 +92,7 @@ _DATING = _rx(r"\b(?:today|tonight|this\s+(?:week|month|weekend|morning|afternoo
 _CONDITION = _rx(r"(?:while|as\s+long\s+as|until|till|til|untill?|during)\b")
 #: "until" a date: a prohibition that ends then ("don't touch billing until Monday").
 _UNTIL_DATE = _rx(r"""(?:until|till|til|untill?)\s+(?:tomorrow|tonight|next\s+\w+
-    |(?:mon|tues|wednes|thurs|fri|satur|sun)day(?!'s)|the\s+end\s+of\s+the\s+\w+|\d)""")
+    |""" + _WEEKDAY + r"""|the\s+end\s+of\s+the\s+\w+|\d)""")
 _PROHIBITION = _rx(r"\b(?:don'?t|do\s+not|never|no|must\s+not|mustn'?t|shouldn'?t|should\s+not"
                    r"|cannot|can'?t|may\s+not)\b(?!\s+(?:ever\s+)?forget)")
 

@@ -7,11 +7,12 @@ loader.load_config`). A valid file asks the daemon to restart in place: it stops
 SIGTERM (work in flight is crash-safe and resumes) and :func:`restart_in_place` replaces
 the process image with the same command line (``execv``: the same pid, so systemd and
 launchd keep tracking it; systemd is told ``RELOADING=1`` and gets ``READY=1`` from the
-new image). An invalid file changes nothing: the daemon keeps running with the config it
-has, logs the problem once per version of the file, and ``status`` / ``doctor`` show it.
-Restarting rather than patching live objects is what makes every key take effect, the
-store's location and the sockets included (the same choice as a service manager's
-``restart``).
+new image; SIGHUP stays blocked until the new image serves it). An invalid file, or one
+that changes the embedder or the store (:func:`store_change`), changes nothing: the daemon
+keeps running with the config it has, logs the problem once per version of the file, and
+``status`` / ``doctor`` show it. Restarting rather than patching live objects is what
+makes every other key take effect, the sockets and the web page included (the same choice
+as a service manager's ``restart``).
 """
 
 from __future__ import annotations
@@ -112,12 +113,12 @@ def block_hangup() -> None:
 def restart_in_place() -> None:
     """Replace this process by a fresh run of the same command line (same pid, same
     environment: a variable added to the service's environment needs a real restart).
-    Does not return.
+    Does not return. SIGHUP is blocked already (:func:`block_hangup`, when the daemon
+    stopped to restart).
 
     Raises:
         OSError: the interpreter could not be executed (the caller exits instead).
     """
-    block_hangup()
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
